@@ -1,0 +1,118 @@
+"""Validation of notebook (papermill) parameters.
+
+Every notebook's first code cell after the ``parameters`` cell calls :func:`check_params`,
+so a bad ``-p name value`` fails at once, before any work, with a message that names the
+parameter and the values it accepts.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+
+class ParameterError(ValueError):
+    """A notebook or config parameter has a value outside its valid set."""
+
+
+@dataclass(frozen=True)
+class Choice:
+    """One of a fixed set of values."""
+    values: tuple
+
+    def check(self, name: str, value: Any) -> Any:
+        if value not in self.values:
+            raise ParameterError(
+                f"parameter {name!r} = {value!r} is not valid; valid values: "
+                + ", ".join(repr(v) for v in self.values))
+        return value
+
+
+@dataclass(frozen=True)
+class Number:
+    """An int or float in [lo, hi]; ``integer=True`` also requires an integral value."""
+    lo: float = -math.inf
+    hi: float = math.inf
+    integer: bool = False
+
+    def describe(self) -> str:
+        kind = "an integer" if self.integer else "a number"
+        return f"{kind} in [{self.lo}, {self.hi}]"
+
+    def check(self, name: str, value: Any) -> Any:
+        ok_type = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if ok_type and self.integer and isinstance(value, float):
+            ok_type = value.is_integer()
+        if not ok_type or not math.isfinite(value) or not (self.lo <= value <= self.hi):
+            raise ParameterError(f"parameter {name!r} = {value!r} is not valid; expected {self.describe()}")
+        return int(value) if self.integer else float(value)
+
+
+@dataclass(frozen=True)
+class Mu:
+    """SEC target norm: 'batch', 'ema', 'zero' or a positive number."""
+    MODES = ("batch", "ema", "zero")
+
+    def check(self, name: str, value: Any) -> Any:
+        if isinstance(value, str) and value in self.MODES:
+            return value
+        if isinstance(value, str):
+            try:
+                value = float(value)
+            except ValueError:
+                value = None
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0:
+            return float(value)
+        raise ParameterError(f"parameter {name!r} = {value!r} is not valid; valid values: "
+                             "'batch', 'ema', 'zero' or a positive number (a fixed radius)")
+
+
+@dataclass(frozen=True)
+class Text:
+    """Any non-empty string (or None when ``optional``)."""
+    optional: bool = False
+
+    def check(self, name: str, value: Any) -> Any:
+        if value is None and self.optional:
+            return None
+        if not isinstance(value, str) or not value:
+            raise ParameterError(f"parameter {name!r} = {value!r} is not valid; expected a non-empty string"
+                                 + (" or None" if self.optional else ""))
+        return value
+
+
+def check_params(values: dict, spec: dict) -> dict:
+    """Validate ``values`` (e.g. ``{k: globals()[k] for k in spec}``) against ``spec``.
+
+    Returns the normalised values. Unknown keys in ``values`` are an error too, so a typo in
+    ``-p`` (papermill silently adds unknown names) is caught.
+    """
+    unknown = sorted(set(values) - set(spec))
+    if unknown:
+        raise ParameterError(f"unknown parameter(s) {unknown}; valid parameters: {sorted(spec)}")
+    missing = sorted(set(spec) - set(values))
+    if missing:
+        raise ParameterError(f"missing parameter(s) {missing}")
+    return {name: spec[name].check(name, values[name]) for name in spec}
+
+
+_IPYTHON_NAMES = frozenset({"In", "Out", "get_ipython", "exit", "quit", "open"})
+
+
+def notebook_params(namespace: dict, spec: dict) -> dict:
+    """Validate a notebook's parameters straight from its namespace.
+
+    Call it as the first statement after the ``parameters`` cell, importing under an underscore
+    name (``import sec_lib.params as _p``): any other public global at that point was injected by
+    papermill, so a ``-p`` name the notebook does not declare is reported as unknown instead of
+    being silently ignored.
+    """
+    extra = sorted(k for k in namespace
+                   if not k.startswith("_") and k not in _IPYTHON_NAMES and k not in spec)
+    if extra:
+        raise ParameterError(f"unknown parameter(s) {extra}; valid parameters: {sorted(spec)}")
+    return check_params({k: namespace[k] for k in spec if k in namespace}, spec)
+
+
+def choices(values: Iterable) -> Choice:
+    return Choice(tuple(values))
