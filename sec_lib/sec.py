@@ -1,0 +1,180 @@
+"""The spherical embedding constraint (SEC).
+
+Follows Zhang, Li & Zhang, "Deep Metric Learning with Spherical Embedding", NeurIPS 2020
+(arXiv 2011.02785), Sec. 3, and the training loop of the authors' code (Dyfine/SphericalEmbedding,
+``learner.py``)::
+
+    L_sec = (1/N) sum_i (||f_i|| - mu)^2,      total loss = L_metric + eta * L_sec
+
+where ``f_i`` is the raw (un-normalized) embedding and ``mu`` is a detached estimate of the
+typical norm. Because ``mu`` is detached,
+
+    dL_sec/df_i = (2/N) (||f_i|| - mu) * f_i / ||f_i||,
+
+a purely radial force that pulls every norm toward ``mu`` and never turns a direction.
+
+Two entry points share one computation (:meth:`SphericalEmbeddingConstraint.per_sample`):
+
+* :class:`SphericalEmbeddingConstraint` -- a plain ``nn.Module``: ``sec(f) -> scalar``.
+* :class:`SECRegularizer` -- the same constraint as a pytorch-metric-learning embedding
+  regularizer, e.g. ``TripletMarginLoss(embedding_regularizer=SECRegularizer(eta=1.0))``.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+from pytorch_metric_learning.regularizers import BaseRegularizer
+from pytorch_metric_learning.utils import common_functions as c_f
+from torch import nn
+
+__all__ = ["SphericalEmbeddingConstraint", "SECRegularizer", "MU_MODES"]
+
+#: String choices for ``mu``; a positive float is also accepted (a fixed target radius).
+MU_MODES = ("batch", "ema", "zero")
+_MU_CHOICES = "'batch', 'ema', 'zero' or a positive finite float (fixed radius)"
+
+
+def _is_number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def _validate(eta, mu, momentum) -> str:
+    """Check the constructor arguments; return the mu mode ('batch'|'ema'|'zero'|'fixed')."""
+    if not _is_number(eta) or not math.isfinite(eta) or eta < 0:
+        raise ValueError(f"eta must be a finite number >= 0 (0 switches SEC off); got eta={eta!r}")
+    if not _is_number(momentum) or not (0 < momentum <= 1):
+        raise ValueError(f"momentum must be a number in (0, 1] (1 = plain batch mean); got momentum={momentum!r}")
+    if isinstance(mu, str):
+        if mu not in MU_MODES:
+            raise ValueError(f"mu must be one of {_MU_CHOICES}; got mu={mu!r}")
+        mode = mu
+    elif _is_number(mu) and math.isfinite(mu) and mu > 0:
+        mode = "fixed"
+    else:
+        raise ValueError(f"mu must be one of {_MU_CHOICES}; got mu={mu!r}")
+    if mode != "ema" and momentum != 1:
+        raise ValueError(
+            f"momentum={momentum!r} only applies to mu='ema' (a running mean of the batch mean norm); "
+            f"with mu={mu!r} momentum must be 1.0. Valid mu choices: {_MU_CHOICES}"
+        )
+    return mode
+
+
+def _check_embeddings(f) -> None:
+    if not isinstance(f, torch.Tensor):
+        raise ValueError(f"embeddings must be a torch.Tensor of shape (B, D); got {type(f).__name__}")
+    if f.ndim != 2 or f.shape[0] < 1 or f.shape[1] < 1:
+        raise ValueError(f"embeddings must be a 2-D tensor (B, D) with B >= 1 and D >= 1; got shape {tuple(f.shape)}")
+    if not f.is_floating_point():
+        raise ValueError(f"embeddings must be a floating-point tensor; got dtype {f.dtype}")
+
+
+class SphericalEmbeddingConstraint(nn.Module):
+    """``eta * mean_i (||f_i|| - mu)^2`` on raw embeddings ``f`` of shape (B, D).
+
+    Args:
+        eta: weight of the constraint (>= 0).
+        mu: the target norm, always detached from the graph:
+
+            * ``"batch"`` (paper default): the mean norm of the current mini-batch.
+            * ``"ema"``: a running mean ``mu_t = (1 - rho) mu_{t-1} + rho * mean_i ||f_i||``,
+              initialised with the first batch mean (as in the authors' ``learner.py``). The current
+              batch is folded in *before* the loss is computed. The running value lives in the
+              registered buffers ``running_mu`` and ``initialized``, so it is saved in
+              ``state_dict``. It is updated only in training mode (``module.train()``); in eval mode
+              the stored value is used unchanged (or, before any training batch was seen, the batch
+              mean). This keeps evaluation/monitoring passes from moving the target.
+            * ``"zero"``: ``mu = 0``, i.e. ``eta * mean ||f_i||^2`` -- the paper's "L2-reg" baseline,
+              which shrinks every norm.
+            * a positive float: a fixed target radius.
+        momentum: ``rho`` in (0, 1] for ``mu="ema"``; must be 1.0 for the other modes.
+
+    Attributes:
+        last_mu: python float, the ``mu`` used by the last call (``nan`` before the first call).
+        mu_mode: ``"batch" | "ema" | "zero" | "fixed"``.
+    """
+
+    def __init__(self, eta: float = 1.0, mu: str | float = "batch", momentum: float = 1.0):
+        super().__init__()
+        self.mu_mode = _validate(eta, mu, momentum)
+        self.eta = float(eta)
+        self.mu = mu if isinstance(mu, str) else float(mu)
+        self.momentum = float(momentum)
+        self.register_buffer("running_mu", torch.zeros(()))
+        self.register_buffer("initialized", torch.zeros((), dtype=torch.bool))
+        self.last_mu = float("nan")
+
+    def target_norm(self, norms: torch.Tensor) -> torch.Tensor:
+        """The detached ``mu`` for this batch of norms (updates the EMA buffer in training mode)."""
+        batch_mean = norms.detach().mean()
+        if self.mu_mode == "batch":
+            return batch_mean
+        if self.mu_mode == "zero":
+            return torch.zeros((), dtype=norms.dtype, device=norms.device)
+        if self.mu_mode == "fixed":
+            return torch.tensor(self.mu, dtype=norms.dtype, device=norms.device)
+        # "ema"
+        if self.training:
+            with torch.no_grad():
+                if bool(self.initialized):
+                    self.running_mu.mul_(1.0 - self.momentum).add_(self.momentum * batch_mean.to(self.running_mu))
+                else:
+                    self.running_mu.copy_(batch_mean)
+                    self.initialized.fill_(True)
+        elif not bool(self.initialized):
+            return batch_mean
+        return self.running_mu.detach().clone().to(norms.dtype)
+
+    def per_sample(self, f: torch.Tensor) -> torch.Tensor:
+        """Per-sample terms ``eta * (||f_i|| - mu)^2`` (shape (B,)); their mean is the constraint."""
+        _check_embeddings(f)
+        norms = f.norm(dim=1)
+        mu = self.target_norm(norms)
+        self.last_mu = float(mu)
+        return self.eta * (norms - mu) ** 2
+
+    def forward(self, f: torch.Tensor) -> torch.Tensor:
+        return self.per_sample(f).mean()
+
+    def extra_repr(self) -> str:
+        return f"eta={self.eta}, mu={self.mu!r}, momentum={self.momentum}"
+
+
+class SECRegularizer(BaseRegularizer):
+    """SEC as a pytorch-metric-learning embedding regularizer.
+
+    PML (2.9.0) passes the *raw* embeddings of a loss to its ``embedding_regularizer``, reduces the
+    per-sample terms returned by :meth:`compute_loss` with the regularizer's reducer (``MeanReducer``)
+    and multiplies by the loss's ``embedding_reg_weight`` (default 1). The per-sample terms come from
+    the wrapped :class:`SphericalEmbeddingConstraint` (``self.constraint``), so with the default weight
+    the amount added to the loss is exactly ``eta * mean_i (||f_i|| - mu)^2`` and the ``mu`` logic
+    (including the EMA buffers, saved under ``...embedding_regularizer.constraint``) is shared.
+
+    The reducer is fixed to ``MeanReducer`` on purpose: another reducer would change the value.
+    """
+
+    def __init__(self, eta: float = 1.0, mu: str | float = "batch", momentum: float = 1.0):
+        super().__init__()
+        self.constraint = SphericalEmbeddingConstraint(eta=eta, mu=mu, momentum=momentum)
+
+    def compute_loss(self, embeddings):
+        return {
+            "loss": {
+                "losses": self.constraint.per_sample(embeddings),
+                "indices": c_f.torch_arange_from_size(embeddings),
+                "reduction_type": "element",
+            }
+        }
+
+    @property
+    def last_mu(self) -> float:
+        return self.constraint.last_mu
+
+    @property
+    def mu_mode(self) -> str:
+        return self.constraint.mu_mode
+
+    @property
+    def eta(self) -> float:
+        return self.constraint.eta
