@@ -1,0 +1,90 @@
+"""The result store: keyed by config, atomic, resumable, and it never holds half a run."""
+import json
+import os
+
+import pytest
+
+import sec_lib.store as S
+from sec_lib.params import ParameterError
+from sec_lib.store import ResultStore, load_runs, run_all, run_key
+from sec_lib.train import TrainConfig
+
+
+def toy(**kw):
+    base = dict(dataset="toy", model="mlp", width=16, embed_dim=8, iterations=8, batch_size=24, eval_every=4,
+                track_every=4, track_samples=4, dtheta_every=4, lr=3e-3, loss="npair", num_threads=1,
+                data_kwargs={"noise": 0.1, "num_classes": 60})
+    base.update(kw)
+    return TrainConfig(**base)
+
+
+def test_key_depends_on_config_but_not_on_threads():
+    assert run_key(toy()) == run_key(toy(num_threads=2))
+    assert run_key(toy()) != run_key(toy(seed=1))
+    assert run_key(toy()) != run_key(toy(eta=0.1))
+    assert len(run_key(toy())) == 16
+
+
+def test_run_saves_and_a_rerun_returns_the_stored_result(tmp_path, monkeypatch):
+    store = ResultStore(tmp_path)
+    first = store.run(toy())
+    folder = tmp_path / run_key(toy())
+    assert sorted(p.name for p in folder.iterdir()) == sorted(
+        ["config.json", "result.json"] + [f"{t}.parquet" for t in S.TABLES])
+    meta = json.loads((folder / "result.json").read_text())
+    assert meta["status"] == "done" and meta["provenance"]["device"] == "cpu"
+
+    monkeypatch.setattr(S, "train", lambda *a, **k: pytest.fail("a completed run must not train again"))
+    again = store.run(toy())
+    assert again.metrics == pytest.approx(first.metrics)
+    assert again.steps.shape == first.steps.shape
+
+
+def test_interrupted_save_leaves_nothing_that_looks_complete(tmp_path, monkeypatch):
+    store = ResultStore(tmp_path)
+    result = S.train(toy())
+    real = result.evals.to_parquet
+
+    def crash(*a, **k):
+        raise KeyboardInterrupt("power cut")
+    monkeypatch.setattr(result.evals, "to_parquet", crash)
+    with pytest.raises(KeyboardInterrupt):
+        store.save(result)
+    assert store.keys() == []
+    assert not (tmp_path / run_key(toy())).exists()
+    assert [p for p in tmp_path.iterdir()] == []          # the temporary folder is gone too
+    monkeypatch.setattr(result.evals, "to_parquet", real)
+    store.save(result)
+    assert store.keys() == [run_key(toy())]
+
+
+def test_bad_config_writes_nothing(tmp_path):
+    store = ResultStore(tmp_path / "runs")
+    with pytest.raises(ParameterError, match="'loss'"):
+        store.run(toy(loss="nonsense"))
+    with pytest.raises(ParameterError, match="'eta'"):
+        run_all([toy(), toy(eta=-0.5)], root=tmp_path / "runs")
+    assert not (tmp_path / "runs").exists()
+
+
+def test_load_runs_gives_tidy_frames(tmp_path):
+    cfgs = [toy(), toy(eta=0.5), toy(eta=0.005, mu="zero")]
+    run_all(cfgs, root=tmp_path)
+    f = load_runs(cfgs, root=tmp_path)
+    assert list(f.runs["variant"]) == ["none", "sec", "l2reg"]
+    assert {"R@1", "NMI", "F1", "test_norm_var", "train_norm_var", "key", "seed", "loss"} <= set(f.runs.columns)
+    assert set(f.steps["key"]) == set(f.runs["key"])
+    assert len(f.evals) == 3 * 3                     # steps 0, 4, 8
+    with pytest.raises(KeyError, match="not in the store"):
+        load_runs([toy(seed=9)], root=tmp_path)
+    assert len(load_runs([toy(seed=9)], root=tmp_path, missing="skip").runs) == 0
+    assert len(load_runs(root=tmp_path).runs) == 3
+
+
+def test_parallel_sweep_matches_serial(tmp_path):
+    cfgs = [toy(seed=s) for s in (0, 1)]
+    par = run_all(cfgs, root=tmp_path / "par", jobs=2)
+    ser = run_all(cfgs, root=tmp_path / "ser", jobs=1)
+    for a, b in zip(par, ser):
+        assert a.metrics["R@1"] == b.metrics["R@1"]
+    assert not any(p.name.startswith(".tmp") for p in (tmp_path / "par").iterdir())

@@ -1,0 +1,115 @@
+"""The training loop: learning happens, runs are deterministic, divergence is recorded, bad configs fail early."""
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from sec_lib.params import ParameterError
+from sec_lib.train import TrainConfig, batch_stats, loglog_fit, train
+
+
+def toy(**kw):
+    base = dict(dataset="toy", model="mlp", width=32, embed_dim=8, iterations=40, batch_size=30, eval_every=20,
+                track_every=5, track_samples=6, dtheta_every=5, lr=3e-3, loss="semihard", num_threads=1,
+                data_kwargs={"noise": 0.1})
+    base.update(kw)
+    return TrainConfig(**base)
+
+
+@pytest.fixture(scope="module")
+def toy_run():
+    return train(toy(eta=0.5))
+
+
+def test_short_toy_run_improves_recall_over_init(toy_run):
+    ev = toy_run.evals.set_index("step")
+    assert toy_run.status == "done"
+    assert 0 in ev.index, "the loop evaluates at initialisation"
+    assert ev.loc[40, "R@1"] > ev.loc[0, "R@1"] + 5, ev["R@1"].to_dict()
+
+
+def test_step_log_has_every_instrument(toy_run):
+    s = toy_run.steps
+    assert len(s) == 40
+    for col in ["loss_metric", "loss_sec", "norm_mean", "norm_var", "mu", "pos_cos", "neg_cos", "violations",
+                "grad_slope", "grad_r2", "grad_norm_cv", "step_time"]:
+        assert s[col].notna().all(), col
+    d = s.dropna(subset=["dtheta_mean"])
+    assert list(d["step"]) == [5, 10, 15, 20, 25, 30, 35, 40]
+    assert (d["dtheta_mean"] > 0).all()
+    # the SEC target is the batch mean norm of that step
+    assert np.allclose(s["mu"], s["norm_mean"], rtol=1e-5)
+    assert set(toy_run.tracked["sample"].unique()).__len__() == 6
+    assert set(toy_run.grad_scatter["step"]) == {1, 20, 40}
+    assert set(toy_run.cosines["kind"]) == {"pos", "neg"}
+    assert toy_run.metrics["test_norm_var"] >= 0
+
+
+def test_same_config_and_seed_give_identical_results():
+    a, b = train(toy(iterations=15, eval_every=0)), train(toy(iterations=15, eval_every=0))
+    assert a.metrics.keys() == b.metrics.keys()
+    for k in a.metrics:
+        if k != "mean_step_time":
+            assert a.metrics[k] == b.metrics[k], k
+    cols = [c for c in a.steps.columns if c != "step_time"]
+    assert a.steps[cols].equals(b.steps[cols])
+    c = train(toy(iterations=15, eval_every=0, seed=1))
+    assert c.metrics["R@1"] != a.metrics["R@1"] or c.metrics["NMI"] != a.metrics["NMI"]
+
+
+def test_nan_loss_stops_and_is_recorded_as_failed(monkeypatch):
+    import sec_lib.train as T
+    real = T.make_loss
+
+    def poisoned(cfg, ds):
+        loss = real(cfg, ds)
+
+        class Poison(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.inner, self.calls = loss, 0
+
+            def forward(self, emb, labels):
+                self.calls += 1
+                out = self.inner(emb, labels)
+                return out * float("nan") if self.calls == 3 else out
+        return Poison()
+
+    monkeypatch.setattr(T, "make_loss", poisoned)
+    r = train(toy(iterations=10))
+    assert r.status == "failed"
+    assert "non-finite loss at step 3" in r.error
+    assert len(r.steps) == 2
+
+
+@pytest.mark.parametrize("field,value,fragment", [
+    ("loss", "nope", "valid values"), ("eta", -1.0, "'eta'"), ("optimizer", "lbfgs", "'sgd'"),
+    ("mu", "median", "'batch'"), ("head", "bn", "weightnorm"), ("dataset", "mnist", "glyphs"),
+    ("device", "tpu", "cuda"), ("batch_size", 3, "batch_size"), ("iterations", 0, "iterations"),
+])
+def test_bad_config_raises_a_clear_error(field, value, fragment):
+    with pytest.raises(ParameterError) as e:
+        toy(**{field: value}).validate()
+    assert field in str(e.value) and fragment in str(e.value)
+
+
+def test_loglog_fit_recovers_a_power_law():
+    x = torch.linspace(0.5, 20, 50, dtype=torch.float64)
+    slope, r2 = loglog_fit(x, 3 * x ** -1.0)
+    assert slope == pytest.approx(-1.0, abs=1e-9) and r2 == pytest.approx(1.0, abs=1e-9)
+
+
+def test_batch_stats_uses_autograd_gradients_of_a_normalized_loss():
+    """Gradient of an angular loss shrinks as 1/‖f‖: scaling a batch's norms changes the slope to −1."""
+    torch.manual_seed(0)
+    from sec_lib.losses import get_loss
+    y = torch.arange(8).repeat_interleave(3)
+    direction = torch.nn.functional.normalize(torch.randn(24, 16), dim=1)
+    scale = torch.linspace(1, 10, 24)[:, None]
+    f = (direction * scale).requires_grad_()
+    g = torch.autograd.grad(get_loss("npair")(f, y), f)[0]
+    stats = batch_stats(f.detach(), y, g)
+    assert stats["grad_slope"] < -0.5          # bigger norm, smaller gradient
+    assert 0 <= stats["violations"] <= 1
+    assert math.isfinite(stats["grad_norm_cv"])
