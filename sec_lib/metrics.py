@@ -1,0 +1,467 @@
+"""Retrieval and clustering metrics for deep metric learning, in PERCENT (0-100) like the paper's tables.
+
+Definitions follow the SEC paper's protocol (Zhang, Li, Zhang, "Deep Metric Learning with Spherical
+Embedding", NeurIPS 2020, Sec. 5 and the authors' ``evaluation.py`` in Dyfine/SphericalEmbedding):
+
+* embeddings are l2-normalized here and compared by cosine similarity (a zero row stays zero, i.e.
+  it has similarity 0 to everything);
+* Recall@K (Song et al., "Deep Metric Learning via Lifted Structured Feature Embedding", CVPR 2016):
+  the fraction of queries with at least one same-class item among their K nearest neighbours,
+  averaged over **all** queries (a query whose class has no other member counts as a miss, as in
+  the authors' code);
+* NMI = 2 I / (H_cluster + H_class) of a k-means clustering with k = number of classes;
+* F1 = pairwise precision/recall F-measure of that clustering;
+* MAP@R (Musgrave, Belongie, Lim, "A Metric Learning Reality Check", ECCV 2020).
+
+Memory: the N x N similarity matrix is never built. Queries are processed in chunks of
+``chunk_size`` rows; each chunk holds one float32 ``chunk_size x n_candidates`` similarity block
+and its top-k. With the default ``chunk_size=None`` the block is capped at :data:`BLOCK_ELEMENTS`
+entries (2**24, 64 MB), so 60k x 512 float32 embeddings are evaluated in well under 2 GB of RAM
+(see ``bench/metrics_bench.py``).
+
+Ties: neighbours are ranked by float32 cosine similarity (descending) and, among exactly equal
+similarities, by candidate index (ascending) -- the order of a stable sort of ``-similarity``.
+This is exact and independent of ``chunk_size``: each chunk takes ``torch.topk`` of k+1 entries,
+re-orders them by (similarity, index), and re-sorts the full row stably in the rare case that a tie
+crosses the k-th place. (The authors' code counts only negatives *strictly* more similar than the
+best positive, i.e. it breaks ties in the query's favour; with continuous embeddings exact ties do
+not occur and both rules agree.)
+"""
+from __future__ import annotations
+
+import math
+from typing import Iterator, Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+__all__ = [
+    "recall_at_k",
+    "map_at_r",
+    "nmi_f1",
+    "clustering_scores",
+    "evaluate",
+    "KMEANS_N_INIT",
+    "BLOCK_ELEMENTS",
+]
+
+#: k-means restarts, pinned (scikit-learn's default changed to "auto" = 1 restart for k-means++ in 1.4;
+#: the authors' code ran with the old default of 10).
+KMEANS_N_INIT = 10
+
+#: With ``chunk_size=None``: at most this many similarity entries per query chunk.
+BLOCK_ELEMENTS = 2**24
+
+
+
+# ----------------------------------------------------------------------------------------- validation
+
+
+def _to_float_tensor(x, name: str) -> torch.Tensor:
+    if isinstance(x, torch.Tensor):
+        t = x.detach()
+    else:
+        try:
+            t = torch.as_tensor(np.asarray(x))
+        except (TypeError, ValueError) as err:  # pragma: no cover - exotic inputs
+            raise ValueError(f"{name} must be a 2-D float array or tensor, got {type(x).__name__}") from err
+    if t.ndim != 2:
+        raise ValueError(f"{name} must be 2-D (N x D), got shape {tuple(t.shape)}")
+    if t.shape[0] == 0 or t.shape[1] == 0:
+        raise ValueError(f"{name} must be non-empty (N >= 1 rows, D >= 1 columns), got shape {tuple(t.shape)}")
+    if not (t.is_floating_point() or t.dtype in (torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8)):
+        raise ValueError(f"{name} must hold real numbers, got dtype {t.dtype}")
+    t = t.to(device="cpu", dtype=torch.float32)
+    if not torch.isfinite(t).all():
+        raise ValueError(f"{name} contains NaN or inf; valid embeddings are finite")
+    return t
+
+
+def _to_label_array(labels, name: str, n: int | None, embedding_name: str) -> np.ndarray:
+    """1-D label array (numpy) of length n (unchecked when n is None)."""
+    if isinstance(labels, torch.Tensor):
+        arr = labels.detach().cpu().numpy()
+    else:
+        arr = np.asarray(labels)
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be 1-D (N,), got shape {arr.shape}")
+    if n is not None and arr.shape[0] != n:
+        raise ValueError(f"{name} has length {arr.shape[0]} but {embedding_name} has {n} rows; they must match")
+    return arr
+
+
+def _to_codes(labels, name: str, n: int, embedding_name: str) -> np.ndarray:
+    """Labels of any hashable dtype -> np.int64 codes (order-preserving); length must be n."""
+    arr = _to_label_array(labels, name, n, embedding_name)
+    _, codes = np.unique(arr, return_inverse=True)
+    return codes.astype(np.int64).reshape(-1)
+
+
+def _check_ks(ks, n_candidates: int) -> tuple[int, ...]:
+    if isinstance(ks, (int, np.integer)):
+        ks = (int(ks),)
+    try:
+        ks = tuple(ks)
+    except TypeError as err:
+        raise ValueError(f"ks must be a sequence of integers >= 1, got {ks!r}") from err
+    if len(ks) == 0:
+        raise ValueError("ks must contain at least one k; valid values are integers 1 <= k < number of candidates")
+    out = []
+    for k in ks:
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
+            raise ValueError(f"ks must hold integers, got {k!r}; valid values are 1 <= k < {n_candidates}")
+        k = int(k)
+        if k < 1 or k >= n_candidates:
+            raise ValueError(
+                f"k={k} is out of range: valid values are 1 <= k < number of candidates ({n_candidates})"
+            )
+        out.append(k)
+    return tuple(out)
+
+
+def _check_chunk_size(chunk_size) -> int | None:
+    if chunk_size is None:
+        return None
+    if isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer)) or chunk_size < 1:
+        raise ValueError(f"chunk_size must be None (automatic) or an integer >= 1, got {chunk_size!r}")
+    return int(chunk_size)
+
+
+def _check_device(device) -> torch.device:
+    try:
+        return torch.device(device)
+    except (RuntimeError, TypeError) as err:
+        raise ValueError(f"device must be a torch device or string such as 'cpu' or 'cuda:0', got {device!r}") from err
+
+
+# ------------------------------------------------------------------------------------- ranking kernel
+
+
+def _auto_chunk(n_candidates: int, chunk_size: int | None) -> int:
+    if chunk_size is not None:
+        return chunk_size
+    return max(1, BLOCK_ELEMENTS // max(1, n_candidates))
+
+
+def _similarity_block(q: torch.Tensor, g: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+    """Cosine similarities of a chunk of (normalized) queries against all candidates: c x n
+    (written into ``out`` when given, so one buffer serves every chunk)."""
+    if out is None:
+        return q @ g.T
+    return torch.mm(q, g.T, out=out[: q.shape[0]])
+
+
+def _top_k_stable(sim: torch.Tensor, k: int, n_valid: int) -> np.ndarray:
+    """Indices of the k best columns per row of ``sim``, ordered by similarity descending and, among
+    exactly equal similarities, by column index ascending (a stable sort of ``-sim``).
+
+    ``torch.topk`` on float32 fetches k+1 candidates; the k+1-th tells whether a tie crosses the
+    cut. Rows where it does (rare with real embeddings) get a full stable sort of their row; rows
+    with equal values inside the k+1 get those re-ordered by (value, index). ``n_valid``: number of
+    candidates that may be returned (excluded ones are -inf and come last).
+    """
+    k1 = min(k + 1, n_valid)
+    vals_t, idx_t = torch.topk(sim, k1, dim=1, largest=True, sorted=True)
+    vals = vals_t.cpu().numpy()
+    idx = idx_t.cpu().numpy()
+    tied = np.nonzero((vals[:, 1:] == vals[:, :-1]).any(axis=1))[0]  # rows with equal values inside
+    if tied.size:
+        order = np.lexsort((idx[tied], -vals[tied]), axis=1)
+        idx[tied] = np.take_along_axis(idx[tied], order, axis=1)
+    idx = idx[:, :k]
+    if k1 > k:
+        cut = np.nonzero(vals[:, k - 1] == vals[:, k])[0]
+        if cut.size:
+            rows = sim[torch.from_numpy(cut).to(sim.device)].cpu().numpy()
+            idx[cut] = np.argsort(-rows, axis=1, kind="stable")[:, :k]
+    return idx
+
+
+def _ranked_chunks(
+    query: torch.Tensor,
+    gallery: torch.Tensor,
+    order: np.ndarray,
+    k_for_rows,
+    leave_one_out: bool,
+    chunk_size: int | None,
+    device: torch.device,
+) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """Yield ``(query_rows, neighbour_indices)`` chunk by chunk.
+
+    ``order``: query rows in processing order; ``k_for_rows(rows) -> int`` how many neighbours the
+    chunk needs. ``neighbour_indices`` is (len(rows) x k) int64, best first (similarity descending,
+    index ascending among equal similarities). With ``leave_one_out`` the query itself (same row
+    index in ``gallery``) is never returned.
+    """
+    n_gal = gallery.shape[0]
+    n_valid = n_gal - 1 if leave_one_out else n_gal
+    step = _auto_chunk(n_gal, chunk_size)
+    q_all = F.normalize(query, p=2, dim=1)
+    g = F.normalize(gallery, p=2, dim=1).to(device)
+    buf = torch.empty(min(step, len(order)), n_gal, dtype=g.dtype, device=device)
+    for start in range(0, len(order), step):
+        rows = order[start : start + step]
+        k = int(k_for_rows(rows))
+        rows_t = torch.from_numpy(rows)
+        sim = _similarity_block(q_all[rows_t].to(device), g, out=buf)
+        if leave_one_out:
+            sim[torch.arange(len(rows), device=device), rows_t.to(device)] = -math.inf
+        idx = _top_k_stable(sim, k, n_valid)
+        del sim
+        yield rows, idx
+
+
+def _first_hit_rank(nbr_labels: np.ndarray, q_labels: np.ndarray) -> np.ndarray:
+    """0-based rank of the first same-label neighbour per row; ``width`` when there is none."""
+    match = nbr_labels == q_labels[:, None]
+    first = match.argmax(axis=1)
+    first[~match.any(axis=1)] = nbr_labels.shape[1]
+    return first
+
+
+def _ap_at_r(nbr_labels: np.ndarray, q_labels: np.ndarray, r: np.ndarray) -> np.ndarray:
+    """Per-row AP@R from (c x width) neighbour labels, width >= max(r); rows need r >= 1."""
+    width = nbr_labels.shape[1]
+    pos = np.arange(1, width + 1)
+    rel = (nbr_labels == q_labels[:, None]) & (pos[None, :] <= r[:, None])
+    prec = np.cumsum(rel, axis=1) / pos[None, :]
+    return (prec * rel).sum(axis=1) / r
+
+
+# ------------------------------------------------------------------------------------------ public API
+
+
+def recall_at_k(
+    *args,
+    ks: Sequence[int] = (1, 2, 4, 8),
+    gallery=None,
+    gallery_labels=None,
+    chunk_size: int | None = None,
+    device="cpu",
+) -> dict[int, float]:
+    """Recall@K in percent, as a dict ``{k: recall}``.
+
+    Two call forms, told apart by the number of positional arguments:
+
+    * ``recall_at_k(emb, labels[, ks])`` (2 or 3 positional): every sample is a query against all
+      **other** samples (the query itself is left out; CUB/Cars/SOP protocol). Number of
+      candidates = N - 1.
+    * ``recall_at_k(query, query_labels, gallery, gallery_labels[, ks])`` (4 or 5 positional), or
+      ``recall_at_k(query, query_labels, gallery=..., gallery_labels=...)``: queries against a
+      separate gallery, nothing left out (In-Shop protocol). Number of candidates = gallery size.
+
+    A query counts as a hit at K when at least one of its K nearest candidates (cosine similarity,
+    ties by candidate index, see the module docstring) has its label; recall is averaged over all
+    queries, including queries without any positive candidate (they count as misses).
+
+    Raises ValueError on empty input, non-2-D embeddings, label/embedding length mismatch,
+    query/gallery dimension mismatch, non-finite values, and any k outside ``1 <= k < candidates``.
+    """
+    ks_pos = None
+    if len(args) in (2, 3):
+        query, q_labels = args[0], args[1]
+        if len(args) == 3:
+            ks_pos = args[2]
+    elif len(args) in (4, 5):
+        if gallery is not None or gallery_labels is not None:
+            raise ValueError("pass the gallery either positionally or as gallery=/gallery_labels=, not both")
+        query, q_labels, gallery, gallery_labels = args[:4]
+        if len(args) == 5:
+            ks_pos = args[4]
+    else:
+        raise ValueError(
+            f"recall_at_k takes 2-3 positional arguments (emb, labels[, ks]) or 4-5 "
+            f"(query, query_labels, gallery, gallery_labels[, ks]); got {len(args)}"
+        )
+    if ks_pos is not None:
+        ks = ks_pos
+    if (gallery is None) != (gallery_labels is None):
+        raise ValueError("gallery and gallery_labels must be given together (both or neither)")
+    chunk_size = _check_chunk_size(chunk_size)
+    dev = _check_device(device)
+
+    q = _to_float_tensor(query, "query" if gallery is not None else "emb")
+    if gallery is None:
+        codes = _to_codes(q_labels, "labels", q.shape[0], "emb")
+        if q.shape[0] < 2:
+            raise ValueError(f"leave-one-out recall needs at least 2 samples, got {q.shape[0]}")
+        ks = _check_ks(ks, q.shape[0] - 1)
+        g, q_codes, g_codes, loo = q, codes, codes, True
+    else:
+        g = _to_float_tensor(gallery, "gallery")
+        if g.shape[1] != q.shape[1]:
+            raise ValueError(
+                f"query has dimension {q.shape[1]} but gallery has {g.shape[1]}; they must match"
+            )
+        q_raw = _to_label_array(q_labels, "query_labels", q.shape[0], "query")
+        g_raw = _to_label_array(gallery_labels, "gallery_labels", g.shape[0], "gallery")
+        _, inv = np.unique(np.concatenate([q_raw, g_raw]), return_inverse=True)
+        inv = inv.reshape(-1).astype(np.int64)
+        q_codes, g_codes = inv[: q.shape[0]], inv[q.shape[0] :]
+        ks = _check_ks(ks, g.shape[0])
+        loo = False
+
+    kmax = max(ks)
+    first = np.empty(q.shape[0], dtype=np.int64)
+    order = np.arange(q.shape[0])
+    for rows, nbr in _ranked_chunks(q, g, order, lambda rows: kmax, loo, chunk_size, dev):
+        first[rows] = _first_hit_rank(g_codes[nbr], q_codes[rows])
+    return {k: float(100.0 * np.mean(first < k)) for k in ks}
+
+
+def _loo_inputs(emb, labels) -> tuple[torch.Tensor, np.ndarray]:
+    e = _to_float_tensor(emb, "emb")
+    codes = _to_codes(labels, "labels", e.shape[0], "emb")
+    if e.shape[0] < 2:
+        raise ValueError(f"leave-one-out metrics need at least 2 samples, got {e.shape[0]}")
+    return e, codes
+
+
+def _map_r_and_order(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """R per query (other samples of its class) and the processing order (by R, so that chunks
+    need few neighbours)."""
+    r = np.bincount(codes)[codes] - 1
+    return r, np.argsort(r, kind="stable")
+
+
+def map_at_r(emb, labels, chunk_size: int | None = None, device="cpu") -> float:
+    """MAP@R in percent (Musgrave, Belongie, Lim, "A Metric Learning Reality Check", ECCV 2020).
+
+    For a query with R = number of *other* samples of its class (the query is left out):
+    ``AP@R = (1/R) * sum_{i=1..R} P@i * rel(i)`` over its R nearest neighbours, where rel(i) says
+    whether the i-th neighbour shares the label and P@i is the precision among the first i.
+    MAP@R is the mean over queries with R >= 1 (queries alone in their class are skipped, as in
+    pytorch-metric-learning's AccuracyCalculator); NaN if no query has R >= 1.
+    Ties are broken by index (see the module docstring). Chunks need the top max-R neighbours of
+    their queries, so queries are processed in order of R.
+    """
+    chunk_size = _check_chunk_size(chunk_size)
+    dev = _check_device(device)
+    e, codes = _loo_inputs(emb, labels)
+    r, order = _map_r_and_order(codes)
+    order = order[r[order] >= 1]
+    if len(order) == 0:
+        return float("nan")
+    ap = np.full(e.shape[0], np.nan)
+    for rows, nbr in _ranked_chunks(e, e, order, lambda rows: r[rows].max(), True, chunk_size, dev):
+        ap[rows] = _ap_at_r(codes[nbr], codes[rows], r[rows])
+    return float(100.0 * ap[r >= 1].mean())  # mean in index order, as in evaluate()
+
+
+def clustering_scores(cluster_ids, labels) -> tuple[float, float]:
+    """(NMI, F1) in percent of a given clustering against the class labels.
+
+    NMI = 2 I(cluster; class) / (H(cluster) + H(class)) with natural logs (arithmetic-mean
+    normalisation, equal to scikit-learn's ``normalized_mutual_info_score`` default); defined as
+    100 when both entropies are 0 (one cluster, one class), like scikit-learn.
+
+    F1 is the pairwise F-measure (Manning et al., "Introduction to Information Retrieval", 16.3;
+    the authors' ``compute_clutering_metric``): a pair of samples is a true positive when it is in
+    the same cluster and the same class. From the contingency table n_ij (clusters x classes),
+    TP = sum_ij C(n_ij, 2), TP + FP = sum_i C(a_i, 2), TP + FN = sum_j C(b_j, 2), P = TP/(TP+FP),
+    R = TP/(TP+FN), F1 = 2PR/(P+R); 0 when TP = 0. Never forms the N x N pair matrix.
+    """
+    raw = _to_label_array(cluster_ids, "cluster_ids", None, "")
+    n = raw.shape[0]
+    if n == 0:
+        raise ValueError("cluster_ids and labels must be non-empty")
+    c = _to_codes(raw, "cluster_ids", n, "cluster_ids")
+    y = _to_codes(labels, "labels", n, "cluster_ids")
+    cont = np.zeros((c.max() + 1, y.max() + 1), dtype=np.int64)
+    np.add.at(cont, (c, y), 1)
+    a = cont.sum(axis=1)
+    b = cont.sum(axis=0)
+
+    nz = cont > 0
+    nij = cont[nz].astype(np.float64)
+    ai = np.broadcast_to(a[:, None], cont.shape)[nz].astype(np.float64)
+    bj = np.broadcast_to(b[None, :], cont.shape)[nz].astype(np.float64)
+    mi = float(np.sum(nij / n * (np.log(nij) + np.log(n) - np.log(ai) - np.log(bj))))
+    h_c = float(-np.sum(a / n * np.log(a / n)))
+    h_y = float(-np.sum(b / n * np.log(b / n)))
+    if h_c + h_y == 0.0:
+        nmi = 1.0
+    else:
+        nmi = min(1.0, max(0.0, 2.0 * mi / (h_c + h_y)))  # clip float round-off
+
+    def pairs(x: np.ndarray) -> float:
+        x = x.astype(np.float64)
+        return float(np.sum(x * (x - 1.0) / 2.0))
+
+    tp = pairs(cont[nz])
+    tp_fp = pairs(a)
+    tp_fn = pairs(b)
+    if tp == 0.0:
+        f1 = 0.0
+    else:
+        p, rec = tp / tp_fp, tp / tp_fn
+        f1 = 2.0 * p * rec / (p + rec)
+    return 100.0 * nmi, 100.0 * f1
+
+
+def nmi_f1(emb, labels, seed: int = 0, n_init: int = KMEANS_N_INIT) -> tuple[float, float]:
+    """(NMI, F1) in percent from k-means on the l2-normalized embeddings.
+
+    scikit-learn ``KMeans(n_clusters=<number of distinct labels>, n_init=n_init, random_state=seed)``
+    with ``n_init`` pinned to :data:`KMEANS_N_INIT` = 10 by default (the authors' code relied on the
+    old scikit-learn default of 10 restarts). Scores: see :func:`clustering_scores`.
+    """
+    from sklearn.cluster import KMeans  # local import: sklearn is only needed for clustering
+
+    if isinstance(n_init, bool) or not isinstance(n_init, (int, np.integer)) or n_init < 1:
+        raise ValueError(f"n_init must be an integer >= 1, got {n_init!r}")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
+    e = _to_float_tensor(emb, "emb")
+    codes = _to_codes(labels, "labels", e.shape[0], "emb")
+    n_clusters = int(codes.max()) + 1
+    x = F.normalize(e, p=2, dim=1).numpy().astype(np.float64)
+    km = KMeans(n_clusters=n_clusters, n_init=int(n_init), random_state=int(seed))
+    pred = km.fit_predict(x)
+    return clustering_scores(pred, codes)
+
+
+def evaluate(
+    emb,
+    labels,
+    ks: Sequence[int] = (1, 2, 4, 8),
+    seed: int = 0,
+    clustering: bool = True,
+    n_init: int = KMEANS_N_INIT,
+    chunk_size: int | None = None,
+    device="cpu",
+) -> dict[str, float]:
+    """All leave-one-out metrics in percent: ``{"R@1":.., "R@2":.., ..., "NMI":.., "F1":.., "MAP@R":..}``.
+
+    Recall@K and MAP@R share one chunked pass over the similarities (per chunk, the top
+    ``max(max(ks), max R in the chunk)`` neighbours); results equal :func:`recall_at_k` and
+    :func:`map_at_r`. NMI/F1 come from :func:`nmi_f1` (k-means seeded with ``seed``) and are left out
+    when ``clustering=False``.
+    """
+    chunk_size = _check_chunk_size(chunk_size)
+    dev = _check_device(device)
+    if not isinstance(clustering, (bool, np.bool_)):
+        raise ValueError(f"clustering must be True or False, got {clustering!r}")
+    e, codes = _loo_inputs(emb, labels)
+    ks = _check_ks(ks, e.shape[0] - 1)
+    kmax = max(ks)
+    r, order = _map_r_and_order(codes)
+    first = np.empty(e.shape[0], dtype=np.int64)
+    ap = np.full(e.shape[0], np.nan)
+    for rows, nbr in _ranked_chunks(e, e, order, lambda rows: max(kmax, r[rows].max()), True, chunk_size, dev):
+        nl = codes[nbr]
+        ql = codes[rows]
+        first[rows] = _first_hit_rank(nl[:, :kmax], ql)
+        rr = r[rows]
+        has = rr >= 1
+        if has.any():
+            ap[rows[has]] = _ap_at_r(nl[has], ql[has], rr[has])
+    out = {f"R@{k}": float(100.0 * np.mean(first < k)) for k in ks}
+    if clustering:
+        nmi, f1 = nmi_f1(e, codes, seed=seed, n_init=n_init)
+        out["NMI"] = nmi
+        out["F1"] = f1
+    valid = r >= 1
+    out["MAP@R"] = float(100.0 * ap[valid].mean()) if valid.any() else float("nan")
+    return out

@@ -1,0 +1,311 @@
+"""sec_lib.metrics against brute force (full N x N numpy), scikit-learn and hand-computed examples."""
+import math
+from itertools import combinations
+
+import numpy as np
+import pytest
+import torch
+from sklearn.cluster import KMeans
+from sklearn.metrics import normalized_mutual_info_score
+
+from sec_lib import metrics as M
+
+# ----------------------------------------------------------------------------------------- data
+
+
+def planted(n_classes=12, per_class=15, dim=16, spread=0.9, seed=0):
+    """Gaussian clusters around random centres (overlapping, so metrics are not all 100)."""
+    rng = np.random.default_rng(seed)
+    labels = np.repeat(np.arange(n_classes), per_class)
+    centres = rng.normal(size=(n_classes, dim))
+    emb = centres[labels] + spread * rng.normal(size=(labels.size, dim))
+    perm = rng.permutation(labels.size)
+    return emb[perm].astype(np.float32), labels[perm]
+
+
+def tied(n=120, dim=6, n_classes=5, seed=1):
+    """Rows in {-1,0,1}^dim with exactly 4 non-zeros, times a random power of 2: after l2
+    normalisation every entry is 0 or +-0.5, so all cosines are exact multiples of 0.25 in float32
+    and float64 alike -- many exact ties; duplicated rows included."""
+    rng = np.random.default_rng(seed)
+    emb = np.zeros((n, dim), np.float32)
+    for i in range(n):
+        idx = rng.choice(dim, 4, replace=False)
+        emb[i, idx] = rng.choice([-1.0, 1.0], 4)
+    emb[n // 2 : n // 2 + 10] = emb[:10]  # exact duplicates
+    emb *= 2.0 ** rng.integers(-3, 4, size=(n, 1))
+    labels = rng.integers(0, n_classes, n)
+    return emb, labels
+
+
+# ------------------------------------------------------------------------------- brute force
+
+
+def bf_order(q, g, leave_one_out):
+    """Full similarity matrix; neighbours by similarity descending, ties by index (stable sort)."""
+    qn = q.astype(np.float64) / np.linalg.norm(q.astype(np.float64), axis=1, keepdims=True)
+    gn = g.astype(np.float64) / np.linalg.norm(g.astype(np.float64), axis=1, keepdims=True)
+    sim = qn @ gn.T
+    order = np.argsort(-sim, axis=1, kind="stable")
+    if leave_one_out:
+        order = np.array([row[row != i] for i, row in enumerate(order)])
+    return order
+
+
+def bf_recall(q, ql, g, gl, ks, leave_one_out):
+    order = bf_order(q, g, leave_one_out)
+    out = {}
+    for k in ks:
+        hits = [np.any(gl[order[i, :k]] == ql[i]) for i in range(len(q))]
+        out[k] = 100.0 * np.mean(hits)
+    return out
+
+
+def bf_map_at_r(emb, labels):
+    order = bf_order(emb, emb, True)
+    aps = []
+    for i in range(len(emb)):
+        r = int(np.sum(labels == labels[i])) - 1
+        if r == 0:
+            continue
+        rel = labels[order[i, :r]] == labels[i]
+        s = 0.0
+        for j in range(r):
+            if rel[j]:
+                s += rel[: j + 1].sum() / (j + 1)
+        aps.append(s / r)
+    return 100.0 * np.mean(aps)
+
+
+def bf_pair_f1(pred, labels):
+    tp = fp = fn = 0
+    for i, j in combinations(range(len(pred)), 2):
+        same_c, same_y = pred[i] == pred[j], labels[i] == labels[j]
+        tp += same_c and same_y
+        fp += same_c and not same_y
+        fn += same_y and not same_c
+    if tp == 0:
+        return 0.0
+    p, r = tp / (tp + fp), tp / (tp + fn)
+    return 100.0 * 2 * p * r / (p + r)
+
+
+# ----------------------------------------------------------------------------------------- recall
+
+
+@pytest.mark.parametrize("data", ["planted", "tied"])
+def test_recall_loo_matches_brute_force(data):
+    emb, labels = planted() if data == "planted" else tied()
+    ks = (1, 2, 4, 8, 16)
+    ours = M.recall_at_k(emb, labels, ks=ks)
+    ref = bf_recall(emb, labels, emb, labels, ks, True)
+    assert ours == pytest.approx(ref, abs=1e-12)
+    assert 0 < ours[1] < 100  # the data is neither trivial nor hopeless
+
+
+def test_recall_ties_break_by_index_hand_example():
+    # four identical embeddings: every candidate ties, so the lowest index comes first
+    emb = np.ones((4, 3))
+    labels = np.array([0, 1, 0, 1])
+    # q0 -> 1 (miss), q1 -> 0 (miss), q2 -> 0 (hit), q3 -> 0 (miss)
+    assert M.recall_at_k(emb, labels, ks=(1,))[1] == 25.0
+    # R@2: q0 -> 1,2 hit; q1 -> 0,2 miss; q2 -> 0,1 hit; q3 -> 0,1 hit
+    assert M.recall_at_k(emb, labels, ks=(2,))[2] == 75.0
+
+
+def test_recall_and_map_hand_example():
+    # points on the unit circle (degrees); classes 0,0,0,1,1
+    deg = np.array([0.0, 10.0, 30.0, -20.0, 180.0])
+    emb = np.stack([np.cos(np.radians(deg)), np.sin(np.radians(deg))], 1) * np.array([[1], [3], [0.5], [2], [7]])
+    labels = np.array([0, 0, 0, 1, 1])
+    # nearest neighbours: q0: 1,3,2,4  q1: 0,2,3,4  q2: 1,0,3,4  q3: 0,1,2,4  q4: 2,1,3? (150,170,160,180)
+    r = M.recall_at_k(emb, labels, ks=(1, 2))
+    assert r == {1: 60.0, 2: 80.0}
+    # AP@R: q0 (R=2) [pos,neg] -> 1/2; q1 [pos,pos] -> 1; q2 [pos,pos] -> 1; q3 (R=1) [neg] -> 0; q4 [neg] -> 0
+    assert M.map_at_r(emb, labels) == pytest.approx(100.0 * (0.5 + 1 + 1 + 0 + 0) / 5)
+
+
+def test_recall_percent_and_torch_numpy_agree():
+    emb, labels = planted(seed=3)
+    a = M.recall_at_k(emb, labels)
+    b = M.recall_at_k(torch.from_numpy(emb), torch.from_numpy(labels))
+    c = M.recall_at_k(emb.astype(np.float64) * 5.0, labels.astype(str))  # scale-free, any label dtype
+    assert a == b == c
+    assert list(a) == [1, 2, 4, 8]
+    assert all(0.0 <= v <= 100.0 for v in a.values())
+    assert a[1] <= a[2] <= a[4] <= a[8]
+
+
+def test_recall_ks_positional_third_argument():
+    emb, labels = planted()
+    assert M.recall_at_k(emb, labels, (1, 3)) == M.recall_at_k(emb, labels, ks=(1, 3))
+
+
+@pytest.mark.parametrize("data", ["planted", "tied"])
+def test_recall_query_gallery_matches_brute_force(data):
+    emb, labels = planted(seed=5) if data == "planted" else tied(seed=7)
+    q, ql, g, gl = emb[:50], labels[:50], emb[50:], labels[50:]
+    ks = (1, 10, 20, 30)
+    ours = M.recall_at_k(q, ql, g, gl, ks)
+    assert ours == pytest.approx(bf_recall(q, ql, g, gl, ks, False), abs=1e-12)
+    assert M.recall_at_k(q, ql, gallery=g, gallery_labels=gl, ks=ks) == ours
+    if data == "planted":  # (tied data has exact duplicates of lower index that come first)
+        # nothing is left out: a query that also sits in the gallery finds itself first
+        assert M.recall_at_k(emb, labels, emb, labels, ks=(1,)) == {1: 100.0}
+
+
+def test_query_gallery_label_codes_are_shared():
+    # labels coded separately per side would wrongly match "b" with "x"
+    q = np.array([[1.0, 0.0]])
+    g = np.array([[1.0, 0.1], [0.0, 1.0]])
+    assert M.recall_at_k(q, np.array(["b"]), g, np.array(["x", "b"]), ks=(1,)) == {1: 0.0}
+    assert M.recall_at_k(q, np.array(["b"]), g, np.array(["b", "x"]), ks=(1,)) == {1: 100.0}
+
+
+# ------------------------------------------------------------------------------------------ MAP@R
+
+
+@pytest.mark.parametrize("data", ["planted", "tied"])
+def test_map_at_r_matches_brute_force(data):
+    emb, labels = planted(seed=2) if data == "planted" else tied(seed=4)
+    assert M.map_at_r(emb, labels) == pytest.approx(bf_map_at_r(emb, labels), abs=1e-10)
+
+
+def test_map_at_r_skips_singletons_and_perfect_is_100():
+    emb = np.array([[1.0, 0], [0.9, 0.1], [0, 1.0], [0.1, 0.9], [-1.0, 0]])
+    labels = np.array([0, 0, 1, 1, 2])  # class 2 is a singleton: no R, skipped
+    assert M.map_at_r(emb, labels) == pytest.approx(100.0)
+    assert math.isnan(M.map_at_r(np.eye(3), [0, 1, 2]))
+
+
+# ---------------------------------------------------------------------------------------- chunking
+
+
+@pytest.mark.parametrize("data", ["planted", "tied"])
+def test_chunk_size_does_not_change_results(data):
+    emb, labels = planted(n_classes=7, per_class=20) if data == "planted" else tied()
+    ref = M.evaluate(emb, labels, ks=(1, 2, 4, 8), clustering=False, chunk_size=len(emb))
+    for cs in (1, 3, 17, 64, 1000, None):
+        assert M.evaluate(emb, labels, clustering=False, chunk_size=cs) == ref
+        assert M.map_at_r(emb, labels, chunk_size=cs) == ref["MAP@R"]
+        r = M.recall_at_k(emb, labels, chunk_size=cs)
+        assert {f"R@{k}": v for k, v in r.items()} == {k: v for k, v in ref.items() if k.startswith("R@")}
+    q, ql, g, gl = emb[:40], labels[:40], emb[40:], labels[40:]
+    qg = M.recall_at_k(q, ql, g, gl, chunk_size=None)
+    assert all(M.recall_at_k(q, ql, g, gl, chunk_size=cs) == qg for cs in (1, 7, 40))
+
+
+def test_never_builds_the_full_similarity(monkeypatch):
+    emb, labels = planted(n_classes=10, per_class=30)  # N = 300
+    expected = M.evaluate(emb, labels, clustering=False)
+    shapes = []
+    orig = M._similarity_block
+
+    def spy(q, g, out=None):
+        sim = orig(q, g, out=out)
+        shapes.append(tuple(sim.shape))
+        return sim
+
+    monkeypatch.setattr(M, "_similarity_block", spy)
+    monkeypatch.setattr(M, "BLOCK_ELEMENTS", 1000)
+    assert M.evaluate(emb, labels, clustering=False) == expected
+    assert len(shapes) == 100  # 300 queries, 3 rows per block
+    assert max(r * c for r, c in shapes) <= 1000
+
+
+def test_top_k_stable_breaks_ties_by_index():
+    row = [0.5, -0.0, 0.0, -1e-30, 1e-30, -0.5, 0.5, 1.0, -1.0, 0.5, 0.0, 1.0, -0.5]
+    sim = torch.tensor([row, row[::-1], [0.25] * len(row)], dtype=torch.float32)
+    ref = np.argsort(-sim.numpy(), axis=1, kind="stable")
+    for k in range(1, len(row) + 1):
+        got = M._top_k_stable(sim, k, n_valid=len(row))
+        np.testing.assert_array_equal(got, ref[:, :k])
+
+
+# ------------------------------------------------------------------------------------------ NMI, F1
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_clustering_scores_against_sklearn_and_pair_loop(seed):
+    rng = np.random.default_rng(seed)
+    labels = rng.integers(0, 6, 90)
+    pred = np.where(rng.random(90) < 0.6, labels, rng.integers(0, 8, 90))  # partly right
+    nmi, f1 = M.clustering_scores(pred, labels)
+    assert nmi == pytest.approx(100.0 * normalized_mutual_info_score(labels, pred), abs=1e-10)
+    assert nmi == pytest.approx(
+        100.0 * normalized_mutual_info_score(labels, pred, average_method="arithmetic"), abs=1e-10
+    )
+    assert f1 == pytest.approx(bf_pair_f1(pred, labels), abs=1e-10)
+    assert 0 < f1 < 100 and 0 < nmi < 100
+
+
+def test_clustering_scores_edge_cases():
+    y = np.array([0, 0, 1, 1, 2, 2])
+    assert M.clustering_scores(y + 5, y) == pytest.approx((100.0, 100.0))  # relabelled perfect clustering
+    assert M.clustering_scores(np.arange(6), y)[1] == 0.0  # all singletons: no TP pairs
+    nmi, f1 = M.clustering_scores(np.zeros(6, int), y)  # one cluster
+    assert nmi == pytest.approx(0.0, abs=1e-12)
+    assert f1 == pytest.approx(bf_pair_f1(np.zeros(6, int), y))
+    assert M.clustering_scores([0, 0], [1, 1]) == (100.0, 100.0)  # sklearn: both entropies 0 -> 1
+
+
+def test_nmi_f1_uses_pinned_kmeans():
+    emb, labels = planted(n_classes=6, per_class=20, spread=1.2, seed=9)
+    assert M.KMEANS_N_INIT == 10
+    x = emb.astype(np.float64) / np.linalg.norm(emb.astype(np.float64), axis=1, keepdims=True)
+    for seed in (0, 3):
+        pred = KMeans(n_clusters=6, n_init=10, random_state=seed).fit_predict(x)
+        ref = (100.0 * normalized_mutual_info_score(labels, pred), bf_pair_f1(pred, labels))
+        assert M.nmi_f1(emb, labels, seed=seed) == pytest.approx(ref, abs=1e-9)
+    assert M.nmi_f1(emb, labels, seed=1) == M.nmi_f1(torch.from_numpy(emb), torch.from_numpy(labels), seed=1)
+
+
+# ------------------------------------------------------------------------------------------ evaluate
+
+
+def test_evaluate_combines_the_single_metrics():
+    emb, labels = planted(seed=11)
+    out = M.evaluate(emb, labels, seed=2)
+    assert list(out) == ["R@1", "R@2", "R@4", "R@8", "NMI", "F1", "MAP@R"]
+    r = M.recall_at_k(emb, labels)
+    assert [out[f"R@{k}"] for k in (1, 2, 4, 8)] == [r[k] for k in (1, 2, 4, 8)]
+    assert out["MAP@R"] == M.map_at_r(emb, labels)
+    assert (out["NMI"], out["F1"]) == M.nmi_f1(emb, labels, seed=2)
+    sop = M.evaluate(emb, labels, ks=(1, 10, 100), clustering=False)
+    assert list(sop) == ["R@1", "R@10", "R@100", "MAP@R"]
+
+
+# ------------------------------------------------------------------------------------------ bad input
+
+E = np.random.default_rng(0).normal(size=(10, 4))
+Y = np.arange(10) % 3
+
+
+@pytest.mark.parametrize(
+    "call, match",
+    [
+        (lambda: M.recall_at_k(E, Y[:9]), "labels has length 9"),
+        (lambda: M.recall_at_k(E[:0], Y[:0]), "non-empty"),
+        (lambda: M.recall_at_k(E[0], Y), "2-D"),
+        (lambda: M.recall_at_k(E, Y, ks=(0,)), "k=0"),
+        (lambda: M.recall_at_k(E, Y, ks=(9,)), r"k=9 .*1 <= k < number of candidates \(9\)"),
+        (lambda: M.recall_at_k(E, Y, ks=()), "at least one k"),
+        (lambda: M.recall_at_k(E, Y, ks=(1.5,)), "integers"),
+        (lambda: M.recall_at_k(E[:1], Y[:1]), "at least 2 samples"),
+        (lambda: M.recall_at_k(E, Y, E[:, :3], Y), "dimension"),
+        (lambda: M.recall_at_k(E, Y, E[:4], Y[:4], ks=(4,)), r"number of candidates \(4\)"),
+        (lambda: M.recall_at_k(E, Y, E, Y[:5]), "gallery_labels has length 5"),
+        (lambda: M.recall_at_k(E, Y, gallery=E), "together"),
+        (lambda: M.recall_at_k(E), "positional"),
+        (lambda: M.recall_at_k(np.where(E > 1, np.nan, E), Y), "NaN"),
+        (lambda: M.recall_at_k(E, Y, chunk_size=0), "chunk_size"),
+        (lambda: M.recall_at_k(E, Y, device="warp-drive"), "device"),
+        (lambda: M.map_at_r(E, Y.reshape(2, 5)), "1-D"),
+        (lambda: M.nmi_f1(E, Y, n_init=0), "n_init"),
+        (lambda: M.evaluate(E, Y, ks=(10,)), "k=10"),
+        (lambda: M.evaluate(E, Y, clustering="yes"), "clustering"),
+    ],
+)
+def test_bad_input_raises(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()
