@@ -51,8 +51,8 @@ PROFILES = {
     "smoke": Profile(
         name="smoke",
         base=dict(dataset="glyphs", image_size=32, train_classes=40, test_classes=20, iterations=6,
-                  batch_size=24, eval_every=3, track_every=2, track_samples=8, dtheta_every=2, width=8,
-                  embed_dim=16),
+                  batch_size=24, eval_every=3, kmeans_n_init=1, track_every=2, track_samples=8, dtheta_every=2,
+                  width=8, embed_dim=16),
         seeds=(0, 1), eta_grid=(0.05, 0.5, 1.0), l2_etas=(0.1, 0.005), ema_momenta=(0.1,),
         fixed_radii=(4.0,), lr_pilot={"adam": (1e-3,), "sgd": (0.05,)}, jobs=1,
         toy=dict(dataset="toy", model="mlp", width=32, embed_dim=8, iterations=10, batch_size=24,
@@ -60,8 +60,9 @@ PROFILES = {
         toy_etas=(0.1, 1.0), toy_seeds=(0,)),
     "cpu": Profile(
         name="cpu",
-        base=dict(dataset="glyphs", image_size=32, test_classes=300, iterations=150, batch_size=60,
-                  eval_every=25, track_every=5, track_samples=24, dtheta_every=5, width=16, embed_dim=64),
+        base=dict(dataset="glyphs", image_size=32, test_classes=200, iterations=120, batch_size=60,
+                  eval_every=40, eval_clustering="final", kmeans_n_init=1, track_every=5, track_samples=24,
+                  dtheta_every=5, width=16, embed_dim=64),
         seeds=(0, 1, 2), eta_grid=(0.005, 0.05, 0.1, 0.5, 1.0, 5.0), l2_etas=(0.1, 0.01, 0.005, 0.001),
         ema_momenta=(0.1, 0.01), fixed_radii=(2.0, 8.0),
         lr_pilot={"adam": (3e-4, 1e-3, 3e-3), "sgd": (0.01, 0.03, 0.1)}, jobs=2,

@@ -93,6 +93,8 @@ class TrainConfig:
     # evaluation and instrumentation
     eval_every: int = 50              # 0: only at the end
     eval_ks: tuple = (1, 2, 4, 8)
+    eval_clustering: str = "all"      # NMI/F1 at every evaluation ('all') or only at the end ('final')
+    kmeans_n_init: int = 10           # k-means restarts for NMI/F1 (10 = scikit-learn's classic default)
     instrument: bool = True
     dtheta_every: int = 5
     track_samples: int = 32
@@ -108,6 +110,8 @@ class TrainConfig:
         Choice(LOSS_NAMES).check("loss", self.loss)
         Choice(OPTIMIZERS).check("optimizer", self.optimizer)
         Choice(SCHEDULES).check("schedule", self.schedule)
+        Choice(("all", "final")).check("eval_clustering", self.eval_clustering)
+        Number(1, 1000, True).check("kmeans_n_init", self.kmeans_n_init)
         Mu().check("mu", self.mu)
         for name, spec in [("image_size", Number(8, 1024, True)), ("width", Number(1, 4096, True)),
                            ("embed_dim", Number(2, 8192, True)), ("eta", Number(0, math.inf)),
@@ -216,7 +220,7 @@ def train(cfg: TrainConfig, progress: Callable[[int, int], None] | None = None) 
     if cfg.track_samples:
         log.add_tracked(0, tracked_idx, raw_norms(model, train_ds, tracked_idx, device))
     if cfg.eval_every:
-        log.evals.append({"step": 0, **evaluate_model(model, test_ds, cfg, device)})
+        log.evals.append({"step": 0, **evaluate_model(model, test_ds, cfg, device, final=False)[0]})
 
     for step in range(1, cfg.iterations + 1):
         t0 = time.perf_counter()
@@ -248,12 +252,15 @@ def train(cfg: TrainConfig, progress: Callable[[int, int], None] | None = None) 
         log.steps.append(row)
         if cfg.track_samples and step % cfg.track_every == 0:
             log.add_tracked(step, tracked_idx, raw_norms(model, train_ds, tracked_idx, device))
-        if (cfg.eval_every and step % cfg.eval_every == 0) or step == cfg.iterations:
-            log.evals.append({"step": step, **evaluate_model(model, test_ds, cfg, device)})
+        if step == cfg.iterations:
+            scores, test_emb, test_labels = evaluate_model(model, test_ds, cfg, device, final=True)
+            log.evals.append({"step": step, **scores})
+        elif cfg.eval_every and step % cfg.eval_every == 0:
+            log.evals.append({"step": step, **evaluate_model(model, test_ds, cfg, device, final=False)[0]})
         if progress is not None:
             progress(step, cfg.iterations)
 
-    return finish(cfg, model, train_ds, test_ds, log, device, t_start)
+    return finish(cfg, model, train_ds, test_emb, test_labels, log, device, t_start)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -338,9 +345,13 @@ def embed(model, ds, device, batch_size: int = 500, indices=None):
     return torch.cat(out), ds.labels[idx]
 
 
-def evaluate_model(model, ds, cfg: TrainConfig, device, clustering: bool = True) -> dict:
+def evaluate_model(model, ds, cfg: TrainConfig, device, final: bool):
+    """Test metrics (percent) and the raw test embeddings they came from."""
     emb, labels = embed(model, ds, device)
-    return metrics_mod.evaluate(emb, labels, ks=tuple(cfg.eval_ks), seed=cfg.seed, clustering=clustering)
+    clustering = final or cfg.eval_clustering == "all"
+    scores = metrics_mod.evaluate(emb, labels, ks=tuple(cfg.eval_ks), seed=cfg.seed, clustering=clustering,
+                                  n_init=cfg.kmeans_n_init)
+    return scores, emb, labels
 
 
 def raw_norms(model, ds, idx, device) -> np.ndarray:
@@ -431,11 +442,10 @@ def failed(cfg: TrainConfig, log: Recorder, message: str, t_start: float) -> Run
                      wall_s=time.perf_counter() - t_start)
 
 
-def finish(cfg, model, train_ds, test_ds, log, device, t_start) -> RunResult:
+def finish(cfg, model, train_ds, test_emb, test_labels, log, device, t_start) -> RunResult:
     """Final metrics, test norm histogram, positive/negative cosine samples, train norm variance."""
     steps, tracked, evals, scatter = log.frames()
-    final = evals.iloc[-1].drop("step").to_dict()
-    test_emb, test_labels = embed(model, test_ds, device)
+    final = evals.iloc[-1].drop("step").dropna().to_dict()
     test_norm = test_emb.norm(dim=1)
     gen = torch.Generator().manual_seed(cfg.seed)
     n_train = min(len(train_ds), 2000)
