@@ -130,10 +130,22 @@ def execute_page(page: Page, profile: str, site: Path, extra_env: dict | None = 
         proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
         if proc.returncode != 0:
             raise RuntimeError(_papermill_error(proc.stderr))
+        fold_parameter_cells(Path(tmp))
         os.replace(tmp, out)
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)
+
+
+def fold_parameter_cells(path: Path) -> None:
+    """Fold the parameter cells (the defaults and papermill's injected values) behind a toggle."""
+    import nbformat
+    nb = nbformat.read(path, as_version=4)
+    for cell in nb.cells:
+        tags = cell.get("metadata", {}).get("tags", [])
+        if {"parameters", "injected-parameters"} & set(tags) and "hide-input" not in tags:
+            cell.setdefault("metadata", {})["tags"] = [*tags, "hide-input"]
+    nbformat.write(nb, path)
 
 
 def _papermill_error(stderr: str) -> str:
@@ -220,7 +232,11 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if args.cmd == "run":
         t0 = time.perf_counter()
-        s = run(args.profile, args.only, args.jobs, args.site)
+        try:
+            s = run(args.profile, args.only, args.jobs, args.site)
+        except ParameterError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
         print(f"profile {args.profile} finished in {(time.perf_counter() - t0) / 60:.1f} min")
         return 1 if s.failed_pages else 0     # a diverged run is a result (shown in the book), not an error
     build(args.site)

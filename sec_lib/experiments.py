@@ -54,7 +54,7 @@ PROFILES = {
                   batch_size=24, eval_every=3, kmeans_n_init=1, track_every=2, track_samples=8, dtheta_every=2,
                   width=8, embed_dim=16),
         seeds=(0, 1), eta_grid=(0.05, 0.5, 1.0), l2_etas=(0.1, 0.005), ema_momenta=(0.1,),
-        fixed_radii=(4.0,), lr_pilot={"adam": (1e-3,), "sgd": (0.05,)}, jobs=1,
+        fixed_radii=(4.0,), lr_pilot={"adam": (1e-3,), "sgd": (0.05,)}, jobs=2,
         toy=dict(dataset="toy", model="mlp", width=32, embed_dim=8, iterations=10, batch_size=24,
                  eval_every=5, track_every=2, track_samples=8, dtheta_every=2, lr=3e-3, data_kwargs={"noise": 0.15}),
         toy_etas=(0.1, 1.0), toy_seeds=(0,)),

@@ -325,6 +325,20 @@ def _map_r_and_order(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return r, np.argsort(r, kind="stable")
 
 
+def nearest_neighbor_hits(emb, labels, chunk_size: int | None = None, device="cpu") -> np.ndarray:
+    """Per sample, whether its nearest other sample (cosine, query left out) has the same label.
+
+    A boolean array of length N whose mean times 100 is Recall@1; used to relate a sample's
+    retrieval success to its embedding norm.
+    """
+    e, codes = _loo_inputs(emb, labels)
+    hits = np.zeros(len(codes), dtype=bool)
+    order = np.arange(len(codes))
+    for rows, idx in _ranked_chunks(e, e, order, lambda rows: 1, True, chunk_size, _check_device(device)):
+        hits[rows] = codes[idx[:, 0]] == codes[rows]
+    return hits
+
+
 def map_at_r(emb, labels, chunk_size: int | None = None, device="cpu") -> float:
     """MAP@R in percent (Musgrave, Belongie, Lim, "A Metric Learning Reality Check", ECCV 2020).
 

@@ -99,16 +99,17 @@ def check_params(values: dict, spec: dict) -> dict:
 _IPYTHON_NAMES = frozenset({"In", "Out", "get_ipython", "exit", "quit", "open"})
 
 
-def notebook_params(namespace: dict, spec: dict) -> dict:
+def notebook_params(namespace: dict, spec: dict, result_name: str = "P") -> dict:
     """Validate a notebook's parameters straight from its namespace.
 
     Call it as the first statement after the ``parameters`` cell, importing under an underscore
     name (``import sec_lib.params as _p``): any other public global at that point was injected by
     papermill, so a ``-p`` name the notebook does not declare is reported as unknown instead of
-    being silently ignored.
+    being silently ignored. ``result_name`` is the global the notebook assigns the result to
+    (``P = _p.notebook_params(...)``); it is ignored so the cell can be re-run in a live kernel.
     """
     extra = sorted(k for k in namespace
-                   if not k.startswith("_") and k not in _IPYTHON_NAMES and k not in spec)
+                   if not k.startswith("_") and k not in _IPYTHON_NAMES and k not in spec and k != result_name)
     if extra:
         raise ParameterError(f"unknown parameter(s) {extra}; valid parameters: {sorted(spec)}")
     return check_params({k: namespace[k] for k in spec if k in namespace}, spec)

@@ -187,7 +187,7 @@ class RunResult:
     steps: pd.DataFrame
     tracked: pd.DataFrame
     evals: pd.DataFrame
-    test_norms: pd.DataFrame         # one row per test sample: label, norm
+    test_norms: pd.DataFrame         # one row per test sample: label, norm, hit@1 (nearest neighbour same class)
     cosines: pd.DataFrame            # sampled test pairs: kind ('pos'|'neg'), cos
     grad_scatter: pd.DataFrame       # per-sample (step, norm, grad_norm) at a few steps
     error: str | None = None
@@ -458,7 +458,8 @@ def finish(cfg, model, train_ds, test_emb, test_labels, log, device, t_start) ->
     if len(steps):
         metrics["mean_step_time"] = float(steps["step_time"].mean())
     return RunResult(cfg, "done", metrics, steps, tracked, evals,
-                     pd.DataFrame({"label": test_labels.numpy(), "norm": test_norm.numpy()}),
+                     pd.DataFrame({"label": test_labels.numpy(), "norm": test_norm.numpy(),
+                                   "hit@1": metrics_mod.nearest_neighbor_hits(test_emb, test_labels)}),
                      sample_cosines(test_emb, test_labels, gen), scatter,
                      wall_s=time.perf_counter() - t_start)
 

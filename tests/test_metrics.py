@@ -309,3 +309,17 @@ Y = np.arange(10) % 3
 def test_bad_input_raises(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+def test_nearest_neighbor_hits_match_brute_force_and_recall_at_1():
+    from sec_lib.metrics import nearest_neighbor_hits
+    rng = np.random.default_rng(5)
+    labels = rng.integers(0, 6, 90)
+    emb = rng.standard_normal((6, 8))[labels] + 0.8 * rng.standard_normal((90, 8))
+    hits = nearest_neighbor_hits(emb, labels, chunk_size=7)
+    e = emb / np.linalg.norm(emb, axis=1, keepdims=True)
+    sim = e @ e.T
+    np.fill_diagonal(sim, -np.inf)
+    brute = labels[np.argmax(sim, axis=1)] == labels
+    assert (hits == brute).all()
+    assert hits.mean() * 100 == pytest.approx(M.recall_at_k(emb, labels, ks=(1,))[1])
