@@ -60,7 +60,7 @@ PROFILES = {
         toy_etas=(0.1, 1.0), toy_seeds=(0,)),
     "cpu": Profile(
         name="cpu",
-        base=dict(dataset="glyphs", image_size=32, test_classes=200, iterations=120, batch_size=60,
+        base=dict(dataset="glyphs", image_size=32, test_classes=200, iterations=160, batch_size=60,
                   eval_every=40, eval_clustering="final", kmeans_n_init=1, track_every=5, track_samples=24,
                   dtheta_every=5, width=16, embed_dim=64),
         seeds=(0, 1, 2), eta_grid=(0.005, 0.05, 0.1, 0.5, 1.0, 5.0), l2_etas=(0.1, 0.01, 0.005, 0.001),

@@ -270,7 +270,7 @@ def train(cfg: TrainConfig, progress: Callable[[int, int], None] | None = None) 
 @functools.lru_cache(maxsize=8)
 def _cached_dataset(name, split, root, image_size, max_classes, extra):
     kwargs = dict(extra)
-    if name in ("glyphs",):
+    if name != "toy":
         kwargs.setdefault("image_size", image_size)
     if max_classes is not None:
         kwargs["max_classes"] = max_classes
