@@ -120,7 +120,8 @@ def chosen_lr(profile: Profile, optimizer: str, pilot_runs=None) -> float:
         store = ResultStore()
         pilot_runs = [store.get(c) for c in lr_pilot(profile)]
         if any(r is None for r in pilot_runs):
-            raise KeyError("the learning-rate pilot has not run yet: python -m sec_lib.book run --only pilot")
+            raise KeyError("the learning-rate pilot has not run yet; `python -m sec_lib.book run` runs it "
+                           "before any chapter (e.g. --only compare)")
     cands = [(r.metrics.get("R@1", float("-inf")) if r.status == "done" else float("-inf"), -r.config.lr, r.config.lr)
              for r in pilot_runs if r.config.optimizer == optimizer]
     if not cands:

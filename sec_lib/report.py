@@ -205,8 +205,8 @@ def paired_diff(
 
     Test: the paired t-test (``scipy.stats.ttest_rel(b, a)``, two-sided) on the differences, and a
     Student-t CI of their mean. With fewer than 2 pairs ``ci_lo``, ``ci_hi`` and ``p_value`` are NaN.
-    When all differences are identical (zero spread) the CI collapses to the mean and ``p_value`` is
-    0 for a non-zero difference and NaN for a zero one.
+    When all differences are identical (zero sample spread) the spread is not estimable from so few
+    seeds: ``ci_lo``, ``ci_hi`` and ``p_value`` are NaN, so a verdict can reach "partly" at most.
 
     Returns one row per (group x metric): the ``by`` columns, ``metric``, ``mean_a``, ``mean_b``
     (over the paired seeds), ``diff``, ``ci_lo``, ``ci_hi``, ``p_value``, ``n_pairs``, ``n_unpaired``.
@@ -267,8 +267,8 @@ def paired_diff(
             mean, lo, hi, n = _t_interval(d, level)
             if n < 2:
                 p = math.nan
-            elif float(np.ptp(d)) == 0.0:
-                p = 0.0 if mean != 0.0 else math.nan
+            elif float(np.ptp(d)) == 0.0:      # zero spread: no interval, no test (see docstring)
+                lo = hi = p = math.nan
             else:
                 p = float(stats.ttest_rel(xb, xa).pvalue)
             rows.append(

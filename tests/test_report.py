@@ -121,7 +121,8 @@ def test_paired_diff_groups_and_edge_cases():
     nmi = out[out.metric == "NMI"].iloc[0]
     assert nmi["diff"] == 0.0 and math.isnan(nmi.p_value)  # identical pairs: no test possible
     const = R.paired_diff(runs([1.0, 2.0], [2.0, 3.0]), None, "variant", "none", "sec", metrics=["R@1"]).iloc[0]
-    assert const["diff"] == 1.0 and const.p_value == 0.0 and const.ci_lo == const.ci_hi == 1.0
+    # identical non-zero differences: the spread is not estimable, so no interval and no test
+    assert const["diff"] == 1.0 and math.isnan(const.p_value) and math.isnan(const.ci_lo) and math.isnan(const.ci_hi)
     single = R.paired_diff(runs([1.0], [2.0]), "loss", "variant", "none", "sec", metrics=["R@1"]).iloc[0]
     assert single.n_pairs == 1 and math.isnan(single.ci_lo) and math.isnan(single.p_value)
 
