@@ -56,18 +56,18 @@ PROFILES = {
         seeds=(0, 1), eta_grid=(0.05, 0.5, 1.0), l2_etas=(0.1, 0.005), ema_momenta=(0.1,),
         fixed_radii=(4.0,), lr_pilot={"adam": (1e-3,), "sgd": (0.05,)}, jobs=2,
         toy=dict(dataset="toy", model="mlp", width=32, embed_dim=8, iterations=10, batch_size=24,
-                 eval_every=5, track_every=2, track_samples=8, dtheta_every=2, lr=3e-3, data_kwargs={"noise": 0.15}),
+                 eval_every=5, track_every=2, track_samples=8, dtheta_every=2, lr=3e-3, data_kwargs={"noise": 0.15}, eval_clustering="final", kmeans_n_init=1),
         toy_etas=(0.1, 1.0), toy_seeds=(0,)),
     "cpu": Profile(
         name="cpu",
-        base=dict(dataset="glyphs", image_size=32, test_classes=200, iterations=160, batch_size=60,
+        base=dict(dataset="glyphs", image_size=32, test_classes=200, iterations=120, batch_size=60,
                   eval_every=40, eval_clustering="final", kmeans_n_init=1, track_every=5, track_samples=24,
                   dtheta_every=5, width=16, embed_dim=64),
         seeds=(0, 1, 2), eta_grid=(0.005, 0.05, 0.1, 0.5, 1.0, 5.0), l2_etas=(0.1, 0.01, 0.005, 0.001),
         ema_momenta=(0.1, 0.01), fixed_radii=(2.0, 8.0),
         lr_pilot={"adam": (3e-4, 1e-3, 3e-3), "sgd": (0.01, 0.03, 0.1)}, jobs=2,
         toy=dict(dataset="toy", model="mlp", width=64, embed_dim=16, iterations=150, batch_size=60,
-                 eval_every=25, track_every=5, track_samples=24, dtheta_every=5, lr=3e-3, data_kwargs={"noise": 0.15}),
+                 eval_every=25, track_every=5, track_samples=24, dtheta_every=5, lr=3e-3, data_kwargs={"noise": 0.15}, eval_clustering="final", kmeans_n_init=1),
         toy_etas=(0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0), toy_seeds=(0,)),
     "gpu": Profile(
         name="gpu",
@@ -78,7 +78,7 @@ PROFILES = {
         l2_etas=(0.1, 0.01, 0.005, 0.001), ema_momenta=(0.1, 0.01), fixed_radii=(2.0, 8.0),
         lr_pilot={"adam": (1e-4, 3e-4, 1e-3), "sgd": (0.01, 0.03, 0.1, 0.3)}, jobs=1,
         toy=dict(dataset="toy", model="mlp", width=128, embed_dim=16, iterations=400, batch_size=120,
-                 eval_every=50, track_every=5, track_samples=32, dtheta_every=5, lr=3e-3, data_kwargs={"noise": 0.15}),
+                 eval_every=50, track_every=5, track_samples=32, dtheta_every=5, lr=3e-3, data_kwargs={"noise": 0.15}, eval_clustering="final", kmeans_n_init=1),
         toy_etas=(0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0), toy_seeds=(0, 1, 2)),
 }
 
