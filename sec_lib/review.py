@@ -1233,18 +1233,21 @@ def claims_html(table: pd.DataFrame, name: str = "claims") -> str:
     import html as _html
 
     from .display import csv_link
-    cols = ["claim", "text", "source", "measured", "evidence", "paper", "expected", "verdict", "page"]
+    # Narrow enough for the book's column: where the claim comes from, how it is measured and the
+    # expected direction go under the claim in small print; every field is in the CSV.
+    cols = ["claim", "what is claimed", "verdict", "our evidence", "paper", "page"]
     head = "".join(f"<th>{_html.escape(c)}</th>" for c in cols)
     body = []
     for r in table.to_dict("records"):
         link, note_text = _text(r.get("link")), _text(r.get("note"))
         page = f'<a href="{_html.escape(link)}">{_html.escape(link.split("#")[0])}</a>' if link else ""
         note = f'<br><small>{_html.escape(note_text)}</small>' if note_text else ""
-        cells = [r["claim"], r["text"], r["source"], r["measured"]]
-        tds = "".join(f"<td>{_html.escape(str(v))}</td>" for v in cells)
+        detail = (f'<br><small>{_html.escape(str(r["source"]))}; measured: {_html.escape(str(r["measured"]))}; '
+                  f'expected: {_SIGN_WORD[int(r["expected_sign"])]}</small>')
+        tds = f"<td>{_html.escape(str(r['claim']))}</td><td>{_html.escape(str(r['text']))}{detail}</td>"
+        tds += f'<td class="verdict verdict-{r["verdict"].replace(" ", "-")}"><b>{_html.escape(r["verdict"])}</b></td>'
         tds += f"<td>{_html.escape(r['evidence'])} {_html.escape(_text(r.get('unit')))}{note}</td>"
-        tds += f"<td>{_html.escape(_text(r['paper']))}</td><td>{_SIGN_WORD[int(r['expected_sign'])]}</td>"
-        tds += f'<td class="verdict verdict-{r["verdict"].replace(" ", "-")}"><b>{_html.escape(r["verdict"])}</b></td><td>{page}</td>'
+        tds += f"<td>{_html.escape(_text(r['paper']))}</td><td>{page}</td>"
         body.append(f"<tr>{tds}</tr>")
     csv_cols = ["claim", "text", "source", "measured", "unit", "estimate", "ci_lo", "ci_hi", "n", "p_value", "paper",
                 "expected_sign", "verdict", "link", "note"]

@@ -235,13 +235,26 @@ def run_all(configs: list[TrainConfig], root: str | Path | None = None, jobs: in
             if progress:
                 progress("trained", 1, len(unique))
     else:
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn")) as pool:
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn"),
+                                 initializer=_exit_with_parent, initargs=(os.getpid(),)) as pool:
             futures = [pool.submit(_worker, c, str(store.root)) for c in todo.values()]
             for f in as_completed(futures):
                 f.result()
                 if progress:
                     progress("trained", 1, len(unique))
     return [store.get(c) for c in configs]
+
+
+def _exit_with_parent(parent_pid: int) -> None:
+    """Worker initializer: end this worker if the sweep that started it is killed (no orphans)."""
+    import threading
+    import time
+
+    def watch():
+        while os.getppid() == parent_pid:
+            time.sleep(1.0)
+        os._exit(1)
+    threading.Thread(target=watch, daemon=True).start()
 
 
 def _worker(cfg: TrainConfig, root: str) -> str:
