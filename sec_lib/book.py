@@ -43,7 +43,7 @@ TRAIN_PAGES = tuple(Page("train", f"runs/train_{loss}_{v}", {"loss": loss, "vari
 PAGES = (
     Page("data", "data"),
     Page("theory", "theory"),
-    Page("compare", "compare", chapters=("compare",)),
+    Page("compare", "compare", chapters=("compare", "tuned", "selection")),
     Page("norms", "norms", chapters=("norms",)),
     *TRAIN_PAGES,
     Page("eta", "eta", chapters=("eta",)),
@@ -171,7 +171,11 @@ def run(profile: str, only=None, jobs: int | None = None, site: Path = REPO) -> 
     chapters = sorted({ch for page in pages for ch in page.chapters})
     if chapters:
         t1 = time.perf_counter()
+        # stages: the learning-rate pilot, then the η selection on held-out classes (at the pilot's
+        # rate), then every chapter's runs (some use the chosen η)
         train_sweep(f"[{profile}] lr pilot", ex.lr_pilot(p), jobs, summary)
+        if "selection" in chapters or "tuned" in chapters:
+            train_sweep(f"[{profile}] eta selection", ex.chapter_configs("selection", p), jobs, summary)
         train_sweep(f"[{profile}] training sweep", ex.all_configs(p, chapters), jobs, summary)
         summary.times["training"] = time.perf_counter() - t1
     t2 = time.perf_counter()

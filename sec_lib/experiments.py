@@ -43,6 +43,7 @@ class Profile:
     fixed_radii: tuple
     lr_pilot: dict                 # optimizer -> candidate learning rates
     pilot_seed: int = 1000         # a seed no reported run uses
+    holdout_classes: int = 200     # training classes held out to choose η (never the test classes)
     jobs: int = 2
     toy: dict = field(default_factory=dict)
     toy_etas: tuple = ()
@@ -56,7 +57,7 @@ PROFILES = {
                   batch_size=24, eval_every=3, kmeans_n_init=1, track_every=2, track_samples=8, dtheta_every=2,
                   width=8, embed_dim=16),
         seeds=(0, 1), eta_grid=(0.05, 0.5, 1.0), l2_etas=(0.1, 0.005), ema_momenta=(0.1,),
-        fixed_radii=(4.0,), lr_pilot={"adam": (1e-3,), "sgd": (0.05,)}, jobs=2,
+        fixed_radii=(4.0,), lr_pilot={"adam": (1e-3,), "sgd": (0.05,)}, jobs=2, holdout_classes=10,
         toy=dict(dataset="toy", model="mlp", width=32, embed_dim=8, iterations=10, batch_size=24,
                  eval_every=5, track_every=2, track_samples=8, dtheta_every=2, lr=3e-3, data_kwargs={"noise": 0.15}, eval_clustering="final", kmeans_n_init=1),
         toy_etas=(0.1, 1.0), toy_seeds=(0,)),
@@ -137,6 +138,37 @@ def tuned(profile: Profile, optimizer: str = "adam") -> Profile:
     return dataclasses.replace(profile, base=base)
 
 
+def eta_selection(p: Profile) -> list[TrainConfig]:
+    """Choosing η without the test classes: every main loss at every η of the grid, trained on the
+    training classes minus ``holdout_classes`` and evaluated on those held-out classes (pilot seed)."""
+    return [config(p, loss, "sec", p.pilot_seed, eta=eta, holdout_classes=p.holdout_classes)
+            for loss in MAIN_LOSSES for eta in (0.0, *p.eta_grid)]
+
+
+def chosen_eta(profile: Profile, loss: str, selection_runs=None) -> float:
+    """The nonzero η of the grid with the best held-out R@1 for ``loss`` (ties: the smaller η).
+
+    ``selection_runs``: RunResults of :func:`eta_selection` (for ``tuned(profile)``); loaded when None.
+    """
+    if selection_runs is None:
+        from .store import ResultStore
+        store = ResultStore()
+        selection_runs = [store.get(c) for c in eta_selection(tuned(profile, "adam"))]
+        if any(r is None for r in selection_runs):
+            raise KeyError("the η selection runs are missing; `python -m sec_lib.book run` runs them first")
+    cands = [(r.metrics.get("R@1", float("-inf")) if r.status == "done" else float("-inf"), -r.config.eta, r.config.eta)
+             for r in selection_runs if r.config.loss == loss and r.config.eta > 0]
+    if not cands:
+        raise ValueError(f"no η selection runs for loss {loss!r}")
+    return max(cands)[2]
+
+
+def tuned_sec(p: Profile) -> list[TrainConfig]:
+    """The main table's SEC cells again, at the η chosen on held-out classes (plus the none baseline)."""
+    return [config(p, loss, "sec", s, eta=chosen_eta(p, loss)) for loss in MAIN_LOSSES for s in p.seeds] + \
+        [config(p, loss, "none", s) for loss in MAIN_LOSSES for s in p.seeds]
+
+
 def main_table(p: Profile) -> list[TrainConfig]:
     return [config(p, loss, v, s) for loss in MAIN_LOSSES for v in VARIANTS for s in p.seeds]
 
@@ -198,7 +230,7 @@ def toy_grid(p: Profile) -> list[TrainConfig]:
 
 
 CHAPTERS = {
-    "compare": main_table, "norms": main_table, "convergence": main_table, "instability": main_table,
+    "compare": main_table, "tuned": tuned_sec, "selection": eta_selection, "norms": main_table, "convergence": main_table, "instability": main_table,
     "eta": eta_sweep, "mu": mu_ablation, "bnwn": bn_wn, "normlayer": norm_layer, "optim": optim,
     "explore": toy_grid,
 }

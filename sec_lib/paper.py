@@ -977,3 +977,19 @@ def _notebook_params() -> dict:
 
 #: Parameter specs of the data, train, compare and norms notebooks (``sec_lib.params.notebook_params``).
 NOTEBOOK_PARAMS: dict = _notebook_params()
+
+
+def eta_selection_table(profile) -> pd.DataFrame:
+    """Held-out R@1 of every η of the selection runs, per loss, with the chosen η marked.
+
+    The selection runs train on the training classes minus the held-out ones and evaluate on those
+    held-out training classes (``experiments.eta_selection``), so the test classes play no part.
+    """
+    from . import experiments as ex
+    from .store import load_runs
+    p = ex.tuned(ex.get_profile(profile) if isinstance(profile, str) else profile, "adam")
+    runs = load_runs(ex.eta_selection(p), tables=()).runs
+    out = runs[["loss", "eta", "status", "R@1"]].rename(columns={"R@1": "heldout_R@1"}).copy()
+    chosen = {loss: ex.chosen_eta(p, loss) for loss in out["loss"].unique()}
+    out["chosen"] = [bool(e == chosen[l]) for l, e in zip(out["loss"], out["eta"])]
+    return out.sort_values(["loss", "eta"]).reset_index(drop=True)

@@ -62,6 +62,8 @@ class TrainConfig:
     image_size: int = 32
     train_classes: int | None = None  # use only the first N training classes (None: all)
     test_classes: int | None = None   # evaluate on the first N test classes (None: all)
+    holdout_classes: int = 0          # > 0: hold out the last N training classes and evaluate on them
+                                      # instead of the test split (validation, for choosing hyperparameters)
     data_kwargs: dict = field(default_factory=dict)
     # model
     model: str = "smallcnn"
@@ -126,6 +128,7 @@ class TrainConfig:
             Number(1e-12, 100).check("lr_head", self.lr_head)
         if self.batch_k is not None:
             Number(1, 10000, True).check("batch_k", self.batch_k)
+        Number(0, 10**7, True).check("holdout_classes", self.holdout_classes)
         for opt in ("train_classes", "test_classes"):
             if getattr(self, opt) is not None:
                 Number(2, 10**7, True).check(opt, getattr(self, opt))
@@ -278,12 +281,51 @@ def _cached_dataset(name, split, root, image_size, max_classes, extra):
 
 
 def load_data(cfg: TrainConfig):
-    """Train and test datasets (zero-shot split by class); cached per process."""
+    """Train and evaluation datasets (zero-shot split by class); cached per process.
+
+    With ``holdout_classes`` = h > 0 the last h training classes become the evaluation set (a
+    validation split: the test classes are not touched) and training uses the others.
+    """
     extra = tuple(sorted(cfg.data_kwargs.items()))
-    test_split = "test"
     train_ds = _cached_dataset(cfg.dataset, "train", cfg.data_root, cfg.image_size, cfg.train_classes, extra)
-    test_ds = _cached_dataset(cfg.dataset, test_split, cfg.data_root, cfg.image_size, cfg.test_classes, extra)
+    if cfg.holdout_classes:
+        return holdout_split(train_ds, cfg.holdout_classes)
+    test_ds = _cached_dataset(cfg.dataset, "test", cfg.data_root, cfg.image_size, cfg.test_classes, extra)
     return train_ds, test_ds
+
+
+class ClassSubset(torch.utils.data.Dataset):
+    """The samples of a dataset whose labels lie in [lo, hi), relabelled from 0."""
+
+    def __init__(self, ds, lo: int, hi: int):
+        keep = (ds.labels >= lo) & (ds.labels < hi)
+        self.base, self.index = ds, torch.nonzero(keep).flatten()
+        self.labels = ds.labels[self.index] - lo
+        self.num_classes = hi - lo
+        self.class_names = list(ds.class_names[lo:hi])
+        if hasattr(ds, "x"):
+            self.x = ds.x[self.index]
+
+    def __len__(self):
+        return len(self.index)
+
+    def __getitem__(self, i):
+        x, _ = self.base[int(self.index[i])]
+        return x, self.labels[i]
+
+
+@functools.lru_cache(maxsize=4)
+def _holdout(ds, h):
+    n = int(ds.num_classes)
+    if not 2 <= h <= n - 2:
+        raise ParameterError(f"parameter 'holdout_classes' = {h} is not valid: the training split has {n} classes; "
+                             f"hold out between 2 and {n - 2}")
+    return ClassSubset(ds, 0, n - h), ClassSubset(ds, n - h, n)
+
+
+def holdout_split(ds, h: int):
+    """(training part, held-out part): the last ``h`` classes of ``ds`` are held out."""
+    return _holdout(ds, int(h))
 
 
 def model_kwargs(cfg: TrainConfig, ds) -> dict:

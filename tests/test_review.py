@@ -335,6 +335,7 @@ def chapter_frames(gains, l2_gain=None):
                      runs[runs.variant != "l2reg"].assign(optimizer="sgd",
                                                           **{"R@1": runs.loc[runs.variant != "l2reg", "R@1"] - 5})])
     return {"compare": main, "convergence": main, "instability": main, "eta": frames(eta), "mu": frames(mu),
+            "tuned": frames(runs[runs.variant != "l2reg"]),
             "normlayer": frames(heads[heads["head"].isin(["paper", "normalize"])]),
             "bnwn": frames(heads[heads["head"] != "normalize"]), "optim": frames(opt)}
 
@@ -366,6 +367,7 @@ def test_claims_verdicts_on_hand_made_frames(mixed):
         assert v[q] == "not testable offline"
         assert t.loc[q, "note"]
     assert v["Q6a"] == "reproduced"
+    assert t.loc["C4v", "estimate"] == pytest.approx(t.loc["C4", "estimate"])   # same runs in these hand-made frames
     # variance reduction grows with the loss index, gains do not follow it (triplet 3, semihard -2, npair 1, ms 2)
     red = np.log10([4.0 * k / 0.04 for k in (1, 2, 3, 4)])
     assert t.loc["Q4", "estimate"] == pytest.approx(np.corrcoef(red, [3.0, -2.0, 1.0, 2.0])[0, 1], abs=0.05)

@@ -113,3 +113,20 @@ def test_batch_stats_uses_autograd_gradients_of_a_normalized_loss():
     assert stats["grad_slope"] < -0.5          # bigger norm, smaller gradient
     assert 0 <= stats["violations"] <= 1
     assert math.isfinite(stats["grad_norm_cv"])
+
+
+def test_holdout_classes_evaluate_on_held_out_training_classes():
+    from sec_lib.train import load_data
+    cfg = toy(holdout_classes=20)
+    tr, ev = load_data(cfg)
+    full, test = load_data(toy())
+    assert tr.num_classes == full.num_classes - 20 and ev.num_classes == 20
+    assert len(tr) + len(ev) == len(full)
+    assert torch.equal(ev.x, full.x[full.labels >= full.num_classes - 20])    # training classes, not test ones
+    assert int(ev.labels.min()) == 0 and int(tr.labels.max()) == tr.num_classes - 1
+    x, y = ev[0]
+    assert torch.equal(x, ev.x[0]) and int(y) == int(ev.labels[0])
+    r = train(toy(holdout_classes=20, iterations=5, eval_every=0))
+    assert r.status == "done" and len(r.test_norms) == len(ev)
+    with pytest.raises(ParameterError, match="holdout_classes"):
+        train(toy(holdout_classes=10_000))
