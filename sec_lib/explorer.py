@@ -25,7 +25,6 @@ The run-level panels reuse :mod:`sec_lib.plots` (``tracked_norms``, ``batch_mean
 """
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 import time
@@ -36,6 +35,7 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from .threads import torch_threads
 from .params import Choice
 
 __all__ = [
@@ -670,19 +670,6 @@ def reading(grid: Grid, summary: pd.DataFrame | None = None) -> str:
 # Live mode
 # ----------------------------------------------------------------------------------------------
 
-@contextlib.contextmanager
-def _threads(n: int | None):
-    import torch
-    old = torch.get_num_threads()
-    if n and n != old:
-        torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        if torch.get_num_threads() != old:
-            torch.set_num_threads(old)
-
-
 def live_config(profile: str, eta: float, mu, loss: str, optimizer: str = "adam", iterations: int | None = None,
                 seed: int = 0):
     """The toy config of ``profile`` for one live run (same data, model and length as the grid;
@@ -724,7 +711,7 @@ def run_live(cfg, progress: Callable[[int, int], None] | None = None, every: int
         if progress is not None and (step % every == 0 or step == total):
             progress(step, total)
 
-    with _threads(threads):
+    with torch_threads(threads):
         return train(cfg, progress=cb)
 
 

@@ -26,7 +26,6 @@ kernel-free slider (:mod:`sec_lib.widgets`).
 """
 from __future__ import annotations
 
-import contextlib
 import functools
 import math
 from dataclasses import dataclass, field
@@ -36,6 +35,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from .threads import torch_threads
 from .params import Choice, Number
 
 __all__ = [
@@ -82,28 +82,11 @@ def profile_sizes(profile: str) -> dict:
 # helpers
 # ----------------------------------------------------------------------------------------------
 
-@contextlib.contextmanager
-def _torch_threads(n: int = 1):
-    """Run tiny-tensor work with ``n`` intra-op threads, restoring the previous setting afterwards.
-
-    The batches here are a few dozen vectors; extra threads only add synchronisation (on a busy
-    2-core machine ``torch.cdist`` on 18 x 32 was 100x slower with 2 threads than with 1).
-    """
-    old = torch.get_num_threads()
-    if old != n:
-        torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        if torch.get_num_threads() != old:
-            torch.set_num_threads(old)
-
-
 def _small_work(fn):
     """Decorator: run ``fn`` under :func:`_torch_threads` (1 thread)."""
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        with _torch_threads(1):
+        with torch_threads(1):
             return fn(*args, **kwargs)
     return wrapper
 

@@ -20,6 +20,8 @@ import sys
 
 import ipywidgets as widgets
 import pytest
+
+from sec_lib.threads import torch_threads
 import torch
 from ipywidgets.embed import dependency_state, embed_data
 
@@ -54,7 +56,7 @@ def tiny(tmp_path_factory):
     store = ResultStore(root)
     configs = _configs()
     trained = {run_key(c): c for c in configs if c.eta != UNTRAINED_ETA}
-    with X._threads(1):
+    with torch_threads(1):
         for c in trained.values():
             store.run(c)
     frames = load_runs(list(trained.values()), root=root)
