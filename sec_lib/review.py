@@ -1167,8 +1167,10 @@ CLAIMS: list[dict] = [
     dict(id="Q10b", claim="SEC reduces the class dependence of the norms", source="review Q10",
          measured="excess η² SEC − none, mean over the 4 losses per seed", unit="η²", expected_sign=-1,
          estimate=_est_class_sec, paper=None, link="claims.html#question-10"),
-    dict(id="Q10c", claim="Unregularized norms are correlated with difficulty (retrieval errors)", source="review Q10",
-         measured="correlation of the test norm with the sample's R@1 hit, runs without SEC", unit="r", expected_sign=-1,
+    dict(id="Q10c", claim="Unregularized norms track difficulty: samples retrieved wrongly have smaller norms "
+                          "(as norm-as-confidence work such as Ranjan et al. 2017 suggests)", source="review Q10",
+         measured="correlation of the test norm with the sample's R@1 hit (1 = nearest neighbour of its class), "
+                  "runs without SEC", unit="r", expected_sign=+1,
          estimate=_est_difficulty, paper=None, link="claims.html#question-10"),
 ]
 
