@@ -173,10 +173,16 @@ def run(profile: str, only=None, jobs: int | None = None, site: Path = REPO) -> 
         t1 = time.perf_counter()
         # stages: the learning-rate pilot, then the η selection on held-out classes (at the pilot's
         # rate), then every chapter's runs (some use the chosen η)
-        train_sweep(f"[{profile}] lr pilot", ex.lr_pilot(p), jobs, summary)
-        if "selection" in chapters or "tuned" in chapters:
-            train_sweep(f"[{profile}] eta selection", ex.chapter_configs("selection", p), jobs, summary)
-        train_sweep(f"[{profile}] training sweep", ex.all_configs(p, chapters), jobs, summary)
+        from .store import run_key
+        done = set()
+        for desc, configs in [("lr pilot", lambda: ex.lr_pilot(p)),
+                              ("eta selection", lambda: ex.chapter_configs("selection", p)
+                               if {"selection", "tuned"} & set(chapters) else []),
+                              ("training sweep", lambda: ex.all_configs(p, chapters))]:
+            todo = [c for c in configs() if run_key(c) not in done]     # each run counted once
+            done |= {run_key(c) for c in todo}
+            if todo:
+                train_sweep(f"[{profile}] {desc}", todo, jobs, summary)
         summary.times["training"] = time.perf_counter() - t1
     t2 = time.perf_counter()
     from tqdm import tqdm
