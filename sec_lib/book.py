@@ -43,7 +43,7 @@ TRAIN_PAGES = tuple(Page("train", f"runs/train_{loss}_{v}", {"loss": loss, "vari
 PAGES = (
     Page("data", "data"),
     Page("theory", "theory"),
-    Page("compare", "compare", chapters=("compare", "tuned", "selection")),
+    Page("compare", "compare", chapters=("compare", "tuned", "selection", "beyond")),
     Page("norms", "norms", chapters=("norms",)),
     *TRAIN_PAGES,
     Page("eta", "eta", chapters=("eta",)),
@@ -177,7 +177,7 @@ def run(profile: str, only=None, jobs: int | None = None, site: Path = REPO) -> 
         done = set()
         for desc, configs in [("lr pilot", lambda: ex.lr_pilot(p)),
                               ("eta selection", lambda: ex.chapter_configs("selection", p)
-                               if {"selection", "tuned"} & set(chapters) else []),
+                               if {"selection", "tuned", "beyond"} & set(chapters) else []),
                               ("training sweep", lambda: ex.all_configs(p, chapters))]:
             todo = [c for c in configs() if run_key(c) not in done]     # each run counted once
             done |= {run_key(c) for c in todo}

@@ -363,7 +363,7 @@ def test_claims_verdicts_on_hand_made_frames(mixed):
     assert t.loc["Q5a", "paper"] == f"{62.46 - 80.20:+.3g}"
     assert v["Q7a"] == "reproduced" and v["Q7b"] == "reproduced"
     assert v["Q10a"] == "reproduced" and v["Q10b"] == "reproduced"
-    for q in ("Q8a", "Q8b", "Q8c", "Q10c"):             # no evidence -> not testable, from the logic
+    for q in ("Q8a", "Q8b", "Q8c", "Q8d", "Q10c"):      # no evidence -> not testable, from the logic
         assert v[q] == "not testable offline"
         assert t.loc[q, "note"]
     assert v["Q6a"] == "reproduced"
@@ -373,7 +373,7 @@ def test_claims_verdicts_on_hand_made_frames(mixed):
     assert t.loc["Q4", "estimate"] == pytest.approx(np.corrcoef(red, [3.0, -2.0, 1.0, 2.0])[0, 1], abs=0.05)
     assert v["Q2"] == "reproduced" and v["Q1"] in ("reproduced", "partly")
     counts = rv.verdict_counts(t.reset_index())
-    assert sum(counts.values()) == len(rv.CLAIMS) and counts["not testable offline"] == 4
+    assert sum(counts.values()) == len(rv.CLAIMS) and counts["not testable offline"] == 5
     html = rv.claims_html(t.reset_index())
     assert '<a href="eta.html">eta.html</a>' in html and "data:text/csv;base64," in html
     assert "not reproduced" in html
