@@ -63,6 +63,12 @@ def _zero(embeddings: torch.Tensor) -> torch.Tensor:
     return embeddings.sum() * 0.0
 
 
+def _squared_distances(embeddings: torch.Tensor) -> torch.Tensor:
+    """Squared Euclidean distances of the l2-normalized embeddings, 2 - 2 cos (B x B)."""
+    x = F.normalize(embeddings, dim=1)
+    return (2.0 - 2.0 * x @ x.T).clamp_min(0.0)
+
+
 def _pair_masks(labels: torch.Tensor):
     """(positive, negative) boolean B x B masks; positives exclude the diagonal."""
     same = labels[:, None] == labels[None, :]
@@ -105,8 +111,7 @@ class TripletLoss(_MetricLoss):
         self.margin = margin
 
     def compute(self, embeddings, labels):
-        x = F.normalize(embeddings, dim=1)
-        d = (2.0 - 2.0 * x @ x.T).clamp_min(0.0)
+        d = _squared_distances(embeddings)
         pos, neg = _pair_masks(labels)
         a, p = pos.nonzero(as_tuple=True)
         neg_of_anchor = neg[a]  # (P, B): the negatives of each positive pair's anchor
@@ -137,8 +142,7 @@ class SemihardTripletLoss(_MetricLoss):
         self.margin = margin
 
     def compute(self, embeddings, labels):
-        x = F.normalize(embeddings, dim=1)
-        d = (2.0 - 2.0 * x @ x.T).clamp_min(0.0)
+        d = _squared_distances(embeddings)
         pos, neg = _pair_masks(labels)
         n_neg = neg.sum(dim=1)
         valid = pos & (n_neg > 0)[:, None]
