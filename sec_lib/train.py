@@ -290,8 +290,19 @@ def load_data(cfg: TrainConfig):
     train_ds = _cached_dataset(cfg.dataset, "train", cfg.data_root, cfg.image_size, cfg.train_classes, extra)
     if cfg.holdout_classes:
         return holdout_split(train_ds, cfg.holdout_classes)
+    if cfg.dataset == "inshop":       # the In-Shop protocol: queries retrieve from the gallery
+        return train_ds, QueryGallery(*(_cached_dataset("inshop", s, cfg.data_root, cfg.image_size, cfg.test_classes,
+                                                        extra) for s in ("query", "gallery")))
     test_ds = _cached_dataset(cfg.dataset, "test", cfg.data_root, cfg.image_size, cfg.test_classes, extra)
     return train_ds, test_ds
+
+
+@dataclass
+class QueryGallery:
+    """An evaluation set split into queries and a gallery (In-Shop): Recall@K of each query against
+    the gallery, nothing left out; the two share one label space."""
+    query: Any
+    gallery: Any
 
 
 class ClassSubset(torch.utils.data.Dataset):
@@ -389,6 +400,10 @@ def embed(model, ds, device, batch_size: int = 500, indices=None):
 
 def evaluate_model(model, ds, cfg: TrainConfig, device, final: bool):
     """Test metrics (percent) and the raw test embeddings they came from."""
+    if isinstance(ds, QueryGallery):
+        (qe, ql), (ge, gl) = embed(model, ds.query, device), embed(model, ds.gallery, device)
+        recall = metrics_mod.recall_at_k(qe, ql, ge, gl, ks=tuple(cfg.eval_ks))
+        return {f"R@{k}": v for k, v in recall.items()}, torch.cat([qe, ge]), torch.cat([ql, gl])
     emb, labels = embed(model, ds, device)
     clustering = final or cfg.eval_clustering == "all"
     scores = metrics_mod.evaluate(emb, labels, ks=tuple(cfg.eval_ks), seed=cfg.seed, clustering=clustering,

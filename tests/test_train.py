@@ -130,3 +130,34 @@ def test_holdout_classes_evaluate_on_held_out_training_classes():
     assert r.status == "done" and len(r.test_norms) == len(ev)
     with pytest.raises(ParameterError, match="holdout_classes"):
         train(toy(holdout_classes=10_000))
+
+
+def test_query_gallery_evaluation_retrieves_from_the_gallery_only():
+    """In-Shop style: each query against the gallery, matching sec_lib.metrics on the same embeddings."""
+    from sec_lib import metrics
+    from sec_lib.models import build_model
+    from sec_lib.train import QueryGallery, embed, evaluate_model
+
+    class Split:
+        def __init__(self, x, labels):
+            self.x, self.labels = x, labels
+
+        def __len__(self):
+            return len(self.labels)
+
+        def __getitem__(self, i):
+            return self.x[i], self.labels[i]
+
+    g = torch.Generator().manual_seed(0)
+    centres = torch.randn(5, 12, generator=g)
+    q_lab, g_lab = torch.arange(5).repeat(3), torch.arange(5).repeat(4)
+    query = Split(centres[q_lab] + 0.3 * torch.randn(15, 12, generator=g), q_lab)
+    gallery = Split(centres[g_lab] + 0.3 * torch.randn(20, 12, generator=g), g_lab)
+    model = build_model("mlp", embed_dim=6, in_dim=12, width=16)
+    cfg = toy(eval_ks=(1, 2, 4))
+    scores, emb, labels = evaluate_model(model, QueryGallery(query, gallery), cfg, "cpu", final=True)
+    qe, _ = embed(model, query, "cpu")
+    ge, _ = embed(model, gallery, "cpu")
+    expected = metrics.recall_at_k(qe, q_lab, ge, g_lab, ks=(1, 2, 4))
+    assert scores == {f"R@{k}": v for k, v in expected.items()}
+    assert emb.shape == (35, 6) and torch.equal(labels, torch.cat([q_lab, g_lab]))
