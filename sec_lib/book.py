@@ -96,7 +96,7 @@ def progress_bar(desc: str, total: int):
 
 def train_sweep(desc: str, configs, jobs: int, summary: Summary) -> None:
     from .store import ResultStore, run_all
-    bar = progress_bar(desc, len({id(c) for c in configs}))
+    bar = progress_bar(desc, len(configs))     # run_all reports the number of distinct runs
 
     def report(event, n, total):
         bar.total = total

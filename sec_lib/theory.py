@@ -82,6 +82,21 @@ def profile_sizes(profile: str) -> dict:
 # helpers
 # ----------------------------------------------------------------------------------------------
 
+def split_gradients(loss_fn, sec, f: torch.Tensor, labels: torch.Tensor):
+    """(metric loss, its gradient, SEC's gradient) at free embeddings ``f``, all from autograd.
+
+    A loss with nothing to push (no active pair) gives a zero gradient; ``sec=None`` gives a zero
+    SEC gradient.
+    """
+    x = f.detach().clone().requires_grad_(True)
+    lm = loss_fn(x, labels)
+    gm = (torch.autograd.grad(lm, x, retain_graph=sec is not None, allow_unused=True)[0]
+          if lm.requires_grad else None)
+    gm = torch.zeros_like(x) if gm is None else gm
+    gs = torch.autograd.grad(sec(x), x)[0] if sec is not None else torch.zeros_like(x)
+    return lm, gm, gs
+
+
 def _small_work(fn):
     """Decorator: run ``fn`` under :func:`_torch_threads` (1 thread)."""
     @functools.wraps(fn)
@@ -358,18 +373,9 @@ def sgd_norm_growth(loss_name: str = "triplet", steps: int = 100, lr: float = 1.
         f = f0.clone()
         norms, gnorms, losses, mus, errs = [], [], [], [], []
         for t in range(steps + 1):
-            x = f.detach().clone().requires_grad_(True)
-            lm = loss_fn(x, labels)
-            gm = (torch.autograd.grad(lm, x, retain_graph=sec is not None, allow_unused=True)[0]
-                  if lm.requires_grad else None)
-            gm = torch.zeros_like(x) if gm is None else gm
-            total = gm
-            if sec is not None:
-                (gs,) = torch.autograd.grad(sec(x), x)
-                total = gm + gs
-                mus.append(sec.last_mu)
-            else:
-                mus.append(float("nan"))
+            lm, gm, gs = split_gradients(loss_fn, sec, f, labels)
+            total = gm + gs
+            mus.append(sec.last_mu if sec is not None else float("nan"))
             with torch.no_grad():
                 n_now = f.norm(dim=1)
                 norms.append(n_now.cpu().numpy())
@@ -531,17 +537,8 @@ def simulate_2d(sec: bool = False, eta: float = 1.0, steps: int = 100, lr: float
                       "overshoots mu (and diverges beyond 2); lower lr or eta", RuntimeWarning, stacklevel=2)
     pos, gms, gss, vals, mus = [], [], [], [], []
     for t in range(steps + 1):
-        x = f.detach().clone().requires_grad_(True)
-        lm = loss_fn(x, labels)
-        gm = (torch.autograd.grad(lm, x, retain_graph=constraint is not None, allow_unused=True)[0]
-              if lm.requires_grad else None)
-        gm = torch.zeros_like(x) if gm is None else gm
-        if constraint is not None:
-            (gs,) = torch.autograd.grad(constraint(x), x)
-            mus.append(constraint.last_mu)
-        else:
-            gs = torch.zeros_like(x)
-            mus.append(float(f.norm(dim=1).mean()))
+        lm, gm, gs = split_gradients(loss_fn, constraint, f, labels)
+        mus.append(constraint.last_mu if constraint is not None else float(f.norm(dim=1).mean()))
         pos.append(f.detach().cpu().numpy().copy())
         gms.append(gm.cpu().numpy())
         gss.append(gs.cpu().numpy())

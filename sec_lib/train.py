@@ -46,7 +46,6 @@ from .sec import SphericalEmbeddingConstraint
 OPTIMIZERS = ("adam", "adamw", "sgd")
 SCHEDULES = ("constant", "step", "cosine")
 DATASETS = ("glyphs", "toy", "cub", "cars", "sop", "inshop", "cifar10", "cifar100")
-CLASSIFICATION_LOSSES = ("normface", "cosface", "arcface")
 
 
 class TrainingDiverged(RuntimeError):
@@ -349,8 +348,10 @@ def model_kwargs(cfg: TrainConfig, ds) -> dict:
 
 def make_loss(cfg: TrainConfig, ds):
     kwargs = dict(cfg.loss_kwargs)
-    if cfg.loss in CLASSIFICATION_LOSSES:
+    required = LOSS_SPECS[cfg.loss].required          # cosine-softmax losses own class weights
+    if "num_classes" in required:
         kwargs.setdefault("num_classes", int(ds.num_classes))
+    if "embedding_size" in required:
         kwargs.setdefault("embedding_size", cfg.embed_dim)
     return get_loss(cfg.loss, **kwargs)
 
