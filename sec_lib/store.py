@@ -28,7 +28,6 @@ import pandas as pd
 from .train import RunResult, TrainConfig, train
 
 TABLES = ("steps", "tracked", "evals", "test_norms", "cosines", "grad_scatter")
-NOT_IN_KEY = ("num_threads",)
 
 
 def default_root() -> Path:
@@ -42,9 +41,8 @@ def default_root() -> Path:
 
 
 def run_key(cfg: TrainConfig) -> str:
-    """A stable 16-hex-digit key from the config's fields (``num_threads`` excluded)."""
-    d = {k: v for k, v in cfg.to_dict().items() if k not in NOT_IN_KEY}
-    blob = json.dumps(d, sort_keys=True, default=str)
+    """A stable 16-hex-digit key from the config's canonical form (:meth:`TrainConfig.canonical`)."""
+    blob = json.dumps(cfg.canonical(), sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
@@ -258,7 +256,5 @@ def _exit_with_parent(parent_pid: int) -> None:
 
 
 def _worker(cfg: TrainConfig, root: str) -> str:
-    import torch
-    torch.set_num_threads(cfg.num_threads or 1)
-    ResultStore(root).run(cfg)
+    ResultStore(root).run(cfg)            # train() pins the run's own thread count
     return run_key(cfg)

@@ -42,6 +42,7 @@ from .losses import LOSS_NAMES, LOSS_SPECS, get_loss, triplet_violations
 from .models import ARCHS, HEADS, build_model
 from .params import Choice, Mu, Number, ParameterError
 from .sec import SphericalEmbeddingConstraint
+from .threads import torch_threads
 
 OPTIMIZERS = ("adam", "adamw", "sgd")
 SCHEDULES = ("constant", "step", "cosine")
@@ -54,7 +55,7 @@ class TrainingDiverged(RuntimeError):
 
 @dataclass
 class TrainConfig:
-    """Everything that determines a run. Its hash (minus ``num_threads``) is the run's store key."""
+    """Everything that determines a run. The hash of its canonical form is the run's store key."""
     # data
     dataset: str = "glyphs"
     data_root: str | None = None
@@ -100,7 +101,8 @@ class TrainConfig:
     dtheta_every: int = 5
     track_samples: int = 32
     track_every: int = 10
-    num_threads: int | None = None    # torch threads (not part of the key)
+    num_threads: int = 1              # torch/OpenMP threads every run trains with (numbers depend on it;
+                                      # part of the key when it is not 1, see store.run_key)
 
     # -- validation ---------------------------------------------------------------------------
     def validate(self) -> "TrainConfig":
@@ -121,7 +123,8 @@ class TrainConfig:
                            ("lr_decay", Number(1e-9, 1.0)), ("iterations", Number(1, 10**8, True)),
                            ("batch_size", Number(2, 100000, True)), ("seed", Number(0, 2**31 - 1, True)),
                            ("eval_every", Number(0, 10**8, True)), ("dtheta_every", Number(1, 10**8, True)),
-                           ("track_samples", Number(0, 100000, True)), ("track_every", Number(1, 10**8, True))]:
+                           ("track_samples", Number(0, 100000, True)), ("track_every", Number(1, 10**8, True)),
+                           ("num_threads", Number(1, 1024, True))]:
             spec.check(name, getattr(self, name))
         if self.lr_head is not None:
             Number(1e-12, 100).check("lr_head", self.lr_head)
@@ -164,6 +167,27 @@ class TrainConfig:
         d["eval_ks"] = list(self.eval_ks)
         return d
 
+    def canonical(self) -> dict:
+        """The config as the store hashes it: numbers in their declared type (``eta=1`` and
+        ``eta=1.0`` are one run; likewise a numeric ``mu``, ``iterations=1500.0``, ...), tuples as
+        lists, and ``num_threads`` only when it is not 1 (keys from before it existed stay valid)."""
+        d = self.to_dict()
+        for f in dataclasses.fields(self):
+            v, kind = d[f.name], str(f.type)
+            if isinstance(v, bool) or v is None:
+                continue
+            if kind.startswith("float") and isinstance(v, (int, float)):
+                d[f.name] = float(v)
+            elif kind.startswith("int") and isinstance(v, float) and v.is_integer():
+                d[f.name] = int(v)
+            elif f.name == "mu" and isinstance(v, (int, float)):
+                d[f.name] = float(v)
+        d["lr_milestones"] = [int(m) for m in d["lr_milestones"]]
+        d["eval_ks"] = [int(k) for k in d["eval_ks"]]
+        if d["num_threads"] in (1, None):
+            del d["num_threads"]
+        return d
+
     @classmethod
     def from_dict(cls, d: dict) -> "TrainConfig":
         known = {f.name for f in dataclasses.fields(cls)}
@@ -171,6 +195,8 @@ class TrainConfig:
         if unknown:
             raise ParameterError(f"unknown TrainConfig field(s) {unknown}; valid fields: {sorted(known)}")
         d = dict(d)
+        if d.get("num_threads", 1) is None:       # records written before threads were pinned
+            d["num_threads"] = 1
         for key in ("lr_milestones", "eval_ks"):
             if key in d:
                 d[key] = tuple(d[key])
@@ -202,10 +228,18 @@ class RunResult:
 # ---------------------------------------------------------------------------------------------
 
 def train(cfg: TrainConfig, progress: Callable[[int, int], None] | None = None) -> RunResult:
-    """Train one model as ``cfg`` says and return its RunResult (status 'failed' on a NaN/inf loss)."""
+    """Train one model as ``cfg`` says and return its RunResult (status 'failed' on a NaN/inf loss).
+
+    The run uses exactly ``cfg.num_threads`` threads (torch and the OpenMP/BLAS pools), wherever it
+    is called from (a sweep worker, the runner in-process, a notebook), and restores the caller's
+    setting afterwards: the thread count changes the numbers, so it is part of the run's identity.
+    """
     cfg.validate()
-    if cfg.num_threads:
-        torch.set_num_threads(cfg.num_threads)
+    with torch_threads(cfg.num_threads):
+        return _train(cfg, progress)
+
+
+def _train(cfg: TrainConfig, progress) -> RunResult:
     t_start = time.perf_counter()
     device = torch.device(cfg.device)
     torch.manual_seed(cfg.seed)

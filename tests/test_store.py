@@ -10,6 +10,9 @@ from sec_lib.store import ResultStore, load_runs, run_all, run_key
 from sec_lib.train import TrainConfig
 
 
+KEY_OF_TOY_BEFORE = "3fd8d53f2e0ce685"   # run_key(toy()) on commit 07a626a, before canonical keys
+
+
 def toy(**kw):
     base = dict(dataset="toy", model="mlp", width=16, embed_dim=8, iterations=8, batch_size=24, eval_every=4,
                 track_every=4, track_samples=4, dtheta_every=4, lr=3e-3, loss="npair", num_threads=1,
@@ -18,8 +21,8 @@ def toy(**kw):
     return TrainConfig(**base)
 
 
-def test_key_depends_on_config_but_not_on_threads():
-    assert run_key(toy()) == run_key(toy(num_threads=2))
+def test_key_depends_on_config_and_on_the_thread_count():
+    assert run_key(toy()) != run_key(toy(num_threads=2))      # threads change the numbers (see below)
     assert run_key(toy()) != run_key(toy(seed=1))
     assert run_key(toy()) != run_key(toy(eta=0.1))
     assert len(run_key(toy())) == 16
@@ -88,3 +91,43 @@ def test_parallel_sweep_matches_serial(tmp_path):
     for a, b in zip(par, ser):
         assert a.metrics["R@1"] == b.metrics["R@1"]
     assert not any(p.name.startswith(".tmp") for p in (tmp_path / "par").iterdir())
+
+
+def test_equal_configs_get_one_key_whatever_the_number_types():
+    assert run_key(toy(eta=1, mu="batch")) == run_key(toy(eta=1.0, mu="batch"))
+    assert run_key(toy(eta=0.1, mu=4)) == run_key(toy(eta=0.1, mu=4.0))
+    assert run_key(toy(iterations=8.0)) == run_key(toy(iterations=8))
+    assert run_key(toy(lr=1)) == run_key(toy(lr=1.0))
+    assert run_key(toy(lr_milestones=[4])) == run_key(toy(lr_milestones=(4,)))
+    # a record written before threads were pinned (num_threads None) has the 1-thread key
+    d = toy().to_dict()
+    d["num_threads"] = None
+    assert run_key(TrainConfig.from_dict(d)) == run_key(toy())
+
+
+def test_keys_of_correctly_typed_configs_did_not_change():
+    """Canonical keys kept every key the store had for configs written with their declared types:
+    this is the key of ``toy()`` before canonicalization (computed on the commit before it)."""
+    assert run_key(toy()) == KEY_OF_TOY_BEFORE
+
+
+def test_a_run_gives_bit_identical_numbers_in_process_and_in_a_worker(tmp_path):
+    """Whatever path trains it (in-process under any torch thread setting, or a sweep worker),
+    a config gives the same numbers, because train() pins the run's own thread count."""
+    import torch
+    cfg = toy(iterations=12, eval_every=6)
+    old = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        in_process = S.train(cfg)
+        assert torch.get_num_threads() == 2                      # the caller's setting is restored
+    finally:
+        torch.set_num_threads(old)
+    a, b = ResultStore(tmp_path / "a"), ResultStore(tmp_path / "b")
+    run_all([cfg, toy(iterations=12, eval_every=6, seed=1)], root=a.root, jobs=2)   # spawned workers
+    worker = a.get(cfg)
+    numbers = lambda m: {k: v for k, v in m.items() if "time" not in k}     # wall times differ, of course
+    assert numbers(worker.metrics) == numbers(in_process.metrics) and "NMI" in worker.metrics
+    assert worker.evals.equals(in_process.evals)
+    two = S.train(cfg.replace(num_threads=2))                   # another identity, its own key
+    assert run_key(two.config) != run_key(cfg)
