@@ -231,7 +231,7 @@ def tuned(profile: Profile, store, optimizer: str = "adam", sec: bool = False) -
     return dataclasses.replace(profile, base=base)
 
 
-def eta_selection(p: Profile) -> list[TrainConfig]:
+def eta_selection(p: Profile, store=None) -> list[TrainConfig]:
     """Choosing η and the L2-reg weight without the test classes: every loss at every η of the
     grid (and every L2 weight), trained on the training classes minus ``holdout_classes`` and
     evaluated on those held-out classes, with the pilot seed. ``p``: the tuned profile."""
