@@ -137,8 +137,11 @@ def provenance(cfg: TrainConfig) -> dict:
 
 
 def git_commit() -> str | None:
-    """The commit of the checkout holding this package (a plain clone or a git worktree), or None."""
+    """The commit of the checkout holding this package (a plain clone or a git worktree); without
+    a ``.git`` (a copied tree, e.g. on a remote machine), ``$SEC_GIT_COMMIT``; else None."""
     head = Path(__file__).resolve().parents[1] / ".git"
+    if not head.exists():
+        return os.environ.get("SEC_GIT_COMMIT")
     try:
         if head.is_file():                      # a worktree: ".git" names the real git folder
             head = Path(head.read_text().split("gitdir:", 1)[1].strip())
