@@ -23,7 +23,9 @@ class come along (in every variant and seed, so :func:`gap_change` is paired by 
 classes (fonts are spread unevenly over classes: Computer Modern draws only ASCII, for instance, and a
 between-class difference would otherwise pass for a font effect).
 
-Helpers: :func:`relative_to_run` divides a value by its run's mean (norm / mean norm), :func:`class_table`
+Helpers: :func:`with_attributes` joins a run's ``test_norms`` with the per-image and per-class attributes
+(:func:`sec_lib.data.fonts.instance_attributes`, :func:`~sec_lib.data.fonts.glyph_attributes`);
+:func:`relative_to_run` divides a value by its run's mean (norm / mean norm), :func:`class_table`
 summarises a run's ``test_norms`` per class, :func:`class_difficulty` turns per-class hit rates into a
 difficulty (1 - mean hit@1 over the given runs).
 """
@@ -36,7 +38,7 @@ import pandas as pd
 from scipy import stats
 
 __all__ = ["Interval", "group_gap", "eta_squared", "correlation", "gap_change", "relative_to_run", "class_table",
-           "class_difficulty", "effects_frame"]
+           "class_difficulty", "effects_frame", "with_attributes"]
 
 
 @dataclass(frozen=True)
@@ -288,4 +290,30 @@ def class_difficulty(test_norms_list) -> pd.DataFrame:
     hits = pd.concat([f[["label", "hit@1"]] for f in frames])
     out = hits.groupby("label")["hit@1"].mean().rename("hit1_rate").reset_index()
     out["difficulty"] = 1.0 - out["hit1_rate"]
+    return out
+
+
+def with_attributes(test_norms: pd.DataFrame, instance_attrs: pd.DataFrame,
+                    class_attrs: pd.DataFrame | None = None) -> pd.DataFrame:
+    """A run's ``test_norms`` (one row per test image, dataset order) side by side with the attributes of the
+    same images (``instance_attrs``, same order, e.g. ``instance_attributes(test_ds)``) and, optionally, of
+    their classes (``class_attrs``, one row per ``label``). Raises if the rows do not describe the same
+    images (different length or labels)."""
+    _check_frame(test_norms, ["label"])
+    _check_frame(instance_attrs, ["label"])
+    if len(test_norms) != len(instance_attrs) or not np.array_equal(test_norms["label"].to_numpy(),
+                                                                    instance_attrs["label"].to_numpy()):
+        raise ValueError(f"test_norms ({len(test_norms)} rows) and instance_attrs ({len(instance_attrs)} rows) do "
+                         "not list the same images in the same order (labels differ)")
+    clash = sorted((set(test_norms.columns) & set(instance_attrs.columns)) - {"label"})
+    if clash:
+        raise ValueError(f"columns {clash} exist in both test_norms and instance_attrs")
+    out = pd.concat([test_norms.reset_index(drop=True), instance_attrs.drop(columns="label").reset_index(drop=True)],
+                    axis=1)
+    if class_attrs is not None:
+        _check_frame(class_attrs, ["label"])
+        missing = sorted(set(out["label"]) - set(class_attrs["label"]))
+        if missing:
+            raise ValueError(f"class_attrs has no row for label(s) {missing[:10]}")
+        out = out.merge(class_attrs, on="label", how="left", suffixes=("", "_class"), validate="many_to_one")
     return out

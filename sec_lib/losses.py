@@ -380,7 +380,8 @@ class SupConLoss(_MetricLoss):
     the two agree only for K = 2. Anchors without a positive are left out of the mean. T = 0.1, the value
     Khosla et al. use for their main results and PML's default. Same value as PML ``SupConLoss(temperature)``
     when the batch has a negative pair (PML returns 0 otherwise; here the formula is applied as written);
-    the tests compare with PML and with a loop. O(B^2).
+    the tests compare with PML and with a loop. O(B^2). On glyphs it is trained on P x K batches with
+    K = 4 (our choice, as for the tuplet margin loss; Khosla et al. use two augmented views per image).
     """
 
     _hp_names = ("temperature",)

@@ -42,6 +42,7 @@ from .data.augment import ViewBatches, check_view_settings
 from .losses import LOSS_NAMES, LOSS_SPECS, get_loss, triplet_violations
 from .models import ARCHS, HEADS, build_model
 from .params import Choice, Mu, Number, ParameterError
+from .probe import linear_probe
 from .sec import SphericalEmbeddingConstraint
 
 OPTIMIZERS = ("adam", "adamw", "sgd")
@@ -534,6 +535,8 @@ def finish(cfg, model, train_ds, test_emb, test_labels, log, device, t_start) ->
                "train_norm_var": train_emb.norm(dim=1).var(unbiased=False).item()}
     if len(steps):
         metrics["mean_step_time"] = float(steps["step_time"].mean())
+    if cfg.views:                     # self-supervised runs: also a linear probe on the frozen test embeddings
+        metrics.update(linear_probe(test_emb, test_labels, seed=cfg.seed))
     return RunResult(cfg, "done", metrics, steps, tracked, evals,
                      pd.DataFrame({"label": test_labels.numpy(), "norm": test_norm.numpy(),
                                    "hit@1": metrics_mod.nearest_neighbor_hits(test_emb, test_labels)}),

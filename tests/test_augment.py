@@ -185,6 +185,7 @@ def test_training_on_views_runs_deterministically_and_evaluates_on_test_classes(
     cols = [c for c in a.steps.columns if c != "step_time"]
     assert a.steps[cols].equals(b.steps[cols])
     assert a.test_norms["label"].nunique() == 6  # zero-shot retrieval on the test classes
+    assert a.metrics["probe_test_n"] == 12 and 0 <= a.metrics["probe_top1"] <= 100  # 6 classes x 2 held-out images
     # positives are the two views of one image: their cosine is high from the start
     assert (a.steps["pos_cos"] > a.steps["neg_cos"]).all()
     c = train(glyph_cfg(tmp_path, eta=0.1, augment={"noise_std": [0.0, 0.2]}))

@@ -139,3 +139,17 @@ def test_helpers_and_bad_input():
         group_gap(df, "norm", "group", "a", "b")
     with pytest.raises(ValueError, match="n_boot"):
         group_gap(df, "value", "group", "a", "b", n_boot=10)
+
+
+def test_with_attributes_joins_rows_of_the_same_images():
+    from sec_lib.fairness import with_attributes
+    tn = pd.DataFrame({"label": [0, 0, 1], "norm": [1.0, 2.0, 3.0], "hit@1": [True, False, True]})
+    inst = pd.DataFrame({"label": [0, 0, 1], "design": ["serif", "sans", "serif"]})
+    cls = pd.DataFrame({"label": [0, 1], "script": ["LATIN", "GREEK"]})
+    out = with_attributes(tn, inst, cls)
+    assert out["design"].tolist() == ["serif", "sans", "serif"] and out["script"].tolist() == ["LATIN", "LATIN", "GREEK"]
+    assert out["norm"].tolist() == [1.0, 2.0, 3.0]
+    with pytest.raises(ValueError, match="same images"):
+        with_attributes(tn, inst.iloc[::-1])
+    with pytest.raises(ValueError, match="no row for label"):
+        with_attributes(tn, inst, cls.iloc[:1])
