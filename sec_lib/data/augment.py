@@ -29,6 +29,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from ..losses import LOSS_SPECS
+from ..params import ParameterError
+
 __all__ = ["ViewAugment", "make_views", "ViewBatches", "check_view_settings", "AUGMENT_KEYS"]
 
 
@@ -202,9 +205,6 @@ def check_view_settings(cfg) -> None:
     training on augmented views, which needs an image dataset, at least two images per batch and a loss
     without class weights (the cosine-softmax losses learn one weight per class; instance labels have no
     classes)."""
-    from ..losses import LOSS_SPECS
-    from ..params import ParameterError
-
     views, augment = cfg.views, cfg.augment
     if isinstance(views, bool) or not isinstance(views, (int, np.integer)) or not (views == 0 or 2 <= views <= 64):
         raise ParameterError(f"parameter 'views' = {views!r} is not valid; valid values: 0 (supervised P x K "
