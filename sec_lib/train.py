@@ -38,9 +38,11 @@ import torch.nn.functional as F
 
 from . import metrics as metrics_mod
 from .data import PKSampler, get_dataset
+from .data.augment import ViewBatches, check_view_settings
 from .losses import LOSS_NAMES, LOSS_SPECS, get_loss, triplet_violations
 from .models import ARCHS, HEADS, build_model
 from .params import Choice, Mu, Number, ParameterError
+from .probe import linear_probe
 from .sec import SphericalEmbeddingConstraint
 from .threads import torch_threads
 
@@ -65,6 +67,9 @@ class TrainConfig:
     holdout_classes: int = 0          # > 0: hold out the last N training classes and evaluate on them
                                       # instead of the test split (validation, for choosing hyperparameters)
     data_kwargs: dict = field(default_factory=dict)
+    views: int = 0                    # >= 2: self-supervised, each batch = batch_size // views unlabeled images seen
+                                      # through `views` augmentations, instance labels (sec_lib.data.augment)
+    augment: dict = field(default_factory=dict)  # ViewAugment settings for views >= 2 (default: its defaults)
     # model
     model: str = "smallcnn"
     width: int = 16
@@ -144,6 +149,7 @@ class TrainConfig:
             raise ParameterError(f"parameter 'device' = {self.device!r} is not valid; valid values: 'cpu', 'cuda', 'cuda:N', 'mps'")
         if self.device.startswith("cuda") and not torch.cuda.is_available():
             raise ParameterError(f"parameter 'device' = {self.device!r}: CUDA is not available on this machine; use 'cpu'")
+        check_view_settings(self)
         return self
 
     @property
@@ -162,7 +168,15 @@ class TrainConfig:
         return "sec-ema" if self.mu == "ema" else "sec-fixed"
 
     def to_dict(self) -> dict:
+        """The fields as a JSON-ready dict (the store key hashes it).
+
+        Rule: a field listed in :data:`OMITTED_AT_DEFAULT` (one added after runs were stored) is left out
+        while it equals its default, so adding a field never changes the key of an existing config;
+        :meth:`from_dict` restores the default. A new field must be added to that list."""
         d = dataclasses.asdict(self)
+        for name, default in OMITTED_AT_DEFAULT.items():
+            if d[name] == default:
+                del d[name]
         d["lr_milestones"] = list(self.lr_milestones)
         d["eval_ks"] = list(self.eval_ks)
         return d
@@ -204,6 +218,10 @@ class TrainConfig:
 
     def replace(self, **changes) -> "TrainConfig":
         return dataclasses.replace(self, **changes)
+
+
+#: Fields left out of :meth:`TrainConfig.to_dict` while they equal their default (fields added later).
+OMITTED_AT_DEFAULT: dict = {"views": 0, "augment": {}}
 
 
 @dataclass
@@ -251,6 +269,8 @@ def _train(cfg: TrainConfig, progress) -> RunResult:
     sec = SphericalEmbeddingConstraint(eta=cfg.eta, mu=cfg.mu, momentum=cfg.momentum).to(device) if cfg.eta > 0 else None
     opt, sched = make_optimizer(cfg, model, loss_fn)
     sampler = iter(PKSampler(train_ds.labels, p=cfg.batch_size // cfg.k, k=cfg.k, seed=cfg.seed))
+    views = iter(ViewBatches.from_config(cfg, train_ds, device)) if cfg.views else None  # no labels used
+    loss_input = 0 if LOSS_SPECS[cfg.loss].normalized else 1    # losses that read norms get the raw embedding
     tracked_idx = torch.as_tensor(np_rng.choice(len(train_ds), size=min(cfg.track_samples, len(train_ds)), replace=False))
     log = Recorder()
     if cfg.track_samples:
@@ -261,9 +281,9 @@ def _train(cfg: TrainConfig, progress) -> RunResult:
     for step in range(1, cfg.iterations + 1):
         t0 = time.perf_counter()
         model.train()
-        x, y = get_batch(train_ds, next(sampler), device)
+        x, y = next(views) if views is not None else get_batch(train_ds, next(sampler), device)
         emb, raw = model.forward_with_prenorm(x)          # raw: what SEC constrains (pre-normalisation)
-        loss_metric = loss_fn(emb, y)
+        loss_metric = loss_fn((emb, raw)[loss_input], y)
         loss_sec = sec(raw) if sec is not None else torch.zeros((), device=device)
         loss = loss_metric + loss_sec
         if not torch.isfinite(loss):
@@ -549,6 +569,8 @@ def finish(cfg, model, train_ds, test_emb, test_labels, log, device, t_start) ->
                "train_norm_var": train_emb.norm(dim=1).var(unbiased=False).item()}
     if len(steps):
         metrics["mean_step_time"] = float(steps["step_time"].mean())
+    if cfg.views:                     # self-supervised runs: also a linear probe on the frozen test embeddings
+        metrics.update(linear_probe(test_emb, test_labels, seed=cfg.seed))
     return RunResult(cfg, "done", metrics, steps, tracked, evals,
                      pd.DataFrame({"label": test_labels.numpy(), "norm": test_norm.numpy(),
                                    "hit@1": metrics_mod.nearest_neighbor_hits(test_emb, test_labels)}),
