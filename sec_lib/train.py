@@ -187,6 +187,8 @@ class TrainConfig:
         lists, and ``num_threads`` only when it is not 1 (keys from before it existed stay valid)."""
         d = self.to_dict()
         for f in dataclasses.fields(self):
+            if f.name not in d:                  # omitted at its default (see to_dict)
+                continue
             v, kind = d[f.name], str(f.type)
             if isinstance(v, bool) or v is None:
                 continue
