@@ -137,11 +137,12 @@ def provenance(cfg: TrainConfig) -> dict:
 
 
 def git_commit() -> str | None:
-    """The commit of the checkout holding this package (a plain clone or a git worktree); without
-    a ``.git`` (a copied tree, e.g. on a remote machine), ``$SEC_GIT_COMMIT``; else None."""
+    """``$SEC_GIT_COMMIT`` when set (a tree copied to another machine, whose ``.git`` may be absent
+    or stale), else the commit of the checkout holding this package (a plain clone or a git
+    worktree), else None."""
+    if os.environ.get("SEC_GIT_COMMIT"):
+        return os.environ["SEC_GIT_COMMIT"]
     head = Path(__file__).resolve().parents[1] / ".git"
-    if not head.exists():
-        return os.environ.get("SEC_GIT_COMMIT")
     try:
         if head.is_file():                      # a worktree: ".git" names the real git folder
             head = Path(head.read_text().split("gitdir:", 1)[1].strip())
