@@ -109,6 +109,12 @@ class TrainConfig:
     num_threads: int = 1              # torch/OpenMP threads every run trains with (numbers depend on it;
                                       # part of the key when it is not 1, see store.run_key)
 
+    def __post_init__(self):
+        # JSON has no tuples: TrainConfig(**json.loads(row.config)) must rebuild the same config
+        for name in ("lr_milestones", "eval_ks"):
+            if isinstance(getattr(self, name), list):
+                setattr(self, name, tuple(getattr(self, name)))
+
     # -- validation ---------------------------------------------------------------------------
     def validate(self) -> "TrainConfig":
         """Raise ParameterError naming the bad field and its valid values; return self."""
