@@ -24,7 +24,8 @@ Backends (``backend=`` of every retrieval function; the results are the same):
 * ``"faiss"`` (optional, ``pip install 'sec_lib[fast]'``): exact k-NN search with faiss's
   ``IndexFlatIP`` on the l2-normalized float32 embeddings (inner product = cosine), k = max(K, R)
   + 1 per query, in chunks of at most :data:`FAISS_QUERY_CHUNK` queries. CPU only.
-* ``"auto"`` (default): faiss on the CPU when faiss-cpu is installed, torch otherwise.
+* ``"auto"`` (default): faiss on the CPU when faiss-cpu is installed and a query needs at most
+  :data:`AUTO_FAISS_MAX_DEPTH` ranked neighbours (K and R), torch otherwise (e.g. for R@1000).
 
 The N x N similarity matrix is never built; 60k x 512 float32 embeddings (SOP size) are evaluated
 in about 1 GB of RAM or less (see ``bench/metrics_bench.py``).
@@ -64,6 +65,7 @@ __all__ = [
     "BLOCK_ELEMENTS",
     "BACKENDS",
     "FAISS_QUERY_CHUNK",
+    "AUTO_FAISS_MAX_DEPTH",
     "faiss_available",
 ]
 
@@ -80,6 +82,13 @@ BACKENDS = ("auto", "torch", "faiss")
 
 #: With ``chunk_size=None``: at most this many queries per faiss search (faiss's own query block).
 FAISS_QUERY_CHUNK = 4096
+
+#: ``backend="auto"`` uses faiss only up to this many ranked neighbours per query (max K, max R).
+#: faiss keeps a k-heap per query, while the torch path counts ranks for Recall@K whatever K is;
+#: on 2 CPU cores (bench/metrics_bench.py) faiss took about 30% less CPU time at CUB/Cars size
+#: (R@{1,2,4,8} + MAP@R, R ~ 60-80), the two were even at 20,000 x 512 with K = 30, and torch took
+#: 40% less for R@{1,10,100,1000} + MAP@R.
+AUTO_FAISS_MAX_DEPTH = 128
 
 
 def faiss_available() -> bool:
@@ -169,11 +178,9 @@ def _check_device(device) -> torch.device:
 
 
 def _check_backend(backend, device: torch.device) -> str:
-    """'auto' | 'torch' | 'faiss' -> the backend that runs ('auto': faiss on the CPU when installed)."""
+    """Validate 'auto' | 'torch' | 'faiss' (and that faiss can run when asked for by name)."""
     if not isinstance(backend, str) or backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
-    if backend == "auto":
-        return "faiss" if faiss is not None and device.type == "cpu" else "torch"
     if backend == "faiss":
         if device.type != "cpu":
             raise ValueError(f"backend='faiss' runs on the CPU only, got device={str(device)!r}; "
@@ -237,13 +244,6 @@ def _top_k_stable(sim: torch.Tensor, k: int, n_valid: int) -> np.ndarray:
     return _stable_order(vals_t.cpu().numpy(), idx_t.cpu().numpy(), k, full_rows)
 
 
-def _count_per_row(mask: torch.Tensor) -> np.ndarray:
-    """Number of True entries per row (numpy's count is several times faster than torch's sum on CPU)."""
-    if mask.device.type == "cpu":
-        return np.count_nonzero(mask.numpy(), axis=1).astype(np.int64)
-    return mask.sum(dim=1, dtype=torch.int64).cpu().numpy()
-
-
 class _Positives:
     """Candidate indices grouped by label code, ascending within a class (for gathering each
     query's same-label candidates out of a similarity block)."""
@@ -278,15 +278,26 @@ class _Positives:
 
 
 def _first_hit_by_counting(sim: torch.Tensor, best: torch.Tensor, best_idx: np.ndarray) -> np.ndarray:
-    """0-based rank of the first same-label candidate, counted without sorting: the candidates more
-    similar than the best positive, plus those exactly as similar with a lower index. Rows without
-    a positive (best = -inf) get the number of columns (a miss at every k)."""
-    thr = best[:, None]
-    first = _count_per_row(sim > thr)
-    ties = np.nonzero(_count_per_row(sim == thr) > 1)[0]
-    for i in ties:  # rare: another candidate has exactly the best positive's similarity
-        row_eq = (sim[int(i)] == best[int(i)]).cpu().numpy()
-        first[i] += int(np.count_nonzero(row_eq[: best_idx[i]]))
+    """0-based rank of the first same-label candidate, counted without sorting. With p the best
+    positive (lowest index among equals) and s its similarity, the candidates ranked before it are
+    those with a lower index and similarity >= s, and those with a higher index and similarity > s.
+    Rows without a positive (best = -inf) get the number of columns (a miss at every k)."""
+    if sim.device.type != "cpu":
+        return _first_hit_by_counting_torch(sim, best, best_idx)
+    first = np.full(sim.shape[0], sim.shape[1], dtype=np.int64)
+    s, b = sim.numpy(), best.numpy()
+    for i in np.nonzero(best_idx >= 0)[0]:  # row by row: each row is read once, while it sits in cache
+        p, row = best_idx[i], s[i]
+        first[i] = np.count_nonzero(row[:p] >= b[i]) + np.count_nonzero(row[p + 1 :] > b[i])
+    return first
+
+
+def _first_hit_by_counting_torch(sim: torch.Tensor, best: torch.Tensor, best_idx: np.ndarray) -> np.ndarray:
+    """:func:`_first_hit_by_counting` in torch operations on the whole block (for GPUs)."""
+    cols = torch.arange(sim.shape[1], device=sim.device)
+    p = torch.from_numpy(best_idx).to(sim.device)[:, None]
+    before = torch.where(cols[None, :] < p, sim >= best[:, None], sim > best[:, None])
+    first = before.sum(dim=1, dtype=torch.int64).cpu().numpy()
     first[best_idx < 0] = sim.shape[1]
     return first
 
@@ -421,8 +432,16 @@ def _run_faiss(query, gallery, task: _Task, chunk_size) -> _Scores:
     return out
 
 
+def _pick_backend(backend: str, device: torch.device, depth: int) -> str:
+    """The backend that runs: 'auto' is faiss on the CPU when it is installed and a search needs at
+    most :data:`AUTO_FAISS_MAX_DEPTH` ranked neighbours, torch otherwise."""
+    if backend != "auto":
+        return backend
+    return "faiss" if faiss is not None and device.type == "cpu" and depth <= AUTO_FAISS_MAX_DEPTH else "torch"
+
+
 def _run(query, gallery, task: _Task, chunk_size, device, backend) -> _Scores:
-    if backend == "faiss":
+    if _pick_backend(backend, device, task.depth(np.arange(len(task.q_codes)))) == "faiss":
         return _run_faiss(query, gallery, task, chunk_size)
     return _run_torch(query, gallery, task, chunk_size, device)
 

@@ -371,16 +371,36 @@ def test_backends_agree(data):
         assert M.recall_at_k(q, ql, g, gl, ks, backend="torch") == M.recall_at_k(q, ql, g, gl, ks, backend="faiss")
 
 
-def test_auto_backend_is_faiss_on_cpu_when_installed(monkeypatch):
-    cpu = torch.device("cpu")
-    assert M._check_backend("auto", cpu) == ("faiss" if M.faiss_available() else "torch")
-    assert M._check_backend("auto", torch.device("cuda")) == "torch"
-    assert M._check_backend("torch", cpu) == "torch"
+def test_auto_backend_picks_faiss_on_cpu_for_shallow_searches(monkeypatch):
+    cpu, cuda = torch.device("cpu"), torch.device("cuda")
+    shallow, deep = M.AUTO_FAISS_MAX_DEPTH, M.AUTO_FAISS_MAX_DEPTH + 1
+    assert M._pick_backend("auto", cpu, shallow) == ("faiss" if M.faiss_available() else "torch")
+    assert M._pick_backend("auto", cpu, deep) == "torch"  # e.g. R@1000: torch counts ranks
+    assert M._pick_backend("auto", cuda, 1) == "torch"
+    assert M._pick_backend("torch", cpu, 1) == "torch"
+    assert M._pick_backend("faiss", cpu, 10**6) == "faiss"
     monkeypatch.setattr(M, "faiss", None)
     assert not M.faiss_available()
-    assert M._check_backend("auto", cpu) == "torch"
+    assert M._pick_backend("auto", cpu, 1) == "torch"
     with pytest.raises(ImportError, match=r"faiss-cpu.*sec_lib\[fast\]"):
         M.recall_at_k(E, Y, backend="faiss")
+
+
+def test_counting_on_other_devices_matches_the_cpu_loop():
+    # the rank count for GPUs (torch ops on the whole block), run here on CPU tensors
+    emb, labels = tied(seed=2)
+    e = torch.nn.functional.normalize(torch.from_numpy(emb), dim=1)
+    sim = e @ e.T  # exact multiples of 0.25: many ties
+    sim.fill_diagonal_(-math.inf)
+    best, best_idx = M._Positives(labels, labels.max() + 1).best(sim, labels)
+    cpu = M._first_hit_by_counting(sim, best, best_idx)
+
+    assert (M._first_hit_by_counting_torch(sim, best, best_idx) == cpu).all()
+    ref = bf_order(emb, emb, True)  # brute force: rank of the first same-label neighbour
+    first = np.array([np.argmax(labels[o] == labels[i]) if (labels[o] == labels[i]).any() else len(o)
+                      for i, o in enumerate(ref)])
+    has = (np.bincount(labels)[labels] > 1)
+    assert (cpu[has] == first[has]).all() and (cpu[~has] == len(labels)).all()
 
 
 @pytest.mark.skipif(not M.faiss_available(), reason="faiss-cpu not installed")
