@@ -17,13 +17,14 @@ Backends (``backend=`` of every retrieval function; the results are the same):
 
 * ``"torch"``: queries in chunks of ``chunk_size`` rows; each chunk holds one float32
   ``chunk_size x n_candidates`` similarity block (with ``chunk_size=None`` at most
-  :data:`BLOCK_ELEMENTS` = 2**24 entries, 64 MB). Recall@K needs no sorting: a query's first-hit
+  :data:`BLOCK_ELEMENTS` = 2**25 entries, 128 MB). Recall@K needs no sorting: a query's first-hit
   rank is the number of candidates more similar than its most similar positive (plus those exactly
   as similar with a lower index). MAP@R takes ``torch.topk`` of R + 1 entries per query. Runs on
   any torch device.
 * ``"faiss"`` (optional, ``pip install 'sec_lib[fast]'``): exact k-NN search with faiss's
   ``IndexFlatIP`` on the l2-normalized float32 embeddings (inner product = cosine), k = max(K, R)
-  + 1 per query, in chunks of at most :data:`FAISS_QUERY_CHUNK` queries. CPU only.
+  + 1 per query, in chunks of at most :data:`FAISS_QUERY_CHUNK` queries. CPU only. A row whose
+  k-th and (k+1)-th neighbours tie is ranked in full from one float32 matrix-multiply row.
 * ``"auto"`` (default): faiss on the CPU when faiss-cpu is installed and a query needs at most
   :data:`AUTO_FAISS_MAX_DEPTH` ranked neighbours (K and R), torch otherwise (e.g. for R@1000).
 
@@ -74,7 +75,7 @@ __all__ = [
 KMEANS_N_INIT = 10
 
 #: With ``chunk_size=None``: at most this many similarity entries per query chunk.
-BLOCK_ELEMENTS = 2**24
+BLOCK_ELEMENTS = 2**25
 
 #: Retrieval backends: "torch" (chunked similarity blocks), "faiss" (exact ``IndexFlatIP`` search,
 #: CPU only, needs faiss-cpu) and "auto" (faiss on the CPU when it is installed, torch otherwise).
@@ -374,7 +375,7 @@ def _run_torch(query, gallery, task: _Task, chunk_size, device) -> _Scores:
     n_valid = n_gal - 1 if task.leave_one_out else n_gal
     step = _auto_chunk(n_gal, chunk_size)
     q_all = F.normalize(query, p=2, dim=1)
-    g = F.normalize(gallery, p=2, dim=1).to(device)
+    g = (q_all if gallery is query else F.normalize(gallery, p=2, dim=1)).to(device)  # one copy when leaving one out
     positives = _Positives(task.g_codes, int(max(task.q_codes.max(), task.g_codes.max())) + 1) if task.kmax else None
     order = task.order()
     buf = torch.empty(min(step, len(order)), n_gal, dtype=g.dtype, device=device)
@@ -402,11 +403,17 @@ def _run_faiss(query, gallery, task: _Task, chunk_size) -> _Scores:
     out = _Scores(np.full(n_q, n_gal, np.int64), np.full(n_q, np.nan), np.full(n_q, -1, np.int64))
     n_valid = n_gal - 1 if task.leave_one_out else n_gal
     extra = 1 if task.leave_one_out else 0
-    qn = np.ascontiguousarray(F.normalize(query, p=2, dim=1).numpy())
-    gn = qn if task.leave_one_out and query is gallery else np.ascontiguousarray(F.normalize(gallery, p=2, dim=1).numpy())
-    index = faiss.IndexFlatIP(gn.shape[1])
-    index.add(gn)
-    g_t = torch.from_numpy(gn)
+    index = faiss.IndexFlatIP(gallery.shape[1])
+    for lo in range(0, n_gal, FAISS_QUERY_CHUNK):  # normalized chunk by chunk: the index holds the only copy
+        index.add(np.ascontiguousarray(F.normalize(gallery[lo : lo + FAISS_QUERY_CHUNK], p=2, dim=1).numpy()))
+    gn = faiss.rev_swig_ptr(index.get_xb(), n_gal * gallery.shape[1]).reshape(n_gal, gallery.shape[1])
+    g_t = torch.from_numpy(gn)  # a view of the index's vectors
+
+    def queries(rows: np.ndarray) -> np.ndarray:
+        if gallery is query:
+            return gn[rows]
+        return np.ascontiguousarray(F.normalize(query[torch.from_numpy(rows)], p=2, dim=1).numpy())
+
     order = task.order()
     kk_all = min(task.depth(order) + 1 + extra, n_gal)
     step = chunk_size if chunk_size is not None else max(1, min(FAISS_QUERY_CHUNK, BLOCK_ELEMENTS // (4 * kk_all)))
@@ -414,7 +421,7 @@ def _run_faiss(query, gallery, task: _Task, chunk_size) -> _Scores:
         rows = order[start : start + step]
         k = task.depth(rows)
         kk = min(k + 1 + extra, n_gal)
-        vals, idx = index.search(qn[rows], kk)
+        vals, idx = index.search(queries(rows), kk)
         if task.leave_one_out:  # drop the query itself (or, where it is not among them, the last)
             keep = idx != rows[:, None]
             keep[keep.all(axis=1), -1] = False
@@ -423,7 +430,7 @@ def _run_faiss(query, gallery, task: _Task, chunk_size) -> _Scores:
         vals, idx = vals[:, : min(k + 1, n_valid)], idx[:, : min(k + 1, n_valid)].astype(np.int64)
 
         def full_rows(cut, rows=rows, k=k):
-            sim = torch.from_numpy(qn[rows[cut]]) @ g_t.T
+            sim = torch.from_numpy(queries(rows[cut])) @ g_t.T
             if task.leave_one_out:
                 sim[torch.arange(len(cut)), torch.from_numpy(rows[cut])] = -math.inf
             return np.argsort(-sim.numpy(), axis=1, kind="stable")[:, :k]
