@@ -1,6 +1,6 @@
 """Time SOP-size retrieval evaluation on each backend and report peak memory against the goals.
 
-Usage:  python bench/metrics_bench.py [N] [D] [n_classes]    (defaults: 60000 512 11131, SOP-sized)
+Usage:  python bench/metrics_bench.py [N] [D] [n_classes]    (defaults: 60000 512 11222, SOP-sized)
 (from the repository root; sec_lib is imported from the installed package or, failing that, from
 the checkout that holds this file.)
 
@@ -13,7 +13,8 @@ and CPU time of that call, the process's peak resident memory (``resource.getrus
 embeddings, the Python/torch runtime and the evaluation's working memory together) and the resident
 memory before the call, then the torch/faiss ratios, whether both backends gave the same numbers,
 and each figure against the goals (60 s wall, 1 GB peak). The load average before and after is
-printed too: the machine may be shared, and wall times grow with what else runs.
+printed too: the machine may be shared, and wall times grow with what else runs (the CPU time
+moves much less with the load; with 2 cores a quiet machine's wall time is at least half of it).
 Nothing here runs in the test suite.
 """
 from __future__ import annotations
