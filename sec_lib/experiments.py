@@ -107,7 +107,8 @@ PROFILES = {
         seeds=(0, 1, 2), main_seeds=(0, 1, 2, 3, 4),
         eta_grid=(0.005, 0.05, 0.1, 0.5, 1.0), l2_etas=(0.01, 0.005, 0.001),
         ema_momenta=(0.1, 0.01), fixed_radii=(2.0, 8.0),
-        lr_pilot={"adam": (3e-4, 1e-3, 3e-3, 1e-2), "sgd": (0.01, 0.03, 0.1, 0.3)}, jobs=2,
+        # SGD's grid gained 1.0 after the first pilot chose 0.3, the largest rate of (0.01 ... 0.3)
+        lr_pilot={"adam": (3e-4, 1e-3, 3e-3, 1e-2), "sgd": (0.01, 0.03, 0.1, 0.3, 1.0)}, jobs=2,
         holdout_classes=400, pilot_iterations=6000, pilot_eval_every=250,
         iteration_grid=(2000, 3000, 4000, 5000, 6000),
         toy=dict(dataset="toy", model="mlp", width=64, embed_dim=16, iterations=150, batch_size=60,
@@ -224,18 +225,21 @@ def chosen_iterations(profile: Profile, pilot_runs) -> int:
         f"or more over the last quarter at every candidate length {profile.iteration_grid}; lengthen the pilot")
 
 
-def _pilot_runs(profile: Profile, store) -> list:
-    runs = [store.get(c) for c in lr_pilot(profile)]
+def _pilot_runs(profile: Profile, store, optimizer: str, sec: bool = False) -> list:
+    """The pilot's runs a choice for ``optimizer`` needs (that arm, and Adam's for the run length)."""
+    need = [c for c in lr_pilot(profile) if (c.optimizer, c.eta > 0) in {(optimizer, sec), ("adam", False)}]
+    runs = [store.get(c) for c in need]
     if any(r is None for r in runs):
-        raise KeyError(f"the learning-rate pilot of profile {profile.name!r} is not in the store {store.root}; "
-                       f"`python -m sec_lib.book run --profile {profile.name}` runs it before any chapter")
+        raise KeyError(f"the learning-rate pilot of profile {profile.name!r} ({optimizer}{' + SEC' if sec else ''}) "
+                       f"is not in the store {store.root}; `python -m sec_lib.book run --profile {profile.name}` "
+                       "runs it before any chapter")
     return runs
 
 
 def tuned(profile: Profile, store, optimizer: str = "adam", sec: bool = False) -> Profile:
     """The profile with the pilot's choices in its base config: the learning rate for ``optimizer``
     (with SEC: the SGD + SEC arm) and the run length. ``store`` holds the pilot's runs."""
-    runs = _pilot_runs(profile, store)
+    runs = _pilot_runs(profile, store, optimizer, sec)
     base = dict(profile.base, optimizer=optimizer, lr=chosen_lr(profile, optimizer, runs, sec),
                 iterations=chosen_iterations(profile, runs))
     return dataclasses.replace(profile, base=base)
