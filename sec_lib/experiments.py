@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
+from .losses import LOSS_SPECS
 from .params import Choice
 from .train import TrainConfig
 
@@ -105,6 +106,8 @@ def config(profile: Profile, loss: str, variant: str = "none", seed: int = 0, **
     base.update(changes)
     if base.get("eta", 0) == 0:           # without SEC, μ settings are irrelevant: one key per run
         base.update(eta=0.0, mu="batch", momentum=1.0)
+    k = base.get("batch_k") or LOSS_SPECS[loss].k     # P x K: the profile's batch rounded down to this loss's K
+    base["batch_size"] = base.get("batch_size", 60) // k * k
     return TrainConfig(**base)
 
 

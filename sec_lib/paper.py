@@ -28,8 +28,8 @@ import pandas as pd
 
 from . import report
 from .experiments import MAIN_LOSSES, PROFILE_NAMES, VARIANTS
-from .losses import LOSS_NAMES
-from .params import Choice, Mu, Number, ParameterError, Text
+from .losses import LOSS_NAMES, LOSS_SPECS
+from .params import Choice, Device, Mu, Number, ParameterError, Text
 from .train import OPTIMIZERS
 
 __all__ = [
@@ -700,7 +700,7 @@ def train_page_config(profile: str, dataset: str = "glyphs", loss: str = "semiha
     if iterations is not None:
         changes["iterations"] = Number(1, 10**8, True).check("iterations", iterations)
     if device is not None:
-        changes["device"] = device
+        changes["device"] = Device().check("device", device)      # before the pilot trains anything
     if dataset == "glyphs":
         q = _default_lr_profile(p, optimizer, run_pilot)
         cfg = ex.config(q, loss, variant, seed, **changes)
@@ -713,6 +713,7 @@ def train_page_config(profile: str, dataset: str = "glyphs", loss: str = "semiha
         base.update(changes)
         if base.get("eta", 0) == 0:
             base.update(eta=0.0, mu="batch", momentum=1.0)
+        base["batch_size"] = base["batch_size"] // LOSS_SPECS[loss].k * LOSS_SPECS[loss].k   # P x K for this loss
         cfg = TrainConfig(**base)
     return cfg.validate()
 
@@ -971,7 +972,7 @@ def _notebook_params() -> dict:
         "train": {**profile, "dataset": Choice(("glyphs", "toy")), "loss": Choice(tuple(LOSS_NAMES)),
                   "variant": Choice(VARIANTS), "eta": OptionalParam(Number(0, 1e6)), "mu": OptionalParam(Mu()),
                   "optimizer": Choice(tuple(OPTIMIZERS)), "iterations": OptionalParam(Number(1, 10**8, True)),
-                  "seed": Number(0, 2**31 - 1, True), "device": OptionalParam(Text())},
+                  "seed": Number(0, 2**31 - 1, True), "device": OptionalParam(Device())},
     }
 
 
