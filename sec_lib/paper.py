@@ -29,7 +29,7 @@ import pandas as pd
 from . import report
 from .experiments import MAIN_LOSSES, PROFILE_NAMES, VARIANTS
 from .losses import LOSS_NAMES, LOSS_SPECS
-from .params import Choice, Device, Mu, Number, ParameterError, Text
+from .params import Choice, Device, Mu, Number, ParameterError
 from .train import OPTIMIZERS
 
 __all__ = [
