@@ -265,3 +265,32 @@ def all_configs(profile: "Profile | str", chapters=None) -> list[TrainConfig]:
         for c in chapter_configs(ch, profile):
             out.setdefault(run_key(c), c)
     return list(out.values())
+
+
+def check_sweeps(profile: "Profile | str", chapters=None) -> int:
+    """Validate every run the runner may train for ``chapters`` before anything trains (device
+    included); return how many configs were checked.
+
+    Some chapters depend on the pilot's learning rate or the η chosen on held-out classes, which
+    exist only after those runs; they are checked here at every candidate (each pilot rate, each η
+    of the grid), which covers whatever the pilot and the selection will choose.
+    """
+    p = get_profile(profile) if isinstance(profile, str) else profile
+    at = {opt: dataclasses.replace(p, base=dict(p.base, optimizer=opt, lr=lrs[0])) for opt, lrs in p.lr_pilot.items()}
+    q = at.get("adam", next(iter(at.values())))
+    configs = lr_pilot(p)
+    for ch in chapters or CHAPTERS:
+        fn = CHAPTERS[Choice(tuple(CHAPTERS)).check("chapter", ch)]
+        if fn is toy_grid:
+            configs += toy_grid(p)
+        elif fn is optim:
+            configs += [c for r in at.values() for c in main_table(r)]
+        elif fn in (tuned_sec, beyond):
+            losses = MAIN_LOSSES if fn is tuned_sec else EXTRA_LOSSES
+            configs += [config(q, loss, "sec", s, eta=eta) for loss in losses for eta in p.eta_grid for s in p.seeds]
+            configs += [config(q, loss, "none", s) for loss in losses for s in p.seeds]
+        else:
+            configs += fn(q)
+    for c in configs:
+        c.validate()
+    return len(configs)

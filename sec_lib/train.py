@@ -235,7 +235,7 @@ class RunResult:
         if self.status == "done":
             return None
         step = self.failed_step if self.failed_step is not None else failed_step_of(self.steps)
-        reason = re.sub(r"^non-finite loss at step \d+: (.*)$", r"non-finite loss (\1)", self.error or "no reason recorded")
+        reason = re.sub(r"^non-finite loss at step \d+: (.*)$", r"non-finite loss, \1", self.error or "no reason recorded")
         return f"failed at step {step}: {reason}"
 
 
