@@ -174,7 +174,8 @@ def run(profile: str, only=None, jobs: int | None = None, site: Path = REPO) -> 
         raise ParameterError(f"parameter 'jobs' = {jobs} is not valid; expected an integer >= 1")
     summary = Summary()
     chapters = sorted({ch for page in pages for ch in page.chapters})
-    ex.check_sweeps(p, chapters)          # every config (device included) before anything trains
+    if chapters:
+        ex.check_sweeps(p, chapters)      # every config (device included) before anything trains
     summary.cleared = clear_litter(site)
     t0 = time.perf_counter()
     prepare_data(p)

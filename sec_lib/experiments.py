@@ -279,7 +279,7 @@ def check_sweeps(profile: "Profile | str", chapters=None) -> int:
     at = {opt: dataclasses.replace(p, base=dict(p.base, optimizer=opt, lr=lrs[0])) for opt, lrs in p.lr_pilot.items()}
     q = at.get("adam", next(iter(at.values())))
     configs = lr_pilot(p)
-    for ch in chapters or CHAPTERS:
+    for ch in CHAPTERS if chapters is None else chapters:
         fn = CHAPTERS[Choice(tuple(CHAPTERS)).check("chapter", ch)]
         if fn is toy_grid:
             configs += toy_grid(p)
