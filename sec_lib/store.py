@@ -281,12 +281,17 @@ class ResultStore:
         corrupt and moved; False when it had changed under the reader (gone, or complete once moved:
         then it is put back), so the caller reads it again."""
         qroot = self.root / QUARANTINE
-        qroot.mkdir(parents=True, exist_ok=True)
         dest = qroot / f"{key}-{_timestamp()}-{uuid.uuid4().hex[:6]}"
         try:
+            qroot.mkdir(parents=True, exist_ok=True)
             os.rename(p, dest)
         except FileNotFoundError:
             return False                  # another process moved it first
+        except OSError as e:              # e.g. a read-only store: report it, leave it, count it as missing
+            log.warning("stored run %s at %s is corrupt (%s) and cannot be moved to %s (%s); it is treated as "
+                        "missing", key, p, reason, qroot, e)
+            self.quarantined.append((key, p, reason, p))
+            return True
         try:
             self._read(dest, key)          # complete after all: a writer replaced it mid-read
         except CorruptRecord:

@@ -228,3 +228,18 @@ def test_the_runner_clears_litter_at_the_start_and_counts_it(tmp_path, monkeypat
     (tmp_path / "book" / "nb" / ".tmp-abcdefgh.ipynb").write_text("{}")
     assert book.clear_litter(tmp_path) == (1, 1)
     assert book.clear_litter(tmp_path) == (0, 0)
+
+
+def test_a_corrupt_record_that_cannot_be_moved_is_reported_and_treated_as_missing(tmp_path, monkeypatch, caplog):
+    store = ResultStore(tmp_path)
+    cfg = toy()
+    store.run(cfg)
+    delete_evals(store.path(cfg))
+
+    def read_only(src, dst):
+        raise PermissionError(13, "Read-only file system")
+    monkeypatch.setattr(S.os, "rename", read_only)
+    with caplog.at_level(logging.WARNING, logger="sec_lib.store"):
+        assert store.get(cfg) is None and not store.has(cfg)
+    assert "cannot be moved" in caplog.text and run_key(cfg) in caplog.text
+    assert store.path(cfg).exists()
