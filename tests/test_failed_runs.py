@@ -99,3 +99,13 @@ def test_a_failed_run_stored_before_schemas_renders_too(tmp_path):
     assert back.failed_step == 1 and "cos" in back.cosines.columns and "loss_metric" in back.steps.columns
     page(back)
     assert run_key(back.config) == folder.name
+
+
+def test_the_compare_page_tables_count_a_failed_run_and_do_not_crash(diverged):
+    done = [train(toy(seed=s, iterations=8, eval_every=4)) for s in (0, 1)]
+    frames = results_to_frames(done + [diverged])
+    table = paper.main_table(frames)
+    assert table["n_failed"].sum() > 0 and table["n_runs"].max() >= 1
+    assert "1 of them failed" in paper.setup_sentence(frames.runs)
+    for fn in (paper.norm_summary, paper.grad_slopes_per_run, paper.sec_gain, paper.norm_reduction):
+        fn(frames)
