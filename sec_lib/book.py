@@ -182,18 +182,7 @@ def run(profile: str, only=None, jobs: int | None = None, site: Path = REPO) -> 
     summary.times["data"] = time.perf_counter() - t0
     if chapters:
         t1 = time.perf_counter()
-        # stages: the learning-rate pilot, then the η selection on held-out classes (at the pilot's
-        # rate), then every chapter's runs (some use the chosen η)
-        from .store import run_key
-        done = set()
-        for desc, configs in [("lr pilot", lambda: ex.lr_pilot(p)),
-                              ("eta selection", lambda: ex.chapter_configs("selection", p)
-                               if {"selection", "tuned", "beyond"} & set(chapters) else []),
-                              ("training sweep", lambda: ex.all_configs(p, chapters))]:
-            todo = [c for c in configs() if run_key(c) not in done]     # each run counted once
-            done |= {run_key(c) for c in todo}
-            if todo:
-                train_sweep(f"[{profile}] {desc}", todo, jobs, summary)
+        train_stages(p, chapters, jobs, summary)
         summary.times["training"] = time.perf_counter() - t1
     t2 = time.perf_counter()
     from tqdm import tqdm
@@ -221,6 +210,31 @@ def clear_litter(site: Path) -> tuple[int, int]:
     project's ``.tmp-`` names, never one a live process is writing); return both counts."""
     from .store import ResultStore
     return ResultStore().clean_partial(), clear_partial_notebooks(site / "book" / "nb")
+
+
+SELECTION_CHAPTERS = {"selection", "tuned", "beyond", "main"}
+
+
+def train_stages(p: ex.Profile, chapters, jobs: int, summary: Summary, store=None) -> None:
+    """Train in dependent stages: the learning-rate (and run-length) pilot, then the η / L2-weight
+    selection on held-out classes (at the pilot's choices), then each chapter's runs in the given
+    order (some use the selection). Every run is counted once; a selection that cannot be made
+    fairly (a learning rate at the edge of its grid) stops here, before any test run."""
+    from .store import ResultStore, run_key
+    store = store or ResultStore()
+    done = set()
+
+    def sweep(desc, configs):
+        todo = [c for c in configs if run_key(c) not in done]
+        done.update(run_key(c) for c in todo)
+        if todo:
+            train_sweep(f"[{p.name}] {desc}", todo, jobs, summary)
+
+    sweep("lr pilot", ex.lr_pilot(p))
+    if SELECTION_CHAPTERS & set(chapters):
+        sweep("eta selection", ex.chapter_configs("selection", p, store))
+    for ch in chapters:
+        sweep(f"{ch} runs", ex.chapter_configs(ch, p, store))
 
 
 def prepare_data(p: ex.Profile) -> None:
@@ -255,6 +269,11 @@ def main(argv=None) -> int:
     r.add_argument("--only", nargs="*", choices=PAGE_NAMES, help="only these notebooks (and their runs)")
     r.add_argument("--jobs", type=int, default=None, help="parallel training processes / notebook kernels")
     r.add_argument("--site", type=Path, default=REPO, help="folder with _config.yml; notebooks go to <site>/book/nb")
+    t = sub.add_parser("train", help="train (or reuse) the runs of some chapters, in stages, without notebooks")
+    t.add_argument("--profile", default="reference", choices=ex.PROFILE_NAMES)
+    t.add_argument("--chapters", nargs="*", default=None, choices=tuple(ex.CHAPTERS),
+                   help="chapters in the order to train them (default: all, the main comparison first)")
+    t.add_argument("--jobs", type=int, default=None, help="parallel training processes")
     b = sub.add_parser("build", help="build the HTML book with jupyter-book (-W)")
     b.add_argument("--site", type=Path, default=REPO)
     args = ap.parse_args(argv)
@@ -262,11 +281,26 @@ def main(argv=None) -> int:
         t0 = time.perf_counter()
         try:
             s = run(args.profile, args.only, args.jobs, args.site)
-        except ParameterError as e:
+        except (ParameterError, ex.SelectionError) as e:
             print(f"error: {e}", file=sys.stderr)
             return 2
         print(f"profile {args.profile} finished in {(time.perf_counter() - t0) / 60:.1f} min")
         return 1 if s.failed_pages else 0     # a diverged run is a result (shown in the book), not an error
+    if args.cmd == "train":
+        p = ex.get_profile(args.profile)
+        chapters = args.chapters or ["main", *[c for c in ex.CHAPTERS if c not in ("main", "selection")]]
+        jobs = p.jobs if args.jobs is None else args.jobs
+        summary = Summary()
+        t0 = time.perf_counter()
+        try:
+            prepare_data(p)
+            train_stages(p, chapters, jobs, summary)
+        except (ParameterError, ex.SelectionError) as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        summary.times["training"] = time.perf_counter() - t0
+        summary.print()
+        return 0
     build(args.site)
     return 0
 

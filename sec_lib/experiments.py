@@ -17,11 +17,12 @@ from dataclasses import dataclass, field
 
 from .losses import LOSS_SPECS
 from .params import Choice
+from .store import run_key
 from .train import TrainConfig
 
 MAIN_LOSSES = ("triplet", "semihard", "npair", "ms")
 VARIANTS = ("none", "l2reg", "sec")
-PROFILE_NAMES = ("smoke", "cpu", "gpu")
+PROFILE_NAMES = ("smoke", "cpu", "gpu", "reference")
 
 # SEC weight per loss used in the main table, fixed before any run (not tuned on our test data):
 # semihard 0.5 is the rebuttal's Cars setting (rebuttal Table 2); triplet 1.0 is the authors' public
@@ -47,8 +48,14 @@ class Profile:
     fixed_radii: tuple
     lr_pilot: dict                 # optimizer -> candidate learning rates
     pilot_seed: int = 1000         # a seed no reported run uses
-    holdout_classes: int = 200     # training classes held out to choose η (never the test classes)
+    holdout_classes: int = 200     # training classes held out for every choice (never the test classes)
     jobs: int = 2
+    main_seeds: tuple = ()         # seeds of the main comparison (empty: ``seeds``)
+    pilot_iterations: int = 0      # > 0: the pilot trains this long and chooses the run length ...
+    pilot_eval_every: int = 0      # ... from its held-out R@1 curve, evaluated this often,
+    iteration_grid: tuple = ()     # ... among these candidate lengths
+    plateau_gain: float = 0.5      # flattened: less than this many R@1 points gained over the last quarter
+    check_grid_edges: bool = True  # refuse a learning rate at either edge of its grid (smoke: off)
     toy: dict = field(default_factory=dict)
     toy_etas: tuple = ()
     toy_seeds: tuple = (0,)
@@ -62,6 +69,7 @@ PROFILES = {
                   width=8, embed_dim=16),
         seeds=(0, 1), eta_grid=(0.05, 0.5, 1.0), l2_etas=(0.1, 0.005), ema_momenta=(0.1,),
         fixed_radii=(4.0,), lr_pilot={"adam": (1e-3,), "sgd": (0.05,)}, jobs=2, holdout_classes=10,
+        check_grid_edges=False,
         toy=dict(dataset="toy", model="mlp", width=32, embed_dim=8, iterations=10, batch_size=24,
                  eval_every=5, track_every=2, track_samples=8, dtheta_every=2, lr=3e-3, data_kwargs={"noise": 0.15}, eval_clustering="final", kmeans_n_init=1),
         toy_etas=(0.1, 1.0), toy_seeds=(0,)),
@@ -72,7 +80,7 @@ PROFILES = {
                   dtheta_every=5, width=16, embed_dim=64),
         seeds=(0, 1, 2), eta_grid=(0.005, 0.05, 0.1, 0.5, 1.0, 5.0), l2_etas=(0.1, 0.01, 0.005, 0.001),
         ema_momenta=(0.1, 0.01), fixed_radii=(2.0, 8.0),
-        lr_pilot={"adam": (3e-4, 1e-3, 3e-3), "sgd": (0.01, 0.03, 0.1)}, jobs=2,
+        lr_pilot={"adam": (3e-4, 1e-3, 3e-3, 1e-2), "sgd": (0.01, 0.03, 0.1)}, jobs=2,
         toy=dict(dataset="toy", model="mlp", width=64, embed_dim=16, iterations=150, batch_size=60,
                  eval_every=25, track_every=5, track_samples=24, dtheta_every=5, lr=3e-3, data_kwargs={"noise": 0.15}, eval_clustering="final", kmeans_n_init=1),
         toy_etas=(0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0), toy_seeds=(0,)),
@@ -81,12 +89,30 @@ PROFILES = {
         base=dict(dataset="glyphs", image_size=64, model="resnet18s", width=64, embed_dim=128, iterations=3000,
                   batch_size=120, eval_every=250, track_every=20, track_samples=64, dtheta_every=10,
                   schedule="step", lr_milestones=(2000,), device="cuda"),
-        seeds=(0, 1, 2, 3, 4), eta_grid=(0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0),
-        l2_etas=(0.1, 0.01, 0.005, 0.001), ema_momenta=(0.1, 0.01), fixed_radii=(2.0, 8.0),
-        lr_pilot={"adam": (1e-4, 3e-4, 1e-3), "sgd": (0.01, 0.03, 0.1, 0.3)}, jobs=1,
+        seeds=(0, 1, 2), main_seeds=(0, 1, 2, 3, 4), eta_grid=(0.005, 0.05, 0.1, 0.5, 1.0),
+        l2_etas=(0.01, 0.005, 0.001), ema_momenta=(0.1, 0.01), fixed_radii=(2.0, 8.0),
+        lr_pilot={"adam": (1e-4, 3e-4, 1e-3, 3e-3), "sgd": (0.01, 0.03, 0.1, 0.3)}, jobs=8, holdout_classes=400,
         toy=dict(dataset="toy", model="mlp", width=128, embed_dim=16, iterations=400, batch_size=120,
                  eval_every=50, track_every=5, track_samples=32, dtheta_every=5, lr=3e-3, data_kwargs={"noise": 0.15}, eval_clustering="final", kmeans_n_init=1),
         toy_etas=(0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0), toy_seeds=(0, 1, 2)),
+    # The reference tier: the cpu profile's network and data, trained to a plateau and scored on
+    # all 1,392 test classes. The run length, every learning rate, η and the L2 weight are chosen
+    # on 400 held-out training classes with the pilot seed, before any test run (the book shows the
+    # pre-registration table). Committed under data/reference/reference/ (see sec_lib.tier).
+    "reference": Profile(
+        name="reference",
+        base=dict(dataset="glyphs", image_size=32, iterations=4000, batch_size=60, eval_every=500,
+                  eval_clustering="final", kmeans_n_init=1, track_every=50, track_samples=24,
+                  dtheta_every=25, width=16, embed_dim=64),
+        seeds=(0, 1, 2), main_seeds=(0, 1, 2, 3, 4),
+        eta_grid=(0.005, 0.05, 0.1, 0.5, 1.0), l2_etas=(0.01, 0.005, 0.001),
+        ema_momenta=(0.1, 0.01), fixed_radii=(2.0, 8.0),
+        lr_pilot={"adam": (3e-4, 1e-3, 3e-3, 1e-2), "sgd": (0.01, 0.03, 0.1, 0.3)}, jobs=2,
+        holdout_classes=400, pilot_iterations=6000, pilot_eval_every=250,
+        iteration_grid=(2000, 3000, 4000, 5000, 6000),
+        toy=dict(dataset="toy", model="mlp", width=64, embed_dim=16, iterations=150, batch_size=60,
+                 eval_every=25, track_every=5, track_samples=24, dtheta_every=5, lr=3e-3, data_kwargs={"noise": 0.15}, eval_clustering="final", kmeans_n_init=1),
+        toy_etas=(0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0), toy_seeds=(0,)),
 }
 
 
@@ -106,86 +132,171 @@ def config(profile: Profile, loss: str, variant: str = "none", seed: int = 0, **
     base.update(changes)
     if base.get("eta", 0) == 0:           # without SEC, μ settings are irrelevant: one key per run
         base.update(eta=0.0, mu="batch", momentum=1.0)
-    k = base.get("batch_k") or LOSS_SPECS[loss].k     # P x K: the profile's batch rounded down to this loss's K
-    base["batch_size"] = base.get("batch_size", 60) // k * k
+    if not base.get("views"):             # P x K: the profile's batch rounded down to this loss's K
+        k = base.get("batch_k") or LOSS_SPECS[loss].k
+        base["batch_size"] = base.get("batch_size", 60) // k * k
     return TrainConfig(**base)
 
 
 # -- chapter sweeps -------------------------------------------------------------------------------
 
+class SelectionError(ValueError):
+    """A pre-registered choice cannot be made from its pilot (it would not be a fair choice)."""
+
+
+def _held_out(profile: Profile, **changes) -> dict:
+    """Settings of a selection run: held-out training classes and the pilot seed, never the test classes."""
+    return dict(holdout_classes=profile.holdout_classes, **changes)
+
+
 def lr_pilot(profile: Profile) -> list[TrainConfig]:
-    """Learning-rate pilot: semihard without SEC, one seed that no reported run uses."""
-    return [config(profile, "semihard", "none", profile.pilot_seed, optimizer=opt, lr=lr)
-            for opt, lrs in profile.lr_pilot.items() for lr in lrs]
+    """Learning-rate pilot on held-out training classes, with a seed that no reported run uses:
+    semihard without SEC for every optimizer of the grid, and SGD with SEC at the paper's η (the
+    Adam-vs-SGD chapter trains SGD with and without SEC, each at its own rate). Profiles with a
+    ``pilot_iterations`` train the pilot that long and choose the run length from its curve."""
+    long = dict(iterations=profile.pilot_iterations, eval_every=profile.pilot_eval_every) \
+        if profile.pilot_iterations else {}
+    out = [config(profile, "semihard", "none", profile.pilot_seed, **_held_out(profile, optimizer=opt, lr=lr, **long))
+           for opt, lrs in profile.lr_pilot.items() for lr in lrs]
+    out += [config(profile, "semihard", "sec", profile.pilot_seed, **_held_out(profile, optimizer="sgd", lr=lr, **long))
+            for lr in profile.lr_pilot.get("sgd", ())]
+    return out
 
 
-def chosen_lr(profile: Profile, optimizer: str, pilot_runs=None) -> float:
-    """The pilot's learning rate with the best final R@1 (ties: the smaller rate).
-
-    ``pilot_runs``: RunResults of :func:`lr_pilot`; loaded from the store when None.
-    """
-    if pilot_runs is None:
-        from .store import ResultStore
-        store = ResultStore()
-        pilot_runs = [store.get(c) for c in lr_pilot(profile)]
-        if any(r is None for r in pilot_runs):
-            raise KeyError("the learning-rate pilot has not run yet; `python -m sec_lib.book run` runs it "
-                           "before any chapter (e.g. --only compare)")
-    cands = [(r.metrics.get("R@1", float("-inf")) if r.status == "done" else float("-inf"), -r.config.lr, r.config.lr)
-             for r in pilot_runs if r.config.optimizer == optimizer]
-    if not cands:
-        raise ValueError(f"no pilot runs for optimizer {optimizer!r}")
-    return max(cands)[2]
+def _best(cands):
+    """The candidate with the best score; ties go to the smaller setting. ``cands``: (score, setting)."""
+    return max(cands, key=lambda c: (c[0], -c[1]))[1]
 
 
-def tuned(profile: Profile, optimizer: str = "adam") -> Profile:
-    """The profile with the pilot-chosen learning rate for ``optimizer`` in its base config."""
-    base = dict(profile.base, optimizer=optimizer, lr=chosen_lr(profile, optimizer))
+def _score(r, metric: str = "R@1") -> float:
+    return r.metrics.get(metric, float("-inf")) if r.status == "done" else float("-inf")
+
+
+def chosen_lr(profile: Profile, optimizer: str, pilot_runs, sec: bool = False) -> float:
+    """The pilot's learning rate with the best held-out R@1 for ``optimizer`` (ties: the smaller rate);
+    ``sec``: the SGD-with-SEC arm of the pilot. ``pilot_runs``: RunResults of :func:`lr_pilot`.
+
+    Raises :class:`SelectionError` when the best rate sits at either edge of a grid of 3 or more
+    rates (the grid does not bracket the optimum), unless the profile turns that check off."""
+    runs = [r for r in pilot_runs if r is not None and r.config.optimizer == optimizer
+            and (r.config.eta > 0) == sec]
+    if not runs:
+        raise ValueError(f"no pilot runs for optimizer {optimizer!r}" + (" with SEC" if sec else ""))
+    lr = _best([(_score(r), r.config.lr) for r in runs])
+    grid = sorted(r.config.lr for r in runs)
+    if profile.check_grid_edges and len(grid) >= 3 and lr in (grid[0], grid[-1]):
+        edge = "smallest" if lr == grid[0] else "largest"
+        raise SelectionError(
+            f"profile {profile.name!r}: the learning-rate pilot for {optimizer}{' + SEC' if sec else ''} chose "
+            f"lr = {lr:g}, the {edge} rate of its grid {tuple(grid)}; the grid does not bracket the optimum. "
+            f"Widen Profile.lr_pilot[{optimizer!r}] in sec_lib/experiments.py and run again.")
+    return lr
+
+
+def curve(run, metric: str = "R@1") -> "list[tuple[int, float]]":
+    """(step, value) of a run's periodic evaluations."""
+    ev = run.evals
+    return [(int(s), float(v)) for s, v in zip(ev["step"], ev[metric])] if metric in ev else []
+
+
+def chosen_iterations(profile: Profile, pilot_runs) -> int:
+    """The run length: the shortest candidate T of ``iteration_grid`` at which the chosen-rate Adam
+    pilot's held-out R@1 curve has flattened, i.e. gained less than ``plateau_gain`` points from
+    0.75·T to T. Profiles without an iteration grid keep their base length."""
+    if not profile.iteration_grid:
+        return profile.base["iterations"]
+    lr = chosen_lr(profile, "adam", pilot_runs)
+    run = next(r for r in pilot_runs if r is not None and r.config.optimizer == "adam"
+               and r.config.eta == 0 and r.config.lr == lr)
+    pts = dict(curve(run))
+    for t in sorted(profile.iteration_grid):
+        before = max((s for s in pts if s <= 0.75 * t), default=None)
+        if t in pts and before is not None and pts[t] - pts[before] < profile.plateau_gain:
+            return t
+    raise SelectionError(
+        f"profile {profile.name!r}: the pilot's held-out R@1 (lr {lr:g}) still gains {profile.plateau_gain} points "
+        f"or more over the last quarter at every candidate length {profile.iteration_grid}; lengthen the pilot")
+
+
+def _pilot_runs(profile: Profile, store) -> list:
+    runs = [store.get(c) for c in lr_pilot(profile)]
+    if any(r is None for r in runs):
+        raise KeyError(f"the learning-rate pilot of profile {profile.name!r} is not in the store {store.root}; "
+                       f"`python -m sec_lib.book run --profile {profile.name}` runs it before any chapter")
+    return runs
+
+
+def tuned(profile: Profile, store, optimizer: str = "adam", sec: bool = False) -> Profile:
+    """The profile with the pilot's choices in its base config: the learning rate for ``optimizer``
+    (with SEC: the SGD + SEC arm) and the run length. ``store`` holds the pilot's runs."""
+    runs = _pilot_runs(profile, store)
+    base = dict(profile.base, optimizer=optimizer, lr=chosen_lr(profile, optimizer, runs, sec),
+                iterations=chosen_iterations(profile, runs))
     return dataclasses.replace(profile, base=base)
 
 
-def eta_selection(p: Profile) -> list[TrainConfig]:
-    """Choosing η without the test classes: every main loss at every η of the grid, trained on the
-    training classes minus ``holdout_classes`` and evaluated on those held-out classes (pilot seed)."""
-    return [config(p, loss, "sec", p.pilot_seed, eta=eta, holdout_classes=p.holdout_classes)
+def eta_selection(p: Profile, store=None) -> list[TrainConfig]:
+    """Choosing η and the L2-reg weight without the test classes: every loss at every η of the
+    grid (and every L2 weight), trained on the training classes minus ``holdout_classes`` and
+    evaluated on those held-out classes, with the pilot seed. ``p``: the tuned profile."""
+    etas = [config(p, loss, "sec", p.pilot_seed, **_held_out(p, eta=eta))
             for loss in (*MAIN_LOSSES, *EXTRA_LOSSES) for eta in (0.0, *p.eta_grid)]
+    l2 = [config(p, loss, "l2reg", p.pilot_seed, **_held_out(p, eta=w))
+          for loss in (*MAIN_LOSSES, *EXTRA_LOSSES) for w in p.l2_etas] if p.main_seeds else []
+    return etas + l2
 
 
-def chosen_eta(profile: Profile, loss: str, selection_runs=None) -> float:
-    """The nonzero η of the grid with the best held-out R@1 for ``loss`` (ties: the smaller η).
+def _selection_runs(p: Profile, store) -> list:
+    runs = [store.get(c) for c in eta_selection(p)]
+    if any(r is None for r in runs):
+        raise KeyError(f"the η selection runs of profile {p.name!r} are not in the store {store.root}; "
+                       f"`python -m sec_lib.book run --profile {p.name}` runs them first")
+    return runs
 
-    ``selection_runs``: RunResults of :func:`eta_selection` (for ``tuned(profile)``); loaded when None.
-    """
-    if selection_runs is None:
-        from .store import ResultStore
-        store = ResultStore()
-        selection_runs = [store.get(c) for c in eta_selection(tuned(profile, "adam"))]
-        if any(r is None for r in selection_runs):
-            raise KeyError("the η selection runs are missing; `python -m sec_lib.book run` runs them first")
-    cands = [(r.metrics.get("R@1", float("-inf")) if r.status == "done" else float("-inf"), -r.config.eta, r.config.eta)
-             for r in selection_runs if r.config.loss == loss and r.config.eta > 0]
+
+def chosen_eta(profile: Profile, loss: str, selection_runs, mu: str = "batch") -> float:
+    """The nonzero weight of the grid with the best held-out R@1 for ``loss`` (ties: the smaller);
+    ``mu='zero'``: the L2-reg weight. ``selection_runs``: RunResults of :func:`eta_selection`."""
+    cands = [(_score(r), r.config.eta) for r in selection_runs
+             if r is not None and r.config.loss == loss and r.config.eta > 0 and r.config.mu == mu]
     if not cands:
-        raise ValueError(f"no η selection runs for loss {loss!r}")
-    return max(cands)[2]
+        raise ValueError(f"no η selection runs for loss {loss!r} (mu={mu!r})")
+    return _best(cands)
 
 
-def tuned_sec(p: Profile) -> list[TrainConfig]:
+def tuned_sec(p: Profile, store) -> list[TrainConfig]:
     """The main table's SEC cells again, at the η chosen on held-out classes (plus the none baseline)."""
-    return [config(p, loss, "sec", s, eta=chosen_eta(p, loss)) for loss in MAIN_LOSSES for s in p.seeds] + \
+    sel = _selection_runs(p, store)
+    return [config(p, loss, "sec", s, eta=chosen_eta(p, loss, sel)) for loss in MAIN_LOSSES for s in p.seeds] + \
         [config(p, loss, "none", s) for loss in MAIN_LOSSES for s in p.seeds]
 
 
-def beyond(p: Profile) -> list[TrainConfig]:
+def beyond(p: Profile, store) -> list[TrainConfig]:
     """Tuplet margin and CosFace, without and with SEC (η chosen on held-out classes)."""
-    return [config(p, loss, "sec", s, eta=chosen_eta(p, loss)) for loss in EXTRA_LOSSES for s in p.seeds] + \
+    sel = _selection_runs(p, store)
+    return [config(p, loss, "sec", s, eta=chosen_eta(p, loss, sel)) for loss in EXTRA_LOSSES for s in p.seeds] + \
         [config(p, loss, "none", s) for loss in EXTRA_LOSSES for s in p.seeds]
 
 
-def main_table(p: Profile) -> list[TrainConfig]:
+def main_comparison(p: Profile, store) -> list[TrainConfig]:
+    """The main comparison of profiles with ``main_seeds``: every main loss plus tuplet margin and
+    CosFace × {none, L2-reg at its selected weight, SEC at the selected η, SEC at the paper's η}."""
+    if not p.main_seeds:
+        return []
+    sel = _selection_runs(p, store)
+    out = []
+    for loss in (*MAIN_LOSSES, *EXTRA_LOSSES):
+        for s in p.main_seeds:
+            out += [config(p, loss, "none", s), config(p, loss, "l2reg", s, eta=chosen_eta(p, loss, sel, "zero")),
+                    config(p, loss, "sec", s, eta=chosen_eta(p, loss, sel)), config(p, loss, "sec", s)]
+    return out
+
+
+def main_table(p: Profile, store=None) -> list[TrainConfig]:
     return [config(p, loss, v, s) for loss in MAIN_LOSSES for v in VARIANTS for s in p.seeds]
 
 
-def eta_sweep(p: Profile) -> list[TrainConfig]:
+def eta_sweep(p: Profile, store=None) -> list[TrainConfig]:
     return [config(p, loss, "sec", s, eta=eta) for loss in MAIN_LOSSES for eta in (0.0, *p.eta_grid)
             for s in p.seeds]
 
@@ -203,32 +314,34 @@ def mu_settings(p: Profile, loss: str) -> list[tuple[str, dict]]:
     return out
 
 
-def mu_ablation(p: Profile) -> list[TrainConfig]:
+def mu_ablation(p: Profile, store=None) -> list[TrainConfig]:
     return [config(p, loss, "none", s, **ch) for loss in MU_LOSSES for _, ch in mu_settings(p, loss) for s in p.seeds]
 
 
 BN_HEADS = ("nobn", "paper", "bn_before_norm", "weightnorm")
 
 
-def bn_wn(p: Profile) -> list[TrainConfig]:
+def bn_wn(p: Profile, store=None) -> list[TrainConfig]:
     return [config(p, "semihard", v, s, head=h) for h in BN_HEADS for v in ("none", "sec") for s in p.seeds]
 
 
-def norm_layer(p: Profile) -> list[TrainConfig]:
+def norm_layer(p: Profile, store=None) -> list[TrainConfig]:
     return [config(p, "semihard", v, s, head=h) for h in ("paper", "normalize") for v in ("none", "sec")
             for s in p.seeds]
 
 
-def optim(p: Profile) -> list[TrainConfig]:
-    """Every main loss, with and without SEC, under Adam and SGD (each at its pilot-chosen rate)."""
+def optim(p: Profile, store) -> list[TrainConfig]:
+    """Every main loss, with and without SEC, under Adam and SGD; each optimizer, and SGD with and
+    without SEC, at its own pilot-chosen rate."""
     out = []
     for opt in ("adam", "sgd"):
-        q = tuned(p, opt)
-        out += [config(q, loss, v, s) for loss in MAIN_LOSSES for v in ("none", "sec") for s in p.seeds]
+        for v in ("none", "sec"):
+            q = tuned(p, store, opt, sec=(opt == "sgd" and v == "sec"))
+            out += [config(q, loss, v, s) for loss in MAIN_LOSSES for s in p.seeds]
     return out
 
 
-def toy_grid(p: Profile) -> list[TrainConfig]:
+def toy_grid(p: Profile, store=None) -> list[TrainConfig]:
     """The explorer's dense grid on the toy data: η (0 and toy_etas) × μ mode × loss."""
     out = []
     for loss in ("semihard", "npair"):
@@ -242,55 +355,74 @@ def toy_grid(p: Profile) -> list[TrainConfig]:
 
 
 CHAPTERS = {
-    "compare": main_table, "tuned": tuned_sec, "selection": eta_selection, "beyond": beyond, "norms": main_table, "convergence": main_table, "instability": main_table,
+    "compare": main_table, "tuned": tuned_sec, "selection": eta_selection, "beyond": beyond,
+    "main": main_comparison, "norms": main_table, "convergence": main_table, "instability": main_table,
     "eta": eta_sweep, "mu": mu_ablation, "bnwn": bn_wn, "normlayer": norm_layer, "optim": optim,
     "explore": toy_grid,
 }
 
 
-def chapter_configs(chapter: str, profile: "Profile | str") -> list[TrainConfig]:
-    """The runs a chapter shows. Adam runs use the learning-rate pilot's choice, so the pilot
-    (:func:`lr_pilot`) must be in the store first; ``optim`` and the toy grid handle rates themselves."""
+def chapter_configs(chapter: str, profile: "Profile | str", store) -> list[TrainConfig]:
+    """The runs a chapter shows. ``store`` holds the learning-rate pilot and the η selection
+    (run first by the runner): the Adam runs use the pilot's rate and run length, SEC at the
+    selected η uses the selection; ``optim`` and the toy grid handle rates themselves."""
     Choice(tuple(CHAPTERS)).check("chapter", chapter)
     p = get_profile(profile) if isinstance(profile, str) else profile
     fn = CHAPTERS[chapter]
-    return fn(p) if fn in (optim, toy_grid) else fn(tuned(p, "adam"))
+    if fn is toy_grid:
+        return fn(p)
+    if fn is optim:
+        return fn(p, store)
+    return fn(tuned(p, store, "adam"), store)
 
 
-def all_configs(profile: "Profile | str", chapters=None) -> list[TrainConfig]:
-    """The union of the chapters' runs (each run once), after the pilot has run."""
-    from .store import run_key
+def all_configs(profile: "Profile | str", store, chapters=None) -> list[TrainConfig]:
+    """The union of the chapters' runs (each run once), after the pilot and the selection have run."""
     out = {}
     for ch in chapters or CHAPTERS:
-        for c in chapter_configs(ch, profile):
+        for c in chapter_configs(ch, profile, store):
             out.setdefault(run_key(c), c)
     return list(out.values())
 
 
-def check_sweeps(profile: "Profile | str", chapters=None) -> int:
-    """Validate every run the runner may train for ``chapters`` before anything trains (device
-    included); return how many configs were checked.
+class _AnyChoice:
+    """A stand-in store for :func:`check_sweeps`: every selection run 'exists' (as a failed run), so
+    the chapters can build their configs before the pilot and the selection have trained."""
+    root = "(no store: checking configs)"
 
-    Some chapters depend on the pilot's learning rate or the η chosen on held-out classes, which
-    exist only after those runs; they are checked here at every candidate (each pilot rate, each η
-    of the grid), which covers whatever the pilot and the selection will choose.
+    def get(self, cfg):
+        import pandas as pd
+        from .train import RunResult
+        empty = pd.DataFrame()
+        return RunResult(cfg, "failed", {}, empty, empty, empty, empty, empty, empty, error="stand-in")
+
+
+def check_sweeps(profile: "Profile | str", chapters=None) -> int:
+    """Validate every run the runner may train for ``chapters`` (None: all) before anything trains,
+    device included; return how many configs were checked.
+
+    The chapters' runs depend on the pilot's choices (learning rate, run length) and on the η
+    selection, which exist only after those runs. Every candidate rate and run length is checked on
+    the pilot's config; the chapters' runs are built once per optimizer at one candidate (the choice
+    changes nothing else in them), with the selection standing at a value of its grid (every η of
+    the grid is checked by the selection runs themselves).
     """
     p = get_profile(profile) if isinstance(profile, str) else profile
-    at = {opt: dataclasses.replace(p, base=dict(p.base, optimizer=opt, lr=lrs[0])) for opt, lrs in p.lr_pilot.items()}
-    q = at.get("adam", next(iter(at.values())))
-    configs = lr_pilot(p)
-    for ch in CHAPTERS if chapters is None else chapters:
-        fn = CHAPTERS[Choice(tuple(CHAPTERS)).check("chapter", ch)]
-        if fn is toy_grid:
-            configs += toy_grid(p)
-        elif fn is optim:
-            configs += [c for r in at.values() for c in main_table(r)]
-        elif fn in (tuned_sec, beyond):
-            losses = MAIN_LOSSES if fn is tuned_sec else EXTRA_LOSSES
-            configs += [config(q, loss, "sec", s, eta=eta) for loss in losses for eta in p.eta_grid for s in p.seeds]
-            configs += [config(q, loss, "none", s) for loss in losses for s in p.seeds]
-        else:
-            configs += fn(q)
-    for c in configs:
+    chapters = list(CHAPTERS) if chapters is None else [Choice(tuple(CHAPTERS)).check("chapter", c) for c in chapters]
+    stand_in = _AnyChoice()
+    configs = lr_pilot(p)                  # every candidate rate
+    lengths = p.iteration_grid or (p.base.get("iterations", 200),)
+    configs += [configs[0].replace(iterations=n) for n in lengths]      # every candidate run length
+    for opt, lrs in p.lr_pilot.items():    # the chapters' runs under each optimizer (rate and length
+        q = dataclasses.replace(p, base=dict(p.base, optimizer=opt, lr=lrs[0], iterations=lengths[0]))
+        for ch in chapters:                # were checked above; they change nothing else)
+            fn = CHAPTERS[ch]
+            if fn is optim:                # builds its own tuned profiles: the same runs at this rate
+                configs += [config(q, loss, v, s) for loss in MAIN_LOSSES for v in ("none", "sec") for s in p.seeds]
+            elif fn is not toy_grid:
+                configs += fn(q, stand_in)
+    if "explore" in chapters:
+        configs += toy_grid(p)
+    for c in {run_key(c): c for c in configs}.values():
         c.validate()
     return len(configs)

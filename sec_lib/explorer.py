@@ -35,6 +35,7 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from .experiments import PROFILE_NAMES
 from .threads import torch_threads
 from .params import Choice
 
@@ -65,7 +66,7 @@ def _profile_names() -> tuple:
 
 #: The explore notebook's parameters (validated with ``sec_lib.params.notebook_params``).
 PARAMS = {
-    "profile": Choice(("smoke", "cpu", "gpu")),
+    "profile": Choice(PROFILE_NAMES),
     "mode": Choice(MODES),
     "missing": Choice(MISSING),
 }
@@ -267,7 +268,7 @@ def load_grid(profile: str = "cpu", missing: str = "train", root=None, jobs: int
     Choice(_profile_names()).check("profile", profile)
     Choice(MISSING).check("missing", missing)
     p = ex.get_profile(profile)
-    configs = ex.chapter_configs("explore", p)
+    configs = ex.chapter_configs("explore", p, None)
     seconds, trained = 0.0, 0
     if missing == "train":
         store = ResultStore(root)

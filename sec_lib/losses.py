@@ -1,13 +1,17 @@
 """Metric-learning losses on l2-normalized embeddings, as the SEC paper ran them.
 
-Every loss takes RAW embeddings ``f`` (B, D) and integer labels (B,), l2-normalizes inside and returns
-a scalar; so each depends on ``f`` only through ``f / ||f||`` (the setting of the paper's Prop. 1-2).
+Every loss takes RAW embeddings ``f`` (B, D) and integer labels (B,) and returns a scalar. All but two
+l2-normalize inside, so they depend on ``f`` only through ``f / ||f||`` (the setting of the paper's
+Prop. 1-2). The exceptions are the inner-product N-pair losses ``npair_ip`` and ``npair_ip_l2`` (Sohn's
+original form, for the N-pair dispute of the review record): their value depends on the norms, and
+``LOSS_SPECS[name].normalized`` is False for them (:data:`NORMALIZED_LOSSES` lists the others).
 Build one with :func:`get_loss`; :data:`LOSS_SPECS` holds the paper's defaults and the number ``k`` of
 instances per class to draw in a P x K batch.
 
 Sources (see each class): the SEC authors' ``loss.py`` (Dyfine/SphericalEmbedding) for triplet,
-semihard, normalized N-pair and MS; Yu & Tao (ICCV 2019) for the tuplet margin loss; SimCLR for
-NT-Xent; NormFace / CosFace / ArcFace for the cosine-softmax losses; Hadsell et al. (2006) for the
+semihard, normalized N-pair and MS; Sohn (NeurIPS 2016) and TensorFlow's ``npairs_loss`` for the
+inner-product N-pair; Yu & Tao (ICCV 2019) for the tuplet margin loss; SimCLR for NT-Xent; Khosla et al.
+(NeurIPS 2020) for supervised contrastive; NormFace / CosFace / ArcFace for the cosine-softmax losses; Hadsell et al. (2006) for the
 contrastive loss. Where pytorch-metric-learning (PML 2.9.0) computes the same thing at a reasonable cost
 it is used (contrastive); elsewhere the loss is written out (the reason is in the class docstring) and the
 tests compare it with PML where PML has it.
@@ -26,15 +30,18 @@ from torch import nn
 __all__ = [
     "LOSS_NAMES",
     "LOSS_SPECS",
+    "NORMALIZED_LOSSES",
     "LossSpec",
     "get_loss",
     "triplet_violations",
     "TripletLoss",
     "SemihardTripletLoss",
     "NormalizedNPairLoss",
+    "InnerProductNPairLoss",
     "MultiSimilarityLoss",
     "TupletMarginLoss",
     "NTXentLoss",
+    "SupConLoss",
     "NormFaceLoss",
     "CosFaceLoss",
     "ArcFaceLoss",
@@ -178,16 +185,66 @@ class NormalizedNPairLoss(_MetricLoss):
         self.scale = scale
 
     def compute(self, embeddings, labels):
-        sorted_labels, order = torch.sort(labels, stable=True)
-        _, counts = torch.unique_consecutive(sorted_labels, return_counts=True)
-        starts = torch.cumsum(counts, 0) - counts
-        starts = starts[counts >= 2]
-        if len(starts) == 0:
+        a, p = _first_two_per_class(labels)
+        if len(a) == 0:
             return _zero(embeddings)
         x = F.normalize(embeddings, dim=1)
-        anchors, positives = x[order[starts]], x[order[starts + 1]]
-        logits = self.scale * anchors @ positives.T
-        return F.cross_entropy(logits, torch.arange(len(starts), device=logits.device))
+        logits = self.scale * x[a] @ x[p].T
+        return F.cross_entropy(logits, torch.arange(len(a), device=logits.device))
+
+
+def _first_two_per_class(labels: torch.Tensor):
+    """(anchor, positive) indices: the first two samples in batch order of every class with >= 2 samples,
+    classes in ascending label order (the pair choice of the SEC authors' ``NpairLoss`` and of PML's
+    ``NPairsLoss``)."""
+    sorted_labels, order = torch.sort(labels, stable=True)
+    _, counts = torch.unique_consecutive(sorted_labels, return_counts=True)
+    starts = torch.cumsum(counts, 0) - counts
+    starts = starts[counts >= 2]
+    return order[starts], order[starts + 1]
+
+
+class InnerProductNPairLoss(_MetricLoss):
+    """Multi-class N-pair loss on UNNORMALIZED inner products (Sohn, "Improved Deep Metric Learning with
+    Multi-class N-pair Loss Objective", NeurIPS 2016: the multi-class "N-pair-mc" loss with the l2 penalty
+    of its Sec. 3.2.2), the N-pair loss as the SEC rebuttal describes the original. Its value depends on
+    the norms: Prop. 1-2 do not apply.
+
+    Pairs as in :class:`NormalizedNPairLoss` (first two samples of every class); with anchors ``f_i`` and
+    positives ``f_i^+`` (raw embeddings, no normalization):
+
+        L = 1/N sum_i -log softmax_i(f_i . f_1^+, ..., f_i . f_N^+)  +  lambda/4 (mean_i ||f_i||^2 + mean_i ||f_i^+||^2)
+
+    The penalty is TensorFlow's reference ``tf.contrib.losses.metric_learning.npairs_loss`` form (its
+    docstring cites Sohn's paper and says the embeddings "should not be l2 normalized"), with its default
+    ``l2_reg = lambda = 0.002``; for K = 2 it equals ``lambda/2 * mean over the batch of ||f||^2``, i.e. PML
+    ``NPairsLoss(distance=DotProductSimilarity(normalize_embeddings=False),
+    embedding_regularizer=LpRegularizer(power=2), embedding_reg_weight=lambda/2)`` (the tests compare).
+
+    Which reading of Sohn's paper: the rebuttal's. As the rebuttal reads Sec. 3.2.2, Sohn weighs
+    l2-normalizing the embeddings (which bounds every logit to [-1, 1]) and instead keeps the inner product
+    and penalizes the embedding norms; the reviewer reads the same section as normalizing. ``l2_reg > 0``
+    (``"npair_ip_l2"``) is that method; ``l2_reg = 0`` (``"npair_ip"``) is the bare N-pair-mc loss without the
+    penalty; the normalized reading (the reviewer's) with a fixed scale is :class:`NormalizedNPairLoss`
+    (``"npair"``, the SEC paper's Eq. 3, s = 25). The SEC authors' ``NpairLoss(normalized=False)`` is this
+    loss with ``l2_reg = 0``.
+    """
+
+    _hp_names = ("l2_reg",)
+
+    def __init__(self, l2_reg: float = 0.002):
+        super().__init__()
+        self.l2_reg = l2_reg
+
+    def compute(self, embeddings, labels):
+        a, p = _first_two_per_class(labels)
+        if len(a) == 0:
+            return _zero(embeddings)
+        fa, fp = embeddings[a], embeddings[p]
+        loss = F.cross_entropy(fa @ fp.T, torch.arange(len(a), device=embeddings.device))
+        if self.l2_reg:
+            loss = loss + 0.25 * self.l2_reg * (fa.pow(2).sum(1).mean() + fp.pow(2).sum(1).mean())
+        return loss
 
 
 # -------------------------------------------------------------------------------------------- ms
@@ -311,6 +368,43 @@ class NTXentLoss(_MetricLoss):
         return F.softplus(lse_neg[:, None] - logits)[pos].mean()
 
 
+# ---------------------------------------------------------------------------------------- supcon
+class SupConLoss(_MetricLoss):
+    """Supervised contrastive loss, the ``L_out`` form (Khosla et al., "Supervised Contrastive Learning",
+    NeurIPS 2020, Eq. 2), on cosine similarities with temperature T:
+
+        L = mean over anchors i with >= 1 positive of  -1/|P(i)| sum_{p in P(i)} log( exp(z_i.z_p / T) / sum_{a != i} exp(z_i.z_a / T) )
+
+    The denominator runs over ALL other samples, positives included; that is where it differs from
+    :class:`NTXentLoss` with K > 2 (which puts only the anchor's negatives and the one positive there), so
+    the two agree only for K = 2. Anchors without a positive are left out of the mean. T = 0.1, the value
+    Khosla et al. use for their main results and PML's default. Same value as PML ``SupConLoss(temperature)``
+    when the batch has a negative pair (PML returns 0 otherwise; here the formula is applied as written);
+    the tests compare with PML and with a loop. O(B^2). On glyphs it is trained on P x K batches with
+    K = 4 (our choice, as for the tuplet margin loss; Khosla et al. use two augmented views per image).
+    """
+
+    _hp_names = ("temperature",)
+
+    def __init__(self, temperature: float = 0.1):
+        super().__init__()
+        self.temperature = temperature
+
+    def compute(self, embeddings, labels):
+        x = F.normalize(embeddings, dim=1)
+        logits = x @ x.T / self.temperature
+        pos, _ = _pair_masks(labels)
+        n_pos = pos.sum(dim=1)
+        keep = n_pos > 0
+        if not bool(keep.any()):
+            return _zero(embeddings)
+        eye = torch.eye(len(labels), dtype=torch.bool, device=labels.device)
+        log_denominator = torch.logsumexp(logits.masked_fill(eye, torch.finfo(logits.dtype).min), dim=1)
+        log_prob = logits - log_denominator[:, None]
+        per_anchor = -(log_prob * pos).sum(dim=1) / n_pos.clamp_min(1)
+        return per_anchor[keep].mean()
+
+
 # ------------------------------------------------------------------------------ cosine-softmax
 class _CosineSoftmaxLoss(_MetricLoss):
     """Softmax cross-entropy over ``s * cos(f_i, w_c)`` with learnable class weights ``W`` (C x D,
@@ -422,7 +516,9 @@ class LossSpec:
 
     ``defaults`` are the paper's (or, where marked in the class docstring, our) hyperparameters;
     ``required`` names arguments without default (cosine-softmax losses: ``num_classes``,
-    ``embedding_size``); ``k`` is the number of instances per class in a P x K batch.
+    ``embedding_size``); ``k`` is the number of instances per class in a P x K batch; ``normalized`` is
+    False for a loss whose value depends on the embedding norms (it is not scale-invariant: Prop. 1-2 do not
+    hold, and the training loop gives it the raw embedding, the tensor SEC acts on).
     """
 
     name: str
@@ -434,6 +530,7 @@ class LossSpec:
     description: str
     source: str
     required: tuple = field(default=())
+    normalized: bool = True   # False: the loss reads the norms (train() then passes it the raw embedding)
 
     @property
     def valid_keys(self) -> tuple:
@@ -454,6 +551,14 @@ LOSS_SPECS: dict[str, LossSpec] = {
         LossSpec("npair", NormalizedNPairLoss, {"scale": 25.0}, {"scale": "> 0"}, 2, "NNP",
                  "normalized N-pair loss: softmax over s*cos(anchor_i, positive_j)",
                  "Sohn NeurIPS 2016; SEC authors' loss.py (NpairLoss, normalized=True, 5x5 scale)"),
+        LossSpec("npair_ip_l2", InnerProductNPairLoss, {"l2_reg": 0.002}, {"l2_reg": ">= 0"}, 2, "NP-IP+L2",
+                 "Sohn's N-pair loss: softmax over unnormalized inner products + lambda/4 mean squared norms",
+                 "Sohn NeurIPS 2016 Sec. 3.2.2; TF npairs_loss (reg_lambda 0.002); PML NPairsLoss + LpRegularizer",
+                 normalized=False),
+        LossSpec("npair_ip", InnerProductNPairLoss, {"l2_reg": 0.0}, {"l2_reg": ">= 0"}, 2, "NP-IP",
+                 "N-pair loss on unnormalized inner products, no norm penalty",
+                 "Sohn NeurIPS 2016 N-pair-mc without Sec. 3.2.2; PML NPairsLoss(DotProductSimilarity(False))",
+                 normalized=False),
         LossSpec("ms", MultiSimilarityLoss, {"alpha": 2.0, "beta": 40.0, "base": 0.5, "epsilon": 0.1},
                  {"alpha": "> 0", "beta": "> 0", "base": "[-1, 1]", "epsilon": ">= 0"}, 5, "MS",
                  "multi-similarity loss with epsilon hard-pair mining, cosine similarity",
@@ -465,6 +570,9 @@ LOSS_SPECS: dict[str, LossSpec] = {
         LossSpec("ntxent", NTXentLoss, {"temperature": 0.5}, {"temperature": "> 0"}, 2, "NT-Xent",
                  "SimCLR NT-Xent contrastive loss; labels mark the views of one image",
                  "Chen et al. ICML 2020; same value as PML NTXentLoss"),
+        LossSpec("supcon", SupConLoss, {"temperature": 0.1}, {"temperature": "> 0"}, 4, "SupCon",
+                 "supervised contrastive loss (L_out): every same-class sample is a positive",
+                 "Khosla et al. NeurIPS 2020 Eq. 2; same value as PML SupConLoss"),
         LossSpec("normface", NormFaceLoss, {"scale": 16.0}, dict(_SOFTMAX_RULES), 2, "NormFace",
                  "cosine softmax with learnable class weights, no margin",
                  "Wang et al. ACM MM 2017; same value as PML NormalizedSoftmaxLoss(temperature=1/s)",
@@ -485,6 +593,8 @@ LOSS_SPECS: dict[str, LossSpec] = {
 
 #: Names accepted by :func:`get_loss`.
 LOSS_NAMES: tuple = tuple(LOSS_SPECS)
+#: The losses that depend on the embeddings only through their directions (all but the inner-product N-pair).
+NORMALIZED_LOSSES: tuple = tuple(n for n, spec in LOSS_SPECS.items() if spec.normalized)
 
 
 def _check_hp(name: str, key: str, value, rule: str, spec: LossSpec):

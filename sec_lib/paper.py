@@ -661,7 +661,7 @@ def _default_lr_profile(profile, optimizer: str, run_pilot: bool):
         for c in pilot:
             store.run(c)
     pilot_opt = optimizer if optimizer in profile.lr_pilot else "adam"   # adamw: Adam's rate
-    q = ex.tuned(profile, pilot_opt)
+    q = ex.tuned(profile, store, pilot_opt)
     if pilot_opt != optimizer:
         import dataclasses
         q = dataclasses.replace(q, base=dict(q.base, optimizer=optimizer))
@@ -737,7 +737,8 @@ def is_main_table_run(cfg, profile: str) -> bool:
     from . import experiments as ex
     from .store import run_key
     try:
-        keys = {run_key(c) for c in ex.chapter_configs("compare", profile)}
+        from .store import ResultStore
+        keys = {run_key(c) for c in ex.chapter_configs("compare", profile, ResultStore())}
     except KeyError:
         return False
     return run_key(cfg) in keys
@@ -990,10 +991,13 @@ def eta_selection_table(profile) -> pd.DataFrame:
     held-out training classes (``experiments.eta_selection``), so the test classes play no part.
     """
     from . import experiments as ex
-    from .store import load_runs
-    p = ex.tuned(ex.get_profile(profile) if isinstance(profile, str) else profile, "adam")
+    from .store import ResultStore, load_runs
+    store = ResultStore()
+    p = ex.tuned(ex.get_profile(profile) if isinstance(profile, str) else profile, store, "adam")
+    sel = [store.get(c) for c in ex.eta_selection(p)]
     runs = load_runs(ex.eta_selection(p), tables=()).runs
+    runs = runs[runs["mu"] == "batch"]
     out = runs[["loss", "eta", "status", "R@1"]].rename(columns={"R@1": "heldout_R@1"}).copy()
-    chosen = {loss: ex.chosen_eta(p, loss) for loss in out["loss"].unique()}
+    chosen = {loss: ex.chosen_eta(p, loss, sel) for loss in out["loss"].unique()}
     out["chosen"] = [bool(e == chosen[l]) for l, e in zip(out["loss"], out["eta"])]
     return out.sort_values(["loss", "eta"]).reset_index(drop=True)

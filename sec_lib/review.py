@@ -85,7 +85,8 @@ def load(chapter: str, profile, tables: Iterable[str] = _DEFAULT_TABLES, root=No
     Choice(tuple(ex.CHAPTERS)).check("chapter", chapter)
     tables = tuple(tables)
     uniq = {}
-    for c in ex.chapter_configs(chapter, profile):
+    from .store import ResultStore
+    for c in ex.chapter_configs(chapter, profile, ResultStore(root)):
         uniq.setdefault(run_key(c), c)
     return load_runs(list(uniq.values()), root=root, tables=tables)
 
@@ -312,7 +313,8 @@ def mu_labels(profile) -> dict:
     """Run key -> μ-setting label (``experiments.mu_settings``) of the "which μ" chapter's runs."""
     from .store import run_key
     p = ex.get_profile(profile) if isinstance(profile, str) else profile
-    q = ex.tuned(p, "adam")
+    from .store import ResultStore
+    q = ex.tuned(p, ResultStore(), "adam")
     out = {}
     for loss in ex.MU_LOSSES:
         for label, ch in ex.mu_settings(q, loss):

@@ -145,6 +145,11 @@ class ResultStore:
         out = self._verified(cfg_or_key, full=True)
         return out if isinstance(out, RunResult) else None
 
+    def meta(self, key: str) -> dict:
+        """The record's result.json (status, metrics, error, wall time, provenance); check it first
+        with :meth:`has` or :meth:`get`."""
+        return json.loads((self.path(key) / "result.json").read_text())
+
     def load(self, path: str | Path) -> RunResult:
         """Read one record folder, fully checked; raises :class:`CorruptRecord` (nothing is moved)."""
         path = Path(path)
@@ -403,20 +408,31 @@ def provenance(cfg: TrainConfig) -> dict:
 
 
 def git_commit() -> str | None:
+    """``$SEC_GIT_COMMIT`` when set (a tree copied to another machine, whose ``.git`` may be absent
+    or stale), else the commit of the checkout holding this package (a plain clone or a git
+    worktree), else None."""
+    if os.environ.get("SEC_GIT_COMMIT"):
+        return os.environ["SEC_GIT_COMMIT"]
     head = Path(__file__).resolve().parents[1] / ".git"
     try:
+        if head.is_file():                      # a worktree: ".git" names the real git folder
+            head = Path(head.read_text().split("gitdir:", 1)[1].strip())
         ref = (head / "HEAD").read_text().strip()
-        if ref.startswith("ref:"):
-            ref_path = head / ref.split(" ", 1)[1]
-            if ref_path.exists():
-                return ref_path.read_text().strip()
-            packed = (head / "packed-refs").read_text()
-            for line in packed.splitlines():
-                if line.endswith(ref.split(" ", 1)[1]):
-                    return line.split()[0]
-            return None
-        return ref
-    except OSError:
+        if not ref.startswith("ref:"):
+            return ref
+        name = ref.split(" ", 1)[1]
+        common = Path((head / "commondir").read_text().strip()) if (head / "commondir").exists() else None
+        for base in (head, (head / common) if common else None):
+            if base is not None and (base / name).exists():
+                return (base / name).read_text().strip()
+        for base in (head, (head / common) if common else None):
+            packed = base / "packed-refs" if base is not None else None
+            if packed is not None and packed.exists():
+                for line in packed.read_text().splitlines():
+                    if line.endswith(name):
+                        return line.split()[0]
+        return None
+    except (OSError, IndexError):
         return None
 
 

@@ -39,9 +39,11 @@ import torch.nn.functional as F
 
 from . import metrics as metrics_mod
 from .data import PKSampler, get_dataset
+from .data.augment import ViewBatches, check_view_settings
 from .losses import LOSS_NAMES, LOSS_SPECS, get_loss, triplet_violations
 from .models import ARCHS, HEADS, build_model
 from .params import Choice, Device, Mu, Number, ParameterError
+from .probe import linear_probe
 from .sec import SphericalEmbeddingConstraint
 from .threads import torch_threads
 
@@ -66,6 +68,9 @@ class TrainConfig:
     holdout_classes: int = 0          # > 0: hold out the last N training classes and evaluate on them
                                       # instead of the test split (validation, for choosing hyperparameters)
     data_kwargs: dict = field(default_factory=dict)
+    views: int = 0                    # >= 2: self-supervised, each batch = batch_size // views unlabeled images seen
+                                      # through `views` augmentations, instance labels (sec_lib.data.augment)
+    augment: dict = field(default_factory=dict)  # ViewAugment settings for views >= 2 (default: its defaults)
     # model
     model: str = "smallcnn"
     width: int = 16
@@ -105,6 +110,12 @@ class TrainConfig:
     num_threads: int = 1              # torch/OpenMP threads every run trains with (numbers depend on it;
                                       # part of the key when it is not 1, see store.run_key)
 
+    def __post_init__(self):
+        # JSON has no tuples: TrainConfig(**json.loads(row.config)) must rebuild the same config
+        for name in ("lr_milestones", "eval_ks"):
+            if isinstance(getattr(self, name), list):
+                setattr(self, name, tuple(getattr(self, name)))
+
     # -- validation ---------------------------------------------------------------------------
     def validate(self) -> "TrainConfig":
         """Raise ParameterError naming the bad field and its valid values; return self."""
@@ -138,18 +149,22 @@ class TrainConfig:
         if self.batch_size // self.k < 2:
             raise ParameterError(f"parameter 'batch_size' = {self.batch_size} is too small: with K = {self.k} "
                                  f"instances per class it must hold at least 2 classes (>= {2 * self.k})")
-        if self.batch_size % self.k:
-            lo = self.batch_size - self.batch_size % self.k
-            near = [b for b in (lo, lo + self.k) if b >= 2 * self.k]
-            raise ParameterError(f"parameter 'batch_size' = {self.batch_size} is not valid: a batch is P classes x "
-                                 f"K = {self.k} instances ({'batch_k' if self.batch_k else f'the {self.loss} loss'}), so it must be a multiple of {self.k}; "
-                                 "nearest valid sizes: " + ", ".join(map(str, near)))
+        views = self.views if isinstance(self.views, int) and self.views >= 2 else 0   # checked below
+        unit = views or self.k                # images per batch: P classes x K, or N images x views
+        if self.batch_size % unit:
+            lo = self.batch_size - self.batch_size % unit
+            near = [b for b in (lo, lo + unit) if b >= 2 * unit]
+            what = (f"N images x views = {unit}" if views else
+                    f"P classes x K = {unit} instances ({'batch_k' if self.batch_k else f'the {self.loss} loss'})")
+            raise ParameterError(f"parameter 'batch_size' = {self.batch_size} is not valid: a batch is {what}, so it "
+                                 f"must be a multiple of {unit}; nearest valid sizes: " + ", ".join(map(str, near)))
         if self.momentum != 1.0 and self.mu != "ema":
             raise ParameterError(f"parameter 'momentum' = {self.momentum!r} is only used with mu = 'ema' (got mu = "
                                  f"{self.mu!r}); leave it at 1.0 or set mu='ema'")
         if any(not isinstance(m, int) or m < 1 for m in self.lr_milestones):
             raise ParameterError(f"parameter 'lr_milestones' = {self.lr_milestones!r} must be positive integers")
         Device().check("device", self.device)
+        check_view_settings(self)
         return self
 
     @property
@@ -168,7 +183,15 @@ class TrainConfig:
         return "sec-ema" if self.mu == "ema" else "sec-fixed"
 
     def to_dict(self) -> dict:
+        """The fields as a JSON-ready dict (the store key hashes it).
+
+        Rule: a field listed in :data:`OMITTED_AT_DEFAULT` (one added after runs were stored) is left out
+        while it equals its default, so adding a field never changes the key of an existing config;
+        :meth:`from_dict` restores the default. A new field must be added to that list."""
         d = dataclasses.asdict(self)
+        for name, default in OMITTED_AT_DEFAULT.items():
+            if d[name] == default:
+                del d[name]
         d["lr_milestones"] = list(self.lr_milestones)
         d["eval_ks"] = list(self.eval_ks)
         return d
@@ -179,6 +202,8 @@ class TrainConfig:
         lists, and ``num_threads`` only when it is not 1 (keys from before it existed stay valid)."""
         d = self.to_dict()
         for f in dataclasses.fields(self):
+            if f.name not in d:                  # omitted at its default (see to_dict)
+                continue
             v, kind = d[f.name], str(f.type)
             if isinstance(v, bool) or v is None:
                 continue
@@ -210,6 +235,10 @@ class TrainConfig:
 
     def replace(self, **changes) -> "TrainConfig":
         return dataclasses.replace(self, **changes)
+
+
+#: Fields left out of :meth:`TrainConfig.to_dict` while they equal their default (fields added later).
+OMITTED_AT_DEFAULT: dict = {"views": 0, "augment": {}}
 
 
 @dataclass
@@ -309,6 +338,8 @@ def _train(cfg: TrainConfig, progress) -> RunResult:
     sec = SphericalEmbeddingConstraint(eta=cfg.eta, mu=cfg.mu, momentum=cfg.momentum).to(device) if cfg.eta > 0 else None
     opt, sched = make_optimizer(cfg, model, loss_fn)
     sampler = iter(PKSampler(train_ds.labels, p=cfg.batch_size // cfg.k, k=cfg.k, seed=cfg.seed))
+    views = iter(ViewBatches.from_config(cfg, train_ds, device)) if cfg.views else None  # no labels used
+    loss_input = 0 if LOSS_SPECS[cfg.loss].normalized else 1    # losses that read norms get the raw embedding
     tracked_idx = torch.as_tensor(np_rng.choice(len(train_ds), size=min(cfg.track_samples, len(train_ds)), replace=False))
     log = Recorder()
     if cfg.track_samples:
@@ -319,9 +350,9 @@ def _train(cfg: TrainConfig, progress) -> RunResult:
     for step in range(1, cfg.iterations + 1):
         t0 = time.perf_counter()
         model.train()
-        x, y = get_batch(train_ds, next(sampler), device)
+        x, y = next(views) if views is not None else get_batch(train_ds, next(sampler), device)
         emb, raw = model.forward_with_prenorm(x)          # raw: what SEC constrains (pre-normalisation)
-        loss_metric = loss_fn(emb, y)
+        loss_metric = loss_fn((emb, raw)[loss_input], y)
         loss_sec = sec(raw) if sec is not None else torch.zeros((), device=device)
         loss = loss_metric + loss_sec
         if not torch.isfinite(loss):
@@ -607,6 +638,8 @@ def finish(cfg, model, train_ds, test_emb, test_labels, log, device, t_start) ->
                "train_norm_var": train_emb.norm(dim=1).var(unbiased=False).item()}
     if len(steps):
         metrics["mean_step_time"] = float(steps["step_time"].mean())
+    if cfg.views:                     # self-supervised runs: also a linear probe on the frozen test embeddings
+        metrics.update(linear_probe(test_emb, test_labels, seed=cfg.seed))
     return RunResult(cfg, "done", metrics, steps, tracked, evals,
                      pd.DataFrame({"label": test_labels.numpy(), "norm": test_norm.numpy(),
                                    "hit@1": metrics_mod.nearest_neighbor_hits(test_emb, test_labels)}),

@@ -400,7 +400,7 @@ def test_notebook_runs_at_smoke_static_under_papermill(tmp_path):
     assert "Mode: **static**" in text and "not computed (placeholders)" in text
     assert "best R@1" in text and "optimistic" in text
     # the smoke runs were trained by the notebook into the temporary store
-    cfgs = ex.chapter_configs("explore", "smoke")
+    cfgs = ex.chapter_configs("explore", "smoke", None)
     assert all(ResultStore(runs).has(c) for c in cfgs)
     state = nb["metadata"]["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]
     p = ex.PROFILES["smoke"]

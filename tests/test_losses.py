@@ -9,7 +9,7 @@ from pytorch_metric_learning import losses as pml_losses
 from pytorch_metric_learning import miners as pml_miners
 from pytorch_metric_learning import reducers as pml_reducers
 
-from sec_lib.losses import LOSS_NAMES, LOSS_SPECS, get_loss, triplet_violations
+from sec_lib.losses import LOSS_NAMES, LOSS_SPECS, NORMALIZED_LOSSES, get_loss, triplet_violations
 
 SOFTMAX = ("normface", "cosface", "arcface")
 
@@ -369,7 +369,7 @@ def test_contrastive_vs_loop():
         )
 
 
-@pytest.mark.parametrize("name", LOSS_NAMES)
+@pytest.mark.parametrize("name", NORMALIZED_LOSSES)
 def test_every_loss_is_scale_invariant_in_value(name):
     f, y = make_batch(p=4, k=LOSS_SPECS[name].k, seed=3)
     loss = build(name)
@@ -412,8 +412,9 @@ def test_triplet_violations_extremes_and_large_batch():
 
 # ------------------------------------------------------------------------------------ bad input
 def test_names_and_specs():
-    assert LOSS_NAMES == ("triplet", "semihard", "npair", "ms", "tml", "ntxent", "normface", "cosface",
-                          "arcface", "contrastive")
+    assert LOSS_NAMES == ("triplet", "semihard", "npair", "npair_ip_l2", "npair_ip", "ms", "tml", "ntxent",
+                          "supcon", "normface", "cosface", "arcface", "contrastive")
+    assert set(LOSS_NAMES) - set(NORMALIZED_LOSSES) == {"npair_ip_l2", "npair_ip"}
     assert {n: LOSS_SPECS[n].k for n in ("triplet", "semihard", "npair", "ms", "tml")} == {
         "triplet": 3, "semihard": 3, "npair": 2, "ms": 5, "tml": 4}
     assert LOSS_SPECS["ms"].defaults == {"alpha": 2.0, "beta": 40.0, "base": 0.5, "epsilon": 0.1}
@@ -438,6 +439,9 @@ def test_unknown_name_lists_valid_names():
         ("ms", {"alpha": True}, "alpha"),
         ("tml", {"margin": 2.0}, "margin"),
         ("ntxent", {"temperature": -1}, "temperature"),
+        ("supcon", {"temperature": 0.0}, "temperature"),
+        ("npair_ip_l2", {"l2_reg": -0.1}, "l2_reg"),
+        ("npair_ip", {"scale": 25.0}, "scale"),
         ("cosface", {"num_classes": 3}, "embedding_size"),
         ("cosface", {"num_classes": 3.0, "embedding_size": 4}, "num_classes"),
         ("arcface", {"num_classes": 3, "embedding_size": 4, "margin": 4.0}, "margin"),
@@ -459,3 +463,112 @@ def test_bad_inputs_raise():
         loss(torch.randn(4, 3), torch.arange(3))
     with pytest.raises(ValueError, match="integer"):
         loss(torch.randn(4, 3), torch.zeros(4))
+
+
+# ------------------------------------------------------------------ the N-pair dispute: inner products
+def ref_npair_ip(f, y, lam):
+    """Sohn's N-pair-mc on raw inner products, written as log(1 + sum_j exp(f_i.f_j+ - f_i.f_i+)), plus TF's
+    npairs_loss penalty lam/4 (mean ||f_a||^2 + mean ||f_p||^2)."""
+    x, y = f.detach().numpy(), y.tolist()
+    classes = sorted(set(y))
+    pairs = [[i for i in range(len(y)) if y[i] == c][:2] for c in classes]
+    pairs = [pr for pr in pairs if len(pr) == 2]
+    anchors = [x[i] for i, _ in pairs]
+    positives = [x[j] for _, j in pairs]
+    total = 0.0
+    for i, a in enumerate(anchors):
+        total += math.log(1 + sum(math.exp(float(a @ p) - float(a @ positives[i]))
+                                  for j, p in enumerate(positives) if j != i))
+    reg = np.mean([a @ a for a in anchors]) + np.mean([p @ p for p in positives])
+    return total / len(pairs) + lam / 4 * reg
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_inner_product_npair_vs_loop(seed):
+    f, y = make_batch(p=5, k=2, seed=seed)
+    f = f / 2  # raw inner products up to ~16: exp() stays moderate in the loop
+    assert get_loss("npair_ip_l2")(f, y).item() == pytest.approx(ref_npair_ip(f, y, 0.002), rel=1e-9)
+    assert get_loss("npair_ip")(f, y).item() == pytest.approx(ref_npair_ip(f, y, 0.0), rel=1e-9)
+    assert get_loss("npair_ip_l2", l2_reg=0.5)(f, y).item() == pytest.approx(ref_npair_ip(f, y, 0.5), rel=1e-9)
+    f3, y3 = make_batch(p=4, k=3, seed=seed)  # more than two per class: only the first two are used
+    assert get_loss("npair_ip_l2")(f3, y3).item() == pytest.approx(ref_npair_ip(f3, y3, 0.002), rel=1e-9)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_inner_product_npair_vs_pml(seed):
+    """PML's NPairsLoss on unnormalized dot products; its LpRegularizer(power=2) averages ||f||^2 over the
+    whole batch, which equals TF's lam/4 (mean_a + mean_p) with weight lam/2 when K = 2."""
+    f, y = make_batch(p=6, k=2, seed=seed)
+    dot = pml_distances.DotProductSimilarity(normalize_embeddings=False)
+    bare = pml_losses.NPairsLoss(distance=dot)(f, y).item()
+    assert get_loss("npair_ip")(f, y).item() == pytest.approx(bare, rel=1e-9)
+    from pytorch_metric_learning.regularizers import LpRegularizer
+    reg = pml_losses.NPairsLoss(distance=dot, embedding_regularizer=LpRegularizer(power=2),
+                                embedding_reg_weight=0.002 / 2)(f, y).item()
+    assert get_loss("npair_ip_l2")(f, y).item() == pytest.approx(reg, rel=1e-9)
+    assert reg > bare  # the penalty is not vacuous
+
+
+def test_inner_product_npair_reads_the_norms():
+    f, y = make_batch(p=4, k=2, seed=5)
+    loss = get_loss("npair_ip")
+    assert abs(loss(3.0 * f, y).item() - loss(f, y).item()) > 1e-3
+    # normalizing first and scaling by sqrt(s) gives the paper's normalized N-pair with scale s
+    x = torch.nn.functional.normalize(f, dim=1)
+    assert loss(5.0 * x, y).item() == pytest.approx(get_loss("npair", scale=25.0)(f, y).item(), rel=1e-9)
+
+
+def test_inner_product_npair_gradient_vs_hand_formula():
+    """d/df of CE over logits a_i.p_j: dL/da_i = (1/N) sum_j (softmax_ij - [i=j]) p_j, dL/dp_j = (1/N)
+    sum_i (softmax_ij - [i=j]) a_i; the penalty adds lam/2 f / N_pairs to every anchor and positive."""
+    f, y = make_batch(p=4, k=2, seed=6)
+    lam = 0.3
+    fr = f.clone().requires_grad_()
+    (g,) = torch.autograd.grad(get_loss("npair_ip_l2", l2_reg=lam)(fr, y), fr)
+    a_idx = [int(torch.nonzero(y == c)[0]) for c in range(4)]
+    p_idx = [int(torch.nonzero(y == c)[1]) for c in range(4)]
+    a, p = f[a_idx], f[p_idx]
+    s = torch.softmax(a @ p.T, dim=1) - torch.eye(4, dtype=f.dtype)
+    expected = torch.zeros_like(f)
+    expected[a_idx] = s @ p / 4 + lam / 2 * a / 4
+    expected[p_idx] = s.T @ a / 4 + lam / 2 * p / 4
+    torch.testing.assert_close(g, expected, rtol=1e-10, atol=1e-12)
+
+
+# ------------------------------------------------------------------------- supervised contrastive
+def ref_supcon(f, y, t):
+    """Khosla et al. Eq. 2 (L_out), explicit loops: per anchor, the mean over its positives of
+    -log(exp(z_i.z_p/t) / sum_{a != i} exp(z_i.z_a/t)); mean over anchors with a positive."""
+    x, y = unit(f), y.tolist()
+    per_anchor = []
+    for i in range(len(y)):
+        positives = [p for p in range(len(y)) if p != i and y[p] == y[i]]
+        if not positives:
+            continue
+        denom = sum(math.exp(float(x[i] @ x[a]) / t) for a in range(len(y)) if a != i)
+        per_anchor.append(np.mean([-math.log(math.exp(float(x[i] @ x[p]) / t) / denom) for p in positives]))
+    return float(np.mean(per_anchor))
+
+
+@pytest.mark.parametrize("k", [2, 3, 4])
+def test_supcon_vs_loop_and_pml(k):
+    f, y = make_batch(p=4, k=k, seed=k)
+    for t in (0.1, 0.5):
+        ours = get_loss("supcon", temperature=t)(f, y).item()
+        assert ours == pytest.approx(ref_supcon(f, y, t), rel=1e-9)
+        assert ours == pytest.approx(pml_losses.SupConLoss(temperature=t)(f, y).item(), rel=1e-9)
+
+
+def test_supcon_equals_ntxent_only_for_two_views():
+    f, y = make_batch(p=5, k=2, seed=1)
+    assert get_loss("supcon", temperature=0.5)(f, y).item() == pytest.approx(get_loss("ntxent")(f, y).item(), rel=1e-9)
+    f, y = make_batch(p=5, k=4, seed=1)
+    assert abs(get_loss("supcon", temperature=0.5)(f, y).item() - get_loss("ntxent")(f, y).item()) > 1e-3
+
+
+def test_supcon_unbalanced_with_singletons():
+    f, y = make_batch(p=4, k=3, seed=8)
+    y = torch.tensor([0, 0, 0, 0, 1, 1, 2, 3, 3, 3, 3, 4])  # two singletons: not anchors, still in denominators
+    ours = get_loss("supcon")(f, y).item()
+    assert ours == pytest.approx(ref_supcon(f, y, 0.1), rel=1e-9)
+    assert ours == pytest.approx(pml_losses.SupConLoss(temperature=0.1)(f, y).item(), rel=1e-9)

@@ -1,0 +1,80 @@
+"""Committed tiers: a compact export of a store that reads back like the store, and any row retrains."""
+import json
+
+import pandas as pd
+import pytest
+
+from sec_lib import experiments as ex
+from sec_lib import tier
+from sec_lib.params import ParameterError
+from sec_lib.store import ResultStore, run_all, run_key
+from sec_lib.train import TrainConfig
+
+
+def toy(**kw):
+    base = dict(dataset="toy", model="mlp", width=16, embed_dim=8, iterations=30, batch_size=24, eval_every=10,
+                track_every=2, track_samples=4, dtheta_every=4, lr=3e-3, loss="npair",
+                data_kwargs={"noise": 0.1, "num_classes": 60})
+    base.update(kw)
+    return TrainConfig(**base)
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    root = tmp_path_factory.mktemp("tier")
+    store = ResultStore(root / "store")
+    configs = [toy(), toy(seed=1), toy(eta=0.5, mu="batch"), toy(optimizer="sgd", lr=100.0, eta=50.0)]   # the last diverges
+    run_all(configs, root=store.root, jobs=1)
+    counts = tier.export(store, configs + [toy(seed=7)], root / "tier")
+    return store, configs, root / "tier", counts
+
+
+def test_export_writes_one_row_per_run_with_config_and_provenance(exported):
+    store, configs, out, counts = exported
+    assert counts == {"exported": 4, "missing": 1}
+    runs = pd.read_parquet(out / "runs.parquet")
+    assert list(runs["key"]) == [run_key(c) for c in configs]
+    for row, cfg in zip(runs.itertuples(), configs):
+        assert TrainConfig(**json.loads(row.config)) == cfg           # the row rebuilds the run
+    assert {"R@1", "status", "commit", "device", "torch", "date", "wall_s"} <= set(runs.columns)
+    assert runs["status"].tolist()[-1] == "failed" and runs["device"].eq("cpu").all()
+
+
+def test_tier_reads_back_like_the_store(exported):
+    store, configs, out, _ = exported
+    t = tier.TierStore(out)
+    for cfg in configs:
+        a, b = store.get(cfg), t.get(cfg)
+        assert b.status == a.status and b.config == cfg
+        assert b.metrics == pytest.approx(a.metrics, nan_ok=True)
+        pd.testing.assert_frame_equal(b.evals.reset_index(drop=True), a.evals.reset_index(drop=True),
+                                      check_dtype=False)
+        assert set(b.steps["step"]) <= set(a.steps["step"])           # decimated, never invented
+        assert b.steps["step"].max() == a.steps["step"].max()
+    assert t.get(toy(seed=7)) is None and not t.has(toy(seed=7))
+
+
+def test_export_keeps_runs_the_store_no_longer_has(exported, tmp_path):
+    store, configs, out, _ = exported
+    again = tier.export(ResultStore(tmp_path / "empty"), configs, out)
+    assert again == {"exported": 4, "missing": 0}
+
+
+def test_rerun_retrains_a_row_and_matches(exported, tmp_path):
+    _, configs, out, _ = exported
+    committed, retrained, result = tier.rerun(run_key(configs[2]), out, ResultStore(tmp_path / "fresh"))
+    assert retrained == committed and result.status == "done"
+
+
+def test_unknown_key_is_a_clear_error(exported):
+    _, _, out, _ = exported
+    with pytest.raises(ParameterError, match="not in the tier"):
+        tier.TierStore(out).config("0123456789abcdef")
+    with pytest.raises(FileNotFoundError, match="runs.parquet"):
+        tier.TierStore(out / "nothing")
+
+
+def test_profile_configs_grow_stage_by_stage(tmp_path):
+    store = ResultStore(tmp_path)
+    p = ex.get_profile("smoke")
+    assert tier.profile_configs(p, store) == ex.lr_pilot(p)          # nothing trained: only the pilot
