@@ -7,20 +7,33 @@ STAMP := $(VENV)/.installed
 JS_STAMP := node_modules/.installed
 PROFILE ?= cpu
 
-.PHONY: setup js browser test book book-html clean-book help
+.PHONY: setup lock js browser test book book-html clean-book help
 
 help:
 	@echo "make book   - run every notebook (profile $(PROFILE)) and build _build/html"
 	@echo "make test   - run the test suite (installs what is missing)"
-	@echo "make setup  - create .venv and install sec_lib editable"
+	@echo "make setup  - create .venv and install sec_lib editable with the [$(EXTRAS)] extras, pinned by $(LOCK)"
+	@echo "make lock   - regenerate $(LOCK) from pyproject.toml (pip-tools)"
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml
+# The library with the extras the book and the tests need, every package at its version in the lock.
+EXTRAS := book,test,fast
+LOCK := requirements.lock
+
+$(STAMP): pyproject.toml $(LOCK)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --disable-pip-version-check -e .
+	$(PY) -m pip install -q --disable-pip-version-check -c $(LOCK) -e ".[$(EXTRAS)]"
 	$(PY) -m ipykernel install --sys-prefix --name python3 >/dev/null
 	touch $@
+
+# Re-resolve the lock after a change to pyproject.toml's requirements (pins already in the lock are
+# kept where they still fit; LOCK_FLAGS=--upgrade re-resolves everything). tests/test_packaging.py
+# checks that the lock and pyproject.toml agree.
+lock:
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --disable-pip-version-check -e ".[dev]"
+	$(PY) -m piptools compile --quiet --all-extras --strip-extras --no-emit-index-url --no-emit-find-links $(LOCK_FLAGS) --output-file $(LOCK) pyproject.toml
 
 # The widget manager and require.js are served by the book itself (no CDN): pinned in package.json.
 js: $(JS_STAMP)

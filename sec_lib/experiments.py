@@ -55,6 +55,7 @@ class Profile:
     pilot_eval_every: int = 0      # ... from its held-out R@1 curve, evaluated this often,
     iteration_grid: tuple = ()     # ... among these candidate lengths
     plateau_gain: float = 0.5      # flattened: less than this many R@1 points gained over the last quarter
+    plateau_window: int = 3        # ... of the curve smoothed by a trailing mean over this many evaluations
     check_grid_edges: bool = True  # refuse a learning rate at either edge of its grid (smoke: off)
     toy: dict = field(default_factory=dict)
     toy_etas: tuple = ()
@@ -199,16 +200,25 @@ def curve(run, metric: str = "R@1") -> "list[tuple[int, float]]":
     return [(int(s), float(v)) for s, v in zip(ev["step"], ev[metric])] if metric in ev else []
 
 
+def smoothed(points: "dict[int, float]", window: int) -> "dict[int, float]":
+    """Trailing mean over the last ``window`` evaluations (fewer at the start of the curve)."""
+    steps = sorted(points)
+    return {s: sum(points[t] for t in steps[max(0, i - window + 1):i + 1]) / len(steps[max(0, i - window + 1):i + 1])
+            for i, s in enumerate(steps)}
+
+
 def chosen_iterations(profile: Profile, pilot_runs) -> int:
     """The run length: the shortest candidate T of ``iteration_grid`` at which the chosen-rate Adam
     pilot's held-out R@1 curve has flattened, i.e. gained less than ``plateau_gain`` points from
-    0.75·T to T. Profiles without an iteration grid keep their base length."""
+    0.75·T to T. The curve is first smoothed by a trailing mean over ``plateau_window``
+    evaluations: a single noisy evaluation must not decide the length. Profiles without an
+    iteration grid keep their base length."""
     if not profile.iteration_grid:
         return profile.base["iterations"]
     lr = chosen_lr(profile, "adam", pilot_runs)
     run = next(r for r in pilot_runs if r is not None and r.config.optimizer == "adam"
                and r.config.eta == 0 and r.config.lr == lr)
-    pts = dict(curve(run))
+    pts = smoothed(dict(curve(run)), profile.plateau_window)
     for t in sorted(profile.iteration_grid):
         before = max((s for s in pts if s <= 0.75 * t), default=None)
         if t in pts and before is not None and pts[t] - pts[before] < profile.plateau_gain:

@@ -1,4 +1,5 @@
-"""sec_lib.metrics against brute force (full N x N numpy), scikit-learn and hand-computed examples."""
+"""sec_lib.metrics against brute force (full N x N numpy), pytorch-metric-learning's AccuracyCalculator,
+scikit-learn and hand-computed examples; every retrieval check runs on both backends (torch, faiss)."""
 import math
 from itertools import combinations
 
@@ -6,9 +7,14 @@ import numpy as np
 import pytest
 import torch
 from sklearn.cluster import KMeans
+from pytorch_metric_learning.distances import CosineSimilarity
+from pytorch_metric_learning.utils.accuracy_calculator import AccuracyCalculator
+from pytorch_metric_learning.utils.inference import CustomKNN
 from sklearn.metrics import normalized_mutual_info_score
 
 from sec_lib import metrics as M
+
+BACKENDS = ["torch", pytest.param("faiss", marks=pytest.mark.skipif(not M.faiss_available(), reason="faiss-cpu not installed"))]
 
 # ----------------------------------------------------------------------------------------- data
 
@@ -93,36 +99,41 @@ def bf_pair_f1(pred, labels):
 # ----------------------------------------------------------------------------------------- recall
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("data", ["planted", "tied"])
-def test_recall_loo_matches_brute_force(data):
+def test_recall_loo_matches_brute_force(data, backend):
     emb, labels = planted() if data == "planted" else tied()
-    ks = (1, 2, 4, 8, 16)
-    ours = M.recall_at_k(emb, labels, ks=ks)
+    ks = (1, 2, 4, 8, 16, 100)
+    ours = M.recall_at_k(emb, labels, ks=ks, backend=backend)
     ref = bf_recall(emb, labels, emb, labels, ks, True)
     assert ours == pytest.approx(ref, abs=1e-12)
     assert 0 < ours[1] < 100  # the data is neither trivial nor hopeless
 
 
-def test_recall_ties_break_by_index_hand_example():
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_recall_ties_break_by_index_hand_example(backend):
     # four identical embeddings: every candidate ties, so the lowest index comes first
     emb = np.ones((4, 3))
     labels = np.array([0, 1, 0, 1])
     # q0 -> 1 (miss), q1 -> 0 (miss), q2 -> 0 (hit), q3 -> 0 (miss)
-    assert M.recall_at_k(emb, labels, ks=(1,))[1] == 25.0
+    assert M.recall_at_k(emb, labels, ks=(1,), backend=backend)[1] == 25.0
     # R@2: q0 -> 1,2 hit; q1 -> 0,2 miss; q2 -> 0,1 hit; q3 -> 0,1 hit
-    assert M.recall_at_k(emb, labels, ks=(2,))[2] == 75.0
+    assert M.recall_at_k(emb, labels, ks=(2,), backend=backend)[2] == 75.0
+    # AP@R (R = 1): q0 [1] miss, q1 [0] miss, q2 [0] hit, q3 [0] miss
+    assert M.map_at_r(emb, labels, backend=backend) == 25.0
 
 
-def test_recall_and_map_hand_example():
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_recall_and_map_hand_example(backend):
     # points on the unit circle (degrees); classes 0,0,0,1,1
     deg = np.array([0.0, 10.0, 30.0, -20.0, 180.0])
     emb = np.stack([np.cos(np.radians(deg)), np.sin(np.radians(deg))], 1) * np.array([[1], [3], [0.5], [2], [7]])
     labels = np.array([0, 0, 0, 1, 1])
     # nearest neighbours: q0: 1,3,2,4  q1: 0,2,3,4  q2: 1,0,3,4  q3: 0,1,2,4  q4: 2,1,3? (150,170,160,180)
-    r = M.recall_at_k(emb, labels, ks=(1, 2))
+    r = M.recall_at_k(emb, labels, ks=(1, 2), backend=backend)
     assert r == {1: 60.0, 2: 80.0}
     # AP@R: q0 (R=2) [pos,neg] -> 1/2; q1 [pos,pos] -> 1; q2 [pos,pos] -> 1; q3 (R=1) [neg] -> 0; q4 [neg] -> 0
-    assert M.map_at_r(emb, labels) == pytest.approx(100.0 * (0.5 + 1 + 1 + 0 + 0) / 5)
+    assert M.map_at_r(emb, labels, backend=backend) == pytest.approx(100.0 * (0.5 + 1 + 1 + 0 + 0) / 5)
 
 
 def test_recall_percent_and_torch_numpy_agree():
@@ -141,17 +152,18 @@ def test_recall_ks_positional_third_argument():
     assert M.recall_at_k(emb, labels, (1, 3)) == M.recall_at_k(emb, labels, ks=(1, 3))
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("data", ["planted", "tied"])
-def test_recall_query_gallery_matches_brute_force(data):
+def test_recall_query_gallery_matches_brute_force(data, backend):
     emb, labels = planted(seed=5) if data == "planted" else tied(seed=7)
     q, ql, g, gl = emb[:50], labels[:50], emb[50:], labels[50:]
     ks = (1, 10, 20, 30)
-    ours = M.recall_at_k(q, ql, g, gl, ks)
+    ours = M.recall_at_k(q, ql, g, gl, ks, backend=backend)
     assert ours == pytest.approx(bf_recall(q, ql, g, gl, ks, False), abs=1e-12)
-    assert M.recall_at_k(q, ql, gallery=g, gallery_labels=gl, ks=ks) == ours
+    assert M.recall_at_k(q, ql, gallery=g, gallery_labels=gl, ks=ks, backend=backend) == ours
     if data == "planted":  # (tied data has exact duplicates of lower index that come first)
         # nothing is left out: a query that also sits in the gallery finds itself first
-        assert M.recall_at_k(emb, labels, emb, labels, ks=(1,)) == {1: 100.0}
+        assert M.recall_at_k(emb, labels, emb, labels, ks=(1,), backend=backend) == {1: 100.0}
 
 
 def test_query_gallery_label_codes_are_shared():
@@ -165,10 +177,11 @@ def test_query_gallery_label_codes_are_shared():
 # ------------------------------------------------------------------------------------------ MAP@R
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("data", ["planted", "tied"])
-def test_map_at_r_matches_brute_force(data):
+def test_map_at_r_matches_brute_force(data, backend):
     emb, labels = planted(seed=2) if data == "planted" else tied(seed=4)
-    assert M.map_at_r(emb, labels) == pytest.approx(bf_map_at_r(emb, labels), abs=1e-10)
+    assert M.map_at_r(emb, labels, backend=backend) == pytest.approx(bf_map_at_r(emb, labels), abs=1e-10)
 
 
 def test_map_at_r_skips_singletons_and_perfect_is_100():
@@ -181,23 +194,25 @@ def test_map_at_r_skips_singletons_and_perfect_is_100():
 # ---------------------------------------------------------------------------------------- chunking
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("data", ["planted", "tied"])
-def test_chunk_size_does_not_change_results(data):
+def test_chunk_size_does_not_change_results(data, backend):
     emb, labels = planted(n_classes=7, per_class=20) if data == "planted" else tied()
-    ref = M.evaluate(emb, labels, ks=(1, 2, 4, 8), clustering=False, chunk_size=len(emb))
+    kw = dict(clustering=False, backend=backend)
+    ref = M.evaluate(emb, labels, ks=(1, 2, 4, 8), chunk_size=len(emb), **kw)
     for cs in (1, 3, 17, 64, 1000, None):
-        assert M.evaluate(emb, labels, clustering=False, chunk_size=cs) == ref
-        assert M.map_at_r(emb, labels, chunk_size=cs) == ref["MAP@R"]
-        r = M.recall_at_k(emb, labels, chunk_size=cs)
+        assert M.evaluate(emb, labels, chunk_size=cs, **kw) == ref
+        assert M.map_at_r(emb, labels, chunk_size=cs, backend=backend) == ref["MAP@R"]
+        r = M.recall_at_k(emb, labels, chunk_size=cs, backend=backend)
         assert {f"R@{k}": v for k, v in r.items()} == {k: v for k, v in ref.items() if k.startswith("R@")}
     q, ql, g, gl = emb[:40], labels[:40], emb[40:], labels[40:]
-    qg = M.recall_at_k(q, ql, g, gl, chunk_size=None)
-    assert all(M.recall_at_k(q, ql, g, gl, chunk_size=cs) == qg for cs in (1, 7, 40))
+    qg = M.recall_at_k(q, ql, g, gl, chunk_size=None, backend=backend)
+    assert all(M.recall_at_k(q, ql, g, gl, chunk_size=cs, backend=backend) == qg for cs in (1, 7, 40))
 
 
 def test_never_builds_the_full_similarity(monkeypatch):
     emb, labels = planted(n_classes=10, per_class=30)  # N = 300
-    expected = M.evaluate(emb, labels, clustering=False)
+    expected = M.evaluate(emb, labels, clustering=False, backend="torch")
     shapes = []
     orig = M._similarity_block
 
@@ -208,7 +223,7 @@ def test_never_builds_the_full_similarity(monkeypatch):
 
     monkeypatch.setattr(M, "_similarity_block", spy)
     monkeypatch.setattr(M, "BLOCK_ELEMENTS", 1000)
-    assert M.evaluate(emb, labels, clustering=False) == expected
+    assert M.evaluate(emb, labels, clustering=False, backend="torch") == expected
     assert len(shapes) == 100  # 300 queries, 3 rows per block
     assert max(r * c for r, c in shapes) <= 1000
 
@@ -304,6 +319,9 @@ Y = np.arange(10) % 3
         (lambda: M.nmi_f1(E, Y, n_init=0), "n_init"),
         (lambda: M.evaluate(E, Y, ks=(10,)), "k=10"),
         (lambda: M.evaluate(E, Y, clustering="yes"), "clustering"),
+        (lambda: M.recall_at_k(E, Y, backend="annoy"), r"backend must be one of \('auto', 'torch', 'faiss'\), got 'annoy'"),
+        (lambda: M.map_at_r(E, Y, backend=None), "backend must be one of"),
+        (lambda: M.evaluate(E, Y, backend="faiss", device="cuda"), "CPU only, got device='cuda'"),
     ],
 )
 def test_bad_input_raises(call, match):
@@ -311,15 +329,163 @@ def test_bad_input_raises(call, match):
         call()
 
 
-def test_nearest_neighbor_hits_match_brute_force_and_recall_at_1():
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_nearest_neighbor_hits_match_brute_force_and_recall_at_1(backend):
     from sec_lib.metrics import nearest_neighbor_hits
     rng = np.random.default_rng(5)
     labels = rng.integers(0, 6, 90)
     emb = rng.standard_normal((6, 8))[labels] + 0.8 * rng.standard_normal((90, 8))
-    hits = nearest_neighbor_hits(emb, labels, chunk_size=7)
+    hits = nearest_neighbor_hits(emb, labels, chunk_size=7, backend=backend)
     e = emb / np.linalg.norm(emb, axis=1, keepdims=True)
     sim = e @ e.T
     np.fill_diagonal(sim, -np.inf)
     brute = labels[np.argmax(sim, axis=1)] == labels
     assert (hits == brute).all()
     assert hits.mean() * 100 == pytest.approx(M.recall_at_k(emb, labels, ks=(1,))[1])
+
+
+# ------------------------------------------------------------------------------------------ backends
+
+
+def copies(n_base=40, n_copies=3, n_classes=6, dim=8, seed=3):
+    """Continuous embeddings, each repeated ``n_copies`` times (scaled) with its label: every exact
+    tie is between copies of one point, hence of one label, so any tie order gives the same labels."""
+    rng = np.random.default_rng(seed)
+    lab = rng.integers(0, n_classes, n_base)
+    base = rng.standard_normal((n_classes, dim))[lab] + 0.9 * rng.standard_normal((n_base, dim))
+    emb = np.concatenate([base * 2.0**j for j in range(n_copies)]).astype(np.float32)
+    labels = np.tile(lab, n_copies)
+    perm = rng.permutation(len(labels))
+    return emb[perm], labels[perm]
+
+
+@pytest.mark.skipif(not M.faiss_available(), reason="faiss-cpu not installed")
+@pytest.mark.parametrize("data", ["planted", "tied", "copies"])
+def test_backends_agree(data):
+    emb, labels = {"planted": planted, "tied": tied, "copies": copies}[data]()
+    ks = (1, 2, 5, 10, 50)
+    for chunk_size in (None, 13):
+        kw = dict(ks=ks, clustering=False, chunk_size=chunk_size)
+        assert M.evaluate(emb, labels, backend="torch", **kw) == M.evaluate(emb, labels, backend="faiss", **kw)
+        q, ql, g, gl = emb[:30], labels[:30], emb[30:], labels[30:]
+        assert M.recall_at_k(q, ql, g, gl, ks, backend="torch") == M.recall_at_k(q, ql, g, gl, ks, backend="faiss")
+
+
+def test_auto_backend_picks_faiss_on_cpu_for_shallow_searches(monkeypatch):
+    cpu, cuda = torch.device("cpu"), torch.device("cuda")
+    shallow, deep = M.AUTO_FAISS_MAX_DEPTH, M.AUTO_FAISS_MAX_DEPTH + 1
+    assert M._pick_backend("auto", cpu, shallow) == ("faiss" if M.faiss_available() else "torch")
+    assert M._pick_backend("auto", cpu, deep) == "torch"  # e.g. R@1000: torch counts ranks
+    assert M._pick_backend("auto", cuda, 1) == "torch"
+    assert M._pick_backend("torch", cpu, 1) == "torch"
+    assert M._pick_backend("faiss", cpu, 10**6) == "faiss"
+    monkeypatch.setattr(M, "faiss", None)
+    assert not M.faiss_available()
+    assert M._pick_backend("auto", cpu, 1) == "torch"
+    with pytest.raises(ImportError, match=r"faiss-cpu.*sec_lib\[fast\]"):
+        M.recall_at_k(E, Y, backend="faiss")
+
+
+def test_counting_on_other_devices_matches_the_cpu_loop():
+    # the rank count for GPUs (torch ops on the whole block), run here on CPU tensors
+    emb, labels = tied(seed=2)
+    e = torch.nn.functional.normalize(torch.from_numpy(emb), dim=1)
+    sim = e @ e.T  # exact multiples of 0.25: many ties
+    sim.fill_diagonal_(-math.inf)
+    best, best_idx = M._Positives(labels, labels.max() + 1).best(sim, labels)
+    cpu = M._first_hit_by_counting(sim, best, best_idx)
+
+    assert (M._first_hit_by_counting_torch(sim, best, best_idx) == cpu).all()
+    ref = bf_order(emb, emb, True)  # brute force: rank of the first same-label neighbour
+    first = np.array([np.argmax(labels[o] == labels[i]) if (labels[o] == labels[i]).any() else len(o)
+                      for i, o in enumerate(ref)])
+    has = (np.bincount(labels)[labels] > 1)
+    assert (cpu[has] == first[has]).all() and (cpu[~has] == len(labels)).all()
+
+
+@pytest.mark.skipif(not M.faiss_available(), reason="faiss-cpu not installed")
+def test_faiss_searches_in_bounded_chunks(monkeypatch):
+    emb, labels = planted(n_classes=10, per_class=30)  # N = 300
+    expected = M.evaluate(emb, labels, ks=(1, 10), clustering=False, backend="faiss")
+    shapes = []
+    orig = M.faiss.IndexFlatIP
+
+    class Spy(orig):
+        def search(self, x, k, *args, **kwargs):
+            shapes.append((x.shape[0], k))
+            return super().search(x, k, *args, **kwargs)
+
+    monkeypatch.setattr(M.faiss, "IndexFlatIP", Spy)
+    monkeypatch.setattr(M, "FAISS_QUERY_CHUNK", 64)
+    assert M.evaluate(emb, labels, ks=(1, 10), clustering=False, backend="faiss") == expected
+    assert sum(r for r, _ in shapes) == 300 and max(r for r, _ in shapes) == 64
+    # per chunk: k = max(10, R = 29) neighbours + 1 past the cut + the query itself
+    assert {k for _, k in shapes} == {31}
+
+
+# ------------------------------------------------------- against pytorch-metric-learning's AccuracyCalculator
+
+
+def pml_calculator(k=None):
+    return AccuracyCalculator(
+        include=("precision_at_1", "mean_average_precision_at_r", "mean_reciprocal_rank", "r_precision"),
+        k=k, device=torch.device("cpu"), knn_func=CustomKNN(CosineSimilarity()),
+    )
+
+
+def mrr_from_recall(recall: dict, n_candidates: int, hit_any: float) -> float:
+    """Mean reciprocal rank (misses 0) over all queries, from R@k for every k < n_candidates and the
+    percentage of queries that have any positive (= R@n_candidates)."""
+    r = dict(recall)
+    r[n_candidates] = hit_any
+    r[0] = 0.0
+    return sum((r[k] - r[k - 1]) / 100.0 / k for k in range(1, n_candidates + 1))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("data", ["planted", "copies"])
+def test_leave_one_out_against_accuracy_calculator(data, backend):
+    # "copies": exact ties, all within one label; pml's own kNN orders them arbitrarily, which
+    # cannot change any label sequence. A singleton class makes lone queries.
+    emb, labels = planted(n_classes=8, per_class=9, seed=4) if data == "planted" else copies()
+    emb = np.concatenate([emb, np.ones((1, emb.shape[1]), np.float32)])
+    labels = np.concatenate([labels, [labels.max() + 1]])
+    n = len(labels)
+    acc = pml_calculator().get_accuracy(torch.from_numpy(emb), torch.from_numpy(labels))
+    not_lone = np.mean(np.bincount(labels)[labels] > 1)  # pml averages over these queries only
+
+    # MAP@R: same definition, same skipped queries
+    assert M.map_at_r(emb, labels, backend=backend) == pytest.approx(100.0 * acc["mean_average_precision_at_r"], abs=1e-9)
+    # Recall@1 counts lone queries as misses; pml's precision_at_1 leaves them out
+    ks = tuple(range(1, n - 1))
+    rec = M.recall_at_k(emb, labels, ks=ks, backend=backend)
+    assert rec[1] == pytest.approx(100.0 * not_lone * acc["precision_at_1"], abs=1e-9)
+    # the whole first-hit rank distribution, through the mean reciprocal rank
+    assert mrr_from_recall(rec, n - 1, 100.0 * not_lone) == pytest.approx(not_lone * acc["mean_reciprocal_rank"], abs=1e-6)  # pml: float32
+    # Recall@K from the very k nearest neighbours that AccuracyCalculator ranks (its knn_func)
+    for k in (2, 5, 10):
+        _, idx = pml_calculator().knn_func(torch.from_numpy(emb), k, torch.from_numpy(emb), True)
+        hit = (labels[idx.numpy()] == labels[:, None]).any(axis=1)
+        assert rec[k] == pytest.approx(100.0 * hit.mean(), abs=1e-9)
+    assert 0 < rec[1] < 100
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("data", ["planted", "copies"])
+def test_query_gallery_against_accuracy_calculator(data, backend):
+    # In-Shop protocol: queries retrieve from a separate gallery; some query labels are absent there
+    emb, labels = planted(n_classes=10, per_class=8, seed=6) if data == "planted" else copies(seed=8)
+    q, ql, g, gl = emb[:40], labels[:40], emb[40:], labels[40:]
+    keep = gl != ql[0]  # ql[0]'s class has no gallery member: its queries are lone
+    g, gl = g[keep], gl[keep]
+    acc = pml_calculator().get_accuracy(torch.from_numpy(q), torch.from_numpy(ql), torch.from_numpy(g),
+                                        torch.from_numpy(gl), ref_includes_query=False)
+    not_lone = np.mean(np.isin(ql, gl))
+    assert 0 < not_lone < 1
+    ks = tuple(range(1, len(g)))
+    rec = M.recall_at_k(q, ql, g, gl, ks, backend=backend)
+    assert rec[1] == pytest.approx(100.0 * not_lone * acc["precision_at_1"], abs=1e-9)
+    assert mrr_from_recall(rec, len(g), 100.0 * not_lone) == pytest.approx(not_lone * acc["mean_reciprocal_rank"], abs=1e-6)  # pml: float32
+    for k in (3, 10):
+        _, idx = pml_calculator().knn_func(torch.from_numpy(q), k, torch.from_numpy(g), False)
+        assert rec[k] == pytest.approx(100.0 * (gl[idx.numpy()] == ql[:, None]).any(axis=1).mean(), abs=1e-9)

@@ -1,9 +1,20 @@
-"""pyproject.toml and environment.yml pin the same packages; torch stays at the CPU build's version."""
+"""Packaging agrees with itself: pyproject.toml's pinned requirements (core and extras), environment.yml,
+the Makefile's install line, and requirements.lock; torch stays at the local CPU build's version."""
+import importlib
+import importlib.util
 import re
 import tomllib
 from pathlib import Path
 
+import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
 REPO = Path(__file__).resolve().parents[1]
+PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())
+PROJECT = PYPROJECT["project"]
+MAKEFILE = (REPO / "Makefile").read_text()
+LOCK = REPO / "requirements.lock"
 
 
 def pins(lines):
@@ -11,24 +22,78 @@ def pins(lines):
     for line in lines:
         m = re.fullmatch(r"\s*([A-Za-z0-9_.\-]+)==([^\s;]+)\s*", line)
         if m:
-            out[m.group(1).lower().replace("_", "-")] = m.group(2)
+            out[canonicalize_name(m.group(1))] = m.group(2)
     return out
 
 
-def pyproject_pins():
-    deps = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
-    unpinned = [d for d in deps if "==" not in d]
-    assert not unpinned, f"unpinned runtime requirements: {unpinned}"
-    return pins(deps)
+def group_requirements():
+    """{"core": [...], "book": [...], ...}: pyproject's requirement strings per group."""
+    return {"core": PROJECT["dependencies"], **PROJECT["optional-dependencies"]}
 
 
-def environment_pins():
-    lines = [l.strip().lstrip("-").strip() for l in (REPO / "environment.yml").read_text().splitlines()]
-    return pins(lines)
+def pyproject_pins(groups=None):
+    reqs = [r for g, rs in group_requirements().items() if groups is None or g in groups for r in rs]
+    unpinned = [r for r in reqs if "==" not in r]
+    assert not unpinned, f"unpinned requirements: {unpinned}"
+    return pins(reqs)
 
 
-def test_environment_yml_and_pyproject_agree():
-    assert pyproject_pins() == environment_pins()
+def makefile_extras():
+    m = re.search(r"^EXTRAS\s*:=\s*(\S+)\s*$", MAKEFILE, re.M)
+    assert m, "the Makefile must name the extras it installs (EXTRAS := ...)"
+    return m.group(1).split(",")
+
+
+def environment_lines():
+    return [l.strip().lstrip("-").strip() for l in (REPO / "environment.yml").read_text().splitlines()]
+
+
+def lock_entries():
+    """{name: (version, set of 'via' sources)} from pip-compile's output."""
+    out, name = {}, None
+    for line in LOCK.read_text().splitlines():
+        m = re.fullmatch(r"([A-Za-z0-9_.\-]+)==(\S+)", line.strip()) if not line.startswith((" ", "#")) else None
+        if m:
+            name = canonicalize_name(m.group(1))
+            out[name] = (m.group(2), set())
+        elif name and line.strip().startswith("#"):
+            via = line.strip().lstrip("#").strip()
+            via = via[len("via"):].strip() if via.startswith("via") else via
+            if via:
+                out[name][1].add(via)
+    return out
+
+
+# ---------------------------------------------------------------------------------- requirements
+
+
+def test_every_requirement_is_pinned_and_in_one_group_only():
+    seen = {}
+    for group, reqs in group_requirements().items():
+        for r in reqs:
+            req = Requirement(r)
+            assert str(req.specifier).startswith("=="), f"{r} in [{group}] must be pinned with =="
+            name = canonicalize_name(req.name)
+            assert name not in seen, f"{name} is in both [{seen[name]}] and [{group}]"
+            seen[name] = group
+
+
+def test_core_holds_what_the_library_and_training_import():
+    core = pyproject_pins(["core"])
+    # torch stack, the store's parquet files, the glyph data set (fonts of matplotlib, read with fontTools)
+    for name in ("torch", "pytorch-metric-learning", "numpy", "pandas", "pyarrow", "matplotlib", "fonttools",
+                 "pillow", "scikit-learn", "scipy"):
+        assert name in core, f"{name} is imported by the core library and must be a core requirement"
+    for name in ("pytest", "playwright", "jupyter-book", "papermill", "seaborn", "faiss-cpu"):
+        assert name not in core, f"{name} is not needed to import sec_lib or train; it belongs in an extra"
+
+
+def test_extras_split_book_test_fast():
+    extras = PROJECT["optional-dependencies"]
+    assert {"book", "test", "fast"} <= set(extras)
+    assert {"jupyter-book", "papermill", "myst-nb", "seaborn", "ipywidgets"} <= set(pins(extras["book"]))
+    assert {"pytest", "pytest-timeout", "playwright"} <= set(pins(extras["test"]))
+    assert set(pins(extras["fast"])) == {"faiss-cpu"}
 
 
 def test_torch_is_pinned_to_the_local_cpu_build():
@@ -39,6 +104,76 @@ def test_book_stack_is_jupyter_book_1():
     assert pyproject_pins()["jupyter-book"].startswith("1.")
 
 
+# --------------------------------------------------------------------- Makefile and environment.yml
+
+
+def test_makefile_installs_the_extras_the_tests_and_the_book_need_pinned_by_the_lock():
+    extras = makefile_extras()
+    assert {"book", "test", "fast"} <= set(extras) <= set(PROJECT["optional-dependencies"])
+    assert re.search(r'pip install .*-c \$\(LOCK\) -e "\.\[\$\(EXTRAS\)\]"', MAKEFILE)
+    assert re.search(r"^LOCK\s*:=\s*requirements\.lock\s*$", MAKEFILE, re.M)
+    assert re.search(r"^\$\(STAMP\):.*\$\(LOCK\)", MAKEFILE, re.M), "setup must rerun when the lock changes"
+
+
+def test_environment_yml_and_pyproject_agree():
+    assert environment_pins() == pyproject_pins(["core", *makefile_extras()])
+    editable = [l for l in environment_lines() if l.startswith("-e ")]
+    assert editable == [f"-e .[{','.join(makefile_extras())}]"]
+
+
+def environment_pins():
+    return pins(environment_lines())
+
+
 def test_ci_runs_exactly_make_test():
     body = [l for l in (REPO / ".ci" / "run").read_text().splitlines() if l.strip() and not l.startswith("#")]
     assert body[-1].strip() == "make test"
+
+
+# ------------------------------------------------------------------------------------------- lock
+
+
+def test_lock_pins_every_direct_requirement_at_its_version():
+    lock = lock_entries()
+    for group, reqs in group_requirements().items():
+        for r in reqs:
+            req = Requirement(r)
+            name = canonicalize_name(req.name)
+            assert name in lock, f"{name} ([{group}]) is missing from requirements.lock: run `make lock`"
+            assert req.specifier.contains(lock[name][0], prereleases=True), (
+                f"requirements.lock has {name}=={lock[name][0]} but pyproject.toml asks {r}: run `make lock`"
+            )
+
+
+def test_lock_is_not_stale():
+    # the packages the lock says come from pyproject.toml are exactly pyproject's requirements
+    lock = lock_entries()
+    from_pyproject = {n for n, (_, via) in lock.items() if any(v.endswith("(pyproject.toml)") for v in via)}
+    assert from_pyproject == set(pyproject_pins()), (
+        f"requirements.lock is stale (only in the lock: {sorted(from_pyproject - set(pyproject_pins()))}, "
+        f"only in pyproject.toml: {sorted(set(pyproject_pins()) - from_pyproject)}): run `make lock`"
+    )
+    header = LOCK.read_text()
+    assert "pip-compile" in header and "--all-extras" in header, "the lock covers every extra (make lock)"
+    assert re.search(r"piptools compile .*--all-extras", MAKEFILE), "`make lock` regenerates it with pip-tools"
+
+
+def test_lock_holds_the_cpu_build_of_torch_and_no_cuda_packages():
+    lock = lock_entries()
+    assert lock["torch"][0] == "2.13.0+cpu"
+    cuda = [n for n in lock if n.startswith(("nvidia-", "triton"))]
+    assert not cuda, f"the lock pulls CUDA packages: {cuda}"
+
+
+# -------------------------------------------------------------------------------------- scripts
+
+
+def test_console_script_points_at_the_runner():
+    assert PROJECT["scripts"] == {"sec-book": "sec_lib.site.runner:main"}
+
+
+@pytest.mark.skipif(importlib.util.find_spec("sec_lib.site") is None, reason="sec_lib.site is not in this tree yet")
+def test_console_script_target_exists():
+    module, func = PROJECT["scripts"]["sec-book"].split(":")
+    mod = importlib.import_module(module)
+    assert callable(getattr(mod, func))
