@@ -205,11 +205,11 @@ def run(profile: str, only=None, jobs: int | None = None, site: Path = REPO) -> 
     return summary
 
 
-def clear_litter(site: Path) -> tuple[int, int]:
-    """Remove the partial run folders and notebooks that interrupted runs left (only this
-    project's ``.tmp-`` names, never one a live process is writing); return both counts."""
+def clear_litter(site: Path | None) -> tuple[int, int]:
+    """Remove the partial run folders and (with a ``site``) notebooks that interrupted runs left
+    (only this project's ``.tmp-`` names, never one a live process is writing); return both counts."""
     from .store import ResultStore
-    return ResultStore().clean_partial(), clear_partial_notebooks(site / "book" / "nb")
+    return ResultStore().clean_partial(), clear_partial_notebooks(site / "book" / "nb") if site else 0
 
 
 SELECTION_CHAPTERS = {"selection", "tuned", "beyond", "main"}
@@ -293,6 +293,8 @@ def main(argv=None) -> int:
         summary = Summary()
         t0 = time.perf_counter()
         try:
+            ex.check_sweeps(p, chapters)      # every config (device included) before anything trains
+            summary.cleared = (clear_litter(None)[0], 0)
             prepare_data(p)
             train_stages(p, chapters, jobs, summary)
         except (ParameterError, ex.SelectionError) as e:

@@ -243,3 +243,24 @@ def test_a_corrupt_record_that_cannot_be_moved_is_reported_and_treated_as_missin
         assert store.get(cfg) is None and not store.has(cfg)
     assert "cannot be moved" in caplog.text and run_key(cfg) in caplog.text
     assert store.path(cfg).exists()
+
+
+def test_the_train_command_checks_configs_and_clears_partial_runs_first(tmp_path, monkeypatch, capfd):
+    monkeypatch.setenv("SEC_RUNS_DIR", str(tmp_path / "runs"))
+    litter = tmp_path / "runs" / f".tmp-0123456789abcdef-{host_name()}-{dead_pid()}-aa"
+    litter.mkdir(parents=True)
+    import dataclasses
+    from sec_lib import experiments as ex
+    smoke = ex.get_profile("smoke")
+    monkeypatch.setitem(ex.PROFILES, "smoke", dataclasses.replace(smoke, base=dict(smoke.base, device="gpu")))
+    monkeypatch.setattr(book, "prepare_data", lambda p: pytest.fail("nothing may run"))
+    assert book.main(["train", "--profile", "smoke", "--chapters", "compare"]) == 2
+    assert "'device' = 'gpu'" in capfd.readouterr().err
+    assert litter.exists()                          # refused before touching anything
+    monkeypatch.setitem(ex.PROFILES, "smoke", smoke)
+    monkeypatch.setattr(book, "train_stages", lambda *a, **k: None)
+    monkeypatch.setattr(book, "prepare_data", lambda p: None)
+    printed = []
+    monkeypatch.setattr(book.Summary, "print", lambda self, out=None: printed.append(self))
+    assert book.main(["train", "--profile", "smoke", "--chapters", "compare"]) == 0
+    assert not litter.exists() and printed[0].cleared == (1, 0)
