@@ -23,6 +23,7 @@ from pathlib import Path
 
 from . import experiments as ex
 from .params import Choice, ParameterError
+from .tempfiles import clear_partial_notebooks, temp_prefix
 
 REPO = Path(__file__).resolve().parents[1]
 SOURCES = REPO / "notebooks"
@@ -63,6 +64,8 @@ PAGE_NAMES = tuple(dict.fromkeys(p.source for p in PAGES))
 class Summary:
     trained: int = 0
     reused: int = 0
+    quarantined: int = 0          # corrupt stored runs moved aside (and trained again)
+    cleared: tuple = (0, 0)       # (partial run folders, partial notebooks) removed at the start
     failed_runs: list = field(default_factory=list)
     executed: list = field(default_factory=list)
     failed_pages: list = field(default_factory=list)
@@ -73,6 +76,8 @@ class Summary:
         print(f"runs: {self.trained} trained, {self.reused} reused from the store, {len(self.failed_runs)} failed", file=out)
         for key, err in self.failed_runs:
             print(f"  failed run {key}: {err}", file=out)
+        print(f"store: {self.quarantined} corrupt records quarantined and retrained; cleared {self.cleared[0]} partial "
+              f"run folders and {self.cleared[1]} partial notebooks left by interrupted runs", file=out)
         print(f"notebooks: {len(self.executed)} executed, {len(self.failed_pages)} failed", file=out)
         for name, err in self.failed_pages:
             print(f"  failed notebook {name}: {err}", file=out)
@@ -100,6 +105,9 @@ def train_sweep(desc: str, configs, jobs: int, summary: Summary) -> None:
 
     def report(event, n, total):
         bar.total = total
+        if event == "quarantined":
+            summary.quarantined += n
+            return
         if event == "reused":
             summary.reused += n
         else:
@@ -112,14 +120,14 @@ def train_sweep(desc: str, configs, jobs: int, summary: Summary) -> None:
     store = ResultStore()
     for r in results:
         if r is not None and r.status != "done":
-            summary.failed_runs.append((r.key or store.path(r.config).name, r.error))
+            summary.failed_runs.append((r.key or store.path(r.config).name, r.failure))
 
 
 def execute_page(page: Page, profile: str, site: Path, extra_env: dict | None = None) -> None:
     """Execute one notebook with papermill into ``<site>/book/nb/<output>.ipynb`` atomically."""
     out = site / "book" / "nb" / f"{page.output}.ipynb"
     out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(suffix=".ipynb", dir=out.parent, prefix=".tmp-")
+    fd, tmp = tempfile.mkstemp(suffix=".ipynb", dir=out.parent, prefix=temp_prefix())
     os.close(fd)
     cmd = [sys.executable, "-m", "papermill", str(SOURCES / f"{page.source}.ipynb"), tmp,
            "--kernel", "python3", "--cwd", str(REPO), "--no-progress-bar", "-p", "profile", profile]
@@ -165,10 +173,13 @@ def run(profile: str, only=None, jobs: int | None = None, site: Path = REPO) -> 
     if jobs < 1:
         raise ParameterError(f"parameter 'jobs' = {jobs} is not valid; expected an integer >= 1")
     summary = Summary()
+    chapters = sorted({ch for page in pages for ch in page.chapters})
+    if chapters:
+        ex.check_sweeps(p, chapters)      # every config (device included) before anything trains
+    summary.cleared = clear_litter(site)
     t0 = time.perf_counter()
     prepare_data(p)
     summary.times["data"] = time.perf_counter() - t0
-    chapters = sorted({ch for page in pages for ch in page.chapters})
     if chapters:
         t1 = time.perf_counter()
         train_stages(p, chapters, jobs, summary)
@@ -192,6 +203,13 @@ def run(profile: str, only=None, jobs: int | None = None, site: Path = REPO) -> 
     summary.times["total"] = time.perf_counter() - t0
     summary.print()
     return summary
+
+
+def clear_litter(site: Path | None) -> tuple[int, int]:
+    """Remove the partial run folders and (with a ``site``) notebooks that interrupted runs left
+    (only this project's ``.tmp-`` names, never one a live process is writing); return both counts."""
+    from .store import ResultStore
+    return ResultStore().clean_partial(), clear_partial_notebooks(site / "book" / "nb") if site else 0
 
 
 SELECTION_CHAPTERS = {"selection", "tuned", "beyond", "main"}
@@ -275,6 +293,8 @@ def main(argv=None) -> int:
         summary = Summary()
         t0 = time.perf_counter()
         try:
+            ex.check_sweeps(p, chapters)      # every config (device included) before anything trains
+            summary.cleared = (clear_litter(None)[0], 0)
             prepare_data(p)
             train_stages(p, chapters, jobs, summary)
         except (ParameterError, ex.SelectionError) as e:

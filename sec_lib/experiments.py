@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
+from .losses import LOSS_SPECS
 from .params import Choice
 from .store import run_key
 from .train import TrainConfig
@@ -133,6 +134,9 @@ def config(profile: Profile, loss: str, variant: str = "none", seed: int = 0, **
     base.update(changes)
     if base.get("eta", 0) == 0:           # without SEC, μ settings are irrelevant: one key per run
         base.update(eta=0.0, mu="batch", momentum=1.0)
+    if not base.get("views"):             # P x K: the profile's batch rounded down to this loss's K
+        k = base.get("batch_k") or LOSS_SPECS[loss].k
+        base["batch_size"] = base.get("batch_size", 60) // k * k
     return TrainConfig(**base)
 
 
@@ -393,3 +397,46 @@ def all_configs(profile: "Profile | str", store, chapters=None) -> list[TrainCon
         for c in chapter_configs(ch, profile, store):
             out.setdefault(run_key(c), c)
     return list(out.values())
+
+
+class _AnyChoice:
+    """A stand-in store for :func:`check_sweeps`: every selection run 'exists' (as a failed run), so
+    the chapters can build their configs before the pilot and the selection have trained."""
+    root = "(no store: checking configs)"
+
+    def get(self, cfg):
+        import pandas as pd
+        from .train import RunResult
+        empty = pd.DataFrame()
+        return RunResult(cfg, "failed", {}, empty, empty, empty, empty, empty, empty, error="stand-in")
+
+
+def check_sweeps(profile: "Profile | str", chapters=None) -> int:
+    """Validate every run the runner may train for ``chapters`` (None: all) before anything trains,
+    device included; return how many configs were checked.
+
+    The chapters' runs depend on the pilot's choices (learning rate, run length) and on the η
+    selection, which exist only after those runs. Every candidate rate and run length is checked on
+    the pilot's config; the chapters' runs are built once per optimizer at one candidate (the choice
+    changes nothing else in them), with the selection standing at a value of its grid (every η of
+    the grid is checked by the selection runs themselves).
+    """
+    p = get_profile(profile) if isinstance(profile, str) else profile
+    chapters = list(CHAPTERS) if chapters is None else [Choice(tuple(CHAPTERS)).check("chapter", c) for c in chapters]
+    stand_in = _AnyChoice()
+    configs = lr_pilot(p)                  # every candidate rate
+    lengths = p.iteration_grid or (p.base.get("iterations", 200),)
+    configs += [configs[0].replace(iterations=n) for n in lengths]      # every candidate run length
+    for opt, lrs in p.lr_pilot.items():    # the chapters' runs under each optimizer (rate and length
+        q = dataclasses.replace(p, base=dict(p.base, optimizer=opt, lr=lrs[0], iterations=lengths[0]))
+        for ch in chapters:                # were checked above; they change nothing else)
+            fn = CHAPTERS[ch]
+            if fn is optim:                # builds its own tuned profiles: the same runs at this rate
+                configs += [config(q, loss, v, s) for loss in MAIN_LOSSES for v in ("none", "sec") for s in p.seeds]
+            elif fn is not toy_grid:
+                configs += fn(q, stand_in)
+    if "explore" in chapters:
+        configs += toy_grid(p)
+    for c in {run_key(c): c for c in configs}.values():
+        c.validate()
+    return len(configs)

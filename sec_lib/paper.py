@@ -28,8 +28,8 @@ import pandas as pd
 
 from . import report
 from .experiments import MAIN_LOSSES, PROFILE_NAMES, VARIANTS
-from .losses import LOSS_NAMES
-from .params import Choice, Mu, Number, ParameterError, Text
+from .losses import LOSS_NAMES, LOSS_SPECS
+from .params import Choice, Device, Mu, Number, ParameterError
 from .train import OPTIMIZERS
 
 __all__ = [
@@ -700,7 +700,7 @@ def train_page_config(profile: str, dataset: str = "glyphs", loss: str = "semiha
     if iterations is not None:
         changes["iterations"] = Number(1, 10**8, True).check("iterations", iterations)
     if device is not None:
-        changes["device"] = device
+        changes["device"] = Device().check("device", device)      # before the pilot trains anything
     if dataset == "glyphs":
         q = _default_lr_profile(p, optimizer, run_pilot)
         cfg = ex.config(q, loss, variant, seed, **changes)
@@ -713,6 +713,7 @@ def train_page_config(profile: str, dataset: str = "glyphs", loss: str = "semiha
         base.update(changes)
         if base.get("eta", 0) == 0:
             base.update(eta=0.0, mu="batch", momentum=1.0)
+        base["batch_size"] = base["batch_size"] // LOSS_SPECS[loss].k * LOSS_SPECS[loss].k   # P x K for this loss
         cfg = TrainConfig(**base)
     return cfg.validate()
 
@@ -727,7 +728,7 @@ def run_header(result, stored: bool, profile: str) -> str:
     main = is_main_table_run(cfg, profile)
     return (f"**{cfg.loss} loss, {reg}**, {cfg.optimizer} (lr {cfg.lr:g}), {cfg.iterations} iterations, seed "
             f"{cfg.seed}, on {cfg.dataset} ({cfg.model}, {cfg.embed_dim}-d embedding). The run was {how}; it took "
-            f"{result.wall_s:.0f} s and its status is **{result.status}**. It "
+            f"{result.wall_s:.0f} s and its status is **{result.failure or result.status}**. It "
             + ("is" if main else "is not") + f" one of the main table's runs (profile {profile}).")
 
 
@@ -764,7 +765,8 @@ def run_readings(result) -> dict:
     slope, dtheta, cosines, violations, evals). Sentences describe the numbers; they judge nothing."""
     st, out = result.steps, {}
     if len(st) == 0:
-        return {k: "No steps were recorded." for k in
+        note = f"No steps were recorded (the run {result.failure})." if result.failure else "No steps were recorded."
+        return {k: note for k in
                 ("loss", "tracked", "mean_norm", "norm_var", "grad", "slope", "dtheta", "cosines", "violations", "evals")}
     first, last = st.iloc[0], st.iloc[-1]
     k = max(1, len(st) // 10)
@@ -851,6 +853,8 @@ def final_metrics(result) -> pd.DataFrame:
     rows = [{"metric": m, "value": float(metrics[m])} for m in _RUN_METRICS if m in metrics
             and metrics[m] is not None and not (isinstance(metrics[m], float) and math.isnan(metrics[m]))]
     rows.append({"metric": "wall_s", "value": float(wall)})
+    if getattr(result, "failed_step", None) is not None:        # a failed run: where it stopped
+        rows.append({"metric": "failed at step", "value": float(result.failed_step)})
     return pd.DataFrame(rows)
 
 
@@ -858,7 +862,7 @@ def run_sentence(result) -> str:
     """A computed one-paragraph reading of one run (status, R@1, the norm spread, SEC's μ)."""
     cfg = result.config
     if result.status != "done":
-        return (f"This run ({cfg.loss}, variant {cfg.variant}) **failed**: {result.error}. The failure is part of "
+        return (f"This run ({cfg.loss}, variant {cfg.variant}) **{result.failure}**. The failure is part of "
                 "the result; the instruments above show the steps before it.")
     m, st = result.metrics, result.steps
     out = [f"After {cfg.iterations} iterations, {cfg.loss} with variant **{cfg.variant}** reaches R@1 = "
@@ -972,7 +976,7 @@ def _notebook_params() -> dict:
         "train": {**profile, "dataset": Choice(("glyphs", "toy")), "loss": Choice(tuple(LOSS_NAMES)),
                   "variant": Choice(VARIANTS), "eta": OptionalParam(Number(0, 1e6)), "mu": OptionalParam(Mu()),
                   "optimizer": Choice(tuple(OPTIMIZERS)), "iterations": OptionalParam(Number(1, 10**8, True)),
-                  "seed": Number(0, 2**31 - 1, True), "device": OptionalParam(Text())},
+                  "seed": Number(0, 2**31 - 1, True), "device": OptionalParam(Device())},
     }
 
 

@@ -7,8 +7,11 @@ parameter and the values it accepts.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import Any, Iterable
+
+import torch
 
 
 class ParameterError(ValueError):
@@ -56,15 +59,37 @@ class Mu:
     def check(self, name: str, value: Any) -> Any:
         if isinstance(value, str) and value in self.MODES:
             return value
+        number = value
         if isinstance(value, str):
             try:
-                value = float(value)
+                number = float(value)
             except ValueError:
-                value = None
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0:
-            return float(value)
+                number = None
+        if isinstance(number, (int, float)) and not isinstance(number, bool) and math.isfinite(number) and number > 0:
+            return float(number)
         raise ParameterError(f"parameter {name!r} = {value!r} is not valid; valid values: "
                              "'batch', 'ema', 'zero' or a positive number (a fixed radius)")
+
+
+@dataclass(frozen=True)
+class Device:
+    """A torch device this machine has: 'cpu', 'cuda', 'cuda:N' (N below the GPU count) or 'mps'."""
+
+    def check(self, name: str, value: Any) -> Any:
+        valid = "valid values: 'cpu', 'cuda', 'cuda:N', 'mps'"
+        ok = isinstance(value, str) and (value in ("cpu", "cuda", "mps") or re.fullmatch(r"cuda:\d+", value))
+        if not ok:
+            raise ParameterError(f"parameter {name!r} = {value!r} is not valid; {valid}")
+        if value.startswith("cuda"):
+            if not torch.cuda.is_available():
+                raise ParameterError(f"parameter {name!r} = {value!r}: CUDA is not available on this machine; use 'cpu'")
+            n = torch.cuda.device_count()
+            if ":" in value and int(value.split(":")[1]) >= n:
+                raise ParameterError(f"parameter {name!r} = {value!r}: this machine has {n} CUDA device(s); "
+                                     f"valid values: 'cuda', " + ", ".join(f"'cuda:{i}'" for i in range(n)))
+        if value == "mps" and not torch.backends.mps.is_available():
+            raise ParameterError(f"parameter {name!r} = {value!r}: MPS is not available on this machine; use 'cpu'")
+        return value
 
 
 @dataclass(frozen=True)

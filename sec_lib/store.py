@@ -1,33 +1,72 @@
-"""The result store: one folder per run, keyed by a hash of its config, written atomically.
+"""The result store: one folder per run, keyed by a hash of its config, written atomically and
+verified on every read.
 
-Layout of ``<root>/<key>/``::
+Layout of ``<root>/<key>/`` (``key``: 16 lowercase hex digits, :func:`run_key`)::
 
     config.json     the TrainConfig
     result.json     status, final metrics, error message, wall time, provenance
     steps.parquet   per-step log            tracked.parquet  tracked samples' norms
     evals.parquet   periodic test metrics   test_norms.parquet, cosines.parquet, grad_scatter.parquet
+    manifest.json   size and sha256 of every file above (written last)
 
-A run is written into ``<root>/.tmp-<key>-<pid>/`` and renamed into place only when every file
-is there, so an interrupted run leaves nothing that looks complete, and a rerun with a completed
-key returns the stored result without training.
+Writing (safe with any number of writers and readers, on a local or a shared network disk; no
+locks): a run is written into a unique ``<root>/.tmp-<key>-<host>-<pid>-<random>/`` folder and
+published by one ``os.rename`` of that folder to ``<root>/<key>``. A rename onto an existing,
+non-empty folder fails, so a published record is never deleted or overwritten under a reader: when
+the key already holds a complete record the second writer discards its copy and keeps the stored
+one (a failed run is replaced by a finished one only when asked, ``replace=True``: the old record
+is renamed aside first). A record that is there but corrupt is moved to quarantine first.
+
+Reading: :meth:`ResultStore.has` checks the manifest's file sizes; :meth:`ResultStore.get` reads
+every file once, checks it against the manifest's sha256, then parses the bytes it checked (so a
+record replaced mid-read cannot give a mix of two records) and checks that the metrics are numbers
+(finite, or NaN). A record that fails is reported (log warning naming the key, the path and the
+reason), moved to ``<root>/.quarantine/<key>-<timestamp>/`` and treated as missing, so the runner
+trains it again. Records written before manifests existed are accepted when every file loads and
+the metrics check out; a manifest is then added to them (atomically), so the cheap check applies
+next time.
 """
 from __future__ import annotations
 
+import datetime
+import errno
 import hashlib
+import io
 import json
+import logging
+import math
 import os
 import platform
+import re
 import shutil
 import tempfile
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable
 
 import pandas as pd
 
-from .train import RunResult, TrainConfig, train
+from .params import ParameterError
+from .tempfiles import clear_partial_runs, temp_prefix
+from .train import RunResult, TrainConfig, failed_step_of, train, with_schema
+
+log = logging.getLogger(__name__)
 
 TABLES = ("steps", "tracked", "evals", "test_norms", "cosines", "grad_scatter")
+FILES = ("config.json", *(f"{t}.parquet" for t in TABLES), "result.json")
+MANIFEST = "manifest.json"
+QUARANTINE = ".quarantine"
+STATUSES = ("done", "failed")
+_KEY = re.compile(r"[0-9a-f]{16}")
+
+
+class CorruptRecord(ValueError):
+    """A stored run that is incomplete or damaged (the message names its key, path and the problem)."""
+
+    def __init__(self, key: str, path: Path, reason: str):
+        super().__init__(f"stored run {key} at {path} is corrupt: {reason}")
+        self.key, self.path, self.reason = key, Path(path), reason
 
 
 def default_root() -> Path:
@@ -46,82 +85,314 @@ def run_key(cfg: TrainConfig) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
+def check_key(key) -> str:
+    """``key`` if it is a well-formed store key (16 lowercase hex digits), else ParameterError."""
+    if not isinstance(key, str) or not _KEY.fullmatch(key):
+        raise ParameterError(f"store key {key!r} is not valid; expected 16 lowercase hex digits (a run_key)")
+    return key
+
+
+def check_metrics(metrics) -> dict:
+    """``metrics`` if it maps names to numbers that are finite or NaN, else ValueError naming the bad one."""
+    if not isinstance(metrics, dict):
+        raise ValueError(f"metrics is a {type(metrics).__name__}, not a mapping of names to numbers")
+    for name, v in metrics.items():
+        if not isinstance(name, str) or isinstance(v, bool) or not isinstance(v, (int, float)) or math.isinf(v):
+            raise ValueError(f"metric {name!r} = {v!r} is not a finite number or NaN")
+    return metrics
+
+
+def _manifest(blobs: dict) -> bytes:
+    files = {name: {"size": len(b), "sha256": hashlib.sha256(b).hexdigest()} for name, b in blobs.items()}
+    return json.dumps({"version": 1, "files": files}, indent=1, sort_keys=True).encode()
+
+
+def _write(path: Path, data: bytes) -> None:
+    with open(path, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())            # on disk (or the server) before the folder is published
+
+
+def _timestamp() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
+
+
 class ResultStore:
-    """Reads and writes runs under ``root`` (default: :func:`default_root`)."""
+    """Reads and writes runs under ``root`` (default: :func:`default_root`).
+
+    ``quarantined`` lists (key, path, reason, moved_to) of the corrupt records this object moved
+    aside; a caller (the runner) reports them.
+    """
 
     def __init__(self, root: str | Path | None = None):
         self.root = Path(root) if root is not None else default_root()
+        self.quarantined: list[tuple[str, Path, str, Path]] = []
 
     def path(self, cfg_or_key) -> Path:
-        key = cfg_or_key if isinstance(cfg_or_key, str) else run_key(cfg_or_key)
+        """The folder of a run, from its config or its key (16 lowercase hex digits; nothing else)."""
+        key = check_key(cfg_or_key) if isinstance(cfg_or_key, str) else run_key(cfg_or_key)
         return self.root / key
 
-    def has(self, cfg: TrainConfig) -> bool:
-        return (self.path(cfg) / "result.json").exists()
+    # -- reading ------------------------------------------------------------------------------
+    def has(self, cfg_or_key) -> bool:
+        """Whether a complete record is stored: every file the manifest lists, with its size (no
+        checksums; :meth:`get` checks those). A record that fails is quarantined: False."""
+        return self._verified(cfg_or_key, full=False) is not None
 
-    def get(self, cfg: TrainConfig) -> RunResult | None:
-        """The stored result for ``cfg``, or None."""
-        p = self.path(cfg)
-        if not (p / "result.json").exists():
-            return None
-        return self.load(p)
+    def get(self, cfg_or_key) -> RunResult | None:
+        """The stored result, checked against its manifest; None when absent or corrupt (quarantined)."""
+        out = self._verified(cfg_or_key, full=True)
+        return out if isinstance(out, RunResult) else None
 
     def meta(self, key: str) -> dict:
-        """The record's result.json (status, metrics, error, wall time, provenance)."""
-        return json.loads((self.root / key / "result.json").read_text())
+        """The record's result.json (status, metrics, error, wall time, provenance); check it first
+        with :meth:`has` or :meth:`get`."""
+        return json.loads((self.path(key) / "result.json").read_text())
 
-    def load(self, path: Path) -> RunResult:
-        meta = json.loads((path / "result.json").read_text())
-        cfg = TrainConfig.from_dict(json.loads((path / "config.json").read_text()))
-        tables = {t: pd.read_parquet(path / f"{t}.parquet") for t in TABLES}
+    def load(self, path: str | Path) -> RunResult:
+        """Read one record folder, fully checked; raises :class:`CorruptRecord` (nothing is moved)."""
+        path = Path(path)
+        return self._read(path, path.name)
+
+    def _verified(self, cfg_or_key, full: bool):
+        p = self.path(cfg_or_key)
+        key = p.name
+        for _ in range(5):
+            if not os.path.lexists(p):
+                return None
+            try:
+                if not full and self._sizes_match(p, key):
+                    return True
+                return self._read(p, key, upgrade=True)
+            except CorruptRecord as e:
+                if self._quarantine(p, key, e.reason):
+                    return None
+                # the record changed while we read it (a writer replaced it): read it again
+        return None
+
+    def _sizes_match(self, p: Path, key: str) -> bool:
+        """True if the manifest's files are all there with their sizes; False if there is no manifest
+        (an older record: the caller reads it fully). CorruptRecord otherwise."""
+        try:
+            manifest = self._parse_manifest(p, key, (p / MANIFEST).read_bytes())
+        except FileNotFoundError:
+            if not p.is_dir():
+                raise CorruptRecord(key, p, "not a folder") from None
+            return False
+        except OSError as e:
+            raise CorruptRecord(key, p, f"{MANIFEST} cannot be read ({e})") from None
+        for name, entry in manifest.items():
+            try:
+                size = (p / name).stat().st_size
+            except OSError:
+                raise CorruptRecord(key, p, f"{name} is missing") from None
+            if size != entry["size"]:
+                raise CorruptRecord(key, p, f"{name} has {size} bytes, the manifest says {entry['size']}")
+        return True
+
+    @staticmethod
+    def _parse_manifest(p: Path, key: str, data: bytes) -> dict:
+        try:
+            files = json.loads(data.decode())["files"]
+            ok = (set(files) == set(FILES) and all(isinstance(e["size"], int) and isinstance(e["sha256"], str)
+                                                    for e in files.values()))
+        except (ValueError, KeyError, TypeError, AttributeError):
+            ok = False
+        if not ok:
+            raise CorruptRecord(key, p, f"{MANIFEST} is not a valid manifest")
+        return files
+
+    def _read(self, p: Path, key: str, upgrade: bool = False) -> RunResult:
+        """Read every file once, check it against the manifest, then parse the bytes that were checked."""
+        try:
+            manifest = self._parse_manifest(p, key, (p / MANIFEST).read_bytes())
+        except FileNotFoundError:
+            manifest = None               # written before manifests: accepted if everything loads
+        except OSError as e:
+            raise CorruptRecord(key, p, f"{MANIFEST} cannot be read ({e})") from None
+        blobs = {}
+        for name in FILES:
+            try:
+                blobs[name] = (p / name).read_bytes()
+            except FileNotFoundError:
+                raise CorruptRecord(key, p, f"{name} is missing") from None
+            except OSError as e:
+                raise CorruptRecord(key, p, f"{name} cannot be read ({e})") from None
+            if manifest is not None:
+                want = manifest[name]
+                if len(blobs[name]) != want["size"]:
+                    raise CorruptRecord(key, p, f"{name} has {len(blobs[name])} bytes, the manifest says {want['size']}")
+                if hashlib.sha256(blobs[name]).hexdigest() != want["sha256"]:
+                    raise CorruptRecord(key, p, f"{name} does not match its sha256 in the manifest")
+        result = self._parse(p, key, blobs)
+        if manifest is None and upgrade:
+            self._add_manifest(p, blobs)
+        return result
+
+    @staticmethod
+    def _parse(p: Path, key: str, blobs: dict) -> RunResult:
+        def bad(name, e):
+            return CorruptRecord(key, p, f"{name}: {type(e).__name__}: {e}")
+        try:
+            cfg = TrainConfig.from_dict(json.loads(blobs["config.json"].decode()))
+        except Exception as e:  # noqa: BLE001 - any failure to parse means a damaged file
+            raise bad("config.json", e) from None
+        try:
+            meta = json.loads(blobs["result.json"].decode())
+            if not isinstance(meta, dict):
+                raise ValueError(f"expected an object, got {type(meta).__name__}")
+            if meta.get("status") not in STATUSES:
+                raise ValueError(f"status {meta.get('status')!r} is not one of {STATUSES}")
+            check_metrics(meta.get("metrics"))
+            if meta.get("key", key) != key:
+                raise ValueError(f"it is the record of key {meta.get('key')!r}")
+            if not isinstance(meta.get("error"), (str, type(None))):
+                raise ValueError(f"error {meta.get('error')!r} is not a string")
+            wall = meta.get("wall_s", 0.0)
+            if isinstance(wall, bool) or not isinstance(wall, (int, float)):
+                raise ValueError(f"wall_s {wall!r} is not a number")
+            step = meta.get("failed_step")
+            if step is not None and (isinstance(step, bool) or not isinstance(step, int)):
+                raise ValueError(f"failed_step {step!r} is not an integer")
+        except Exception as e:  # noqa: BLE001
+            raise bad("result.json", e) from None
+        tables = {}
+        for t in TABLES:
+            try:
+                tables[t] = with_schema(pd.read_parquet(io.BytesIO(blobs[f"{t}.parquet"])), t, cfg)
+            except Exception as e:  # noqa: BLE001
+                raise bad(f"{t}.parquet", e) from None
+        if meta["status"] == "failed" and step is None:
+            step = failed_step_of(tables["steps"])
         return RunResult(cfg, meta["status"], meta["metrics"], tables["steps"], tables["tracked"], tables["evals"],
-                         tables["test_norms"], tables["cosines"], tables["grad_scatter"],
-                         error=meta.get("error"), wall_s=meta.get("wall_s", 0.0), key=path.name)
+                         tables["test_norms"], tables["cosines"], tables["grad_scatter"], error=meta.get("error"),
+                         wall_s=float(wall), key=key, failed_step=step)
 
-    def save(self, result: RunResult) -> Path:
-        """Write atomically: everything into a temporary folder, then one rename."""
+    def _add_manifest(self, p: Path, blobs: dict) -> None:
+        """Give an older record (checked by a full load) its manifest, atomically; best effort."""
+        tmp = p / f"{temp_prefix()}{uuid.uuid4().hex[:8]}.json"
+        try:
+            _write(tmp, _manifest(blobs))
+            os.replace(tmp, p / MANIFEST)
+        except OSError:
+            try:
+                tmp.unlink()
+            except OSError:
+                pass
+
+    def _quarantine(self, p: Path, key: str, reason: str) -> bool:
+        """Move the record at ``p`` to ``<root>/.quarantine/<key>-<timestamp>/``. True when it was
+        corrupt and moved; False when it had changed under the reader (gone, or complete once moved:
+        then it is put back), so the caller reads it again."""
+        qroot = self.root / QUARANTINE
+        dest = qroot / f"{key}-{_timestamp()}-{uuid.uuid4().hex[:6]}"
+        try:
+            qroot.mkdir(parents=True, exist_ok=True)
+            os.rename(p, dest)
+        except FileNotFoundError:
+            return False                  # another process moved it first
+        except OSError as e:              # e.g. a read-only store: report it, leave it, count it as missing
+            log.warning("stored run %s at %s is corrupt (%s) and cannot be moved to %s (%s); it is treated as "
+                        "missing", key, p, reason, qroot, e)
+            self.quarantined.append((key, p, reason, p))
+            return True
+        try:
+            self._read(dest, key)          # complete after all: a writer replaced it mid-read
+        except CorruptRecord:
+            log.warning("stored run %s at %s is corrupt (%s); moved to %s, it will be trained again",
+                        key, p, reason, dest)
+            self.quarantined.append((key, p, reason, dest))
+            return True
+        try:
+            os.rename(dest, p)
+        except OSError:                    # a newer record took the place: this copy is redundant
+            shutil.rmtree(dest, ignore_errors=True)
+        return False
+
+    # -- writing ------------------------------------------------------------------------------
+    def save(self, result: RunResult, replace: bool = False) -> Path:
+        """Write atomically and publish with one rename; never deletes a complete record under a reader.
+
+        If the key already holds a complete record, it is kept and this copy discarded, unless
+        ``replace`` (a retried failed run): then the stored record is renamed aside and this one
+        published. A corrupt record in the way is quarantined first.
+        """
         key = run_key(result.config)
+        check_metrics(result.metrics)
         final = self.root / key
         self.root.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{key}-", dir=self.root))
+        tmp = Path(tempfile.mkdtemp(prefix=temp_prefix(key), dir=self.root))
         try:
-            (tmp / "config.json").write_text(json.dumps(result.config.to_dict(), indent=1, sort_keys=True, default=str))
+            blobs = {"config.json": json.dumps(result.config.to_dict(), indent=1, sort_keys=True,
+                                               default=str).encode()}
             for t in TABLES:
-                getattr(result, t).to_parquet(tmp / f"{t}.parquet", index=False)
+                buf = io.BytesIO()
+                getattr(result, t).to_parquet(buf, index=False)
+                blobs[f"{t}.parquet"] = buf.getvalue()
             meta = {"key": key, "status": result.status, "metrics": result.metrics, "error": result.error,
-                    "wall_s": result.wall_s, "provenance": provenance(result.config)}
-            (tmp / "result.json").write_text(json.dumps(meta, indent=1, default=float))
-            if final.exists():              # a concurrent or failed earlier copy: replace it
-                shutil.rmtree(final)
-            os.replace(tmp, final)
+                    "failed_step": result.failed_step, "wall_s": result.wall_s,
+                    "provenance": provenance(result.config)}
+            blobs["result.json"] = json.dumps(meta, indent=1, default=float).encode()
+            for name in FILES:
+                _write(tmp / name, blobs[name])
+            _write(tmp / MANIFEST, _manifest(blobs))       # last: its presence means the rest is there
+            self._publish(tmp, final, key, replace)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
         result.key = key
         return final
 
+    def _publish(self, tmp: Path, final: Path, key: str, replace: bool) -> None:
+        for _ in range(20):
+            try:
+                os.rename(tmp, final)          # fails if ``final`` is a non-empty folder
+                return
+            except OSError as e:
+                taken = isinstance(e, FileExistsError) or e.errno in (errno.EEXIST, errno.ENOTEMPTY, errno.ENOTDIR,
+                                                                      errno.EACCES)
+                if not (taken and os.path.lexists(final)):
+                    raise
+            try:
+                self._read(final, key, upgrade=True)
+            except CorruptRecord as e:
+                self._quarantine(final, key, e.reason)
+                continue                        # the place is free (or holds a fresh record): try again
+            if not replace:
+                shutil.rmtree(tmp, ignore_errors=True)     # keep the complete record that is there
+                return
+            aside = self.root / f"{temp_prefix(key)}old_{uuid.uuid4().hex[:8]}"
+            try:
+                os.rename(final, aside)
+            except FileNotFoundError:
+                continue
+            replace = False                     # replace one record at most, then publish or keep
+            shutil.rmtree(aside, ignore_errors=True)
+        raise OSError(f"could not publish run {key} into {final}: the folder kept changing")
+
+    # -- running ------------------------------------------------------------------------------
     def run(self, cfg: TrainConfig, retry_failed: bool = False, progress=None) -> RunResult:
-        """Return the stored result for ``cfg``, training (and storing) it first if needed."""
+        """Return the stored result for ``cfg``, training (and storing) it first if needed (or if the
+        stored record is corrupt: it is quarantined and trained again)."""
         cfg.validate()
         stored = self.get(cfg)
         if stored is not None and (stored.status == "done" or not retry_failed):
             return stored
         result = train(cfg, progress=progress)
-        self.save(result)
+        self.save(result, replace=stored is not None)
         return result
 
     def keys(self) -> list[str]:
+        """Keys of the complete records (manifest sizes checked; corrupt ones are quarantined)."""
         if not self.root.exists():
             return []
-        return sorted(p.name for p in self.root.iterdir() if not p.name.startswith(".") and (p / "result.json").exists())
+        return sorted(p.name for p in self.root.iterdir() if _KEY.fullmatch(p.name) and self.has(p.name))
 
     def clean_partial(self) -> int:
-        """Remove temporary folders left by interrupted runs; return how many."""
-        n = 0
-        for p in self.root.glob(".tmp-*") if self.root.exists() else []:
-            shutil.rmtree(p, ignore_errors=True)
-            n += 1
-        return n
+        """Remove the temporary folders that interrupted writers left (:mod:`sec_lib.tempfiles`:
+        never one a live process may still be writing); return how many."""
+        return clear_partial_runs(self.root)
 
 
 def provenance(cfg: TrainConfig) -> dict:
@@ -192,12 +463,24 @@ def results_to_frames(results: Iterable[RunResult], tables: Iterable[str] = TABL
                "mu": str(c.mu), "variant": c.variant, "wall_s": r.wall_s, "error": r.error, **r.metrics}
         rows.append(row)
         for t in tables:
-            df = getattr(r, t)
-            if len(df):
-                parts[t].append(df.assign(key=key))
+            parts[t].append(with_schema(getattr(r, t), t, c).assign(key=key))
     runs = pd.DataFrame(rows)
-    out = {t: (pd.concat(parts[t], ignore_index=True) if parts[t] else pd.DataFrame(columns=["key"])) for t in TABLES}
+    out = {t: _concat(parts[t]) for t in TABLES}
     return Frames(runs=runs, **out)
+
+
+def _concat(frames: list) -> pd.DataFrame:
+    """Stack the runs' tables; empty ones (failed runs) add their columns but no rows."""
+    full = [f for f in frames if len(f)]
+    if not full:
+        cols = list(dict.fromkeys(c for f in frames for c in f.columns)) or ["key"]
+        return pd.DataFrame({c: pd.Series(dtype=frames[0][c].dtype if frames and c in frames[0] else object)
+                             for c in cols})
+    out = pd.concat(full, ignore_index=True)
+    extra = [c for f in frames for c in f.columns if c not in out.columns]
+    for c in dict.fromkeys(extra):
+        out[c] = pd.Series(index=out.index, dtype="float64")
+    return out
 
 
 def load_runs(configs: Iterable[TrainConfig] | None = None, root: str | Path | None = None,
@@ -205,12 +488,13 @@ def load_runs(configs: Iterable[TrainConfig] | None = None, root: str | Path | N
     """Tidy frames of stored runs: the given configs (in order), or every run under ``root``.
 
     ``missing``: 'error' raises KeyError naming configs that are not in the store, 'skip' leaves them out.
+    A corrupt record counts as missing (it is reported and quarantined).
     """
     if missing not in ("error", "skip"):
         raise ValueError(f"missing = {missing!r} is not valid; valid values: 'error', 'skip'")
     store = ResultStore(root)
     if configs is None:
-        results = [store.load(store.root / k) for k in store.keys()]
+        results = [r for r in (store.get(k) for k in store.keys()) if r is not None]
     else:
         results, absent = [], []
         for cfg in configs:
@@ -226,9 +510,10 @@ def run_all(configs: list[TrainConfig], root: str | Path | None = None, jobs: in
             progress: Callable[[str, int, int], None] | None = None) -> list[RunResult]:
     """Run (or load) every config and return their results in order.
 
-    Completed runs are reused; ``jobs`` > 1 trains in spawned worker processes with one torch
-    thread each. ``progress(event, n, total)`` is called with 'reused' once and 'trained' per run.
-    Every config is validated before any training starts.
+    Completed runs are reused (each stored record is checked in full; a corrupt one is quarantined
+    and trained again); ``jobs`` > 1 trains in spawned worker processes. ``progress(event, n,
+    total)`` is called with 'reused' once, 'quarantined' once when corrupt records were found, and
+    'trained' per run. Every config is validated before any training starts.
     """
     from concurrent.futures import ProcessPoolExecutor, as_completed
     import multiprocessing as mp
@@ -239,23 +524,27 @@ def run_all(configs: list[TrainConfig], root: str | Path | None = None, jobs: in
     unique = {}
     for c in configs:
         unique.setdefault(run_key(c), c)
-    todo = {k: c for k, c in unique.items() if not store.has(c)}
+    results = {k: store.get(c) for k, c in unique.items()}
+    todo = {k: c for k, c in unique.items() if results[k] is None}
     if progress:
         progress("reused", len(unique) - len(todo), len(unique))
-    if jobs <= 1 or len(todo) <= 1:
-        for c in todo.values():
-            store.run(c)
-            if progress:
-                progress("trained", 1, len(unique))
-    else:
+        if store.quarantined:
+            progress("quarantined", len(store.quarantined), len(unique))
+    if jobs > 1 and len(todo) > 1:
         with ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn"),
                                  initializer=_exit_with_parent, initargs=(os.getpid(),)) as pool:
-            futures = [pool.submit(_worker, c, str(store.root)) for c in todo.values()]
+            futures = {pool.submit(_worker, c, str(store.root)): k for k, c in todo.items()}
             for f in as_completed(futures):
                 f.result()
-                if progress:
+                results[futures[f]] = store.get(futures[f])
+                if progress and results[futures[f]] is not None:
                     progress("trained", 1, len(unique))
-    return [store.get(c) for c in configs]
+    for k, c in todo.items():             # in-process, and any record that went bad after a worker wrote it
+        if results[k] is None:
+            results[k] = store.run(c)
+            if progress:
+                progress("trained", 1, len(unique))
+    return [results[run_key(c)] for c in configs]
 
 
 def _exit_with_parent(parent_pid: int) -> None:

@@ -27,6 +27,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -41,7 +42,7 @@ from .data import PKSampler, get_dataset
 from .data.augment import ViewBatches, check_view_settings
 from .losses import LOSS_NAMES, LOSS_SPECS, get_loss, triplet_violations
 from .models import ARCHS, HEADS, build_model
-from .params import Choice, Mu, Number, ParameterError
+from .params import Choice, Device, Mu, Number, ParameterError
 from .probe import linear_probe
 from .sec import SphericalEmbeddingConstraint
 from .threads import torch_threads
@@ -148,13 +149,21 @@ class TrainConfig:
         if self.batch_size // self.k < 2:
             raise ParameterError(f"parameter 'batch_size' = {self.batch_size} is too small: with K = {self.k} "
                                  f"instances per class it must hold at least 2 classes (>= {2 * self.k})")
+        views = self.views if isinstance(self.views, int) and self.views >= 2 else 0   # checked below
+        unit = views or self.k                # images per batch: P classes x K, or N images x views
+        if self.batch_size % unit:
+            lo = self.batch_size - self.batch_size % unit
+            near = [b for b in (lo, lo + unit) if b >= 2 * unit]
+            what = (f"N images x views = {unit}" if views else
+                    f"P classes x K = {unit} instances ({'batch_k' if self.batch_k else f'the {self.loss} loss'})")
+            raise ParameterError(f"parameter 'batch_size' = {self.batch_size} is not valid: a batch is {what}, so it "
+                                 f"must be a multiple of {unit}; nearest valid sizes: " + ", ".join(map(str, near)))
+        if self.momentum != 1.0 and self.mu != "ema":
+            raise ParameterError(f"parameter 'momentum' = {self.momentum!r} is only used with mu = 'ema' (got mu = "
+                                 f"{self.mu!r}); leave it at 1.0 or set mu='ema'")
         if any(not isinstance(m, int) or m < 1 for m in self.lr_milestones):
             raise ParameterError(f"parameter 'lr_milestones' = {self.lr_milestones!r} must be positive integers")
-        if not isinstance(self.device, str) or not (self.device == "cpu" or self.device.startswith("cuda")
-                                                    or self.device == "mps"):
-            raise ParameterError(f"parameter 'device' = {self.device!r} is not valid; valid values: 'cpu', 'cuda', 'cuda:N', 'mps'")
-        if self.device.startswith("cuda") and not torch.cuda.is_available():
-            raise ParameterError(f"parameter 'device' = {self.device!r}: CUDA is not available on this machine; use 'cpu'")
+        Device().check("device", self.device)
         check_view_settings(self)
         return self
 
@@ -247,6 +256,58 @@ class RunResult:
     error: str | None = None
     wall_s: float = 0.0
     key: str | None = None
+    failed_step: int | None = None   # the step whose loss was not finite (failed runs)
+
+    @property
+    def failure(self) -> str | None:
+        """'failed at step N: reason' for a failed run, None for a finished one."""
+        if self.status == "done":
+            return None
+        step = self.failed_step if self.failed_step is not None else failed_step_of(self.steps)
+        reason = re.sub(r"^non-finite loss at step \d+: (.*)$", r"non-finite loss, \1", self.error or "no reason recorded")
+        return f"failed at step {step}: {reason}"
+
+
+def failed_step_of(steps: pd.DataFrame) -> int:
+    """The step a run stopped at: one past the last step it recorded."""
+    return int(steps["step"].max()) + 1 if len(steps) and "step" in steps else 1
+
+
+#: Columns every table of a run has, even when empty (a run that failed at its first step). The
+#: instrument columns of ``steps`` are there when ``cfg.instrument`` is set; evals also get R@k.
+TABLE_COLUMNS = {
+    "steps": ("step", "loss_metric", "loss_sec", "mu", "step_time"),
+    "tracked": ("step", "sample", "norm"),
+    "evals": ("step",),
+    "test_norms": ("label", "norm", "hit@1"),
+    "cosines": ("kind", "cos"),
+    "grad_scatter": ("step", "norm", "grad_norm"),
+}
+INSTRUMENT_COLUMNS = ("norm_mean", "norm_var", "pos_cos", "neg_cos", "violations", "grad_slope", "grad_r2",
+                      "grad_norm_cv", "dtheta_mean", "dtheta_std", "dtheta_cv")
+_INT_COLUMNS = {"step", "sample", "label"}
+
+
+def table_columns(table: str, cfg: "TrainConfig") -> tuple:
+    """The columns ``table`` of a run of ``cfg`` always has."""
+    cols = TABLE_COLUMNS[table]
+    if table == "steps" and cfg.instrument:
+        cols = cols[:-1] + INSTRUMENT_COLUMNS + cols[-1:]
+    if table == "evals":
+        cols = cols + tuple(f"R@{k}" for k in cfg.eval_ks)
+    return cols
+
+
+def with_schema(df: pd.DataFrame, table: str, cfg: "TrainConfig") -> pd.DataFrame:
+    """``df`` with every column of :func:`table_columns` (missing ones added, empty or NaN)."""
+    missing = [c for c in table_columns(table, cfg) if c not in df.columns]
+    if not missing:
+        return df
+    df = df.copy()
+    for c in missing:
+        dtype = "int64" if (c in _INT_COLUMNS and len(df) == 0) else "object" if c == "kind" else "float64"
+        df[c] = pd.Series(index=df.index, dtype=dtype)
+    return df
 
 
 # ---------------------------------------------------------------------------------------------
@@ -548,23 +609,23 @@ class Recorder:
         for n, g in zip(raw.norm(dim=1).tolist(), grad.norm(dim=1).tolist()):
             self.scatter.append({"step": step, "norm": n, "grad_norm": g})
 
-    def frames(self):
-        def frame(rows, cols):
-            return pd.DataFrame(rows) if rows else pd.DataFrame(columns=cols)
-        return (frame(self.steps, ["step"]), frame(self.tracked, ["step", "sample", "norm"]),
-                frame(self.evals, ["step"]), frame(self.scatter, ["step", "norm", "grad_norm"]))
+    def frames(self, cfg: TrainConfig):
+        """(steps, tracked, evals, grad_scatter), each with its full schema even when empty."""
+        return tuple(with_schema(pd.DataFrame(rows), name, cfg) for rows, name in
+                     ((self.steps, "steps"), (self.tracked, "tracked"), (self.evals, "evals"),
+                      (self.scatter, "grad_scatter")))
 
 
 def failed(cfg: TrainConfig, log: Recorder, message: str, t_start: float) -> RunResult:
-    steps, tracked, evals, scatter = log.frames()
-    return RunResult(cfg, "failed", {}, steps, tracked, evals, pd.DataFrame(columns=["label", "norm"]),
-                     pd.DataFrame(columns=["kind", "cos"]), scatter, error=message,
-                     wall_s=time.perf_counter() - t_start)
+    steps, tracked, evals, scatter = log.frames(cfg)
+    empty = {t: with_schema(pd.DataFrame(), t, cfg) for t in ("test_norms", "cosines")}
+    return RunResult(cfg, "failed", {}, steps, tracked, evals, empty["test_norms"], empty["cosines"], scatter,
+                     error=message, wall_s=time.perf_counter() - t_start, failed_step=len(log.steps) + 1)
 
 
 def finish(cfg, model, train_ds, test_emb, test_labels, log, device, t_start) -> RunResult:
     """Final metrics, test norm histogram, positive/negative cosine samples, train norm variance."""
-    steps, tracked, evals, scatter = log.frames()
+    steps, tracked, evals, scatter = log.frames(cfg)
     final = evals.iloc[-1].drop("step").dropna().to_dict()
     test_norm = test_emb.norm(dim=1)
     gen = torch.Generator().manual_seed(cfg.seed)

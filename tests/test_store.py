@@ -33,7 +33,7 @@ def test_run_saves_and_a_rerun_returns_the_stored_result(tmp_path, monkeypatch):
     first = store.run(toy())
     folder = tmp_path / run_key(toy())
     assert sorted(p.name for p in folder.iterdir()) == sorted(
-        ["config.json", "result.json"] + [f"{t}.parquet" for t in S.TABLES])
+        ["config.json", "result.json", "manifest.json"] + [f"{t}.parquet" for t in S.TABLES])
     meta = json.loads((folder / "result.json").read_text())
     assert meta["status"] == "done" and meta["provenance"]["device"] == "cpu"
 

@@ -473,12 +473,35 @@ def load_inshop(root, split: str = "train", image_size: int = DEFAULT_IMAGE_SIZE
                    make_transform(transform, split, image_size, resize), max_classes)
 
 
+# The only globals a CIFAR pickle needs: numpy arrays, dtypes and scalars (any numpy version and
+# pickle protocol), and ``_codecs.encode``, which protocol-2 pickles use for byte strings.
+_PICKLE_GLOBALS = {("numpy", "ndarray"), ("numpy", "dtype"), ("multiarray", "_reconstruct"),
+                   ("multiarray", "scalar"), ("numeric", "_frombuffer"), ("_codecs", "encode")}
+
+
+class _CifarUnpickler(pickle.Unpickler):
+    """Unpickles plain containers, strings, numbers and numpy arrays; refuses every other global
+    (a pickle can otherwise run any code, e.g. ``os.system``, while it loads)."""
+
+    def find_class(self, module: str, name: str):
+        numpy_core = module.startswith(("numpy.core.", "numpy._core."))
+        if ((module.rsplit(".", 1)[-1] if numpy_core else module), name) not in _PICKLE_GLOBALS:
+            raise pickle.UnpicklingError(f"global {module}.{name} is not allowed in a CIFAR file "
+                                         "(only numpy arrays, dtypes and plain containers are)")
+        if numpy_core and hasattr(np, "_core"):         # numpy >= 2 names the numpy 1 modules numpy._core
+            module = "numpy._core." + module.split(".", 2)[2]
+        return super().find_class(module, name)
+
+
 def _unpickle(name, root, path: Path) -> dict:
     try:
         with open(path, "rb") as fh:
-            return pickle.load(fh, encoding="latin1")
+            out = _CifarUnpickler(fh, encoding="latin1").load()
     except Exception as exc:  # noqa: BLE001
         raise _layout_error(name, root, f"cannot unpickle {path.name} ({type(exc).__name__}: {exc})", ValueError)
+    if not isinstance(out, dict):
+        raise _layout_error(name, root, f"{path.name} holds a {type(out).__name__}, not a dict", ValueError)
+    return {k.decode("latin1") if isinstance(k, bytes) else k: v for k, v in out.items()}
 
 
 def load_cifar(root, split: str = "train", num_classes: int = 10, split_by: str = "class", image_size: int = 32,
