@@ -3,7 +3,7 @@
 
 Public surface: :class:`SphericalEmbeddingConstraint`, :class:`SECRegularizer`, :func:`get_loss`,
 and the modules ``metrics``, ``data``, ``models``, ``train``, ``store``, ``report``, ``plots``.
-The top-level names are imported lazily, so tools such as ``sec_lib.pagecheck`` or the Sphinx
+The top-level names are imported lazily, so tools such as ``sec_lib.site.pagecheck`` or the Sphinx
 extension ``sec_lib.sitejs`` do not pay for importing torch.
 """
 __all__ = ["SphericalEmbeddingConstraint", "SECRegularizer", "get_loss", "LOSS_NAMES"]

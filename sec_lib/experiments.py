@@ -1,8 +1,13 @@
 """What each chapter of the book trains, per profile: the single source of truth for the sweeps.
 
 Every chapter asks this module for its list of :class:`~sec_lib.train.TrainConfig` and loads the
-results from the store; the runner (``sec_lib.book``) trains the union of all lists first, so a
+results from the store; the runner (``sec_lib.site.runner``) trains the union of all lists first, so a
 run shared by two chapters (the main table's runs are also points of the η sweep) trains once.
+
+Selection is explicit: :func:`chosen_lr` and :func:`chosen_eta` take the pilot / selection runs, and
+:func:`tuned`, :func:`chapter_configs` and :func:`all_configs` take the
+:class:`~sec_lib.store.ResultStore` to read them from. Nothing here opens a default store or trains;
+a missing pilot or selection run is a KeyError that says which runner command makes it.
 
 Profiles:
 
@@ -16,6 +21,7 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from .params import Choice
+from .store import ResultStore, run_key
 from .train import TrainConfig
 
 MAIN_LOSSES = ("triplet", "semihard", "npair", "ms")
@@ -94,18 +100,37 @@ def get_profile(name: str) -> Profile:
     return PROFILES[name]
 
 
+def with_variant(base: dict, loss: str, variant: str = "none", **changes) -> dict:
+    """The one rule from a variant to (η, μ, momentum): ``base`` (TrainConfig fields) with the
+    variant's regulariser for ``loss`` (sec: η = ETA_SEC[loss], μ = batch mean; l2reg: η = ETA_L2,
+    μ = 0; none: no regulariser), then ``changes``. Without SEC (η = 0) the μ settings are
+    irrelevant and are reset, so a run has one store key."""
+    Choice(VARIANTS).check("variant", variant)
+    out = dict(base)
+    if variant == "sec":
+        out.update(eta=ETA_SEC.get(loss, 1.0), mu="batch")
+    elif variant == "l2reg":
+        out.update(eta=ETA_L2, mu="zero")
+    out.update(changes)
+    if out.get("eta", 0) == 0:
+        out.update(eta=0.0, mu="batch", momentum=1.0)
+    return out
+
+
 def config(profile: Profile, loss: str, variant: str = "none", seed: int = 0, **changes) -> TrainConfig:
     """A glyph run of ``profile`` for ``loss`` in one of the paper's variants (none / l2reg / sec)."""
-    Choice(VARIANTS).check("variant", variant)
-    base = dict(profile.base, loss=loss, seed=seed)
-    if variant == "sec":
-        base.update(eta=ETA_SEC.get(loss, 1.0), mu="batch")
-    elif variant == "l2reg":
-        base.update(eta=ETA_L2, mu="zero")
-    base.update(changes)
-    if base.get("eta", 0) == 0:           # without SEC, μ settings are irrelevant: one key per run
-        base.update(eta=0.0, mu="batch", momentum=1.0)
-    return TrainConfig(**base)
+    return TrainConfig(**with_variant(dict(profile.base, loss=loss, seed=seed), loss, variant, **changes))
+
+
+def stored_runs(store: ResultStore, configs, what: str, profile: Profile) -> list:
+    """The stored results of ``configs``; KeyError naming the runner command when one is missing."""
+    runs = [store.get(c) for c in configs]
+    missing = sum(r is None for r in runs)
+    if missing:
+        raise KeyError(f"{what} of profile {profile.name!r} is not in the result store {store.root} "
+                       f"({missing} of {len(runs)} runs missing); run `python -m sec_lib.book run --profile "
+                       f"{profile.name} --only PAGE` first (PAGE: the page you are building, e.g. compare)")
+    return runs
 
 
 # -- chapter sweeps -------------------------------------------------------------------------------
@@ -116,18 +141,11 @@ def lr_pilot(profile: Profile) -> list[TrainConfig]:
             for opt, lrs in profile.lr_pilot.items() for lr in lrs]
 
 
-def chosen_lr(profile: Profile, optimizer: str, pilot_runs=None) -> float:
+def chosen_lr(profile: Profile, optimizer: str, pilot_runs) -> float:
     """The pilot's learning rate with the best final R@1 (ties: the smaller rate).
 
-    ``pilot_runs``: RunResults of :func:`lr_pilot`; loaded from the store when None.
+    ``pilot_runs``: RunResults of :func:`lr_pilot` (e.g. ``stored_runs(store, lr_pilot(p), ...)``).
     """
-    if pilot_runs is None:
-        from .store import ResultStore
-        store = ResultStore()
-        pilot_runs = [store.get(c) for c in lr_pilot(profile)]
-        if any(r is None for r in pilot_runs):
-            raise KeyError("the learning-rate pilot has not run yet; `python -m sec_lib.book run` runs it "
-                           "before any chapter (e.g. --only compare)")
     cands = [(r.metrics.get("R@1", float("-inf")) if r.status == "done" else float("-inf"), -r.config.lr, r.config.lr)
              for r in pilot_runs if r.config.optimizer == optimizer]
     if not cands:
@@ -135,9 +153,11 @@ def chosen_lr(profile: Profile, optimizer: str, pilot_runs=None) -> float:
     return max(cands)[2]
 
 
-def tuned(profile: Profile, optimizer: str = "adam") -> Profile:
-    """The profile with the pilot-chosen learning rate for ``optimizer`` in its base config."""
-    base = dict(profile.base, optimizer=optimizer, lr=chosen_lr(profile, optimizer))
+def tuned(profile: Profile, optimizer: str, store: ResultStore) -> Profile:
+    """The profile with the pilot-chosen learning rate for ``optimizer`` in its base config; the
+    pilot's runs are read from ``store``."""
+    pilot = stored_runs(store, lr_pilot(profile), "the learning-rate pilot", profile)
+    base = dict(profile.base, optimizer=optimizer, lr=chosen_lr(profile, optimizer, pilot))
     return dataclasses.replace(profile, base=base)
 
 
@@ -148,17 +168,12 @@ def eta_selection(p: Profile) -> list[TrainConfig]:
             for loss in (*MAIN_LOSSES, *EXTRA_LOSSES) for eta in (0.0, *p.eta_grid)]
 
 
-def chosen_eta(profile: Profile, loss: str, selection_runs=None) -> float:
+def chosen_eta(profile: Profile, loss: str, selection_runs) -> float:
     """The nonzero η of the grid with the best held-out R@1 for ``loss`` (ties: the smaller η).
 
-    ``selection_runs``: RunResults of :func:`eta_selection` (for ``tuned(profile)``); loaded when None.
+    ``selection_runs``: RunResults of :func:`eta_selection` (for ``tuned(profile, "adam", store)``;
+    see :func:`selection_runs`).
     """
-    if selection_runs is None:
-        from .store import ResultStore
-        store = ResultStore()
-        selection_runs = [store.get(c) for c in eta_selection(tuned(profile, "adam"))]
-        if any(r is None for r in selection_runs):
-            raise KeyError("the η selection runs are missing; `python -m sec_lib.book run` runs them first")
     cands = [(r.metrics.get("R@1", float("-inf")) if r.status == "done" else float("-inf"), -r.config.eta, r.config.eta)
              for r in selection_runs if r.config.loss == loss and r.config.eta > 0]
     if not cands:
@@ -166,15 +181,22 @@ def chosen_eta(profile: Profile, loss: str, selection_runs=None) -> float:
     return max(cands)[2]
 
 
-def tuned_sec(p: Profile) -> list[TrainConfig]:
+def selection_runs(p: Profile, store: ResultStore) -> list:
+    """The stored η selection runs (:func:`eta_selection` at the pilot's Adam rate)."""
+    return stored_runs(store, eta_selection(tuned(p, "adam", store)), "the η selection", p)
+
+
+def tuned_sec(p: Profile, store: ResultStore) -> list[TrainConfig]:
     """The main table's SEC cells again, at the η chosen on held-out classes (plus the none baseline)."""
-    return [config(p, loss, "sec", s, eta=chosen_eta(p, loss)) for loss in MAIN_LOSSES for s in p.seeds] + \
+    sel = selection_runs(p, store)
+    return [config(p, loss, "sec", s, eta=chosen_eta(p, loss, sel)) for loss in MAIN_LOSSES for s in p.seeds] + \
         [config(p, loss, "none", s) for loss in MAIN_LOSSES for s in p.seeds]
 
 
-def beyond(p: Profile) -> list[TrainConfig]:
+def beyond(p: Profile, store: ResultStore) -> list[TrainConfig]:
     """Tuplet margin and CosFace, without and with SEC (η chosen on held-out classes)."""
-    return [config(p, loss, "sec", s, eta=chosen_eta(p, loss)) for loss in EXTRA_LOSSES for s in p.seeds] + \
+    sel = selection_runs(p, store)
+    return [config(p, loss, "sec", s, eta=chosen_eta(p, loss, sel)) for loss in EXTRA_LOSSES for s in p.seeds] + \
         [config(p, loss, "none", s) for loss in EXTRA_LOSSES for s in p.seeds]
 
 
@@ -216,11 +238,11 @@ def norm_layer(p: Profile) -> list[TrainConfig]:
             for s in p.seeds]
 
 
-def optim(p: Profile) -> list[TrainConfig]:
+def optim(p: Profile, store: ResultStore) -> list[TrainConfig]:
     """Every main loss, with and without SEC, under Adam and SGD (each at its pilot-chosen rate)."""
     out = []
     for opt in ("adam", "sgd"):
-        q = tuned(p, opt)
+        q = tuned(p, opt, store)
         out += [config(q, loss, v, s) for loss in MAIN_LOSSES for v in ("none", "sec") for s in p.seeds]
     return out
 
@@ -232,9 +254,8 @@ def toy_grid(p: Profile) -> list[TrainConfig]:
         for mu in ("batch", "ema", "zero", 4.0):
             for eta in (0.0, *p.toy_etas):
                 for s in p.toy_seeds:
-                    out.append(TrainConfig(**dict(p.toy, loss=loss, seed=s, eta=eta,
-                                                  mu=mu if eta else "batch",
-                                                  momentum=0.1 if (mu == "ema" and eta) else 1.0)))
+                    out.append(TrainConfig(**with_variant(dict(p.toy, loss=loss, seed=s), loss, "none", eta=eta,
+                                                          mu=mu, momentum=0.1 if mu == "ema" else 1.0)))
     return out
 
 
@@ -245,20 +266,26 @@ CHAPTERS = {
 }
 
 
-def chapter_configs(chapter: str, profile: "Profile | str") -> list[TrainConfig]:
+#: Chapter sweeps that read selection runs (the pilot's or the η selection's) from the store.
+_READS_STORE = (tuned_sec, beyond, optim)
+
+
+def chapter_configs(chapter: str, profile: "Profile | str", store: ResultStore) -> list[TrainConfig]:
     """The runs a chapter shows. Adam runs use the learning-rate pilot's choice, so the pilot
-    (:func:`lr_pilot`) must be in the store first; ``optim`` and the toy grid handle rates themselves."""
+    (:func:`lr_pilot`) must be in ``store`` first; ``optim`` and the toy grid handle rates themselves."""
     Choice(tuple(CHAPTERS)).check("chapter", chapter)
     p = get_profile(profile) if isinstance(profile, str) else profile
     fn = CHAPTERS[chapter]
-    return fn(p) if fn in (optim, toy_grid) else fn(tuned(p, "adam"))
+    if fn is toy_grid:
+        return fn(p)
+    q = p if fn is optim else tuned(p, "adam", store)
+    return fn(q, store) if fn in _READS_STORE else fn(q)
 
 
-def all_configs(profile: "Profile | str", chapters=None) -> list[TrainConfig]:
+def all_configs(profile: "Profile | str", store: ResultStore, chapters=None) -> list[TrainConfig]:
     """The union of the chapters' runs (each run once), after the pilot has run."""
-    from .store import run_key
     out = {}
     for ch in chapters or CHAPTERS:
-        for c in chapter_configs(ch, profile):
+        for c in chapter_configs(ch, profile, store):
             out.setdefault(run_key(c), c)
     return list(out.values())

@@ -83,7 +83,7 @@ SLIDERS = ["book/nb/theory.html", "book/nb/explore.html"]
 
 
 def test_pages_work_offline_in_headless_chromium(smoke_html):
-    from sec_lib.pagecheck import check_book
+    from sec_lib.site.pagecheck import check_book
     reports = check_book(smoke_html, pages=CHECKED, slider_pages=SLIDERS,
                          expect_widgets={"book/nb/theory.html": 1, "book/nb/explore.html": 2})
     bad = [r for r in reports if not r.ok]

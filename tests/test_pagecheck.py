@@ -4,7 +4,7 @@ Builds a mini book in tmp_path with the real ``_config.yml`` (a papermill-execut
 ``ipywidgets.SelectionSlider`` jslinked to the ``selected_index`` of an ``ipywidgets.Stack`` of two
 different matplotlib PNGs, a plain matplotlib figure and a formula), builds it with
 ``jupyter-book build -W`` and opens it in headless Chromium from ``file://`` with
-:mod:`sec_lib.pagecheck`. Fails if a widget does not render, if any request leaves the machine, or
+:mod:`sec_lib.site.pagecheck`. Fails if a widget does not render, if any request leaves the machine, or
 if moving the slider does not change the shown image. Also checks that the checker itself catches
 a CDN script, a missing image and a page whose widget manager is missing.
 

@@ -16,8 +16,8 @@ For each page it records:
 
 Use it from Python (:func:`check_page`, :func:`check_book`) or from the shell::
 
-    python -m sec_lib.pagecheck _build/html                      # every page
-    python -m sec_lib.pagecheck _build/html book/nb/explore.html --screenshots /tmp/shots
+    python -m sec_lib.site.pagecheck _build/html                      # every page
+    python -m sec_lib.site.pagecheck _build/html book/nb/explore.html --screenshots /tmp/shots
 
 It needs the ``playwright`` Python package and a Chromium binary (Debian's ``chromium``, found at
 ``/usr/bin/chromium`` or via ``$SEC_CHROMIUM``; ``make browser`` installs it). It never downloads
@@ -480,7 +480,7 @@ def format_table(reports: Sequence[PageReport]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
-        prog="python -m sec_lib.pagecheck",
+        prog="python -m sec_lib.site.pagecheck",
         description="Open built book pages in headless Chromium from file:// (offline) and check that no "
                     "request leaves the machine, no script fails, every widget renders, every image loads, "
                     "and that moving a slider changes the image it controls.")

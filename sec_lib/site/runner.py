@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -21,42 +20,17 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import experiments as ex
-from .params import Choice, ParameterError
+import nbformat
+from tqdm import tqdm
 
-REPO = Path(__file__).resolve().parents[1]
+from .. import experiments as ex
+from ..chapters import PAGE_NAMES, PAGES, Page
+from ..data import get_dataset
+from ..params import Choice, ParameterError
+from ..store import ResultStore, run_all, run_key
+
+REPO = Path(__file__).resolve().parents[2]
 SOURCES = REPO / "notebooks"
-
-
-@dataclass(frozen=True)
-class Page:
-    """One executed notebook of the book: its source, its output path and its papermill parameters."""
-    source: str
-    output: str
-    params: dict = field(default_factory=dict)
-    chapters: tuple = ()          # the experiments.CHAPTERS whose runs it reads
-
-
-TRAIN_PAGES = tuple(Page("train", f"runs/train_{loss}_{v}", {"loss": loss, "variant": v}, ("compare",))
-                    for loss in ex.MAIN_LOSSES for v in ex.VARIANTS)
-
-PAGES = (
-    Page("data", "data"),
-    Page("theory", "theory"),
-    Page("compare", "compare", chapters=("compare", "tuned", "selection", "beyond")),
-    Page("norms", "norms", chapters=("norms",)),
-    *TRAIN_PAGES,
-    Page("eta", "eta", chapters=("eta",)),
-    Page("mu", "mu", chapters=("mu",)),
-    Page("bnwn", "bnwn", chapters=("bnwn",)),
-    Page("normlayer", "normlayer", chapters=("normlayer",)),
-    Page("optim", "optim", chapters=("optim",)),
-    Page("convergence", "convergence", chapters=("convergence",)),
-    Page("instability", "instability", chapters=("instability",)),
-    Page("claims", "claims", chapters=tuple(ex.CHAPTERS)),
-    Page("explore", "explore", chapters=("explore",)),
-)
-PAGE_NAMES = tuple(dict.fromkeys(p.source for p in PAGES))
 
 
 @dataclass
@@ -90,12 +64,10 @@ def select_pages(only) -> list[Page]:
 
 def progress_bar(desc: str, total: int):
     """A tqdm bar on the terminal (stderr); the rendered pages never see it."""
-    from tqdm import tqdm
     return tqdm(total=total, desc=desc, unit="run", file=sys.stderr, dynamic_ncols=True)
 
 
 def train_sweep(desc: str, configs, jobs: int, summary: Summary) -> None:
-    from .store import ResultStore, run_all
     bar = progress_bar(desc, len(configs))     # run_all reports the number of distinct runs
 
     def report(event, n, total):
@@ -139,7 +111,6 @@ def execute_page(page: Page, profile: str, site: Path, extra_env: dict | None = 
 
 def fold_parameter_cells(path: Path) -> None:
     """Fold the parameter cells (the defaults and papermill's injected values) behind a toggle."""
-    import nbformat
     nb = nbformat.read(path, as_version=4)
     for cell in nb.cells:
         tags = cell.get("metadata", {}).get("tags", [])
@@ -172,20 +143,20 @@ def run(profile: str, only=None, jobs: int | None = None, site: Path = REPO) -> 
     if chapters:
         t1 = time.perf_counter()
         # stages: the learning-rate pilot, then the η selection on held-out classes (at the pilot's
-        # rate), then every chapter's runs (some use the chosen η)
-        from .store import run_key
+        # rate), then every chapter's runs (some use the chosen η). Each stage reads the runs of
+        # the stages before it from the store (the default store, where run_all writes).
+        store = ResultStore()
         done = set()
         for desc, configs in [("lr pilot", lambda: ex.lr_pilot(p)),
-                              ("eta selection", lambda: ex.chapter_configs("selection", p)
+                              ("eta selection", lambda: ex.chapter_configs("selection", p, store)
                                if {"selection", "tuned", "beyond"} & set(chapters) else []),
-                              ("training sweep", lambda: ex.all_configs(p, chapters))]:
+                              ("training sweep", lambda: ex.all_configs(p, store, chapters))]:
             todo = [c for c in configs() if run_key(c) not in done]     # each run counted once
             done |= {run_key(c) for c in todo}
             if todo:
                 train_sweep(f"[{profile}] {desc}", todo, jobs, summary)
         summary.times["training"] = time.perf_counter() - t1
     t2 = time.perf_counter()
-    from tqdm import tqdm
     bar = tqdm(total=len(pages), desc=f"[{profile}] notebooks", unit="nb", file=sys.stderr, dynamic_ncols=True)
 
     def one(page):
@@ -207,7 +178,6 @@ def run(profile: str, only=None, jobs: int | None = None, site: Path = REPO) -> 
 
 def prepare_data(p: ex.Profile) -> None:
     """Render / load the dataset caches once, before worker processes start."""
-    from .data import get_dataset
     size = p.base.get("image_size", 32)
     for split in ("train", "test"):
         get_dataset("glyphs", split, image_size=size)

@@ -27,7 +27,7 @@ What is served (all from ``node_modules``):
   ``application/vnd.jupyter.widget-view+json`` script on the page on load. Widget modules that are
   not bundled would be requested under the ``data-jupyter-widgets-cdn`` prefix, which
   ``_config.yml`` sets to a local relative folder, so such a request fails locally (and
-  ``sec_lib.pagecheck`` reports it) instead of leaving the machine.
+  ``sec_lib.site.pagecheck`` reports it) instead of leaving the machine.
 - ``sec-js/widgets-setup.js`` (written here, :data:`WIDGETS_SETUP_JS`), loaded between the two:
   it sets require.js's ``baseUrl`` to ``_static/sec-js/`` so that the font files the widget CSS
   refers to (webpack resolves them against the AMD module URL, i.e. against ``baseUrl``) are found
@@ -121,7 +121,7 @@ def find_node_modules(srcdir: str | os.PathLike | None = None, configured: str |
         candidates.append(Path(os.environ[ENV_NODE_MODULES]))
     if srcdir is not None:
         candidates.append(Path(srcdir) / "node_modules")
-    candidates.append(Path(__file__).resolve().parents[1] / "node_modules")
+    candidates.append(Path(__file__).resolve().parents[2] / "node_modules")
     for cand in candidates:
         if all((cand / src).is_file() for src, _ in WIDGET_FILES) and (cand / MATHJAX_SRC / MATHJAX_ENTRY).is_file():
             return cand

@@ -9,20 +9,26 @@ with an MLP):
   norm on log-log axes with fitted slopes, and R@1 / NMI and final norm variance against η with
   the cell marked). :func:`explorer_widget` puts them in nested ``ipywidgets.Stack`` s switched by
   an η slider, a μ dropdown and a loss dropdown through client-side ``jslink`` s
-  (:func:`sec_lib.widgets.linked_explorer`), so the page needs no Python. Cells whose run is not in
+  (:func:`sec_lib.figures.widgets.linked_explorer`), so the page needs no Python. Cells whose run is not in
   the store are shown as a placeholder ("not computed in this profile").
 * **live** (a running Jupyter kernel): :func:`live_panel` adds an optimizer dropdown and a *Train*
   button; pressing it trains the setting the same three controls select (:func:`live_config`,
   :func:`run_live`: ``sec_lib.train.train`` with a progress callback) and shows the same composite
   figure for the fresh run. In the static page :func:`live_section` shows a note instead
-  (:func:`sec_lib.widgets.live_note`).
+  (:func:`sec_lib.figures.widgets.live_note`).
 
 Which of the two a notebook shows is decided by :func:`detect_mode`: papermill (the book's runner)
 gets ``static``, a kernel under Jupyter gets ``live``.
 
-The run-level panels reuse :mod:`sec_lib.plots` (``tracked_norms``, ``batch_mean_norm``,
-``norm_variance``, ``grad_vs_norm``); figures are built without pyplot.
+The figures are drawn by :mod:`sec_lib.figures.explore` (which reuses the train page's panels);
+this module picks the data of a cell and hands it over.
+
+``load_grid(missing="train")`` trains the grid's missing runs through the store (``store.run_all``),
+and the live panel trains one run in the kernel: both only on the reader's explicit request (the
+notebook's ``missing`` parameter, the *Train* button); the book's runner has trained the grid before
+the page runs, so a built page finds every run stored.
 """
+
 from __future__ import annotations
 
 import math
@@ -32,19 +38,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
+import ipywidgets as widgets
 import numpy as np
 import pandas as pd
 
-from .threads import torch_threads
-from .params import Choice
-
-__all__ = [
-    "MODES", "MISSING", "LIVE_OPTIMIZERS", "LIVE_LR", "PARAMS", "MU_LABELS", "MU_COLORS",
-    "detect_mode", "parent_cmdlines",
-    "GridAxes", "Grid", "grid_axes", "cell_keys", "mu_key", "mu_value", "mu_label", "eta_label", "build_grid", "load_grid",
-    "summary_table", "cell_figure", "CellFigures", "grid_figures", "explorer_widget", "overview_figure", "describe", "reading",
-    "live_config", "run_live", "live_figure", "LivePanel", "live_panel", "live_section",
-]
+from .. import experiments as ex
+from ..figures import explore as fig_explore
+from ..figures.palette import eta_label, mu_label
+from ..figures.widgets import fig_to_image, linked_explorer, live_note
+from ..params import Choice, Mu, Number
+from ..store import ResultStore, load_runs, results_to_frames, run_all, run_key
+from ..threads import torch_threads
+from ..train import TrainConfig, train
+from . import profile_param
 
 #: Values of the notebook's ``mode`` parameter.
 MODES = ("auto", "static", "live")
@@ -56,29 +62,13 @@ LIVE_OPTIMIZERS = ("adam", "adamw", "sgd")
 #: 0.01, the best of {0.01, 0.02, 0.05, 0.1} for semihard without SEC on the cpu toy grid (larger rates
 #: lose R@1 and make large η diverge).
 LIVE_LR: dict = {"adam": None, "adamw": None, "sgd": 0.01}
-
-
-def _profile_names() -> tuple:
-    from .experiments import PROFILE_NAMES
-    return PROFILE_NAMES
-
-
 #: The explore notebook's parameters (validated with ``sec_lib.params.notebook_params``).
 PARAMS = {
-    "profile": Choice(("smoke", "cpu", "gpu")),
+    **profile_param(),
     "mode": Choice(MODES),
     "missing": Choice(MISSING),
 }
 
-#: Dropdown labels of the μ modes (keys: ``str(cfg.mu)``); fixed radii are labelled "fixed r".
-MU_LABELS = {"batch": "batch mean", "ema": "EMA", "zero": "zero (L2-reg)"}
-#: One colour per μ mode, the book's variant colours (:data:`sec_lib.plots.VARIANT_COLORS`).
-MU_COLORS = {"batch": "#D55E00", "ema": "#009E73", "zero": "#0072B2", "fixed": "#CC79A7"}
-
-
-# ----------------------------------------------------------------------------------------------
-# Mode detection
-# ----------------------------------------------------------------------------------------------
 
 def _read_cmdline(pid: int, proc: Path) -> str | None:
     try:
@@ -152,10 +142,6 @@ def detect_mode(mode: str = "auto", ppid: int | None = None, proc: str | Path = 
     return "static" if any("papermill" in line for line in lines) else "live"
 
 
-# ----------------------------------------------------------------------------------------------
-# The grid
-# ----------------------------------------------------------------------------------------------
-
 def mu_key(cfg) -> str:
     """The μ mode of a config as a string key: 'batch', 'ema', 'zero' or the fixed radius ('4.0')."""
     return str(cfg.mu)
@@ -164,19 +150,6 @@ def mu_key(cfg) -> str:
 def mu_value(key: str):
     """Inverse of :func:`mu_key`: 'batch' / 'ema' / 'zero' stay strings, a radius becomes a float."""
     return key if key in ("batch", "ema", "zero") else float(key)
-
-
-def mu_label(key: str) -> str:
-    """Dropdown label of a μ key ('batch mean', 'EMA', 'zero (L2-reg)', 'fixed 4')."""
-    return MU_LABELS.get(key) or f"fixed {float(key):g}"
-
-
-def eta_label(eta: float) -> str:
-    return f"{float(eta):g}"
-
-
-def _mu_color(key: str) -> str:
-    return MU_COLORS.get(key, MU_COLORS["fixed"])
 
 
 @dataclass(frozen=True)
@@ -214,7 +187,6 @@ def grid_axes(configs: Sequence) -> GridAxes:
 
 def cell_keys(configs: Sequence, axes: GridAxes | None = None) -> dict:
     """``(eta, mu_key, loss) -> [run keys]`` (one per seed, in config order)."""
-    from .store import run_key
     axes = axes or grid_axes(configs)
     cells: dict = {}
     for c in configs:
@@ -261,16 +233,13 @@ def load_grid(profile: str = "cpu", missing: str = "train", root=None, jobs: int
     profile's ``jobs``; a smoke run takes about a second); ``'skip'`` leaves those cells as
     placeholders. ``root``: the store folder (default ``$SEC_RUNS_DIR`` or ``data/runs``).
     """
-    from . import experiments as ex
-    from .store import ResultStore, load_runs, run_all, run_key
-
-    Choice(_profile_names()).check("profile", profile)
+    Choice(ex.PROFILE_NAMES).check("profile", profile)
     Choice(MISSING).check("missing", missing)
     p = ex.get_profile(profile)
-    configs = ex.chapter_configs("explore", p)
+    store = ResultStore(root)
+    configs = ex.chapter_configs("explore", p, store)
     seconds, trained = 0.0, 0
     if missing == "train":
-        store = ResultStore(root)
         todo = {store.path(c).name for c in configs if not store.has(c)}
         if todo:
             t0 = time.perf_counter()
@@ -325,117 +294,6 @@ def summary_table(grid: Grid) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-# ----------------------------------------------------------------------------------------------
-# Figures
-# ----------------------------------------------------------------------------------------------
-
-FIG_SIZE = (9.6, 5.2)
-PANEL_GRID = dict(left=0.065, right=0.99, bottom=0.085, top=0.9, wspace=0.32, hspace=0.42)
-
-
-def _one_run(frames, key: str | None):
-    """The steps/tracked/grad_scatter rows of one run key (empty frames when None)."""
-    def sel(df):
-        if key is None or not len(df) or "key" not in df.columns:
-            return df.iloc[0:0] if len(df) else df
-        return df[df["key"] == key]
-    return sel(frames.steps), sel(frames.tracked), sel(frames.grad_scatter)
-
-
-def _curve_panel(ax, curve: pd.DataFrame, etas: Sequence[float], eta: float, mu: str, live_point=None):
-    """R@1 (solid) and NMI (dashed) against η at categorical positions (η = 0 first), cell marked."""
-    pos = {float(e): i for i, e in enumerate(etas)}
-    c = _mu_color(mu)
-    if len(curve):
-        d = curve.sort_values("eta")
-        x = [pos[float(e)] for e in d["eta"]]
-        ax.plot(x, d["R@1"], "-o", color=c, ms=3, label="R@1")
-        ax.plot(x, d["NMI"], "--s", color=c, ms=3, alpha=0.7, label="NMI")
-        here = d[d["eta"] == float(eta)]
-        if len(here) and here["R@1"].notna().any():
-            ax.plot([pos[float(eta)]], here["R@1"], "o", ms=11, mfc="none", mec="k", mew=1.6,
-                    label="this cell" if live_point is None else "grid run, same η")
-            ax.plot([pos[float(eta)]], here["NMI"], "s", ms=10, mfc="none", mec="k", mew=1.2)
-    if live_point is not None:
-        x = pos[float(live_point["eta"])]           # live_figure puts the live η on the axis
-        ax.plot([x], [live_point["R@1"]], "*", ms=13, color="k", label="live run R@1")
-        ax.plot([x], [live_point["NMI"]], "*", ms=10, color="0.45", label="live run NMI")
-    ax.axvline(pos.get(float(eta), 0), color="0.6", lw=0.8, ls=":")
-    ax.set_xticks(range(len(etas)))
-    ax.set_xticklabels([eta_label(e) for e in etas], rotation=0, fontsize=6.5)
-    ax.set_xlabel("η (SEC weight)")
-    ax.set_ylabel("final test metric (%)")
-    ax.set_title("R@1 and NMI against η (this μ, loss)")
-    ax.legend(fontsize=6, loc="best")
-
-
-def _var_panel(ax, curve: pd.DataFrame, etas: Sequence[float], eta: float, mu: str, live_point=None):
-    pos = {float(e): i for i, e in enumerate(etas)}
-    d = curve.sort_values("eta") if len(curve) else curve
-    ok = d[d["train_norm_var"] > 0] if len(d) else d
-    if len(ok):
-        ax.plot([pos[float(e)] for e in ok["eta"]], ok["train_norm_var"], "-o", ms=3, color=_mu_color(mu))
-        here = ok[ok["eta"] == float(eta)]
-        if len(here):
-            ax.plot([pos[float(eta)]], here["train_norm_var"], "o", ms=11, mfc="none", mec="k", mew=1.6)
-        ax.set_yscale("log")
-    if live_point is not None and live_point.get("train_norm_var", 0) > 0 and float(live_point["eta"]) in pos:
-        ax.plot([pos[float(live_point["eta"])]], [live_point["train_norm_var"]], "*", ms=13, color="k")
-        ax.set_yscale("log")
-    ax.axvline(pos.get(float(eta), 0), color="0.6", lw=0.8, ls=":")
-    ax.set_xticks(range(len(etas)))
-    ax.set_xticklabels([eta_label(e) for e in etas], fontsize=6.5)
-    ax.set_xlabel("η (SEC weight)")
-    ax.set_ylabel("Var(‖f‖), train, end")
-    ax.set_title("Final norm variance against η")
-
-
-def _composite(steps, tracked, scatter, curve, etas, eta, mu, loss, title, live_point=None, note=None):
-    """The six-panel figure of one grid cell (or of a live run)."""
-    from matplotlib.figure import Figure
-
-    from . import plots
-
-    with plots.style():
-        # fixed margins (not a layout engine): 2x faster to render, and the panels stay in place while
-        # the reader moves the controls
-        fig = Figure(figsize=FIG_SIZE, dpi=plots.DPI)
-        ax = fig.subplots(2, 3, gridspec_kw=PANEL_GRID)
-        small = dict(fontsize=8)
-        if len(tracked):
-            plots.tracked_norms(tracked, ax=ax[0, 0])
-            ax[0, 0].set_title(f"‖f_i‖ of {tracked['sample'].nunique()} tracked samples", **small)
-        else:
-            plots._empty(ax[0, 0], "no tracked samples")
-        if len(steps) and {"norm_mean", "norm_var"} <= set(steps.columns):
-            plots.batch_mean_norm(steps, ax=ax[0, 1])
-            ax[0, 1].set_title("batch mean ‖f‖ ± 1 std, and μ", **small)
-            if ax[0, 1].get_legend() is not None:
-                ax[0, 1].legend(fontsize=6, loc="best")
-            plots.norm_variance(steps, ax=ax[0, 2])
-            ax[0, 2].set_title("Var(‖f‖) within the batch", **small)
-        else:
-            plots._empty(ax[0, 1], "no steps recorded")
-            plots._empty(ax[0, 2], "no steps recorded")
-        if len(scatter):
-            plots.grad_vs_norm(scatter, ax=ax[1, 0])
-            ax[1, 0].set_title("‖∂L/∂f_i‖ vs ‖f_i‖ (log-log, slope)", **small)
-            if ax[1, 0].get_legend() is not None:
-                ax[1, 0].legend(fontsize=5.5, loc="best")
-        else:
-            plots._empty(ax[1, 0], "no gradient samples")
-        _curve_panel(ax[1, 1], curve, etas, eta, mu, live_point)
-        _var_panel(ax[1, 2], curve, etas, eta, mu, live_point)
-        for a in ax.ravel():
-            a.title.set_fontsize(8)
-        if note:
-            import textwrap
-            ax[0, 0].text(0.03, 0.97, textwrap.fill(note, 42), transform=ax[0, 0].transAxes, va="top", fontsize=7,
-                          color="#b00", bbox=dict(facecolor="white", edgecolor="#b00", alpha=0.9))
-        fig.suptitle(title, fontsize=9.5)
-    return fig
-
-
 def _cell_title(row: Mapping, loss: str, mu: str, eta: float) -> str:
     head = f"{loss}, μ = {mu_label(mu)}, η = {eta_label(eta)}"
     if row.get("status") == "done":
@@ -452,7 +310,7 @@ def cell_figure(grid: Grid, eta: float, mu: str, loss: str, summary: pd.DataFram
         return None
     done = r[r["status"] == "done"]
     key = (done if len(done) else r)["key"].iloc[0]
-    steps, tracked, scatter = _one_run(grid.frames, key)
+    steps, tracked, scatter = fig_explore.one_run(grid.frames, key)
     curve = summary[(summary["loss"] == loss) & (summary["mu"] == mu) & (summary["status"] == "done")]
     row = summary[(summary["loss"] == loss) & (summary["mu"] == mu) & (summary["eta"] == float(eta))]
     row = row.iloc[0].to_dict() if len(row) else {}
@@ -460,7 +318,7 @@ def cell_figure(grid: Grid, eta: float, mu: str, loss: str, summary: pd.DataFram
     if not len(done):
         err = r["error"].iloc[0] if "error" in r.columns else None
         note = f"run failed: {str(err)[:120]}" if err else "run failed"
-    return _composite(steps, tracked, scatter, curve, grid.axes.etas, eta, mu, loss,
+    return fig_explore.cell_figure(steps, tracked, scatter, curve, grid.axes.etas, eta, mu, loss,
                       _cell_title(row, loss, mu, eta), note=note)
 
 
@@ -494,6 +352,11 @@ def grid_figures(grid: Grid, summary: pd.DataFrame | None = None) -> CellFigures
     return CellFigures(grid, summary)
 
 
+def overview_figure(grid: Grid, summary: pd.DataFrame | None = None):
+    """R@1 (top) and final norm variance (bottom) against η, one line per μ mode, one column per loss."""
+    return fig_explore.overview_figure(summary_table(grid) if summary is None else summary, grid.axes)
+
+
 def explorer_widget(grid: Grid, dpi: int = 72, summary: pd.DataFrame | None = None):
     """η slider + μ dropdown + loss dropdown, jslinked to nested Stacks of the cells' figures.
 
@@ -501,7 +364,6 @@ def explorer_widget(grid: Grid, dpi: int = 72, summary: pd.DataFrame | None = No
     show a placeholder. Besides ``.controls``, ``.stacks`` and ``.links`` (from ``linked_explorer``) the
     box carries ``.grid`` and ``.cells``: ``(eta_label, mu_label, loss) -> Image`` for every cell.
     """
-    from .widgets import linked_explorer
     ax = grid.axes
     box = linked_explorer(grid_figures(grid, summary), [("η", ax.eta_labels, "slider"),
                                                         ("μ", ax.mu_labels, "dropdown"),
@@ -512,38 +374,6 @@ def explorer_widget(grid: Grid, dpi: int = 72, summary: pd.DataFrame | None = No
                  for i, e in enumerate(ax.eta_labels) for j, m in enumerate(ax.mu_labels)
                  for k, loss in enumerate(ax.losses)}
     return box
-
-
-def overview_figure(grid: Grid, summary: pd.DataFrame | None = None):
-    """R@1 (top) and final norm variance (bottom) against η, one line per μ mode, one column per loss."""
-    from matplotlib.figure import Figure
-
-    from . import plots
-    s = summary_table(grid) if summary is None else summary
-    etas = grid.axes.etas
-    with plots.style():
-        n = len(grid.axes.losses)
-        fig = Figure(figsize=(min(plots.BOOK_WIDTH * 1.2, 4.6 * n), 5.2), dpi=plots.DPI, layout="constrained")
-        axes = fig.subplots(2, n, squeeze=False)
-        for j, loss in enumerate(grid.axes.losses):
-            for mu in grid.axes.mus:
-                d = s[(s["loss"] == loss) & (s["mu"] == mu) & (s["status"] == "done")].sort_values("eta")
-                x = [etas.index(e) for e in d["eta"]]
-                axes[0, j].plot(x, d["R@1"], "-o", ms=3, color=_mu_color(mu), label=mu_label(mu))
-                ok = d["train_norm_var"] > 0
-                axes[1, j].plot(np.asarray(x)[ok.to_numpy()], d["train_norm_var"][ok], "-o", ms=3,
-                                color=_mu_color(mu), label=mu_label(mu))
-            axes[0, j].set_title(f"{loss}: final R@1 against η")
-            axes[1, j].set_title(f"{loss}: final norm variance against η")
-            axes[1, j].set_yscale("log")
-            for a in axes[:, j]:
-                a.set_xticks(range(len(etas)))
-                a.set_xticklabels([eta_label(e) for e in etas], fontsize=7)
-                a.set_xlabel("η (0 = no SEC)")
-            axes[0, j].set_ylabel("R@1 (%)")
-            axes[1, j].set_ylabel("Var(‖f‖), train, end")
-        axes[0, -1].legend(fontsize=7, title="μ mode", title_fontsize=7)
-    return fig
 
 
 def describe(grid: Grid, mode: str | None = None) -> str:
@@ -666,10 +496,6 @@ def reading(grid: Grid, summary: pd.DataFrame | None = None) -> str:
     return "\n".join(lines) + "\n\n" + " ".join(summary_lines)
 
 
-# ----------------------------------------------------------------------------------------------
-# Live mode
-# ----------------------------------------------------------------------------------------------
-
 def live_config(profile: str, eta: float, mu, loss: str, optimizer: str = "adam", iterations: int | None = None,
                 seed: int = 0):
     """The toy config of ``profile`` for one live run (same data, model and length as the grid;
@@ -678,18 +504,14 @@ def live_config(profile: str, eta: float, mu, loss: str, optimizer: str = "adam"
     ``mu``: a μ key ('batch', 'ema', 'zero', '4.0') or value; 'ema' uses momentum 0.1 as in the grid.
     ``optimizer``: one of :data:`LIVE_OPTIMIZERS` (learning rate from :data:`LIVE_LR`).
     """
-    from . import experiments as ex
-    from .params import Mu, Number
-    from .train import TrainConfig
-
-    Choice(_profile_names()).check("profile", profile)
+    Choice(ex.PROFILE_NAMES).check("profile", profile)
     Choice(LIVE_OPTIMIZERS).check("optimizer", optimizer)
     eta = Number(0, 1e6).check("eta", eta)
     mu = Mu().check("mu", mu)
     p = ex.get_profile(profile)
-    base = dict(p.toy, loss=loss, seed=seed, eta=eta, mu=mu if eta else "batch",
-                momentum=0.1 if (mu == "ema" and eta) else 1.0, optimizer=optimizer, eval_every=0,
-                eval_clustering="final")
+    base = ex.with_variant(dict(p.toy, loss=loss, seed=seed, optimizer=optimizer, eval_every=0,
+                                eval_clustering="final"), loss, "none", eta=eta, mu=mu,
+                           momentum=0.1 if mu == "ema" else 1.0)
     if LIVE_LR.get(optimizer) is not None:
         base["lr"] = LIVE_LR[optimizer]
     if iterations is not None:
@@ -703,7 +525,6 @@ def run_live(cfg, progress: Callable[[int, int], None] | None = None, every: int
     ``progress(step, total)`` is called every ``every`` steps and at the last step. ``threads``: torch
     threads during the run (1 is fastest for the toy MLP; the previous setting is restored).
     """
-    from .train import train
     if not (isinstance(every, int) and every >= 1):
         raise ValueError(f"every = {every!r} is not valid; expected an integer >= 1")
 
@@ -725,12 +546,11 @@ def _live_point(result) -> dict | None:
 def live_figure(result, grid: Grid | None = None, summary: pd.DataFrame | None = None):
     """The composite figure of a live run; the grid's R@1/NMI/variance curves of the same (loss, μ)
     are drawn for context (the live run is the star)."""
-    from .store import results_to_frames
     cfg = result.config
     mu = mu_key(cfg) if cfg.eta > 0 else (grid.axes.mus[0] if grid else "batch")
     fr = results_to_frames([result], tables=("steps", "tracked", "grad_scatter"))
     key = fr.runs["key"].iloc[0]
-    steps, tracked, scatter = _one_run(fr, key)
+    steps, tracked, scatter = fig_explore.one_run(fr, key)
     if grid is not None:
         s = summary_table(grid) if summary is None else summary
         curve = s[(s["loss"] == cfg.loss) & (s["mu"] == mu) & (s["status"] == "done")]
@@ -746,7 +566,7 @@ def live_figure(result, grid: Grid | None = None, summary: pd.DataFrame | None =
         note = None
     else:
         title, note = f"{head}:  failed", f"run failed: {str(result.error)[:120]}"
-    return _composite(steps, tracked, scatter, curve, etas, cfg.eta, mu, cfg.loss, title,
+    return fig_explore.cell_figure(steps, tracked, scatter, curve, etas, cfg.eta, mu, cfg.loss, title,
                       live_point=_live_point(result), note=note)
 
 
@@ -760,9 +580,7 @@ class LivePanel:
 
     def __init__(self, explorer, grid: Grid, profile: str, every: int = 10, iterations: int | None = None,
                  dpi: int = 72):
-        import ipywidgets as widgets
-
-        Choice(_profile_names()).check("profile", profile)
+        Choice(ex.PROFILE_NAMES).check("profile", profile)
         self.grid, self.profile, self.every, self.iterations, self.dpi = grid, profile, every, iterations, dpi
         self.eta_control, self.mu_control, self.loss_control = explorer.controls[:3]
         self.optimizer = widgets.Dropdown(options=list(LIVE_OPTIMIZERS), value="adam", description="optimizer")
@@ -784,7 +602,6 @@ class LivePanel:
 
     def train_selected(self):
         """Train the selected setting, updating the progress bar; then show its figure. Returns the RunResult."""
-        from .widgets import fig_to_image
         sel = self.selected()
         cfg = live_config(self.profile, sel["eta"], mu_value(sel["mu"]), sel["loss"], sel["optimizer"],
                           iterations=self.iterations)
@@ -828,11 +645,9 @@ LIVE_NOTE = ("<b>Live training needs a running kernel.</b> In this static page t
 
 def live_section(explorer, grid: Grid, profile: str, mode: str):
     """What the live section shows: the live panel in ``"live"`` mode, a note in ``"static"`` mode."""
-    from .widgets import live_note
     Choice(("static", "live")).check("mode", mode)
     if mode == "static":
         return live_note(LIVE_NOTE)
-    import ipywidgets as widgets
     panel = live_panel(explorer, grid, profile)
     box = widgets.VBox([live_note("<b>Live mode</b> (a kernel is running): moving the controls above still switches "
                                    "the precomputed figures; press <i>Train</i> to train the selected setting now."),

@@ -1,4 +1,5 @@
-"""Small display helpers shared by the notebooks: tables with a CSV download link, and verdict text."""
+"""Tables as the pages show them: HTML with formatted numbers and a CSV download link that works from
+file:// (the raw numbers go into the CSV)."""
 from __future__ import annotations
 
 import base64
@@ -6,6 +7,7 @@ import html
 import re
 
 import pandas as pd
+from IPython.display import HTML, display
 
 
 def csv_link(df: pd.DataFrame, name: str, label: str = "Download this table as CSV") -> str:
@@ -44,12 +46,4 @@ def table_html(df: pd.DataFrame, name: str, caption: str | None = None, floatfmt
 
 def show_table(df: pd.DataFrame, name: str, caption: str | None = None, floatfmt: str = "{:.2f}") -> None:
     """Display a table with a CSV download link in a notebook (raw numbers go into the CSV)."""
-    from IPython.display import HTML, display
     display(HTML(table_html(df, name, caption, floatfmt)))
-
-
-def fmt_ci(mean: float, lo: float, hi: float, digits: int = 2) -> str:
-    """'m ± h' with h the CI half-width, or 'm (n=1)' when the interval is undefined."""
-    if pd.isna(lo) or pd.isna(hi):
-        return f"{mean:.{digits}f}"
-    return f"{mean:.{digits}f} ± {(hi - lo) / 2:.{digits}f}"

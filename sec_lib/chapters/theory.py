@@ -20,14 +20,13 @@ hand-written gradient is Eq. (1) in :func:`eq1_check`, whose point is to compare
 embeddings themselves are the parameters, updated by ``f <- f - lr * dL/df``. That isolates the
 geometry from any network.
 
-Plot functions return :class:`matplotlib.figure.Figure` objects built without pyplot (nothing is
-shown or kept open as a side effect); :func:`toy_animation` wraps precomputed frames in a
-kernel-free slider (:mod:`sec_lib.widgets`).
+The page's figures are in :mod:`sec_lib.figures.theory`.
 """
 from __future__ import annotations
 
 import functools
 import math
+import warnings
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
@@ -35,21 +34,16 @@ import numpy as np
 import pandas as pd
 import torch
 
-from .threads import torch_threads
-from .params import Choice, Number
-
-__all__ = [
-    "THEORY_LOSSES", "PROFILES", "PARAMS", "profile_sizes",
-    "make_batch", "gradient_facts", "active_steps", "loglog_slope", "fixed_direction_slopes", "slope_summary", "slope_spread",
-    "eq1_check", "sgd_norm_growth", "angle_change", "Toy2D", "simulate_2d", "toy_2d", "frame_steps",
-    "plot_perpendicularity", "plot_grad_vs_norm", "plot_slope_spread", "plot_norm_growth", "plot_angle_change",
-    "plot_toy", "toy_frames", "toy_animation", "summary", "verdict_lines",
-]
+from .. import experiments as ex
+from ..losses import LOSS_SPECS, get_loss
+from ..params import Choice, Number, PositiveRange, PositiveSet
+from ..report import loglog_fit, loglog_fits
+from ..sec import SphericalEmbeddingConstraint
+from ..threads import torch_threads
 
 #: Losses the theory chapter can use: pair/triplet losses that work on a small P x K batch of free
 #: embeddings without learnable parameters of their own.
 THEORY_LOSSES = ("triplet", "semihard", "npair", "ms", "tml", "contrastive", "ntxent")
-
 #: Sizes per profile. ``smoke`` runs the whole notebook in seconds.
 PROFILES: dict[str, dict] = {
     "smoke": dict(n_classes=3, dim=8, scales=(0.5, 1.0, 2.0, 4.0), n_seeds=4, frames=4, toy_classes=3, dpi=60),
@@ -58,10 +52,9 @@ PROFILES: dict[str, dict] = {
     "gpu": dict(n_classes=8, dim=64, scales=(0.0625, 0.125, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0), n_seeds=100,
                 frames=24, toy_classes=4, dpi=72),
 }
-
 #: The theory notebook's parameters (validated with ``sec_lib.params.notebook_params``).
 PARAMS = {
-    "profile": Choice(tuple(PROFILES)),
+    "profile": Choice(tuple(ex.PROFILE_NAMES)),
     "loss": Choice(THEORY_LOSSES),
     "seed": Number(lo=0, hi=2**31 - 1, integer=True),
     "steps": Number(lo=1, hi=100_000, integer=True),
@@ -72,15 +65,11 @@ PARAMS = {
 
 
 def profile_sizes(profile: str) -> dict:
-    """The sizes of ``profile`` (a copy of ``PROFILES[profile]``)."""
-    if profile not in PROFILES:
-        raise ValueError(f"profile {profile!r} is not valid; valid profiles: {', '.join(map(repr, PROFILES))}")
-    return dict(PROFILES[profile])
+    """The sizes of ``profile`` (a copy of ``PROFILES[profile]``); a profile of
+    :data:`sec_lib.experiments.PROFILE_NAMES` without its own sizes gets the ``cpu`` sizes."""
+    Choice(tuple(ex.PROFILE_NAMES)).check("profile", profile)
+    return dict(PROFILES.get(profile, PROFILES["cpu"]))
 
-
-# ----------------------------------------------------------------------------------------------
-# helpers
-# ----------------------------------------------------------------------------------------------
 
 def split_gradients(loss_fn, sec, f: torch.Tensor, labels: torch.Tensor):
     """(metric loss, its gradient, SEC's gradient) at free embeddings ``f``, all from autograd.
@@ -106,54 +95,15 @@ def _small_work(fn):
     return wrapper
 
 
-def _check_loss_name(loss_name: str) -> None:
-    if loss_name not in THEORY_LOSSES:
-        raise ValueError(f"loss_name {loss_name!r} is not valid; valid losses: {', '.join(map(repr, THEORY_LOSSES))}")
-
-
-def _check_int(name: str, value, lo: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < lo:
-        raise ValueError(f"{name} = {value!r} is not valid; expected an integer >= {lo}")
-    return int(value)
-
-
-def _check_pos(name: str, value, allow_zero: bool = False) -> float:
-    ok = isinstance(value, (int, float, np.floating)) and not isinstance(value, bool) and math.isfinite(value)
-    if not ok or value < 0 or (value == 0 and not allow_zero):
-        raise ValueError(f"{name} = {value!r} is not valid; expected a finite number {'>=' if allow_zero else '>'} 0")
-    return float(value)
-
-
-def _check_range(name: str, rng) -> tuple[float, float]:
-    try:
-        lo, hi = (float(rng[0]), float(rng[1]))
-    except (TypeError, ValueError, IndexError):
-        raise ValueError(f"{name} = {rng!r} is not valid; expected (low, high) with 0 < low <= high") from None
-    if not (0 < lo <= hi and math.isfinite(hi)):
-        raise ValueError(f"{name} = {rng!r} is not valid; expected (low, high) with 0 < low <= high")
-    return lo, hi
-
-
-def _check_scales(scales) -> tuple[float, ...]:
-    scales = tuple(float(s) for s in scales)
-    if len(scales) < 2 or any(not (s > 0 and math.isfinite(s)) for s in scales) or len(set(scales)) != len(scales):
-        raise ValueError(f"scales = {scales!r} is not valid; expected at least two distinct positive numbers")
-    return scales
-
-
 def _default_per_class(loss_name: str) -> int:
     """K of the paper's P x K batch for this loss (``LOSS_SPECS[name]['k']``), at least 2."""
-    from .losses import LOSS_SPECS
-
     spec = LOSS_SPECS.get(loss_name) if isinstance(LOSS_SPECS, Mapping) else None
     k = spec.get("k") if isinstance(spec, Mapping) else getattr(spec, "k", None)
     return max(int(k), 2) if isinstance(k, (int, np.integer)) and k else 3
 
 
 def _make_loss(loss_name: str, loss_kwargs: Mapping | None = None):
-    from .losses import get_loss
-
-    _check_loss_name(loss_name)
+    Choice(THEORY_LOSSES).check("loss_name", loss_name)
     return get_loss(loss_name, **dict(loss_kwargs or {}))
 
 
@@ -174,10 +124,10 @@ def make_batch(n_classes: int = 4, per_class: int = 3, dim: int = 16, seed: int 
 
     Labels are ``[0]*K + [1]*K + ...`` (the layout of a PK-sampled batch). Returns ``(f, labels)``.
     """
-    n_classes = _check_int("n_classes", n_classes, 2)
-    per_class = _check_int("per_class", per_class, 1)
-    dim = _check_int("dim", dim, 2)
-    lo, hi = _check_range("norm_range", norm_range)
+    n_classes = Number(2, integer=True).check("n_classes", n_classes)
+    per_class = Number(1, integer=True).check("per_class", per_class)
+    dim = Number(2, integer=True).check("dim", dim)
+    lo, hi = PositiveRange().check("norm_range", norm_range)
     gen = torch.Generator().manual_seed(int(seed))
     n = n_classes * per_class
     u = torch.randn(n, dim, generator=gen, dtype=torch.float64)
@@ -187,10 +137,6 @@ def make_batch(n_classes: int = 4, per_class: int = 3, dim: int = 16, seed: int 
     labels = torch.arange(n_classes).repeat_interleave(per_class).to(device)
     return f, labels
 
-
-# ----------------------------------------------------------------------------------------------
-# facts 1 and 2: perpendicular gradient, magnitude ∝ 1/||f||
-# ----------------------------------------------------------------------------------------------
 
 @_small_work
 def gradient_facts(loss_name: str = "triplet", n_classes: int = 4, per_class: int | None = None, dim: int = 16,
@@ -214,7 +160,7 @@ def gradient_facts(loss_name: str = "triplet", n_classes: int = 4, per_class: in
     Samples whose gradient is exactly zero (no active pair/triplet) get NaN ratios and cosines.
     """
     per_class = _default_per_class(loss_name) if per_class is None else per_class
-    scales = _check_scales(scales)
+    scales = PositiveSet(2).check("scales", scales)
     loss_fn = _make_loss(loss_name, loss_kwargs)
     f0, labels = make_batch(n_classes, per_class, dim, seed, norm_range, device, dtype)
     unit = f0 / f0.norm(dim=1, keepdim=True)
@@ -248,37 +194,15 @@ def gradient_facts(loss_name: str = "triplet", n_classes: int = 4, per_class: in
     return pd.DataFrame(rows)
 
 
-def loglog_slope(x, y) -> tuple[float, float]:
-    """Least-squares slope of ``log y`` on ``log x`` and its R^2 (points with x, y <= 0 are dropped).
-
-    Returns ``(nan, nan)`` with fewer than two usable points or no spread in ``x``.
-    """
-    x = np.asarray(x, dtype=float).ravel()
-    y = np.asarray(y, dtype=float).ravel()
-    if x.shape != y.shape:
-        raise ValueError(f"x and y must have the same length; got {x.size} and {y.size}")
-    ok = np.isfinite(x) & np.isfinite(y) & (x > 0) & (y > 0)
-    lx, ly = np.log(x[ok]), np.log(y[ok])
-    if lx.size < 2 or np.ptp(lx) == 0:
-        return float("nan"), float("nan")
-    slope, icpt = np.polyfit(lx, ly, 1)
-    resid = ly - (slope * lx + icpt)
-    sst = float(((ly - ly.mean()) ** 2).sum())
-    r2 = 1.0 - float((resid ** 2).sum()) / sst if sst > 0 else 1.0
-    return float(slope), float(r2)
-
-
 def fixed_direction_slopes(df: pd.DataFrame, y: str = "grad_norm") -> pd.DataFrame:
     """Per-sample log-log slope of ``y`` against ``norm`` across the scales (fixed direction).
 
     Works on the frames of :func:`gradient_facts` (``y="grad_norm"``, theory: -1) and
     :func:`angle_change` (``y="tan_dtheta"``, theory: -2).
     """
-    out = []
-    for (seed, sample), g in df.groupby(["seed", "sample"], sort=True):
-        s, r2 = loglog_slope(g["norm"], g[y])
-        out.append(dict(seed=seed, sample=sample, label=int(g["label"].iloc[0]), slope=s, r2=r2))
-    return pd.DataFrame(out)
+    fits = loglog_fits(df, "norm", y, ["seed", "sample"], min_points=2)
+    labels = df.groupby(["seed", "sample"], sort=True)["label"].first().astype(int).rename("label").reset_index()
+    return fits.merge(labels, on=["seed", "sample"], how="left")[["seed", "sample", "label", "slope", "r2"]]
 
 
 def slope_summary(df: pd.DataFrame, y: str = "grad_norm") -> dict:
@@ -291,7 +215,7 @@ def slope_summary(df: pd.DataFrame, y: str = "grad_norm") -> dict:
     - ``max_abs_cos``: the largest ``|cos(grad, f)|`` (when the frame has it).
     """
     base = df[df["scale"] == 1.0]
-    rs, rr2 = loglog_slope(base["norm"], base[y])
+    rs, _, rr2 = loglog_fit(base["norm"], base[y], min_points=2)
     fs = fixed_direction_slopes(df, y)["slope"].dropna()
     out = dict(random_slope=rs, random_r2=rr2, n_random=int((base[y] > 0).sum()),
                fixed_slope_mean=float(fs.mean()) if len(fs) else float("nan"),
@@ -321,8 +245,8 @@ def eq1_check(dim: int = 8, n_pairs: int = 50, seed: int = 0, dtype: torch.dtype
     Eq. (1): ``d cos θ_ij / d f_i = (1/||f_i||) (f_hat_j - cos θ_ij f_hat_i)``. Returns one row per
     pair with ``norm_i``, ``cos``, ``max_abs_diff`` (formula vs autograd) and ``grad_norm``.
     """
-    dim = _check_int("dim", dim, 2)
-    n_pairs = _check_int("n_pairs", n_pairs, 1)
+    dim = Number(2, integer=True).check("dim", dim)
+    n_pairs = Number(1, integer=True).check("n_pairs", n_pairs)
     gen = torch.Generator().manual_seed(int(seed))
     fi = torch.randn(n_pairs, dim, generator=gen, dtype=dtype) * torch.exp(torch.randn(n_pairs, 1, generator=gen,
                                                                                         dtype=dtype))
@@ -339,10 +263,6 @@ def eq1_check(dim: int = 8, n_pairs: int = 50, seed: int = 0, dtype: torch.dtype
                              max_abs_diff=diff.numpy(), grad_norm=g.norm(dim=1).numpy()))
 
 
-# ----------------------------------------------------------------------------------------------
-# facts 3 and 4: plain SGD on free embeddings
-# ----------------------------------------------------------------------------------------------
-
 @_small_work
 def sgd_norm_growth(loss_name: str = "triplet", steps: int = 100, lr: float = 1.0, n_classes: int = 4,
                     per_class: int | None = None, dim: int = 16, seed: int = 0, etas: Sequence[float] = (0.0, 1.0),
@@ -357,11 +277,9 @@ def sgd_norm_growth(loss_name: str = "triplet", steps: int = 100, lr: float = 1.
     ``identity_rel_err`` = ``| ||f'||^2 - ||f||^2 - lr^2 ||g||^2 | / ||f'||^2`` (fact 3: 0 up to
     rounding; NaN on the last step and with SEC, whose radial gradient breaks the identity).
     """
-    from .sec import SphericalEmbeddingConstraint
-
-    steps = _check_int("steps", steps, 1)
-    lr = _check_pos("lr", lr)
-    etas = list(dict.fromkeys(_check_pos("eta", e, allow_zero=True) for e in etas))
+    steps = Number(1, integer=True).check("steps", steps)
+    lr = Number(0, open_lo=True).check("lr", lr)
+    etas = list(dict.fromkeys(Number(0).check("eta", e) for e in etas))
     if not etas:
         raise ValueError("etas must list at least one value (0 = no SEC)")
     per_class = _default_per_class(loss_name) if per_class is None else per_class
@@ -417,9 +335,9 @@ def angle_change(loss_name: str = "triplet", lr: float = 1.0, n_classes: int = 4
     At fixed direction ``tan Δθ ∝ 1/||f||^2``: slope -2 on log-log (:func:`fixed_direction_slopes`
     with ``y="tan_dtheta"``).
     """
-    lr = _check_pos("lr", lr)
+    lr = Number(0, open_lo=True).check("lr", lr)
     per_class = _default_per_class(loss_name) if per_class is None else per_class
-    scales = _check_scales(scales)
+    scales = PositiveSet(2).check("scales", scales)
     loss_fn = _make_loss(loss_name, loss_kwargs)
     f0, labels = make_batch(n_classes, per_class, dim, seed, norm_range, device, dtype)
     rows = []
@@ -441,10 +359,6 @@ def angle_change(loss_name: str = "triplet", lr: float = 1.0, n_classes: int = 4
                              norm_after=float(f2[i].norm())))
     return pd.DataFrame(rows)
 
-
-# ----------------------------------------------------------------------------------------------
-# the 2-D toy
-# ----------------------------------------------------------------------------------------------
 
 @dataclass
 class Toy2D:
@@ -518,15 +432,11 @@ def simulate_2d(sec: bool = False, eta: float = 1.0, steps: int = 100, lr: float
     With SEC the radial step of a point is ``lr * eta * (2/N) * (||f|| - mu)``; it overshoots ``mu``
     when ``lr * eta * 2/N > 1`` and diverges beyond 2 (a warning is issued).
     """
-    import warnings
-
-    from .sec import SphericalEmbeddingConstraint
-
     per_class = _default_per_class(loss_name) if per_class is None else per_class
 
-    steps = _check_int("steps", steps, 1)
-    lr = _check_pos("lr", lr)
-    eta = _check_pos("eta", eta, allow_zero=True)
+    steps = Number(1, integer=True).check("steps", steps)
+    lr = Number(0, open_lo=True).check("lr", lr)
+    eta = Number(0).check("eta", eta)
     if dim not in (2, 3):
         raise ValueError(f"dim = {dim!r} is not valid; valid values: 2, 3")
     loss_fn = _make_loss(loss_name, loss_kwargs)
@@ -557,288 +467,6 @@ def toy_2d(eta: float = 1.0, steps: int = 100, lr: float = 1.0, seed: int = 0, *
     return {"none": simulate_2d(False, eta, steps, lr, seed, **kw),
             "sec": simulate_2d(True, eta, steps, lr, seed, **kw)}
 
-
-def active_steps(toys: Mapping[str, Toy2D] | Sequence[Toy2D], frac: float = 0.01) -> int:
-    """The last step at which some point of some toy still moves by more than ``frac`` of the largest
-    single-step move (after it the pictures hardly change); at least 1."""
-    toys = list(toys.values()) if isinstance(toys, Mapping) else list(toys)
-    last = 1
-    for t in toys:
-        moves = np.linalg.norm(np.diff(t.positions, axis=0), axis=2).max(axis=1)  # (steps,)
-        if moves.size and moves.max() > 0:
-            idx = np.nonzero(moves > frac * moves.max())[0]
-            last = max(last, int(idx[-1]) + 1)
-    return last
-
-
-def frame_steps(steps: int, n_frames: int, active: int | None = None) -> list[int]:
-    """``n_frames`` distinct step indices from 0 to ``steps``.
-
-    With ``active`` (e.g. :func:`active_steps`), all but the last frame fall in ``0..active`` (where
-    the motion is) and the last frame is ``steps``; steps are denser at the start either way.
-    """
-    steps = _check_int("steps", steps, 1)
-    n_frames = _check_int("n_frames", n_frames, 2)
-    if active is None or active >= steps:
-        raw = np.round(steps * (np.linspace(0, 1, n_frames) ** 1.5)).astype(int)
-    else:
-        active = _check_int("active", active, 1)
-        head = np.round(active * (np.linspace(0, 1, n_frames - 1) ** 1.5)).astype(int)
-        raw = np.append(head, steps)
-    return [int(s) for s in np.unique(raw)]
-
-
-# ----------------------------------------------------------------------------------------------
-# figures (matplotlib Figures built without pyplot)
-# ----------------------------------------------------------------------------------------------
-
-def _figure(w: float, h: float):
-    from matplotlib.figure import Figure
-
-    return Figure(figsize=(w, h), layout="constrained")
-
-
-def _class_colors(labels) -> list:
-    import matplotlib
-
-    cmap = matplotlib.colormaps["tab10"]
-    return [cmap(int(c) % 10) for c in labels]
-
-
-def plot_perpendicularity(df: pd.DataFrame):
-    """Left: angle between ``dL/df`` and ``f`` per sample (90°). Right: ``|cos|`` on a log axis vs machine eps."""
-    d = df.dropna(subset=["cos_grad_f"])
-    fig = _figure(9, 3.4)
-    a1, a2 = fig.subplots(1, 2)
-    a1.scatter(d["norm"], d["angle_deg"], s=14, c=_class_colors(d["label"]))
-    a1.set_xscale("log")
-    a1.set_ylim(0, 180)
-    a1.axhline(90, color="k", lw=0.8, ls="--")
-    a1.set_yticks([0, 45, 90, 135, 180])
-    a1.set_xlabel("‖f‖")
-    a1.set_ylabel("angle(∂L/∂f, f)  [degrees]")
-    a1.set_title("gradient ⊥ embedding (Prop. 1)")
-    eps = np.finfo(np.float64).eps
-    y = d["cos_grad_f"].abs().clip(lower=eps / 100)
-    a2.scatter(d["norm"], y, s=14, c=_class_colors(d["label"]))
-    a2.axhline(eps, color="k", lw=0.8, ls="--", label="float64 eps")
-    a2.set_xscale("log")
-    a2.set_yscale("log")
-    a2.set_ylim(eps / 200, 1)
-    a2.set_xlabel("‖f‖")
-    a2.set_ylabel("|cos(∂L/∂f, f)|")
-    a2.set_title(f"max |cos| = {d['cos_grad_f'].abs().max():.1e}")
-    a2.legend(loc="upper right", fontsize=8)
-    fig.suptitle(f"{df['loss'].iloc[0]} loss, {d['sample'].nunique()} samples × {d['scale'].nunique()} scales",
-                 fontsize=10)
-    return fig
-
-
-def plot_grad_vs_norm(df: pd.DataFrame, max_lines: int = 8):
-    """Log-log ‖∂L/∂f‖ against ‖f‖: the random batch (one fit across samples) and fixed-direction lines."""
-    fig = _figure(6.4, 4.4)
-    ax = fig.subplots()
-    base = df[(df["scale"] == 1.0) & (df["grad_norm"] > 0)]
-    rs, rr2 = loglog_slope(base["norm"], base["grad_norm"])
-    fixed = fixed_direction_slopes(df)
-    shown = list(base["sample"].unique()[:max_lines])
-    for i, s in enumerate(shown):
-        g = df[(df["sample"] == s) & (df["grad_norm"] > 0)].sort_values("norm")
-        ax.plot(g["norm"], g["grad_norm"], "-", color="0.6", lw=1, alpha=0.8,
-                label=(f"same direction, rescaled: slope {fixed['slope'].mean():.4f} "
-                       f"(range {fixed['slope'].min():.4f}…{fixed['slope'].max():.4f})") if i == 0 else None)
-    ax.scatter(base["norm"], base["grad_norm"], s=22, c=_class_colors(base["label"]), zorder=3,
-               label=f"random directions, one batch: slope {rs:.2f}, R² {rr2:.2f}")
-    if np.isfinite(rs):
-        xs = np.geomspace(base["norm"].min(), base["norm"].max(), 20)
-        icpt = np.mean(np.log(base["grad_norm"]) - rs * np.log(base["norm"]))
-        ax.plot(xs, np.exp(icpt) * xs ** rs, "k--", lw=1, label="fit across samples")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("‖f‖")
-    ax.set_ylabel("‖∂L/∂f‖")
-    ax.set_title(f"{df['loss'].iloc[0]}: gradient magnitude ∝ 1/‖f‖ (Prop. 2)", fontsize=10)
-    ax.legend(fontsize=8, loc="lower left")
-    return fig
-
-
-def plot_slope_spread(spread: pd.DataFrame):
-    """Distribution over seeds of the across-sample slope (noisy) vs the fixed-direction slope (-1)."""
-    fig = _figure(8.0, 3.2)
-    ax = fig.subplots()
-    ax.hist(spread["random_slope"].dropna(), bins=max(5, min(30, len(spread) // 2)), color="tab:blue", alpha=0.7,
-            label=f"across samples (random directions), {len(spread)} batches")
-    ax.axvline(spread["fixed_slope_mean"].mean(), color="k", lw=2,
-               label=f"fixed direction: {spread['fixed_slope_mean'].mean():.4f}")
-    ax.axvline(-1, color="tab:red", ls="--", lw=1, label="theory −1")
-    ax.set_xlabel("log-log slope of ‖∂L/∂f‖ on ‖f‖")
-    ax.set_ylabel("batches")
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    return fig
-
-
-def plot_norm_growth(growth: pd.DataFrame):
-    """Per-sample norms over plain SGD steps, one panel per variant (no SEC, SEC), coloured by initial norm."""
-    import matplotlib
-    from matplotlib.colors import LogNorm
-
-    variants = list(dict.fromkeys(growth["variant"]))
-    fig = _figure(4.2 * len(variants) + 1.2, 3.7)
-    axes = np.atleast_1d(fig.subplots(1, len(variants), sharey=True))
-    first_all = growth[growth["step"] == 0]["norm"]
-    cnorm = LogNorm(first_all.min(), first_all.max())
-    cmap = matplotlib.colormaps["viridis"]
-    for ax, v in zip(axes, variants):
-        g = growth[growth["variant"] == v]
-        for s, gs in g.groupby("sample"):
-            ax.plot(gs["step"], gs["norm"], lw=1, color=cmap(cnorm(gs["norm"].iloc[0])), alpha=0.9)
-        last = g[g["step"] == g["step"].max()]["norm"]
-        first = g[g["step"] == 0]["norm"]
-        eta = g["eta"].iloc[0]
-        if v == "sec":
-            mu = g.groupby("step")["mu"].first()
-            ax.plot(mu.index, mu.values, "k--", lw=1.2, label="μ (batch mean norm)")
-            ax.legend(fontsize=8, loc="upper right")
-        ax.set_yscale("log")
-        ax.set_title(f"{'no SEC' if v == 'none' else f'SEC η={eta:g}'}: var(‖f‖) {first.var(ddof=0):.3f} → "
-                     f"{last.var(ddof=0):.3f}", fontsize=9)
-        ax.set_xscale("symlog", linthresh=1.0)
-        ax.set_xlim(0, g["step"].max())
-        ax.set_xlabel("SGD step on the embeddings (symlog)")
-    axes[0].set_ylabel("‖f_i‖")
-    sm = matplotlib.cm.ScalarMappable(norm=cnorm, cmap=cmap)
-    fig.colorbar(sm, ax=list(axes), label="initial ‖f_i‖", shrink=0.9)
-    fig.suptitle(f"{growth['loss'].iloc[0]} loss, plain SGD on free embeddings", fontsize=10)
-    return fig
-
-
-def plot_angle_change(df: pd.DataFrame, max_lines: int = 8):
-    """Log-log tan Δθ of one SGD step against ‖f‖, fixed-direction lines (slope −2) and the random batch."""
-    fig = _figure(6.4, 4.4)
-    ax = fig.subplots()
-    d = df[df["tan_dtheta"] > 0]
-    base = d[d["scale"] == 1.0]
-    rs, rr2 = loglog_slope(base["norm"], base["tan_dtheta"])
-    fixed = fixed_direction_slopes(d, "tan_dtheta")
-    for i, s in enumerate(base["sample"].unique()[:max_lines]):
-        g = d[d["sample"] == s].sort_values("norm")
-        ax.plot(g["norm"], g["tan_dtheta"], "-", color="0.6", lw=1,
-                label=(f"same direction, rescaled: slope {fixed['slope'].mean():.4f}") if i == 0 else None)
-    ax.scatter(base["norm"], base["tan_dtheta"], s=22, c=_class_colors(base["label"]), zorder=3,
-               label=f"random directions, one batch: slope {rs:.2f}, R² {rr2:.2f}")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("‖f‖")
-    ax.set_ylabel("tan Δθ of one SGD step")
-    ax.set_title(f"{df['loss'].iloc[0]}: small norms turn fast, tan Δθ ∝ 1/‖f‖²", fontsize=10)
-    ax.legend(fontsize=8, loc="lower left")
-    return fig
-
-
-def _toy_limits(toys: Sequence[Toy2D]) -> float:
-    return 1.08 * max(float(np.abs(t.positions).max()) for t in toys)
-
-
-def _arrow_scale(toys: Sequence[Toy2D], lim: float) -> float:
-    """One multiplier for all arrows so that the median step-0 arrow is ~20% of the axis half-width."""
-    g = np.concatenate([np.linalg.norm(t.lr * t.metric_grads[0], axis=1) for t in toys])
-    g = g[g > 0]
-    return float(0.2 * lim / np.median(g)) if g.size else 1.0
-
-
-def _draw_toy(ax, toy: Toy2D, step: int, lim: float, arrow_k: float, trail: int | None = None):
-    pos = toy.positions[: step + 1]
-    cols = _class_colors(toy.labels)
-    th = np.linspace(0, 2 * np.pi, 200)
-    ax.plot(np.cos(th), np.sin(th), color="0.75", lw=0.8, ls=":")
-    r = toy.norms()[step].mean() if not toy.sec else toy.mu[step]
-    ax.plot(r * np.cos(th), r * np.sin(th), color="0.35", lw=1, ls="--")
-    start = 0 if trail is None else max(0, step - trail)
-    for i in range(pos.shape[1]):
-        ax.plot(pos[start:, i, 0], pos[start:, i, 1], "-", color=cols[i], lw=1, alpha=0.6)
-    p = pos[-1]
-    ax.scatter(p[:, 0], p[:, 1], s=30, c=cols, edgecolors="k", linewidths=0.5, zorder=4)
-    gm = -toy.lr * toy.metric_grads[step] * arrow_k
-    ax.quiver(p[:, 0], p[:, 1], gm[:, 0], gm[:, 1], angles="xy", scale_units="xy", scale=1, color="k",
-              width=0.006, zorder=5)
-    if toy.sec:
-        gs = -toy.lr * toy.sec_grads[step] * arrow_k
-        ax.quiver(p[:, 0], p[:, 1], gs[:, 0], gs[:, 1], angles="xy", scale_units="xy", scale=1, color="tab:red",
-                  width=0.006, zorder=5)
-    ax.set_xlim(-lim, lim)
-    ax.set_ylim(-lim, lim)
-    ax.set_aspect("equal")
-    ax.tick_params(labelsize=7)
-    n = toy.norms()[step]
-    turn = np.degrees(toy.turn_angles()[min(step, toy.steps - 1)])
-    small, big = int(np.argmin(n)), int(np.argmax(n))
-    ax.set_title(f"{toy.name}, step {step}\nnorms {n.min():.2f}…{n.max():.2f}, var {n.var():.3f}\n"
-                 f"next turn: smallest ‖f‖ {turn[small]:.2g}°, largest ‖f‖ {turn[big]:.2g}°", fontsize=8)
-
-
-def plot_toy(toys: Mapping[str, Toy2D] | Sequence[Toy2D]):
-    """The 2-D toy side by side (no SEC | SEC): full trajectories, plus norm variance and loss per step."""
-    toys = list(toys.values()) if isinstance(toys, Mapping) else list(toys)
-    fig = _figure(3.9 * len(toys) + 3.6, 4.2)
-    gs = fig.add_gridspec(2, len(toys) + 1, width_ratios=[1] * len(toys) + [0.9])
-    lim = _toy_limits(toys)
-    k = _arrow_scale(toys, lim)
-    for j, t in enumerate(toys):
-        _draw_toy(fig.add_subplot(gs[:, j]), t, t.steps, lim, k)
-    colors = ["tab:blue", "tab:orange", "tab:green", "tab:purple"]
-    av = fig.add_subplot(gs[0, -1])
-    al = fig.add_subplot(gs[1, -1], sharex=av)
-    for t, c in zip(toys, colors):
-        av.plot(np.arange(t.steps + 1), t.norm_var(), color=c, label=t.name)
-        al.plot(np.arange(t.steps + 1), t.loss_values, color=c, label=t.name)
-    av.set_yscale("symlog", linthresh=1e-3)
-    av.set_ylabel("var(‖f‖)", fontsize=8)
-    al.set_ylabel("metric loss", fontsize=8)
-    al.set_xlabel("step")
-    av.legend(fontsize=7)
-    for a in (av, al):
-        a.tick_params(labelsize=7)
-    fig.suptitle(f"{toys[0].loss} loss on free 2-D points (arrows: −lr·∂L/∂f ×{k:.3g}; red: SEC's radial pull; "
-                 "dotted: unit circle; dashed: mean norm / μ)", fontsize=9)
-    return fig
-
-
-def toy_frames(toys: Mapping[str, Toy2D] | Sequence[Toy2D], steps: Sequence[int], trail: int | None = None) -> list:
-    """One Figure per selected step, the toys side by side: points, their recent path, the unit circle
-    (dotted), the mean-norm / μ circle (dashed), and arrows for the negative metric gradient (black,
-    tangential) and SEC's pull (red, radial), all with one common arrow scale."""
-    toys = list(toys.values()) if isinstance(toys, Mapping) else list(toys)
-    steps = [int(s) for s in steps]
-    for s in steps:
-        if not all(0 <= s <= t.steps for t in toys):
-            raise ValueError(f"steps: {s} is not valid; valid steps are 0..{min(t.steps for t in toys)}")
-    lim = _toy_limits(toys)
-    k = _arrow_scale(toys, lim)
-    figs = []
-    for s in steps:
-        fig = _figure(3.6 * len(toys), 4.1)
-        axes = np.atleast_1d(fig.subplots(1, len(toys)))
-        for ax, t in zip(axes, toys):
-            _draw_toy(ax, t, s, lim, k, trail=trail)
-        fig.suptitle(f"arrows: −lr·∂L/∂f × {k:.3g} (black), SEC pull (red)", fontsize=8)
-        figs.append(fig)
-    return figs
-
-
-def toy_animation(toys: Mapping[str, Toy2D] | Sequence[Toy2D], n_frames: int = 12, dpi: int = 72,
-                  trail: int | None = None):
-    """A kernel-free slider over training steps (:func:`sec_lib.widgets.slider_stack` of :func:`toy_frames`)."""
-    from . import widgets
-
-    toys_l = list(toys.values()) if isinstance(toys, Mapping) else list(toys)
-    steps = frame_steps(min(t.steps for t in toys_l), n_frames, active=active_steps(toys_l))
-    figs = toy_frames(toys_l, steps, trail=trail)
-    return widgets.slider_stack(figs, [f"step {s}" for s in steps], description="training step", dpi=dpi)
-
-
-# ----------------------------------------------------------------------------------------------
-# numbers for the verdict
-# ----------------------------------------------------------------------------------------------
 
 def summary(facts: pd.DataFrame, growth: pd.DataFrame, angles: pd.DataFrame,
             toys: Mapping[str, Toy2D]) -> dict:

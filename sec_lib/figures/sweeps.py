@@ -1,8 +1,6 @@
-"""Figures of the review-record chapters (inputs: the tidy frames of :mod:`sec_lib.review`).
-
-Every function returns a :class:`matplotlib.figure.Figure` built without pyplot, so nothing is
-shown or kept open as a side effect; a notebook displays it as the cell's value.
-"""
+"""Figures of the review chapters' sweeps: η, μ, BatchNorm / WeightNorm heads, the normalize layer,
+optimizers, convergence, instability and the claims page. Built from the tables of
+:mod:`sec_lib.chapters` (each figure takes frames, never loads or trains)."""
 from __future__ import annotations
 
 import math
@@ -12,77 +10,21 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-import functools
-
-from . import plots as _plots
-from . import report
-
-__all__ = [
-    "VARIANT_COLORS", "LOSS_COLORS", "eta_figure", "mu_figure", "mu_trajectory_figure", "bnwn_figure",
-    "grad_scatter_figure", "slope_figure", "optim_figure", "balance_figure", "pilot_figure",
-    "convergence_figure", "tracked_figure", "class_norm_figure", "claims_figure",
-]
-
-#: The book's colours per variant (from :mod:`sec_lib.plots`).
-VARIANT_COLORS = _plots.VARIANT_COLORS
-#: Okabe-Ito colours per loss.
-LOSS_COLORS = {"triplet": "#0072B2", "semihard": "#D55E00", "npair": "#009E73", "ms": "#CC79A7"}
-OPTIM_COLORS = {"adam": "#0072B2", "sgd": "#D55E00", "adamw": "#009E73"}
-VERDICT_COLORS = {"reproduced": "#009E73", "partly": "#E69F00", "not reproduced": "#D55E00",
-                  "not testable offline": "#7f7f7f"}
-METRIC_LABELS = {"R@1": "R@1 (%)", "train_norm_var": "norm variance (train)", "test_norm_var": "norm variance (test)",
-                 "grad_slope": "slope of log‖∂L/∂f‖ vs log‖f‖", "dtheta_cv": "CV of per-sample Δθ",
-                 "grad_norm_cv": "CV of per-sample ‖∂L/∂f‖"}
+from .. import report
+from ..report import loglog_fit
+from .palette import (LOSS_COLORS, METRIC_LABELS, OPTIM_COLORS, VARIANT_COLORS,
+                      VERDICT_COLORS, color_of, setting_color)
+from .style import (BOOK_WIDTH, err_bars, figure, plain_log_ticks, styled,
+                    subplots)
 
 
-def _styled(fn):
-    """Build the figure inside the book's style context (:func:`sec_lib.plots.style`)."""
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        with _plots.style():
-            return fn(*args, **kwargs)
-    return wrapper
-
-
-def _fig(nrows: int = 1, ncols: int = 1, w: float = 4.2, h: float = 3.2, **kw):
-    w = min(w, _plots.BOOK_WIDTH * 1.25 / ncols)
-    fig = Figure(figsize=(w * ncols, h * nrows), dpi=_plots.DPI, layout="constrained")
-    axes = fig.subplots(nrows, ncols, squeeze=False, **kw)
-    return fig, axes
-
-
-def _color(name, palette, i):
-    default = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf"]
-    return palette.get(name, default[i % len(default)])
-
-
-def _plain_log_ticks(ax, which: str = "xy") -> None:
-    """Tick labels like 0.4 or 2 instead of 4×10⁻¹ on log axes (minor ticks labelled only if there
-    is no major tick in range)."""
-    from matplotlib.ticker import FuncFormatter, LogLocator
-    fmt = FuncFormatter(lambda v, _: f"{v:g}")
-    for axis in ([ax.xaxis] if "x" in which else []) + ([ax.yaxis] if "y" in which else []):
-        axis.set_major_formatter(fmt)
-        axis.set_minor_locator(LogLocator(subs=(2.0, 5.0)))
-        axis.set_minor_formatter(fmt)
-
-
-def _err(sub: pd.DataFrame):
-    """Asymmetric error bars from mean/ci_lo/ci_hi (0 where the CI is undefined)."""
-    lo = (sub["mean"] - sub["ci_lo"]).fillna(0).clip(lower=0).to_numpy(float)
-    hi = (sub["ci_hi"] - sub["mean"]).fillna(0).clip(lower=0).to_numpy(float)
-    return np.vstack([lo, hi])
-
-
-# ---------------------------------------------------------------------------------------------- η
-
-@_styled
+@styled
 def eta_figure(summary: pd.DataFrame, metrics: Sequence[str] = ("R@1", "train_norm_var")) -> Figure:
     """R@1 and norm variance against η per loss, mean ± 95% CI over seeds. The η > 0 grid is on a
     log axis; η = 0 (no SEC), which a log axis cannot show, gets its own narrow panel on the left
     (same y axis), and its mean is continued as a dashed line across the log panel."""
     n = len(metrics)
-    fig = Figure(figsize=(min(_plots.BOOK_WIDTH * 1.25, 4.8 * n), 3.5), dpi=_plots.DPI, layout="constrained")
+    fig = figure(min(BOOK_WIDTH * 1.25, 4.8 * n), 3.5)
     outer = fig.add_gridspec(1, n)
     losses = list(dict.fromkeys(summary["loss"]))
     first = None
@@ -93,13 +35,13 @@ def eta_figure(summary: pd.DataFrame, metrics: Sequence[str] = ("R@1", "train_no
         s = summary[summary["metric"] == m]
         for i, loss in enumerate(losses):
             sub = s[s["loss"] == loss]
-            c = _color(loss, LOSS_COLORS, i)
+            c = color_of(loss, LOSS_COLORS, i)
             pos = sub[sub["eta"] > 0].sort_values("eta")
-            ax.errorbar(pos["eta"], pos["mean"], yerr=_err(pos), color=c, marker="o", ms=4, capsize=3, label=loss)
+            ax.errorbar(pos["eta"], pos["mean"], yerr=err_bars(pos), color=c, marker="o", ms=4, capsize=3, label=loss)
             zero = sub[sub["eta"] == 0]
             if len(zero):
                 x0 = (i - (len(losses) - 1) / 2) * 0.12
-                ax0.errorbar([x0], zero["mean"], yerr=_err(zero), color=c, marker="s", ms=4, capsize=3)
+                ax0.errorbar([x0], zero["mean"], yerr=err_bars(zero), color=c, marker="s", ms=4, capsize=3)
                 ax.axhline(float(zero["mean"].iloc[0]), color=c, ls="--", lw=0.8, alpha=0.8)
         ax0.set_xlim(-0.5, 0.5)
         ax0.set_xticks([0], ["0"])
@@ -116,26 +58,11 @@ def eta_figure(summary: pd.DataFrame, metrics: Sequence[str] = ("R@1", "train_no
     return fig
 
 
-# ---------------------------------------------------------------------------------------------- μ
-
-def _setting_color(s: str) -> str:
-    s = str(s)
-    if s == "none":
-        return VARIANT_COLORS["none"]
-    if s == "batch mean":
-        return VARIANT_COLORS["sec"]
-    if s.startswith("EMA"):
-        return VARIANT_COLORS.get("sec-ema", "#009E73")
-    if s.startswith("zero"):
-        return VARIANT_COLORS["l2reg"]
-    return VARIANT_COLORS.get("sec-fixed", "#CC79A7")
-
-
-@_styled
+@styled
 def mu_figure(runs: pd.DataFrame, order: Sequence[str] | None = None, metric: str = "R@1") -> Figure:
     """Per loss: ``metric`` per μ setting, mean ± 95% CI, seeds as dots; the batch-mean value as a line."""
     losses = list(dict.fromkeys(runs["loss"]))
-    fig, axes = _fig(1, len(losses), w=4.4, h=3.6)
+    fig, axes = subplots(1, len(losses), w=4.4, h=3.6)
     order = list(order) if order is not None else list(dict.fromkeys(runs["setting"].dropna()))
     for ax, loss in zip(axes[0], losses):
         sub = runs[runs["loss"] == loss]
@@ -143,7 +70,7 @@ def mu_figure(runs: pd.DataFrame, order: Sequence[str] | None = None, metric: st
         ys = [o for o in order if o in s.index]
         for y, name in enumerate(ys):
             r = s.loc[name]
-            c = _setting_color(name)
+            c = setting_color(name)
             err = [[max(r["mean"] - r["ci_lo"], 0) if np.isfinite(r["ci_lo"]) else 0],
                    [max(r["ci_hi"] - r["mean"], 0) if np.isfinite(r["ci_hi"]) else 0]]
             ax.errorbar([r["mean"]], [y], xerr=err, fmt="o", color=c, capsize=3)
@@ -158,19 +85,19 @@ def mu_figure(runs: pd.DataFrame, order: Sequence[str] | None = None, metric: st
     return fig
 
 
-@_styled
+@styled
 def mu_trajectory_figure(traj: pd.DataFrame) -> Figure:
     """Per loss: the μ SEC used at each step (batch mean, EMA) and, for the run without SEC, the batch
     mean norm it would have used. Constant targets (μ = 0, fixed radii) are not drawn."""
     losses = list(dict.fromkeys(traj["loss"]))
-    fig, axes = _fig(1, len(losses), w=4.6, h=3.3)
+    fig, axes = subplots(1, len(losses), w=4.6, h=3.3)
     for ax, loss in zip(axes[0], losses):
         sub = traj[traj["loss"] == loss]
         for setting, t in sub.groupby("setting", sort=False):
             if str(setting).startswith(("zero", "fixed")):      # μ = 0 and fixed radii are constants
                 continue
             y = t["norm_mean"] if setting == "none" else t["mu"]
-            ax.plot(t["step"], y, color=_setting_color(setting), lw=1.3,
+            ax.plot(t["step"], y, color=setting_color(setting), lw=1.3,
                     ls="--" if setting == "none" else "-",
                     label=("none (batch mean ‖f‖)" if setting == "none" else setting))
         ax.set_xlabel("iteration")
@@ -180,9 +107,7 @@ def mu_trajectory_figure(traj: pd.DataFrame) -> Figure:
     return fig
 
 
-# ---------------------------------------------------------------------------------------------- BN / WN
-
-@_styled
+@styled
 def bnwn_figure(table_runs: pd.DataFrame, table: pd.DataFrame | None = None, metric: str = "R@1") -> Figure:
     """``metric`` per head without / with SEC (mean ± 95% CI over seeds, seeds as dots); with
     ``table`` (:func:`sec_lib.review.bnwn_table`), the rebuttal's numbers (Cars, a different scale)
@@ -192,7 +117,7 @@ def bnwn_figure(table_runs: pd.DataFrame, table: pd.DataFrame | None = None, met
     if table is not None and f"rebuttal {metric}" in table.columns:
         rebuttal = {(r["head"], r["variant"]): float(r[f"rebuttal {metric}"]) for r in table.to_dict("records")
                     if pd.notna(r[f"rebuttal {metric}"])}
-    fig, axes = _fig(1, 2 if rebuttal else 1, w=4.8, h=3.4)
+    fig, axes = subplots(1, 2 if rebuttal else 1, w=4.8, h=3.4)
     ax = axes[0][0]
     s = report.summarize(table_runs, ["head", "variant"], [metric])
     for j, v in enumerate(("none", "sec")):
@@ -201,7 +126,7 @@ def bnwn_figure(table_runs: pd.DataFrame, table: pd.DataFrame | None = None, met
             if not len(r):
                 continue
             x = i + (j - 0.5) * 0.3
-            ax.errorbar([x], r["mean"], yerr=_err(r), fmt="o", color=VARIANT_COLORS[v], capsize=3,
+            ax.errorbar([x], r["mean"], yerr=err_bars(r), fmt="o", color=VARIANT_COLORS[v], capsize=3,
                         label=v if i == 0 else None)
             pts = table_runs[(table_runs["head"] == h) & (table_runs["variant"] == v)][metric].astype(float)
             ax.scatter([x] * len(pts), pts, s=10, color=VARIANT_COLORS[v], alpha=0.4, lw=0)
@@ -222,15 +147,13 @@ def bnwn_figure(table_runs: pd.DataFrame, table: pd.DataFrame | None = None, met
     return fig
 
 
-# ---------------------------------------------------------------------------------------------- gradient vs norm
-
-@_styled
+@styled
 def grad_scatter_figure(runs: pd.DataFrame, grad_scatter: pd.DataFrame, facet: str = "variant",
                         step: str = "last", title: str = "") -> Figure:
     """Per facet value: per-sample ‖∂L_metric/∂f_i‖ against ‖f_i‖ (log-log) at the last (or first)
     logged step of every run, with the least-squares slope and a slope −1 reference."""
     vals = list(dict.fromkeys(runs[facet]))
-    fig, axes = _fig(1, len(vals), w=4.0, h=3.4)
+    fig, axes = subplots(1, len(vals), w=4.0, h=3.4)
     for ax, v in zip(axes[0], vals):
         keys = runs.loc[runs[facet] == v, "key"]
         g = grad_scatter[grad_scatter["key"].isin(keys)]
@@ -241,8 +164,9 @@ def grad_scatter_figure(runs: pd.DataFrame, grad_scatter: pd.DataFrame, facet: s
         g = g[(g["step"] == pick) & (g["norm"] > 0) & (g["grad_norm"] > 0)]
         x, y = np.log10(g["norm"].to_numpy(float)), np.log10(g["grad_norm"].to_numpy(float))
         ax.scatter(10 ** x, 10 ** y, s=6, alpha=0.35, color=VARIANT_COLORS.get(v, "k"), lw=0)
-        if len(x) >= 3 and np.ptp(x) > 0:
-            b, a = np.polyfit(x, y, 1)
+        fit = loglog_fit(10 ** x, 10 ** y)
+        if np.isfinite(fit.slope):
+            b, a = fit.slope, fit.intercept / np.log(10)
             xx = np.linspace(x.min(), x.max(), 20)
             ax.plot(10 ** xx, 10 ** (a + b * xx), color="k", lw=1.2, label=f"fit: slope {b:+.2f}")
             ax.plot(10 ** xx, 10 ** (a + b * x.mean() + -1 * (xx - x.mean())), color="k", ls=":", lw=1,
@@ -250,23 +174,23 @@ def grad_scatter_figure(runs: pd.DataFrame, grad_scatter: pd.DataFrame, facet: s
             ax.legend(fontsize=7)
         ax.set_xscale("log")
         ax.set_yscale("log")
-        _plain_log_ticks(ax, "xy")
+        plain_log_ticks(ax, "xy")
         ax.set_xlabel("‖f_i‖ (pre-normalization)")
         ax.set_ylabel("‖∂L_metric/∂f_i‖")
         ax.set_title(f"{title}{facet} = {v}")
     return fig
 
 
-@_styled
+@styled
 def slope_figure(curve: pd.DataFrame, facet: str = "loss", hue: str = "variant", col: str = "grad_slope") -> Figure:
     """Per facet: the smoothed per-batch log-log slope over training per hue (mean over seeds with
     its 95% CI band), with the theory's −1 as a reference."""
     vals = list(dict.fromkeys(curve[facet]))
-    fig, axes = _fig(1, len(vals), w=3.8, h=3.2, sharey=True)
+    fig, axes = subplots(1, len(vals), w=3.8, h=3.2, sharey=True)
     for ax, v in zip(axes[0], vals):
         sub = curve[curve[facet] == v]
         for i, (h, t) in enumerate(sub.groupby(hue, sort=False)):
-            c = _color(h, VARIANT_COLORS, i)
+            c = color_of(h, VARIANT_COLORS, i)
             ax.plot(t["step"], t["mean"], color=c, lw=1.4, label=str(h))
             ok = t["ci_lo"].notna()
             ax.fill_between(t["step"][ok], t["ci_lo"][ok], t["ci_hi"][ok], color=c, alpha=0.15, lw=0)
@@ -279,13 +203,11 @@ def slope_figure(curve: pd.DataFrame, facet: str = "loss", hue: str = "variant",
     return fig
 
 
-# ---------------------------------------------------------------------------------------------- optimizers
-
-@_styled
+@styled
 def pilot_figure(pilot: pd.DataFrame) -> Figure:
     """Final R@1 of the learning-rate pilot per optimizer and rate; the chosen rate is circled."""
     opts = list(dict.fromkeys(pilot["optimizer"]))
-    fig, axes = _fig(1, len(opts), w=3.6, h=3.0)
+    fig, axes = subplots(1, len(opts), w=3.6, h=3.0)
     for ax, o in zip(axes[0], opts):
         sub = pilot[pilot["optimizer"] == o].sort_values("lr")
         ax.plot(sub["lr"], sub["R@1"], marker="o", color=VARIANT_COLORS["none"])
@@ -299,10 +221,10 @@ def pilot_figure(pilot: pd.DataFrame) -> Figure:
     return fig
 
 
-@_styled
+@styled
 def optim_figure(diffs: pd.DataFrame) -> Figure:
     """Paired R@1 difference SEC − none (mean ± 95% CI over seeds) per loss, one colour per optimizer."""
-    fig, axes = _fig(1, 1, w=6.0, h=3.4)
+    fig, axes = subplots(1, 1, w=6.0, h=3.4)
     ax = axes[0][0]
     losses = list(dict.fromkeys(diffs["loss"]))
     opts = list(dict.fromkeys(diffs["optimizer"]))
@@ -319,12 +241,12 @@ def optim_figure(diffs: pd.DataFrame) -> Figure:
     return fig
 
 
-@_styled
+@styled
 def balance_figure(runs_with_means: pd.DataFrame, cols: Sequence[str] = ("dtheta_cv", "grad_norm_cv"),
                    facet: str = "optimizer") -> Figure:
     """Per column: the per-run mean over training by facet value and variant (mean ± 95% CI, seeds
     and losses as dots)."""
-    fig, axes = _fig(1, len(cols), w=4.2, h=3.2)
+    fig, axes = subplots(1, len(cols), w=4.2, h=3.2)
     vals = list(dict.fromkeys(runs_with_means[facet]))
     for ax, col in zip(axes[0], cols):
         s = report.summarize(runs_with_means, [facet, "variant"], [col])
@@ -334,7 +256,7 @@ def balance_figure(runs_with_means: pd.DataFrame, cols: Sequence[str] = ("dtheta
                 if not len(r):
                     continue
                 x = i + (j - 0.5) * 0.3
-                ax.errorbar([x], r["mean"], yerr=_err(r), fmt="o", capsize=3, color=VARIANT_COLORS[v],
+                ax.errorbar([x], r["mean"], yerr=err_bars(r), fmt="o", capsize=3, color=VARIANT_COLORS[v],
                             label=v if i == 0 else None)
                 pts = runs_with_means[(runs_with_means[facet] == f) & (runs_with_means["variant"] == v)][col]
                 ax.scatter([x] * len(pts), pts.astype(float), s=8, alpha=0.35, color=VARIANT_COLORS[v], lw=0)
@@ -344,9 +266,7 @@ def balance_figure(runs_with_means: pd.DataFrame, cols: Sequence[str] = ("dtheta
     return fig
 
 
-# ---------------------------------------------------------------------------------------------- convergence
-
-@_styled
+@styled
 def convergence_figure(band: pd.DataFrame, reach: pd.DataFrame | None = None, metric: str = "R@1",
                        variants: Sequence[str] = ("none", "sec")) -> Figure:
     """Per loss: ``metric`` against iteration per variant, the mean over seeds with the seeds' range
@@ -354,7 +274,7 @@ def convergence_figure(band: pd.DataFrame, reach: pd.DataFrame | None = None, me
     losses = list(dict.fromkeys(band["loss"]))
     ncols = min(4, len(losses))
     nrows = math.ceil(len(losses) / ncols)
-    fig, axes = _fig(nrows, ncols, w=3.8, h=3.1)
+    fig, axes = subplots(nrows, ncols, w=3.8, h=3.1)
     for k, loss in enumerate(losses):
         ax = axes[k // ncols][k % ncols]
         for v in variants:
@@ -377,9 +297,7 @@ def convergence_figure(band: pd.DataFrame, reach: pd.DataFrame | None = None, me
     return fig
 
 
-# ---------------------------------------------------------------------------------------------- instability
-
-@_styled
+@styled
 def tracked_figure(runs: pd.DataFrame, tracked: pd.DataFrame, seed=None, variants: Sequence[str] = ("none", "sec"),
                    logy: bool = False) -> Figure:
     """Norm trajectories of the tracked training samples (one thin line each), one row per loss and
@@ -387,7 +305,7 @@ def tracked_figure(runs: pd.DataFrame, tracked: pd.DataFrame, seed=None, variant
     seed = runs["seed"].min() if seed is None else seed
     r = runs[(runs["seed"] == seed) & runs["variant"].isin(variants)]
     losses = list(dict.fromkeys(r["loss"]))
-    fig, axes = _fig(len(losses), len(variants), w=3.6, h=2.3, sharex=True)
+    fig, axes = subplots(len(losses), len(variants), w=3.6, h=2.3, sharex=True)
     for i, loss in enumerate(losses):
         for j, v in enumerate(variants):
             ax = axes[i][j]
@@ -397,7 +315,7 @@ def tracked_figure(runs: pd.DataFrame, tracked: pd.DataFrame, seed=None, variant
                 ax.plot(s["step"], s["norm"], lw=0.7, alpha=0.6, color=VARIANT_COLORS.get(v, "k"))
             if logy and len(t) and (t["norm"] > 0).all():
                 ax.set_yscale("log")
-                _plain_log_ticks(ax, "y")
+                plain_log_ticks(ax, "y")
             ax.set_title(f"{loss}, {v}", fontsize=9)
             if j == 0:
                 ax.set_ylabel("‖f_i‖")
@@ -412,10 +330,10 @@ def tracked_figure(runs: pd.DataFrame, tracked: pd.DataFrame, seed=None, variant
     return fig
 
 
-@_styled
+@styled
 def class_norm_figure(assoc: pd.DataFrame) -> Figure:
     """Excess η² (between-class share of test-norm variance above chance) per loss, without / with SEC."""
-    fig, axes = _fig(1, 1, w=5.5, h=3.2)
+    fig, axes = subplots(1, 1, w=5.5, h=3.2)
     ax = axes[0][0]
     losses = list(dict.fromkeys(assoc["loss"]))
     s = report.summarize(assoc, ["loss", "variant"], ["excess"])
@@ -423,7 +341,7 @@ def class_norm_figure(assoc: pd.DataFrame) -> Figure:
         for i, loss in enumerate(losses):
             r = s[(s["loss"] == loss) & (s["variant"] == v)]
             if len(r):
-                ax.errorbar([i + (j - 1) * 0.2], r["mean"], yerr=_err(r), fmt="o", capsize=3,
+                ax.errorbar([i + (j - 1) * 0.2], r["mean"], yerr=err_bars(r), fmt="o", capsize=3,
                             color=VARIANT_COLORS.get(v, "k"), label=v if i == 0 else None)
     ax.axhline(0, color="k", lw=0.8)
     ax.set_xticks(range(len(losses)), losses)
@@ -432,13 +350,11 @@ def class_norm_figure(assoc: pd.DataFrame) -> Figure:
     return fig
 
 
-# ---------------------------------------------------------------------------------------------- claims
-
-@_styled
+@styled
 def claims_figure(table: pd.DataFrame, unit: str = "pp") -> Figure:
     """Forest plot of the claims measured in ``unit`` (estimate and 95% CI, coloured by verdict)."""
     t = table[(table["unit"] == unit) & table["estimate"].notna()].reset_index(drop=True)
-    fig, axes = _fig(1, 1, w=6.5, h=0.45 * max(3, len(t)) + 0.8)
+    fig, axes = subplots(1, 1, w=6.5, h=0.45 * max(3, len(t)) + 0.8)
     ax = axes[0][0]
     shown = False
     for i, r in t.iterrows():

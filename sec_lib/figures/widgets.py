@@ -22,6 +22,10 @@ import io
 import itertools
 from typing import Mapping, Sequence
 
+import ipywidgets as widgets
+from matplotlib.figure import Figure
+from PIL import Image as _PILImage
+
 __all__ = ["fig_to_image", "slider_stack", "linked_explorer", "live_note", "placeholder_image",
            "link_records", "CONTROL_KINDS"]
 
@@ -38,7 +42,6 @@ def _png_bytes(fig, dpi: int, quantize: bool, tight: bool = False) -> bytes:
     data = buf.getvalue()
     if not quantize:
         return data
-    from PIL import Image as _PILImage
 
     img = _PILImage.open(io.BytesIO(data)).convert("RGB")
     img = img.quantize(colors=256, method=_PILImage.Quantize.FASTOCTREE, dither=_PILImage.Dither.NONE)
@@ -57,7 +60,6 @@ def fig_to_image(fig, dpi: int = 80, quantize: bool = True, width: str | None = 
 
     Passing an existing ``ipywidgets.Image`` returns it unchanged; raw PNG ``bytes`` are wrapped.
     """
-    import ipywidgets as widgets
 
     if isinstance(fig, widgets.Image):
         return fig
@@ -72,8 +74,9 @@ def fig_to_image(fig, dpi: int = 80, quantize: bool = True, width: str | None = 
             data = _png_bytes(fig, int(dpi), quantize, tight)
         finally:
             if getattr(getattr(fig, "canvas", None), "manager", None) is not None:  # a pyplot figure
+                # imported here, not at the top: importing pyplot selects a backend, and only a
+                # figure that pyplot made (and tracks) needs it
                 import matplotlib.pyplot as plt
-
                 plt.close(fig)
     kw = {"layout": widgets.Layout(width=width, max_width="100%")} if width else {}
     return widgets.Image(value=data, format="png", **kw)
@@ -84,12 +87,9 @@ _PLACEHOLDER_CACHE: dict = {}
 
 def placeholder_image(text: str = PLACEHOLDER_TEXT, dpi: int = 80):
     """A small image saying ``text`` (default: "not computed in this profile")."""
-    import ipywidgets as widgets
 
     key = (text, dpi)
     if key not in _PLACEHOLDER_CACHE:
-        from matplotlib.figure import Figure
-
         fig = Figure(figsize=(4.0, 1.2))
         fig.text(0.5, 0.5, text, ha="center", va="center", fontsize=12, color="0.35")
         _PLACEHOLDER_CACHE[key] = _png_bytes(fig, dpi, True)
@@ -98,7 +98,6 @@ def placeholder_image(text: str = PLACEHOLDER_TEXT, dpi: int = 80):
 
 def _as_widget(item, dpi: int):
     """A grid cell -> a widget: Figures/bytes become Images, widgets pass through."""
-    import ipywidgets as widgets
 
     if isinstance(item, widgets.Widget):
         return item
@@ -116,8 +115,6 @@ def _labels(values: Sequence, what: str) -> list[str]:
 
 
 def _make_control(kind: str, labels: list[str], description: str):
-    import ipywidgets as widgets
-
     style = {"description_width": "initial"}
     if kind == "slider":
         return widgets.SelectionSlider(options=labels, value=labels[0], description=description,
@@ -129,8 +126,6 @@ def _make_control(kind: str, labels: list[str], description: str):
 
 
 def _link(control, stack):
-    import ipywidgets as widgets
-
     return widgets.jslink((control, "index"), (stack, "selected_index"))
 
 
@@ -141,7 +136,6 @@ def slider_stack(figures: Sequence, labels: Sequence, description: str = "step",
     PNG bytes or any widgets. Returns ``VBox([slider, stack])``; the link widget is kept on
     ``box.links`` (and in the kernel's widget registry, hence in the saved widget state).
     """
-    import ipywidgets as widgets
 
     figures = list(figures)
     labels = _labels(labels, "slider_stack labels")
@@ -172,7 +166,6 @@ def linked_explorer(grid: Mapping, axes: Sequence, dpi: int = 80, missing_text: 
     Returns ``VBox([HBox(controls), outer_stack])`` with ``.links``, ``.controls`` and ``.stacks``
     (a list per level) attached for inspection.
     """
-    import ipywidgets as widgets
 
     axes = list(axes)
     if not axes:
@@ -232,7 +225,6 @@ def live_note(text: str | None = None):
     Live controls (recomputing with new values) need a running kernel: open the notebook in
     Jupyter, or re-run it with papermill ``-p`` parameters.
     """
-    import ipywidgets as widgets
 
     msg = text or ("These controls switch between <b>precomputed</b> figures and work in the static page. "
                    "<b>Live controls need a running kernel</b>: to compute other settings, open this notebook in "
@@ -244,4 +236,3 @@ def live_note(text: str | None = None):
 def link_records(box) -> list[tuple[str, str, str, str]]:
     """``(source_model_id, source_attr, target_model_id, target_attr)`` for each link of a box built here."""
     return [(lk.source[0].model_id, lk.source[1], lk.target[0].model_id, lk.target[1]) for lk in box.links]
-
