@@ -58,7 +58,7 @@ def bnwn_diffs(runs: pd.DataFrame, metrics: Sequence[str] = ("R@1", "NMI", "F1")
             vb = reb[(reb["table"] == kb[0]) & (reb["setting"] == kb[1])][r.metric]
             if len(va) and len(vb):
                 val = float(vb.iloc[0]) - float(va.iloc[0])
-        reference.append(val)
+        paper.append(val)
     return name_means(d.assign(rebuttal_diff=paper), "none", "sec")
 
 

@@ -26,13 +26,13 @@ import torch
 from ipywidgets.embed import dependency_state, embed_data
 
 from sec_lib import experiments as ex
-from sec_lib import explorer as X
-from sec_lib import widgets as W
+from sec_lib.chapters import explore as X
+from sec_lib.figures import widgets as W
 from sec_lib.params import ParameterError
 from sec_lib.store import ResultStore, load_runs, results_to_frames, run_key
 from sec_lib.train import TrainConfig
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 NOTEBOOK = ROOT / "notebooks" / "explore.ipynb"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -242,7 +242,7 @@ def test_detect_mode_from_parent_command_line(tmp_path):
 
 @pytest.mark.skipif(not pathlib.Path("/proc/self/cmdline").exists(), reason="needs Linux /proc")
 def test_detect_mode_reads_the_real_proc():
-    code = ("import os; from sec_lib.explorer import detect_mode; "
+    code = ("import os; from sec_lib.chapters.explore import detect_mode; "
             "print(detect_mode(ppid=os.getpid()), detect_mode())")
     # the child's own command line names papermill (an extra argv); its parent (this pytest) does not
     out = subprocess.run([sys.executable, "-c", code, "papermill"], capture_output=True, text=True, cwd=ROOT,
@@ -370,7 +370,7 @@ def test_notebook_structure_and_parameter_check():
     code = [c for c in nb.cells if c.cell_type == "code"]
     assert "parameters" in code[0].metadata.get("tags", [])
     assert 'mode = "auto"' in code[0].source and 'profile = "cpu"' in code[0].source
-    assert code[1].source.startswith("import sec_lib.params as _p, sec_lib.explorer as _x")
+    assert code[1].source.startswith("import sec_lib.params as _p, sec_lib.chapters.explore as _x")
     assert "notebook_params(globals(), _x.PARAMS)" in code[1].source
     assert all(not c.get("outputs") and c.get("execution_count") is None for c in code)
     assert nb.cells[0].cell_type == "markdown" and "?" in nb.cells[0].source.splitlines()[0]
@@ -400,7 +400,7 @@ def test_notebook_runs_at_smoke_static_under_papermill(tmp_path):
     assert "Mode: **static**" in text and "not computed (placeholders)" in text
     assert "best R@1" in text and "optimistic" in text
     # the smoke runs were trained by the notebook into the temporary store
-    cfgs = ex.chapter_configs("explore", "smoke")
+    cfgs = ex.chapter_configs("explore", "smoke", ResultStore(runs))
     assert all(ResultStore(runs).has(c) for c in cfgs)
     state = nb["metadata"]["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]
     p = ex.PROFILES["smoke"]

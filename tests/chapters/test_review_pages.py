@@ -9,8 +9,10 @@ from matplotlib.figure import Figure
 from scipy import stats
 
 from sec_lib import report
-from sec_lib import review as rv
-from sec_lib import review_plots as rp
+from sec_lib.chapters import bnwn, claims, common, convergence, instability, normlayer, optim
+from sec_lib.chapters import eta as eta_ch
+from sec_lib.chapters import mu as mu_ch
+from sec_lib.figures import sweeps as rp
 from sec_lib.store import Frames
 
 LOSSES = ("triplet", "semihard", "npair", "ms")
@@ -45,21 +47,21 @@ def brute_reach(t, r, frac):
     ([0, 5, 50], [20, 21, 60]),
 ])
 def test_reach_step_against_dense_curve(t, r):
-    got = rv.reach_step(t, r, 0.9)
+    got = convergence.reach_step(t, r, 0.9)
     assert got == pytest.approx(brute_reach(np.array(t, float), np.array(r, float), 0.9), abs=1e-3)
 
 
 def test_reach_step_hand_values_and_edges():
-    assert rv.reach_step([0, 10, 20, 30], [10, 40, 80, 100]) == pytest.approx(25.0)   # 20 + (90-80)/(100-80)*10
-    assert rv.reach_step([0, 10], [95, 100]) == 0.0                                   # already there at step 0
-    assert rv.reach_step([30, 0, 10, 20], [100, 10, 40, 80]) == pytest.approx(25.0)   # order does not matter
-    assert rv.reach_step([0, 10, 20], [10, 50, 100], frac=0.5) == pytest.approx(10.0)
-    assert math.isnan(rv.reach_step([], []))
-    assert math.isnan(rv.reach_step([0, 10], [1.0, np.nan]))
+    assert convergence.reach_step([0, 10, 20, 30], [10, 40, 80, 100]) == pytest.approx(25.0)   # 20 + (90-80)/(100-80)*10
+    assert convergence.reach_step([0, 10], [95, 100]) == 0.0                                   # already there at step 0
+    assert convergence.reach_step([30, 0, 10, 20], [100, 10, 40, 80]) == pytest.approx(25.0)   # order does not matter
+    assert convergence.reach_step([0, 10, 20], [10, 50, 100], frac=0.5) == pytest.approx(10.0)
+    assert math.isnan(convergence.reach_step([], []))
+    assert math.isnan(convergence.reach_step([0, 10], [1.0, np.nan]))
     with pytest.raises(ValueError, match="frac"):
-        rv.reach_step([0, 1], [0, 1], frac=1.5)
+        convergence.reach_step([0, 1], [0, 1], frac=1.5)
     with pytest.raises(ValueError, match="same length"):
-        rv.reach_step([0, 1], [0, 1, 2])
+        convergence.reach_step([0, 1], [0, 1, 2])
 
 
 def test_reach_table_and_convergence_diffs():
@@ -75,15 +77,15 @@ def test_reach_table_and_convergence_diffs():
                 ev += [dict(key=key, step=0, **{"R@1": 0.0}), dict(key=key, step=t90, **{"R@1": 0.9 * final}),
                        dict(key=key, step=100, **{"R@1": final})]
     runs = pd.DataFrame(rows)
-    reach = rv.reach_table(runs, pd.DataFrame(ev))
+    reach = convergence.reach_table(runs, pd.DataFrame(ev))
     assert reach.set_index("key").loc["ms-sec-2", "reach"] == pytest.approx(34.0)
-    d = rv.convergence_diffs(reach)
+    d = convergence.convergence_diffs(reach)
     r = d[(d.loss == "triplet") & (d.metric == "reach")].iloc[0]
     assert r["diff"] == pytest.approx(-29.0) and r["n_pairs"] == 3
     assert r["verdict"] == "reproduced"                  # faster with SEC, CI excludes 0
     f = d[(d.loss == "triplet") & (d.metric == "final")].iloc[0]
     assert f["diff"] == pytest.approx(0.0) and f["verdict"] == "not reproduced"
-    band = rv.curve_band(runs, pd.DataFrame(ev))
+    band = convergence.curve_band(runs, pd.DataFrame(ev))
     b = band[(band.loss == "ms") & (band.variant == "none") & (band.step == 100)].iloc[0]
     assert b["mean"] == pytest.approx(51.0) and b["min"] == 50.0 and b["max"] == 52.0
 
@@ -111,17 +113,17 @@ def main_runs(gains, var_none=4.0, var_sec=0.04, l2_gain=None, noise=(0.0, 0.7, 
 def test_pooled_diff_against_hand_computation():
     gains = dict(triplet=2.0, semihard=-1.0, npair=0.5, ms=1.5)
     runs = main_runs(gains)
-    out = rv.pooled_diff(runs, "variant", "none", "sec", "R@1")
+    out = report.pooled_diff(runs, "variant", "none", "sec", "R@1")
     per_seed = [np.mean([gains[l] + 0.3 * s for l in LOSSES]) for s in SEEDS]
     m, lo, hi = t_ci(per_seed)
     assert (out["estimate"], out["ci_lo"], out["ci_hi"]) == pytest.approx((m, lo, hi))
     assert out["n"] == 3 and out["n_groups"] == 4
     assert out["p_value"] == pytest.approx(stats.ttest_1samp(per_seed, 0).pvalue)
-    lg = rv.pooled_diff(runs, "variant", "none", "sec", "train_norm_var", transform=np.log10)
+    lg = report.pooled_diff(runs, "variant", "none", "sec", "train_norm_var", transform=np.log10)
     ref = [np.mean([np.log10(0.04 * (1 + 0.1 * s) / (4.0 * (1 + 0.05 * s)))] * 4) for s in SEEDS]
     assert lg["estimate"] == pytest.approx(np.mean(ref))
     # a missing side gives no evidence rather than an error
-    assert rv.pooled_diff(runs[runs.variant != "sec"], "variant", "none", "sec", "R@1")["n"] == 0
+    assert report.pooled_diff(runs[runs.variant != "sec"], "variant", "none", "sec", "R@1")["n"] == 0
 
 
 # ------------------------------------------------------------------------------------ chapters
@@ -132,13 +134,13 @@ def test_summary_table_cells_and_counts():
                          zip(SEEDS, (1.0, 2.0, 4.0), (1e-4, 2e-4, 3e-4))]
                         + [dict(loss="b", seed=0, status="failed", x=np.nan, v=np.nan),
                            dict(loss="b", seed=1, status="done", x=5.0, v=1e5)])
-    t = rv.summary_table(runs, ["loss"], ["x", "v"]).set_index("loss")
+    t = report.summary_table(runs, ["loss"], ["x", "v"]).set_index("loss")
     m, lo, hi = t_ci([1.0, 2.0, 4.0])
     assert t.loc["a", "x"] == f"{m:.2f} ± {(hi - lo) / 2:.2f}"
     assert t.loc["a", "v"].startswith("0.0002 ± ")            # small values: significant digits
     assert t.loc["b", "x"] == "5.00 (n=1)" and t.loc["b", "v"] == "1e+05 (n=1)"
     assert (t.loc["b", "runs"], t.loc["b", "failed"]) == (2, 1)
-    assert rv.fmt_cell(np.nan, np.nan, np.nan, 0) == "n/a"
+    assert report.fmt_cell(np.nan, np.nan, np.nan, 0) == "n/a"
 
 
 def test_eta_diffs_and_reading():
@@ -151,21 +153,21 @@ def test_eta_diffs_and_reading():
                 rows.append(dict(key=f"{loss}{eta}{s}", loss=loss, eta=eta, seed=s, status="done",
                                  **{"R@1": r1, "train_norm_var": 1.0 / (1 + eta), "test_norm_var": 2.0}))
     runs = pd.DataFrame(rows)
-    d = rv.eta_diffs(runs)
+    d = eta_ch.eta_diffs(runs)
     assert list(d["eta"].unique()) == [0.1, 1.0] and len(d) == 4
     ref = report.paired_diff(runs[runs.eta.isin([0.0, 1.0])], "loss", "eta", 0.0, 1.0, metrics=["R@1"])
     got = d[d.eta == 1.0].set_index("loss")["diff"]
     assert got["ms"] == pytest.approx(ref.set_index("loss").loc["ms", "diff"]) == pytest.approx(-2.9)
     assert set(d[d.eta == 0.1]["verdict"]) == {"reproduced"}
     assert set(d[d.eta == 1.0]["verdict"]) == {"not reproduced"}
-    text = rv.eta_reading(d)
+    text = eta_ch.eta_reading(d)
     assert "**triplet**: SEC beats η = 0 with a CI above 0 at η ∈ {0.1}" in text and "below 0 at η ∈ {1}" in text
     assert text.count("\n") == 1                        # one line per loss
-    rob = rv.eta_robustness(runs)
+    rob = eta_ch.eta_robustness(runs)
     assert rob["estimate"] == pytest.approx(-0.4) and rob["n"] == 3     # per seed: (2 + 0.1s - 3 + 0.1s) / 2
-    tbl = rv.eta_table(runs)
+    tbl = eta_ch.eta_table(runs)
     assert {"loss", "eta", "R@1", "runs", "failed"} <= set(tbl.columns) and len(tbl) == 6
-    s = rv.eta_summary(runs)
+    s = eta_ch.eta_summary(runs)
     assert set(s["metric"]) == {"R@1", "train_norm_var", "test_norm_var"}
 
 
@@ -184,20 +186,20 @@ def mu_runs():
 
 def test_mu_tables():
     runs = mu_runs()
-    best = rv.mu_vs_best_zero(runs)
+    best = mu_ch.mu_vs_best_zero(runs)
     assert list(best["best_zero"]) == ["zero η=0.005"] * 2            # the best μ = 0 setting, picked post hoc
     r = best[best.loss == "semihard"].iloc[0]
     assert r["diff"] == pytest.approx(2.05) and r["verdict"] == "reproduced"
-    t = rv.mu_rebuttal_table(runs)
+    t = mu_ch.mu_rebuttal_table(runs)
     t = t.set_index("setting")
     assert t.loc["batch mean", "rebuttal R@1"] == pytest.approx(85.19)
     assert t.loc["zero η=0.005", "rebuttal R@1"] == pytest.approx(82.60)
     assert t.loc["none", "rebuttal norm var"] == pytest.approx(7.63)
     assert np.isnan(t.loc["EMA ρ=0.1", "rebuttal R@1"])
-    d = rv.mu_diffs(runs)
+    d = mu_ch.mu_diffs(runs)
     assert set(d["versus"]) == {"none", "EMA ρ=0.1", "EMA ρ=0.01", "zero η=0.1", "zero η=0.005", "fixed r=4"}
     assert d[(d.loss == "ms") & (d.versus == "zero η=0.1")]["diff"].iloc[0] == pytest.approx(5.05)
-    e = rv.ema_vs_batch(runs)
+    e = mu_ch.ema_vs_batch(runs)
     assert e["setting"] == "EMA ρ=0.01" and e["estimate"] == pytest.approx(0.1 - 0.05)
 
 
@@ -211,16 +213,16 @@ def test_bnwn_table_and_collapse_verdict():
                                  **{"R@1": 60 + e + eff.get((h, v), 0.0) + 0.2 * s * (v == "sec"),
                                     "NMI": 50.0, "F1": 20.0, "train_norm_var": 1.0}))
     runs = pd.DataFrame(rows)
-    t = rv.bnwn_table(runs).set_index(["head", "variant"])
+    t = bnwn.bnwn_table(runs).set_index(["head", "variant"])
     assert t.loc[("bn_before_norm", "sec"), "rebuttal R@1"] == pytest.approx(62.46)
     assert t.loc[("paper", "none"), "rebuttal R@1"] == pytest.approx(80.17)
     assert np.isnan(t.loc[("nobn", "none"), "rebuttal R@1"])
-    bn = rv.head_effect(runs, "bn_before_norm", -1)
+    bn = bnwn.head_effect(runs, "bn_before_norm", -1)
     assert bn["estimate"] == pytest.approx(-9.8) and bn["rebuttal"] == pytest.approx(62.46 - 80.20)
     assert bn["verdict"] == "reproduced"
     # with SEC expected to help (+1), the same numbers are "not reproduced"
-    assert rv.head_effect(runs, "bn_before_norm", +1)["verdict"] == "not reproduced"
-    d = rv.bnwn_diffs(runs)
+    assert bnwn.head_effect(runs, "bn_before_norm", +1)["verdict"] == "not reproduced"
+    d = bnwn.bnwn_diffs(runs)
     assert d[(d["head"] == "weightnorm") & (d.metric == "R@1")]["rebuttal_diff"].iloc[0] == pytest.approx(85.01 - 79.42)
 
 
@@ -235,12 +237,12 @@ def test_normlayer_diffs_equivalence():
                                     "NMI": 50.0 + e, "train_norm_var": 1.0, "test_norm_var": 1.0}))
                 steps += [dict(key=key, step=i, grad_slope=-1.0 + 0.01 * i) for i in range(1, 5)]
     runs = pd.DataFrame(rows)
-    d = rv.normlayer_diffs(runs)
+    d = normlayer.normlayer_diffs(runs)
     eq = d[(d.comparison == "normalize − paper head (none)") & (d.metric == "R@1")].iloc[0]
     assert eq["verdict"] == "reproduced" and abs(eq["diff"]) < 0.05      # equivalence within the margin
     g = d[(d.comparison == "SEC − none (normalize head)") & (d.metric == "R@1")].iloc[0]
     assert g["diff"] == pytest.approx(2.1) and g["verdict"] == "reproduced"
-    t = rv.normlayer_table(runs, pd.DataFrame(steps))
+    t = normlayer.normlayer_table(runs, pd.DataFrame(steps))
     assert t["grad_slope"].iloc[0].startswith("-0.975")
 
 
@@ -252,7 +254,7 @@ def test_pilot_table_choice_rule():
         dict(optimizer="sgd", lr=0.01, status="done", **{"R@1": 40.0}),
         dict(optimizer="sgd", lr=0.1, status="done", **{"R@1": 40.0}),     # tie: the smaller rate wins
     ])
-    t = rv.pilot_table(pilot)
+    t = optim.pilot_table(pilot)
     assert list(t.loc[t.chosen, "lr"]) == [1e-3, 0.01]
 
 
@@ -263,14 +265,14 @@ def test_class_association_against_formula():
     tn = pd.DataFrame({"key": "a", "label": labels, "norm": norms})
     tn = pd.concat([tn, pd.DataFrame({"key": "b", "label": labels, "norm": np.repeat([1.0, 2, 3, 4, 5], 8)})])
     runs = pd.DataFrame({"key": ["a", "b"], "variant": ["none", "none"]})
-    out = rv.class_association(runs, tn).set_index("key")
+    out = claims.class_association(runs, tn).set_index("key")
     grand = norms.mean()
     ssb = sum(8 * (norms[labels == k].mean() - grand) ** 2 for k in range(5))
     assert out.loc["a", "eta2"] == pytest.approx(ssb / ((norms - grand) ** 2).sum())
     assert out.loc["a", "eta2_chance"] == pytest.approx(4 / 39)
     assert out.loc["a", "p_value"] == pytest.approx(stats.f_oneway(*[norms[labels == k] for k in range(5)]).pvalue)
     assert out.loc["b", "eta2"] == pytest.approx(1.0)
-    summ = rv.class_association_summary(out.reset_index().assign(loss="l"), by=["loss", "variant"])
+    summ = claims.class_association_summary(out.reset_index().assign(loss="l"), by=["loss", "variant"])
     assert summ["runs with p < 0.05"].iloc[0] == 2
     # the chance value is the mean of η² over random relabelings
     perm = []
@@ -280,10 +282,10 @@ def test_class_association_against_formula():
         perm.append((8 * (m - grand) ** 2).sum() / ((norms - grand) ** 2).sum())
     assert np.mean(perm) == pytest.approx(4 / 39, rel=0.05)
     # difficulty: no per-sample hit stored -> NaN; with one -> the correlation
-    assert rv.difficulty_association(runs, tn)["norm_hit_corr"].isna().all()
+    assert claims.difficulty_association(runs, tn)["norm_hit_corr"].isna().all()
     hit = (norms < np.median(norms)).astype(float)
     tn2 = tn[tn.key == "a"].assign(**{"hit@1": hit})
-    r = rv.difficulty_association(runs.iloc[:1], tn2)["norm_hit_corr"].iloc[0]
+    r = claims.difficulty_association(runs.iloc[:1], tn2)["norm_hit_corr"].iloc[0]
     assert r == pytest.approx(np.corrcoef(norms, hit)[0, 1])
 
 
@@ -291,7 +293,7 @@ def test_tracked_stats():
     tr = pd.DataFrame([dict(key="k", step=st, sample=i, norm=(1 + i) * (1 + st / 10)) for st in (0, 10, 20)
                        for i in range(3)])
     runs = pd.DataFrame({"key": ["k"]})
-    t = rv.tracked_stats(runs, tr).iloc[0]
+    t = instability.tracked_stats(runs, tr).iloc[0]
     assert t["growth"] == pytest.approx(3.0)
     n_end = np.array([3.0, 6.0, 9.0])
     assert t["cv_end"] == pytest.approx(n_end.std() / n_end.mean())
@@ -346,12 +348,12 @@ MIXED_GAINS = dict(triplet=3.0, semihard=-2.0, npair=1.0, ms=2.0)   # SEC loses 
 @pytest.fixture(scope="module")
 def mixed():
     f = chapter_frames(MIXED_GAINS, l2_gain={l: 0.5 for l in LOSSES})
-    return f, rv.claims_table(rv.Evidence.from_frames(f))
+    return f, claims.claims_table(claims.Evidence.from_frames(f))
 
 
 def test_claims_verdicts_on_hand_made_frames(mixed):
     t = mixed[1].set_index("claim")
-    assert list(t.index) == [c["id"] for c in rv.CLAIMS]
+    assert list(t.index) == [c["id"] for c in claims.CLAIMS]
     v = t["verdict"]
     assert v["C4b"] == "not reproduced"                  # semihard: SEC loses
     assert t.loc["C4b", "estimate"] == pytest.approx(-2.0 + 0.3)
@@ -372,42 +374,43 @@ def test_claims_verdicts_on_hand_made_frames(mixed):
     red = np.log10([4.0 * k / 0.04 for k in (1, 2, 3, 4)])
     assert t.loc["Q4", "estimate"] == pytest.approx(np.corrcoef(red, [3.0, -2.0, 1.0, 2.0])[0, 1], abs=0.05)
     assert v["Q2"] == "reproduced" and v["Q1"] in ("reproduced", "partly")
-    counts = rv.verdict_counts(t.reset_index())
-    assert sum(counts.values()) == len(rv.CLAIMS) and counts["not testable offline"] == 5
-    html = rv.claims_html(t.reset_index())
+    counts = claims.verdict_counts(t.reset_index())
+    assert sum(counts.values()) == len(claims.CLAIMS) and counts["not testable offline"] == 5
+    html = claims.claims_html(t.reset_index())
     assert '<a href="eta.html">eta.html</a>' in html and "data:text/csv;base64," in html
     assert "not reproduced" in html
 
 
 def test_claims_all_losing():
     gains = dict(triplet=-3.0, semihard=-2.0, npair=-1.0, ms=-2.5)
-    ev = rv.Evidence.from_frames(chapter_frames(gains))
-    t = rv.claims_table(ev, [c for c in rv.CLAIMS if c["id"] in ("C4", "C5", "Q9")]).set_index("claim")
+    ev = claims.Evidence.from_frames(chapter_frames(gains))
+    t = claims.claims_table(ev, [c for c in claims.CLAIMS if c["id"] in ("C4", "C5", "Q9")]).set_index("claim")
     assert set(t["verdict"]) == {"not reproduced"}
     assert t.loc["C4", "estimate"] == pytest.approx(np.mean([-3.0, -2.0, -1.0, -2.5]) + 0.3)
 
 
 def test_claim_definitions_are_data():
-    ids = [c["id"] for c in rv.CLAIMS]
+    ids = [c["id"] for c in claims.CLAIMS]
     assert len(ids) == len(set(ids))
-    for c in rv.CLAIMS:
+    for c in claims.CLAIMS:
         assert {"id", "claim", "source", "measured", "expected_sign", "estimate"} <= set(c)
         assert c["expected_sign"] in (-1, 0, 1) and callable(c["estimate"])
     qs = {i[:2] for i in ids if i.startswith("Q")} | {i[:3] for i in ids if i.startswith("Q1")}
     assert {f"Q{k}" for k in range(1, 10)} <= qs and "Q10" in qs     # the ten questions of the review
     with pytest.raises(ValueError, match="lacks keys"):
-        rv.claim_rows(rv.Evidence.from_frames({}), [dict(id="X", claim="x")])
+        claims.claim_rows(claims.Evidence.from_frames({}), [dict(id="X", claim="x")])
     with pytest.raises(KeyError, match="no frames"):
-        rv.Evidence.from_frames({}).frames("eta")
-    assert set(rv.rules_table()["rule"]) >= set(report.VERDICTS)
+        claims.Evidence.from_frames({}).frames("eta")
+    assert set(claims.rules_table()["rule"]) >= set(report.VERDICTS)
 
 
 def test_notebook_params_spec():
-    assert set(rv.NOTEBOOK_PARAMS) == set(rv.CHAPTER_PAGES)
+    for page in (eta_ch, mu_ch, bnwn, normlayer, optim, convergence, instability, claims):
+        assert set(page.PARAMS) == {"profile"}
     from sec_lib.params import ParameterError, notebook_params
-    assert notebook_params({"profile": "smoke"}, rv.NOTEBOOK_PARAMS["eta"]) == {"profile": "smoke"}
+    assert notebook_params({"profile": "smoke"}, eta_ch.PARAMS) == {"profile": "smoke"}
     with pytest.raises(ParameterError, match="'cpu'"):
-        notebook_params({"profile": "big"}, rv.NOTEBOOK_PARAMS["eta"])
+        notebook_params({"profile": "big"}, eta_ch.PARAMS)
 
 
 # -------------------------------------------------------------------------------------- figures
@@ -418,15 +421,15 @@ def test_figures_build_from_hand_made_frames(mixed):
     main = f["compare"]
     runs = main.runs
     figs = [
-        rp.eta_figure(rv.eta_summary(f["eta"].runs.assign(test_norm_var=1.0))),
+        rp.eta_figure(eta_ch.eta_summary(f["eta"].runs.assign(test_norm_var=1.0))),
         rp.mu_figure(mu_runs()),
-        rp.convergence_figure(rv.curve_band(runs, main.evals), rv.reach_table(runs, main.evals)),
+        rp.convergence_figure(convergence.curve_band(runs, main.evals), convergence.reach_table(runs, main.evals)),
         rp.tracked_figure(runs, main.tracked),
-        rp.slope_figure(rv.slope_curve(runs, main.steps)),
-        rp.optim_figure(rv.optim_diffs(f["optim"].runs)),
-        rp.balance_figure(rv.run_step_means(f["optim"].runs, main.steps, ["dtheta_cv", "grad_norm_cv"])),
-        rp.bnwn_figure(f["bnwn"].runs, rv.bnwn_table(f["bnwn"].runs)),
-        rp.class_norm_figure(rv.class_association(runs, main.test_norms)),
+        rp.slope_figure(instability.slope_curve(runs, main.steps)),
+        rp.optim_figure(optim.optim_diffs(f["optim"].runs)),
+        rp.balance_figure(common.run_step_means(f["optim"].runs, main.steps, ["dtheta_cv", "grad_norm_cv"])),
+        rp.bnwn_figure(f["bnwn"].runs, bnwn.bnwn_table(f["bnwn"].runs)),
+        rp.class_norm_figure(claims.class_association(runs, main.test_norms)),
         rp.claims_figure(table),
     ]
     assert all(isinstance(x, Figure) and x.axes for x in figs)

@@ -10,10 +10,11 @@ import pytest
 import torch
 from scipy import stats
 
-from sec_lib import theory as T
+from sec_lib.chapters import theory as T
+from sec_lib.figures import theory as theory_fig
 from sec_lib.params import ParameterError, notebook_params
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 NOTEBOOK = ROOT / "notebooks" / "theory.ipynb"
 SMALL = dict(n_classes=3, dim=6, seed=1)
 
@@ -50,21 +51,6 @@ def test_random_direction_slope_is_noisy_but_near_minus_one():
     assert np.all(np.abs(spread["fixed_slope_mean"] + 1) < 1e-6)
     assert spread["random_slope"].std() > 1e-3  # honestly noisy across batches
     assert abs(spread["random_slope"].mean() + 1) < 0.4
-
-
-def test_loglog_slope_matches_scipy():
-    rng = np.random.default_rng(0)
-    x = np.exp(rng.uniform(-2, 2, 40))
-    y = 3.0 * x ** -1.5 * np.exp(rng.normal(0, 0.2, 40))
-    slope, r2 = T.loglog_slope(x, y)
-    ref = stats.linregress(np.log(x), np.log(y))
-    assert slope == pytest.approx(ref.slope, rel=1e-10)
-    assert r2 == pytest.approx(ref.rvalue ** 2, rel=1e-10)
-    exact = T.loglog_slope([1, 2, 4, 8], [1, 0.5, 0.25, 0.125])
-    assert exact[0] == pytest.approx(-1.0, abs=1e-12) and exact[1] == pytest.approx(1.0)
-    assert all(math.isnan(v) for v in T.loglog_slope([1.0], [2.0]))
-    with pytest.raises(ValueError, match="same length"):
-        T.loglog_slope([1, 2], [1])
 
 
 def test_eq1_matches_autograd():
@@ -141,16 +127,16 @@ def test_toy_frames_and_animation():
 
     toys = T.toy_2d(eta=0.5, steps=20, lr=0.5, seed=1, loss_name="npair", n_classes=3)
     assert toys["none"].positions.shape[1] == 6  # npair default K = 2
-    steps = T.frame_steps(20, 4, active=T.active_steps(toys))
+    steps = theory_fig.frame_steps(20, 4, active=theory_fig.active_steps(toys))
     assert steps[0] == 0 and steps[-1] == 20 and steps == sorted(set(steps))
-    figs = T.toy_frames(toys, steps[:2])
+    figs = theory_fig.toy_frames(toys, steps[:2])
     assert len(figs) == 2 and all(isinstance(f, Figure) for f in figs)
     assert len(figs[0].axes) == 2
-    box = T.toy_animation(toys, n_frames=3, dpi=40)
+    box = theory_fig.toy_animation(toys, n_frames=3, dpi=40)
     stack = box.children[1]
     assert isinstance(stack, widgets.Stack) and len(stack.children) == len(box.children[0].options)
     with pytest.raises(ValueError, match="valid steps"):
-        T.toy_frames(toys, [21])
+        theory_fig.toy_frames(toys, [21])
 
 
 def test_plots_and_verdict_run_on_small_inputs():
@@ -162,8 +148,8 @@ def test_plots_and_verdict_run_on_small_inputs():
     toys = T.toy_2d(steps=5, lr=0.5)
     spread = T.slope_spread("triplet", seeds=range(2), scales=(1.0, 2.0), **{k: v for k, v in SMALL.items()
                                                                               if k != "seed"})
-    for fig in (T.plot_perpendicularity(facts), T.plot_grad_vs_norm(facts), T.plot_norm_growth(growth),
-                T.plot_angle_change(angles), T.plot_toy(toys), T.plot_slope_spread(spread)):
+    for fig in (theory_fig.plot_perpendicularity(facts), theory_fig.plot_grad_vs_norm(facts), theory_fig.plot_norm_growth(growth),
+                theory_fig.plot_angle_change(angles), theory_fig.plot_toy(toys), theory_fig.plot_slope_spread(spread)):
         assert isinstance(fig, Figure) and fig.axes
     s = T.summary(facts, growth, angles, toys)
     lines = T.verdict_lines(s)
@@ -178,7 +164,7 @@ def test_plots_and_verdict_run_on_small_inputs():
 # ------------------------------------------------------------------------------- bad input
 
 def test_bad_inputs_raise_with_valid_choices():
-    with pytest.raises(ValueError, match="loss_name 'nonsense'.*'triplet'"):
+    with pytest.raises(ValueError, match="'loss_name' = 'nonsense'.*'triplet'"):
         T.gradient_facts("nonsense")
     with pytest.raises(ValueError, match="lr"):
         T.sgd_norm_growth("triplet", lr=0.0)
@@ -186,7 +172,7 @@ def test_bad_inputs_raise_with_valid_choices():
         T.gradient_facts("triplet", scales=(1.0,))
     with pytest.raises(ValueError, match="dim"):
         T.simulate_2d(dim=5)
-    with pytest.raises(ValueError, match="profile 'huge'.*'smoke'"):
+    with pytest.raises(ValueError, match="'profile' = 'huge'.*'smoke'"):
         T.profile_sizes("huge")
 
 

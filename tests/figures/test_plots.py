@@ -10,7 +10,9 @@ import pandas as pd
 import pytest
 from matplotlib.figure import Figure
 
-from sec_lib import plots
+from sec_lib.figures import data as data_fig
+from sec_lib.figures import results as results_fig
+from sec_lib.figures import run as run_fig
 
 LOSSES = ("triplet", "ms")
 VARIANTS = ("none", "l2reg", "sec")
@@ -99,7 +101,7 @@ def legend_texts(ax):
 
 
 def test_loss_parts_two_lines_per_run(one):
-    fig = plots.loss_parts(one.steps)
+    fig = run_fig.loss_parts(one.steps)
     assert isinstance(fig, Figure) and n_axes(fig) == 1
     labels = legend_texts(fig.axes[0])
     assert any("metric" in t for t in labels) and any("L_sec" in t for t in labels)
@@ -107,12 +109,12 @@ def test_loss_parts_two_lines_per_run(one):
 
 
 def test_loss_parts_without_regulariser_draws_only_the_metric(F):
-    fig = plots.loss_parts(F.steps[F.steps["key"] == "triplet-none-0"])
+    fig = run_fig.loss_parts(F.steps[F.steps["key"] == "triplet-none-0"])
     assert len(fig.axes[0].lines) == 1
 
 
 def test_tracked_norms_one_line_per_sample(one):
-    fig = plots.tracked_norms(one.tracked)
+    fig = run_fig.tracked_norms(one.tracked)
     assert len(fig.axes[0].lines) == one.tracked["sample"].nunique() == 6
     ys = sorted(tuple(l.get_ydata()) for l in fig.axes[0].lines)
     expected = sorted(tuple(g.sort_values("step")["norm"]) for _, g in one.tracked.groupby("sample"))
@@ -120,20 +122,20 @@ def test_tracked_norms_one_line_per_sample(one):
 
 
 def test_batch_mean_norm_shows_mu_for_sec_only(F, one):
-    fig = plots.batch_mean_norm(one.steps)
+    fig = run_fig.batch_mean_norm(one.steps)
     assert any("μ" in t for t in legend_texts(fig.axes[0]))
-    fig = plots.batch_mean_norm(F.steps[F.steps["key"] == "triplet-none-0"])
+    fig = run_fig.batch_mean_norm(F.steps[F.steps["key"] == "triplet-none-0"])
     assert not any("μ" in t for t in legend_texts(fig.axes[0]))
 
 
 def test_norm_variance_log_axis(one):
-    fig = plots.norm_variance(one.steps)
+    fig = run_fig.norm_variance(one.steps)
     assert fig.axes[0].get_yscale() == "log"
     assert np.allclose(fig.axes[0].lines[0].get_ydata(), one.steps.sort_values("step")["norm_var"])
 
 
 def test_grad_vs_norm_slopes_in_legend_match_polyfit(one):
-    fig = plots.grad_vs_norm(one.grad_scatter)
+    fig = run_fig.grad_vs_norm(one.grad_scatter)
     ax = fig.axes[0]
     steps = sorted(one.grad_scatter["step"].unique())
     assert len(ax.collections) == len(steps)                 # one scatter per step
@@ -145,21 +147,14 @@ def test_grad_vs_norm_slopes_in_legend_match_polyfit(one):
     assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
 
 
-def test_loglog_line_recovers_a_power_law():
-    x = np.geomspace(0.5, 8, 20)
-    slope, icpt, r2 = plots.loglog_line(x, 3.0 * x ** -1.0)
-    assert slope == pytest.approx(-1.0) and np.exp(icpt) == pytest.approx(3.0) and r2 == pytest.approx(1.0)
-    assert np.isnan(plots.loglog_line([1, 2], [1, 2])[0])       # fewer than 3 points
-
-
 def test_grad_slope_curve_and_violations(one):
-    assert n_axes(plots.grad_slope_curve(one.steps)) == 1
-    fig = plots.violations(one.steps)
+    assert n_axes(run_fig.grad_slope_curve(one.steps)) == 1
+    fig = run_fig.violations(one.steps)
     assert fig.axes[0].get_ylim()[0] == 0
 
 
 def test_angle_spread_two_panels_skip_nan_steps(one):
-    fig = plots.angle_spread(one.steps)
+    fig = run_fig.angle_spread(one.steps)
     assert n_axes(fig) == 2
     x = fig.axes[1].lines[0].get_xdata()
     assert list(x) == [5, 10, 15, 20, 25, 30]                  # only the steps that measured Δθ
@@ -167,7 +162,7 @@ def test_angle_spread_two_panels_skip_nan_steps(one):
 
 
 def test_cosine_hist_means_in_legend(one):
-    fig = plots.cosine_hist(one.cosines)
+    fig = run_fig.cosine_hist(one.cosines)
     texts = legend_texts(fig.axes[0])
     pos = one.cosines[one.cosines["kind"] == "pos"]["cos"].mean()
     assert any(f"mean {pos:.2f}, n=40" in t for t in texts)
@@ -175,33 +170,33 @@ def test_cosine_hist_means_in_legend(one):
 
 
 def test_eval_curves_two_panels(one):
-    fig = plots.eval_curves(one.evals)
+    fig = run_fig.eval_curves(one.evals)
     assert n_axes(fig) == 2
     assert len(fig.axes[0].lines) == 4 and len(fig.axes[1].lines) == 2
 
 
 def test_run_dashboard_has_every_instrument_and_renders(one):
-    fig = plots.run_dashboard(one, title="t")
+    fig = run_fig.run_dashboard(one, title="t")
     assert n_axes(fig) == 12
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=30)
     assert buf.tell() > 1000
     with pytest.raises(ValueError, match="lacks the table 'tracked'"):
-        plots.run_dashboard(SimpleNamespace(steps=one.steps))
+        run_fig.run_dashboard(SimpleNamespace(steps=one.steps))
 
 
 def test_empty_frames_of_a_failed_run_do_not_crash():
     empty = pd.DataFrame(columns=["key", "step", "sample", "norm", "grad_norm", "kind", "cos"])
-    assert n_axes(plots.tracked_norms(empty)) == 1
-    assert n_axes(plots.grad_vs_norm(empty)) == 1
-    assert n_axes(plots.cosine_hist(empty)) == 1
+    assert n_axes(run_fig.tracked_norms(empty)) == 1
+    assert n_axes(run_fig.grad_vs_norm(empty)) == 1
+    assert n_axes(run_fig.cosine_hist(empty)) == 1
 
 
 def test_missing_columns_raise_valueerror(one):
     with pytest.raises(ValueError, match="norm_var"):
-        plots.norm_variance(one.steps.drop(columns="norm_var"))
+        run_fig.norm_variance(one.steps.drop(columns="norm_var"))
     with pytest.raises(ValueError, match="DataFrame"):
-        plots.loss_parts({"step": [1]})
+        run_fig.loss_parts({"step": [1]})
 
 
 # ------------------------------------------------------------------------------------ across runs
@@ -218,21 +213,21 @@ def summary(F, metric="R@1"):
 
 def test_metric_bars_one_bar_per_cell_with_variant_colours(F):
     t = summary(F)
-    fig = plots.metric_bars(t, "R@1")
+    fig = results_fig.metric_bars(t, "R@1")
     ax = fig.axes[0]
     assert len(ax.patches) == len(LOSSES) * len(VARIANTS)
     heights = sorted(p.get_height() for p in ax.patches)
     assert np.allclose(heights, sorted(t["mean"]))
     colours = {matplotlib.colors.to_hex(p.get_facecolor()) for p in ax.patches}
-    assert colours == {matplotlib.colors.to_hex(plots.VARIANT_COLORS[v]) for v in VARIANTS}
+    assert colours == {matplotlib.colors.to_hex(results_fig.VARIANT_COLORS[v]) for v in VARIANTS}
     with pytest.raises(ValueError, match="NMI"):
-        plots.metric_bars(t, "NMI")
+        results_fig.metric_bars(t, "NMI")
 
 
 def test_gains_vs_paper_one_panel_per_dataset():
     rows = [dict(dataset=ds, loss=l, variant=v, metric="R@1", ours=1.0, ours_ci_lo=-1.0, ours_ci_hi=3.0, paper=2.0)
             for ds in ("CUB", "Cars") for l in LOSSES for v in ("sec", "l2reg")]
-    fig = plots.gains_vs_paper(pd.DataFrame(rows))
+    fig = results_fig.gains_vs_paper(pd.DataFrame(rows))
     assert n_axes(fig) == 2
     for ax in fig.axes:
         assert len(ax.containers) == len(LOSSES) * 2          # one errorbar point per loss × comparison
@@ -240,7 +235,7 @@ def test_gains_vs_paper_one_panel_per_dataset():
 
 
 def test_norm_distributions_grid_and_cv(F):
-    fig = plots.norm_distributions(F.test_norms, F.runs)
+    fig = results_fig.norm_distributions(F.test_norms, F.runs)
     assert n_axes(fig) == 2 * len(LOSSES)
     texts = legend_texts(fig.axes[len(LOSSES)])        # bottom-left panel: first loss, relative norms
     d = F.test_norms.merge(F.runs[["key", "loss", "variant"]], on="key")
@@ -248,11 +243,11 @@ def test_norm_distributions_grid_and_cv(F):
     cv = (d.groupby("key")["norm"].std() / d.groupby("key")["norm"].mean()).mean()
     assert f"sec: CV {cv:.2f}" in texts
     with pytest.raises(ValueError, match="no test norms"):
-        plots.norm_distributions(F.test_norms.assign(key="other"), F.runs)
+        results_fig.norm_distributions(F.test_norms.assign(key="other"), F.runs)
 
 
 def test_norm_trajectories_panel_per_loss_line_per_variant(F):
-    fig = plots.norm_trajectories(F.steps, F.runs, "norm_var")
+    fig = results_fig.norm_trajectories(F.steps, F.runs, "norm_var")
     assert n_axes(fig) == len(LOSSES)
     assert all(len(ax.lines) == len(VARIANTS) for ax in fig.axes)
     # the plotted line is the mean over seeds (30 steps: rolling window 1)
@@ -265,7 +260,7 @@ def test_variance_vs_gain_two_panels():
     vvg = pd.DataFrame([dict(source=s, loss=l, reduction=1.0 + i, gain=0.5 * i, reduction_ci_lo=np.nan,
                              reduction_ci_hi=np.nan, gain_ci_lo=np.nan, gain_ci_hi=np.nan)
                         for s in ("ours", "rebuttal") for i, l in enumerate(LOSSES)])
-    fig = plots.variance_vs_gain(vvg)
+    fig = results_fig.variance_vs_gain(vvg)
     assert n_axes(fig) == 2
     assert [len(ax.texts) for ax in fig.axes] == [len(LOSSES), len(LOSSES)]     # one label per loss
     assert "scale" in fig._suptitle.get_text()
@@ -273,8 +268,8 @@ def test_variance_vs_gain_two_panels():
 
 def test_grad_slope_stats_panels(F):
     per = F.runs[["key", "loss", "variant", "seed"]].assign(slope_median=-0.9)
-    assert n_axes(plots.grad_slope_stats(per)) == 1
-    fig = plots.grad_slope_stats(per, F.steps, F.runs)
+    assert n_axes(results_fig.grad_slope_stats(per)) == 1
+    fig = results_fig.grad_slope_stats(per, F.steps, F.runs)
     assert n_axes(fig) == 2
     from matplotlib.collections import PathCollection
     dots = [c for c in fig.axes[0].collections if isinstance(c, PathCollection)]
@@ -289,7 +284,7 @@ def test_glyph_grid_mosaic():
     rng = np.random.default_rng(0)
     imgs = rng.random((10, 1, 8, 8))
     labels = np.array([0] * 4 + [2] * 6)
-    fig = plots.glyph_grid(imgs, labels, ["a", "b", "c"])
+    fig = data_fig.glyph_grid(imgs, labels, ["a", "b", "c"])
     ax = fig.axes[0]
     assert n_axes(fig) == 1 and len(ax.images) == 1
     mosaic = ax.images[0].get_array()
@@ -299,15 +294,15 @@ def test_glyph_grid_mosaic():
     assert np.ma.is_masked(mosaic[0, 4 * 9])                        # class 0 has only 4 instances
     assert [t.get_text() for t in ax.get_yticklabels()] == ["a", "c"]
     with pytest.raises(ValueError, match="class_names"):
-        plots.glyph_grid(imgs, labels, ["a"])
+        data_fig.glyph_grid(imgs, labels, ["a"])
     with pytest.raises(ValueError, match="shape"):
-        plots.glyph_grid(rng.random((10, 8)), labels, ["a", "b", "c"])
+        data_fig.glyph_grid(rng.random((10, 8)), labels, ["a", "b", "c"])
 
 
 def test_eval_curves_with_final_clustering_only(one):
     ev = one.evals.copy()
     ev.loc[ev["step"] < ev["step"].max(), ["NMI", "F1"]] = np.nan
-    fig = plots.eval_curves(ev)
+    fig = run_fig.eval_curves(ev)
     a1, a2 = fig.axes
     assert [len(l.get_xdata()) for l in a2.lines] == [1, 1]
     assert a2.get_xlim() == a1.get_xlim()

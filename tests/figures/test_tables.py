@@ -5,7 +5,7 @@ import re
 import pandas as pd
 import pytest
 
-from sec_lib.display import csv_link, format_number, table_html
+from sec_lib.figures.tables import csv_link, format_number, table_html
 
 
 def test_small_numbers_and_settings_are_not_rounded_away():

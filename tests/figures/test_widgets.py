@@ -10,7 +10,7 @@ import pytest
 from ipywidgets.embed import embed_data
 from matplotlib.figure import Figure
 
-from sec_lib import widgets as W
+from sec_lib.figures import widgets as W
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

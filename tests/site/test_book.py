@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from sec_lib import book
+from sec_lib import chapters
+from sec_lib.site import runner
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 
 
@@ -42,7 +43,7 @@ def test_every_notebook_executes_at_smoke_parameters(smoke_site):
     run = smoke_site["run"]
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     assert "=== sec-book summary ===" in run.stdout and "0 failed" in run.stdout
-    for page in book.PAGES:
+    for page in runner.PAGES:
         nb = smoke_site["site"] / "book" / "nb" / f"{page.output}.ipynb"
         assert nb.exists(), page
         cells = json.loads(nb.read_text())["cells"]
@@ -70,7 +71,7 @@ def smoke_html(smoke_site):
 
 
 def test_smoke_book_builds_with_warnings_as_errors(smoke_html):
-    for page in book.PAGES:
+    for page in runner.PAGES:
         assert (smoke_html / "book" / "nb" / f"{page.output}.html").exists(), page
     for md in ("intro", "rerun", "gpu", "runs"):
         assert (smoke_html / "book" / f"{md}.html").exists()

@@ -23,11 +23,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sec_lib import pagecheck, sitejs
+from sec_lib.site import pagecheck, sitejs
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 PAGE = "book/nb/runs/demo.html"          # as deep as the real per-run pages
 
 NOTEBOOK_CELLS = [
