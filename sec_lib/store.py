@@ -13,17 +13,23 @@ key returns the stored result without training.
 """
 from __future__ import annotations
 
+import datetime
 import hashlib
 import json
+import multiprocessing as mp
 import os
 import platform
 import shutil
 import tempfile
+import threading
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable
 
 import pandas as pd
+import torch
 
 from .train import RunResult, TrainConfig, train
 
@@ -123,9 +129,6 @@ class ResultStore:
 
 
 def provenance(cfg: TrainConfig) -> dict:
-    import datetime
-
-    import torch
     dev = cfg.device
     if dev.startswith("cuda") and torch.cuda.is_available():
         dev = torch.cuda.get_device_name(torch.device(dev))
@@ -217,9 +220,6 @@ def run_all(configs: list[TrainConfig], root: str | Path | None = None, jobs: in
     thread each. ``progress(event, n, total)`` is called with 'reused' once and 'trained' per run.
     Every config is validated before any training starts.
     """
-    from concurrent.futures import ProcessPoolExecutor, as_completed
-    import multiprocessing as mp
-
     for cfg in configs:
         cfg.validate()
     store = ResultStore(root)
@@ -247,9 +247,6 @@ def run_all(configs: list[TrainConfig], root: str | Path | None = None, jobs: in
 
 def _exit_with_parent(parent_pid: int) -> None:
     """Worker initializer: end this worker if the sweep that started it is killed (no orphans)."""
-    import threading
-    import time
-
     def watch():
         while os.getppid() == parent_pid:
             time.sleep(1.0)
@@ -258,7 +255,6 @@ def _exit_with_parent(parent_pid: int) -> None:
 
 
 def _worker(cfg: TrainConfig, root: str) -> str:
-    import torch
     torch.set_num_threads(cfg.num_threads or 1)
     ResultStore(root).run(cfg)
     return run_key(cfg)

@@ -102,7 +102,6 @@ class Evidence:
     ``Evidence(profile)`` loads with :func:`load`; ``Evidence.from_frames({chapter: Frames}, profile)``
     wraps hand-made frames (tests). ``runs(chapter)`` of the "mu" chapter carries the ``setting`` label.
     """
-
     def __init__(self, profile=None, frames: dict | None = None, loader: Callable | None = None, root=None):
         self.profile = profile
         self.root = root

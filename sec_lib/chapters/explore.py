@@ -329,7 +329,6 @@ class CellFigures(Mapping):
     closes it) as it builds the Stacks, so at most one figure is alive at a time, and no throw-away
     Image widget is created (papermill saves every widget a kernel ever opened into the page).
     """
-
     def __init__(self, grid: Grid, summary: pd.DataFrame | None = None):
         self.grid = grid
         self.summary = summary_table(grid) if summary is None else summary
@@ -577,7 +576,6 @@ class LivePanel:
     so one set of controls drives both. :meth:`train_selected` does the work and can be called
     without a frontend (tests); the button calls it.
     """
-
     def __init__(self, explorer, grid: Grid, profile: str, every: int = 10, iterations: int | None = None,
                  dpi: int = 72):
         Choice(ex.PROFILE_NAMES).check("profile", profile)

@@ -128,7 +128,6 @@ def plot_slope_spread(spread: pd.DataFrame):
 
 def plot_norm_growth(growth: pd.DataFrame):
     """Per-sample norms over plain SGD steps, one panel per variant (no SEC, SEC), coloured by initial norm."""
-
     variants = list(dict.fromkeys(growth["variant"]))
     fig = figure(4.2 * len(variants) + 1.2, 3.7)
     axes = np.atleast_1d(fig.subplots(1, len(variants), sharey=True))
@@ -275,7 +274,6 @@ def toy_frames(toys: Mapping | Sequence, steps: Sequence[int], trail: int | None
 def toy_animation(toys: Mapping | Sequence, n_frames: int = 12, dpi: int = 72,
                   trail: int | None = None):
     """A kernel-free slider over training steps (:func:`sec_lib.widgets.slider_stack` of :func:`toy_frames`)."""
-
     toys_l = list(toys.values()) if isinstance(toys, Mapping) else list(toys)
     steps = frame_steps(min(t.steps for t in toys_l), n_frames, active=active_steps(toys_l))
     figs = toy_frames(toys_l, steps, trail=trail)

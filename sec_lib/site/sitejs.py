@@ -45,6 +45,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from sphinx.errors import ConfigError, ExtensionError
+
 #: Folder under ``<outdir>/_static`` that receives the copies.
 SITE_JS_DIR = "sec-js"
 
@@ -174,8 +176,6 @@ def copy_site_js(node_modules: str | os.PathLike, static_dir: str | os.PathLike)
 
 def _check_local(app: Any, config: Any) -> None:
     """Refuse a configuration that would load any script from the network."""
-    from sphinx.errors import ConfigError
-
     urls = list(getattr(config, "nb_ipywidgets_js", {}) or {})
     mathjax = getattr(config, "mathjax_path", "") or ""
     for url in urls + [mathjax]:
@@ -199,7 +199,6 @@ def _check_local(app: Any, config: Any) -> None:
 def _copy_on_init(app: Any) -> None:
     if getattr(app.builder, "format", None) != "html":
         return
-    from sphinx.errors import ExtensionError
 
     try:
         node_modules = find_node_modules(app.srcdir, app.config.sec_js_node_modules or None)
