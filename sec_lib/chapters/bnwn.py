@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from .. import reference, report
-from ..report import summary_table, values_ci
+from ..report import fmt_estimate, summary_table, values_ci
 from . import profile_param
 from .common import name_means, paired
 
@@ -76,3 +76,23 @@ def head_effect(runs: pd.DataFrame, head: str, expected_sign: int, metric: str =
                "mean_none": float(r["mean none"]), "mean_sec": float(r["mean sec"])}
     out["verdict"] = report.verdict(out["estimate"], out["ci_lo"], out["ci_hi"], expected_sign, n=out["n"])
     return out
+
+
+def page_reading(runs: pd.DataFrame) -> str:
+    """The page's closing bullets: SEC with BatchNorm right before the normalization and with
+    WeightNorm (:func:`head_effect`, against the rebuttal), and whether BN there lowers the norm variance."""
+    bn = head_effect(runs, "bn_before_norm", -1)
+    wn = head_effect(runs, "weightnorm", +1)
+    var = runs.groupby(["head", "variant"])["train_norm_var"].mean()
+    return (
+        f"- **BN before the normalization**: SEC changes R@1 by {fmt_estimate(bn)} points here "
+        f"(paired t-test p = {bn['p_value']:.2g}); in the rebuttal it changed by {bn['rebuttal']:+.2f}. "
+        f"Verdict for *SEC hurts with BN before the normalization*: **{bn['verdict']}**"
+        + (f" (a drop of {abs(bn['estimate']):.2f} points against the rebuttal's {abs(bn['rebuttal']):.2f})."
+           if bn['estimate'] < 0 else ".")
+        + f"\n- **WeightNorm**: SEC changes R@1 by {fmt_estimate(wn)} points (p = {wn['p_value']:.2g}; rebuttal "
+        f"{wn['rebuttal']:+.2f}). Verdict for *SEC still helps with WeightNorm*: **{wn['verdict']}**."
+        + (f"\n- Without SEC, the training norm variance with BatchNorm right before the normalization is "
+           f"{var[('bn_before_norm', 'none')]:.3g}, against {var[('paper', 'none')]:.3g} with the paper's head "
+           f"({'lower' if var[('bn_before_norm', 'none')] < var[('paper', 'none')] else 'not lower'})."
+           if ('bn_before_norm', 'none') in var and ('paper', 'none') in var else ""))

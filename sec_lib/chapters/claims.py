@@ -507,7 +507,7 @@ def _text(x) -> str:
 
 def claims_html(table: pd.DataFrame, name: str = "claims") -> str:
     """The claims table as HTML with working relative links to the evidence pages, followed by a
-    CSV download link (``sec_lib.display.csv_link``)."""
+    CSV download link (``sec_lib.figures.tables.csv_link``)."""
     # Narrow enough for the book's column: where the claim comes from, how it is measured and the
     # expected direction go under the claim in small print; every field is in the CSV.
     cols = ["claim", "what is claimed", "verdict", "our evidence", "paper", "page"]
@@ -553,3 +553,21 @@ def verdict_counts(table: pd.DataFrame) -> dict:
     """How many claims got each verdict (all of report.VERDICTS, zeros included)."""
     c = table["verdict"].value_counts()
     return {v: int(c.get(v, 0)) for v in report.VERDICTS}
+
+
+def counts_sentence(table: pd.DataFrame) -> str:
+    """'Of N rows: **a** reproduced, **b** ...' from :func:`verdict_counts`."""
+    counts = verdict_counts(table)
+    return "Of " + f"{len(table)} rows: " + ", ".join(f"**{n}** {v}" for v, n in counts.items()) + "."
+
+
+def difficulty_sentence(diff: pd.DataFrame) -> str:
+    """The difficulty question from :func:`difficulty_association`: the norm-hit correlation of runs
+    without SEC, or why the stored results cannot answer it."""
+    if diff["norm_hit_corr"].notna().any():
+        return ("**Difficulty.** The correlation of the test norm with the sample's R@1 hit, runs without SEC: "
+                + fmt_estimate(values_ci(diff.loc[diff.variant == 'none', 'norm_hit_corr']), 3) + ".")
+    return ("**Difficulty.** Not measurable from the stored results: the store keeps each test image's norm and label "
+            "but not whether its nearest neighbour is of the same class. Testing difficulty needs that per-sample hit "
+            "(or the test embeddings) stored next to the norms, e.g. a `hit@1` column in the `test_norms` table "
+            "written by `sec_lib.train.finish`.")

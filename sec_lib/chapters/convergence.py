@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 
 from .. import report
+from ..report import fmt_estimate, pooled_diff
 from . import profile_param
 from .common import check_cols, name_means, paired, with_verdict
 
@@ -80,3 +81,13 @@ def convergence_diffs(reach: pd.DataFrame) -> pd.DataFrame:
     d1 = with_verdict(paired(reach, ["loss"], "variant", "none", "sec", ["reach"]), -1)
     d2 = with_verdict(paired(reach, ["loss"], "variant", "none", "sec", ["final"]), +1)
     return name_means(pd.concat([d1, d2], ignore_index=True), "none", "sec")
+
+
+def page_reading(reach: pd.DataFrame, diffs: pd.DataFrame) -> str:
+    """One bullet per loss (:func:`convergence_diffs`) and the gain averaged over the losses with its verdict."""
+    pooled = pooled_diff(reach, "variant", "none", "sec", "reach")
+    v = report.verdict(pooled["estimate"], pooled["ci_lo"], pooled["ci_hi"], -1, n=pooled["n"])
+    lines = [f"- **{r.loss}**: SEC − none = {r.diff:+.1f} iterations (95% CI [{r.ci_lo:+.1f}, {r.ci_hi:+.1f}], "
+             f"p = {r.p_value:.2g}) → **{r.verdict}**" for r in diffs[diffs.metric == "reach"].itertuples(index=False)]
+    return ("\n".join(lines) + f"\n\nAveraged over the losses, SEC changes the iteration to reach 90% of the "
+            f"final R@1 by {fmt_estimate(pooled, 1)} iterations: *SEC converges faster*: **{v}**.")

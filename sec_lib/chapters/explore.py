@@ -325,7 +325,7 @@ def cell_figure(grid: Grid, eta: float, mu: str, loss: str, summary: pd.DataFram
 class CellFigures(Mapping):
     """``(eta_label, mu_label, loss) -> Figure`` for every computed cell of a grid, built on access.
 
-    Lazy on purpose: :func:`sec_lib.widgets.linked_explorer` renders each Figure to one Image (and
+    Lazy on purpose: :func:`sec_lib.figures.widgets.linked_explorer` renders each Figure to one Image (and
     closes it) as it builds the Stacks, so at most one figure is alive at a time, and no throw-away
     Image widget is created (papermill saves every widget a kernel ever opened into the page).
     """

@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 
 from .. import experiments as ex
-from .. import reference
-from ..report import pooled_diff, summary_table, values_ci
+from .. import reference, report
+from ..report import fmt_estimate, pooled_diff, summary_table, values_ci
 from ..store import ResultStore, run_key
 from . import profile_param
 from .common import check_cols, name_means, paired, with_verdict
@@ -66,7 +66,7 @@ def _rebuttal_mu_key(setting: str):
 
 def mu_rebuttal_table(runs: pd.DataFrame, loss: str = "semihard", rebuttal: pd.DataFrame | None = None) -> pd.DataFrame:
     """Our numbers for ``loss`` per μ setting next to the rebuttal's Table 2 (Cars, semihard;
-    ``data/paper/rebuttal_tables.csv``, table = regularizers). Settings the rebuttal did not run are blank there."""
+    ``sec_lib/data/paper/rebuttal_tables.csv``, table = regularizers). Settings the rebuttal did not run are blank there."""
     reb = reference.rebuttal_all() if rebuttal is None else rebuttal
     reb = reb[reb["table"] == "regularizers"]
     ours = mu_table(runs[runs["loss"] == loss])
@@ -148,3 +148,19 @@ def mu_trajectory(runs: pd.DataFrame, steps: pd.DataFrame, settings: Sequence[st
     sub = runs if settings is None else runs[runs["setting"].isin(settings)]
     m = steps.merge(sub[["key", "loss", "setting"]], on="key")
     return (m.groupby(["loss", "setting", "step"], sort=False)[["mu", "norm_mean"]].mean().reset_index())
+
+
+def page_reading(runs: pd.DataFrame, best: pd.DataFrame) -> str:
+    """The page's closing bullets: batch-mean SEC against the best μ = 0 per loss (:func:`mu_vs_best_zero`)
+    and the EMA against the batch mean (:func:`ema_vs_batch`), each with its verdict."""
+    lines = []
+    for r in best.itertuples(index=False):
+        lines.append(f"- **{r.loss}**: batch-mean SEC − best μ = 0 ({r.best_zero}) = {r.diff:+.2f} R@1 points "
+                     f"(95% CI [{r.ci_lo:+.2f}, {r.ci_hi:+.2f}], {r.n_pairs} paired seeds, paired t-test p = "
+                     f"{r.p_value:.2g}) → *toward the mean beats toward zero*: **{r.verdict}**.")
+    ema = ema_vs_batch(runs)
+    v_ema = report.verdict(ema["estimate"], ema["ci_lo"], ema["ci_hi"], 0, n=ema["n"])
+    lines.append(f"- **Batch mean or data mean?** {ema.get('setting', 'EMA')} − batch mean, averaged over the losses: "
+                 f"{fmt_estimate(ema)} R@1 points → *the batch mean is as good as a running mean* "
+                 f"(equivalence within ±{report.VERDICT_RULES.equivalence_margin:g} points): **{v_ema}**.")
+    return "\n".join(lines) + "\n\nThe best μ = 0 weight was picked after the fact, which can only help μ = 0."

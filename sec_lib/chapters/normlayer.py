@@ -6,7 +6,8 @@ from typing import Sequence
 
 import pandas as pd
 
-from ..report import summary_table
+from .. import report
+from ..report import fmt_estimate, summary_table, values_ci
 from . import profile_param
 from .common import name_means, paired, run_step_means, with_verdict
 
@@ -41,3 +42,26 @@ def normlayer_diffs(runs: pd.DataFrame, metrics: Sequence[str] = ("R@1", "NMI"))
         return pd.DataFrame(columns=["comparison", "metric", "diff", "ci_lo", "ci_hi", "p_value", "n_pairs", "verdict"])
     out = pd.concat(parts, ignore_index=True)
     return out[["comparison", *[c for c in out.columns if c != "comparison"]]]
+
+
+def page_reading(runs: pd.DataFrame, steps: pd.DataFrame, diffs: pd.DataFrame) -> str:
+    """The page's closing bullets: does the normalize layer change R@1, does SEC on the prenorm still
+    help (from :func:`normlayer_diffs`), and does the prenorm gradient still fall with its norm."""
+    eq = diffs[(diffs.comparison == "normalize − paper head (none)") & (diffs.metric == "R@1")]
+    gain = diffs[(diffs.comparison == "SEC − none (normalize head)") & (diffs.metric == "R@1")]
+    slopes = run_step_means(runs, steps, ["grad_slope"])
+    sl = values_ci(slopes.loc[slopes["head"] == "normalize", "grad_slope"])
+    v_sl = report.verdict(sl["estimate"], sl["ci_lo"], sl["ci_hi"], -1, n=sl["n"])
+    out = []
+    if len(eq):
+        r = eq.iloc[0]
+        out.append(f"- Without SEC, normalize − paper head = {r['diff']:+.3f} R@1 points (95% CI [{r['ci_lo']:+.3f}, "
+                   f"{r['ci_hi']:+.3f}]): *the normalize layer changes nothing*: **{r['verdict']}**.")
+    if len(gain):
+        r = gain.iloc[0]
+        out.append(f"- With the normalize layer, SEC on the prenorm changes R@1 by {r['diff']:+.2f} points "
+                   f"(95% CI [{r['ci_lo']:+.2f}, {r['ci_hi']:+.2f}], paired t-test p = {r['p_value']:.2g}): "
+                   f"*SEC still helps with a normalize layer*: **{r['verdict']}**.")
+    out.append(f"- The per-batch log-log slope of ‖∂L/∂z_i‖ against ‖z_i‖ for the normalize head is {fmt_estimate(sl)} "
+               f"(theory −1): *the gradient wrt the prenorm still falls with its norm*: **{v_sl}**.")
+    return "\n".join(out)

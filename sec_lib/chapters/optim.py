@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from .. import report
-from ..report import pooled_diff, summary_table
+from ..report import fmt_estimate, pooled_diff, summary_table
 from . import profile_param
 from .common import (check_cols, name_means, paired, run_step_means,
                      with_verdict)
@@ -90,3 +90,23 @@ def rates_sentence(runs: pd.DataFrame, pilot: pd.DataFrame) -> str:
     chosen = pilot[pilot["chosen"]].set_index("optimizer")["lr"]
     return ("Rates used: " + ", ".join(f"{o} {lr:g}" for o, lr in used.items())
             + " (the pilot's choice: " + ", ".join(f"{o} {chosen[o]:g}" for o in used.index if o in chosen.index) + ").")
+
+
+def page_reading(pooled: pd.DataFrame, balance: pd.DataFrame) -> str:
+    """The page's closing bullets: SEC's gain per optimizer (:func:`optim_pooled`), how balanced the
+    updates are (:func:`balance_diffs`), and the answer for Adam."""
+    def est(r):
+        return dict(estimate=r.estimate, ci_lo=r.ci_lo, ci_hi=r.ci_hi, n=r.n)
+    lines = []
+    for r in pooled.itertuples(index=False):
+        lines.append(f"- **{r.optimizer}**: SEC − none = {fmt_estimate(est(r))} R@1 points averaged over the losses "
+                     f"(p = {r.p_value:.2g}) → *SEC helps under {r.optimizer}*: **{r.verdict}**.")
+    for r in balance.itertuples(index=False):
+        lines.append(f"- **{r.optimizer}**, {r.metric}: SEC − none = {fmt_estimate(est(r), 3)} "
+                     f"→ *SEC makes the updates more balanced*: **{r.verdict}**.")
+    adam = pooled[pooled.optimizer == "adam"]
+    if len(adam):
+        a = adam.iloc[0]
+        lines.append(f"\nSo, *does the norm imbalance still hurt under Adam?* Measured as the gain from removing it "
+                     f"with SEC: **{a.verdict}** ({a.estimate:+.2f} points).")
+    return "\n".join(lines)

@@ -25,7 +25,7 @@ def _losses_in(df):
 def metric_bars(table: pd.DataFrame, metric: str = "R@1", ax=None):
     """Grouped bars of one metric per loss (groups) × variant (colours) with 95% CI error bars.
 
-    ``table``: the tidy output of :func:`sec_lib.paper.main_table` (or :func:`sec_lib.report.summarize`
+    ``table``: the tidy output of :func:`sec_lib.chapters.compare.main_table` (or :func:`sec_lib.report.summarize`
     by loss and variant).
     """
     need(table, ["loss", "variant", "metric", "mean", "ci_lo", "ci_hi"], "table")
@@ -58,7 +58,7 @@ def metric_bars(table: pd.DataFrame, metric: str = "R@1", ax=None):
 def gains_vs_paper(gvp: pd.DataFrame, metric: str = "R@1", axes=None):
     """Our gain (SEC − none, L2-reg − none; with 95% CI) against the paper's gain, one panel per paper dataset.
 
-    ``gvp``: :func:`sec_lib.paper.gains_vs_paper`. Both axes are in percentage points; points above
+    ``gvp``: :func:`sec_lib.chapters.compare.gains_vs_paper`. Both axes are in percentage points; points above
     the diagonal mean a larger gain here than in the paper, points below zero a loss here.
     """
     need(gvp, ["dataset", "loss", "variant", "metric", "ours", "ours_ci_lo", "ours_ci_hi", "paper"], "gvp")
@@ -181,7 +181,7 @@ def variance_vs_gain(vvg: pd.DataFrame, axes=None):
 
     Two panels, because the scales differ: the rebuttal's variances are of a 512-d BN-Inception
     embedding on Cars, ours of a small CNN on glyphs. Ours carry paired 95% CIs on both axes.
-    ``vvg``: :func:`sec_lib.paper.variance_vs_gain`.
+    ``vvg``: :func:`sec_lib.chapters.norms.variance_vs_gain`.
     """
     need(vvg, ["source", "loss", "reduction", "gain"], "vvg")
     metric = vvg.attrs.get("metric", "R@1")
@@ -215,7 +215,7 @@ def grad_slope_stats(per_run: pd.DataFrame, steps: pd.DataFrame | None = None, r
     (dots; bar = mean over seeds). Right (if ``steps`` and ``runs`` are given): the slope over
     training per variant, averaged over losses and seeds.
 
-    ``per_run``: :func:`sec_lib.paper.grad_slopes_per_run`.
+    ``per_run``: :func:`sec_lib.chapters.norms.grad_slopes_per_run`.
     """
     need(per_run, ["loss", "variant", "slope_median"], "per_run")
     two = steps is not None and runs is not None

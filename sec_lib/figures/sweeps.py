@@ -110,7 +110,7 @@ def mu_trajectory_figure(traj: pd.DataFrame) -> Figure:
 @styled
 def bnwn_figure(table_runs: pd.DataFrame, table: pd.DataFrame | None = None, metric: str = "R@1") -> Figure:
     """``metric`` per head without / with SEC (mean ± 95% CI over seeds, seeds as dots); with
-    ``table`` (:func:`sec_lib.review.bnwn_table`), the rebuttal's numbers (Cars, a different scale)
+    ``table`` (:func:`sec_lib.chapters.bnwn.bnwn_table`), the rebuttal's numbers (Cars, a different scale)
     in a second panel for the shape of the effect."""
     heads = list(dict.fromkeys(table_runs["head"]))
     rebuttal = None

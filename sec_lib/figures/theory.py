@@ -273,7 +273,7 @@ def toy_frames(toys: Mapping | Sequence, steps: Sequence[int], trail: int | None
 
 def toy_animation(toys: Mapping | Sequence, n_frames: int = 12, dpi: int = 72,
                   trail: int | None = None):
-    """A kernel-free slider over training steps (:func:`sec_lib.widgets.slider_stack` of :func:`toy_frames`)."""
+    """A kernel-free slider over training steps (:func:`sec_lib.figures.widgets.slider_stack` of :func:`toy_frames`)."""
     toys_l = list(toys.values()) if isinstance(toys, Mapping) else list(toys)
     steps = frame_steps(min(t.steps for t in toys_l), n_frames, active=active_steps(toys_l))
     figs = toy_frames(toys_l, steps, trail=trail)

@@ -1,6 +1,6 @@
 """Serve the book's JavaScript from the book itself, so the site works from ``file://`` offline.
 
-A small Sphinx extension (loaded by ``_config.yml``: ``sphinx: extra_extensions: [sec_lib.sitejs]``).
+A small Sphinx extension (loaded by ``_config.yml``: ``sphinx: extra_extensions: [sec_lib.site.sitejs]``).
 
 Why: myst-nb (``myst_nb/core/config.py: ipywidgets_js_factory``) loads require.js and the
 ``@jupyter-widgets/html-manager`` embed script from public CDNs, and Sphinx's math extension
@@ -129,7 +129,7 @@ def find_node_modules(srcdir: str | os.PathLike | None = None, configured: str |
             return cand
     looked = ", ".join(str(c) for c in candidates)
     raise FileNotFoundError(
-        "sec_lib.sitejs: node_modules with requirejs, @jupyter-widgets/html-manager and mathjax not found "
+        "sec_lib.site.sitejs: node_modules with requirejs, @jupyter-widgets/html-manager and mathjax not found "
         f"(looked in: {looked}). Run `make js` (npm ci) in the repository root, or set "
         f"${ENV_NODE_MODULES} / the Sphinx setting sec_js_node_modules to the folder.")
 
@@ -181,18 +181,18 @@ def _check_local(app: Any, config: Any) -> None:
     for url in urls + [mathjax]:
         if "://" in url or url.startswith("//"):
             raise ConfigError(
-                f"sec_lib.sitejs: {url!r} would load a script from the network; the book serves "
+                f"sec_lib.site.sitejs: {url!r} would load a script from the network; the book serves "
                 f"its own copies: use {REQUIRE_JS_URL!r}, {EMBED_AMD_URL!r} (nb_ipywidgets_js) and "
                 f"{MATHJAX_URL!r} (mathjax_path)")
     expected = [REQUIRE_JS_URL, WIDGETS_SETUP_URL, EMBED_AMD_URL]
     if urls != expected:
         raise ConfigError(
-            f"sec_lib.sitejs: nb_ipywidgets_js must list exactly {expected}, in this order (the widget "
+            f"sec_lib.site.sitejs: nb_ipywidgets_js must list exactly {expected}, in this order (the widget "
             f"manager needs the AMD loader and its setup on the page first); got {urls}")
     for url, attrs in (getattr(config, "nb_ipywidgets_js", {}) or {}).items():
         if "crossorigin" in (attrs or {}):
             raise ConfigError(
-                f"sec_lib.sitejs: nb_ipywidgets_js[{url!r}] sets 'crossorigin', which makes Chromium "
+                f"sec_lib.site.sitejs: nb_ipywidgets_js[{url!r}] sets 'crossorigin', which makes Chromium "
                 "refuse the script under file://; remove it")
 
 

@@ -1,4 +1,4 @@
-"""Tests for sec_lib.explorer (the η/μ explorer page).
+"""Tests for sec_lib.chapters.explore (the η/μ explorer page).
 
 The grid is a handful of tiny toy runs trained into a temporary store; one cell is left untrained
 to check the placeholders. The static explorer is checked on the widget state a kernel-free page

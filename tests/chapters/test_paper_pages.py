@@ -1,4 +1,4 @@
-"""sec_lib.paper: the copied reference tables (against an independent csv read), the main table and
+"""sec_lib.chapters: the copied reference tables (against an independent csv read), the main table and
 paired gains on hand-made frames (against hand-computed means, t-intervals and paired t-tests),
 gains_vs_paper signs, and the train page's config (same store key as the main table's sweep)."""
 import csv

@@ -1,4 +1,4 @@
-"""sec_lib.review on hand-made result frames: the 90%-of-final iteration, pooled paired differences,
+"""sec_lib.chapters on hand-made result frames: the 90%-of-final iteration, pooled paired differences,
 the chapter tables and the claims page's verdict logic (including claims that SEC loses)."""
 import math
 

@@ -1,4 +1,4 @@
-"""Tests for sec_lib.theory: the gradient facts of Sec. 3 of the SEC paper, checked against autograd,
+"""Tests for sec_lib.chapters.theory: the gradient facts of Sec. 3 of the SEC paper, checked against autograd,
 independent formulas (Pythagoras, Eq. (1)) and scipy's regression, plus the theory notebook."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""sec_lib.plots on small hand-made frames: every figure function returns a Figure with the expected
+"""sec_lib.figures on small hand-made frames: every figure function returns a Figure with the expected
 axes and artists, numbers printed in legends match an independent computation, bad input raises
 ValueError, and nothing leaks into matplotlib's global state."""
 import io

@@ -1,4 +1,4 @@
-"""Tests for sec_lib.widgets: the static explorers must survive a kernel-free render, i.e. the saved
+"""Tests for sec_lib.figures.widgets: the static explorers must survive a kernel-free render, i.e. the saved
 widget state (ipywidgets.embed) must hold the jslinks (LinkModel) with the right model ids and attribute
 names, the Stacks with the right children, and non-empty PNG images."""
 from __future__ import annotations
