@@ -31,6 +31,9 @@ Backbones:
 
 ``freeze_bn=True`` keeps every BatchNorm of the *backbone* in eval mode with frozen affine parameters (the paper's
 frozen BN); the head's BatchNorm layers still train.
+
+One feature that reads top to bottom (heads, then each backbone, then ``build_model`` and its checks), hence
+longer than the book's other modules.
 """
 
 from __future__ import annotations

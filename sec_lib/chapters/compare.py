@@ -16,6 +16,7 @@ import pandas as pd
 from .. import experiments as ex
 from .. import reference, report
 from ..reference import RETRIEVAL_METRICS, SOURCES, comparison_label
+from ..report import format_ci
 from ..store import ResultStore, load_runs
 from . import profile_param
 from .common import (EXPECTED_SIGN, NORM_METRICS, PERCENT_METRICS, TEST_NAME,
@@ -84,11 +85,7 @@ def _num(x, metric: str, digits: int = 2, sign: bool = False) -> str:
 
 
 def _cell(mean, lo, hi, n, metric, digits) -> str:
-    if n == 0 or not np.isfinite(mean):
-        return "n/a"
-    if not (np.isfinite(lo) and np.isfinite(hi)):
-        return f"{_num(mean, metric, digits)} (n={n})"
-    return f"{_num(mean, metric, digits)} ± {_num((hi - lo) / 2, metric, digits)}"
+    return format_ci(mean, lo, hi, n, number=lambda v: _num(v, metric, digits))
 
 
 def main_table_display(table: pd.DataFrame, digits: int = 2) -> pd.DataFrame:

@@ -27,6 +27,9 @@ this module picks the data of a cell and hands it over.
 and the live panel trains one run in the kernel: both only on the reader's explicit request (the
 notebook's ``missing`` parameter, the *Train* button); the book's runner has trained the grid before
 the page runs, so a built page finds every run stored.
+
+The page is one feature read top to bottom (the grid, its summary and reading, the cell figures and
+the widget, the live panel), hence longer than the other chapters.
 """
 
 from __future__ import annotations

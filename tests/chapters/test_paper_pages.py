@@ -204,6 +204,9 @@ def test_sentences_are_computed_from_the_numbers():
     assert "all 2 losses" in compare.overall_sentence(good)
     bad = gains.assign(verdict="not reproduced")
     assert "not reproduced" in compare.overall_sentence(bad)
+    para = compare.gains_paragraph(gains, "R@1", "sec", title="SEC − none, R@1")
+    assert para == "**SEC − none, R@1:**\n\n" + "\n".join("- " + x for x in s) + "\n\n" + overall
+    assert compare.gains_paragraph(gains, "R@1", "sec", closing=False) == "\n".join("- " + x for x in s)
 
 
 def test_sec_gain_display_is_one_row_per_loss_and_comparison():

@@ -433,3 +433,37 @@ def test_figures_build_from_hand_made_frames(mixed):
         rp.claims_figure(table),
     ]
     assert all(isinstance(x, Figure) and x.axes for x in figs)
+
+
+def test_page_readings_are_computed_from_the_frames(mixed):
+    """Each page's closing paragraph comes from its chapter and carries the numbers and verdicts of the
+    frames it is given (the notebooks only display it)."""
+    f, table = mixed
+    main = f["compare"]
+    runs = main.runs[main.runs["variant"].isin(["none", "sec"])]
+    reach = convergence.reach_table(runs, main.evals)
+    diffs = convergence.convergence_diffs(reach)
+    text = convergence.page_reading(reach, diffs)
+    pooled = report.pooled_diff(reach, "variant", "none", "sec", "reach")
+    assert f"{pooled['estimate']:+.1f}" in text and all(f"**{loss}**" in text for loss in LOSSES)
+    assert "reproduced" in text                             # SEC reaches 90% 20 iterations sooner here
+    text = instability.page_reading(runs, main.steps, main.tracked)
+    assert text.count("**") == 6 and "−1" in text
+    bn_text = bnwn.page_reading(f["bnwn"].runs)
+    bn = bnwn.head_effect(f["bnwn"].runs, "bn_before_norm", -1)
+    assert report.fmt_estimate(bn) in bn_text and f"**{bn['verdict']}**" in bn_text
+    nl = f["normlayer"].runs
+    nl_text = normlayer.page_reading(nl, main.steps.iloc[0:0].assign(grad_slope=[]), normlayer.normlayer_diffs(nl))
+    assert "normalize − paper head" in nl_text and "no evidence" in nl_text   # no steps: the slope has no evidence
+    pooled = optim.optim_pooled(f["optim"].runs)
+    text = optim.page_reading(pooled, pooled.iloc[0:0].assign(metric=[]))
+    assert "**adam**" in text and "**sgd**" in text and "does the norm imbalance still hurt under Adam?" in text
+    mu_r = mu_runs()
+    text = mu_ch.page_reading(mu_r, mu_ch.mu_vs_best_zero(mu_r))
+    assert "best μ = 0" in text and "picked after the fact" in text
+    assert claims.counts_sentence(table).startswith(f"Of {len(table)} rows: ")
+    diff = claims.difficulty_association(main.runs, main.test_norms)
+    assert claims.difficulty_sentence(diff).startswith("**Difficulty.**")
+    summary = eta_ch.eta_summary(f["eta"].runs.assign(test_norm_var=1.0))
+    eta_max, ratios = eta_ch.norm_var_ratios(summary)
+    assert eta_max == 1.0 and set(ratios) == set(LOSSES)
