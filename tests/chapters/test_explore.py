@@ -347,21 +347,8 @@ def test_load_grid_skip_shows_placeholders_without_training(tmp_path):
 
 # ------------------------------------------------------------------------------- the notebook
 
-def _run_first_cells(params: dict) -> None:
-    from papermill.iorw import load_notebook_node
-    from papermill.parameterize import parameterize_notebook
 
-    nb = parameterize_notebook(load_notebook_node(str(NOTEBOOK)), params)
-    ns: dict = {}
-    for cell in nb.cells:
-        if cell.cell_type != "code":
-            continue
-        exec(compile(cell.source, "<cell>", "exec"), ns)  # noqa: S102 - the notebook's own cells
-        if "notebook_params" in cell.source:
-            return
-
-
-def test_notebook_structure_and_parameter_check():
+def test_notebook_structure_and_parameter_check(first_cells):
     import nbformat
 
     assert X.PARAMS["profile"].values == ex.PROFILE_NAMES
@@ -374,12 +361,12 @@ def test_notebook_structure_and_parameter_check():
     assert "notebook_params(globals(), _x.PARAMS)" in code[1].source
     assert all(not c.get("outputs") and c.get("execution_count") is None for c in code)
     assert nb.cells[0].cell_type == "markdown" and "?" in nb.cells[0].source.splitlines()[0]
-    _run_first_cells({"profile": "smoke", "mode": "static"})
+    first_cells(NOTEBOOK, {"profile": "smoke", "mode": "static"})
     with pytest.raises(ParameterError) as e:
-        _run_first_cells({"mode": "kernel"})
+        first_cells(NOTEBOOK, {"mode": "kernel"})
     assert "'mode'" in str(e.value) and "'live'" in str(e.value)
     with pytest.raises(ParameterError) as e:
-        _run_first_cells({"bogus": 1})
+        first_cells(NOTEBOOK, {"bogus": 1})
     assert "bogus" in str(e.value) and "'profile'" in str(e.value)
 
 

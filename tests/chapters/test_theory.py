@@ -189,22 +189,8 @@ def test_params_spec_rejects_bad_values():
 
 # ------------------------------------------------------------------------------- the notebook
 
-def _run_first_cells(params: dict) -> None:
-    """Inject ``params`` the way papermill does, then run the cells up to the parameter check."""
-    from papermill.iorw import load_notebook_node
-    from papermill.parameterize import parameterize_notebook
 
-    nb = parameterize_notebook(load_notebook_node(str(NOTEBOOK)), params)
-    ns: dict = {}
-    for cell in nb.cells:
-        if cell.cell_type != "code":
-            continue
-        exec(compile(cell.source, "<cell>", "exec"), ns)  # noqa: S102 - the notebook's own cells
-        if "notebook_params" in cell.source:
-            return
-
-
-def test_notebook_structure_and_parameter_check():
+def test_notebook_structure_and_parameter_check(first_cells):
     import nbformat
 
     nb = nbformat.read(NOTEBOOK, as_version=4)
@@ -213,12 +199,12 @@ def test_notebook_structure_and_parameter_check():
     assert "parameters" in code[0].metadata.get("tags", [])
     assert "notebook_params(globals(), _t.PARAMS)" in code[1].source
     assert all(not c.get("outputs") for c in code), "notebook source must be stored without outputs"
-    _run_first_cells({"profile": "smoke"})  # valid: no error
+    first_cells(NOTEBOOK, {"profile": "smoke"})  # valid: no error
     with pytest.raises(ParameterError) as e:
-        _run_first_cells({"loss": "nonsense"})
+        first_cells(NOTEBOOK, {"loss": "nonsense"})
     assert "'loss'" in str(e.value) and "'triplet'" in str(e.value) and "'npair'" in str(e.value)
     with pytest.raises(ParameterError) as e:
-        _run_first_cells({"bogus": 1})
+        first_cells(NOTEBOOK, {"bogus": 1})
     assert "bogus" in str(e.value) and "'profile'" in str(e.value)
 
 
