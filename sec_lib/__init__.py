@@ -2,10 +2,13 @@
 "Deep Metric Learning with Spherical Embedding" (Zhang, Li, Zhang, NeurIPS 2020).
 
 Public surface: :class:`SphericalEmbeddingConstraint`, :class:`SECRegularizer`, :func:`get_loss`,
-and the modules ``metrics``, ``data``, ``models``, ``train``, ``store``, ``report``, ``plots``.
-The top-level names are imported lazily, so tools such as ``sec_lib.pagecheck`` or the Sphinx
-extension ``sec_lib.sitejs`` do not pay for importing torch.
+and the packages of the layers above the core (see README, "Architecture"): ``data``, ``chapters``,
+``figures``, ``site``. The top-level names are imported lazily, so tools such as
+``sec_lib.site.pagecheck`` or the Sphinx extension ``sec_lib.site.sitejs`` do not pay for importing
+torch (about 3 s, measured).
 """
+import importlib
+
 __all__ = ["SphericalEmbeddingConstraint", "SECRegularizer", "get_loss", "LOSS_NAMES"]
 __version__ = "0.1.0"
 
@@ -14,6 +17,5 @@ _LAZY = {"SphericalEmbeddingConstraint": "sec", "SECRegularizer": "sec", "get_lo
 
 def __getattr__(name):
     if name in _LAZY:
-        import importlib
         return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
     raise AttributeError(f"module 'sec_lib' has no attribute {name!r}")

@@ -1,8 +1,13 @@
 """What each chapter of the book trains, per profile: the single source of truth for the sweeps.
 
 Every chapter asks this module for its list of :class:`~sec_lib.train.TrainConfig` and loads the
-results from the store; the runner (``sec_lib.book``) trains the union of all lists first, so a
+results from the store; the runner (``sec_lib.site.runner``) trains the union of all lists first, so a
 run shared by two chapters (the main table's runs are also points of the η sweep) trains once.
+
+Selection is explicit: :func:`chosen_lr` and :func:`chosen_eta` take the pilot / selection runs, and
+:func:`tuned`, :func:`chapter_configs` and :func:`all_configs` take the
+:class:`~sec_lib.store.ResultStore` to read them from. Nothing here opens a default store or trains;
+a missing pilot or selection run is a KeyError that says which runner command makes it.
 
 Profiles:
 
@@ -17,7 +22,7 @@ from dataclasses import dataclass, field
 
 from .losses import LOSS_SPECS
 from .params import Choice
-from .store import run_key
+from .store import ResultStore, run_key
 from .train import TrainConfig
 
 MAIN_LOSSES = ("triplet", "semihard", "npair", "ms")
@@ -123,21 +128,41 @@ def get_profile(name: str) -> Profile:
     return PROFILES[name]
 
 
+def with_variant(base: dict, loss: str, variant: str = "none", **changes) -> dict:
+    """The one rule from a variant to (η, μ, momentum): ``base`` (TrainConfig fields) with the
+    variant's regulariser for ``loss`` (sec: η = ETA_SEC[loss], μ = batch mean; l2reg: η = ETA_L2,
+    μ = 0; none: no regulariser), then ``changes``. Without SEC (η = 0) the μ settings are
+    irrelevant and are reset, so a run has one store key."""
+    Choice(VARIANTS).check("variant", variant)
+    out = dict(base)
+    if variant == "sec":
+        out.update(eta=ETA_SEC.get(loss, 1.0), mu="batch")
+    elif variant == "l2reg":
+        out.update(eta=ETA_L2, mu="zero")
+    out.update(changes)
+    if out.get("eta", 0) == 0:
+        out.update(eta=0.0, mu="batch", momentum=1.0)
+    return out
+
+
 def config(profile: Profile, loss: str, variant: str = "none", seed: int = 0, **changes) -> TrainConfig:
     """A glyph run of ``profile`` for ``loss`` in one of the paper's variants (none / l2reg / sec)."""
-    Choice(VARIANTS).check("variant", variant)
-    base = dict(profile.base, loss=loss, seed=seed)
-    if variant == "sec":
-        base.update(eta=ETA_SEC.get(loss, 1.0), mu="batch")
-    elif variant == "l2reg":
-        base.update(eta=ETA_L2, mu="zero")
-    base.update(changes)
-    if base.get("eta", 0) == 0:           # without SEC, μ settings are irrelevant: one key per run
-        base.update(eta=0.0, mu="batch", momentum=1.0)
+    base = with_variant(dict(profile.base, loss=loss, seed=seed), loss, variant, **changes)
     if not base.get("views"):             # P x K: the profile's batch rounded down to this loss's K
         k = base.get("batch_k") or LOSS_SPECS[loss].k
         base["batch_size"] = base.get("batch_size", 60) // k * k
     return TrainConfig(**base)
+
+
+def stored_runs(store: ResultStore, configs, what: str, profile: Profile) -> list:
+    """The stored results of ``configs``; KeyError naming the runner command when one is missing."""
+    runs = [store.get(c) for c in configs]
+    missing = sum(r is None for r in runs)
+    if missing:
+        raise KeyError(f"{what} of profile {profile.name!r} is not in the result store {store.root} "
+                       f"({missing} of {len(runs)} runs missing); run `python -m sec_lib.book run --profile "
+                       f"{profile.name} --only PAGE` first (PAGE: the page you are building, e.g. compare)")
+    return runs
 
 
 # -- chapter sweeps -------------------------------------------------------------------------------
@@ -232,15 +257,11 @@ def chosen_iterations(profile: Profile, pilot_runs) -> int:
 def _pilot_runs(profile: Profile, store, optimizer: str, sec: bool = False) -> list:
     """The pilot's runs a choice for ``optimizer`` needs (that arm, and Adam's for the run length)."""
     need = [c for c in lr_pilot(profile) if (c.optimizer, c.eta > 0) in {(optimizer, sec), ("adam", False)}]
-    runs = [store.get(c) for c in need]
-    if any(r is None for r in runs):
-        raise KeyError(f"the learning-rate pilot of profile {profile.name!r} ({optimizer}{' + SEC' if sec else ''}) "
-                       f"is not in the store {store.root}; `python -m sec_lib.book run --profile {profile.name}` "
-                       "runs it before any chapter")
-    return runs
+    what = f"the learning-rate pilot ({optimizer}{' + SEC' if sec else ''})"
+    return stored_runs(store, need, what, profile)
 
 
-def tuned(profile: Profile, store, optimizer: str = "adam", sec: bool = False) -> Profile:
+def tuned(profile: Profile, optimizer: str, store, sec: bool = False) -> Profile:
     """The profile with the pilot's choices in its base config: the learning rate for ``optimizer``
     (with SEC: the SGD + SEC arm) and the run length. ``store`` holds the pilot's runs."""
     runs = _pilot_runs(profile, store, optimizer, sec)
@@ -260,12 +281,14 @@ def eta_selection(p: Profile, store=None) -> list[TrainConfig]:
     return etas + l2
 
 
-def _selection_runs(p: Profile, store) -> list:
-    runs = [store.get(c) for c in eta_selection(p)]
-    if any(r is None for r in runs):
-        raise KeyError(f"the η selection runs of profile {p.name!r} are not in the store {store.root}; "
-                       f"`python -m sec_lib.book run --profile {p.name}` runs them first")
-    return runs
+def selection_runs(p: Profile, store) -> list:
+    """The stored η / L2-weight selection runs (:func:`eta_selection` at the pilot's choices)."""
+    return _selection(tuned(p, "adam", store), store)
+
+
+def _selection(q: Profile, store) -> list:
+    """The selection runs of the already tuned profile ``q``."""
+    return stored_runs(store, eta_selection(q), "the η selection", q)
 
 
 def chosen_eta(profile: Profile, loss: str, selection_runs, mu: str = "batch") -> float:
@@ -280,14 +303,14 @@ def chosen_eta(profile: Profile, loss: str, selection_runs, mu: str = "batch") -
 
 def tuned_sec(p: Profile, store) -> list[TrainConfig]:
     """The main table's SEC cells again, at the η chosen on held-out classes (plus the none baseline)."""
-    sel = _selection_runs(p, store)
+    sel = _selection(p, store)
     return [config(p, loss, "sec", s, eta=chosen_eta(p, loss, sel)) for loss in MAIN_LOSSES for s in p.seeds] + \
         [config(p, loss, "none", s) for loss in MAIN_LOSSES for s in p.seeds]
 
 
 def beyond(p: Profile, store) -> list[TrainConfig]:
     """Tuplet margin and CosFace, without and with SEC (η chosen on held-out classes)."""
-    sel = _selection_runs(p, store)
+    sel = _selection(p, store)
     return [config(p, loss, "sec", s, eta=chosen_eta(p, loss, sel)) for loss in EXTRA_LOSSES for s in p.seeds] + \
         [config(p, loss, "none", s) for loss in EXTRA_LOSSES for s in p.seeds]
 
@@ -297,7 +320,7 @@ def main_comparison(p: Profile, store) -> list[TrainConfig]:
     CosFace × {none, L2-reg at its selected weight, SEC at the selected η, SEC at the paper's η}."""
     if not p.main_seeds:
         return []
-    sel = _selection_runs(p, store)
+    sel = _selection(p, store)
     out = []
     for loss in (*MAIN_LOSSES, *EXTRA_LOSSES):
         for s in p.main_seeds:
@@ -350,7 +373,7 @@ def optim(p: Profile, store) -> list[TrainConfig]:
     out = []
     for opt in ("adam", "sgd"):
         for v in ("none", "sec"):
-            q = tuned(p, store, opt, sec=(opt == "sgd" and v == "sec"))
+            q = tuned(p, opt, store, sec=(opt == "sgd" and v == "sec"))
             out += [config(q, loss, v, s) for loss in MAIN_LOSSES for s in p.seeds]
     return out
 
@@ -362,9 +385,8 @@ def toy_grid(p: Profile, store=None) -> list[TrainConfig]:
         for mu in ("batch", "ema", "zero", 4.0):
             for eta in (0.0, *p.toy_etas):
                 for s in p.toy_seeds:
-                    out.append(TrainConfig(**dict(p.toy, loss=loss, seed=s, eta=eta,
-                                                  mu=mu if eta else "batch",
-                                                  momentum=0.1 if (mu == "ema" and eta) else 1.0)))
+                    out.append(TrainConfig(**with_variant(dict(p.toy, loss=loss, seed=s), loss, "none", eta=eta,
+                                                          mu=mu, momentum=0.1 if mu == "ema" else 1.0)))
     return out
 
 
@@ -387,7 +409,7 @@ def chapter_configs(chapter: str, profile: "Profile | str", store) -> list[Train
         return fn(p)
     if fn is optim:
         return fn(p, store)
-    return fn(tuned(p, store, "adam"), store)
+    return fn(tuned(p, "adam", store), store)
 
 
 def all_configs(profile: "Profile | str", store, chapters=None) -> list[TrainConfig]:

@@ -31,6 +31,9 @@ Backbones:
 
 ``freeze_bn=True`` keeps every BatchNorm of the *backbone* in eval mode with frozen affine parameters (the paper's
 frozen BN); the head's BatchNorm layers still train.
+
+One feature that reads top to bottom (heads, then each backbone, then ``build_model`` and its checks), hence
+longer than the book's other modules.
 """
 
 from __future__ import annotations
@@ -41,6 +44,8 @@ from typing import Iterator
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+from .params import Choice
 
 __all__ = [
     "ARCHS",
@@ -521,15 +526,14 @@ _COMMON_KWARGS = ("seed",)
 
 
 def _check_int(name: str, value, minimum: int) -> None:
+    # stricter than params.Number(integer=True), which accepts 2.0: a layer size must be an int
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ValueError(f"{name} must be an integer >= {minimum}; got {value!r}")
 
 
 def _validate(arch, head, embed_dim, in_channels, image_size, width, pretrained, freeze_bn, kw) -> None:
-    if arch not in ARCHS:
-        raise ValueError(f"arch={arch!r} is not valid; choose one of {ARCHS}")
-    if head not in HEADS:
-        raise ValueError(f"head={head!r} is not valid; choose one of {HEADS}")
+    Choice(ARCHS).check("arch", arch)
+    Choice(HEADS).check("head", head)
     _check_int("embed_dim", embed_dim, 1)
     _check_int("in_channels", in_channels, 1)
     _check_int("width", width, 1)
@@ -541,10 +545,10 @@ def _validate(arch, head, embed_dim, in_channels, image_size, width, pretrained,
     unknown = sorted(set(kw) - set(allowed))
     if unknown:
         raise ValueError(f"unknown keyword(s) {unknown} for arch={arch!r}; valid extra keywords: {allowed}")
-    if "pool" in kw and kw["pool"] not in POOLS:
-        raise ValueError(f"pool={kw['pool']!r} is not valid; choose one of {POOLS}")
-    if "downsample" in kw and kw["downsample"] not in SMALLCNN_LAYOUTS:
-        raise ValueError(f"downsample={kw['downsample']!r} is not valid; choose one of {SMALLCNN_LAYOUTS}")
+    if "pool" in kw:
+        Choice(POOLS).check("pool", kw["pool"])
+    if "downsample" in kw:
+        Choice(SMALLCNN_LAYOUTS).check("downsample", kw["downsample"])
     if "in_dim" in kw:
         _check_int("in_dim", kw["in_dim"], 1)
     for flag in ("batchnorm", "channels_last"):

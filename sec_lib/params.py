@@ -7,6 +7,7 @@ parameter and the values it accepts.
 from __future__ import annotations
 
 import math
+import numbers
 import re
 from dataclasses import dataclass
 from typing import Any, Iterable
@@ -33,22 +34,27 @@ class Choice:
 
 @dataclass(frozen=True)
 class Number:
-    """An int or float in [lo, hi]; ``integer=True`` also requires an integral value."""
+    """An int or float in [lo, hi] (in (lo, hi] with ``open_lo``); ``integer=True`` also requires an
+    integral value. NumPy scalars count as numbers."""
     lo: float = -math.inf
     hi: float = math.inf
     integer: bool = False
+    open_lo: bool = False
 
     def describe(self) -> str:
         kind = "an integer" if self.integer else "a number"
-        return f"{kind} in [{self.lo}, {self.hi}]"
+        return f"{kind} in {'(' if self.open_lo else '['}{self.lo}, {self.hi}]"
 
     def check(self, name: str, value: Any) -> Any:
-        ok_type = isinstance(value, (int, float)) and not isinstance(value, bool)
-        if ok_type and self.integer and isinstance(value, float):
-            ok_type = value.is_integer()
-        if not ok_type or not math.isfinite(value) or not (self.lo <= value <= self.hi):
+        ok_type = isinstance(value, numbers.Real) and not isinstance(value, bool)
+        if ok_type and self.integer and not isinstance(value, numbers.Integral):
+            ok_type = float(value).is_integer()
+        if not ok_type or not math.isfinite(value) or not self._in_range(value):
             raise ParameterError(f"parameter {name!r} = {value!r} is not valid; expected {self.describe()}")
         return int(value) if self.integer else float(value)
+
+    def _in_range(self, value) -> bool:
+        return (value > self.lo if self.open_lo else value >= self.lo) and value <= self.hi
 
 
 @dataclass(frozen=True)
@@ -104,6 +110,51 @@ class Text:
             raise ParameterError(f"parameter {name!r} = {value!r} is not valid; expected a non-empty string"
                                  + (" or None" if self.optional else ""))
         return value
+
+
+@dataclass(frozen=True)
+class PositiveRange:
+    """A pair ``(low, high)`` of finite numbers with ``0 < low <= high``."""
+
+    def check(self, name: str, value: Any) -> tuple[float, float]:
+        try:
+            lo, hi = (float(value[0]), float(value[1]))
+        except (TypeError, ValueError, IndexError):
+            lo = hi = math.nan
+        if not (0 < lo <= hi and math.isfinite(hi)):
+            raise ParameterError(f"parameter {name!r} = {value!r} is not valid; expected (low, high) with 0 < low <= high")
+        return lo, hi
+
+
+@dataclass(frozen=True)
+class PositiveSet:
+    """At least ``min_len`` distinct finite positive numbers (returned as a tuple of floats, in order)."""
+    min_len: int = 2
+
+    def check(self, name: str, value: Any) -> tuple[float, ...]:
+        try:
+            vals = tuple(float(v) for v in value)
+        except (TypeError, ValueError):
+            vals = ()
+        if len(vals) < self.min_len or any(not (v > 0 and math.isfinite(v)) for v in vals) or len(set(vals)) != len(vals):
+            raise ParameterError(f"parameter {name!r} = {value!r} is not valid; expected at least {self.min_len} "
+                                 "distinct positive numbers")
+        return vals
+
+
+class OptionalParam:
+    """``None`` or a value accepted by ``spec`` (another spec of this module)."""
+
+    def __init__(self, spec):
+        self.spec = spec
+
+    def check(self, name, value):
+        if value is None:
+            return None
+        try:
+            return self.spec.check(name, value)
+        except ParameterError as err:
+            raise ParameterError(f"{err} (or None for the default)") from None
 
 
 def check_params(values: dict, spec: dict) -> dict:

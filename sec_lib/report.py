@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 import numbers
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, NamedTuple, Sequence
 
 import numpy as np
 import pandas as pd
@@ -35,6 +35,14 @@ __all__ = [
     "verdict",
     "verdict_table",
     "DEFAULT_METRICS",
+    "format_ci",
+    "fmt_cell",
+    "fmt_estimate",
+    "loglog_fit",
+    "loglog_fits",
+    "values_ci",
+    "pooled_diff",
+    "summary_table",
 ]
 
 #: Metric columns of the runs frame (see the contract); the default for :func:`paired_diff`.
@@ -150,11 +158,7 @@ def summarize(runs_df: pd.DataFrame, by, metrics: Sequence[str], level: float = 
 
 
 def _fmt(mean: float, lo: float, hi: float, n: int, digits: int) -> str:
-    if n == 0 or not np.isfinite(mean):
-        return "n/a"
-    if not (np.isfinite(lo) and np.isfinite(hi)):
-        return f"{mean:.{digits}f} (n={n})"
-    return f"{mean:.{digits}f} ± {(hi - lo) / 2.0:.{digits}f}"
+    return format_ci(mean, lo, hi, n, digits=digits)
 
 
 def wide(summary: pd.DataFrame, by=None, digits: int = 2) -> pd.DataFrame:
@@ -439,3 +443,164 @@ def verdict_table(rows: Sequence[dict]) -> pd.DataFrame:
     base = ["claim", "text", "estimate", "ci_lo", "ci_hi", "n", "paper", "link", "expected_sign", "verdict"]
     extras = list(dict.fromkeys(k for rec in out for k in rec if k not in base))
     return pd.DataFrame(out, columns=base + extras)
+
+
+# =================================================================================================
+# Formatting: the one "mean ± half-width" / "mean [lo, hi]" formatter of the book
+# =================================================================================================
+
+
+def _finite_number(x) -> bool:
+    return x is not None and isinstance(x, numbers.Real) and math.isfinite(x)
+
+
+def format_ci(mean, lo, hi, n=None, *, digits: int = 2, style: str = "pm", number=None, unit: str = "",
+              missing: str = "n/a") -> str:
+    """A mean with its confidence interval, as every table and sentence of the book prints it.
+
+    ``style="pm"``: ``"mean ± half-width"``, ``"mean (n=N)"`` without an interval, ``missing`` without
+    data (``n`` 0 or None, or a non-finite mean). ``style="interval"``: ``"mean[unit] [lo, hi] (n=N)"``,
+    the interval left out when it is not finite, ``(n=N)`` when ``n`` is given. ``number`` formats one
+    value (default: ``digits`` decimals).
+    """
+    if style not in ("pm", "interval"):
+        raise ValueError(f"style = {style!r} is not valid; valid values: 'pm', 'interval'")
+    num = number or (lambda v: f"{v:.{digits}f}")
+    if not _finite_number(mean) or (style == "pm" and not n):
+        return missing
+    has_ci = _finite_number(lo) and _finite_number(hi)
+    if style == "pm":
+        return f"{num(mean)} ± {num((hi - lo) / 2.0)}" if has_ci else f"{num(mean)} (n={int(n)})"
+    ci = f" [{num(lo)}, {num(hi)}]" if has_ci else ""
+    return f"{num(mean)}{unit}{ci}" + (f" (n={int(n)})" if n is not None else "")
+
+
+# =================================================================================================
+# The one log-log fit (per-batch gradient slopes in training, the figures, the theory chapter)
+# =================================================================================================
+
+
+class LogLogFit(NamedTuple):
+    slope: float
+    intercept: float          # of ln y on ln x
+    r2: float
+
+
+def loglog_fit(x, y, min_points: int = 3) -> LogLogFit:
+    """Least-squares line of ``ln y`` on ``ln x`` over the pairs where both are positive and finite.
+
+    Returns ``(slope, intercept, r2)``, all NaN with fewer than ``min_points`` usable pairs or no
+    spread in ``x``; ``r2`` is 1 when ``y`` has no spread (the flat line fits every point). Accepts
+    arrays, lists, Series or CPU tensors of the same length.
+    """
+    x = np.asarray(x, dtype=float).ravel()
+    y = np.asarray(y, dtype=float).ravel()
+    if x.shape != y.shape:
+        raise ValueError(f"x and y must have the same length; got {x.size} and {y.size}")
+    ok = np.isfinite(x) & np.isfinite(y) & (x > 0) & (y > 0)
+    lx, ly = np.log(x[ok]), np.log(y[ok])
+    if lx.size < max(2, int(min_points)) or np.ptp(lx) == 0:
+        return LogLogFit(math.nan, math.nan, math.nan)
+    cx, cy = lx - lx.mean(), ly - ly.mean()
+    slope = float((cx * cy).sum() / (cx * cx).sum())
+    icpt = float(ly.mean() - slope * lx.mean())
+    sst = float((cy * cy).sum())
+    r2 = 1.0 - float(((cy - slope * cx) ** 2).sum()) / sst if sst > 0 else 1.0
+    return LogLogFit(slope, icpt, r2)
+
+
+def loglog_fits(df: pd.DataFrame, x: str, y: str, by: Sequence[str], min_points: int = 2) -> pd.DataFrame:
+    """One :func:`loglog_fit` of ``df[y]`` on ``df[x]`` per group of ``by`` (sorted): columns
+    ``*by, slope, r2``."""
+    _check_columns(_check_frame(df, "df"), [x, y, *by], "columns")
+    rows = []
+    for key, g in df.groupby(list(by), sort=True):
+        key = key if isinstance(key, tuple) else (key,)
+        fit = loglog_fit(g[x], g[y], min_points=min_points)
+        rows.append({**dict(zip(by, key)), "slope": fit.slope, "r2": fit.r2})
+    return pd.DataFrame(rows, columns=[*by, "slope", "r2"])
+
+
+# =================================================================================================
+# Per-seed estimates and display tables (used by every chapter)
+# =================================================================================================
+
+
+def fmt_cell(mean, lo, hi, n, digits: int = 2) -> str:
+    """'mean ± half-width' with ``digits`` decimals, or 3 significant digits for values below 0.01 or
+    above 10^4 in magnitude (norm variances); 'mean (n=1)' without an interval, 'n/a' without data."""
+    small = mean is not None and np.isfinite(mean) and mean != 0 and (abs(mean) < 0.01 or abs(mean) >= 1e4)
+    return format_ci(mean, lo, hi, n, digits=digits, number=(lambda v: f"{v:.3g}") if small else None)
+
+
+def summary_table(runs: pd.DataFrame, by: Sequence[str], metrics: Sequence[str], digits: int = 2) -> pd.DataFrame:
+    """Display table: one row per group (first-appearance order), cells "mean ± CI half-width"
+    (Student t, 95%, :func:`summarize`; see :func:`fmt_cell`), plus the number of runs
+    and of failed (diverged) runs per group. Failed runs have no metrics and are not averaged."""
+    by = list(by)
+    _check_columns(_check_frame(runs, "runs"), [*by, *metrics], "runs columns")
+    s = summarize(runs, by, list(metrics))
+    out = []
+    for key, sub in s.groupby(by, sort=False, dropna=False):
+        key = key if isinstance(key, tuple) else (key,)
+        row = dict(zip(by, key))
+        for m in metrics:
+            hit = sub[sub["metric"] == m]
+            row[m] = (fmt_cell(hit["mean"].iloc[0], hit["ci_lo"].iloc[0], hit["ci_hi"].iloc[0], hit["n"].iloc[0], digits)
+                      if len(hit) else "n/a")
+        out.append(row)
+    w = pd.DataFrame(out, columns=[*by, *metrics])
+    status = runs["status"] if "status" in runs.columns else pd.Series("done", index=runs.index)
+    counts = (runs.assign(_failed=(status != "done").astype(int))
+              .groupby(by, sort=False, dropna=False)
+              .agg(runs=("_failed", "size"), failed=("_failed", "sum")).reset_index())
+    return w.merge(counts, on=by, how="left")
+
+
+def values_ci(values, level: float = 0.95) -> dict:
+    """Mean, t-CI and the one-sample t-test against 0 of some per-seed (or per-run) values."""
+    x = pd.to_numeric(pd.Series(list(values), dtype=object), errors="coerce").to_numpy(float)
+    x = x[np.isfinite(x)]
+    mean, lo, hi, n = mean_ci(x, level=level)
+    p = math.nan
+    if n >= 2:
+        if np.ptp(x) > 1e-12 * max(1.0, abs(mean)):
+            p = float(stats.ttest_1samp(x, 0.0).pvalue)
+        else:                                   # no spread: like report.paired_diff
+            p = 0.0 if mean != 0 else math.nan
+    return {"estimate": mean, "ci_lo": lo, "ci_hi": hi, "n": n, "p_value": p}
+
+
+def pooled_diff(runs: pd.DataFrame, compare_col: str, a, b, metric: str, pool: Sequence[str] = ("loss",),
+                pair_on: str = "seed", transform: Callable | None = None, level: float = 0.95) -> dict:
+    """Difference ``b - a`` of ``metric``, paired on ``pair_on`` within each ``pool`` group, averaged
+    over the pool groups per seed, then mean ± t-CI over seeds with a one-sample t-test against 0.
+
+    ``transform`` (e.g. ``np.log10``) is applied to the metric before differencing. Returns a dict
+    ``estimate, ci_lo, ci_hi, n`` (seeds), ``p_value``, ``n_groups`` (pool groups with a pair).
+    """
+    pool = list(pool)
+    _check_columns(_check_frame(runs, "runs"), [compare_col, metric, pair_on, *pool], "runs columns")
+    sub = runs[runs[compare_col].isin([a, b])]
+    vals = pd.to_numeric(sub[metric], errors="coerce").astype(float)
+    if transform is not None:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            vals = pd.Series(transform(vals.to_numpy()), index=sub.index)
+    sub = sub.assign(_v=vals)
+    key = [pair_on, *pool]
+    if sub.duplicated([*key, compare_col]).any():
+        raise ValueError(f"several runs share {key + [compare_col]}; add the distinguishing column to pool")
+    wide_ = sub.pivot_table(index=key, columns=compare_col, values="_v", aggfunc="first", dropna=False)
+    if a not in wide_.columns or b not in wide_.columns:
+        return {"estimate": math.nan, "ci_lo": math.nan, "ci_hi": math.nan, "n": 0, "p_value": math.nan, "n_groups": 0}
+    d = (wide_[b] - wide_[a]).replace([np.inf, -np.inf], np.nan).dropna()
+    per_seed = d.groupby(level=0).mean()
+    out = values_ci(per_seed.to_numpy(), level)
+    out["n_groups"] = int(d.reset_index()[pool].drop_duplicates().shape[0]) if pool else int(len(d) > 0)
+    return out
+
+
+def fmt_estimate(d: dict, digits: int = 2, unit: str = "") -> str:
+    """'+1.23 [0.45, 2.01] (n=3)' for an estimate dict; 'no evidence' when there is none."""
+    return format_ci(d.get("estimate"), d.get("ci_lo"), d.get("ci_hi"), d.get("n"), digits=digits, style="interval",
+                     number=lambda v: f"{v:+.{digits}f}", unit=unit, missing="no evidence")

@@ -35,17 +35,22 @@ import io
 import json
 import logging
 import math
+import multiprocessing as mp
 import os
 import platform
 import re
 import shutil
 import tempfile
+import threading
+import time
 import uuid
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable
 
 import pandas as pd
+import torch
 
 from .params import ParameterError
 from .tempfiles import clear_partial_runs, temp_prefix
@@ -396,9 +401,6 @@ class ResultStore:
 
 
 def provenance(cfg: TrainConfig) -> dict:
-    import datetime
-
-    import torch
     dev = cfg.device
     if dev.startswith("cuda") and torch.cuda.is_available():
         dev = torch.cuda.get_device_name(torch.device(dev))
@@ -515,9 +517,6 @@ def run_all(configs: list[TrainConfig], root: str | Path | None = None, jobs: in
     total)`` is called with 'reused' once, 'quarantined' once when corrupt records were found, and
     'trained' per run. Every config is validated before any training starts.
     """
-    from concurrent.futures import ProcessPoolExecutor, as_completed
-    import multiprocessing as mp
-
     for cfg in configs:
         cfg.validate()
     store = ResultStore(root)
@@ -549,9 +548,6 @@ def run_all(configs: list[TrainConfig], root: str | Path | None = None, jobs: in
 
 def _exit_with_parent(parent_pid: int) -> None:
     """Worker initializer: end this worker if the sweep that started it is killed (no orphans)."""
-    import threading
-    import time
-
     def watch():
         while os.getppid() == parent_pid:
             time.sleep(1.0)

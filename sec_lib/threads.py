@@ -1,6 +1,7 @@
 """One helper: run a block of torch work with a given number of intra-op threads."""
 import contextlib
 
+import torch
 from threadpoolctl import threadpool_limits
 
 
@@ -15,7 +16,6 @@ def torch_threads(n: int | None = 1):
     their reductions depend on the thread count, so a run's numbers do (NMI 33.66 with 1 thread
     against 35.77 with 2 for one config, before this limit).
     """
-    import torch
     old = torch.get_num_threads()
     if n and n != old:
         torch.set_num_threads(n)

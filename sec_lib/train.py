@@ -30,7 +30,7 @@ import math
 import re
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Callable
 
 import numpy as np
 import pandas as pd
@@ -38,18 +38,19 @@ import torch
 import torch.nn.functional as F
 
 from . import metrics as metrics_mod
-from .data import PKSampler, get_dataset
+from .data import DATASET_NAMES, PKSampler, get_dataset
 from .data.augment import ViewBatches, check_view_settings
+from .data.splits import QueryGallery, holdout_split
 from .losses import LOSS_NAMES, LOSS_SPECS, get_loss, triplet_violations
 from .models import ARCHS, HEADS, build_model
 from .params import Choice, Device, Mu, Number, ParameterError
 from .probe import linear_probe
+from .report import loglog_fit
 from .sec import SphericalEmbeddingConstraint
 from .threads import torch_threads
 
 OPTIMIZERS = ("adam", "adamw", "sgd")
 SCHEDULES = ("constant", "step", "cosine")
-DATASETS = ("glyphs", "toy", "cub", "cars", "sop", "inshop", "cifar10", "cifar100")
 
 
 class TrainingDiverged(RuntimeError):
@@ -119,7 +120,7 @@ class TrainConfig:
     # -- validation ---------------------------------------------------------------------------
     def validate(self) -> "TrainConfig":
         """Raise ParameterError naming the bad field and its valid values; return self."""
-        Choice(DATASETS).check("dataset", self.dataset)
+        Choice(DATASET_NAMES).check("dataset", self.dataset)
         Choice(ARCHS).check("model", self.model)
         Choice(HEADS).check("head", self.head)
         Choice(LOSS_NAMES).check("loss", self.loss)
@@ -419,48 +420,6 @@ def load_data(cfg: TrainConfig):
     return train_ds, test_ds
 
 
-@dataclass
-class QueryGallery:
-    """An evaluation set split into queries and a gallery (In-Shop): Recall@K of each query against
-    the gallery, nothing left out; the two share one label space."""
-    query: Any
-    gallery: Any
-
-
-class ClassSubset(torch.utils.data.Dataset):
-    """The samples of a dataset whose labels lie in [lo, hi), relabelled from 0."""
-
-    def __init__(self, ds, lo: int, hi: int):
-        keep = (ds.labels >= lo) & (ds.labels < hi)
-        self.base, self.index = ds, torch.nonzero(keep).flatten()
-        self.labels = ds.labels[self.index] - lo
-        self.num_classes = hi - lo
-        self.class_names = list(ds.class_names[lo:hi])
-        if hasattr(ds, "x"):
-            self.x = ds.x[self.index]
-
-    def __len__(self):
-        return len(self.index)
-
-    def __getitem__(self, i):
-        x, _ = self.base[int(self.index[i])]
-        return x, self.labels[i]
-
-
-@functools.lru_cache(maxsize=4)
-def _holdout(ds, h):
-    n = int(ds.num_classes)
-    if not 2 <= h <= n - 2:
-        raise ParameterError(f"parameter 'holdout_classes' = {h} is not valid: the training split has {n} classes; "
-                             f"hold out between 2 and {n - 2}")
-    return ClassSubset(ds, 0, n - h), ClassSubset(ds, n - h, n)
-
-
-def holdout_split(ds, h: int):
-    """(training part, held-out part): the last ``h`` classes of ``ds`` are held out."""
-    return _holdout(ds, int(h))
-
-
 def model_kwargs(cfg: TrainConfig, ds) -> dict:
     if cfg.model == "mlp":
         return {"in_dim": int(ds.x.shape[1]), "width": cfg.width}
@@ -548,27 +507,11 @@ def batch_stats(raw: torch.Tensor, y: torch.Tensor, grad: torch.Tensor) -> dict:
     same = y[:, None] == y[None, :]
     eye = torch.eye(len(y), dtype=torch.bool, device=y.device)
     gnorm = grad.norm(dim=1)
-    slope, r2 = loglog_fit(norms, gnorm)
+    slope, _, r2 = loglog_fit(norms.detach().cpu(), gnorm.detach().cpu())
     return {"norm_mean": norms.mean().item(), "norm_var": norms.var(unbiased=False).item(),
             "pos_cos": cos[same & ~eye].mean().item(), "neg_cos": cos[~same].mean().item(),
             "violations": float(triplet_violations(raw, y)),
             "grad_slope": slope, "grad_r2": r2, "grad_norm_cv": cv(gnorm)}
-
-
-def loglog_fit(x: torch.Tensor, y: torch.Tensor) -> tuple[float, float]:
-    """Least-squares slope and r² of log y against log x (samples with y = 0 are skipped)."""
-    keep = (x > 0) & (y > 0)
-    if keep.sum() < 3:
-        return math.nan, math.nan
-    lx, ly = x[keep].double().log(), y[keep].double().log()
-    lx, ly = lx - lx.mean(), ly - ly.mean()
-    sxx = (lx * lx).sum()
-    if sxx <= 0:
-        return math.nan, math.nan
-    slope = (lx * ly).sum() / sxx
-    ss_tot = (ly * ly).sum()
-    r2 = 1 - ((ly - slope * lx) ** 2).sum() / ss_tot if ss_tot > 0 else torch.tensor(math.nan)
-    return slope.item(), r2.item()
 
 
 def cv(v: torch.Tensor) -> float:

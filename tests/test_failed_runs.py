@@ -9,7 +9,8 @@ import pytest
 
 matplotlib.use("Agg")
 
-from sec_lib import paper, plots  # noqa: E402
+from sec_lib.chapters import compare, norms, train as train_page  # noqa: E402
+from sec_lib.figures import run as plots  # noqa: E402
 from sec_lib.store import ResultStore, results_to_frames, run_key  # noqa: E402
 from sec_lib.train import Recorder, TrainConfig, failed, table_columns, train  # noqa: E402
 
@@ -42,15 +43,15 @@ def at_first_step():
 def page(result):
     """Everything the train page does with a run, from its frames."""
     frames = results_to_frames([result])
-    readings = paper.run_readings(result)
-    text = [paper.run_header(result, True, "smoke"), paper.run_sentence(result), *readings.values()]
+    readings = train_page.run_readings(result)
+    text = [train_page.run_header(result, True, "smoke"), train_page.run_sentence(result), *readings.values()]
     for fig in (plots.loss_parts(frames.steps), plots.tracked_norms(frames.tracked),
                 plots.batch_mean_norm(frames.steps), plots.norm_variance(frames.steps),
                 plots.grad_vs_norm(frames.grad_scatter), plots.grad_slope_curve(frames.steps),
                 plots.angle_spread(frames.steps), plots.violations(frames.steps), plots.cosine_hist(frames.cosines),
                 plots.eval_curves(frames.evals)):
         assert fig.axes
-    return text, paper.final_metrics(result), paper.config_table(result.config)
+    return text, train_page.final_metrics(result), train_page.config_table(result.config)
 
 
 def test_every_table_of_a_failed_run_has_its_columns(diverged):
@@ -104,8 +105,8 @@ def test_a_failed_run_stored_before_schemas_renders_too(tmp_path):
 def test_the_compare_page_tables_count_a_failed_run_and_do_not_crash(diverged):
     done = [train(toy(seed=s, iterations=8, eval_every=4)) for s in (0, 1)]
     frames = results_to_frames(done + [diverged])
-    table = paper.main_table(frames)
+    table = compare.main_table(frames)
     assert table["n_failed"].sum() > 0 and table["n_runs"].max() >= 1
-    assert "1 of them failed" in paper.setup_sentence(frames.runs)
-    for fn in (paper.norm_summary, paper.grad_slopes_per_run, paper.sec_gain, paper.norm_reduction):
+    assert "1 of them failed" in compare.setup_sentence(frames.runs)
+    for fn in (norms.norm_summary, norms.grad_slopes_per_run, compare.sec_gain, norms.norm_reduction):
         fn(frames)

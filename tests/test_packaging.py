@@ -130,6 +130,23 @@ def test_ci_runs_exactly_make_test():
     assert body[-1].strip() == "make test"
 
 
+def test_the_paper_numbers_ship_as_package_data():
+    """Every file of sec_lib/data/paper is matched by [tool.setuptools.package-data], so a wheel has it,
+    and sec_lib.reference reads it from inside the package."""
+    import fnmatch
+
+    from sec_lib import reference
+
+    patterns = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["sec_lib"]
+    files = sorted(p.relative_to(REPO / "sec_lib").as_posix() for p in (REPO / "sec_lib" / "data" / "paper").iterdir())
+    assert {"data/paper/table1.csv", "data/paper/rebuttal_tables.csv", "data/paper/README.md"} <= set(files)
+    for f in files:
+        assert any(fnmatch.fnmatch(f, pat) for pat in patterns), f"{f} is not package data"
+    folder = Path(str(reference.paper_files()))
+    assert folder.resolve() == (REPO / "sec_lib" / "data" / "paper").resolve()
+    assert len(reference.paper_table()) > 0
+
+
 # ------------------------------------------------------------------------------------------- lock
 
 

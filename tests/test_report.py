@@ -5,6 +5,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 from scipy import stats
 
 from sec_lib import report as R
@@ -208,3 +209,57 @@ def test_verdict_table_computes_the_verdict_column():
         R.verdict_table([dict(claim="C5", text="x")])
     with pytest.raises(ValueError, match="C6"):
         R.verdict_table([dict(claim="C6", text="x", estimate=1.0, ci_lo=0.0, ci_hi=2.0, expected_sign=3)])
+
+
+# ------------------------------------------------------------------ the one log-log fit (train, figures, theory)
+
+
+def test_loglog_fit_matches_scipy():
+    rng = np.random.default_rng(0)
+    x = np.exp(rng.uniform(-2, 2, 40))
+    y = 3.0 * x ** -1.5 * np.exp(rng.normal(0, 0.2, 40))
+    slope, _, r2 = R.loglog_fit(x, y, min_points=2)
+    ref = stats.linregress(np.log(x), np.log(y))
+    assert slope == pytest.approx(ref.slope, rel=1e-10)
+    assert r2 == pytest.approx(ref.rvalue ** 2, rel=1e-10)
+    exact = R.loglog_fit([1, 2, 4, 8], [1, 0.5, 0.25, 0.125], min_points=2)
+    assert exact.slope == pytest.approx(-1.0, abs=1e-12) and exact.r2 == pytest.approx(1.0)
+    assert all(math.isnan(v) for v in R.loglog_fit([1.0], [2.0], min_points=2))
+    with pytest.raises(ValueError, match="same length"):
+        R.loglog_fit([1, 2], [1])
+
+
+def test_loglog_fit_recovers_a_power_law():
+    x = np.geomspace(0.5, 8, 20)
+    slope, icpt, r2 = R.loglog_fit(x, 3.0 * x ** -1.0)
+    assert slope == pytest.approx(-1.0) and np.exp(icpt) == pytest.approx(3.0) and r2 == pytest.approx(1.0)
+    assert np.isnan(R.loglog_fit([1, 2], [1, 2])[0])       # fewer than 3 points (the default)
+
+
+def test_loglog_fit_takes_tensors():
+    x = torch.linspace(0.5, 20, 50, dtype=torch.float64)
+    slope, _, r2 = R.loglog_fit(x, 3 * x ** -1.0)
+    assert slope == pytest.approx(-1.0, abs=1e-9) and r2 == pytest.approx(1.0, abs=1e-9)
+
+
+def test_loglog_fits_one_fit_per_group():
+    df = pd.DataFrame({"g": [0] * 4 + [1] * 4, "x": [1, 2, 4, 8] * 2,
+                       "y": [1, 0.5, 0.25, 0.125] + [1, 4, 16, 64]})
+    fits = R.loglog_fits(df, "x", "y", ["g"])
+    assert list(fits["g"]) == [0, 1]
+    assert fits["slope"].tolist() == pytest.approx([-1.0, 2.0])
+
+
+# ------------------------------------------------------------------ the one CI formatter
+
+
+def test_format_ci_styles():
+    assert R.format_ci(1.234, 1.0, 1.468, 3) == "1.23 ± 0.23"
+    assert R.format_ci(1.234, math.nan, math.nan, 1) == "1.23 (n=1)"
+    assert R.format_ci(math.nan, 0, 1, 3) == "n/a" and R.format_ci(1.0, 0, 2, 0) == "n/a"
+    assert R.format_ci(1.5, 0.5, 2.5, 3, style="interval", number=lambda v: f"{v:+.1f}") == "+1.5 [+0.5, +2.5] (n=3)"
+    assert R.format_ci(None, None, None, None, style="interval", missing="no evidence") == "no evidence"
+    assert R.fmt_estimate({"estimate": 1.0, "ci_lo": 0.5, "ci_hi": 1.5, "n": 2}, unit=" pp") == "+1.00 pp [+0.50, +1.50] (n=2)"
+    assert R.fmt_cell(0.001234, 0.001, 0.00147, 3) == "0.00123 ± 0.000235"
+    with pytest.raises(ValueError, match="style"):
+        R.format_ci(1, 0, 2, 3, style="box")

@@ -11,7 +11,7 @@ import time
 import pytest
 
 import sec_lib.store as S
-from sec_lib import book
+from sec_lib.site import runner as book
 from sec_lib.params import ParameterError
 from sec_lib.store import ResultStore, run_all, run_key
 from sec_lib.tempfiles import clear_partial_notebooks, clear_partial_runs, host_name, temp_prefix

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from sec_lib.params import ParameterError
-from sec_lib.train import TrainConfig, batch_stats, loglog_fit, train
+from sec_lib.train import TrainConfig, batch_stats, train
 
 
 def toy(**kw):
@@ -92,12 +92,6 @@ def test_bad_config_raises_a_clear_error(field, value, fragment):
     with pytest.raises(ParameterError) as e:
         toy(**{field: value}).validate()
     assert field in str(e.value) and fragment in str(e.value)
-
-
-def test_loglog_fit_recovers_a_power_law():
-    x = torch.linspace(0.5, 20, 50, dtype=torch.float64)
-    slope, r2 = loglog_fit(x, 3 * x ** -1.0)
-    assert slope == pytest.approx(-1.0, abs=1e-9) and r2 == pytest.approx(1.0, abs=1e-9)
 
 
 def test_batch_stats_uses_autograd_gradients_of_a_normalized_loss():

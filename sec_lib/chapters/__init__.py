@@ -1,0 +1,56 @@
+"""The book's chapters: one module per notebook, holding that page's analysis and its ``PARAMS``.
+
+This file is the one list of the book's pages (:data:`PAGES`): which notebook, where its output goes,
+the papermill parameters it is run with and which sweeps of :data:`sec_lib.experiments.CHAPTERS` it
+reads. The runner (:mod:`sec_lib.site.runner`) trains those sweeps, then executes the pages. A page
+named ``X`` is ``notebooks/X.ipynb`` and its code is :mod:`sec_lib.chapters.X`.
+
+Importing this package does not import the chapter modules (each pulls in what its page needs).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .. import experiments as ex
+from ..params import Choice
+
+__all__ = ["Page", "PAGES", "PAGE_NAMES", "TRAIN_PAGES", "profile_param"]
+
+
+def profile_param() -> dict:
+    """The ``profile`` parameter every notebook takes: one of :data:`sec_lib.experiments.PROFILE_NAMES`."""
+    return {"profile": Choice(tuple(ex.PROFILE_NAMES))}
+
+
+@dataclass(frozen=True)
+class Page:
+    """One executed notebook of the book: its source, its output path and its papermill parameters."""
+    source: str
+    output: str
+    params: dict = field(default_factory=dict)
+    chapters: tuple = ()          # the experiments.CHAPTERS whose runs it reads
+
+
+#: The train page once per main loss and variant (the main table's runs, seed 0).
+TRAIN_PAGES = tuple(Page("train", f"runs/train_{loss}_{v}", {"loss": loss, "variant": v}, ("compare",))
+                    for loss in ex.MAIN_LOSSES for v in ex.VARIANTS)
+
+#: Every page of the book, in reading order.
+PAGES = (
+    Page("data", "data"),
+    Page("theory", "theory"),
+    Page("compare", "compare", chapters=("compare", "tuned", "selection", "beyond")),
+    Page("norms", "norms", chapters=("norms",)),
+    *TRAIN_PAGES,
+    Page("eta", "eta", chapters=("eta",)),
+    Page("mu", "mu", chapters=("mu",)),
+    Page("bnwn", "bnwn", chapters=("bnwn",)),
+    Page("normlayer", "normlayer", chapters=("normlayer",)),
+    Page("optim", "optim", chapters=("optim",)),
+    Page("convergence", "convergence", chapters=("convergence",)),
+    Page("instability", "instability", chapters=("instability",)),
+    Page("claims", "claims", chapters=tuple(ex.CHAPTERS)),
+    Page("explore", "explore", chapters=("explore",)),
+)
+#: The notebooks' names (``notebooks/<name>.ipynb``, ``sec_lib/chapters/<name>.py``).
+PAGE_NAMES = tuple(dict.fromkeys(p.source for p in PAGES))

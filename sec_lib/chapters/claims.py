@@ -1,0 +1,573 @@
+"""The claims page: every claim of the paper and question of the review as one row (our estimate,
+its interval, the paper's number and a computed verdict), plus the norm-by-class questions.
+
+The rows are driven by :data:`CLAIMS`, a list of dicts (id, claim, source, how measured, expected
+sign, the function computing the estimate from the frames, the paper's number). The frames come
+from an :class:`Evidence`, which loads each chapter's runs once from the store it is given.
+This module reads every other chapter's analysis; it is one feature that reads top to bottom.
+"""
+from __future__ import annotations
+
+import html as _html
+import math
+from typing import Callable, Sequence
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from .. import experiments as ex
+from .. import reference, report
+from ..figures.tables import csv_link
+from ..report import fmt_estimate, pooled_diff, summary_table, values_ci
+from . import profile_param
+from .bnwn import head_effect
+from .common import LOSS_ABBR, MAIN_CHAPTER, check_cols, load, run_step_means
+from .convergence import reach_table
+from .eta import eta_robustness
+from .instability import tracked_stats
+from .mu import ema_vs_batch, label_mu, mu_vs_best_zero
+
+#: The notebook's parameters (checked by ``sec_lib.params.notebook_params``).
+PARAMS = profile_param()
+
+#: Columns of ``test_norms`` that would hold a per-sample retrieval hit (1 if the nearest neighbour
+#: has the query's class). The training loop does not store one yet; with it, difficulty can be tested.
+HIT_COLUMNS = ("hit@1", "hit1", "correct")
+
+
+def class_association(runs: pd.DataFrame, test_norms: pd.DataFrame) -> pd.DataFrame:
+    """Per run: how much of the test-norm variance the class explains.
+
+    ``eta2`` = between-class sum of squares / total sum of squares of ‖f‖ (one-way ANOVA); its
+    expectation when norms do not depend on the class (random permutation of the labels) is
+    ``(k−1)/(N−1)`` (k classes, N samples), reported as ``eta2_chance``; ``excess = eta2 − eta2_chance``;
+    ``p_value`` from the one-way ANOVA F-test (``scipy.stats.f_oneway``).
+    """
+    check_cols(test_norms, ["key", "label", "norm"], "test_norms")
+    rows = []
+    for key, t in test_norms.groupby("key", sort=False):
+        x = t["norm"].astype(float).to_numpy()
+        g = t["label"].to_numpy()
+        labels, inv = np.unique(g, return_inverse=True)
+        k, n = len(labels), len(x)
+        if n < 3 or k < 2 or n <= k:
+            rows.append({"key": key, "eta2": np.nan, "eta2_chance": np.nan, "excess": np.nan, "p_value": np.nan,
+                         "n_classes": k, "n_samples": n})
+            continue
+        means = np.bincount(inv, weights=x) / np.bincount(inv)
+        ss_tot = float(((x - x.mean()) ** 2).sum())
+        ss_b = float((np.bincount(inv) * (means - x.mean()) ** 2).sum())
+        eta2 = ss_b / ss_tot if ss_tot > 0 else np.nan
+        chance = (k - 1) / (n - 1)
+        groups = [x[inv == i] for i in range(k)]
+        p = float(stats.f_oneway(*groups).pvalue) if ss_tot > 0 else np.nan
+        rows.append({"key": key, "eta2": eta2, "eta2_chance": chance, "excess": eta2 - chance, "p_value": p,
+                     "n_classes": k, "n_samples": n})
+    per = pd.DataFrame(rows, columns=["key", "eta2", "eta2_chance", "excess", "p_value", "n_classes", "n_samples"])
+    return runs.merge(per, on="key", how="left")
+
+
+def class_association_summary(assoc: pd.DataFrame, by: Sequence[str] = ("loss", "variant"), alpha: float = 0.05) -> pd.DataFrame:
+    """Display table of :func:`class_association`: η², its chance value and the excess (mean ± 95% CI
+    over runs) per group, and how many runs' ANOVA F-test rejects "no class effect" at ``alpha``."""
+    t = summary_table(assoc, list(by), ["eta2", "eta2_chance", "excess"], digits=3)
+    rej = (assoc.assign(_rej=(assoc["p_value"] < alpha).astype(int))
+           .groupby(list(by), sort=False)["_rej"].sum().rename(f"runs with p < {alpha:g}").reset_index())
+    return t.merge(rej, on=list(by), how="left")
+
+
+def difficulty_association(runs: pd.DataFrame, test_norms: pd.DataFrame) -> pd.DataFrame:
+    """Per run: point-biserial correlation of the test norm with the per-sample retrieval hit, if
+    ``test_norms`` holds one of :data:`HIT_COLUMNS`; NaN otherwise (the training loop would have to
+    store, for each test sample, whether its nearest neighbour shares its class)."""
+    col = next((c for c in HIT_COLUMNS if c in test_norms.columns), None)
+    rows = []
+    for key, t in test_norms.groupby("key", sort=False):
+        r = np.nan
+        if col is not None:
+            h = pd.to_numeric(t[col], errors="coerce").to_numpy(float)
+            x = t["norm"].astype(float).to_numpy()
+            ok = np.isfinite(h) & np.isfinite(x)
+            if ok.sum() >= 3 and np.ptp(h[ok]) > 0 and np.ptp(x[ok]) > 0:
+                r = float(stats.pearsonr(x[ok], h[ok]).statistic)
+        rows.append({"key": key, "norm_hit_corr": r})
+    per = pd.DataFrame(rows, columns=["key", "norm_hit_corr"])
+    return runs.merge(per, on="key", how="left")
+
+
+class Evidence:
+    """The frames the claims draw on, per chapter, loaded once from the store on first use.
+
+    ``Evidence(profile)`` loads with :func:`load`; ``Evidence.from_frames({chapter: Frames}, profile)``
+    wraps hand-made frames (tests). ``runs(chapter)`` of the "mu" chapter carries the ``setting`` label.
+    """
+    def __init__(self, profile=None, frames: dict | None = None, loader: Callable | None = None, root=None):
+        self.profile = profile
+        self.root = root
+        self._frames = dict(frames or {})
+        self._derived = {}
+        self._from_store = loader is None
+        self._loader = loader if loader is not None else (lambda ch: load(ch, profile, root=root))
+
+    @classmethod
+    def from_frames(cls, frames: dict, profile=None) -> "Evidence":
+        def missing(ch):
+            raise KeyError(f"no frames for chapter {ch!r}; given: {sorted(frames)}")
+        return cls(profile, frames, loader=missing)
+
+    def frames(self, chapter: str):
+        if chapter not in self._frames:
+            # chapters that show the same runs (compare, convergence, instability: the main table) load once
+            same = [c for c in self._frames if self._from_store and ex.CHAPTERS.get(c) is ex.CHAPTERS.get(chapter)]
+            self._frames[chapter] = self._frames[same[0]] if same else self._loader(chapter)
+        return self._frames[chapter]
+
+    def runs(self, chapter: str) -> pd.DataFrame:
+        r = self.frames(chapter).runs
+        if chapter == "mu" and "setting" not in r.columns:
+            r = label_mu(r, self.profile, self.root)
+        return r
+
+    def table(self, chapter: str, name: str) -> pd.DataFrame:
+        return getattr(self.frames(chapter), name)
+
+    def derived(self, name: str, fn: Callable):
+        """``fn()`` computed once per Evidence under ``name`` (per-run tables shared by several claims)."""
+        if name not in self._derived:
+            self._derived[name] = fn()
+        return self._derived[name]
+
+
+def _est_norm_var(ev: Evidence) -> dict:
+    r = ev.runs(MAIN_CHAPTER)
+    return pooled_diff(r, "variant", "none", "sec", "train_norm_var", transform=np.log10)
+
+
+def _est_balance(ev: Evidence) -> dict:
+    r = run_step_means(ev.runs(MAIN_CHAPTER), ev.table(MAIN_CHAPTER, "steps"), ["dtheta_cv"])
+    return pooled_diff(r, "variant", "none", "sec", "dtheta_cv")
+
+
+def _est_convergence(ev: Evidence) -> dict:
+    r = reach_table(ev.runs("convergence"), ev.table("convergence", "evals"))
+    return pooled_diff(r, "variant", "none", "sec", "reach")
+
+
+def _est_loss_gain(loss: str) -> Callable:
+    def f(ev: Evidence) -> dict:
+        r = ev.runs(MAIN_CHAPTER)
+        return pooled_diff(r[r["loss"] == loss], "variant", "none", "sec", "R@1")
+    f.__name__ = f"_est_gain_{loss}"
+    return f
+
+
+def _est_gain_all(ev: Evidence) -> dict:
+    return pooled_diff(ev.runs(MAIN_CHAPTER), "variant", "none", "sec", "R@1")
+
+
+def _est_gain_tuned(ev: Evidence) -> dict:
+    return pooled_diff(ev.runs("tuned"), "variant", "none", "sec", "R@1")
+
+
+def _est_sec_vs_l2(ev: Evidence) -> dict:
+    return pooled_diff(ev.runs(MAIN_CHAPTER), "variant", "l2reg", "sec", "R@1")
+
+
+def _est_mu_zero(ev: Evidence) -> dict:
+    r = ev.runs("mu")
+    d = mu_vs_best_zero(r)
+    d = d[d["loss"] == "semihard"] if "semihard" in set(d["loss"]) else d
+    if not len(d):
+        return values_ci([])
+    row = d.iloc[0]
+    return {"estimate": row["diff"], "ci_lo": row["ci_lo"], "ci_hi": row["ci_hi"], "n": int(row["n_pairs"]),
+            "p_value": row["p_value"], "note": f"{row['loss']}: batch mean − best μ = 0 ({row['best_zero']}, picked post hoc)"}
+
+
+def _est_ema(ev: Evidence) -> dict:
+    e = ema_vs_batch(ev.runs("mu"))
+    if "setting" in e:
+        e["note"] = f"{e['setting']} − batch mean, pooled over losses"
+    return e
+
+
+def _est_normlayer(ev: Evidence) -> dict:
+    r = ev.runs("normlayer")
+    return pooled_diff(r[r["head"] == "normalize"], "variant", "none", "sec", "R@1", pool=())
+
+
+def _est_var_gain_corr(ev: Evidence) -> dict:
+    """Per seed: Pearson r across the losses between the log10 variance reduction (none / sec) and the R@1 gain."""
+    r = ev.runs(MAIN_CHAPTER)
+    rows = []
+    for seed, sub in r.groupby("seed"):
+        w = sub.pivot_table(index="loss", columns="variant", values=["train_norm_var", "R@1"], aggfunc="first")
+        try:
+            red = np.log10(w[("train_norm_var", "none")] / w[("train_norm_var", "sec")])
+            gain = w[("R@1", "sec")] - w[("R@1", "none")]
+        except KeyError:
+            continue
+        ok = np.isfinite(red) & np.isfinite(gain)
+        if ok.sum() >= 3 and np.ptp(red[ok]) > 0 and np.ptp(gain[ok]) > 0:
+            rows.append(float(np.corrcoef(red[ok], gain[ok])[0, 1]))
+    out = values_ci(rows)
+    out["note"] = "Pearson r over the losses, per seed"
+    return out
+
+
+def _est_bn(ev: Evidence) -> dict:
+    return head_effect(ev.runs("bnwn"), "bn_before_norm", -1)
+
+
+def _est_wn(ev: Evidence) -> dict:
+    return head_effect(ev.runs("bnwn"), "weightnorm", +1)
+
+
+def _est_optim(opt: str) -> Callable:
+    def f(ev: Evidence) -> dict:
+        r = ev.runs("optim")
+        return pooled_diff(r[r["optimizer"] == opt], "variant", "none", "sec", "R@1")
+    f.__name__ = f"_est_optim_{opt}"
+    return f
+
+
+def _est_slope(ev: Evidence) -> dict:
+    r = run_step_means(ev.runs(MAIN_CHAPTER), ev.table(MAIN_CHAPTER, "steps"), ["grad_slope"])
+    return values_ci(r.loc[r["variant"] == "none", "grad_slope"])
+
+
+def _est_growth(ev: Evidence) -> dict:
+    r = tracked_stats(ev.runs("instability"), ev.table("instability", "tracked"))
+    return values_ci(np.log(r.loc[r["variant"] == "none", "growth"].astype(float)))
+
+
+def _est_eta(ev: Evidence) -> dict:
+    return eta_robustness(ev.runs("eta"))
+
+
+def _class_assoc(ev: Evidence) -> pd.DataFrame:
+    return ev.derived("class_association",
+                      lambda: class_association(ev.runs(MAIN_CHAPTER), ev.table(MAIN_CHAPTER, "test_norms")))
+
+
+def _est_class(ev: Evidence) -> dict:
+    r = _class_assoc(ev)
+    out = values_ci(r.loc[r["variant"] == "none", "excess"])
+    out["note"] = "η² of test norm by class minus its chance value (k−1)/(N−1), runs without SEC"
+    return out
+
+
+def _est_class_sec(ev: Evidence) -> dict:
+    r = _class_assoc(ev)
+    return pooled_diff(r, "variant", "none", "sec", "excess")
+
+
+def _est_difficulty(ev: Evidence) -> dict:
+    r = difficulty_association(ev.runs(MAIN_CHAPTER), ev.table(MAIN_CHAPTER, "test_norms"))
+    out = values_ci(r.loc[r["variant"] == "none", "norm_hit_corr"])
+    if out["n"] == 0:
+        out["note"] = ("needs a per-sample retrieval hit (nearest neighbour of the same class) stored next to each "
+                       "test norm (test_norms column 'hit@1'); the store keeps norms and labels only")
+    return out
+
+
+def _no_evidence(note: str) -> Callable:
+    def f(ev: Evidence) -> dict:
+        return {"estimate": math.nan, "ci_lo": math.nan, "ci_hi": math.nan, "n": 0, "note": note}
+    return f
+
+
+def _est_beyond(losses: Sequence[str], note: str) -> Callable:
+    """SEC − none R@1 for losses outside the main four, if any chapter's runs hold them; else no evidence."""
+    def f(ev: Evidence) -> dict:
+        try:
+            r = ev.runs("beyond")
+        except KeyError:                       # hand-made evidence without that chapter
+            r = ev.runs(MAIN_CHAPTER)
+        sub = r[r["loss"].isin(losses)]
+        if not len(sub):
+            return _no_evidence(note)(ev)
+        return pooled_diff(sub, "variant", "none", "sec", "R@1")
+    return f
+
+
+def _paper_var_ratio() -> float:
+    v = reference.rebuttal_variance()
+    return float(np.mean(np.log10(v["norm_var_sec"] / v["norm_var_none"])))
+
+
+def _paper_table1() -> pd.DataFrame:
+    return reference.paper_table(("CUB", "Cars"))
+
+
+def _paper_gain(loss: str | None = None, a: str = "none", b: str = "sec") -> float:
+    t = _paper_table1()
+    if loss is not None:
+        t = t[t["loss"] == loss]
+    w = t.pivot_table(index=["dataset", "loss"], columns="variant", values="R@1")
+    return float((w[b] - w[a]).mean())
+
+
+def _paper_loss_gain(loss: str) -> Callable:
+    def f() -> str:
+        t = _paper_table1()
+        t = t[t["loss"] == loss].pivot_table(index="dataset", columns="variant", values="R@1")
+        return ", ".join(f"{ds} {t.loc[ds, 'sec'] - t.loc[ds, 'none']:+.2f}" for ds in t.index)
+    return f
+
+
+def _paper_rebuttal_diff(table_a, set_a, table_b, set_b, metric="R@1", eta_a=None) -> Callable:
+    def f() -> float:
+        reb = reference.rebuttal_all()
+        a = reb[(reb["table"] == table_a) & (reb["setting"] == set_a)]
+        if eta_a is not None:
+            a = a[np.isclose(a["eta"].astype(float), eta_a)]
+        b = reb[(reb["table"] == table_b) & (reb["setting"] == set_b)]
+        return float(b[metric].iloc[0]) - float(a[metric].iloc[0])
+    return f
+
+
+def _paper_var_gain_corr() -> float:
+    v = reference.rebuttal_variance().set_index("loss")
+    t = _paper_table1()
+    t = t[t["dataset"] == "Cars"].pivot_table(index="loss", columns="variant", values="R@1")
+    red = np.log10(v["norm_var_none"] / v["norm_var_sec"])
+    gain = (t["sec"] - t["none"]).reindex(red.index)
+    return float(np.corrcoef(red.to_numpy(), gain.to_numpy())[0, 1])
+
+
+def _paper_tml() -> str:
+    reb = reference.rebuttal_all()
+    t = reb[reb["table"] == "tml"].pivot_table(index="dataset", columns="setting", values="R@1")
+    return ", ".join(f"{ds} {t.loc[ds, 'sec'] - t.loc[ds, 'none']:+.2f}" for ds in t.index)
+
+
+def _paper_simclr() -> float:
+    reb = reference.rebuttal_all()
+    s = reb[reb["table"] == "simclr"].set_index("setting")["top1"]
+    return float(s["sec"] - s["none"])
+
+
+#: The claims page: one dict per paper claim or review question. ``estimate(ev)`` computes our
+#: number from the frames; ``paper`` is None, a number or a callable computing it from data/reference.
+#: ``expected_sign``: the direction the claim predicts (+1 up, −1 down, 0 no change).
+CLAIMS: list[dict] = [
+    dict(id="C1", claim="SEC lowers the variance of the embedding norms", source="paper Sec. 4 / Fig. 3; rebuttal (Cars train set)",
+         measured="log10(train norm var with SEC / without), paired on seed, mean over the 4 losses (main-table runs)",
+         unit="log10 ratio", expected_sign=-1, estimate=_est_norm_var, paper=_paper_var_ratio, link="norms.html"),
+    dict(id="C2", claim="SEC makes the per-sample updates more balanced", source="paper Sec. 3.2",
+         measured="CV of the per-sample angle turned in a step (dtheta_cv, mean over training), SEC − none, mean over losses",
+         unit="CV", expected_sign=-1, estimate=_est_balance, paper=None, link="optim.html"),
+    dict(id="C3", claim="SEC converges faster", source="paper Sec. 4 (training curves)",
+         measured="iteration at which test R@1 first reaches 90% of its final value (interpolated), SEC − none, mean over losses",
+         unit="iterations", expected_sign=-1, estimate=_est_convergence, paper=None, link="convergence.html"),
+    *[dict(id=f"C4{c}", claim=f"SEC improves R@1 for the {LOSS_ABBR[l]} loss ({l})", source="paper Table 1",
+           measured=f"R@1 SEC − none, {l}, paired on seed (main-table runs); paper: per dataset",
+           unit="pp", expected_sign=+1, estimate=_est_loss_gain(l), paper=_paper_loss_gain(l), link="compare.html")
+      for c, l in zip("abcd", ex.MAIN_LOSSES)],
+    dict(id="C4", claim="SEC improves R@1 on average over the losses", source="paper Table 1",
+         measured="R@1 SEC − none, mean over the 4 losses per seed; paper: mean over CUB and Cars",
+         unit="pp", expected_sign=+1, estimate=_est_gain_all, paper=lambda: _paper_gain(), link="compare.html"),
+    dict(id="C4v", claim="SEC improves R@1 on average over the losses, with η chosen on held-out classes",
+         source="paper Table 1",
+         measured="R@1 SEC (η per loss chosen on held-out training classes) − none, mean over the 4 losses per seed",
+         unit="pp", expected_sign=+1, estimate=_est_gain_tuned, paper=lambda: _paper_gain(), link="compare.html"),
+    dict(id="C5", claim="SEC (μ = batch mean) beats L2-reg (μ = 0)", source="paper Table 1",
+         measured="R@1 SEC − L2-reg (η = 0.005), mean over the 4 losses per seed; paper: mean over CUB and Cars",
+         unit="pp", expected_sign=+1, estimate=_est_sec_vs_l2, paper=lambda: _paper_gain(None, "l2reg", "sec"),
+         link="compare.html"),
+    dict(id="Q1", claim="μ as the batch mean works as well as a running mean over the data", source="review Q1; rebuttal Fig. 2",
+         measured="R@1 EMA (smallest ρ) − batch mean, mean over semihard and MS; equivalence within the margin",
+         unit="pp", expected_sign=0, estimate=_est_ema, paper=None, link="mu.html"),
+    dict(id="Q2", claim="Toward the batch mean beats toward zero (L2, best η)", source="review Q2; rebuttal Table 2",
+         measured="R@1 batch-mean SEC − best μ = 0 setting (η picked post hoc, which favours μ = 0), semihard",
+         unit="pp", expected_sign=+1, estimate=_est_mu_zero,
+         paper=_paper_rebuttal_diff("regularizers", "mu0", "regularizers", "sec", eta_a=0.005), link="mu.html"),
+    dict(id="Q3", claim="SEC still helps when the network ends in a normalize layer", source="review Q3 (Reviewer 4)",
+         measured="R@1 SEC (on the pre-normalization features) − none, head 'normalize'",
+         unit="pp", expected_sign=+1, estimate=_est_normlayer, paper=None, link="normlayer.html"),
+    dict(id="Q4", claim="Larger variance reductions give larger gains", source="review Q4; rebuttal variance numbers",
+         measured="Pearson r over the 4 losses of log10(var none/var SEC) vs the R@1 gain, per seed; paper: rebuttal variances vs Cars gains",
+         unit="r", expected_sign=+1, estimate=_est_var_gain_corr, paper=_paper_var_gain_corr, link="compare.html"),
+    dict(id="Q5a", claim="SEC with BatchNorm right before the l2-normalization hurts (rebuttal: collapse)",
+         source="review Q5; rebuttal Table 5", measured="R@1 SEC − none, head bn_before_norm, semihard",
+         unit="pp", expected_sign=-1, estimate=_est_bn,
+         paper=_paper_rebuttal_diff("bn_wn", "bn", "bn_wn", "bn+sec"), link="bnwn.html"),
+    dict(id="Q5b", claim="SEC still helps with WeightNorm on the last layer", source="review Q5; rebuttal Table 5",
+         measured="R@1 SEC − none, head weightnorm, semihard", unit="pp", expected_sign=+1, estimate=_est_wn,
+         paper=_paper_rebuttal_diff("bn_wn", "wn", "bn_wn", "wn+sec"), link="bnwn.html"),
+    dict(id="Q6a", claim="The norm imbalance still hurts under Adam (SEC helps)", source="review Q6 (Reviewer 5, meta-review)",
+         measured="R@1 SEC − none under Adam (pilot-chosen lr), mean over the 4 losses per seed; paper: Table 1 (Adam), mean",
+         unit="pp", expected_sign=+1, estimate=_est_optim("adam"), paper=lambda: _paper_gain(), link="optim.html"),
+    dict(id="Q6b", claim="SEC helps under SGD", source="review Q6 (not run in the paper)",
+         measured="R@1 SEC − none under SGD (pilot-chosen lr), mean over the 4 losses per seed",
+         unit="pp", expected_sign=+1, estimate=_est_optim("sgd"), paper=None, link="optim.html"),
+    dict(id="Q7a", claim="The gradient magnitude falls with the norm (‖∂L/∂f‖ ∝ 1/‖f‖)", source="review Q7; paper Prop. 2",
+         measured="log-log slope of ‖∂L/∂f_i‖ against ‖f_i‖ in each batch, mean over training, runs without SEC (theory: −1)",
+         unit="slope", expected_sign=-1, estimate=_est_slope, paper=None, link="instability.html"),
+    dict(id="Q7b", claim="Without SEC the norms of training samples grow during training", source="review Q7; rebuttal Fig. 1",
+         measured="log(mean tracked norm at the end / at the start), runs without SEC",
+         unit="log ratio", expected_sign=+1, estimate=_est_growth, paper=None, link="instability.html"),
+    dict(id="Q8a", claim="SEC helps contrastive self-supervised learning (SimCLR)", source="review Q8; rebuttal Table 1",
+         measured="top-1 of a linear probe, SEC − none", unit="pp", expected_sign=+1,
+         estimate=_est_beyond(("ntxent",), "needs SimCLR pre-training on CIFAR-10 at scale (ResNet-50, 150 epochs, batch 256); "
+                                             "no such runs in the offline sweep"),
+         paper=_paper_simclr, link=None),
+    dict(id="Q8b", claim="SEC helps the tuplet margin loss", source="review Q8; rebuttal Table 4",
+         measured="R@1 SEC − none, tuplet margin loss", unit="pp", expected_sign=+1,
+         estimate=_est_beyond(("tml",), "no tuplet-margin runs in this profile"),
+         paper=_paper_tml, link="compare.html"),
+    dict(id="Q8c", claim="SEC helps face recognition with cosine-softmax losses", source="review Q8; paper Sec. 4.3",
+         measured="face verification accuracy, SEC − none", unit="pp", expected_sign=+1,
+         estimate=_no_evidence("needs face data sets (CASIA-WebFace / LFW) that cannot be used offline, and the "
+                               "paper's face code was never published; Q8d tests CosFace on glyphs instead"),
+         paper=None, link=None),
+    dict(id="Q8d", claim="SEC helps a cosine-softmax loss (CosFace), here on glyph retrieval rather than faces",
+         source="review Q8; paper Sec. 4.3", measured="R@1 SEC − none, CosFace loss (η chosen on held-out classes)",
+         unit="pp", expected_sign=+1, estimate=_est_beyond(("cosface",), "no CosFace runs in this profile"),
+         paper=None, link="compare.html"),
+    dict(id="Q9", claim="SEC helps over a wide range of η", source="review Q9; paper Fig. (η sensitivity)",
+         measured="R@1 at each η > 0 of the grid − η = 0, mean over the grid and the 4 losses per seed",
+         unit="pp", expected_sign=+1, estimate=_est_eta, paper=None, link="eta.html"),
+    dict(id="Q10a", claim="Unregularized norms depend on the class", source="review Q10 (meta-review: fairness)",
+         measured="η² (share of test-norm variance between classes) minus its chance value, runs without SEC",
+         unit="η²", expected_sign=+1, estimate=_est_class, paper=None, link="claims.html#question-10"),
+    dict(id="Q10b", claim="SEC reduces the class dependence of the norms", source="review Q10",
+         measured="excess η² SEC − none, mean over the 4 losses per seed", unit="η²", expected_sign=-1,
+         estimate=_est_class_sec, paper=None, link="claims.html#question-10"),
+    dict(id="Q10c", claim="Unregularized norms track difficulty: samples retrieved wrongly have smaller norms "
+                          "(as norm-as-confidence work such as Ranjan et al. 2017 suggests)", source="review Q10",
+         measured="correlation of the test norm with the sample's R@1 hit (1 = nearest neighbour of its class), "
+                  "runs without SEC", unit="r", expected_sign=+1,
+         estimate=_est_difficulty, paper=None, link="claims.html#question-10"),
+]
+_CLAIM_KEYS = ("id", "claim", "source", "measured", "unit", "expected_sign", "estimate", "paper", "link")
+
+
+def _paper_value(p):
+    if p is None:
+        return None
+    try:
+        v = p() if callable(p) else p
+    except (FileNotFoundError, KeyError, IndexError):
+        return None
+    return v
+
+
+def claim_definitions(claims: Sequence[dict] = CLAIMS) -> pd.DataFrame:
+    """The claim definitions as a table: id, claim, source, how measured, unit, expected sign, the
+    function that computes the estimate, and where the evidence is."""
+    return pd.DataFrame([{"id": c["id"], "claim": c["claim"], "source": c.get("source", ""),
+                          "measured": c.get("measured", ""), "unit": c.get("unit", ""),
+                          "expected": _SIGN_WORD[int(c["expected_sign"])],
+                          "function": getattr(c["estimate"], "__name__", repr(c["estimate"])).lstrip("_"),
+                          "page": c.get("link") or ""} for c in claims])
+
+
+def claim_rows(ev: Evidence, claims: Sequence[dict] = CLAIMS) -> list[dict]:
+    """Rows for :func:`sec_lib.report.verdict_table`: each claim's estimate computed from ``ev``."""
+    rows = []
+    for c in claims:
+        missing = [k for k in ("id", "claim", "expected_sign", "estimate") if k not in c]
+        if missing:
+            raise ValueError(f"claim {c.get('id', '?')!r} lacks keys {missing}; keys: {list(_CLAIM_KEYS)}")
+        e = c["estimate"](ev)
+        n = e.get("n")
+        rows.append({"claim": c["id"], "text": c["claim"], "estimate": e.get("estimate"), "ci_lo": e.get("ci_lo"),
+                     "ci_hi": e.get("ci_hi"), "n": int(n) if n is not None else None,
+                     "paper": _paper_value(c.get("paper")), "link": c.get("link"),
+                     "expected_sign": c["expected_sign"], **({"min_effect": c["min_effect"]} if "min_effect" in c else {}),
+                     "source": c.get("source", ""), "measured": c.get("measured", ""), "unit": c.get("unit", ""),
+                     "p_value": e.get("p_value", math.nan), "note": e.get("note", "")})
+    return rows
+
+
+def claims_table(ev: Evidence, claims: Sequence[dict] = CLAIMS) -> pd.DataFrame:
+    """The claims with computed verdicts (:func:`sec_lib.report.verdict_table`) and an ``evidence``
+    column "estimate [CI] (n)"."""
+    t = report.verdict_table(claim_rows(ev, claims))
+    t["evidence"] = [fmt_estimate({"estimate": r.estimate, "ci_lo": r.ci_lo, "ci_hi": r.ci_hi, "n": r.n},
+                              3 if r.unit in ("r", "η²", "CV", "slope", "log10 ratio", "log ratio") else 2)
+                     for r in t.itertuples(index=False)]
+    t["paper_value"] = [float(p) if isinstance(p, (int, float)) and not isinstance(p, bool) else np.nan for p in t["paper"]]
+    t["paper"] = [("" if p is None else (f"{p:+.3g}" if isinstance(p, float) else str(p))) for p in t["paper"]]
+    return t
+
+
+_SIGN_WORD = {1: "increase", -1: "decrease", 0: "no change"}
+
+
+def _text(x) -> str:
+    """A cell as text: '' for None / NaN."""
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return ""
+    return str(x)
+
+
+def claims_html(table: pd.DataFrame, name: str = "claims") -> str:
+    """The claims table as HTML with working relative links to the evidence pages, followed by a
+    CSV download link (``sec_lib.figures.tables.csv_link``)."""
+    # Narrow enough for the book's column: where the claim comes from, how it is measured and the
+    # expected direction go under the claim in small print; every field is in the CSV.
+    cols = ["claim", "what is claimed", "verdict", "our evidence", "paper", "page"]
+    head = "".join(f"<th>{_html.escape(c)}</th>" for c in cols)
+    body = []
+    for r in table.to_dict("records"):
+        link, note_text = _text(r.get("link")), _text(r.get("note"))
+        page = f'<a href="{_html.escape(link)}">{_html.escape(link.split("#")[0])}</a>' if link else ""
+        note = f'<br><small>{_html.escape(note_text)}</small>' if note_text else ""
+        detail = (f'<br><small>{_html.escape(str(r["source"]))}; measured: {_html.escape(str(r["measured"]))}; '
+                  f'expected: {_SIGN_WORD[int(r["expected_sign"])]}</small>')
+        tds = f"<td>{_html.escape(str(r['claim']))}</td><td>{_html.escape(str(r['text']))}{detail}</td>"
+        tds += f'<td class="verdict verdict-{r["verdict"].replace(" ", "-")}"><b>{_html.escape(r["verdict"])}</b></td>'
+        tds += f"<td>{_html.escape(r['evidence'])} {_html.escape(_text(r.get('unit')))}{note}</td>"
+        tds += f"<td>{_html.escape(_text(r['paper']))}</td><td>{page}</td>"
+        body.append(f"<tr>{tds}</tr>")
+    csv_cols = ["claim", "text", "source", "measured", "unit", "estimate", "ci_lo", "ci_hi", "n", "p_value", "paper",
+                "expected_sign", "verdict", "link", "note"]
+    csv = table[[c for c in csv_cols if c in table.columns]]
+    return (f'<table class="sec-table"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
+            f"<p>{csv_link(csv, name)}</p>")
+
+
+def rules_table(rules: report.VerdictRules | None = None) -> pd.DataFrame:
+    """The verdict thresholds in force (``sec_lib.report.VERDICT_RULES``) and what each verdict means."""
+    r = rules or report.VERDICT_RULES
+    rows = [
+        {"rule": "CI level", "value": f"{r.level:g}", "meaning": "Student-t interval of the mean over seeds"},
+        {"rule": "min_effect", "value": f"{r.min_effect:g}",
+         "meaning": "smallest |estimate| that counts as reproduced for a directional claim"},
+        {"rule": "equivalence_margin", "value": f"{r.equivalence_margin:g}",
+         "meaning": "a no-change claim is reproduced if the CI lies inside ±margin"},
+        {"rule": "single_run_max", "value": r.single_run_max, "meaning": "best verdict without a CI (one seed)"},
+        {"rule": "reproduced", "value": "", "meaning": "CI entirely on the expected side of 0 and |estimate| ≥ min_effect"},
+        {"rule": "partly", "value": "", "meaning": "estimate on the expected side but the CI includes 0 (or no CI)"},
+        {"rule": "not reproduced", "value": "", "meaning": "estimate 0 or on the wrong side"},
+        {"rule": "not testable offline", "value": "", "meaning": "no evidence: no runs can measure it here"},
+    ]
+    return pd.DataFrame(rows)
+
+
+def verdict_counts(table: pd.DataFrame) -> dict:
+    """How many claims got each verdict (all of report.VERDICTS, zeros included)."""
+    c = table["verdict"].value_counts()
+    return {v: int(c.get(v, 0)) for v in report.VERDICTS}
+
+
+def counts_sentence(table: pd.DataFrame) -> str:
+    """'Of N rows: **a** reproduced, **b** ...' from :func:`verdict_counts`."""
+    counts = verdict_counts(table)
+    return "Of " + f"{len(table)} rows: " + ", ".join(f"**{n}** {v}" for v, n in counts.items()) + "."
+
+
+def difficulty_sentence(diff: pd.DataFrame) -> str:
+    """The difficulty question from :func:`difficulty_association`: the norm-hit correlation of runs
+    without SEC, or why the stored results cannot answer it."""
+    if diff["norm_hit_corr"].notna().any():
+        return ("**Difficulty.** The correlation of the test norm with the sample's R@1 hit, runs without SEC: "
+                + fmt_estimate(values_ci(diff.loc[diff.variant == 'none', 'norm_hit_corr']), 3) + ".")
+    return ("**Difficulty.** Not measurable from the stored results: the store keeps each test image's norm and label "
+            "but not whether its nearest neighbour is of the same class. Testing difficulty needs that per-sample hit "
+            "(or the test embeddings) stored next to the norms, e.g. a `hit@1` column in the `test_norms` table "
+            "written by `sec_lib.train.finish`.")

@@ -1,0 +1,147 @@
+"""What every chapter needs: loading a chapter's runs from a result store, the book's names and
+orders for losses, variants and metrics, and the paired-comparison helpers the chapters share.
+
+Nothing here trains. ``load`` reads from the store it is given (``root``); the learning-rate and η
+choices inside :func:`sec_lib.experiments.chapter_configs` read from that same store.
+"""
+from __future__ import annotations
+
+from typing import Iterable, Sequence
+
+import pandas as pd
+
+from .. import experiments as ex
+from .. import report
+from ..params import Choice
+from ..reference import RETRIEVAL_METRICS, comparison_label
+from ..store import ResultStore, load_runs, run_key
+
+NORM_METRICS = ("test_norm_var", "train_norm_var")
+#: Regularised variant -> how the page names the paired comparison against ``none``.
+COMPARISONS = {v: comparison_label(v) for v in ("sec", "l2reg")}
+#: Direction each metric is expected to move under SEC (+1 up, -1 down): drives the verdicts.
+PERCENT_METRICS = (*RETRIEVAL_METRICS, "MAP@R")
+EXPECTED_SIGN = {**{m: +1 for m in (*RETRIEVAL_METRICS, "MAP@R")}, "test_norm_var": -1, "train_norm_var": -1,
+                 "test_norm_cv": -1}
+TEST_NAME = "paired t-test over seeds (two-sided)"
+
+
+def runs_frame(frames) -> pd.DataFrame:
+    """The per-run table of a :class:`~sec_lib.store.Frames` (or a runs DataFrame itself)."""
+    runs = getattr(frames, "runs", frames)
+    if not isinstance(runs, pd.DataFrame):
+        raise ValueError(f"frames must be a store.Frames or a runs DataFrame, got {type(frames).__name__}")
+    for col in ("loss", "variant"):
+        if col not in runs.columns:
+            raise ValueError(f"the runs frame has no column {col!r}; columns: {list(runs.columns)}")
+    return runs
+
+
+def order_rows(df: pd.DataFrame, cols=("loss", "variant")) -> pd.DataFrame:
+    """Sort rows in the book's order: the paper's losses, then variants none / l2reg / sec."""
+    orders = {"loss": ex.MAIN_LOSSES, "variant": ex.VARIANTS}
+    keys = []
+    for c in cols:
+        if c in df.columns:
+            known = list(orders.get(c, ()))
+            extra = sorted(set(df[c].dropna().astype(str)) - set(known))
+            rank = {v: i for i, v in enumerate(known + extra)}
+            keys.append(df[c].astype(str).map(rank))
+    if not keys:
+        return df
+    tmp = df.assign(**{f"__k{i}": k for i, k in enumerate(keys)})
+    return tmp.sort_values([f"__k{i}" for i in range(len(keys))], kind="stable").drop(
+        columns=[f"__k{i}" for i in range(len(keys))]).reset_index(drop=True)
+
+
+def run_attrs(runs: pd.DataFrame) -> pd.DataFrame:
+    cols = [c for c in ("key", "loss", "variant", "seed", "status") if c in runs.columns]
+    return runs[cols]
+
+
+#: The chapter (``experiments.CHAPTERS``) holding the main-table runs.
+MAIN_CHAPTER = "compare"
+#: Loss names as the paper abbreviates them.
+LOSS_ABBR = {"triplet": "T", "semihard": "SHT", "npair": "NNP", "ms": "MS"}
+#: Tables the review chapters read (cosines and the gradient scatter only where needed).
+_DEFAULT_TABLES = ("steps", "tracked", "evals", "test_norms", "grad_scatter")
+
+
+def load(chapter: str, profile, tables: Iterable[str] = _DEFAULT_TABLES, root=None):
+    """Frames of a chapter's runs from the result store at ``root`` (default: ``$SEC_RUNS_DIR`` or
+    ``data/runs``), i.e. ``load_runs(chapter_configs(chapter, profile, store))``.
+
+    ``chapter`` is one of ``experiments.CHAPTERS``; duplicate configs are loaded once. Raises KeyError
+    (from :func:`sec_lib.store.load_runs`) when runs are missing: run ``python -m sec_lib.book run`` first.
+    The learning-rate and η choices inside ``chapter_configs`` read the same store.
+    """
+    Choice(tuple(ex.CHAPTERS)).check("chapter", chapter)
+    tables = tuple(tables)
+    uniq = {}
+    for c in ex.chapter_configs(chapter, profile, ResultStore(root)):
+        uniq.setdefault(run_key(c), c)
+    return load_runs(list(uniq.values()), root=root, tables=tables)
+
+
+def load_pilot(profile, root=None):
+    """Frames of the learning-rate pilot (``experiments.lr_pilot``)."""
+    p = ex.get_profile(profile) if isinstance(profile, str) else profile
+    return load_runs(ex.lr_pilot(p), root=root, tables=("evals",))
+
+
+def describe_runs(runs: pd.DataFrame) -> str:
+    """A computed sentence on what a chapter's runs are (count, failures, data, model, length, seeds)."""
+    if not len(runs):
+        return "No runs."
+    n_fail = int((runs["status"] != "done").sum()) if "status" in runs.columns else 0
+
+    def vals(col, fmt="{}"):
+        if col not in runs.columns:
+            return "?"
+        return ", ".join(fmt.format(v) for v in sorted(runs[col].dropna().unique().tolist()))
+    return (f"{len(runs)} runs ({n_fail} failed) on **{vals('dataset')}** with a **{vals('model')}** "
+            f"(embedding {vals('embed_dim')}-d, batch {vals('batch_size')}), {vals('iterations')} iterations, "
+            f"optimizer {vals('optimizer')} (lr {vals('lr', '{:g}')}), seeds {{{vals('seed')}}}.")
+
+
+def check_cols(df: pd.DataFrame, cols: Iterable[str], what: str) -> None:
+    if not isinstance(df, pd.DataFrame):
+        raise ValueError(f"{what} must be a pandas DataFrame, got {type(df).__name__}")
+    missing = [c for c in cols if c not in df.columns]
+    if missing:
+        raise ValueError(f"{what} lacks columns {missing}; it has {list(df.columns)}")
+
+
+def paired(runs, by, compare_col, a, b, metrics, **kw) -> pd.DataFrame:
+    """report.paired_diff, or an empty frame of the same shape if a side is absent."""
+    present = set(runs[compare_col].dropna().unique().tolist()) if compare_col in runs.columns else set()
+    if a not in present or b not in present:
+        cols = [*by, "metric", "mean_a", "mean_b", "diff", "ci_lo", "ci_hi", "p_value", "n_pairs", "n_unpaired"]
+        return pd.DataFrame(columns=cols)
+    return report.paired_diff(runs, by, compare_col, a, b, metrics=list(metrics), **kw)
+
+
+def name_means(diffs: pd.DataFrame, a: str, b: str) -> pd.DataFrame:
+    """Rename report.paired_diff's ``mean_a`` / ``mean_b`` to say what they are."""
+    return diffs.rename(columns={"mean_a": f"mean {a}", "mean_b": f"mean {b}"})
+
+
+def with_verdict(diffs: pd.DataFrame, expected_sign: int, min_effect: float | None = None) -> pd.DataFrame:
+    v = [report.verdict(r.diff, r.ci_lo, r.ci_hi, expected_sign, min_effect, n=int(r.n_pairs))
+         for r in diffs.itertuples(index=False)]
+    return diffs.assign(verdict=v)
+
+
+def run_step_means(runs: pd.DataFrame, steps: pd.DataFrame, cols: Sequence[str], last_frac: float = 1.0) -> pd.DataFrame:
+    """``runs`` with, per run, the mean over steps (NaN-skipping; the last ``last_frac`` of training)
+    of each step column in ``cols`` (e.g. grad_slope, dtheta_cv, grad_norm_cv)."""
+    if not 0 < last_frac <= 1:
+        raise ValueError(f"last_frac must be in (0, 1], got {last_frac!r}")
+    cols = list(cols)
+    check_cols(steps, ["key", "step", *cols], "steps")
+    s = steps
+    if last_frac < 1:
+        last = s.groupby("key")["step"].transform("max")
+        s = s[s["step"] > (1 - last_frac) * last]
+    means = s.groupby("key")[cols].mean().reset_index()
+    return runs.drop(columns=[c for c in cols if c in runs.columns]).merge(means, on="key", how="left")

@@ -1,0 +1,277 @@
+"""The compare page: our main table (four losses × none / L2-reg / SEC, mean and 95% CI over seeds),
+paired gains against the no-regulariser baseline, our gains against the paper's, the η chosen on
+held-out classes, and the losses beyond the paper's four.
+
+Statistics: Student-t intervals over seeds and paired t-tests that pair runs on their seed
+(:mod:`sec_lib.report`); every verdict comes from :func:`sec_lib.report.verdict`.
+"""
+from __future__ import annotations
+
+import warnings
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+from .. import experiments as ex
+from .. import reference, report
+from ..reference import RETRIEVAL_METRICS, SOURCES, comparison_label
+from ..report import format_ci
+from ..store import ResultStore, load_runs
+from . import profile_param
+from .common import (EXPECTED_SIGN, NORM_METRICS, PERCENT_METRICS, TEST_NAME,
+                     order_rows, runs_frame)
+
+#: The notebook's parameters (checked by ``sec_lib.params.notebook_params``).
+PARAMS = profile_param()
+
+
+def setup_sentence(runs: pd.DataFrame) -> str:
+    """A computed description of the runs a page reads (counts, data, model, iterations, failures)."""
+    runs = runs_frame(runs)
+    n = len(runs)
+    nf = int((runs["status"] != "done").sum()) if "status" in runs.columns else 0
+    parts = [f"This page reads **{n} runs** from the result store"]
+    dims = []
+    for col, what in (("loss", "losses"), ("variant", "variants"), ("seed", "seeds")):
+        if col in runs.columns:
+            vals = list(dict.fromkeys(runs[col].astype(str)))
+            dims.append(f"{len(vals)} {what} ({', '.join(vals)})")
+    if dims:
+        parts.append(": " + " × ".join(dims))
+    det = []
+    for col, fmt in (("dataset", "data: {}"), ("model", "model: {}"), ("iterations", "{} iterations"),
+                     ("batch_size", "batch {}"), ("embed_dim", "{}-d embedding"), ("device", "device: {}")):
+        if col in runs.columns and len(runs):
+            vals = sorted(set(runs[col].astype(str)))
+            det.append(fmt.format("/".join(vals)))
+    text = "".join(parts) + (f" ({', '.join(det)})" if det else "") + "."
+    text += (f" **{nf} of them failed** (non-finite loss); they count in no mean." if nf else " All of them finished.")
+    return text
+
+
+def main_table(frames, metrics: Sequence[str] = (*RETRIEVAL_METRICS, *NORM_METRICS),
+               level: float = 0.95) -> pd.DataFrame:
+    """Ours, per loss × variant: mean and Student-t CI over seeds of each metric (tidy).
+
+    Columns: loss, variant, metric, mean, ci_lo, ci_hi, n (finite values: failed runs do not count),
+    n_runs (runs in the cell, failed included), n_failed (runs whose status is not 'done'; only when
+    the frame has a ``status`` column). Metrics missing from the frame are left out.
+    """
+    runs = runs_frame(frames)
+    metrics = [m for m in metrics if m in runs.columns]
+    if not metrics:
+        raise ValueError(f"none of the metrics are in the runs frame; columns: {list(runs.columns)}")
+    s = report.summarize(runs, ["loss", "variant"], metrics, level=level)
+    counts = runs.groupby(["loss", "variant"], sort=False).size().rename("n_runs").reset_index()
+    s = s.merge(counts, on=["loss", "variant"], how="left")
+    if "status" in runs.columns:
+        failed = (runs["status"] != "done").groupby([runs["loss"], runs["variant"]], sort=False).sum()
+        s = s.merge(failed.rename("n_failed").reset_index(), on=["loss", "variant"], how="left")
+    out = order_rows(s)
+    out.attrs["source"] = "ours"
+    return out
+
+
+def _num(x, metric: str, digits: int = 2, sign: bool = False) -> str:
+    """Percent metrics with ``digits`` decimals, other quantities (norm variances, CVs, slopes) with
+    3 significant digits; '−0.00' is printed as '0.00'."""
+    if x is None or not np.isfinite(x):
+        return "n/a"
+    plus = "+" if sign else ""
+    if metric in PERCENT_METRICS:
+        return f"{round(float(x), digits) + 0.0:{plus}.{digits}f}"
+    return f"{float(x) + 0.0:{plus}.3g}"
+
+
+def _cell(mean, lo, hi, n, metric, digits) -> str:
+    return format_ci(mean, lo, hi, n, number=lambda v: _num(v, metric, digits))
+
+
+def main_table_display(table: pd.DataFrame, digits: int = 2) -> pd.DataFrame:
+    """One row per loss × variant with ``mean ± CI half-width`` cells (percent metrics with ``digits``
+    decimals, other quantities with 3 significant digits), the number of seeds and of failed runs."""
+    rows = []
+    for (loss, variant), sub in table.groupby(["loss", "variant"], sort=False):
+        row = {"loss": loss, "variant": variant}
+        for r in sub.itertuples(index=False):
+            row[r.metric] = _cell(r.mean, r.ci_lo, r.ci_hi, int(r.n), r.metric, digits)
+        row["seeds"] = int(sub["n"].max())
+        if "n_failed" in sub.columns:
+            row["failed"] = int(sub["n_failed"].max())
+        rows.append(row)
+    return order_rows(pd.DataFrame(rows))
+
+
+def sec_gain(frames, variants: Sequence[str] = ("sec", "l2reg"), baseline: str = "none",
+             metrics: Sequence[str] = (*RETRIEVAL_METRICS, *NORM_METRICS), level: float = 0.95) -> pd.DataFrame:
+    """Paired difference (variant − none) per loss and metric, pairing runs on their seed.
+
+    Columns: loss, variant, baseline, comparison, metric, mean_a (baseline), mean_b (variant), diff,
+    ci_lo, ci_hi, p_value, n_pairs, n_unpaired, test, verdict. The verdict (:func:`sec_lib.report.verdict`)
+    checks the paper's direction: up for the retrieval metrics, down for the norm variances.
+    Variants absent from the frame are skipped.
+    """
+    runs = runs_frame(frames)
+    if "seed" not in runs.columns:
+        raise ValueError("the runs frame has no 'seed' column to pair runs on")
+    metrics = [m for m in metrics if m in runs.columns]
+    present = set(runs["variant"].dropna())
+    if baseline not in present:
+        raise ValueError(f"baseline variant {baseline!r} is not in the runs frame; variants present: {sorted(present)}")
+    parts = []
+    for v in variants:
+        if v not in present:
+            continue
+        with warnings.catch_warnings():   # scipy warns on near-identical pairs; report.paired_diff handles them
+            warnings.simplefilter("ignore", RuntimeWarning)
+            d = report.paired_diff(runs, by="loss", compare_col="variant", a=baseline, b=v, pair_on="seed",
+                                   metrics=metrics, level=level)
+        for c in ("mean_a", "mean_b", "diff", "ci_lo", "ci_hi"):   # float noise such as -1.8e-15 -> 0
+            d[c] = d[c].round(10) + 0.0
+        d.insert(1, "variant", v)
+        d.insert(2, "baseline", baseline)
+        d.insert(3, "comparison", comparison_label(v, baseline))
+        parts.append(d)
+    cols = ["loss", "variant", "baseline", "comparison", "metric", "mean_a", "mean_b", "diff", "ci_lo", "ci_hi",
+            "p_value", "n_pairs", "n_unpaired", "test", "verdict"]
+    if not parts:
+        return pd.DataFrame(columns=cols)
+    out = pd.concat(parts, ignore_index=True)
+    out["test"] = TEST_NAME
+    out["verdict"] = [report.verdict(r.diff, r.ci_lo, r.ci_hi, expected_sign=EXPECTED_SIGN.get(r.metric, +1),
+                                     n=r.n_pairs) for r in out.itertuples(index=False)]
+    out = order_rows(out[cols], cols=("loss", "variant"))
+    out.attrs["source"] = "ours"
+    return out
+
+
+def gains_vs_paper(frames, dataset=("CUB", "Cars"), metrics: Sequence[str] = RETRIEVAL_METRICS,
+                   gains: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Our gain next to the paper's, per loss, comparison (SEC − none, L2-reg − none), metric and
+    paper dataset (tidy). ``gains``: a precomputed :func:`sec_gain` frame (computed when None).
+
+    Columns: dataset, loss, variant, comparison, metric, ours, ours_ci_lo, ours_ci_hi, p_value,
+    n_pairs, paper, same_sign (our estimate has the paper's sign), source.
+    """
+    names = reference.check_datasets(dataset, ("CUB", "Cars", "SOP", "InShop"))
+    g = sec_gain(frames, metrics=metrics) if gains is None else gains
+    g = g[g["metric"].isin(metrics) & (g["baseline"] == "none")]
+    p = reference.paper_gains(names, metrics)
+    out = g.merge(p[["dataset", "loss", "variant", "metric", "paper_gain"]], on=["loss", "variant", "metric"],
+                  how="inner")
+    out = out.rename(columns={"diff": "ours", "ci_lo": "ours_ci_lo", "ci_hi": "ours_ci_hi", "paper_gain": "paper"})
+    out["same_sign"] = np.sign(out["ours"]) == np.sign(out["paper"])
+    out["source"] = f"ours (glyphs) vs {SOURCES['table1']}"
+    cols = ["dataset", "loss", "variant", "comparison", "metric", "ours", "ours_ci_lo", "ours_ci_hi", "p_value",
+            "n_pairs", "paper", "same_sign", "source"]
+    out = out[cols]
+    out = out.assign(__d=out["dataset"].map({d: i for i, d in enumerate(names)}))
+    out = order_rows(out.sort_values("__d", kind="stable").drop(columns="__d"), cols=("loss", "variant"))
+    out.attrs["source"] = out["source"].iloc[0] if len(out) else "ours"
+    return out
+
+
+def fmt_p(p) -> str:
+    if p is None or not np.isfinite(p):
+        return "p n/a"
+    return f"p = {p:.2g}" if p >= 0.001 else "p < 0.001"
+
+
+def sec_gain_display(gains: pd.DataFrame, metrics: Sequence[str] | None = None, key_metric: str = "R@1",
+                     digits: int = 2) -> pd.DataFrame:
+    """Display form of :func:`sec_gain`: one row per loss × comparison, one column per metric with
+    ``difference [95% CI]``, then the paired t-test's p-value, and the verdict for ``key_metric``.
+    (The raw numbers of every metric are in the tidy frame itself.)"""
+    g = gains if metrics is None else gains[gains["metric"].isin(metrics)]
+    rows = []
+    for (loss, comp), sub in g.groupby(["loss", "comparison"], sort=False):
+        row = {"loss": loss, "comparison": comp, "pairs": int(sub["n_pairs"].max())}
+        for r in sub.itertuples(index=False):
+            ci = (f" [{_num(r.ci_lo, r.metric, digits, True)}, {_num(r.ci_hi, r.metric, digits, True)}]"
+                  if np.isfinite(r.ci_lo) else "")
+            row[r.metric] = _num(r.diff, r.metric, digits, True) + ci
+        key = sub[sub["metric"] == key_metric]
+        if len(key):
+            row[f"p ({key_metric})"] = fmt_p(key["p_value"].iloc[0]).replace("p = ", "").replace("p ", "")
+            row[f"verdict ({key_metric})"] = key["verdict"].iloc[0]
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def gain_sentences(gains: pd.DataFrame, metric: str = "R@1", variant: str = "sec",
+                   paper: pd.DataFrame | None = None, baseline: str = "none") -> list[str]:
+    """One computed sentence per loss: our paired difference with its CI, the test, the verdict and,
+    if ``paper`` (a :func:`gains_vs_paper` frame) is given, the paper's gains on its datasets."""
+    g = gains[(gains["metric"] == metric) & (gains["variant"] == variant) & (gains["baseline"] == baseline)]
+    out = []
+    for r in g.itertuples(index=False):
+        if r.n_pairs == 0:
+            out.append(f"**{r.loss}**: no paired seeds, so {r.comparison} cannot be tested (verdict: {r.verdict}).")
+            continue
+        ci = (f"95% CI [{_num(r.ci_lo, metric, 2, True)}, {_num(r.ci_hi, metric, 2, True)}]"
+              if np.isfinite(r.ci_lo) else "no CI with one seed")
+        s = (f"**{r.loss}**: {r.comparison} on {metric} = {_num(r.diff, metric, 2, True)} points ({ci}, "
+             f"{r.n_pairs} paired seeds, {TEST_NAME}, {fmt_p(r.p_value)}) → verdict: **{r.verdict}**")
+        if paper is not None:
+            pp = paper[(paper["loss"] == r.loss) & (paper["variant"] == variant) & (paper["metric"] == metric)]
+            if len(pp):
+                s += "; the paper reports " + ", ".join(f"{x.paper:+.2f} on {x.dataset}" for x in pp.itertuples())
+        out.append(s + ".")
+    return out
+
+
+def overall_sentence(gains: pd.DataFrame, metric: str = "R@1", variant: str = "sec", baseline: str = "none") -> str:
+    """A computed closing sentence: for how many losses the gain is supported by the CIs, and for
+    which losses the variant is worse with an interval entirely below zero."""
+    g = gains[(gains["metric"] == metric) & (gains["variant"] == variant) & (gains["baseline"] == baseline)]
+    comp = comparison_label(variant, baseline)
+    if not len(g):
+        return f"No {comp} comparison on {metric} could be computed."
+    n = len(g)
+    counts = g["verdict"].value_counts()
+    rep, part, notr = (int(counts.get(v, 0)) for v in ("reproduced", "partly", "not reproduced"))
+    worse = list(g.loc[g["ci_hi"] < 0, "loss"])
+    tail = (f" For {', '.join(worse)} the difference is negative with a 95% interval entirely below zero: "
+            f"there the regulariser hurts." if worse else "")
+    if rep == n:
+        return (f"{comp} improves {metric} for all {n} losses with 95% intervals that exclude zero: the paper's "
+                "main claim holds on this benchmark.")
+    if rep == 0 and part == 0:
+        return (f"{comp} does not improve {metric} here for any of the {n} losses (every point estimate is zero "
+                "or negative): on this benchmark the paper's main claim is not reproduced." + tail)
+    if rep == 0:
+        return (f"{comp} does not give a gain in {metric} that the 95% intervals support for any of the {n} losses "
+                f"({part} point the paper's way but their intervals include zero, {notr} point the other way); "
+                "the data here do not confirm the paper's claim." + tail)
+    return (f"{comp} improves {metric} with intervals that exclude zero for {rep} of {n} losses; {part} point the "
+            f"paper's way without interval support and {notr} point the other way, so the claim holds only in part."
+            + tail)
+
+
+def eta_selection_table(profile, root=None) -> pd.DataFrame:
+    """Held-out R@1 of every η of the selection runs, per loss, with the chosen η marked.
+
+    The selection runs train on the training classes minus the held-out ones and evaluate on those
+    held-out training classes (``experiments.eta_selection``), so the test classes play no part.
+    ``root``: the result store's folder (default: ``$SEC_RUNS_DIR`` or ``data/runs``).
+    """
+    store = ResultStore(root)
+    p = ex.get_profile(profile) if isinstance(profile, str) else profile
+    selection = ex.selection_runs(p, store)
+    runs = load_runs(ex.eta_selection(ex.tuned(p, "adam", store)), root=root, tables=()).runs
+    runs = runs[runs["mu"] == "batch"]                 # the η rows (the L2-weight rows have μ = 0)
+    out = runs[["loss", "eta", "status", "R@1"]].rename(columns={"R@1": "heldout_R@1"}).copy()
+    chosen = {loss: ex.chosen_eta(p, loss, selection) for loss in out["loss"].unique()}
+    out["chosen"] = [bool(e == chosen[l]) for l, e in zip(out["loss"], out["eta"])]
+    return out.sort_values(["loss", "eta"]).reset_index(drop=True)
+
+
+def gains_paragraph(gains: pd.DataFrame, metric: str = "R@1", variant: str = "sec", baseline: str = "none",
+                    paper: pd.DataFrame | None = None, title: str | None = None, closing: bool = True) -> str:
+    """A Markdown paragraph: an optional bold ``title``, one bullet per loss (:func:`gain_sentences`)
+    and, with ``closing``, the closing sentence (:func:`overall_sentence`)."""
+    bullets = "\n".join("- " + s for s in gain_sentences(gains, metric, variant, paper, baseline=baseline))
+    head = f"**{title}:**\n\n" if title else ""
+    tail = "\n\n" + overall_sentence(gains, metric, variant, baseline=baseline) if closing else ""
+    return head + bullets + tail

@@ -1,0 +1,102 @@
+"""The η page (review question 9): R@1 and norm variance against the SEC weight η, paired on seed
+against η = 0, and the gain averaged over the whole grid."""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+from .. import report
+from ..report import fmt_estimate, summary_table, values_ci
+from . import profile_param
+from .common import check_cols, name_means, paired, with_verdict
+
+#: The notebook's parameters (checked by ``sec_lib.params.notebook_params``).
+PARAMS = profile_param()
+
+ETA_METRICS = ("R@1", "train_norm_var", "test_norm_var")
+
+
+def eta_summary(runs: pd.DataFrame, metrics: Sequence[str] = ETA_METRICS) -> pd.DataFrame:
+    """Tidy mean ± CI per loss × η (η = 0: no SEC)."""
+    check_cols(runs, ["loss", "eta", *metrics], "runs")
+    return report.summarize(runs.sort_values(["eta"], kind="stable"), ["loss", "eta"], list(metrics))
+
+
+def eta_table(runs: pd.DataFrame) -> pd.DataFrame:
+    """Display table of R@1 and norm variances per loss × η (losses in their order, η ascending)."""
+    rank = {l: i for i, l in enumerate(dict.fromkeys(runs["loss"]))}
+    order = runs.assign(_l=runs["loss"].map(rank)).sort_values(["_l", "eta"], kind="stable").drop(columns="_l")
+    return summary_table(order, ["loss", "eta"], list(ETA_METRICS))
+
+
+def eta_diffs(runs: pd.DataFrame, metric: str = "R@1") -> pd.DataFrame:
+    """Paired difference (over seeds) of ``metric`` at each η > 0 minus η = 0, per loss, with the
+    paired t-test p-value and a verdict for "SEC at this η beats no SEC" (expected sign +1)."""
+    check_cols(runs, ["loss", "eta", "seed", metric], "runs")
+    parts = []
+    for eta in sorted(e for e in runs["eta"].unique() if e > 0):
+        sub = runs[runs["eta"].isin([0.0, eta])]
+        d = paired(sub, ["loss"], "eta", 0.0, eta, [metric])
+        if len(d):
+            parts.append(d.assign(eta=eta))
+    if not parts:
+        return pd.DataFrame(columns=["loss", "eta", "metric", "diff", "ci_lo", "ci_hi", "p_value", "n_pairs", "verdict"])
+    out = pd.concat(parts, ignore_index=True)
+    out = out[["loss", "eta", *[c for c in out.columns if c not in ("loss", "eta")]]]
+    order = {l: i for i, l in enumerate(dict.fromkeys(runs["loss"]))}
+    out = out.sort_values(["loss", "eta"], key=lambda s: s.map(order) if s.name == "loss" else s, kind="stable")
+    return name_means(with_verdict(out.reset_index(drop=True), +1), "η = 0", "at η")
+
+
+def eta_reading(diffs: pd.DataFrame) -> str:
+    """One sentence per loss: the η at which SEC's gain is significant (CI above 0), the η at which it
+    significantly hurts (CI below 0), and the best η by mean difference."""
+    parts = []
+    for loss, sub in diffs.groupby("loss", sort=False):
+        up = [f"{e:g}" for e, lo in zip(sub["eta"], sub["ci_lo"]) if np.isfinite(lo) and lo > 0]
+        down = [f"{e:g}" for e, hi in zip(sub["eta"], sub["ci_hi"]) if np.isfinite(hi) and hi < 0]
+        best = sub.loc[sub["diff"].astype(float).idxmax()] if sub["diff"].notna().any() else None
+        s = f"**{loss}**: SEC beats η = 0 with a CI above 0 at " + (f"η ∈ {{{', '.join(up)}}}" if up else "no η")
+        s += ", and is worse with a CI below 0 at " + (f"η ∈ {{{', '.join(down)}}}" if down else "no η")
+        if best is not None:
+            s += f"; best η by mean difference: {best['eta']:g} ({best['diff']:+.2f})"
+        parts.append("- " + s + ".")
+    return "\n".join(parts)
+
+
+def eta_robustness(runs: pd.DataFrame, metric: str = "R@1") -> dict:
+    """Gain over η = 0 averaged over every η > 0 of the grid and every loss, per seed; mean ± CI
+    over seeds (one-sample t-test). Positive = SEC helps across the whole η range tried."""
+    check_cols(runs, ["loss", "eta", "seed", metric], "runs")
+    base = runs[runs["eta"] == 0].set_index(["seed", "loss"])[metric].astype(float)
+    sec = runs[runs["eta"] > 0]
+    if not len(sec) or not len(base):
+        return values_ci([])
+    d = sec.assign(_d=[float(v) - base.get((s, l), np.nan) for v, s, l in zip(sec[metric], sec["seed"], sec["loss"])])
+    return values_ci(d.groupby("seed")["_d"].mean().to_numpy())
+
+
+def norm_var_ratios(summary: pd.DataFrame) -> tuple[float, dict]:
+    """The largest η of the grid and, per loss, the training-set norm variance there divided by its
+    value without SEC (η = 0), from :func:`eta_summary`."""
+    var = summary[summary["metric"] == "train_norm_var"]
+    eta_max = float(var["eta"].max())
+    ratios = {loss: s.loc[s.eta == eta_max, "mean"].iloc[0] / s.loc[s.eta == 0, "mean"].iloc[0]
+              for loss, s in var.groupby("loss", sort=False) if (s.eta == 0).any() and (s.eta == eta_max).any()}
+    return eta_max, ratios
+
+
+def page_reading(summary: pd.DataFrame, diffs: pd.DataFrame, rob: dict) -> str:
+    """The page's closing paragraph: where SEC helps or hurts per loss (:func:`eta_reading`), the gain
+    averaged over the grid with its verdict (:func:`eta_robustness`), and how far the largest η
+    lowers the norm variance (:func:`norm_var_ratios`)."""
+    v = report.verdict(rob["estimate"], rob["ci_lo"], rob["ci_hi"], +1, n=rob["n"])
+    eta_max, ratios = norm_var_ratios(summary)
+    return (eta_reading(diffs) + "\n\n"
+            + f"Averaged over the whole grid and the losses, SEC changes R@1 by {fmt_estimate(rob)} points "
+            f"(mean over seeds of the per-seed average, one-sample t-test p = {rob['p_value']:.2g}): "
+            f"verdict for *SEC helps over a wide range of η*: **{v}**. "
+            + "At the largest η (" + f"{eta_max:g}" + ") the training-set norm variance is "
+            + ", ".join(f"{r:.2g}× ({loss})" for loss, r in ratios.items()) + " of its value without SEC.")

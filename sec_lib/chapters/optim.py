@@ -1,0 +1,118 @@
+"""The optimizer page: the learning-rate pilot, SEC under Adam and SGD, and how balanced the
+per-sample updates are."""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+from .. import report
+from ..report import fmt_estimate, pooled_diff, summary_table
+from . import profile_param
+from .common import (check_cols, name_means, paired, run_step_means,
+                     with_verdict)
+
+#: The notebook's parameters (checked by ``sec_lib.params.notebook_params``).
+PARAMS = profile_param()
+
+
+def pilot_table(pilot_runs: pd.DataFrame) -> pd.DataFrame:
+    """The learning-rate pilot (semihard on held-out training classes, one seed no reported run uses):
+    optimizer, arm (no SEC, or SGD with SEC at the paper's η), lr, held-out R@1, status and whether
+    it was chosen, by the rule of ``experiments.chosen_lr`` (best R@1 per optimizer and arm; ties
+    and failed runs: the smaller rate; a failed run counts as -inf)."""
+    check_cols(pilot_runs, ["optimizer", "lr", "status", "eta"], "pilot runs")
+    df = pilot_runs.copy()
+    if "R@1" not in df.columns:
+        df["R@1"] = np.nan
+    df["arm"] = np.where(df["eta"] > 0, "sec", "none")
+    score = np.where(df["status"] == "done", pd.to_numeric(df["R@1"], errors="coerce").fillna(-np.inf), -np.inf)
+    df["_score"] = score
+    chosen = set()
+    for _, sub in df.groupby(["optimizer", "arm"], sort=False):
+        best = max(zip(sub["_score"], -sub["lr"], sub.index))
+        chosen.add(best[2])
+    df["chosen"] = [i in chosen for i in df.index]
+    return df[["optimizer", "arm", "lr", "R@1", "status", "chosen"]].reset_index(drop=True)
+
+
+def optim_table(runs: pd.DataFrame) -> pd.DataFrame:
+    """Per optimizer × loss × variant: R@1, NMI, train norm variance, and the learning rate used."""
+    t = summary_table(runs, ["optimizer", "loss", "variant"], ["R@1", "NMI", "train_norm_var"])
+    lr = runs.groupby(["optimizer", "loss", "variant"], sort=False)["lr"].first().reset_index()
+    return t.merge(lr, on=["optimizer", "loss", "variant"], how="left")
+
+
+def optim_diffs(runs: pd.DataFrame, metric: str = "R@1") -> pd.DataFrame:
+    """Paired SEC − none per optimizer × loss with its verdict (expected sign +1)."""
+    d = paired(runs, ["optimizer", "loss"], "variant", "none", "sec", [metric])
+    return name_means(with_verdict(d, +1), "none", "sec")
+
+
+def optim_pooled(runs: pd.DataFrame, metric: str = "R@1") -> pd.DataFrame:
+    """Per optimizer: SEC − none averaged over the losses per seed, mean ± CI over seeds, verdict."""
+    rows = []
+    for opt, sub in runs.groupby("optimizer", sort=False):
+        e = pooled_diff(sub, "variant", "none", "sec", metric)
+        rows.append({"optimizer": opt, "metric": metric, **e,
+                     "verdict": report.verdict(e["estimate"], e["ci_lo"], e["ci_hi"], +1, n=e["n"])})
+    return pd.DataFrame(rows)
+
+
+BALANCE_COLS = ("dtheta_cv", "grad_norm_cv", "dtheta_mean")
+
+
+def balance_table(runs: pd.DataFrame, steps: pd.DataFrame, by: Sequence[str] = ("optimizer", "variant")) -> pd.DataFrame:
+    """Spread of the per-sample updates: mean over training of dtheta_cv (CV of the angle each sample
+    turned in a step), grad_norm_cv (CV of ‖∂L/∂f_i‖ in the batch) and dtheta_mean, per group."""
+    r = run_step_means(runs, steps, list(BALANCE_COLS))
+    return summary_table(r, list(by), list(BALANCE_COLS), digits=3)
+
+
+def balance_diffs(runs: pd.DataFrame, steps: pd.DataFrame, by: Sequence[str] = ("optimizer",)) -> pd.DataFrame:
+    """Pooled (over losses) paired SEC − none of dtheta_cv and grad_norm_cv per group, verdict for
+    "SEC balances the updates" (expected sign −1)."""
+    r = run_step_means(runs, steps, list(BALANCE_COLS))
+    rows = []
+    groups = r.groupby(list(by), sort=False) if by else [((), r)]
+    for key, sub in groups:
+        key = key if isinstance(key, tuple) else (key,)
+        for col in ("dtheta_cv", "grad_norm_cv"):
+            e = pooled_diff(sub, "variant", "none", "sec", col)
+            rows.append({**dict(zip(by, key)), "metric": col, **e,
+                         "verdict": report.verdict(e["estimate"], e["ci_lo"], e["ci_hi"], -1, n=e["n"])})
+    return pd.DataFrame(rows)
+
+
+def rates_sentence(runs: pd.DataFrame, pilot: pd.DataFrame) -> str:
+    """'Rates used: adam 0.003, sgd 0.1, sgd + SEC 0.03 (the pilot's choice: ...).' from the chapter's
+    runs and :func:`pilot_table` (whose ``chosen`` column applies the rule of ``experiments.chosen_lr``)."""
+    def label(opt, arm):
+        return f"{opt} + SEC" if arm == "sec" and opt != "adam" else opt
+    r = runs.assign(arm=np.where((runs["eta"] > 0) & (runs["optimizer"] != "adam"), "sec", "none"))
+    used = r.groupby(["optimizer", "arm"])["lr"].first()
+    chosen = pilot[pilot["chosen"]].set_index(["optimizer", "arm"])["lr"]
+    return ("Rates used: " + ", ".join(f"{label(o, a)} {lr:g}" for (o, a), lr in used.items())
+            + " (the pilot's choice: " + ", ".join(f"{label(o, a)} {chosen[(o, a)]:g}" for (o, a) in used.index
+                                                   if (o, a) in chosen.index) + ").")
+
+
+def page_reading(pooled: pd.DataFrame, balance: pd.DataFrame) -> str:
+    """The page's closing bullets: SEC's gain per optimizer (:func:`optim_pooled`), how balanced the
+    updates are (:func:`balance_diffs`), and the answer for Adam."""
+    def est(r):
+        return dict(estimate=r.estimate, ci_lo=r.ci_lo, ci_hi=r.ci_hi, n=r.n)
+    lines = []
+    for r in pooled.itertuples(index=False):
+        lines.append(f"- **{r.optimizer}**: SEC − none = {fmt_estimate(est(r))} R@1 points averaged over the losses "
+                     f"(p = {r.p_value:.2g}) → *SEC helps under {r.optimizer}*: **{r.verdict}**.")
+    for r in balance.itertuples(index=False):
+        lines.append(f"- **{r.optimizer}**, {r.metric}: SEC − none = {fmt_estimate(est(r), 3)} "
+                     f"→ *SEC makes the updates more balanced*: **{r.verdict}**.")
+    adam = pooled[pooled.optimizer == "adam"]
+    if len(adam):
+        a = adam.iloc[0]
+        lines.append(f"\nSo, *does the norm imbalance still hurt under Adam?* Measured as the gain from removing it "
+                     f"with SEC: **{a.verdict}** ({a.estimate:+.2f} points).")
+    return "\n".join(lines)

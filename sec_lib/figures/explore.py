@@ -1,0 +1,147 @@
+"""Figures of the explore page: the six-panel figure of one grid cell (or a live run) and the overview
+of R@1 and norm variance against η per μ mode."""
+from __future__ import annotations
+
+import textwrap
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+from .palette import eta_label, mu_color, mu_label
+from .run import batch_mean_norm, grad_vs_norm, norm_variance, tracked_norms
+from .style import BOOK_WIDTH, empty_panel, figure, style
+
+FIG_SIZE = (9.6, 5.2)
+PANEL_GRID = dict(left=0.065, right=0.99, bottom=0.085, top=0.9, wspace=0.32, hspace=0.42)
+
+
+def one_run(frames, key: str | None):
+    """The steps/tracked/grad_scatter rows of one run key (empty frames when None)."""
+    def sel(df):
+        if key is None or not len(df) or "key" not in df.columns:
+            return df.iloc[0:0] if len(df) else df
+        return df[df["key"] == key]
+    return sel(frames.steps), sel(frames.tracked), sel(frames.grad_scatter)
+
+
+def _curve_panel(ax, curve: pd.DataFrame, etas: Sequence[float], eta: float, mu: str, live_point=None):
+    """R@1 (solid) and NMI (dashed) against η at categorical positions (η = 0 first), cell marked."""
+    pos = {float(e): i for i, e in enumerate(etas)}
+    c = mu_color(mu)
+    if len(curve):
+        d = curve.sort_values("eta")
+        x = [pos[float(e)] for e in d["eta"]]
+        ax.plot(x, d["R@1"], "-o", color=c, ms=3, label="R@1")
+        ax.plot(x, d["NMI"], "--s", color=c, ms=3, alpha=0.7, label="NMI")
+        here = d[d["eta"] == float(eta)]
+        if len(here) and here["R@1"].notna().any():
+            ax.plot([pos[float(eta)]], here["R@1"], "o", ms=11, mfc="none", mec="k", mew=1.6,
+                    label="this cell" if live_point is None else "grid run, same η")
+            ax.plot([pos[float(eta)]], here["NMI"], "s", ms=10, mfc="none", mec="k", mew=1.2)
+    if live_point is not None:
+        x = pos[float(live_point["eta"])]           # live_figure puts the live η on the axis
+        ax.plot([x], [live_point["R@1"]], "*", ms=13, color="k", label="live run R@1")
+        ax.plot([x], [live_point["NMI"]], "*", ms=10, color="0.45", label="live run NMI")
+    ax.axvline(pos.get(float(eta), 0), color="0.6", lw=0.8, ls=":")
+    ax.set_xticks(range(len(etas)))
+    ax.set_xticklabels([eta_label(e) for e in etas], rotation=0, fontsize=6.5)
+    ax.set_xlabel("η (SEC weight)")
+    ax.set_ylabel("final test metric (%)")
+    ax.set_title("R@1 and NMI against η (this μ, loss)")
+    ax.legend(fontsize=6, loc="best")
+
+
+def _var_panel(ax, curve: pd.DataFrame, etas: Sequence[float], eta: float, mu: str, live_point=None):
+    pos = {float(e): i for i, e in enumerate(etas)}
+    d = curve.sort_values("eta") if len(curve) else curve
+    ok = d[d["train_norm_var"] > 0] if len(d) else d
+    if len(ok):
+        ax.plot([pos[float(e)] for e in ok["eta"]], ok["train_norm_var"], "-o", ms=3, color=mu_color(mu))
+        here = ok[ok["eta"] == float(eta)]
+        if len(here):
+            ax.plot([pos[float(eta)]], here["train_norm_var"], "o", ms=11, mfc="none", mec="k", mew=1.6)
+        ax.set_yscale("log")
+    if live_point is not None and live_point.get("train_norm_var", 0) > 0 and float(live_point["eta"]) in pos:
+        ax.plot([pos[float(live_point["eta"])]], [live_point["train_norm_var"]], "*", ms=13, color="k")
+        ax.set_yscale("log")
+    ax.axvline(pos.get(float(eta), 0), color="0.6", lw=0.8, ls=":")
+    ax.set_xticks(range(len(etas)))
+    ax.set_xticklabels([eta_label(e) for e in etas], fontsize=6.5)
+    ax.set_xlabel("η (SEC weight)")
+    ax.set_ylabel("Var(‖f‖), train, end")
+    ax.set_title("Final norm variance against η")
+
+
+def cell_figure(steps, tracked, scatter, curve, etas, eta, mu, loss, title, live_point=None, note=None):
+    """The six-panel figure of one grid cell (or of a live run): the run's tracked norms, batch mean
+    norm and μ, norm variance, gradient against norm (from ``steps``, ``tracked``, ``scatter``), and
+    the grid's final metrics and norm variance against η (``curve``: summary rows of this μ and loss)."""
+    with style():
+        # fixed margins (not a layout engine): 2x faster to render, and the panels stay in place while
+        # the reader moves the controls
+        fig = figure(*FIG_SIZE, layout=None)
+        ax = fig.subplots(2, 3, gridspec_kw=PANEL_GRID)
+        small = dict(fontsize=8)
+        if len(tracked):
+            tracked_norms(tracked, ax=ax[0, 0])
+            ax[0, 0].set_title(f"‖f_i‖ of {tracked['sample'].nunique()} tracked samples", **small)
+        else:
+            empty_panel(ax[0, 0], "no tracked samples")
+        if len(steps) and {"norm_mean", "norm_var"} <= set(steps.columns):
+            batch_mean_norm(steps, ax=ax[0, 1])
+            ax[0, 1].set_title("batch mean ‖f‖ ± 1 std, and μ", **small)
+            if ax[0, 1].get_legend() is not None:
+                ax[0, 1].legend(fontsize=6, loc="best")
+            norm_variance(steps, ax=ax[0, 2])
+            ax[0, 2].set_title("Var(‖f‖) within the batch", **small)
+        else:
+            empty_panel(ax[0, 1], "no steps recorded")
+            empty_panel(ax[0, 2], "no steps recorded")
+        if len(scatter):
+            grad_vs_norm(scatter, ax=ax[1, 0])
+            ax[1, 0].set_title("‖∂L/∂f_i‖ vs ‖f_i‖ (log-log, slope)", **small)
+            if ax[1, 0].get_legend() is not None:
+                ax[1, 0].legend(fontsize=5.5, loc="best")
+        else:
+            empty_panel(ax[1, 0], "no gradient samples")
+        _curve_panel(ax[1, 1], curve, etas, eta, mu, live_point)
+        _var_panel(ax[1, 2], curve, etas, eta, mu, live_point)
+        for a in ax.ravel():
+            a.title.set_fontsize(8)
+        if note:
+            ax[0, 0].text(0.03, 0.97, textwrap.fill(note, 42), transform=ax[0, 0].transAxes, va="top", fontsize=7,
+                          color="#b00", bbox=dict(facecolor="white", edgecolor="#b00", alpha=0.9))
+        fig.suptitle(title, fontsize=9.5)
+    return fig
+
+
+def overview_figure(summary: pd.DataFrame, axes_of_grid):
+    """R@1 (top) and final norm variance (bottom) against η, one line per μ mode, one column per loss.
+
+    ``summary``: the explore chapter's summary table; ``axes_of_grid``: its GridAxes (etas, mus, losses)."""
+    s = summary
+    etas = axes_of_grid.etas
+    with style():
+        n = len(axes_of_grid.losses)
+        fig = figure(min(BOOK_WIDTH * 1.2, 4.6 * n), 5.2)
+        axes = fig.subplots(2, n, squeeze=False)
+        for j, loss in enumerate(axes_of_grid.losses):
+            for mu in axes_of_grid.mus:
+                d = s[(s["loss"] == loss) & (s["mu"] == mu) & (s["status"] == "done")].sort_values("eta")
+                x = [etas.index(e) for e in d["eta"]]
+                axes[0, j].plot(x, d["R@1"], "-o", ms=3, color=mu_color(mu), label=mu_label(mu))
+                ok = d["train_norm_var"] > 0
+                axes[1, j].plot(np.asarray(x)[ok.to_numpy()], d["train_norm_var"][ok], "-o", ms=3,
+                                color=mu_color(mu), label=mu_label(mu))
+            axes[0, j].set_title(f"{loss}: final R@1 against η")
+            axes[1, j].set_title(f"{loss}: final norm variance against η")
+            axes[1, j].set_yscale("log")
+            for a in axes[:, j]:
+                a.set_xticks(range(len(etas)))
+                a.set_xticklabels([eta_label(e) for e in etas], fontsize=7)
+                a.set_xlabel("η (0 = no SEC)")
+            axes[0, j].set_ylabel("R@1 (%)")
+            axes[1, j].set_ylabel("Var(‖f‖), train, end")
+        axes[0, -1].legend(fontsize=7, title="μ mode", title_fontsize=7)
+    return fig

@@ -1,0 +1,253 @@
+"""Figures of the compare and norms pages: the main table's bars, our gains against the paper's,
+norm distributions and trajectories, variance reduction against gain, gradient-slope statistics."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from matplotlib.lines import Line2D
+
+from .palette import (LOSS_MARKERS, STEP_LABELS, VARIANT_COLORS,
+                      VARIANT_LABELS, variant_color)
+from .style import (BOOK_WIDTH, empty_panel, fig_ax, fig_axes, figure,
+                    legend_handles, log_ticks, need, smooth, style)
+
+
+def _variants_in(df):
+    present = list(dict.fromkeys(df["variant"]))
+    return [v for v in VARIANT_COLORS if v in present] + [v for v in present if v not in VARIANT_COLORS]
+
+
+def _losses_in(df):
+    present = list(dict.fromkeys(df["loss"]))
+    return [v for v in LOSS_MARKERS if v in present] + [v for v in present if v not in LOSS_MARKERS]
+
+
+def metric_bars(table: pd.DataFrame, metric: str = "R@1", ax=None):
+    """Grouped bars of one metric per loss (groups) × variant (colours) with 95% CI error bars.
+
+    ``table``: the tidy output of :func:`sec_lib.chapters.compare.main_table` (or :func:`sec_lib.report.summarize`
+    by loss and variant).
+    """
+    need(table, ["loss", "variant", "metric", "mean", "ci_lo", "ci_hi"], "table")
+    t = table[table["metric"] == metric]
+    if not len(t):
+        raise ValueError(f"metric = {metric!r} is not in the table; valid: {sorted(table['metric'].unique())}")
+    with style():
+        fig, ax = fig_ax(ax, (BOOK_WIDTH, 3.2))
+        losses, variants = _losses_in(t), _variants_in(t)
+        width = 0.8 / len(variants)
+        for j, v in enumerate(variants):
+            d = t[t["variant"] == v].set_index("loss").reindex(losses)
+            x = np.arange(len(losses)) + (j - (len(variants) - 1) / 2) * width
+            err = np.vstack([d["mean"] - d["ci_lo"], d["ci_hi"] - d["mean"]])
+            err = np.where(np.isfinite(err), err, 0)
+            ax.bar(x, d["mean"], width * 0.92, color=variant_color(v), label=VARIANT_LABELS.get(v, v))
+            ax.errorbar(x, d["mean"], yerr=err, fmt="none", ecolor="k", elinewidth=1, capsize=2)
+        ax.set_xticks(np.arange(len(losses)), losses)
+        lo = np.nanmin(t["ci_lo"].fillna(t["mean"]))
+        hi = np.nanmax(t["ci_hi"].fillna(t["mean"]))
+        pad = 0.15 * max(hi - lo, 1e-9)
+        ax.set_ylim(max(0, lo - 3 * pad) if metric not in ("test_norm_var", "train_norm_var") else 0, hi + pad)
+        n = int(t["n"].max()) if "n" in t else 0
+        ax.set_ylabel(metric)
+        ax.set_title(f"{metric} per loss and variant: mean and 95% CI over {n} seeds")
+        ax.legend(loc="center left", bbox_to_anchor=(1.0, 0.5))
+    return fig
+
+
+def gains_vs_paper(gvp: pd.DataFrame, metric: str = "R@1", axes=None):
+    """Our gain (SEC − none, L2-reg − none; with 95% CI) against the paper's gain, one panel per paper dataset.
+
+    ``gvp``: :func:`sec_lib.chapters.compare.gains_vs_paper`. Both axes are in percentage points; points above
+    the diagonal mean a larger gain here than in the paper, points below zero a loss here.
+    """
+    need(gvp, ["dataset", "loss", "variant", "metric", "ours", "ours_ci_lo", "ours_ci_hi", "paper"], "gvp")
+    g = gvp[gvp["metric"] == metric]
+    if not len(g):
+        raise ValueError(f"metric = {metric!r} is not in the frame; valid: {sorted(gvp['metric'].unique())}")
+    datasets = list(dict.fromkeys(g["dataset"]))
+    with style():
+        fig, axes = fig_axes(axes, len(datasets), (BOOK_WIDTH, 3.4))
+        def _lim(cols):
+            v = g[cols].to_numpy(float)
+            lo, hi = min(0.0, np.nanmin(v)), max(0.0, np.nanmax(v))
+            pad = 0.08 * ((hi - lo) or 1.0)
+            return lo - pad, hi + pad
+        xlim, ylim = _lim(["paper"]), _lim(["ours_ci_lo", "ours", "ours_ci_hi"])
+        for ax, ds in zip(axes, datasets):
+            d = g[g["dataset"] == ds]
+            for r in d.itertuples(index=False):
+                yerr = [[r.ours - r.ours_ci_lo], [r.ours_ci_hi - r.ours]] if np.isfinite(r.ours_ci_lo) else None
+                ax.errorbar(r.paper, r.ours, yerr=yerr, fmt=LOSS_MARKERS.get(r.loss, "o"), color=variant_color(r.variant),
+                            ms=6, capsize=2, elinewidth=1)
+            ax.axhline(0, color="0.5", lw=0.8)
+            ax.axvline(0, color="0.5", lw=0.8)
+            both = (max(xlim[0], ylim[0]), min(xlim[1], ylim[1]))
+            if both[0] < both[1]:
+                ax.plot(both, both, ls=":", color="k", lw=0.8)
+            ax.set_xlim(*xlim)
+            ax.set_ylim(*ylim)
+            ax.set_xlabel(f"paper's gain on {ds} [points]")
+            ax.set_ylabel("our gain on glyphs [points]")
+            ax.set_title(f"{metric}: ours vs paper Table 1 ({ds})")
+        diag = [Line2D([], [], ls=":", color="k", lw=0.8, label="ours = paper's")]
+        axes[-1].legend(handles=legend_handles(_variants_in(g), _losses_in(g)) + diag, loc="center left",
+                        bbox_to_anchor=(1.0, 0.5), fontsize=7)
+        fig.suptitle("Gain over the no-regulariser baseline: ours (mean, 95% CI over seeds) vs the paper's single runs")
+    return fig
+
+
+def _with_run_attrs(df: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
+    need(runs, ["key", "loss", "variant"], "runs")
+    cols = [c for c in ("key", "loss", "variant", "seed") if c in runs.columns]
+    return df.merge(runs[cols], on="key", how="inner")
+
+
+def norm_distributions(test_norms: pd.DataFrame, runs: pd.DataFrame, bins: int = 40):
+    """Final test-set norm distributions per loss (columns) × variant (colours), seeds pooled.
+
+    Top row: ‖f‖ on a log axis, one line per run (seeds and variants live on different scales).
+    Bottom row: ‖f‖ divided by its run's mean norm, seeds pooled, which removes the scale and leaves
+    the spread SEC targets; the legend gives the mean coefficient of variation (std / mean) per run.
+    """
+    need(test_norms, ["key", "norm"], "test_norms")
+    d = _with_run_attrs(test_norms, runs)
+    if not len(d):
+        raise ValueError("no test norms match the runs frame's keys")
+    d = d[d["norm"] > 0].copy()
+    d["rel"] = d["norm"] / d.groupby("key")["norm"].transform("mean")
+    losses, variants = _losses_in(d), _variants_in(d)
+    with style():
+        fig = figure(BOOK_WIDTH, 4.9)
+        axes = fig.subplots(2, len(losses), squeeze=False)
+        abs_edges = np.geomspace(d["norm"].min(), d["norm"].max(), bins + 1)
+        rel_edges = np.linspace(max(0.0, d["rel"].min()), min(3.0, d["rel"].max()), bins + 1)
+        for j, loss in enumerate(losses):
+            for v in variants:
+                x = d[(d["loss"] == loss) & (d["variant"] == v)]
+                if not len(x):
+                    continue
+                cv = (x.groupby("key")["norm"].std() / x.groupby("key")["norm"].mean()).mean()
+                for i, (_, run) in enumerate(x.groupby("key", sort=False)):   # one line per run: scales differ
+                    axes[0, j].hist(run["norm"], bins=abs_edges, density=True, histtype="step", lw=1.1, alpha=0.85,
+                                    color=variant_color(v), label=VARIANT_LABELS.get(v, v) if i == 0 else None)
+                axes[1, j].hist(x["rel"].clip(upper=rel_edges[-1]), bins=rel_edges, density=True, histtype="step",
+                                lw=1.4, color=variant_color(v), label=f"{v}: CV {cv:.2f}")
+            axes[0, j].set_xscale("log")
+            log_ticks(axes[0, j])
+            axes[0, j].set_title(loss)
+            axes[0, j].set_xlabel("‖f‖ (log)")
+            axes[1, j].set_xlabel("‖f‖ / run's mean ‖f‖")
+            axes[1, j].legend(fontsize=6.5, loc="upper right")
+        axes[0, 0].set_ylabel("density")
+        axes[1, 0].set_ylabel("density")
+        fig.legend(handles=legend_handles(variants), loc="outside lower center", ncols=len(variants), fontsize=7.5)
+        fig.suptitle("Final test-set norms. Top: each run (log axis). Bottom: relative to the run's mean")
+    return fig
+
+
+def norm_trajectories(steps: pd.DataFrame, runs: pd.DataFrame, y: str = "norm_var", log: bool = True):
+    """A batch statistic over training per loss (panels) × variant (colours): mean over seeds with a
+    min–max band. ``y``: 'norm_var', 'norm_mean', 'grad_slope', 'dtheta_cv', ... (a steps column)."""
+    need(steps, ["key", "step", y], "steps")
+    d = _with_run_attrs(steps[["key", "step", y]], runs).dropna(subset=[y])
+    losses, variants = _losses_in(d), _variants_in(d)
+    with style():
+        fig = figure(BOOK_WIDTH, 2.9)
+        axes = fig.subplots(1, len(losses), squeeze=False)[0]
+        for ax, loss in zip(axes, losses):
+            for v in variants:
+                x = d[(d["loss"] == loss) & (d["variant"] == v)]
+                if not len(x):
+                    continue
+                agg = x.groupby("step")[y].agg(["mean", "min", "max"]).reset_index()
+                c = variant_color(v)
+                ax.plot(agg["step"], smooth(agg["mean"]), color=c, label=VARIANT_LABELS.get(v, v))
+                ax.fill_between(agg["step"], agg["min"], agg["max"], color=c, alpha=0.15, lw=0)
+            if log and (d[y] > 0).all():
+                ax.set_yscale("log")
+                log_ticks(ax)
+            ax.set_title(loss)
+            ax.set_xlabel("iteration")
+        axes[0].set_ylabel(STEP_LABELS.get(y, y))
+        fig.legend(handles=legend_handles(variants, line=True), loc="outside lower center", ncols=len(variants),
+                   fontsize=7.5)
+        fig.suptitle(f"{STEP_LABELS.get(y, y)} over training per loss and variant (mean over seeds, band: min–max)")
+    return fig
+
+
+def variance_vs_gain(vvg: pd.DataFrame, axes=None):
+    """Reviewer question 4: norm-variance reduction (x) against the gain (y), ours and the rebuttal's.
+
+    Two panels, because the scales differ: the rebuttal's variances are of a 512-d BN-Inception
+    embedding on Cars, ours of a small CNN on glyphs. Ours carry paired 95% CIs on both axes.
+    ``vvg``: :func:`sec_lib.chapters.norms.variance_vs_gain`.
+    """
+    need(vvg, ["source", "loss", "reduction", "gain"], "vvg")
+    metric = vvg.attrs.get("metric", "R@1")
+    ds = vvg.attrs.get("paper_dataset", "Cars")
+    with style():
+        fig, (a1, a2) = fig_axes(axes, 2, (BOOK_WIDTH, 3.3))
+        for ax, src, title in ((a1, "ours", f"Ours (glyphs): Var reduction vs {metric} gain"),
+                               (a2, "rebuttal", f"Rebuttal (Cars train set) vs paper {metric} gain ({ds})")):
+            d = vvg[vvg["source"] == src]
+            for r in d.itertuples(index=False):
+                def err_bars(v, lo, hi):
+                    return [[v - lo], [hi - v]] if np.isfinite(lo) and np.isfinite(hi) else None
+                ax.errorbar(r.reduction, r.gain,
+                            xerr=err_bars(r.reduction, getattr(r, "reduction_ci_lo", np.nan), getattr(r, "reduction_ci_hi", np.nan)),
+                            yerr=err_bars(r.gain, getattr(r, "gain_ci_lo", np.nan), getattr(r, "gain_ci_hi", np.nan)),
+                            fmt=LOSS_MARKERS.get(r.loss, "o"), color=variant_color("sec"), ms=6, capsize=2,
+                            elinewidth=0.9)
+                ax.annotate(r.loss, (r.reduction, r.gain), textcoords="offset points", xytext=(5, 4), fontsize=7.5)
+            if not len(d):
+                empty_panel(ax, f"no {src} numbers")
+            ax.axhline(0, color="0.5", lw=0.8)
+            ax.set_xlabel("norm variance: none − SEC")
+            ax.set_ylabel(f"{metric} gain, SEC − none [points]")
+            ax.set_title(title)
+        fig.suptitle("Do larger variance reductions give larger gains? (different scales: compare the ordering)")
+    return fig
+
+
+def grad_slope_stats(per_run: pd.DataFrame, steps: pd.DataFrame | None = None, runs: pd.DataFrame | None = None):
+    """Gradient-vs-norm slope across runs. Left: each run's median per-step slope, per loss × variant
+    (dots; bar = mean over seeds). Right (if ``steps`` and ``runs`` are given): the slope over
+    training per variant, averaged over losses and seeds.
+
+    ``per_run``: :func:`sec_lib.chapters.norms.grad_slopes_per_run`.
+    """
+    need(per_run, ["loss", "variant", "slope_median"], "per_run")
+    two = steps is not None and runs is not None
+    losses, variants = _losses_in(per_run), _variants_in(per_run)
+    with style():
+        fig = figure(BOOK_WIDTH, 3.2)
+        axes = list(np.ravel(fig.subplots(1, 2 if two else 1, width_ratios=[1.4, 1] if two else None)))
+        ax = axes[0]
+        width = 0.8 / len(variants)
+        rng = np.random.default_rng(0)
+        for j, v in enumerate(variants):
+            for i, loss in enumerate(losses):
+                vals = per_run.loc[(per_run["loss"] == loss) & (per_run["variant"] == v), "slope_median"].dropna()
+                x = i + (j - (len(variants) - 1) / 2) * width
+                if len(vals):
+                    ax.scatter(x + rng.uniform(-0.15, 0.15, len(vals)) * width, vals, s=12, color=variant_color(v),
+                               alpha=0.8, label=VARIANT_LABELS.get(v, v) if i == 0 else None, zorder=3)
+                    ax.hlines(vals.mean(), x - 0.4 * width, x + 0.4 * width, color=variant_color(v), lw=2)
+        ax.axhline(-1, ls=":", color="k", lw=1, label="−1 (theory, fixed direction)")
+        ax.axhline(0, color="0.6", lw=0.8)
+        ax.set_xticks(np.arange(len(losses)), losses)
+        ax.set_ylabel("median slope of log‖∂L/∂f‖ vs log‖f‖")
+        ax.set_title("Per-run median gradient-vs-norm slope")
+        ax.legend(fontsize=6.5)
+        if two:
+            d = _with_run_attrs(steps[["key", "step", "grad_slope"]], runs).dropna(subset=["grad_slope"])
+            for v in _variants_in(d):
+                agg = d[d["variant"] == v].groupby("step")["grad_slope"].mean()
+                axes[1].plot(agg.index, smooth(agg), color=variant_color(v), label=VARIANT_LABELS.get(v, v))
+            axes[1].axhline(-1, ls=":", color="k", lw=1)
+            axes[1].set_xlabel("iteration")
+            axes[1].set_ylabel("slope (mean over losses, seeds)")
+            axes[1].set_title("Slope over training")
+            axes[1].legend(fontsize=6.5)
+    return fig

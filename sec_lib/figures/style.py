@@ -1,0 +1,162 @@
+"""The one figure factory of the book: its matplotlib style, figure sizes and shared drawing helpers.
+
+Every figure is a ``matplotlib.figure.Figure`` built without pyplot (no global state, nothing shown
+twice), made by :func:`figure` or :func:`subplots` inside :func:`style`. Colours are in
+:mod:`sec_lib.figures.palette`.
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+from typing import Mapping, Sequence
+
+import matplotlib
+import numpy as np
+import pandas as pd
+from matplotlib import ticker
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.ticker import FuncFormatter, LogLocator
+
+from .palette import LOSS_MARKERS, VARIANT_LABELS, variant_color
+
+#: Figure width that fits the book's text column (inches).
+BOOK_WIDTH = 8.0
+DPI = 100
+_RC = {
+    "font.size": 9, "axes.titlesize": 9.5, "axes.labelsize": 9, "legend.fontsize": 7.5,
+    "xtick.labelsize": 8, "ytick.labelsize": 8, "figure.titlesize": 10.5,
+    "axes.spines.top": False, "axes.spines.right": False, "axes.grid": True, "grid.alpha": 0.3,
+    "grid.linewidth": 0.6, "lines.linewidth": 1.3, "legend.frameon": False, "image.interpolation": "nearest",
+}
+
+
+@contextlib.contextmanager
+def style():
+    """The book's matplotlib style, for the duration of a ``with`` block only."""
+    with matplotlib.rc_context(_RC):
+        yield
+
+
+def figure(w: float, h: float, layout: str | None = "constrained") -> Figure:
+    """A new Figure of ``w`` × ``h`` inches at the book's resolution (the one figure factory)."""
+    return Figure(figsize=(w, h), dpi=DPI, layout=layout)
+
+
+def fig_ax(ax, size=(BOOK_WIDTH * 0.62, 3.0)):
+    if ax is not None:
+        return ax.figure, ax
+    fig = figure(*size)
+    return fig, fig.subplots()
+
+
+def fig_axes(axes, n, size):
+    if axes is not None:
+        axes = list(np.ravel(axes))
+        if len(axes) != n:
+            raise ValueError(f"axes must hold {n} Axes, got {len(axes)}")
+        return axes[0].figure, axes
+    fig = figure(*size)
+    return fig, list(np.ravel(fig.subplots(1, n)))
+
+
+def need(df: pd.DataFrame, cols: Sequence[str], name: str) -> pd.DataFrame:
+    if not isinstance(df, pd.DataFrame):
+        raise ValueError(f"{name} must be a pandas DataFrame, got {type(df).__name__}")
+    missing = [c for c in cols if c not in df.columns]
+    if missing:
+        raise ValueError(f"{name} lacks column(s) {missing}; it has {list(df.columns)}")
+    return df
+
+
+def by_key(df: pd.DataFrame, labels: Mapping | None):
+    """(label, sub-frame sorted by step) per run key; the label is '' for a single run."""
+    if "key" not in df.columns:
+        yield "", df.sort_values("step") if "step" in df.columns else df
+        return
+    keys = list(dict.fromkeys(df["key"]))
+    for k in keys:
+        sub = df[df["key"] == k]
+        if "step" in sub.columns:
+            sub = sub.sort_values("step")
+        lab = (labels or {}).get(k, str(k) if len(keys) > 1 else "")
+        yield lab, sub
+
+
+def smooth(y: pd.Series) -> pd.Series:
+    w = max(1, len(y) // 25)
+    return y.rolling(w, center=True, min_periods=1).mean() if w > 1 else y
+
+
+def draw_line(ax, x, y, label, color=None, smooth=True):
+    """A thin raw line plus its rolling mean (when there are many steps)."""
+    y = pd.Series(np.asarray(y, float))
+    if smooth and len(y) > 50:
+        base = ax.plot(x, y, lw=0.6, alpha=0.35, color=color)[0]
+        return ax.plot(x, smooth(y), color=base.get_color(), label=label)[0]
+    return ax.plot(x, y, color=color, label=label, marker="." if len(y) <= 12 else None)[0]
+
+
+def log_ticks(ax):
+    """Readable tick labels on log axes: plain numbers, and linear-spaced ticks when the data
+    span less than a decade (the default labels every minor tick there and they overlap)."""
+    for axis, lim in ((ax.xaxis, ax.get_xlim()), (ax.yaxis, ax.get_ylim())):
+        if axis.get_scale() != "log":
+            continue
+        lo, hi = sorted(lim)
+        if lo > 0 and hi / lo < 10:
+            axis.set_major_locator(ticker.MaxNLocator(nbins=4))
+            axis.set_minor_locator(ticker.NullLocator())
+            axis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:.3g}"))
+        axis.set_minor_formatter(ticker.NullFormatter())
+
+
+def empty_panel(ax, text: str):
+    ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, fontsize=8, color="0.4")
+
+
+def finish_legend(ax, **kw):
+    handles, labels = ax.get_legend_handles_labels()
+    if any(lab and not lab.startswith("_") for lab in labels):
+        ax.legend(**kw)
+
+
+def legend_handles(variants=(), losses=(), line: bool = False):
+    h = [Line2D([], [], ls="-" if line else "", marker=None if line else "o", color=variant_color(v),
+                label=VARIANT_LABELS.get(v, v)) for v in variants]
+    h += [Line2D([], [], ls="", marker=LOSS_MARKERS.get(l, "o"), color="0.3", mfc="none", label=l) for l in losses]
+    return h
+
+
+def styled(fn):
+    """Build the figure inside the book's style context (:func:`style`)."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        with style():
+            return fn(*args, **kwargs)
+    return wrapper
+
+
+def subplots(nrows: int = 1, ncols: int = 1, w: float = 4.2, h: float = 3.2, **kw):
+    """A Figure with an ``nrows`` × ``ncols`` grid of Axes (always 2-D), at most 1.25 book widths wide."""
+    w = min(w, BOOK_WIDTH * 1.25 / ncols)
+    fig = figure(w * ncols, h * nrows)
+    axes = fig.subplots(nrows, ncols, squeeze=False, **kw)
+    return fig, axes
+
+
+def plain_log_ticks(ax, which: str = "xy") -> None:
+    """Tick labels like 0.4 or 2 instead of 4×10⁻¹ on log axes (minor ticks labelled only if there
+    is no major tick in range)."""
+    fmt = FuncFormatter(lambda v, _: f"{v:g}")
+    for axis in ([ax.xaxis] if "x" in which else []) + ([ax.yaxis] if "y" in which else []):
+        axis.set_major_formatter(fmt)
+        axis.set_minor_locator(LogLocator(subs=(2.0, 5.0)))
+        axis.set_minor_formatter(fmt)
+
+
+def err_bars(sub: pd.DataFrame):
+    """Asymmetric error bars from mean/ci_lo/ci_hi (0 where the CI is undefined)."""
+    lo = (sub["mean"] - sub["ci_lo"]).fillna(0).clip(lower=0).to_numpy(float)
+    hi = (sub["ci_hi"] - sub["mean"]).fillna(0).clip(lower=0).to_numpy(float)
+    return np.vstack([lo, hi])

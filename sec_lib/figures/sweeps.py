@@ -1,0 +1,379 @@
+"""Figures of the review chapters' sweeps: η, μ, BatchNorm / WeightNorm heads, the normalize layer,
+optimizers, convergence, instability and the claims page. Built from the tables of
+:mod:`sec_lib.chapters` (each figure takes frames, never loads or trains)."""
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+
+from .. import report
+from ..report import loglog_fit
+from .palette import (LOSS_COLORS, METRIC_LABELS, OPTIM_COLORS, VARIANT_COLORS,
+                      VERDICT_COLORS, color_of, setting_color)
+from .style import (BOOK_WIDTH, err_bars, figure, plain_log_ticks, styled,
+                    subplots)
+
+
+@styled
+def eta_figure(summary: pd.DataFrame, metrics: Sequence[str] = ("R@1", "train_norm_var")) -> Figure:
+    """R@1 and norm variance against η per loss, mean ± 95% CI over seeds. The η > 0 grid is on a
+    log axis; η = 0 (no SEC), which a log axis cannot show, gets its own narrow panel on the left
+    (same y axis), and its mean is continued as a dashed line across the log panel."""
+    n = len(metrics)
+    fig = figure(min(BOOK_WIDTH * 1.25, 4.8 * n), 3.5)
+    outer = fig.add_gridspec(1, n)
+    losses = list(dict.fromkeys(summary["loss"]))
+    first = None
+    for k, m in enumerate(metrics):
+        gs = outer[0, k].subgridspec(1, 2, width_ratios=[1, 5], wspace=0.04)
+        ax0 = fig.add_subplot(gs[0, 0])
+        ax = fig.add_subplot(gs[0, 1], sharey=ax0)
+        s = summary[summary["metric"] == m]
+        for i, loss in enumerate(losses):
+            sub = s[s["loss"] == loss]
+            c = color_of(loss, LOSS_COLORS, i)
+            pos = sub[sub["eta"] > 0].sort_values("eta")
+            ax.errorbar(pos["eta"], pos["mean"], yerr=err_bars(pos), color=c, marker="o", ms=4, capsize=3, label=loss)
+            zero = sub[sub["eta"] == 0]
+            if len(zero):
+                x0 = (i - (len(losses) - 1) / 2) * 0.12
+                ax0.errorbar([x0], zero["mean"], yerr=err_bars(zero), color=c, marker="s", ms=4, capsize=3)
+                ax.axhline(float(zero["mean"].iloc[0]), color=c, ls="--", lw=0.8, alpha=0.8)
+        ax0.set_xlim(-0.5, 0.5)
+        ax0.set_xticks([0], ["0"])
+        ax0.set_xlabel("η")
+        ax0.set_ylabel(METRIC_LABELS.get(m, m))
+        ax.set_xscale("log")
+        if m.endswith("norm_var") and (s["mean"] > 0).all():
+            ax0.set_yscale("log")
+        ax.tick_params(labelleft=False)
+        ax.set_xlabel("η (log scale)")
+        ax.set_title(f"{m} (dashed: η = 0)")
+        first = first or ax
+    first.legend(fontsize=7, title="loss")
+    return fig
+
+
+@styled
+def mu_figure(runs: pd.DataFrame, order: Sequence[str] | None = None, metric: str = "R@1") -> Figure:
+    """Per loss: ``metric`` per μ setting, mean ± 95% CI, seeds as dots; the batch-mean value as a line."""
+    losses = list(dict.fromkeys(runs["loss"]))
+    fig, axes = subplots(1, len(losses), w=4.4, h=3.6)
+    order = list(order) if order is not None else list(dict.fromkeys(runs["setting"].dropna()))
+    for ax, loss in zip(axes[0], losses):
+        sub = runs[runs["loss"] == loss]
+        s = report.summarize(sub, ["setting"], [metric]).set_index("setting")
+        ys = [o for o in order if o in s.index]
+        for y, name in enumerate(ys):
+            r = s.loc[name]
+            c = setting_color(name)
+            err = [[max(r["mean"] - r["ci_lo"], 0) if np.isfinite(r["ci_lo"]) else 0],
+                   [max(r["ci_hi"] - r["mean"], 0) if np.isfinite(r["ci_hi"]) else 0]]
+            ax.errorbar([r["mean"]], [y], xerr=err, fmt="o", color=c, capsize=3)
+            pts = sub.loc[sub["setting"] == name, metric].astype(float)
+            ax.scatter(pts, [y] * len(pts), s=10, color=c, alpha=0.4, lw=0)
+        if "batch mean" in s.index:
+            ax.axvline(s.loc["batch mean", "mean"], color=VARIANT_COLORS["sec"], ls=":", lw=1)
+        ax.set_yticks(range(len(ys)), ys)
+        ax.invert_yaxis()
+        ax.set_xlabel(METRIC_LABELS.get(metric, metric))
+        ax.set_title(loss)
+    return fig
+
+
+@styled
+def mu_trajectory_figure(traj: pd.DataFrame) -> Figure:
+    """Per loss: the μ SEC used at each step (batch mean, EMA) and, for the run without SEC, the batch
+    mean norm it would have used. Constant targets (μ = 0, fixed radii) are not drawn."""
+    losses = list(dict.fromkeys(traj["loss"]))
+    fig, axes = subplots(1, len(losses), w=4.6, h=3.3)
+    for ax, loss in zip(axes[0], losses):
+        sub = traj[traj["loss"] == loss]
+        for setting, t in sub.groupby("setting", sort=False):
+            if str(setting).startswith(("zero", "fixed")):      # μ = 0 and fixed radii are constants
+                continue
+            y = t["norm_mean"] if setting == "none" else t["mu"]
+            ax.plot(t["step"], y, color=setting_color(setting), lw=1.3,
+                    ls="--" if setting == "none" else "-",
+                    label=("none (batch mean ‖f‖)" if setting == "none" else setting))
+        ax.set_xlabel("iteration")
+        ax.set_ylabel("μ")
+        ax.set_title(loss)
+    axes[0][0].legend(fontsize=7)
+    return fig
+
+
+@styled
+def bnwn_figure(table_runs: pd.DataFrame, table: pd.DataFrame | None = None, metric: str = "R@1") -> Figure:
+    """``metric`` per head without / with SEC (mean ± 95% CI over seeds, seeds as dots); with
+    ``table`` (:func:`sec_lib.chapters.bnwn.bnwn_table`), the rebuttal's numbers (Cars, a different scale)
+    in a second panel for the shape of the effect."""
+    heads = list(dict.fromkeys(table_runs["head"]))
+    rebuttal = None
+    if table is not None and f"rebuttal {metric}" in table.columns:
+        rebuttal = {(r["head"], r["variant"]): float(r[f"rebuttal {metric}"]) for r in table.to_dict("records")
+                    if pd.notna(r[f"rebuttal {metric}"])}
+    fig, axes = subplots(1, 2 if rebuttal else 1, w=4.8, h=3.4)
+    ax = axes[0][0]
+    s = report.summarize(table_runs, ["head", "variant"], [metric])
+    for j, v in enumerate(("none", "sec")):
+        for i, h in enumerate(heads):
+            r = s[(s["head"] == h) & (s["variant"] == v)]
+            if not len(r):
+                continue
+            x = i + (j - 0.5) * 0.3
+            ax.errorbar([x], r["mean"], yerr=err_bars(r), fmt="o", color=VARIANT_COLORS[v], capsize=3,
+                        label=v if i == 0 else None)
+            pts = table_runs[(table_runs["head"] == h) & (table_runs["variant"] == v)][metric].astype(float)
+            ax.scatter([x] * len(pts), pts, s=10, color=VARIANT_COLORS[v], alpha=0.4, lw=0)
+    ax.set_xticks(range(len(heads)), heads, rotation=15)
+    ax.set_ylabel(METRIC_LABELS.get(metric, metric))
+    ax.set_title("ours (glyphs)")
+    ax.legend(fontsize=8)
+    if rebuttal:
+        ax2 = axes[0][1]
+        for j, v in enumerate(("none", "sec")):
+            xs = [i + (j - 0.5) * 0.3 for i, h in enumerate(heads) if (h, v) in rebuttal]
+            ys = [rebuttal[(h, v)] for h in heads if (h, v) in rebuttal]
+            ax2.scatter(xs, ys, color=VARIANT_COLORS[v], marker="s", label=v)
+        ax2.set_xticks(range(len(heads)), heads, rotation=15)
+        ax2.set_ylabel(METRIC_LABELS.get(metric, metric))
+        ax2.set_title("rebuttal Table 5 (Cars)")
+        ax2.legend(fontsize=8)
+    return fig
+
+
+@styled
+def grad_scatter_figure(runs: pd.DataFrame, grad_scatter: pd.DataFrame, facet: str = "variant",
+                        step: str = "last", title: str = "") -> Figure:
+    """Per facet value: per-sample ‖∂L_metric/∂f_i‖ against ‖f_i‖ (log-log) at the last (or first)
+    logged step of every run, with the least-squares slope and a slope −1 reference."""
+    vals = list(dict.fromkeys(runs[facet]))
+    fig, axes = subplots(1, len(vals), w=4.0, h=3.4)
+    for ax, v in zip(axes[0], vals):
+        keys = runs.loc[runs[facet] == v, "key"]
+        g = grad_scatter[grad_scatter["key"].isin(keys)]
+        if not len(g):
+            ax.set_title(f"{v}: no data")
+            continue
+        pick = g.groupby("key")["step"].transform("max" if step == "last" else "min")
+        g = g[(g["step"] == pick) & (g["norm"] > 0) & (g["grad_norm"] > 0)]
+        x, y = np.log10(g["norm"].to_numpy(float)), np.log10(g["grad_norm"].to_numpy(float))
+        ax.scatter(10 ** x, 10 ** y, s=6, alpha=0.35, color=VARIANT_COLORS.get(v, "k"), lw=0)
+        fit = loglog_fit(10 ** x, 10 ** y)
+        if np.isfinite(fit.slope):
+            b, a = fit.slope, fit.intercept / np.log(10)
+            xx = np.linspace(x.min(), x.max(), 20)
+            ax.plot(10 ** xx, 10 ** (a + b * xx), color="k", lw=1.2, label=f"fit: slope {b:+.2f}")
+            ax.plot(10 ** xx, 10 ** (a + b * x.mean() + -1 * (xx - x.mean())), color="k", ls=":", lw=1,
+                    label="slope −1 (theory)")
+            ax.legend(fontsize=7)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        plain_log_ticks(ax, "xy")
+        ax.set_xlabel("‖f_i‖ (pre-normalization)")
+        ax.set_ylabel("‖∂L_metric/∂f_i‖")
+        ax.set_title(f"{title}{facet} = {v}")
+    return fig
+
+
+@styled
+def slope_figure(curve: pd.DataFrame, facet: str = "loss", hue: str = "variant", col: str = "grad_slope") -> Figure:
+    """Per facet: the smoothed per-batch log-log slope over training per hue (mean over seeds with
+    its 95% CI band), with the theory's −1 as a reference."""
+    vals = list(dict.fromkeys(curve[facet]))
+    fig, axes = subplots(1, len(vals), w=3.8, h=3.2, sharey=True)
+    for ax, v in zip(axes[0], vals):
+        sub = curve[curve[facet] == v]
+        for i, (h, t) in enumerate(sub.groupby(hue, sort=False)):
+            c = color_of(h, VARIANT_COLORS, i)
+            ax.plot(t["step"], t["mean"], color=c, lw=1.4, label=str(h))
+            ok = t["ci_lo"].notna()
+            ax.fill_between(t["step"][ok], t["ci_lo"][ok], t["ci_hi"][ok], color=c, alpha=0.15, lw=0)
+        ax.axhline(-1, color="k", ls=":", lw=1)
+        ax.axhline(0, color="k", lw=0.5)
+        ax.set_xlabel("iteration")
+        ax.set_title(str(v))
+    axes[0][0].set_ylabel(METRIC_LABELS.get(col, col))
+    axes[0][0].legend(fontsize=8)
+    return fig
+
+
+@styled
+def pilot_figure(pilot: pd.DataFrame) -> Figure:
+    """Final R@1 of the learning-rate pilot per optimizer and rate; the chosen rate is circled."""
+    opts = list(dict.fromkeys(pilot["optimizer"]))
+    fig, axes = subplots(1, len(opts), w=3.6, h=3.0)
+    for ax, o in zip(axes[0], opts):
+        sub = pilot[pilot["optimizer"] == o].sort_values("lr")
+        ax.plot(sub["lr"], sub["R@1"], marker="o", color=VARIANT_COLORS["none"])
+        ch = sub[sub["chosen"]]
+        ax.scatter(ch["lr"], ch["R@1"], s=160, facecolors="none", edgecolors=VARIANT_COLORS["sec"], lw=2, label="chosen")
+        ax.set_xscale("log")
+        ax.set_xlabel("learning rate")
+        ax.set_ylabel("final R@1 (%)")
+        ax.set_title(o)
+        ax.legend(fontsize=8)
+    return fig
+
+
+@styled
+def optim_figure(diffs: pd.DataFrame) -> Figure:
+    """Paired R@1 difference SEC − none (mean ± 95% CI over seeds) per loss, one colour per optimizer."""
+    fig, axes = subplots(1, 1, w=6.0, h=3.4)
+    ax = axes[0][0]
+    losses = list(dict.fromkeys(diffs["loss"]))
+    opts = list(dict.fromkeys(diffs["optimizer"]))
+    width = 0.8 / max(1, len(opts))
+    for j, o in enumerate(opts):
+        sub = diffs[diffs["optimizer"] == o].set_index("loss").reindex(losses)
+        x = np.arange(len(losses)) + (j - (len(opts) - 1) / 2) * width
+        e = np.vstack([(sub["diff"] - sub["ci_lo"]).fillna(0).clip(lower=0), (sub["ci_hi"] - sub["diff"]).fillna(0).clip(lower=0)])
+        ax.errorbar(x, sub["diff"], yerr=e, fmt="o", capsize=3, color=OPTIM_COLORS.get(o, "k"), label=o)
+    ax.axhline(0, color="k", lw=0.8)
+    ax.set_xticks(range(len(losses)), losses)
+    ax.set_ylabel("R@1 SEC − none (pp)")
+    ax.legend(fontsize=8, title="optimizer")
+    return fig
+
+
+@styled
+def balance_figure(runs_with_means: pd.DataFrame, cols: Sequence[str] = ("dtheta_cv", "grad_norm_cv"),
+                   facet: str = "optimizer") -> Figure:
+    """Per column: the per-run mean over training by facet value and variant (mean ± 95% CI, seeds
+    and losses as dots)."""
+    fig, axes = subplots(1, len(cols), w=4.2, h=3.2)
+    vals = list(dict.fromkeys(runs_with_means[facet]))
+    for ax, col in zip(axes[0], cols):
+        s = report.summarize(runs_with_means, [facet, "variant"], [col])
+        for j, v in enumerate(("none", "sec")):
+            for i, f in enumerate(vals):
+                r = s[(s[facet] == f) & (s["variant"] == v)]
+                if not len(r):
+                    continue
+                x = i + (j - 0.5) * 0.3
+                ax.errorbar([x], r["mean"], yerr=err_bars(r), fmt="o", capsize=3, color=VARIANT_COLORS[v],
+                            label=v if i == 0 else None)
+                pts = runs_with_means[(runs_with_means[facet] == f) & (runs_with_means["variant"] == v)][col]
+                ax.scatter([x] * len(pts), pts.astype(float), s=8, alpha=0.35, color=VARIANT_COLORS[v], lw=0)
+        ax.set_xticks(range(len(vals)), vals)
+        ax.set_ylabel(METRIC_LABELS.get(col, col))
+        ax.legend(fontsize=8)
+    return fig
+
+
+@styled
+def convergence_figure(band: pd.DataFrame, reach: pd.DataFrame | None = None, metric: str = "R@1",
+                       variants: Sequence[str] = ("none", "sec")) -> Figure:
+    """Per loss: ``metric`` against iteration per variant, the mean over seeds with the seeds' range
+    (min–max) as a band; vertical dashed lines at the mean iteration to reach 90% of the final value."""
+    losses = list(dict.fromkeys(band["loss"]))
+    ncols = min(4, len(losses))
+    nrows = math.ceil(len(losses) / ncols)
+    fig, axes = subplots(nrows, ncols, w=3.8, h=3.1)
+    for k, loss in enumerate(losses):
+        ax = axes[k // ncols][k % ncols]
+        for v in variants:
+            t = band[(band["loss"] == loss) & (band["variant"] == v)]
+            if not len(t):
+                continue
+            c = VARIANT_COLORS.get(v, "k")
+            ax.plot(t["step"], t["mean"], color=c, lw=1.5, label=v)
+            ax.fill_between(t["step"], t["min"], t["max"], color=c, alpha=0.18, lw=0)
+            if reach is not None:
+                rr = reach[(reach["loss"] == loss) & (reach["variant"] == v)]["reach"].astype(float).dropna()
+                if len(rr):
+                    ax.axvline(rr.mean(), color=c, ls="--", lw=1)
+        ax.set_title(loss)
+        ax.set_xlabel("iteration")
+        ax.set_ylabel(METRIC_LABELS.get(metric, metric))
+    for k in range(len(losses), nrows * ncols):
+        axes[k // ncols][k % ncols].set_visible(False)
+    axes[0][0].legend(fontsize=8)
+    return fig
+
+
+@styled
+def tracked_figure(runs: pd.DataFrame, tracked: pd.DataFrame, seed=None, variants: Sequence[str] = ("none", "sec"),
+                   logy: bool = False) -> Figure:
+    """Norm trajectories of the tracked training samples (one thin line each), one row per loss and
+    one column per variant, for one seed (default: the smallest)."""
+    seed = runs["seed"].min() if seed is None else seed
+    r = runs[(runs["seed"] == seed) & runs["variant"].isin(variants)]
+    losses = list(dict.fromkeys(r["loss"]))
+    fig, axes = subplots(len(losses), len(variants), w=3.6, h=2.3, sharex=True)
+    for i, loss in enumerate(losses):
+        for j, v in enumerate(variants):
+            ax = axes[i][j]
+            keys = r.loc[(r["loss"] == loss) & (r["variant"] == v), "key"]
+            t = tracked[tracked["key"].isin(keys)]
+            for _, s in t.groupby("sample"):
+                ax.plot(s["step"], s["norm"], lw=0.7, alpha=0.6, color=VARIANT_COLORS.get(v, "k"))
+            if logy and len(t) and (t["norm"] > 0).all():
+                ax.set_yscale("log")
+                plain_log_ticks(ax, "y")
+            ax.set_title(f"{loss}, {v}", fontsize=9)
+            if j == 0:
+                ax.set_ylabel("‖f_i‖")
+            if i == len(losses) - 1:
+                ax.set_xlabel("iteration")
+    # the same y range per row, so SEC and no SEC compare directly
+    for i in range(len(losses)):
+        lims = [axes[i][j].get_ylim() for j in range(len(variants))]
+        lo, hi = min(l[0] for l in lims), max(l[1] for l in lims)
+        for j in range(len(variants)):
+            axes[i][j].set_ylim(lo, hi)
+    return fig
+
+
+@styled
+def class_norm_figure(assoc: pd.DataFrame) -> Figure:
+    """Excess η² (between-class share of test-norm variance above chance) per loss, without / with SEC."""
+    fig, axes = subplots(1, 1, w=5.5, h=3.2)
+    ax = axes[0][0]
+    losses = list(dict.fromkeys(assoc["loss"]))
+    s = report.summarize(assoc, ["loss", "variant"], ["excess"])
+    for j, v in enumerate(dict.fromkeys(assoc["variant"])):
+        for i, loss in enumerate(losses):
+            r = s[(s["loss"] == loss) & (s["variant"] == v)]
+            if len(r):
+                ax.errorbar([i + (j - 1) * 0.2], r["mean"], yerr=err_bars(r), fmt="o", capsize=3,
+                            color=VARIANT_COLORS.get(v, "k"), label=v if i == 0 else None)
+    ax.axhline(0, color="k", lw=0.8)
+    ax.set_xticks(range(len(losses)), losses)
+    ax.set_ylabel("η² − chance")
+    ax.legend(fontsize=8)
+    return fig
+
+
+@styled
+def claims_figure(table: pd.DataFrame, unit: str = "pp") -> Figure:
+    """Forest plot of the claims measured in ``unit`` (estimate and 95% CI, coloured by verdict)."""
+    t = table[(table["unit"] == unit) & table["estimate"].notna()].reset_index(drop=True)
+    fig, axes = subplots(1, 1, w=6.5, h=0.45 * max(3, len(t)) + 0.8)
+    ax = axes[0][0]
+    shown = False
+    for i, r in t.iterrows():
+        c = VERDICT_COLORS.get(r["verdict"], "k")
+        lo = r["ci_lo"] if pd.notna(r["ci_lo"]) else r["estimate"]
+        hi = r["ci_hi"] if pd.notna(r["ci_hi"]) else r["estimate"]
+        ax.plot([lo, hi], [i, i], color=c, lw=2)
+        ax.plot([r["estimate"]], [i], "o", color=c)
+        pv = r.get("paper_value", np.nan) if hasattr(r, "get") else np.nan
+        if pd.notna(pv):
+            ax.plot([pv], [i], "D", mfc="none", mec="k", ms=6, label="paper / rebuttal" if not shown else None)
+            shown = True
+        ax.annotate(r["verdict"], (1.01, i), xycoords=("axes fraction", "data"), va="center", ha="left",
+                    fontsize=7, color=c, annotation_clip=False)
+    ax.axvline(0, color="k", lw=0.8)
+    ax.set_yticks(range(len(t)), [f"{r['claim']}: expected {'+' if r['expected_sign'] > 0 else ('−' if r['expected_sign'] < 0 else '0')}"
+                                  for _, r in t.iterrows()])
+    ax.invert_yaxis()
+    ax.set_xlabel(f"our estimate ({unit}), 95% CI over seeds; ◇ the paper's or rebuttal's number")
+    if shown:
+        ax.legend(fontsize=7, loc="lower right")
+    return fig

@@ -1,0 +1,49 @@
+"""Tables as the pages show them: HTML with formatted numbers and a CSV download link that works from
+file:// (the raw numbers go into the CSV)."""
+from __future__ import annotations
+
+import base64
+import html
+import re
+
+import pandas as pd
+from IPython.display import HTML, display
+
+
+def csv_link(df: pd.DataFrame, name: str, label: str = "Download this table as CSV") -> str:
+    """An <a download> link that carries the CSV in a data: URI, so it works from file:// with no server."""
+    if not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
+        raise ValueError(f"table name {name!r} must use letters, digits, '_', '-' and '.' only")
+    payload = base64.b64encode(df.to_csv(index=False).encode()).decode()
+    fname = name if name.endswith(".csv") else f"{name}.csv"
+    return (f'<a download="{html.escape(fname)}" href="data:text/csv;base64,{payload}" '
+            f'class="sec-csv-download">{html.escape(label)} ({html.escape(fname)})</a>')
+
+
+#: Columns holding settings, shown exactly (0.005 must not read as 0.01).
+EXACT_COLUMNS = ("eta", "lr", "lr_head", "momentum", "mu", "weight_decay")
+
+
+def format_number(v, floatfmt: str = "{:.2f}") -> str:
+    """``floatfmt`` for ordinary values; two significant digits below 0.1 so small numbers
+    (p-values, variances, interval bounds near 0) do not print as 0.00."""
+    if pd.isna(v):
+        return ""
+    return floatfmt.format(v) if v == 0 or abs(v) >= 0.1 else f"{v:.2g}"
+
+
+def table_html(df: pd.DataFrame, name: str, caption: str | None = None, floatfmt: str = "{:.2f}") -> str:
+    """The table as HTML (numbers formatted) followed by its CSV download link (raw numbers)."""
+    shown = df.copy()
+    for c in shown.columns:
+        if pd.api.types.is_float_dtype(shown[c]):
+            exact = str(c) in EXACT_COLUMNS
+            shown[c] = shown[c].map(lambda v: "" if pd.isna(v) else (f"{v:g}" if exact else format_number(v, floatfmt)))
+    cap = f"<p><b>{html.escape(caption)}</b></p>" if caption else ""
+    return cap + shown.to_html(index=False, escape=True, border=0, classes="sec-table") + \
+        f"<p>{csv_link(df, name)}</p>"
+
+
+def show_table(df: pd.DataFrame, name: str, caption: str | None = None, floatfmt: str = "{:.2f}") -> None:
+    """Display a table with a CSV download link in a notebook (raw numbers go into the CSV)."""
+    display(HTML(table_html(df, name, caption, floatfmt)))

@@ -1,0 +1,130 @@
+"""The paper's and the rebuttal's reference numbers, as package data.
+
+The numbers were copied once from Zhang, Li & Zhang, *Deep Metric Learning with Spherical Embedding*
+(NeurIPS 2020, arXiv 2011.02785) and its public OpenReview rebuttal into ``sec_lib/data/paper/*.csv``
+(``sec_lib/data/paper/README.md`` names each file's source). They ship inside the package and are read
+with :mod:`importlib.resources`, so an installed wheel has them too; nothing is typed here.
+
+Every frame carries its ``source`` (a column and ``DataFrame.attrs["source"]``), so the pages keep the
+paper's numbers apart from ours.
+"""
+from __future__ import annotations
+
+import io
+from importlib import resources
+from typing import Sequence
+
+import pandas as pd
+
+from .params import Choice
+
+__all__ = ["SOURCES", "REBUTTAL_TABLES", "PAPER_DATASETS", "RETRIEVAL_METRICS", "VARIANT_NAMES", "comparison_label",
+           "check_datasets", "paper_table", "paper_gains", "rebuttal_table", "rebuttal_variance", "rebuttal_all", "paper_files"]
+
+
+def paper_files():
+    """The folder of the reference CSVs (``sec_lib/data/paper``), as an :mod:`importlib.resources` Traversable."""
+    return resources.files(__package__).joinpath("data", "paper")
+
+
+#: Human-readable source of each reference table (shown on the pages).
+SOURCES = {
+    "table1": "paper Table 1 (Zhang, Li & Zhang, NeurIPS 2020)",
+    "regularizers": "rebuttal Table 2 (μ = 0 vs batch mean; Cars, semihard)",
+    "bn_wn": "rebuttal Table 5 (BatchNorm / WeightNorm; Cars, semihard)",
+    "tml": "rebuttal Table 4 (tuplet margin loss)",
+    "simclr": "rebuttal Table 1 (SimCLR on CIFAR-10)",
+    "variance": "rebuttal, answer to 'do larger variance reductions give larger gains?' (Cars training set)",
+}
+REBUTTAL_TABLES = ("regularizers", "bn_wn", "tml", "simclr")
+PAPER_DATASETS = ("CUB", "Cars", "SOP", "InShop")
+RETRIEVAL_METRICS = ("R@1", "R@2", "R@4", "R@8", "NMI", "F1")
+#: How the pages name the variants.
+VARIANT_NAMES = {"none": "none", "l2reg": "L2-reg", "sec": "SEC"}
+
+
+def comparison_label(variant: str, baseline: str = "none") -> str:
+    """'SEC − none', 'L2-reg − none', 'SEC − L2-reg', ..."""
+    return f"{VARIANT_NAMES.get(variant, variant)} − {VARIANT_NAMES.get(baseline, baseline)}"
+
+
+def _read_csv(name: str) -> pd.DataFrame:
+    path = paper_files().joinpath(name)
+    if not path.is_file():
+        raise FileNotFoundError(f"reference table {name} not found in the package folder sec_lib/data/paper "
+                                "(it holds the paper's numbers; see its README.md)")
+    return pd.read_csv(io.StringIO(path.read_text(encoding="utf-8")))
+
+
+def _with_source(df: pd.DataFrame, source: str) -> pd.DataFrame:
+    df = df.copy()
+    df["source"] = source
+    df.attrs["source"] = source
+    return df
+
+
+def check_datasets(dataset, valid=PAPER_DATASETS) -> list | None:
+    if dataset is None:
+        return None
+    names = [dataset] if isinstance(dataset, str) else list(dataset)
+    for d in names:
+        if d not in valid:
+            raise ValueError(f"dataset = {d!r} is not valid; valid values: {', '.join(valid)}")
+    return names
+
+
+def paper_table(dataset=None) -> pd.DataFrame:
+    """The paper's Table 1 in long-ish form: one row per (dataset, loss, variant), metric columns in percent.
+
+    ``dataset``: None (all of CUB, Cars, SOP, InShop), a name or a list of names. Metric columns
+    a dataset does not report (e.g. NMI for In-Shop, R@2 for SOP) are NaN; columns that are NaN for
+    every selected row are dropped. Carries ``source`` (column and ``attrs``).
+    """
+    names = check_datasets(dataset)
+    df = pd.concat([_read_csv("table1.csv"), _read_csv("table1_sop_inshop.csv")], ignore_index=True)
+    if names is not None:
+        df = df[df["dataset"].isin(names)]
+    df = df.dropna(axis=1, how="all").reset_index(drop=True)
+    return _with_source(df, SOURCES["table1"])
+
+
+def paper_gains(dataset=("CUB", "Cars"), metrics: Sequence[str] = RETRIEVAL_METRICS) -> pd.DataFrame:
+    """The paper's gains over its own baseline: (variant − none) per dataset, loss and metric.
+
+    Tidy columns: dataset, loss, variant ('sec' | 'l2reg'), comparison, metric, paper_none,
+    paper_variant, paper_gain, source.
+    """
+    t = paper_table(dataset)
+    metrics = [m for m in metrics if m in t.columns]
+    long = t.melt(id_vars=["dataset", "loss", "variant"], value_vars=metrics, var_name="metric", value_name="value")
+    base = long[long["variant"] == "none"].drop(columns="variant").rename(columns={"value": "paper_none"})
+    other = long[long["variant"] != "none"].rename(columns={"value": "paper_variant"})
+    out = other.merge(base, on=["dataset", "loss", "metric"], how="inner")
+    out["paper_gain"] = out["paper_variant"] - out["paper_none"]
+    out["comparison"] = out["variant"].map(comparison_label)
+    out = out.dropna(subset=["paper_gain"])
+    cols = ["dataset", "loss", "variant", "comparison", "metric", "paper_none", "paper_variant", "paper_gain"]
+    return _with_source(out[cols].reset_index(drop=True), SOURCES["table1"])
+
+
+def rebuttal_table(name: str) -> pd.DataFrame:
+    """One of the rebuttal's tables: 'regularizers' (Table 2), 'bn_wn' (Table 5), 'tml' (Table 4),
+    'simclr' (Table 1). Columns that are empty for that table are dropped."""
+    Choice(REBUTTAL_TABLES).check("name", name)
+    df = _read_csv("rebuttal_tables.csv")
+    df = df[df["table"] == name].drop(columns="table").dropna(axis=1, how="all").reset_index(drop=True)
+    return _with_source(df, SOURCES[name])
+
+
+def rebuttal_variance() -> pd.DataFrame:
+    """The rebuttal's training-set norm variance without / with SEC per loss (Cars), plus the
+    absolute reduction (none − sec) and the ratio none / sec."""
+    df = _read_csv("rebuttal_variance.csv")
+    df["reduction"] = df["norm_var_none"] - df["norm_var_sec"]
+    df["ratio"] = df["norm_var_none"] / df["norm_var_sec"]
+    return _with_source(df, SOURCES["variance"])
+
+
+def rebuttal_all() -> pd.DataFrame:
+    """All of the rebuttal's tables in one frame with a ``table`` column."""
+    return pd.concat([rebuttal_table(t).assign(table=t) for t in REBUTTAL_TABLES], ignore_index=True)

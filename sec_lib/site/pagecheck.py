@@ -1,0 +1,507 @@
+"""Check built book pages in headless Chromium, offline, the way a reader opens them (``file://``).
+
+For each page it records:
+
+- every request the page makes; a request whose URL is not ``file:``, ``data:``, ``blob:`` (or
+  ``about:``) is a failure ("no request leaves the machine"). Such requests are also aborted, so
+  the check itself never reaches the network;
+- failed requests (for example a ``file://`` script that is missing), JavaScript console errors
+  and uncaught page errors;
+- the embedded Jupyter widgets: how many widget views the page declares
+  (``<script type="application/vnd.jupyter.widget-view+json">``) and how many the widget manager
+  rendered (a ``.widget-subarea`` holding a ``.jupyter-widgets`` element);
+- whether every ``<img>`` loaded (``naturalWidth > 0``) and every formula was typeset by MathJax;
+- optionally, after moving the first slider (keyboard: focus the slider handle, press the arrow
+  keys) or the first dropdown of the page, whether the image shown next to it changed.
+
+Use it from Python (:func:`check_page`, :func:`check_book`) or from the shell::
+
+    python -m sec_lib.site.pagecheck _build/html                      # every page
+    python -m sec_lib.site.pagecheck _build/html book/nb/explore.html --screenshots /tmp/shots
+
+It needs the ``playwright`` Python package and a Chromium binary (Debian's ``chromium``, found at
+``/usr/bin/chromium`` or via ``$SEC_CHROMIUM``; ``make browser`` installs it). It never downloads
+a browser.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import shutil
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Sequence
+
+#: URL schemes that stay on this machine.
+LOCAL_SCHEMES = ("file:", "data:", "blob:", "about:")
+
+#: Chromium flags that work headless on a sandbox-less CI machine without a GPU or network.
+CHROMIUM_ARGS = (
+    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+)
+
+ENV_CHROMIUM = "SEC_CHROMIUM"
+WIDGET_VIEW_MIME = "application/vnd.jupyter.widget-view+json"
+WIDGET_STATE_MIME = "application/vnd.jupyter.widget-state+json"
+
+
+def find_chromium(executable: str | None = None) -> str:
+    """Path of the Chromium binary: ``executable``, ``$SEC_CHROMIUM``, /usr/bin/chromium, or on PATH."""
+    for cand in (executable, os.environ.get(ENV_CHROMIUM), "/usr/bin/chromium"):
+        if cand and Path(cand).is_file():
+            return str(cand)
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        found = shutil.which(name)
+        if found:
+            return found
+    raise FileNotFoundError(
+        "no Chromium found (looked at the executable argument, $SEC_CHROMIUM, /usr/bin/chromium and "
+        "chromium/chromium-browser/google-chrome on PATH); install Debian's chromium (`make browser`)")
+
+
+@dataclass
+class SliderResult:
+    """What happened when the first slider (or dropdown) of the page was moved."""
+    control: str                 # "slider" or "dropdown", or "" when the page has neither
+    steps: int
+    value_before: str = ""
+    value_after: str = ""
+    images_before: list[str] = field(default_factory=list)   # content signatures of the shown images
+    images_after: list[str] = field(default_factory=list)
+    srcs_before: list[str] = field(default_factory=list)
+    srcs_after: list[str] = field(default_factory=list)
+    error: str = ""
+
+    @property
+    def moved(self) -> bool:
+        return bool(self.control) and not self.error and self.value_before != self.value_after
+
+    @property
+    def image_changed(self) -> bool:
+        return (self.moved and bool(self.images_after) and self.images_before != self.images_after
+                and all(self.images_after))
+
+
+@dataclass
+class PageReport:
+    """Everything :func:`check_page` saw on one page. ``ok`` is true when ``problems`` is empty."""
+    page: str
+    url: str
+    title: str = ""
+    requests: list[str] = field(default_factory=list)
+    external_requests: list[str] = field(default_factory=list)
+    failed_requests: list[str] = field(default_factory=list)
+    console_errors: list[str] = field(default_factory=list)
+    page_errors: list[str] = field(default_factory=list)
+    widget_views: int = 0          # widget views the HTML declares
+    widgets_rendered: int = 0      # of those, rendered by the widget manager
+    widget_elements: int = 0       # elements with class jupyter-widgets / widget-* inside rendered views
+    has_widget_state: bool = False
+    formulas: int = 0              # Sphinx math elements (span/div.math) on the page
+    formulas_typeset: int = 0      # of those, typeset by MathJax (hold an mjx-container)
+    images: int = 0
+    broken_images: list[str] = field(default_factory=list)
+    expect_widgets: int | None = None
+    slider: SliderResult | None = None
+    screenshot: str | None = None
+
+    @property
+    def problems(self) -> list[str]:
+        out = []
+        if self.external_requests:
+            out.append(f"{len(self.external_requests)} request(s) leave the machine: "
+                       + ", ".join(self.external_requests[:3]))
+        if self.failed_requests:
+            out.append(f"{len(self.failed_requests)} failed request(s): " + ", ".join(self.failed_requests[:3]))
+        if self.console_errors:
+            out.append(f"{len(self.console_errors)} console error(s): " + " | ".join(self.console_errors[:3]))
+        if self.page_errors:
+            out.append(f"{len(self.page_errors)} page error(s): " + " | ".join(self.page_errors[:3]))
+        if self.widgets_rendered < self.widget_views:
+            out.append(f"only {self.widgets_rendered} of {self.widget_views} widget view(s) rendered")
+        if self.expect_widgets is not None and self.widgets_rendered < self.expect_widgets:
+            out.append(f"expected at least {self.expect_widgets} rendered widget view(s), "
+                       f"found {self.widgets_rendered}")
+        if self.formulas_typeset < self.formulas:
+            out.append(f"only {self.formulas_typeset} of {self.formulas} formula(s) typeset by MathJax")
+        if self.broken_images:
+            out.append(f"{len(self.broken_images)} image(s) did not load: " + ", ".join(self.broken_images[:3]))
+        if self.slider is not None:
+            if not self.slider.control:
+                out.append("no slider or dropdown to move" + (f" ({self.slider.error})" if self.slider.error else ""))
+            elif not self.slider.moved:
+                out.append(f"the {self.slider.control} did not move"
+                           + (f" ({self.slider.error})" if self.slider.error else ""))
+            elif not self.slider.image_changed:
+                out.append(f"moving the {self.slider.control} did not change the shown image")
+        return out
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def _to_url(path_or_url: str | os.PathLike) -> str:
+    s = os.fspath(path_or_url)
+    if s.startswith(("file:", "http:", "https:")):
+        return s
+    p = Path(s)
+    if not p.is_file():
+        raise FileNotFoundError(f"page {s!r} does not exist (path_or_url must be an existing .html file or a URL)")
+    return p.resolve().as_uri()
+
+
+# JavaScript run in the page -----------------------------------------------------------------
+
+_JS_WIDGETS = """
+() => {
+  const views = document.querySelectorAll('script[type="%s"]').length;
+  const state = document.querySelectorAll('script[type="%s"]').length > 0;
+  let rendered = 0, elements = 0;
+  for (const area of document.querySelectorAll('.widget-subarea')) {
+    const n = area.querySelectorAll('.jupyter-widgets, [class*="widget-"]').length;
+    if (area.querySelector('.jupyter-widgets')) rendered += 1;
+    elements += n;
+  }
+  return {views, state, rendered, elements};
+}
+""" % (WIDGET_VIEW_MIME, WIDGET_STATE_MIME)
+
+_JS_IMAGES = """
+() => Array.from(document.images).map(img => ({
+  src: img.currentSrc || img.src || '', ok: img.complete && img.naturalWidth > 0,
+  lazy: img.loading === 'lazy'}))
+"""
+
+# Shown images inside the widget view that holds the control; each with a content signature:
+# the pixels (via a canvas) when the browser allows reading them, else the src.
+_JS_SHOWN_IMAGES = """
+(area) => Array.from(area.querySelectorAll('img')).filter(img => {
+    const r = img.getBoundingClientRect(); const cs = getComputedStyle(img);
+    return r.width > 0 && r.height > 0 && cs.visibility !== 'hidden' && cs.display !== 'none';
+  }).map(img => {
+    let sig = '';
+    if (img.complete && img.naturalWidth > 0) {
+      try {
+        const c = document.createElement('canvas');
+        c.width = img.naturalWidth; c.height = img.naturalHeight;
+        c.getContext('2d').drawImage(img, 0, 0);
+        sig = 'pixels:' + c.toDataURL('image/png');
+      } catch (e) { sig = 'src:' + (img.currentSrc || img.src); }
+    }
+    return {src: img.currentSrc || img.src, sig};
+  })
+"""
+
+_JS_CONTROL = """
+() => {
+  for (const area of document.querySelectorAll('.widget-subarea')) {
+    const handle = area.querySelector('.noUi-handle');
+    if (handle) return {kind: 'slider'};
+    const range = area.querySelector('input[type=range]');
+    if (range) return {kind: 'range'};
+    const sel = area.querySelector('select');
+    if (sel) return {kind: 'dropdown'};
+  }
+  return {kind: ''};
+}
+"""
+
+
+def _area_with(page, selector: str):
+    """The first rendered widget view that contains ``selector``."""
+    return page.evaluate_handle(
+        """(sel) => { for (const a of document.querySelectorAll('.widget-subarea'))
+                       if (a.querySelector(sel)) return a; return null; }""", selector)
+
+
+def _readout(page, area) -> str:
+    return page.evaluate(
+        """(area) => { const h = area.querySelector('.noUi-handle');
+             const r = area.querySelector('.widget-readout');
+             const s = area.querySelector('select'); const i = area.querySelector('input[type=range]');
+             return [h ? h.getAttribute('aria-valuenow') : '', r ? r.textContent : '',
+                     s ? String(s.selectedIndex) : '', i ? i.value : ''].join('|'); }""", area)
+
+
+def _sig(shown: list[dict]) -> list[str]:
+    return [hashlib.sha256(s["sig"].encode()).hexdigest()[:16] if s["sig"] else "" for s in shown]
+
+
+def _move_control(page, steps: int, settle_ms: int) -> SliderResult:
+    kind = page.evaluate(_JS_CONTROL)["kind"]
+    if not kind:
+        return SliderResult(control="", steps=steps, error="the page has no rendered slider or dropdown")
+    selector = {"slider": ".noUi-handle", "range": "input[type=range]", "dropdown": "select"}[kind]
+    area = _area_with(page, selector)
+    res = SliderResult(control="dropdown" if kind == "dropdown" else "slider", steps=steps)
+    shown = page.evaluate(_JS_SHOWN_IMAGES, area)
+    res.images_before, res.srcs_before = _sig(shown), [s["src"][:80] for s in shown]
+    res.value_before = _readout(page, area)
+    try:
+        ctl = area.as_element().query_selector(selector)
+        if kind == "dropdown":
+            n = page.evaluate("(s) => s.options.length", ctl)
+            cur = page.evaluate("(s) => s.selectedIndex", ctl)
+            ctl.select_option(index=(cur + steps) % max(n, 1))
+        else:
+            ctl.focus()
+            keys = ("ArrowRight", "ArrowLeft") if steps >= 0 else ("ArrowLeft", "ArrowRight")
+            for _ in range(abs(steps)):
+                page.keyboard.press(keys[0])
+            if _readout(page, area) == res.value_before:     # already at the end: go the other way
+                for _ in range(abs(steps)):
+                    page.keyboard.press(keys[1])
+        page.wait_for_timeout(settle_ms)
+        # wait until the newly shown images have loaded
+        page.wait_for_function(
+            """(area) => Array.from(area.querySelectorAll('img')).every(i => i.complete)""",
+            arg=area, timeout=10_000)
+    except Exception as err:  # report, do not crash the whole check
+        res.error = f"{type(err).__name__}: {err}".splitlines()[0]
+    res.value_after = _readout(page, area)
+    shown = page.evaluate(_JS_SHOWN_IMAGES, area)
+    res.images_after, res.srcs_after = _sig(shown), [s["src"][:80] for s in shown]
+    return res
+
+
+class _Browser:
+    """One headless Chromium for several pages (a fresh context, i.e. profile, per page)."""
+
+    def __init__(self, executable: str | None = None):
+        # imported here: playwright takes 0.4 s to import (measured) and only a check needs it
+        from playwright.sync_api import sync_playwright
+
+        self._pw = sync_playwright().start()
+        try:
+            self.browser = self._pw.chromium.launch(
+                executable_path=find_chromium(executable), headless=True, args=list(CHROMIUM_ARGS))
+        except Exception:
+            self._pw.stop()
+            raise
+
+        self._contexts: dict = {}
+
+    def context(self, viewport: tuple[int, int]):
+        """A browser context (profile) per viewport size, shared by the pages checked with it."""
+        if viewport not in self._contexts:
+            self._contexts[viewport] = self.browser.new_context(
+                viewport={"width": viewport[0], "height": viewport[1]}, service_workers="block")
+        return self._contexts[viewport]
+
+    def close(self) -> None:
+        try:
+            self.browser.close()
+        finally:
+            self._pw.stop()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def _check(browser: _Browser, page_name: str, url: str, *, slider: int | None, expect_widgets: int | None,
+           screenshot: str | os.PathLike | None, timeout_s: float, viewport: tuple[int, int]) -> PageReport:
+    rep = PageReport(page=page_name, url=url, expect_widgets=expect_widgets)
+    page = browser.context(viewport).new_page()
+
+    def is_local(u: str) -> bool:
+        return u.startswith(LOCAL_SCHEMES)
+
+    def block(route):
+        rep.external_requests.append(route.request.url)
+        route.abort()
+
+    page.route(lambda u: not is_local(u), block)
+    page.on("request", lambda r: rep.requests.append(r.url))
+    page.on("requestfailed", lambda r: None if not is_local(r.url)
+            else rep.failed_requests.append(f"{r.url} ({r.failure})"))
+    page.on("console", lambda m: rep.console_errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: rep.page_errors.append(str(e).splitlines()[0] if str(e) else repr(e)))
+    page.on("websocket", lambda ws: rep.external_requests.append(ws.url))
+    try:
+        page.goto(url, wait_until="load", timeout=int(timeout_s * 1000))
+        # Wait for MathJax to finish typesetting, where the page loads it. A page that redirects
+        # (the book's index.html) destroys the context once: wait for the target and retry.
+        for attempt in range(3):
+            try:
+                page.evaluate("""async () => { const mj = window.MathJax;
+                    if (mj && mj.startup && mj.startup.promise) await mj.startup.promise; }""")
+                break
+            except Exception as err:
+                if "context was destroyed" in str(err) and attempt < 2:
+                    page.wait_for_load_state("load", timeout=int(timeout_s * 1000))
+                    continue
+                rep.page_errors.append(f"MathJax did not start: {err}".splitlines()[0])
+                break
+        # Wait for the widget manager to render every declared view (or time out and report).
+        try:
+            page.wait_for_function(
+                """([vmime]) => {
+                     const n = document.querySelectorAll('script[type="' + vmime + '"]').length;
+                     let r = 0;
+                     for (const a of document.querySelectorAll('.widget-subarea'))
+                       if (a.querySelector('.jupyter-widgets')) r += 1;
+                     return r >= n && Array.from(document.images).every(i => i.complete || i.loading === 'lazy');
+                   }""", arg=[WIDGET_VIEW_MIME], timeout=int(timeout_s * 1000))
+        except Exception:
+            pass
+        page.wait_for_timeout(100)
+        rep.title = page.title()
+        w = page.evaluate(_JS_WIDGETS)
+        rep.widget_views, rep.widgets_rendered = w["views"], w["rendered"]
+        rep.widget_elements, rep.has_widget_state = w["elements"], w["state"]
+        math = page.evaluate("""() => { const els = document.querySelectorAll('.math');
+            return [els.length, Array.from(els).filter(e => e.querySelector('mjx-container')).length]; }""")
+        rep.formulas, rep.formulas_typeset = math
+        if slider is not None:
+            rep.slider = _move_control(page, slider, settle_ms=500)
+        # Lazy images load once scrolled into view: scroll through the page before judging images.
+        page.evaluate("""async () => { for (const i of document.images) { i.loading = 'eager'; } }""")
+        try:
+            page.wait_for_function("() => Array.from(document.images).every(i => i.complete)", timeout=10_000)
+        except Exception:
+            pass
+        imgs = page.evaluate(_JS_IMAGES)
+        rep.images = len(imgs)
+        rep.broken_images = [i["src"][:120] for i in imgs if not i["ok"]]
+        if screenshot is not None:
+            Path(screenshot).parent.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(screenshot), full_page=True)
+            rep.screenshot = str(screenshot)
+    except Exception as err:
+        rep.page_errors.append(f"could not check the page: {type(err).__name__}: {err}".splitlines()[0])
+    finally:
+        page.close()
+    return rep
+
+
+def check_page(path_or_url: str | os.PathLike, *, slider: int | None = None, expect_widgets: int | None = None,
+               screenshot: str | os.PathLike | None = None, timeout_s: float = 20.0,
+               viewport: tuple[int, int] = (1280, 900), executable: str | None = None) -> PageReport:
+    """Open one page in headless Chromium from ``file://`` and report what it did.
+
+    - ``slider``: None leaves the controls alone; an int moves the first slider of the page by that
+      many steps (arrow keys; negative = left), or picks the option that many places further in the
+      first dropdown, and records whether the image shown in that widget changed.
+    - ``expect_widgets``: also require at least this many rendered widget views (every declared
+      view must render in any case).
+    - ``screenshot``: save a full-page PNG there.
+    """
+    if slider is not None and (not isinstance(slider, int) or isinstance(slider, bool)):
+        raise ValueError(f"slider={slider!r} is not valid; use None (do not move) or an int number of steps")
+    if expect_widgets is not None and (not isinstance(expect_widgets, int) or expect_widgets < 0):
+        raise ValueError(f"expect_widgets={expect_widgets!r} is not valid; use None or an int >= 0")
+    url = _to_url(path_or_url)
+    with _Browser(executable) as browser:
+        return _check(browser, os.fspath(path_or_url), url, slider=slider, expect_widgets=expect_widgets,
+                      screenshot=screenshot, timeout_s=timeout_s, viewport=viewport)
+
+
+def list_pages(html_dir: str | os.PathLike) -> list[str]:
+    """Every book page under ``html_dir`` (relative paths), leaving out Sphinx's _static/_sources/_images."""
+    root = Path(html_dir)
+    skip = {"_static", "_sources", "_images", "_sphinx_design_static"}
+    return sorted(p.relative_to(root).as_posix() for p in root.rglob("*.html")
+                  if not (set(p.relative_to(root).parts) & skip))
+
+
+def check_book(html_dir: str | os.PathLike, pages: Iterable[str] = (), slider_pages: Iterable[str] | str = (), *,
+               expect_widgets: dict[str, int] | None = None, screenshot_dir: str | os.PathLike | None = None,
+               timeout_s: float = 20.0, executable: str | None = None) -> list[PageReport]:
+    """Check several pages of a built book with one browser.
+
+    - ``pages``: paths relative to ``html_dir`` (e.g. ``"book/intro.html"``); empty = every page.
+    - ``slider_pages``: pages on which to move the first slider one step and require the shown image
+      to change; the string ``"auto"`` means every checked page that has a rendered slider/dropdown.
+    - ``expect_widgets``: {page: minimum number of rendered widget views}.
+    """
+    root = Path(html_dir)
+    if not root.is_dir():
+        raise FileNotFoundError(f"html_dir {os.fspath(html_dir)!r} is not a folder (build the book first)")
+    pages = list(pages) or list_pages(root)
+    missing = [p for p in pages if not (root / p).is_file()]
+    if missing:
+        raise FileNotFoundError(f"pages not found under {root}: {missing}; pages there: {list_pages(root)[:20]}")
+    auto = slider_pages == "auto"
+    sliders = set() if auto else set(slider_pages)
+    unknown = sliders - set(pages)
+    if unknown:
+        raise ValueError(f"slider_pages {sorted(unknown)} are not among the checked pages {pages}")
+    expect_widgets = expect_widgets or {}
+    reports = []
+    with _Browser(executable) as browser:
+        for p in pages:
+            shot = None
+            if screenshot_dir is not None:
+                shot = Path(screenshot_dir) / (p.replace("/", "__").removesuffix(".html") + ".png")
+            steps = 1 if p in sliders else None
+            if auto and _has_control(root / p):
+                steps = 1
+            reports.append(_check(browser, p, (root / p).resolve().as_uri(), slider=steps,
+                                  expect_widgets=expect_widgets.get(p), screenshot=shot, timeout_s=timeout_s,
+                                  viewport=(1280, 900)))
+    return reports
+
+
+#: Widget models whose first instance ``slider_pages="auto"`` moves.
+CONTROL_MODELS = ("SelectionSliderModel", "IntSliderModel", "FloatSliderModel", "DropdownModel")
+
+
+def _has_control(path: Path) -> bool:
+    """Whether the page's saved widget state holds a slider or a dropdown."""
+    text = path.read_text(encoding="utf-8", errors="replace")
+    return WIDGET_STATE_MIME in text and any(f'"{m}"' in text for m in CONTROL_MODELS)
+
+
+def format_table(reports: Sequence[PageReport]) -> str:
+    """A plain-text summary: one line per page, then the problems."""
+    head = f"{'page':<48} {'ok':<4} {'req':>4} {'ext':>4} {'err':>4} {'widgets':>9} {'imgs':>6} {'slider':<10}"
+    lines = [head, "-" * len(head)]
+    for r in reports:
+        errs = len(r.console_errors) + len(r.page_errors) + len(r.failed_requests)
+        sl = "-" if r.slider is None else ("changed" if r.slider.image_changed else "NO CHANGE")
+        imgs = f"{r.images - len(r.broken_images)}/{r.images}"
+        lines.append(f"{r.page[:48]:<48} {'yes' if r.ok else 'NO':<4} {len(r.requests):>4} "
+                     f"{len(r.external_requests):>4} {errs:>4} {f'{r.widgets_rendered}/{r.widget_views}':>9} "
+                     f"{imgs:>6} {sl:<10}")
+    bad = [r for r in reports if not r.ok]
+    lines.append("")
+    lines.append(f"pages ok: {len(reports) - len(bad)} of {len(reports)}")
+    for r in bad:
+        for prob in r.problems:
+            lines.append(f"  {r.page}: {prob}")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        prog="python -m sec_lib.site.pagecheck",
+        description="Open built book pages in headless Chromium from file:// (offline) and check that no "
+                    "request leaves the machine, no script fails, every widget renders, every image loads, "
+                    "and that moving a slider changes the image it controls.")
+    ap.add_argument("html_dir", help="the built site, e.g. _build/html")
+    ap.add_argument("pages", nargs="*", help="pages relative to html_dir (default: every page)")
+    ap.add_argument("--no-slider", action="store_true",
+                    help="do not move sliders (default: move the first slider/dropdown on every page that has one)")
+    ap.add_argument("--screenshots", metavar="DIR", help="save a full-page PNG of every page here")
+    ap.add_argument("--timeout", type=float, default=20.0, help="seconds to wait for a page and its widgets")
+    ap.add_argument("--chromium", help="Chromium binary (default: $SEC_CHROMIUM or /usr/bin/chromium)")
+    args = ap.parse_args(argv)
+    try:
+        reports = check_book(args.html_dir, args.pages, () if args.no_slider else "auto",
+                             screenshot_dir=args.screenshots, timeout_s=args.timeout, executable=args.chromium)
+    except (FileNotFoundError, ValueError) as err:
+        print(f"pagecheck: {err}", file=sys.stderr)
+        return 2
+    print(format_table(reports))
+    return 0 if all(r.ok for r in reports) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

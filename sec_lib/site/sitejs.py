@@ -1,0 +1,240 @@
+"""Serve the book's JavaScript from the book itself, so the site works from ``file://`` offline.
+
+A small Sphinx extension (loaded by ``_config.yml``: ``sphinx: extra_extensions: [sec_lib.site.sitejs]``).
+
+Why: myst-nb (``myst_nb/core/config.py: ipywidgets_js_factory``) loads require.js and the
+``@jupyter-widgets/html-manager`` embed script from public CDNs, and Sphinx's math extension
+loads MathJax from a CDN (``sphinx/ext/mathjax.py: MATHJAX_URL``). Without a network the widgets
+then stay blank and the formulas stay raw TeX. The npm packages pinned in ``package.json``
+(``npm ci`` puts them in ``node_modules/``) are copied into ``<outdir>/_static/sec-js/`` here, and
+``_config.yml`` points ``nb_ipywidgets_js`` and ``mathjax_path`` at those copies with *relative*
+paths. Sphinx prefixes such paths with ``_static/`` and writes them relative to each page
+(``../../_static/sec-js/require.js`` on ``book/nb/runs/*.html``), so every page depth works from
+``file://`` and over http alike.
+
+The files are copied into the *output* folder rather than into a source ``_static/`` folder:
+Jupyter Book 1 adds every ``.js`` file under a source ``_static/`` to every page
+(``jupyter_book/config.py``), while myst-nb adds the widget scripts only to pages whose notebook
+carries widget state (``myst_nb/core/render.py: render_nb_finalise``), and Sphinx adds MathJax only
+to pages with math.
+
+What is served (all from ``node_modules``):
+
+- ``sec-js/require.js`` (npm ``requirejs``): the AMD loader that ``embed-amd.js`` expects on the page.
+- ``sec-js/embed-amd.js`` (npm ``@jupyter-widgets/html-manager``, ``dist/embed-amd.js``): the AMD
+  build of the widget manager with ``@jupyter-widgets/base`` (protocol 1.2.0 and 2.0.0),
+  ``@jupyter-widgets/controls`` (1.5.0 and 2.0.0) and the output widget bundled; it renders every
+  ``application/vnd.jupyter.widget-view+json`` script on the page on load. Widget modules that are
+  not bundled would be requested under the ``data-jupyter-widgets-cdn`` prefix, which
+  ``_config.yml`` sets to a local relative folder, so such a request fails locally (and
+  ``sec_lib.site.pagecheck`` reports it) instead of leaving the machine.
+- ``sec-js/widgets-setup.js`` (written here, :data:`WIDGETS_SETUP_JS`), loaded between the two:
+  it sets require.js's ``baseUrl`` to ``_static/sec-js/`` so that the font files the widget CSS
+  refers to (webpack resolves them against the AMD module URL, i.e. against ``baseUrl``) are found
+  in ``sec-js/@jupyter-widgets/html-manager/dist/`` instead of next to each page, and it gives
+  MathJax 3 the one MathJax 2 call (``MathJax.Hub.Queue``) with which ipywidgets 8 typesets widget
+  labels whenever ``window.MathJax`` exists.
+- ``sec-js/mathjax/`` (npm ``mathjax`` 3, the ``es5`` folder without the alternative combined
+  bundles): ``tex-svg.js`` plus the components it may load on demand. SVG output needs no web
+  fonts.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+from sphinx.errors import ConfigError, ExtensionError
+
+#: Folder under ``<outdir>/_static`` that receives the copies.
+SITE_JS_DIR = "sec-js"
+
+#: (source path inside node_modules, destination inside ``_static/sec-js``) for single files.
+WIDGET_FILES: tuple[tuple[str, str], ...] = (
+    ("requirejs/require.js", "require.js"),
+    ("@jupyter-widgets/html-manager/dist/embed-amd.js", "embed-amd.js"),
+)
+
+#: Web fonts the widget CSS (Font Awesome 5) refers to; woff2 is the first source of every
+#: @font-face, so only those are served. Kept where the widget manager looks for them.
+WIDGET_FONTS_SRC = "@jupyter-widgets/html-manager/dist"
+WIDGET_FONTS_DST = "@jupyter-widgets/html-manager/dist"
+
+#: Loaded after require.js and before embed-amd.js on widget pages (see the module docstring).
+WIDGETS_SETUP_JS = """\
+/* sec-book: set up the offline widget manager (written by sec_lib/sitejs.py). */
+(function () {
+  "use strict";
+  // 1. Resolve AMD module URLs (and with them the widget CSS's font files) inside _static/sec-js/.
+  var me = document.currentScript && document.currentScript.src;
+  if (me && window.require && window.require.config) {
+    window.require.config({ baseUrl: new URL(".", me).href });
+  }
+  // 2. ipywidgets 8 typesets widget labels with MathJax 2's MathJax.Hub.Queue whenever
+  //    window.MathJax exists; the book loads MathJax 3, which has typesetPromise instead.
+  function hubShim() {
+    var mj = window.MathJax;
+    if (mj && mj.version && !mj.Hub) {
+      mj.Hub = {
+        Queue: function (job) {
+          var el = job && job[2];
+          if (el && mj.typesetPromise) { mj.typesetPromise([el]).catch(function () {}); }
+        }
+      };
+    }
+  }
+  hubShim();
+  window.addEventListener("DOMContentLoaded", hubShim);
+  window.addEventListener("load", hubShim);
+})();
+"""
+
+#: MathJax 3 ``es5`` folder and the combined bundle the book uses.
+MATHJAX_SRC = "mathjax/es5"
+MATHJAX_ENTRY = "tex-svg.js"
+# Top-level files of mathjax/es5 that are alternative combined bundles (or load from a CDN:
+# latest.js); the book does not use them, so they are not copied.
+_MATHJAX_SKIP_TOP = {
+    "latest.js", "node-main.js", "mml-chtml.js", "mml-svg.js", "tex-chtml.js", "tex-chtml-full.js",
+    "tex-chtml-full-speech.js", "tex-mml-chtml.js", "tex-mml-svg.js", "tex-svg-full.js",
+}
+
+#: The URLs to use in ``_config.yml`` (relative to ``_static``; Sphinx makes them page-relative).
+REQUIRE_JS_URL = f"{SITE_JS_DIR}/require.js"
+WIDGETS_SETUP_URL = f"{SITE_JS_DIR}/widgets-setup.js"
+EMBED_AMD_URL = f"{SITE_JS_DIR}/embed-amd.js"
+MATHJAX_URL = f"{SITE_JS_DIR}/mathjax/{MATHJAX_ENTRY}"
+
+ENV_NODE_MODULES = "SEC_NODE_MODULES"
+
+
+def find_node_modules(srcdir: str | os.PathLike | None = None, configured: str | None = None) -> Path:
+    """Locate the ``node_modules`` folder that holds the packages of ``package.json``.
+
+    Order: ``configured`` (the ``sec_js_node_modules`` Sphinx setting), ``$SEC_NODE_MODULES``,
+    ``<srcdir>/node_modules``, then the repository that holds this package (editable install).
+    Raises FileNotFoundError naming every place looked at, with the command that fills it.
+    """
+    candidates: list[Path] = []
+    if configured:
+        candidates.append(Path(configured))
+    if os.environ.get(ENV_NODE_MODULES):
+        candidates.append(Path(os.environ[ENV_NODE_MODULES]))
+    if srcdir is not None:
+        candidates.append(Path(srcdir) / "node_modules")
+    candidates.append(Path(__file__).resolve().parents[2] / "node_modules")
+    for cand in candidates:
+        if all((cand / src).is_file() for src, _ in WIDGET_FILES) and (cand / MATHJAX_SRC / MATHJAX_ENTRY).is_file():
+            return cand
+    looked = ", ".join(str(c) for c in candidates)
+    raise FileNotFoundError(
+        "sec_lib.site.sitejs: node_modules with requirejs, @jupyter-widgets/html-manager and mathjax not found "
+        f"(looked in: {looked}). Run `make js` (npm ci) in the repository root, or set "
+        f"${ENV_NODE_MODULES} / the Sphinx setting sec_js_node_modules to the folder.")
+
+
+def _copy_if_changed(src: Path, dst: Path) -> bool:
+    """Copy ``src`` to ``dst`` unless an identical-looking copy (size and mtime) is there."""
+    try:
+        s, d = src.stat(), dst.stat()
+        if s.st_size == d.st_size and int(s.st_mtime) == int(d.st_mtime):
+            return False
+    except FileNotFoundError:
+        pass
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(src, dst)
+    return True
+
+
+def copy_site_js(node_modules: str | os.PathLike, static_dir: str | os.PathLike) -> list[Path]:
+    """Copy the served files from ``node_modules`` into ``static_dir/sec-js``; return the files written."""
+    node_modules, out = Path(node_modules), Path(static_dir) / SITE_JS_DIR
+    written = []
+    for src, dst in WIDGET_FILES:
+        if _copy_if_changed(node_modules / src, out / dst):
+            written.append(out / dst)
+    for font in sorted((node_modules / WIDGET_FONTS_SRC).glob("*.woff2")):
+        if _copy_if_changed(font, out / WIDGET_FONTS_DST / font.name):
+            written.append(out / WIDGET_FONTS_DST / font.name)
+    setup_js = out / "widgets-setup.js"
+    if not setup_js.is_file() or setup_js.read_text(encoding="utf-8") != WIDGETS_SETUP_JS:
+        setup_js.parent.mkdir(parents=True, exist_ok=True)
+        setup_js.write_text(WIDGETS_SETUP_JS, encoding="utf-8")
+        written.append(setup_js)
+    mj = node_modules / MATHJAX_SRC
+    for path in sorted(mj.rglob("*")):
+        if not path.is_file():
+            continue
+        rel = path.relative_to(mj)
+        if len(rel.parts) == 1 and rel.name in _MATHJAX_SKIP_TOP:
+            continue
+        if _copy_if_changed(path, out / "mathjax" / rel):
+            written.append(out / "mathjax" / rel)
+    return written
+
+
+def _check_local(app: Any, config: Any) -> None:
+    """Refuse a configuration that would load any script from the network."""
+    urls = list(getattr(config, "nb_ipywidgets_js", {}) or {})
+    mathjax = getattr(config, "mathjax_path", "") or ""
+    for url in urls + [mathjax]:
+        if "://" in url or url.startswith("//"):
+            raise ConfigError(
+                f"sec_lib.site.sitejs: {url!r} would load a script from the network; the book serves "
+                f"its own copies: use {REQUIRE_JS_URL!r}, {EMBED_AMD_URL!r} (nb_ipywidgets_js) and "
+                f"{MATHJAX_URL!r} (mathjax_path)")
+    expected = [REQUIRE_JS_URL, WIDGETS_SETUP_URL, EMBED_AMD_URL]
+    if urls != expected:
+        raise ConfigError(
+            f"sec_lib.site.sitejs: nb_ipywidgets_js must list exactly {expected}, in this order (the widget "
+            f"manager needs the AMD loader and its setup on the page first); got {urls}")
+    for url, attrs in (getattr(config, "nb_ipywidgets_js", {}) or {}).items():
+        if "crossorigin" in (attrs or {}):
+            raise ConfigError(
+                f"sec_lib.site.sitejs: nb_ipywidgets_js[{url!r}] sets 'crossorigin', which makes Chromium "
+                "refuse the script under file://; remove it")
+
+
+def _copy_on_init(app: Any) -> None:
+    if getattr(app.builder, "format", None) != "html":
+        return
+
+    try:
+        node_modules = find_node_modules(app.srcdir, app.config.sec_js_node_modules or None)
+    except FileNotFoundError as err:
+        raise ExtensionError(str(err)) from None
+    copy_site_js(node_modules, Path(app.outdir) / "_static")
+
+
+def _dedupe_scripts(app: Any, pagename: str, templatename: str, context: dict, doctree: Any) -> None:
+    """Drop repeated identical <script> entries of a page.
+
+    Under Jupyter Book 1 the inline scripts that extensions add while reading (sphinx-thebe's
+    ``const THEBE_JS_URL = ...``, sphinx-togglebutton's settings) end up twice on every page; the
+    second ``const`` declaration is a JavaScript error ("Identifier 'THEBE_JS_URL' has already been
+    declared").
+    """
+    scripts = context.get("script_files")
+    if not isinstance(scripts, list):
+        return
+    seen, keep = set(), []
+    for js in scripts:
+        attrs = getattr(js, "attributes", {}) or {}
+        # an inline script is registered once with filename None and once with '' (Sphinx registry)
+        key = (str(getattr(js, "filename", js) or ""), tuple(sorted((k, str(v)) for k, v in attrs.items())))
+        if key in seen:
+            continue
+        seen.add(key)
+        keep.append(js)
+    scripts[:] = keep
+
+
+def setup(app: Any) -> dict[str, Any]:
+    """Sphinx entry point."""
+    app.add_config_value("sec_js_node_modules", "", "env", [str])
+    app.connect("config-inited", _check_local)
+    # builder-inited runs before any page is written, so Sphinx can add ?v=<checksum> to the URLs.
+    app.connect("builder-inited", _copy_on_init)
+    app.connect("html-page-context", _dedupe_scripts, priority=900)
+    return {"version": "0.1.0", "parallel_read_safe": True, "parallel_write_safe": True}

@@ -1,0 +1,400 @@
+"""Tests for sec_lib.chapters.explore (the η/μ explorer page).
+
+The grid is a handful of tiny toy runs trained into a temporary store; one cell is left untrained
+to check the placeholders. The static explorer is checked on the widget state a kernel-free page
+loads (ipywidgets.embed): one jslink per Stack from the right control, Stack sizes equal to the
+axes, and each leaf the figure of its own cell. The live runner is driven without a frontend.
+
+The slow test executes notebooks/explore.ipynb with the papermill CLI (as the book's runner does) at
+profile smoke with SEC_RUNS_DIR pointing to an empty folder: the notebook trains the missing smoke
+runs itself (its ``missing="train"`` default, through ``store.run_all``), and the kernel's parent is
+papermill, so ``mode="auto"`` must choose the static page.
+"""
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import ipywidgets as widgets
+import pytest
+
+from sec_lib.threads import torch_threads
+import torch
+from ipywidgets.embed import dependency_state, embed_data
+
+from sec_lib import experiments as ex
+from sec_lib.chapters import explore as X
+from sec_lib.figures import widgets as W
+from sec_lib.params import ParameterError
+from sec_lib.store import ResultStore, load_runs, results_to_frames, run_key
+from sec_lib.train import TrainConfig
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+NOTEBOOK = ROOT / "notebooks" / "explore.ipynb"
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+TINY = dict(ex.PROFILES["smoke"].toy, iterations=6, eval_every=0, kmeans_n_init=1, track_every=2, track_samples=6)
+ETAS, MUS, LOSSES = (0.0, 0.5), ("batch", "zero"), ("semihard", "npair")
+UNTRAINED_ETA = 2.0      # in the grid's configs, never trained: its cells must be placeholders
+
+
+def _cfg(loss, eta, mu):
+    return TrainConfig(**dict(TINY, loss=loss, eta=eta, mu=mu if eta else "batch"))
+
+
+def _configs():
+    """Like experiments.toy_grid: one config per (loss, μ, η), η = 0 repeated for every μ."""
+    return [_cfg(loss, eta, mu) for loss in LOSSES for mu in MUS for eta in (*ETAS, UNTRAINED_ETA)]
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    root = tmp_path_factory.mktemp("runs")
+    store = ResultStore(root)
+    configs = _configs()
+    trained = {run_key(c): c for c in configs if c.eta != UNTRAINED_ETA}
+    with torch_threads(1):
+        for c in trained.values():
+            store.run(c)
+    frames = load_runs(list(trained.values()), root=root)
+    grid = X.build_grid(configs, frames, "tiny")
+    box = X.explorer_widget(grid, dpi=50)
+    # a grid with the same axes and no runs: every cell a placeholder (cheap controls for the live tests)
+    empty = X.build_grid(configs, results_to_frames([]), "tiny")
+    return dict(root=root, store=store, configs=configs, grid=grid, box=box, empty=empty, n_trained=len(trained))
+
+
+# ------------------------------------------------------------------------------- the grid
+
+def test_grid_axes_cells_and_summary(tiny):
+    g = tiny["grid"]
+    assert g.axes.etas == (0.0, 0.5, UNTRAINED_ETA)
+    assert g.axes.mus == MUS and g.axes.losses == LOSSES
+    assert g.axes.eta_labels == ("0", "0.5", "2") and g.axes.mu_labels == ("batch mean", "zero (L2-reg)")
+    assert g.axes.eta_of("0.5") == 0.5 and g.axes.mu_of("zero (L2-reg)") == "zero"
+    # η = 0 is one run per loss, shared by every μ mode; the others are their own runs
+    for loss in LOSSES:
+        k0 = run_key(_cfg(loss, 0.0, "batch"))
+        assert all(g.cells[(0.0, mu, loss)] == [k0] for mu in MUS)
+        assert g.cells[(0.5, "zero", loss)] == [run_key(_cfg(loss, 0.5, "zero"))]
+    assert len(g.frames.runs) == tiny["n_trained"] == 2 * (1 + len(MUS))
+
+    s = X.summary_table(g)
+    assert len(s) == len(ETAS + (UNTRAINED_ETA,)) * len(MUS) * len(LOSSES)
+    assert set(s[s["eta"] == UNTRAINED_ETA]["status"]) == {"not computed"}
+    assert set(s[s["eta"] != UNTRAINED_ETA]["status"]) == {"done"}
+    # the numbers are the stored runs' final metrics (read back independently from the store)
+    for loss in LOSSES:
+        for mu in MUS:
+            r = tiny["store"].get(_cfg(loss, 0.5, mu))
+            row = s[(s["loss"] == loss) & (s["mu"] == mu) & (s["eta"] == 0.5)].iloc[0]
+            assert row["R@1"] == pytest.approx(r.metrics["R@1"]) and row["NMI"] == pytest.approx(r.metrics["NMI"])
+            assert row["train_norm_var"] == pytest.approx(r.metrics["train_norm_var"])
+            tail = r.steps.sort_values("step")["norm_var"].tail(1).mean()
+            assert row["batch_norm_var"] == pytest.approx(tail)
+        zero = s[(s["loss"] == loss) & (s["eta"] == 0)]
+        assert zero["R@1"].nunique() == 1
+
+
+def test_reading_and_describe_are_computed(tiny):
+    g = tiny["grid"]
+    s = X.summary_table(g)
+    text = X.reading(g, s)
+    for loss in LOSSES:
+        d = s[(s["loss"] == loss) & (s["mu"] == "zero") & (s["eta"] > 0) & (s["status"] == "done")]
+        best = d.loc[d["R@1"].idxmax()]
+        assert f"best R@1 {best['R@1']:.1f}% at η = {X.eta_label(best['eta'])}" in text
+        base = s[(s["loss"] == loss) & (s["eta"] == 0)]["R@1"].iloc[0]
+        assert f"η = 0: R@1 {base:.1f}%" in text
+    assert "optimistic" in text
+    desc = X.describe(g, "static")
+    assert "= 12 cells" in desc and "8 cells computed" in desc and "4 not computed" in desc and "**static**" in desc
+
+
+def test_figures_small_and_placeholders(tiny):
+    g, box = tiny["grid"], tiny["box"]
+    computed = {(X.eta_label(e), X.mu_label(m), l) for (e, m, l) in g.cells if e != UNTRAINED_ETA}
+    figs = X.grid_figures(g)
+    assert set(figs) == computed and len(figs) == 8
+    placeholder = W.placeholder_image(dpi=50).value
+    pngs = {k: bytes(img.value) for k, img in box.cells.items()}
+    assert len(pngs) == 12
+    for k, png in pngs.items():
+        assert png[:8] == PNG_MAGIC
+        if k in computed:
+            assert png != placeholder and 2_000 < len(png) < 60_000
+        else:
+            assert png == placeholder
+    assert len({pngs[k] for k in computed}) == len(computed)       # every cell its own figure
+    assert X.cell_figure(g, UNTRAINED_ETA, "batch", "npair") is None
+    # building the explorer creates exactly one Image per cell: no throw-away widgets, which papermill
+    # would save into the page as well
+    def live_images():
+        state = widgets.Widget.get_manager_state(widgets=None)["state"]   # every widget alive in this process
+        return {k for k, v in state.items() if v["model_name"] == "ImageModel"}
+
+    before = live_images()
+    sub = X.build_grid([c for c in tiny["configs"] if c.loss == "npair" and c.mu == "batch"], g.frames)
+    small = X.explorer_widget(sub, dpi=40)
+    assert len(live_images() - before) == len(small.cells) == 3
+
+
+def test_diverged_cell_is_shown_and_reported(tiny):
+    """A run that diverges (a non-finite loss) is a result: its cell shows what was recorded, with the error."""
+    from sec_lib.train import train
+    bad = TrainConfig(**dict(TINY, loss="npair", eta=1e6, mu="zero", optimizer="sgd", lr=10.0))
+    res = train(bad)
+    assert res.status == "failed"
+    ok = [tiny["store"].get(_cfg("npair", e, "zero")) for e in ETAS]
+    g = X.build_grid([_cfg("npair", e, "zero") for e in ETAS] + [bad], results_to_frames(ok + [res]))
+    s = X.summary_table(g)
+    row = s[s["eta"] == 1e6].iloc[0]
+    assert row["status"] == "diverged" and row["runs"] == 1 and row["done"] == 0
+    fig = X.cell_figure(g, 1e6, "zero", "npair", s)
+    assert "diverged" in fig._suptitle.get_text()
+    assert any("non-finite loss" in t.get_text() for a in fig.axes for t in a.texts)
+    assert "1 of 3 cells diverged" in X.reading(g, s) and "1 diverged" in X.describe(g)
+
+
+# ------------------------------------------------------------------------------- the static widget
+
+def _state(box) -> dict:
+    """The saved widget state of ``box`` and everything it references (what a static page loads)."""
+    return embed_data(views=[box], state=dependency_state([box]))["manager_state"]["state"]
+
+
+def _ref(w) -> str:
+    return f"IPY_MODEL_{w.model_id}"
+
+
+def test_explorer_widget_state_links_every_stack(tiny):
+    g, box = tiny["grid"], tiny["box"]
+    eta_c, mu_c, loss_c = box.controls
+    assert isinstance(eta_c, widgets.SelectionSlider) and isinstance(mu_c, widgets.Dropdown)
+    assert list(eta_c.options) == list(g.axes.eta_labels) and list(mu_c.options) == list(g.axes.mu_labels)
+    assert list(loss_c.options) == list(LOSSES)
+    state = _state(box)
+    links = {}
+    for v in state.values():
+        if v["model_name"] == "LinkModel":
+            (src, sattr), (tgt, tattr) = v["state"]["source"], v["state"]["target"]
+            assert (sattr, tattr) == ("index", "selected_index")
+            links.setdefault(src, set()).add(tgt)
+    n_eta, n_mu, n_loss = len(g.axes.etas), len(g.axes.mus), len(g.axes.losses)
+    # the η slider drives the outer Stack, μ one Stack per η, the loss one Stack per (η, μ)
+    outer = box.children[1]
+    assert links[_ref(eta_c)] == {_ref(outer)}
+    assert links[_ref(mu_c)] == {_ref(s) for s in outer.children} and len(links[_ref(mu_c)]) == n_eta
+    leaves = {_ref(s2) for s in outer.children for s2 in s.children}
+    assert links[_ref(loss_c)] == leaves and len(leaves) == n_eta * n_mu
+    # every Stack in the saved state has the size of its axis
+    stacks = [v for v in state.values() if v["model_name"] == "StackModel"]
+    assert len(stacks) == 1 + n_eta + n_eta * n_mu
+    sizes = sorted(len(v["state"]["children"]) for v in stacks)
+    assert sizes == sorted([n_eta] + [n_mu] * n_eta + [n_loss] * n_eta * n_mu)
+    # the leaf at (η, μ, loss) is that cell's image, in the saved state too
+    for i, e in enumerate(g.axes.eta_labels):
+        for j, m in enumerate(g.axes.mu_labels):
+            for k, loss in enumerate(g.axes.losses):
+                img = outer.children[i].children[j].children[k]
+                assert isinstance(img, widgets.Image) and img is box.cells[(e, m, loss)]
+                assert state[img.model_id]["model_name"] == "ImageModel"
+    # and its title names the cell (rendered figure of one computed cell, checked on the Figure)
+    fig = X.cell_figure(g, 0.5, "zero", "npair")
+    assert fig._suptitle.get_text().startswith("npair, μ = zero (L2-reg), η = 0.5:")
+
+
+# ------------------------------------------------------------------------------- mode detection
+
+def _fake_proc(tmp_path, chain):
+    """A /proc look-alike: chain = [(pid, ppid, argv), ...]."""
+    for pid, ppid, argv in chain:
+        d = tmp_path / str(pid)
+        d.mkdir()
+        (d / "cmdline").write_bytes(b"\0".join(a.encode() for a in argv) + b"\0")
+        (d / "stat").write_text(f"{pid} (py (x) thing) S {ppid} 1 1 0\n")
+    return tmp_path
+
+
+def test_detect_mode_from_parent_command_line(tmp_path):
+    proc = _fake_proc(tmp_path, [(50, 40, ["python", "-m", "papermill", "nb.ipynb", "out.ipynb"]),
+                                 (60, 55, ["/usr/bin/python3", "/usr/bin/jupyter-lab", "--no-browser"]),
+                                 (55, 1, ["bash"]),
+                                 (70, 71, ["/usr/bin/timeout", "600", "python"]),
+                                 (71, 1, ["/usr/bin/papermill", "a.ipynb", "b.ipynb"])])
+    assert X.detect_mode("auto", ppid=50, proc=proc) == "static"
+    assert X.detect_mode("auto", ppid=60, proc=proc) == "live"
+    assert X.detect_mode("auto", ppid=70, proc=proc) == "static"       # papermill one level up
+    assert X.parent_cmdlines(60, proc) == ["/usr/bin/python3 /usr/bin/jupyter-lab --no-browser", "bash"]
+    # explicit modes win; no /proc: the environment decides (static only with a papermill hint)
+    assert X.detect_mode("live", ppid=50, proc=proc) == "live"
+    assert X.detect_mode("static", ppid=60, proc=proc) == "static"
+    assert X.detect_mode("auto", ppid=99, proc=proc, environ={}) == "live"
+    assert X.detect_mode("auto", ppid=99, proc=proc, environ={"_": "/opt/bin/papermill"}) == "static"
+    assert X.detect_mode("auto", ppid=99, proc=tmp_path / "nope", environ={"PAPERMILL_X": "1"}) == "static"
+    with pytest.raises(ParameterError) as e:
+        X.detect_mode("kernel")
+    assert "'mode'" in str(e.value) and "'auto'" in str(e.value) and "'live'" in str(e.value)
+
+
+@pytest.mark.skipif(not pathlib.Path("/proc/self/cmdline").exists(), reason="needs Linux /proc")
+def test_detect_mode_reads_the_real_proc():
+    code = ("import os; from sec_lib.chapters.explore import detect_mode; "
+            "print(detect_mode(ppid=os.getpid()), detect_mode())")
+    # the child's own command line names papermill (an extra argv); its parent (this pytest) does not
+    out = subprocess.run([sys.executable, "-c", code, "papermill"], capture_output=True, text=True, cwd=ROOT,
+                         check=True).stdout.split()
+    here = X.parent_cmdlines(os.getpid())                    # the child's parent is this process
+    assert out == ["static", "static" if any("papermill" in line for line in here) else "live"]
+
+
+# ------------------------------------------------------------------------------- live mode
+
+def test_live_config_follows_the_grid_and_validates():
+    c = X.live_config("smoke", 0.3, "ema", "npair", "sgd", iterations=7)
+    toy = ex.PROFILES["smoke"].toy
+    assert (c.dataset, c.model, c.width, c.embed_dim) == (toy["dataset"], toy["model"], toy["width"], toy["embed_dim"])
+    assert (c.eta, c.mu, c.momentum, c.optimizer, c.lr, c.iterations) == (0.3, "ema", 0.1, "sgd", X.LIVE_LR["sgd"], 7)
+    assert c.eval_every == 0
+    a = X.live_config("smoke", 0.0, 4.0, "semihard")
+    assert (a.eta, a.mu, a.momentum, a.lr) == (0.0, "batch", 1.0, toy["lr"])     # η = 0: μ irrelevant
+    assert X.live_config("smoke", 1.0, "4.0", "semihard").mu == 4.0
+    for kw, words in ((dict(optimizer="rmsprop"), ("'optimizer'", "'adam'", "'sgd'")),
+                      (dict(profile="huge"), ("'profile'", "'smoke'")),
+                      (dict(mu="median"), ("'mu'", "'batch'")),
+                      (dict(eta=-1.0), ("'eta'",))):
+        args = dict(profile="smoke", eta=0.5, mu="batch", loss="semihard", **{})
+        args.update(kw)
+        with pytest.raises(ParameterError) as e:
+            X.live_config(**args)
+        assert all(w in str(e.value) for w in words), str(e.value)
+    with pytest.raises(ValueError, match="every"):
+        X.run_live(a, every=0)
+
+
+def test_run_live_trains_and_reports_progress():
+    calls = []
+    threads = torch.get_num_threads()
+    cfg = X.live_config("smoke", 0.5, "batch", "semihard", iterations=7)
+    res = X.run_live(cfg, progress=lambda s, t: calls.append((s, t)), every=3)
+    assert calls == [(3, 7), (6, 7), (7, 7)]
+    assert res.status == "done" and len(res.steps) == 7 and 0 <= res.metrics["R@1"] <= 100
+    assert res.steps["loss_sec"].gt(0).any()                 # SEC was on
+    assert torch.get_num_threads() == threads                # the thread setting is restored
+    fig = X.live_figure(res)
+    assert len(fig.axes) >= 6
+
+
+def test_live_panel_trains_what_the_controls_select(tiny):
+    g = tiny["grid"]
+    box = X.explorer_widget(tiny["empty"])
+    panel = X.live_panel(box, g, "smoke", every=2, iterations=5)
+    box.controls[0].value = "0.5"
+    box.controls[1].value = "zero (L2-reg)"
+    box.controls[2].value = "npair"
+    panel.optimizer.value = "adamw"
+    assert panel.selected() == {"eta": 0.5, "mu": "zero", "loss": "npair", "optimizer": "adamw"}
+    seen = []
+    panel.progress.observe(lambda ch: seen.append(ch["new"]), "value")
+    res = panel.train_selected()
+    assert (res.config.eta, res.config.mu, res.config.loss, res.config.optimizer, res.config.iterations) == \
+        (0.5, "zero", "npair", "adamw", 5)
+    assert seen[-1] == 1.0 and len(seen) >= 3                 # updated during training, complete at the end
+    assert "R@1" in panel.status.value and panel.progress.bar_style == "success"
+    (img,) = panel.figure_box.children
+    assert isinstance(img, widgets.Image) and img.value[:8] == PNG_MAGIC
+    assert not panel.button.disabled
+
+
+def test_live_section_static_note_or_live_button(tiny):
+    g = tiny["grid"]
+    box = X.explorer_widget(tiny["empty"])
+    note = X.live_section(box, g, "smoke", "static")
+    assert isinstance(note, widgets.HTML) and "running kernel" in note.value
+    assert not any(v["model_name"] == "ButtonModel" for v in _state(note).values())
+    live = X.live_section(box, g, "smoke", "live")
+    assert any(v["model_name"] == "ButtonModel" for v in _state(live).values())
+    assert live.panel.eta_control is box.controls[0]
+    with pytest.raises(ParameterError, match="'mode'"):
+        X.live_section(box, g, "smoke", "auto")
+
+
+def test_bad_inputs_name_the_valid_choices(tmp_path):
+    with pytest.raises(ParameterError) as e:
+        X.load_grid("huge", root=tmp_path)
+    assert "'profile'" in str(e.value) and "'cpu'" in str(e.value)
+    with pytest.raises(ParameterError) as e:
+        X.load_grid("smoke", missing="ignore", root=tmp_path)
+    assert "'missing'" in str(e.value) and "'skip'" in str(e.value)
+    with pytest.raises(ValueError, match="at least one"):
+        X.grid_axes([])
+    assert not any(tmp_path.iterdir())                        # nothing was trained or written
+
+
+def test_load_grid_skip_shows_placeholders_without_training(tmp_path):
+    g = X.load_grid("smoke", missing="skip", root=tmp_path)
+    s = X.summary_table(g)
+    assert set(s["status"]) == {"not computed"} and g.trained == 0
+    assert len(g.axes.etas) == 1 + len(ex.PROFILES["smoke"].toy_etas)
+    assert len(X.grid_figures(g)) == 0
+    box = X.explorer_widget(g)
+    assert len(box.links) == 1 + len(g.axes.etas) + len(g.axes.etas) * len(g.axes.mus)
+    assert "placeholders" in X.describe(g) and not any(tmp_path.iterdir())
+
+
+# ------------------------------------------------------------------------------- the notebook
+
+
+def test_notebook_structure_and_parameter_check(first_cells):
+    import nbformat
+
+    assert X.PARAMS["profile"].values == ex.PROFILE_NAMES
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    assert nb.metadata["kernelspec"]["name"] == "python3"
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert "parameters" in code[0].metadata.get("tags", [])
+    assert 'mode = "auto"' in code[0].source and 'profile = "cpu"' in code[0].source
+    assert code[1].source.startswith("import sec_lib.params as _p, sec_lib.chapters.explore as _x")
+    assert "notebook_params(globals(), _x.PARAMS)" in code[1].source
+    assert all(not c.get("outputs") and c.get("execution_count") is None for c in code)
+    assert nb.cells[0].cell_type == "markdown" and "?" in nb.cells[0].source.splitlines()[0]
+    first_cells(NOTEBOOK, {"profile": "smoke", "mode": "static"})
+    with pytest.raises(ParameterError) as e:
+        first_cells(NOTEBOOK, {"mode": "kernel"})
+    assert "'mode'" in str(e.value) and "'live'" in str(e.value)
+    with pytest.raises(ParameterError) as e:
+        first_cells(NOTEBOOK, {"bogus": 1})
+    assert "bogus" in str(e.value) and "'profile'" in str(e.value)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_notebook_runs_at_smoke_static_under_papermill(tmp_path):
+    runs = tmp_path / "runs"
+    out = tmp_path / "explore_smoke.ipynb"
+    env = dict(os.environ, SEC_RUNS_DIR=str(runs), PYTHONHASHSEED="0")
+    cmd = [sys.executable, "-m", "papermill", str(NOTEBOOK), str(out), "--kernel", "python3", "--cwd", str(ROOT),
+           "--no-progress-bar", "-p", "profile", "smoke"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    nb = json.loads(out.read_text())
+    text = "".join(str(o.get("text", "")) + str(o.get("data", {}).get("text/markdown", ""))
+                   + str(o.get("data", {}).get("text/html", ""))
+                   for c in nb["cells"] if c["cell_type"] == "code" for o in c.get("outputs", []))
+    assert "Mode: **static**" in text and "not computed (placeholders)" in text
+    assert "best R@1" in text and "optimistic" in text
+    # the smoke runs were trained by the notebook into the temporary store
+    cfgs = ex.chapter_configs("explore", "smoke", ResultStore(runs))
+    assert all(ResultStore(runs).has(c) for c in cfgs)
+    state = nb["metadata"]["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]
+    p = ex.PROFILES["smoke"]
+    n_eta, n_mu = 1 + len(p.toy_etas), 4
+    links = [v for v in state.values() if v["model_name"] == "LinkModel"]
+    assert len(links) == 1 + n_eta + n_eta * n_mu
+    assert not any(v["model_name"] == "ButtonModel" for v in state.values())   # static: no live controls
+    assert any(v["model_name"] == "HTMLModel" and "running kernel" in v["state"].get("value", "")
+               for v in state.values())
+    assert out.stat().st_size < 3_000_000

@@ -1,0 +1,34 @@
+"""The page list lives once (sec_lib.chapters.PAGES): every page has its notebook and its chapter
+module, and the notebook's parameters cell declares exactly the chapter's PARAMS."""
+import ast
+import importlib
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from sec_lib import chapters
+from sec_lib import experiments as ex
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize("name", chapters.PAGE_NAMES)
+def test_every_page_has_a_notebook_and_a_chapter_with_its_params(name):
+    module = importlib.import_module(f"sec_lib.chapters.{name}")
+    nb = nbformat.read(REPO / "notebooks" / f"{name}.ipynb", as_version=4)
+    cells = [c for c in nb.cells if "parameters" in c.get("metadata", {}).get("tags", [])]
+    assert len(cells) == 1, f"{name}.ipynb needs one cell tagged 'parameters'"
+    declared = {t.id for node in ast.parse(cells[0].source).body if isinstance(node, ast.Assign) for t in node.targets}
+    assert declared == set(module.PARAMS)
+    assert module.PARAMS["profile"].values == tuple(ex.PROFILE_NAMES)
+
+
+def test_pages_read_known_sweeps_and_notebooks_call_their_chapter():
+    for page in chapters.PAGES:
+        assert set(page.chapters) <= set(ex.CHAPTERS), page
+    for name in chapters.PAGE_NAMES:
+        code = "\n".join(c.source for c in nbformat.read(REPO / "notebooks" / f"{name}.ipynb", as_version=4).cells
+                         if c.cell_type == "code")
+        assert f"sec_lib.chapters.{name}" in code or f"chapters import {name}" in code or \
+            f"from sec_lib.chapters import common, {name}" in code, name

@@ -1,0 +1,384 @@
+"""sec_lib.chapters: the copied reference tables (against an independent csv read), the main table and
+paired gains on hand-made frames (against hand-computed means, t-intervals and paired t-tests),
+gains_vs_paper signs, and the train page's config (same store key as the main table's sweep)."""
+import csv
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from sec_lib import reference
+from sec_lib.chapters import common, compare, norms
+from sec_lib.chapters import data as data_page
+from sec_lib.chapters import train as train_page
+from sec_lib.params import ParameterError, notebook_params
+
+T975 = {2: 4.302652729749464, 3: 3.182446305284263}     # Student t quantile 0.975 for df = 2, 3
+
+
+def read_csv(name):
+    with reference.paper_files().joinpath(name).open(newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+# ----------------------------------------------------------------------------------- the paper's tables
+
+
+def test_paper_table_matches_the_csv_file():
+    t = reference.paper_table()
+    raw = read_csv("table1.csv") + read_csv("table1_sop_inshop.csv")
+    assert len(t) == len(raw) == 48                       # 4 datasets x 4 losses x 3 variants
+    assert set(t["dataset"]) == {"CUB", "Cars", "SOP", "InShop"}
+    for row in raw:
+        got = t[(t.dataset == row["dataset"]) & (t.loss == row["loss"]) & (t.variant == row["variant"])]
+        assert len(got) == 1
+        for col, val in row.items():
+            if col in ("dataset", "loss", "variant") or val == "":
+                continue
+            assert got[col].iloc[0] == pytest.approx(float(val)), (row, col)
+    assert t.attrs["source"].startswith("paper Table 1") and (t["source"] == t.attrs["source"]).all()
+
+
+def test_paper_table_dataset_filter_and_known_cell():
+    t = reference.paper_table(["CUB", "Cars"])
+    assert t.shape[0] == 24
+    assert list(t.columns) == ["dataset", "loss", "variant", "NMI", "F1", "R@1", "R@2", "R@4", "R@8", "source"]
+    cell = t[(t.dataset == "CUB") & (t.loss == "triplet") & (t.variant == "sec")]["R@1"].iloc[0]
+    assert cell == pytest.approx(60.82)                   # the paper's Table 1, CUB, triplet + SEC
+    inshop = reference.paper_table("InShop")
+    assert "NMI" not in inshop.columns and "R@50" in inshop.columns
+    with pytest.raises(ValueError, match="valid values: CUB, Cars, SOP, InShop"):
+        reference.paper_table("CUB200")
+
+
+def test_paper_gains_are_variant_minus_none():
+    g = reference.paper_gains(("CUB", "Cars"))
+    assert len(g) == 2 * 4 * 2 * 6                       # datasets x losses x (sec, l2reg) x metrics
+    raw = {(r["dataset"], r["loss"], r["variant"]): r for r in read_csv("table1.csv")}
+    for r in g.itertuples():
+        want = float(raw[(r.dataset, r.loss, r.variant)][r.metric]) - float(raw[(r.dataset, r.loss, "none")][r.metric])
+        assert r.paper_gain == pytest.approx(want)
+    tri = g[(g.dataset == "CUB") & (g.loss == "triplet") & (g.variant == "sec") & (g.metric == "R@1")]
+    assert tri["paper_gain"].iloc[0] == pytest.approx(60.82 - 53.34)
+    assert set(g["comparison"]) == {"SEC − none", "L2-reg − none"}
+
+
+def test_rebuttal_tables():
+    reg = reference.rebuttal_table("regularizers")
+    assert len(reg) == 6 and "Table 2" in reg.attrs["source"]
+    assert "top1" not in reg.columns                      # empty for this table: dropped
+    assert len(reference.rebuttal_table("bn_wn")) == 5
+    assert list(reference.rebuttal_table("simclr")["top1"]) == [86.63, 87.00]
+    with pytest.raises(ValueError, match="valid values"):
+        reference.rebuttal_table("table9")
+    v = reference.rebuttal_variance()
+    assert list(v["loss"]) == ["triplet", "semihard", "npair", "ms"]
+    raw = read_csv("rebuttal_variance.csv")
+    for r, row in zip(v.itertuples(), raw):
+        assert r.reduction == pytest.approx(float(row["norm_var_none"]) - float(row["norm_var_sec"]))
+        assert r.ratio == pytest.approx(float(row["norm_var_none"]) / float(row["norm_var_sec"]))
+    assert "rebuttal" in v.attrs["source"]
+
+
+# ------------------------------------------------------------------------------- ours, hand-made runs
+
+R1 = {  # loss -> variant -> R@1 per seed 0, 1, 2
+    "triplet": {"none": [50.0, 52.0, 57.0], "l2reg": [51.0, 52.0, 57.5], "sec": [53.0, 56.0, 60.0]},
+    "ms": {"none": [60.0, 61.0, 62.0], "l2reg": [60.0, 60.0, 63.0], "sec": [59.0, 60.5, 61.0]},
+}
+VAR = {"none": [4.0, 5.0, 6.0], "l2reg": [0.5, 0.6, 0.4], "sec": [0.1, 0.2, 0.15]}
+
+
+def hand_runs(order=None):
+    rows = []
+    for loss, per in R1.items():
+        for v, vals in per.items():
+            for seed, r1 in enumerate(vals):
+                rows.append(dict(key=f"{loss}-{v}-{seed}", status="done", loss=loss, variant=v, seed=seed,
+                                 **{"R@1": r1, "NMI": r1 / 2}, test_norm_var=VAR[v][seed],
+                                 train_norm_var=VAR[v][seed] * 2))
+    df = pd.DataFrame(rows)
+    return df.iloc[order].reset_index(drop=True) if order is not None else df
+
+
+def hand_ci(x):
+    x = np.asarray(x, float)
+    h = T975[len(x) - 1] * x.std(ddof=1) / math.sqrt(len(x))
+    return x.mean(), x.mean() - h, x.mean() + h
+
+
+def test_main_table_means_and_t_intervals_by_hand():
+    t = compare.main_table(hand_runs())
+    assert list(t.columns) == ["loss", "variant", "metric", "mean", "ci_lo", "ci_hi", "n", "n_runs", "n_failed"]
+    assert len(t) == 2 * 3 * 4                            # losses x variants x metrics present
+    row = t[(t.loss == "triplet") & (t.variant == "none") & (t.metric == "R@1")].iloc[0]
+    # mean 53, sd = sqrt(13), half-width = 4.3027 * sqrt(13/3)
+    assert row["mean"] == pytest.approx(53.0)
+    assert row.ci_hi - row["mean"] == pytest.approx(4.302652729749464 * math.sqrt(13 / 3))
+    for loss, per in R1.items():
+        for v, vals in per.items():
+            r = t[(t.loss == loss) & (t.variant == v) & (t.metric == "R@1")].iloc[0]
+            assert (r["mean"], r.ci_lo, r.ci_hi) == pytest.approx(hand_ci(vals))
+            assert r.n == 3 and r.n_runs == 3
+    # the book's order: paper's losses, then none / l2reg / sec
+    assert list(dict.fromkeys(t["variant"])) == ["none", "l2reg", "sec"]
+
+
+def test_main_table_failed_run_counts_in_no_mean():
+    df = hand_runs()
+    failed = (df.loss == "ms") & (df.variant == "sec") & (df.seed == 2)   # a diverged run: no metrics
+    df.loc[failed, "status"] = "failed"
+    df.loc[failed, ["R@1", "NMI", "test_norm_var", "train_norm_var"]] = np.nan
+    t = compare.main_table(df)
+    r = t[(t.loss == "ms") & (t.variant == "sec") & (t.metric == "R@1")].iloc[0]
+    assert r.n == 2 and r.n_runs == 3 and r.n_failed == 1 and r["mean"] == pytest.approx(59.75)
+    d = compare.main_table_display(t)
+    cell = d[(d.loss == "ms") & (d.variant == "sec")].iloc[0]
+    assert cell["seeds"] == 2 and cell["failed"] == 1
+    assert d[(d.loss == "ms") & (d.variant == "none")]["failed"].iloc[0] == 0
+    tri = d[(d.loss == "triplet") & (d.variant == "none")].iloc[0]
+    assert tri["R@1"] == f"53.00 ± {4.302652729749464 * math.sqrt(13 / 3):.2f}"
+    assert tri["test_norm_var"] == f"5 ± {T975[2] * 1.0 / math.sqrt(3):.3g}"   # 3 significant digits
+
+
+def test_sec_gain_paired_by_seed_against_hand_computation():
+    shuffled = hand_runs(order=np.random.default_rng(0).permutation(18))   # pairing must use the seed
+    g = compare.sec_gain(shuffled)
+    assert set(g["comparison"]) == {"SEC − none", "L2-reg − none"}
+    assert (g["test"] == common.TEST_NAME).all()
+    r = g[(g.loss == "triplet") & (g.variant == "sec") & (g.metric == "R@1")].iloc[0]
+    d = np.array(R1["triplet"]["sec"]) - np.array(R1["triplet"]["none"])    # 3, 4, 3
+    mean, lo, hi = hand_ci(d)
+    assert (r["diff"], r.ci_lo, r.ci_hi) == pytest.approx((mean, lo, hi))
+    tstat = d.mean() / (d.std(ddof=1) / math.sqrt(3))
+    assert r.p_value == pytest.approx(2 * stats.t.sf(abs(tstat), df=2))
+    assert r.n_pairs == 3 and r.verdict == "reproduced"                   # CI [1.9, 4.8] above 0
+    ms = g[(g.loss == "ms") & (g.variant == "sec") & (g.metric == "R@1")].iloc[0]
+    assert ms["diff"] == pytest.approx(-2.5 / 3) and ms.verdict == "not reproduced"
+    # norm variance: SEC should lower it, so a decrease is the paper's direction
+    nv = g[(g.loss == "ms") & (g.variant == "sec") & (g.metric == "test_norm_var")].iloc[0]
+    assert nv["diff"] == pytest.approx(np.mean(VAR["sec"]) - np.mean(VAR["none"])) and nv.verdict == "reproduced"
+
+
+def test_sec_gain_unpaired_seed_and_other_baseline():
+    df = hand_runs()
+    df = df[~((df.loss == "triplet") & (df.variant == "sec") & (df.seed == 0))]
+    g = compare.sec_gain(df, variants=("sec",), metrics=("R@1",))
+    r = g[g.loss == "triplet"].iloc[0]
+    assert r.n_pairs == 2 and r.n_unpaired == 1 and r["diff"] == pytest.approx(3.5)
+    vs = compare.sec_gain(hand_runs(), variants=("sec",), baseline="l2reg", metrics=("R@1",))
+    assert set(vs["comparison"]) == {"SEC − L2-reg"}
+    want = np.mean(np.array(R1["triplet"]["sec"]) - np.array(R1["triplet"]["l2reg"]))
+    assert vs[vs.loss == "triplet"]["diff"].iloc[0] == pytest.approx(want)
+    with pytest.raises(ValueError, match="baseline variant"):
+        compare.sec_gain(df[df.variant != "none"])
+
+
+def test_gains_vs_paper_signs_and_values():
+    gains = compare.sec_gain(hand_runs())
+    gvp = compare.gains_vs_paper(hand_runs(), metrics=("R@1",), gains=gains)
+    assert len(gvp) == 2 * 2 * 2                          # datasets x our losses x comparisons
+    pg = reference.paper_gains(("CUB", "Cars"), ("R@1",)).set_index(["dataset", "loss", "variant"])["paper_gain"]
+    for r in gvp.itertuples():
+        assert r.paper == pytest.approx(pg[(r.dataset, r.loss, r.variant)])
+        assert r.same_sign == (np.sign(r.ours) == np.sign(r.paper))
+    tri = gvp[(gvp.loss == "triplet") & (gvp.variant == "sec")]
+    assert (tri["ours"] > 0).all() and tri["same_sign"].all()      # both improve
+    ms = gvp[(gvp.loss == "ms") & (gvp.variant == "sec")]
+    assert (ms["ours"] < 0).all() and not ms["same_sign"].any()    # the paper gains, we lose
+    assert list(dict.fromkeys(gvp["dataset"])) == ["CUB", "Cars"]
+
+
+def test_sentences_are_computed_from_the_numbers():
+    gains = compare.sec_gain(hand_runs())
+    s = compare.gain_sentences(gains, "R@1", "sec")
+    assert len(s) == 2 and "+3.33" in s[0] and "reproduced" in s[0]
+    assert "not reproduced" in s[1]
+    overall = compare.overall_sentence(gains, "R@1", "sec")
+    assert "1 of 2 losses" in overall
+    # ms: differences -1, -0.5, -1 -> CI [-1.55, -0.12] entirely below zero: named as hurting
+    assert "For ms the difference is negative" in overall and "triplet the difference" not in overall
+    good = gains.assign(verdict="reproduced")
+    assert "all 2 losses" in compare.overall_sentence(good)
+    bad = gains.assign(verdict="not reproduced")
+    assert "not reproduced" in compare.overall_sentence(bad)
+    para = compare.gains_paragraph(gains, "R@1", "sec", title="SEC − none, R@1")
+    assert para == "**SEC − none, R@1:**\n\n" + "\n".join("- " + x for x in s) + "\n\n" + overall
+    assert compare.gains_paragraph(gains, "R@1", "sec", closing=False) == "\n".join("- " + x for x in s)
+
+
+def test_sec_gain_display_is_one_row_per_loss_and_comparison():
+    d = compare.sec_gain_display(compare.sec_gain(hand_runs()))
+    assert len(d) == 4 and {"R@1", "NMI", "p (R@1)", "verdict (R@1)"} <= set(d.columns)
+    cell = d[(d.loss == "triplet") & (d.comparison == "SEC − none")]["R@1"].iloc[0]
+    mean, lo, hi = hand_ci([3.0, 4.0, 3.0])
+    assert cell == f"{mean:+.2f} [{lo:+.2f}, {hi:+.2f}]"
+
+
+def frames_with_norms():
+    from types import SimpleNamespace
+    runs = hand_runs()
+    rng = np.random.default_rng(1)
+    tn = pd.concat([pd.DataFrame({"key": k, "label": 0, "norm": 3 + rng.random(20) * (2 if "none" in k else 0.2)})
+                    for k in runs["key"]], ignore_index=True)
+    steps = pd.concat([pd.DataFrame({"key": k, "step": np.arange(1, 11), "grad_slope": -1.0 + 0.1 * np.arange(10),
+                                     "grad_r2": 0.5}) for k in runs["key"]], ignore_index=True)
+    return SimpleNamespace(runs=runs, test_norms=tn, steps=steps)
+
+
+def test_variance_vs_gain_and_rank_correlation():
+    F = frames_with_norms()
+    vvg = norms.variance_vs_gain(F)
+    ours = vvg[vvg.source == "ours"].set_index("loss")
+    assert ours.loc["triplet", "reduction"] == pytest.approx(2 * (np.mean(VAR["none"]) - np.mean(VAR["sec"])))
+    assert ours.loc["triplet", "gain"] == pytest.approx(10 / 3)
+    reb = vvg[vvg.source == "rebuttal"].set_index("loss")
+    assert len(reb) == 4
+    assert reb.loc["triplet", "gain"] == pytest.approx(67.89 - 60.79)     # paper Table 1, Cars, R@1
+    assert reb.loc["ms", "reduction"] == pytest.approx(1.68 - 0.004)
+    corr = norms.variance_gain_correlation(vvg).set_index("source")
+    # rebuttal: reductions 5.75, 2.79, 1.63, 1.676 vs gains 7.10, 5.02, 3.70, 1.66 -> ranks (4,3,1,2) vs (4,3,2,1)
+    assert corr.loc["rebuttal", "spearman_rho"] == pytest.approx(0.8)
+    assert "0.8" in norms.q4_sentence(corr.reset_index())
+
+
+def test_norm_reduction_uses_scale_free_cv():
+    F = frames_with_norms()
+    red = norms.norm_reduction(F)
+    cv = red[(red.metric == "test_norm_cv") & (red.variant == "sec") & (red.loss == "triplet")].iloc[0]
+    per = F.test_norms.groupby("key")["norm"].agg(lambda x: x.std() / x.mean())
+    want = np.mean([per[f"triplet-sec-{s}"] - per[f"triplet-none-{s}"] for s in range(3)])
+    assert cv["diff"] == pytest.approx(want) and cv["diff"] < 0
+
+
+def test_grad_slopes_per_run():
+    F = frames_with_norms()
+    per = norms.grad_slopes_per_run(F)
+    assert len(per) == 18
+    assert per["slope_median"].iloc[0] == pytest.approx(-0.55)           # median of -1.0 ... -0.1
+    assert per["frac_negative"].iloc[0] == pytest.approx(1.0)
+    late = norms.grad_slopes_per_run(F, skip_fraction=0.5)
+    assert late["n_steps"].iloc[0] == 5 and late["slope_median"].iloc[0] == pytest.approx(-0.3)
+    with pytest.raises(ValueError, match="skip_fraction"):
+        norms.grad_slopes_per_run(F, skip_fraction=1.0)
+
+
+# ------------------------------------------------------------------------------------ notebook parameters
+
+
+def test_notebook_params_specs():
+    for page in (data_page, train_page, compare, norms):
+        assert "profile" in page.PARAMS
+    spec = train_page.PARAMS
+    ok = dict(profile="smoke", dataset="glyphs", loss="ms", variant="sec", eta=None, mu=None, optimizer="adam",
+              iterations=None, seed=0, device=None)
+    assert notebook_params(dict(ok), spec)["eta"] is None
+    assert notebook_params(dict(ok, mu="2.5"), spec)["mu"] == 2.5
+    with pytest.raises(ParameterError, match="'variant'.*valid values"):
+        notebook_params(dict(ok, variant="L2"), spec)
+    with pytest.raises(ParameterError, match="or None"):
+        notebook_params(dict(ok, eta=-1.0), spec)
+    with pytest.raises(ParameterError, match="unknown parameter"):
+        notebook_params(dict(ok, lr=0.1), spec)
+
+
+def test_train_page_config_has_the_sweep_key(tmp_path, monkeypatch):
+    """With default settings the train page's run is exactly the main table's run (same store key)."""
+    from sec_lib import experiments as ex
+    from sec_lib.store import ResultStore, run_key
+    from sec_lib.train import RunResult
+
+    monkeypatch.setenv("SEC_RUNS_DIR", str(tmp_path))
+    store = ResultStore()
+    p = ex.get_profile("smoke")
+    empty = pd.DataFrame({"step": []})
+    for i, cfg in enumerate(ex.lr_pilot(p)):             # a fake pilot: only its R@1 matters
+        store.save(RunResult(cfg, "done", {"R@1": 10.0 + i}, empty, empty, empty, empty, empty, empty))
+    sweep = {run_key(c) for c in ex.chapter_configs("compare", "smoke", store)}
+    for loss in ex.MAIN_LOSSES:
+        for v in ex.VARIANTS:
+            cfg = train_page.train_page_config("smoke", loss=loss, variant=v, seed=0)
+            assert run_key(cfg) in sweep, (loss, v)
+            assert train_page.is_main_table_run(cfg, "smoke")
+    changed = train_page.train_page_config("smoke", loss="ms", variant="sec", eta=0.1)
+    assert changed.eta == 0.1 and run_key(changed) not in sweep
+    toy = train_page.train_page_config("smoke", dataset="toy", loss="semihard", variant="l2reg")
+    assert toy.dataset == "toy" and toy.mu == "zero" and toy.eta == ex.ETA_L2
+    with pytest.raises(ParameterError, match="variant 'none'"):
+        train_page.train_page_config("smoke", variant="none", eta=0.5)
+    with pytest.raises(ParameterError, match="'dataset'"):
+        train_page.train_page_config("smoke", dataset="cub")
+    # root= reaches the pilot read: the store given wins over $SEC_RUNS_DIR
+    monkeypatch.setenv("SEC_RUNS_DIR", str(tmp_path / "empty"))
+    assert run_key(train_page.train_page_config("smoke", loss="ms", variant="sec", root=tmp_path)) in sweep
+    with pytest.raises(KeyError, match="pilot.*python -m sec_lib.book run --profile smoke --only"):
+        train_page.train_page_config("smoke")
+
+
+# ------------------------------------------------------------------------------------------ data page
+
+
+def test_data_page_tables_from_dataset_objects():
+    import torch
+
+    class SimpleNamespace:          # a minimal dataset object: attributes and len()
+        def __init__(self, **kw):
+            self.__dict__.update(kw)
+
+        def __len__(self):
+            return len(self.labels)
+
+    tr = SimpleNamespace(labels=torch.tensor([0, 0, 1, 1, 1]), num_classes=2, x=torch.zeros(5, 1, 8, 8),
+                         class_names=["a", "b"], font_index=torch.tensor([0, 1, 1, 0, 1]),
+                         manifest={"fonts": [{"file": "f0.ttf", "name": "F0", "version": "1"},
+                                             {"file": "f1.ttf", "name": "F1", "version": "2"}],
+                                   "image_size": 8, "versions": {"pillow": "13"}})
+    te = SimpleNamespace(labels=torch.tensor([0, 1, 2]), num_classes=3, x=torch.zeros(3, 1, 8, 8), class_names=["c", "d", "a"])
+    s = data_page.data_summary(tr, te)
+    assert s.to_dict("list") == {"split": ["train", "test"], "classes": [2, 3], "samples": [5, 3],
+                                 "per_class_min": [2, 1], "per_class_max": [3, 1],
+                                 "sample_shape": ["1 × 8 × 8", "1 × 8 × 8"]}
+    assert list(data_page.font_table(tr)["images"]) == [2, 3]
+    info = data_page.render_info(tr).set_index("setting")["value"]
+    assert info["image_size"] == "8" and info["pillow version"] == "13"
+    from sec_lib import experiments as ex
+    text = data_page.data_sentence(tr, te, ex.get_profile("smoke"))
+    assert "2 training classes" in text and "1 classes appear in both" in text
+    with pytest.raises(ValueError, match="manifest"):
+        data_page.font_table(te)
+
+
+# ------------------------------------------------------------------------------------------ train page
+
+
+def test_run_readings_and_final_metrics_from_a_hand_made_run():
+    from sec_lib.train import RunResult, TrainConfig
+    cfg = TrainConfig(loss="semihard", eta=0.5, iterations=20)
+    st = pd.DataFrame({"step": np.arange(1, 21), "loss_metric": np.linspace(2.0, 1.0, 20), "loss_sec": 0.1,
+                       "norm_mean": np.linspace(3.0, 5.0, 20), "norm_var": np.linspace(4.0, 1.0, 20),
+                       "mu": np.linspace(3.0, 5.0, 20), "violations": 0.1, "grad_slope": -1.0,
+                       "dtheta_mean": np.nan, "dtheta_std": np.nan, "dtheta_cv": np.nan})
+    tracked = pd.DataFrame({"step": [0, 0, 20, 20], "sample": [0, 1, 0, 1], "norm": [1.0, 2.0, 3.0, 9.0]})
+    evals = pd.DataFrame({"step": [0, 20], "R@1": [10.0, 42.5]})
+    cos = pd.DataFrame({"kind": ["pos", "pos", "neg"], "cos": [0.9, 0.7, 0.1]})
+    x = np.geomspace(1, 8, 10)
+    gs = pd.DataFrame({"step": 1, "norm": x, "grad_norm": 2.0 / x})
+    res = RunResult(cfg, "done", {"R@1": 42.5, "test_norm_var": 0.25}, st, tracked, evals,
+                    pd.DataFrame(columns=["label", "norm"]), cos, gs, wall_s=12.0)
+    rd = train_page.run_readings(res)
+    assert "fell from 1.97 (first 2 steps) to 1.03" in rd["loss"]           # means of the first/last 10%
+    assert "span 1–2 (max/min 2×)" in rd["tracked"] and "span 3–9 (max/min 3×)" in rd["tracked"]
+    assert "ending at 5" in rd["mean_norm"]
+    assert "-1.00 at step 1" in rd["grad"]                                   # exact power law, slope -1
+    assert "positive pairs have mean cosine 0.80 and negative pairs 0.10" in rd["cosines"]
+    assert "No angle changes" in rd["dtheta"]
+    assert "42.50 % at step 20" in rd["evals"]
+    fm = train_page.final_metrics(res).set_index("metric")["value"]
+    assert fm["R@1"] == 42.5 and fm["wall_s"] == 12.0 and "NMI" not in fm.index
+    assert "R@1 = 42.50" in train_page.run_sentence(res)
+    failed = RunResult(cfg, "failed", {}, st.iloc[:0], tracked.iloc[:0], evals.iloc[:0], pd.DataFrame(),
+                       cos.iloc[:0], gs.iloc[:0], error="non-finite loss at step 3")
+    assert "failed" in train_page.run_sentence(failed) and "step 3" in train_page.run_sentence(failed)
+    assert all("No steps" in v for v in train_page.run_readings(failed).values())

@@ -1,0 +1,472 @@
+"""sec_lib.chapters on hand-made result frames: the 90%-of-final iteration, pooled paired differences,
+the chapter tables and the claims page's verdict logic (including claims that SEC loses)."""
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from matplotlib.figure import Figure
+from scipy import stats
+
+from sec_lib import report
+from sec_lib.chapters import bnwn, claims, common, convergence, instability, normlayer, optim
+from sec_lib.chapters import eta as eta_ch
+from sec_lib.chapters import mu as mu_ch
+from sec_lib.figures import sweeps as rp
+from sec_lib.store import Frames
+
+LOSSES = ("triplet", "semihard", "npair", "ms")
+SEEDS = (0, 1, 2)
+
+
+def frames(runs, **tables):
+    empty = pd.DataFrame(columns=["key"])
+    return Frames(runs=runs, **{t: tables.get(t, empty) for t in
+                                ("steps", "tracked", "evals", "test_norms", "cosines", "grad_scatter")})
+
+
+def t_ci(x):
+    x = np.asarray(x, float)
+    lo, hi = stats.t.interval(0.95, len(x) - 1, loc=x.mean(), scale=stats.sem(x))
+    return x.mean(), lo, hi
+
+
+# ------------------------------------------------------------------------------------ reach_step
+
+
+def brute_reach(t, r, frac):
+    """First point of a dense piecewise-linear curve at or above frac * final (independent of reach_step)."""
+    grid = np.linspace(t[0], t[-1], 200001)
+    y = np.interp(grid, t, r)
+    return grid[np.argmax(y >= frac * r[-1] - 1e-12)]
+
+
+@pytest.mark.parametrize("t,r", [
+    ([0, 10, 20, 30], [10, 40, 80, 100]),
+    ([0, 10, 20, 30, 40], [0, 50, 95, 90, 100]),   # non-monotone: the first crossing counts
+    ([0, 5, 50], [20, 21, 60]),
+])
+def test_reach_step_against_dense_curve(t, r):
+    got = convergence.reach_step(t, r, 0.9)
+    assert got == pytest.approx(brute_reach(np.array(t, float), np.array(r, float), 0.9), abs=1e-3)
+
+
+def test_reach_step_hand_values_and_edges():
+    assert convergence.reach_step([0, 10, 20, 30], [10, 40, 80, 100]) == pytest.approx(25.0)   # 20 + (90-80)/(100-80)*10
+    assert convergence.reach_step([0, 10], [95, 100]) == 0.0                                   # already there at step 0
+    assert convergence.reach_step([30, 0, 10, 20], [100, 10, 40, 80]) == pytest.approx(25.0)   # order does not matter
+    assert convergence.reach_step([0, 10, 20], [10, 50, 100], frac=0.5) == pytest.approx(10.0)
+    assert math.isnan(convergence.reach_step([], []))
+    assert math.isnan(convergence.reach_step([0, 10], [1.0, np.nan]))
+    with pytest.raises(ValueError, match="frac"):
+        convergence.reach_step([0, 1], [0, 1], frac=1.5)
+    with pytest.raises(ValueError, match="same length"):
+        convergence.reach_step([0, 1], [0, 1, 2])
+
+
+def test_reach_table_and_convergence_diffs():
+    rows, ev = [], []
+    for loss in ("triplet", "ms"):
+        for v, t_hit in (("none", 60.0), ("sec", 30.0)):
+            for s in SEEDS:
+                key = f"{loss}-{v}-{s}"
+                rows.append(dict(key=key, loss=loss, variant=v, seed=s, status="done"))
+                final = 50.0 + s
+                # linear from 0 to 0.9*final at t_hit + s, then flat at final from step 100
+                t90 = t_hit + (2 * s if v == "sec" else s)      # SEC gains 30, 29, 28 steps over seeds 0, 1, 2
+                ev += [dict(key=key, step=0, **{"R@1": 0.0}), dict(key=key, step=t90, **{"R@1": 0.9 * final}),
+                       dict(key=key, step=100, **{"R@1": final})]
+    runs = pd.DataFrame(rows)
+    reach = convergence.reach_table(runs, pd.DataFrame(ev))
+    assert reach.set_index("key").loc["ms-sec-2", "reach"] == pytest.approx(34.0)
+    d = convergence.convergence_diffs(reach)
+    r = d[(d.loss == "triplet") & (d.metric == "reach")].iloc[0]
+    assert r["diff"] == pytest.approx(-29.0) and r["n_pairs"] == 3
+    assert r["verdict"] == "reproduced"                  # faster with SEC, CI excludes 0
+    f = d[(d.loss == "triplet") & (d.metric == "final")].iloc[0]
+    assert f["diff"] == pytest.approx(0.0) and f["verdict"] == "not reproduced"
+    band = convergence.curve_band(runs, pd.DataFrame(ev))
+    b = band[(band.loss == "ms") & (band.variant == "none") & (band.step == 100)].iloc[0]
+    assert b["mean"] == pytest.approx(51.0) and b["min"] == 50.0 and b["max"] == 52.0
+
+
+# ----------------------------------------------------------------------------------- pooled_diff
+
+
+def main_runs(gains, var_none=4.0, var_sec=0.04, l2_gain=None, noise=(0.0, 0.7, -0.4), vary_var=False):
+    """Main-table runs: R@1 = 50 + seed noise (+ gain[loss] for SEC)."""
+    rows = []
+    for loss in LOSSES:
+        for v in ("none", "l2reg", "sec"):
+            for s, e in zip(SEEDS, noise):
+                r1 = 50.0 + e + (gains[loss] + 0.3 * s if v == "sec" else 0.0)
+                if v == "l2reg":
+                    r1 += (l2_gain or {}).get(loss, 0.0)
+                k = 1 + LOSSES.index(loss) if vary_var else 1
+                var = var_sec * (1 + 0.1 * s) if v == "sec" else var_none * k * (1 + 0.05 * s)
+                rows.append(dict(key=f"{loss}-{v}-{s}", loss=loss, variant=v, seed=s, status="done",
+                                 eta=0.0 if v == "none" else 1.0, **{"R@1": r1, "train_norm_var": var,
+                                                                     "NMI": 40.0 + e}))
+    return pd.DataFrame(rows)
+
+
+def test_pooled_diff_against_hand_computation():
+    gains = dict(triplet=2.0, semihard=-1.0, npair=0.5, ms=1.5)
+    runs = main_runs(gains)
+    out = report.pooled_diff(runs, "variant", "none", "sec", "R@1")
+    per_seed = [np.mean([gains[l] + 0.3 * s for l in LOSSES]) for s in SEEDS]
+    m, lo, hi = t_ci(per_seed)
+    assert (out["estimate"], out["ci_lo"], out["ci_hi"]) == pytest.approx((m, lo, hi))
+    assert out["n"] == 3 and out["n_groups"] == 4
+    assert out["p_value"] == pytest.approx(stats.ttest_1samp(per_seed, 0).pvalue)
+    lg = report.pooled_diff(runs, "variant", "none", "sec", "train_norm_var", transform=np.log10)
+    ref = [np.mean([np.log10(0.04 * (1 + 0.1 * s) / (4.0 * (1 + 0.05 * s)))] * 4) for s in SEEDS]
+    assert lg["estimate"] == pytest.approx(np.mean(ref))
+    # a missing side gives no evidence rather than an error
+    assert report.pooled_diff(runs[runs.variant != "sec"], "variant", "none", "sec", "R@1")["n"] == 0
+
+
+# ------------------------------------------------------------------------------------ chapters
+
+
+def test_summary_table_cells_and_counts():
+    runs = pd.DataFrame([dict(loss="a", seed=s, status="done", x=v, v=w) for s, v, w in
+                         zip(SEEDS, (1.0, 2.0, 4.0), (1e-4, 2e-4, 3e-4))]
+                        + [dict(loss="b", seed=0, status="failed", x=np.nan, v=np.nan),
+                           dict(loss="b", seed=1, status="done", x=5.0, v=1e5)])
+    t = report.summary_table(runs, ["loss"], ["x", "v"]).set_index("loss")
+    m, lo, hi = t_ci([1.0, 2.0, 4.0])
+    assert t.loc["a", "x"] == f"{m:.2f} ± {(hi - lo) / 2:.2f}"
+    assert t.loc["a", "v"].startswith("0.0002 ± ")            # small values: significant digits
+    assert t.loc["b", "x"] == "5.00 (n=1)" and t.loc["b", "v"] == "1e+05 (n=1)"
+    assert (t.loc["b", "runs"], t.loc["b", "failed"]) == (2, 1)
+    assert report.fmt_cell(np.nan, np.nan, np.nan, 0) == "n/a"
+
+
+def test_eta_diffs_and_reading():
+    rows = []
+    effect = {0.1: 2.0, 1.0: -3.0}
+    for loss in ("triplet", "ms"):
+        for eta in (0.0, 0.1, 1.0):
+            for s, e in zip(SEEDS, (0.0, 0.5, -0.2)):
+                r1 = 60 + e + effect.get(eta, 0.0) + 0.1 * s * (eta > 0)
+                rows.append(dict(key=f"{loss}{eta}{s}", loss=loss, eta=eta, seed=s, status="done",
+                                 **{"R@1": r1, "train_norm_var": 1.0 / (1 + eta), "test_norm_var": 2.0}))
+    runs = pd.DataFrame(rows)
+    d = eta_ch.eta_diffs(runs)
+    assert list(d["eta"].unique()) == [0.1, 1.0] and len(d) == 4
+    ref = report.paired_diff(runs[runs.eta.isin([0.0, 1.0])], "loss", "eta", 0.0, 1.0, metrics=["R@1"])
+    got = d[d.eta == 1.0].set_index("loss")["diff"]
+    assert got["ms"] == pytest.approx(ref.set_index("loss").loc["ms", "diff"]) == pytest.approx(-2.9)
+    assert set(d[d.eta == 0.1]["verdict"]) == {"reproduced"}
+    assert set(d[d.eta == 1.0]["verdict"]) == {"not reproduced"}
+    text = eta_ch.eta_reading(d)
+    assert "**triplet**: SEC beats η = 0 with a CI above 0 at η ∈ {0.1}" in text and "below 0 at η ∈ {1}" in text
+    assert text.count("\n") == 1                        # one line per loss
+    rob = eta_ch.eta_robustness(runs)
+    assert rob["estimate"] == pytest.approx(-0.4) and rob["n"] == 3     # per seed: (2 + 0.1s - 3 + 0.1s) / 2
+    tbl = eta_ch.eta_table(runs)
+    assert {"loss", "eta", "R@1", "runs", "failed"} <= set(tbl.columns) and len(tbl) == 6
+    s = eta_ch.eta_summary(runs)
+    assert set(s["metric"]) == {"R@1", "train_norm_var", "test_norm_var"}
+
+
+def mu_runs():
+    eff = {"none": 0.0, "batch mean": 3.0, "EMA ρ=0.1": 2.8, "EMA ρ=0.01": 3.1, "zero η=0.1": -2.0,
+           "zero η=0.005": 1.0, "fixed r=4": 0.5}
+    rows = []
+    for loss in ("semihard", "ms"):
+        for st, g in eff.items():
+            for s, e in zip(SEEDS, (0.0, 0.4, -0.3)):
+                rows.append(dict(key=f"{loss}{st}{s}", loss=loss, setting=st, seed=s, status="done",
+                                 **{"R@1": 70 + e + g + 0.05 * s * (st == "batch mean"), "NMI": 60.0, "F1": 30.0,
+                                    "train_norm_var": 1.0}))
+    return pd.DataFrame(rows)
+
+
+def test_mu_tables():
+    runs = mu_runs()
+    best = mu_ch.mu_vs_best_zero(runs)
+    assert list(best["best_zero"]) == ["zero η=0.005"] * 2            # the best μ = 0 setting, picked post hoc
+    r = best[best.loss == "semihard"].iloc[0]
+    assert r["diff"] == pytest.approx(2.05) and r["verdict"] == "reproduced"
+    t = mu_ch.mu_rebuttal_table(runs)
+    t = t.set_index("setting")
+    assert t.loc["batch mean", "rebuttal R@1"] == pytest.approx(85.19)
+    assert t.loc["zero η=0.005", "rebuttal R@1"] == pytest.approx(82.60)
+    assert t.loc["none", "rebuttal norm var"] == pytest.approx(7.63)
+    assert np.isnan(t.loc["EMA ρ=0.1", "rebuttal R@1"])
+    d = mu_ch.mu_diffs(runs)
+    assert set(d["versus"]) == {"none", "EMA ρ=0.1", "EMA ρ=0.01", "zero η=0.1", "zero η=0.005", "fixed r=4"}
+    assert d[(d.loss == "ms") & (d.versus == "zero η=0.1")]["diff"].iloc[0] == pytest.approx(5.05)
+    e = mu_ch.ema_vs_batch(runs)
+    assert e["setting"] == "EMA ρ=0.01" and e["estimate"] == pytest.approx(0.1 - 0.05)
+
+
+def test_bnwn_table_and_collapse_verdict():
+    eff = {("paper", "sec"): 4.0, ("bn_before_norm", "sec"): -10.0, ("weightnorm", "sec"): 3.0}
+    rows = []
+    for h in ("nobn", "paper", "bn_before_norm", "weightnorm"):
+        for v in ("none", "sec"):
+            for s, e in zip(SEEDS, (0.0, 1.0, -0.5)):
+                rows.append(dict(key=f"{h}{v}{s}", head=h, variant=v, seed=s, status="done",
+                                 **{"R@1": 60 + e + eff.get((h, v), 0.0) + 0.2 * s * (v == "sec"),
+                                    "NMI": 50.0, "F1": 20.0, "train_norm_var": 1.0}))
+    runs = pd.DataFrame(rows)
+    t = bnwn.bnwn_table(runs).set_index(["head", "variant"])
+    assert t.loc[("bn_before_norm", "sec"), "rebuttal R@1"] == pytest.approx(62.46)
+    assert t.loc[("paper", "none"), "rebuttal R@1"] == pytest.approx(80.17)
+    assert np.isnan(t.loc[("nobn", "none"), "rebuttal R@1"])
+    bn = bnwn.head_effect(runs, "bn_before_norm", -1)
+    assert bn["estimate"] == pytest.approx(-9.8) and bn["rebuttal"] == pytest.approx(62.46 - 80.20)
+    assert bn["verdict"] == "reproduced"
+    # with SEC expected to help (+1), the same numbers are "not reproduced"
+    assert bnwn.head_effect(runs, "bn_before_norm", +1)["verdict"] == "not reproduced"
+    d = bnwn.bnwn_diffs(runs)
+    assert d[(d["head"] == "weightnorm") & (d.metric == "R@1")]["rebuttal_diff"].iloc[0] == pytest.approx(85.01 - 79.42)
+
+
+def test_normlayer_diffs_equivalence():
+    rows, steps = [], []
+    for h in ("paper", "normalize"):
+        for v in ("none", "sec"):
+            for s, e in zip(SEEDS, (0.0, 0.3, -0.3)):
+                key = f"{h}{v}{s}"
+                rows.append(dict(key=key, head=h, variant=v, seed=s, status="done",
+                                 **{"R@1": 55 + e + (2.0 + 0.1 * s) * (v == "sec") + 0.01 * s * (h == "normalize"),
+                                    "NMI": 50.0 + e, "train_norm_var": 1.0, "test_norm_var": 1.0}))
+                steps += [dict(key=key, step=i, grad_slope=-1.0 + 0.01 * i) for i in range(1, 5)]
+    runs = pd.DataFrame(rows)
+    d = normlayer.normlayer_diffs(runs)
+    eq = d[(d.comparison == "normalize − paper head (none)") & (d.metric == "R@1")].iloc[0]
+    assert eq["verdict"] == "reproduced" and abs(eq["diff"]) < 0.05      # equivalence within the margin
+    g = d[(d.comparison == "SEC − none (normalize head)") & (d.metric == "R@1")].iloc[0]
+    assert g["diff"] == pytest.approx(2.1) and g["verdict"] == "reproduced"
+    t = normlayer.normlayer_table(runs, pd.DataFrame(steps))
+    assert t["grad_slope"].iloc[0].startswith("-0.975")
+
+
+def test_pilot_table_choice_rule():
+    pilot = pd.DataFrame([
+        dict(optimizer="adam", lr=3e-4, status="done", **{"R@1": 50.0}),
+        dict(optimizer="adam", lr=1e-3, status="done", **{"R@1": 55.0}),
+        dict(optimizer="adam", lr=3e-3, status="failed", **{"R@1": np.nan}),
+        dict(optimizer="sgd", lr=0.01, status="done", **{"R@1": 40.0}),
+        dict(optimizer="sgd", lr=0.1, status="done", **{"R@1": 40.0}),     # tie: the smaller rate wins
+        dict(optimizer="sgd", lr=0.01, status="done", eta=0.5, **{"R@1": 30.0}),   # the SGD + SEC arm
+        dict(optimizer="sgd", lr=0.1, status="done", eta=0.5, **{"R@1": 35.0}),
+    ]).assign(eta=lambda d: d["eta"].fillna(0.0))
+    t = optim.pilot_table(pilot)
+    assert list(t.loc[t.chosen, "lr"]) == [1e-3, 0.01, 0.1]
+    assert list(t.loc[t.chosen, "arm"]) == ["none", "none", "sec"]
+
+
+def test_class_association_against_formula():
+    rng = np.random.default_rng(0)
+    labels = np.repeat(np.arange(5), 8)
+    norms = 3.0 + 0.5 * labels + rng.normal(0, 0.3, len(labels))
+    tn = pd.DataFrame({"key": "a", "label": labels, "norm": norms})
+    tn = pd.concat([tn, pd.DataFrame({"key": "b", "label": labels, "norm": np.repeat([1.0, 2, 3, 4, 5], 8)})])
+    runs = pd.DataFrame({"key": ["a", "b"], "variant": ["none", "none"]})
+    out = claims.class_association(runs, tn).set_index("key")
+    grand = norms.mean()
+    ssb = sum(8 * (norms[labels == k].mean() - grand) ** 2 for k in range(5))
+    assert out.loc["a", "eta2"] == pytest.approx(ssb / ((norms - grand) ** 2).sum())
+    assert out.loc["a", "eta2_chance"] == pytest.approx(4 / 39)
+    assert out.loc["a", "p_value"] == pytest.approx(stats.f_oneway(*[norms[labels == k] for k in range(5)]).pvalue)
+    assert out.loc["b", "eta2"] == pytest.approx(1.0)
+    summ = claims.class_association_summary(out.reset_index().assign(loss="l"), by=["loss", "variant"])
+    assert summ["runs with p < 0.05"].iloc[0] == 2
+    # the chance value is the mean of η² over random relabelings
+    perm = []
+    for _ in range(3000):
+        lp = rng.permutation(labels)
+        m = np.array([norms[lp == k].mean() for k in range(5)])
+        perm.append((8 * (m - grand) ** 2).sum() / ((norms - grand) ** 2).sum())
+    assert np.mean(perm) == pytest.approx(4 / 39, rel=0.05)
+    # difficulty: no per-sample hit stored -> NaN; with one -> the correlation
+    assert claims.difficulty_association(runs, tn)["norm_hit_corr"].isna().all()
+    hit = (norms < np.median(norms)).astype(float)
+    tn2 = tn[tn.key == "a"].assign(**{"hit@1": hit})
+    r = claims.difficulty_association(runs.iloc[:1], tn2)["norm_hit_corr"].iloc[0]
+    assert r == pytest.approx(np.corrcoef(norms, hit)[0, 1])
+
+
+def test_tracked_stats():
+    tr = pd.DataFrame([dict(key="k", step=st, sample=i, norm=(1 + i) * (1 + st / 10)) for st in (0, 10, 20)
+                       for i in range(3)])
+    runs = pd.DataFrame({"key": ["k"]})
+    t = instability.tracked_stats(runs, tr).iloc[0]
+    assert t["growth"] == pytest.approx(3.0)
+    n_end = np.array([3.0, 6.0, 9.0])
+    assert t["cv_end"] == pytest.approx(n_end.std() / n_end.mean())
+    assert t["max_rel_jump"] == pytest.approx(1.0)     # step 0 -> 10: every norm doubles
+
+
+# -------------------------------------------------------------------------------------- claims
+
+
+def chapter_frames(gains, l2_gain=None):
+    """Hand-made frames for every chapter the claims read."""
+    runs = main_runs(gains, l2_gain=l2_gain, vary_var=True)
+    steps, tn, ev, tr = [], [], [], []
+    rng = np.random.default_rng(1)
+    for r in runs.itertuples():
+        sec = r.variant == "sec"
+        steps += [dict(key=r.key, step=i, dtheta_cv=(0.3 if sec else 0.6) + 0.01 * r.seed, grad_norm_cv=0.5,
+                       dtheta_mean=0.1, grad_slope=-0.9 - 0.02 * r.seed, grad_r2=0.8, mu=np.nan, norm_mean=1.0)
+                  for i in range(1, 4)]
+        lab = np.repeat(np.arange(4), 6)
+        tn += [dict(key=r.key, label=l, norm=(1 + 0.3 * l if not sec else 1.0) + rng.normal(0, 0.05)) for l in lab]
+        t90 = (20 if sec else 40) + r.seed
+        ev += [dict(key=r.key, step=0, **{"R@1": 0.0}), dict(key=r.key, step=t90, **{"R@1": 0.9 * r._7}),
+               dict(key=r.key, step=100, **{"R@1": r._7})]
+        tr += [dict(key=r.key, step=st, sample=i, norm=(1 + i) * (1 + st / (100 if sec else 10))) for st in (0, 50)
+               for i in range(3)]
+    steps, tn, ev, tr = map(pd.DataFrame, (steps, tn, ev, tr))
+    main = frames(runs, steps=steps, test_norms=tn, evals=ev, tracked=tr)
+    eta = pd.concat([runs[runs.variant == "none"].assign(eta=0.0), runs[runs.variant == "sec"].assign(eta=1.0)])
+    mu = mu_runs()
+    heads = []
+    for h in ("paper", "normalize", "bn_before_norm", "weightnorm"):
+        for v in ("none", "sec"):
+            for s in SEEDS:
+                g = {"bn_before_norm": -8.0}.get(h, 2.0)
+                heads.append(dict(key=f"{h}{v}{s}", head=h, variant=v, seed=s, status="done",
+                                  **{"R@1": 60 + s + (g + 0.2 * s) * (v == "sec"), "NMI": 50.0, "F1": 20.0,
+                                     "train_norm_var": 1.0, "test_norm_var": 1.0}))
+    heads = pd.DataFrame(heads)
+    opt = pd.concat([runs[runs.variant != "l2reg"].assign(optimizer="adam"),
+                     runs[runs.variant != "l2reg"].assign(optimizer="sgd",
+                                                          **{"R@1": runs.loc[runs.variant != "l2reg", "R@1"] - 5})])
+    return {"compare": main, "convergence": main, "instability": main, "eta": frames(eta), "mu": frames(mu),
+            "tuned": frames(runs[runs.variant != "l2reg"]),
+            "normlayer": frames(heads[heads["head"].isin(["paper", "normalize"])]),
+            "bnwn": frames(heads[heads["head"] != "normalize"]), "optim": frames(opt)}
+
+
+MIXED_GAINS = dict(triplet=3.0, semihard=-2.0, npair=1.0, ms=2.0)   # SEC loses on semihard
+
+
+@pytest.fixture(scope="module")
+def mixed():
+    f = chapter_frames(MIXED_GAINS, l2_gain={l: 0.5 for l in LOSSES})
+    return f, claims.claims_table(claims.Evidence.from_frames(f))
+
+
+def test_claims_verdicts_on_hand_made_frames(mixed):
+    t = mixed[1].set_index("claim")
+    assert list(t.index) == [c["id"] for c in claims.CLAIMS]
+    v = t["verdict"]
+    assert v["C4b"] == "not reproduced"                  # semihard: SEC loses
+    assert t.loc["C4b", "estimate"] == pytest.approx(-2.0 + 0.3)
+    assert v["C4a"] == v["C4c"] == v["C4d"] == "reproduced"
+    assert v["C1"] == "reproduced" and t.loc["C1", "estimate"] < -1.5   # variance down ~100x
+    assert v["C2"] == "reproduced"                       # dtheta_cv 0.6 -> 0.3
+    assert v["C3"] == "reproduced" and t.loc["C3", "estimate"] == pytest.approx(-20.0)
+    assert v["Q5a"] == "reproduced"                      # BN + SEC hurts, as the rebuttal says
+    assert t.loc["Q5a", "paper"] == f"{62.46 - 80.20:+.3g}"
+    assert v["Q7a"] == "reproduced" and v["Q7b"] == "reproduced"
+    assert v["Q10a"] == "reproduced" and v["Q10b"] == "reproduced"
+    for q in ("Q8a", "Q8b", "Q8c", "Q8d", "Q10c"):      # no evidence -> not testable, from the logic
+        assert v[q] == "not testable offline"
+        assert t.loc[q, "note"]
+    assert v["Q6a"] == "reproduced"
+    assert t.loc["C4v", "estimate"] == pytest.approx(t.loc["C4", "estimate"])   # same runs in these hand-made frames
+    # variance reduction grows with the loss index, gains do not follow it (triplet 3, semihard -2, npair 1, ms 2)
+    red = np.log10([4.0 * k / 0.04 for k in (1, 2, 3, 4)])
+    assert t.loc["Q4", "estimate"] == pytest.approx(np.corrcoef(red, [3.0, -2.0, 1.0, 2.0])[0, 1], abs=0.05)
+    assert v["Q2"] == "reproduced" and v["Q1"] in ("reproduced", "partly")
+    counts = claims.verdict_counts(t.reset_index())
+    assert sum(counts.values()) == len(claims.CLAIMS) and counts["not testable offline"] == 5
+    html = claims.claims_html(t.reset_index())
+    assert '<a href="eta.html">eta.html</a>' in html and "data:text/csv;base64," in html
+    assert "not reproduced" in html
+
+
+def test_claims_all_losing():
+    gains = dict(triplet=-3.0, semihard=-2.0, npair=-1.0, ms=-2.5)
+    ev = claims.Evidence.from_frames(chapter_frames(gains))
+    t = claims.claims_table(ev, [c for c in claims.CLAIMS if c["id"] in ("C4", "C5", "Q9")]).set_index("claim")
+    assert set(t["verdict"]) == {"not reproduced"}
+    assert t.loc["C4", "estimate"] == pytest.approx(np.mean([-3.0, -2.0, -1.0, -2.5]) + 0.3)
+
+
+def test_claim_definitions_are_data():
+    ids = [c["id"] for c in claims.CLAIMS]
+    assert len(ids) == len(set(ids))
+    for c in claims.CLAIMS:
+        assert {"id", "claim", "source", "measured", "expected_sign", "estimate"} <= set(c)
+        assert c["expected_sign"] in (-1, 0, 1) and callable(c["estimate"])
+    qs = {i[:2] for i in ids if i.startswith("Q")} | {i[:3] for i in ids if i.startswith("Q1")}
+    assert {f"Q{k}" for k in range(1, 10)} <= qs and "Q10" in qs     # the ten questions of the review
+    with pytest.raises(ValueError, match="lacks keys"):
+        claims.claim_rows(claims.Evidence.from_frames({}), [dict(id="X", claim="x")])
+    with pytest.raises(KeyError, match="no frames"):
+        claims.Evidence.from_frames({}).frames("eta")
+    assert set(claims.rules_table()["rule"]) >= set(report.VERDICTS)
+
+
+def test_notebook_params_spec():
+    for page in (eta_ch, mu_ch, bnwn, normlayer, optim, convergence, instability, claims):
+        assert set(page.PARAMS) == {"profile"}
+    from sec_lib.params import ParameterError, notebook_params
+    assert notebook_params({"profile": "smoke"}, eta_ch.PARAMS) == {"profile": "smoke"}
+    with pytest.raises(ParameterError, match="'cpu'"):
+        notebook_params({"profile": "big"}, eta_ch.PARAMS)
+
+
+# -------------------------------------------------------------------------------------- figures
+
+
+def test_figures_build_from_hand_made_frames(mixed):
+    f, table = mixed
+    main = f["compare"]
+    runs = main.runs
+    figs = [
+        rp.eta_figure(eta_ch.eta_summary(f["eta"].runs.assign(test_norm_var=1.0))),
+        rp.mu_figure(mu_runs()),
+        rp.convergence_figure(convergence.curve_band(runs, main.evals), convergence.reach_table(runs, main.evals)),
+        rp.tracked_figure(runs, main.tracked),
+        rp.slope_figure(instability.slope_curve(runs, main.steps)),
+        rp.optim_figure(optim.optim_diffs(f["optim"].runs)),
+        rp.balance_figure(common.run_step_means(f["optim"].runs, main.steps, ["dtheta_cv", "grad_norm_cv"])),
+        rp.bnwn_figure(f["bnwn"].runs, bnwn.bnwn_table(f["bnwn"].runs)),
+        rp.class_norm_figure(claims.class_association(runs, main.test_norms)),
+        rp.claims_figure(table),
+    ]
+    assert all(isinstance(x, Figure) and x.axes for x in figs)
+
+
+def test_page_readings_are_computed_from_the_frames(mixed):
+    """Each page's closing paragraph comes from its chapter and carries the numbers and verdicts of the
+    frames it is given (the notebooks only display it)."""
+    f, table = mixed
+    main = f["compare"]
+    runs = main.runs[main.runs["variant"].isin(["none", "sec"])]
+    reach = convergence.reach_table(runs, main.evals)
+    diffs = convergence.convergence_diffs(reach)
+    text = convergence.page_reading(reach, diffs)
+    pooled = report.pooled_diff(reach, "variant", "none", "sec", "reach")
+    assert f"{pooled['estimate']:+.1f}" in text and all(f"**{loss}**" in text for loss in LOSSES)
+    assert "reproduced" in text                             # SEC reaches 90% 20 iterations sooner here
+    text = instability.page_reading(runs, main.steps, main.tracked)
+    assert text.count("**") == 6 and "−1" in text
+    bn_text = bnwn.page_reading(f["bnwn"].runs)
+    bn = bnwn.head_effect(f["bnwn"].runs, "bn_before_norm", -1)
+    assert report.fmt_estimate(bn) in bn_text and f"**{bn['verdict']}**" in bn_text
+    nl = f["normlayer"].runs
+    nl_text = normlayer.page_reading(nl, main.steps.iloc[0:0].assign(grad_slope=[]), normlayer.normlayer_diffs(nl))
+    assert "normalize − paper head" in nl_text and "no evidence" in nl_text   # no steps: the slope has no evidence
+    pooled = optim.optim_pooled(f["optim"].runs)
+    text = optim.page_reading(pooled, pooled.iloc[0:0].assign(metric=[]))
+    assert "**adam**" in text and "**sgd**" in text and "does the norm imbalance still hurt under Adam?" in text
+    mu_r = mu_runs()
+    text = mu_ch.page_reading(mu_r, mu_ch.mu_vs_best_zero(mu_r))
+    assert "best μ = 0" in text and "picked after the fact" in text
+    assert claims.counts_sentence(table).startswith(f"Of {len(table)} rows: ")
+    diff = claims.difficulty_association(main.runs, main.test_norms)
+    assert claims.difficulty_sentence(diff).startswith("**Difficulty.**")
+    summary = eta_ch.eta_summary(f["eta"].runs.assign(test_norm_var=1.0))
+    eta_max, ratios = eta_ch.norm_var_ratios(summary)
+    assert eta_max == 1.0 and set(ratios) == set(LOSSES)

@@ -1,0 +1,114 @@
+"""End to end: every notebook runs through papermill at smoke parameters, the smoke book builds with -W,
+and headless Chromium finds the pages self-contained, error-free, with working widgets and figures.
+
+The sweep runs once per test session into a temporary site and result store (nothing under data/runs
+or book/nb is touched); the glyph cache under data/ is shared with the other tests.
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sec_lib import chapters
+from sec_lib.site import runner
+
+REPO = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.slow
+
+
+def site_env(tmp: Path) -> dict:
+    return dict(os.environ, SEC_RUNS_DIR=str(tmp / "runs"), PYTHONUNBUFFERED="1")
+
+
+@pytest.fixture(scope="session")
+def smoke_site(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("smoke")
+    site = tmp / "site"
+    (site / "book").mkdir(parents=True)
+    for name in ("_config.yml", "_toc.yml"):
+        shutil.copy(REPO / name, site / name)
+    for f in (REPO / "book").iterdir():
+        if f.is_file():
+            shutil.copy(f, site / "book" / f.name)
+    run = subprocess.run([sys.executable, "-m", "sec_lib.book", "run", "--profile", "smoke", "--site", str(site)],
+                         cwd=REPO, env=site_env(tmp), capture_output=True, text=True)
+    return {"tmp": tmp, "site": site, "run": run}
+
+
+def test_every_notebook_executes_at_smoke_parameters(smoke_site):
+    run = smoke_site["run"]
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert "=== sec-book summary ===" in run.stdout and "0 failed" in run.stdout
+    for page in runner.PAGES:
+        nb = smoke_site["site"] / "book" / "nb" / f"{page.output}.ipynb"
+        assert nb.exists(), page
+        cells = json.loads(nb.read_text())["cells"]
+        errors = [o for c in cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
+        assert not errors, (page.output, errors[:1])
+        assert any("injected-parameters" in c.get("metadata", {}).get("tags", []) for c in cells)
+    assert not list((smoke_site["site"] / "book" / "nb").rglob(".tmp-*")), "no half-written notebook is left"
+
+
+def test_rerun_reuses_the_store(smoke_site):
+    tmp, site = smoke_site["tmp"], smoke_site["site"]
+    again = subprocess.run([sys.executable, "-m", "sec_lib.book", "run", "--profile", "smoke", "--site", str(site),
+                            "--only", "compare"], cwd=REPO, env=site_env(tmp), capture_output=True, text=True)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert "runs: 0 trained" in again.stdout
+
+
+@pytest.fixture(scope="session")
+def smoke_html(smoke_site):
+    assert smoke_site["run"].returncode == 0, "the smoke sweep failed; see the notebook test"
+    build = subprocess.run([sys.executable, "-m", "sec_lib.book", "build", "--site", str(smoke_site["site"])],
+                           cwd=REPO, capture_output=True, text=True)
+    assert build.returncode == 0, build.stdout[-4000:] + build.stderr[-4000:]
+    return smoke_site["site"] / "_build" / "html"
+
+
+def test_smoke_book_builds_with_warnings_as_errors(smoke_html):
+    for page in runner.PAGES:
+        assert (smoke_html / "book" / "nb" / f"{page.output}.html").exists(), page
+    for md in ("intro", "rerun", "gpu", "runs"):
+        assert (smoke_html / "book" / f"{md}.html").exists()
+
+
+CHECKED = ["book/intro.html", "book/nb/data.html", "book/nb/theory.html", "book/nb/compare.html",
+           "book/nb/norms.html", "book/nb/runs/train_semihard_sec.html", "book/nb/eta.html",
+           "book/nb/claims.html", "book/nb/explore.html"]
+SLIDERS = ["book/nb/theory.html", "book/nb/explore.html"]
+
+
+def test_pages_work_offline_in_headless_chromium(smoke_html):
+    from sec_lib.site.pagecheck import check_book
+    reports = check_book(smoke_html, pages=CHECKED, slider_pages=SLIDERS,
+                         expect_widgets={"book/nb/theory.html": 1, "book/nb/explore.html": 2})
+    bad = [r for r in reports if not r.ok]
+    assert not bad, "\n".join(str(r) for r in bad)
+
+
+def test_bad_papermill_parameter_fails_clearly_and_stores_nothing(tmp_path):
+    env = site_env(tmp_path)
+    out = tmp_path / "out.ipynb"
+    for args, fragment in [(["-p", "loss", "nonsense"], "'loss'"), (["-p", "profile", "fast"], "'profile'"),
+                           (["-p", "etta", "0.5"], "unknown parameter")]:
+        proc = subprocess.run([sys.executable, "-m", "papermill", str(REPO / "notebooks" / "train.ipynb"), str(out),
+                               "--kernel", "python3", "-p", "profile", "smoke", *args],
+                              cwd=REPO, env=env, capture_output=True, text=True)
+        assert proc.returncode != 0
+        assert fragment in proc.stderr and "valid" in proc.stderr, proc.stderr[-1500:]
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
+
+
+def test_runner_rejects_bad_arguments_before_any_work(tmp_path):
+    env = site_env(tmp_path)
+    for args in (["--profile", "fast"], ["--only", "nonsense"], ["--jobs", "0"]):
+        proc = subprocess.run([sys.executable, "-m", "sec_lib.book", "run", *args, "--site", str(tmp_path)],
+                              cwd=REPO, env=env, capture_output=True, text=True)
+        assert proc.returncode != 0
+        assert "invalid choice" in proc.stderr or "'jobs'" in proc.stderr, proc.stderr[-800:]
+    assert not (tmp_path / "runs").exists() and not (tmp_path / "book").exists()
