@@ -19,6 +19,7 @@ comes with its interval.
 """
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 from dataclasses import dataclass
@@ -517,14 +518,19 @@ def min_detectable_effect(sd, n, alpha: float = 0.05, power: float = 0.8) -> flo
         raise ValueError(f"sd must be >= 0, got {sd!r}")
     if _is_missing(sd) or float(sd) == 0.0 or not np.isfinite(n) or n < 2:
         return math.nan
-    sd, n = float(sd), int(n)
+    n = int(n)
+    return _noncentrality(n, float(alpha), float(power)) * float(sd) / math.sqrt(n)
+
+
+@functools.lru_cache(maxsize=256)
+def _noncentrality(n: int, alpha: float, power: float) -> float:
+    """The noncentrality at which the two-sided t-test on ``n`` values has the given power."""
     df = n - 1
     t_crit = float(stats.t.ppf(1.0 - alpha / 2.0, df))
     hi = max(1.0, 2.0 * t_crit)
     while _t_power(hi, df, t_crit) < power:   # bracket the root; power rises with lambda
         hi *= 2.0
-    lam = optimize.brentq(lambda x: _t_power(x, df, t_crit) - power, 0.0, hi, xtol=1e-12, rtol=1e-12)
-    return float(lam * sd / math.sqrt(n))
+    return float(optimize.brentq(lambda x: _t_power(x, df, t_crit) - power, 0.0, hi, xtol=1e-12, rtol=1e-12))
 
 
 def holm(pvalues):
@@ -628,6 +634,8 @@ def adjust_family(rows, family: str | None = None) -> pd.DataFrame:
         if bad:
             raise ValueError(f"rows must be dicts (e.g. from verdict_row); rows {bad} are not")
         df = pd.DataFrame(rows)
+    if df.empty and not len(df.columns):   # an empty family
+        df = pd.DataFrame(columns=list(ROW_COLUMNS))
     required = ("estimate", "ci_lo", "ci_hi", "p_value", "expected_sign")
     _check_columns(df, required, "required columns")
     if "verdict" in df.columns:
