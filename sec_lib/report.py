@@ -111,6 +111,11 @@ def _finite(values) -> np.ndarray:
     return arr[np.isfinite(arr)]
 
 
+def _zero_spread(x: np.ndarray) -> bool:
+    """True when the values are all equal up to float rounding (spread <= 1e-12 of their size)."""
+    return float(np.ptp(x)) <= 1e-12 * float(np.max(np.abs(x)))
+
+
 def _t_interval(x: np.ndarray, level: float) -> tuple[float, float, float, int]:
     n = int(x.size)
     if n == 0:
@@ -222,7 +227,7 @@ def paired_diff(
 
     Test: the paired t-test (``scipy.stats.ttest_rel(b, a)``, two-sided) on the differences, and a
     Student-t CI of their mean. With fewer than 2 pairs ``ci_lo``, ``ci_hi`` and ``p_value`` are NaN.
-    When all differences are identical (zero sample spread) the spread is not estimable from so few
+    When all differences are identical (zero sample spread, up to float rounding) the spread is not estimable from so few
     seeds: ``ci_lo``, ``ci_hi`` and ``p_value`` are NaN, so the verdict is at most "inconclusive".
 
     Returns one row per (group x metric): the ``by`` columns, ``metric``, ``mean_a``, ``mean_b``
@@ -284,7 +289,7 @@ def paired_diff(
             mean, lo, hi, n = _t_interval(d, level)
             if n < 2:
                 p = math.nan
-            elif float(np.ptp(d)) == 0.0:      # zero spread: no interval, no test (see docstring)
+            elif _zero_spread(d):              # zero spread: no interval, no test (see docstring)
                 lo = hi = p = math.nan
             else:
                 p = float(stats.ttest_rel(xb, xa).pvalue)
@@ -431,8 +436,9 @@ def verdict(estimate, ci_lo, ci_hi, expected_sign: int = +1, margin=None, n=None
     * *not reproduced* if it lies entirely outside (above ``+margin`` or below ``-margin``);
     * *inconclusive* otherwise. ``p_adj`` is not used.
 
-    **Without a usable interval** -- ``n < 2``, a missing bound, or zero spread (``ci_lo == ci_hi``)
-    -- the data cannot tell: the verdict is *inconclusive*.
+    **Without a usable interval** -- ``n < 2``, a missing bound, or zero spread (``ci_lo == ci_hi``
+    up to float rounding: a width below 1e-9 of the bounds' size) -- the data cannot tell: the
+    verdict is *inconclusive*.
 
     **not testable offline**: no evidence at all (``estimate`` missing or ``n == 0``).
 
@@ -460,7 +466,7 @@ def verdict(estimate, ci_lo, ci_hi, expected_sign: int = +1, margin=None, n=None
         tol = 1e-9 * max(1.0, abs(d))
         if not (lo - tol <= d <= hi + tol):
             raise ValueError(f"estimate ({d}) must lie inside [ci_lo, ci_hi] = [{lo}, {hi}]")
-    usable = has_ci and hi > lo and (n is None or n >= 2)
+    usable = has_ci and (hi - lo) > 1e-9 * max(abs(lo), abs(hi)) and (n is None or n >= 2)
     if not usable:
         return VERDICT_RULES.single_run_max
 
@@ -586,7 +592,7 @@ def verdict_row(values, expected_sign: int = +1, margin=None, n_counts: str = "s
       p_value``). A row that belongs to a family must go through :func:`adjust_family`, which
       replaces these three.
 
-    Zero spread (all values equal) or fewer than 2 values: no interval, no p, no ``mde`` (NaN) and
+    Zero spread (all values equal, up to float rounding) or fewer than 2 values: no interval, no p, no ``mde`` (NaN) and
     the verdict is at most *inconclusive*; no values: *not testable offline*.
     """
     expected_sign = _check_sign(expected_sign)
@@ -598,7 +604,7 @@ def verdict_row(values, expected_sign: int = +1, margin=None, n_counts: str = "s
     x = _finite(values)
     mean, lo, hi, n = _t_interval(x, VERDICT_RULES.level)
     sd = float(x.std(ddof=1)) if n >= 2 else math.nan
-    if n >= 2 and float(np.ptp(x)) > 0.0:
+    if n >= 2 and not _zero_spread(x):
         p = float(stats.ttest_1samp(x, 0.0).pvalue)
     else:                                   # one value or zero spread: nothing to test
         lo = hi = p = math.nan

@@ -523,3 +523,18 @@ def test_verdict_table_computes_the_verdict_column():
         R.verdict_table([dict(claim="C5", text="x")])
     with pytest.raises(ValueError, match="C6"):
         R.verdict_table([dict(claim="C6", text="x", estimate=1.0, ci_lo=0.0, ci_hi=2.0, expected_sign=3)])
+
+
+def test_zero_spread_up_to_float_rounding_is_zero_spread():
+    # intervals of float-noise width, as computed estimates (a correlation, a log ratio) produce them
+    assert R.verdict(-0.17791199964395557, -0.17791199964395585, -0.1779119996439553, n=3) == "inconclusive"
+    assert R.verdict(1.7917594692280547, 1.7917594692280545, 1.791759469228055, n=12) == "inconclusive"
+    assert R.verdict(1e-6, 0.5e-6, 1.5e-6, n=3) == "reproduced"          # a small scale is not zero spread
+    d = np.array([60.7, 12.4, 33.3]) - np.array([60.6, 12.3, 33.2])     # 0.1 three times, up to rounding
+    assert np.ptp(d) > 0
+    row = R.verdict_row(d)
+    assert row["verdict"] == "inconclusive" and math.isnan(row["p_value"]) and math.isnan(row["ci_lo"])
+    pd_row = R.paired_diff(runs([60.6, 12.3, 33.2], [60.7, 12.4, 33.3]), None, "variant", "none", "sec",
+                           metrics=["R@1"]).iloc[0]
+    assert math.isnan(pd_row.p_value) and math.isnan(pd_row.ci_lo)
+    assert R.verdict_row([1e-7, 2e-7, 1.5e-7])["verdict"] == "reproduced"
