@@ -1,5 +1,7 @@
 """sec_lib.report on hand-made result frames: intervals against scipy.stats.t, paired differences
-against scipy.stats.ttest_rel, and the verdict rules."""
+against scipy.stats.ttest_rel, the verdict rules of issue 9 on hand-made intervals and on simulated
+null data, min_detectable_effect against statsmodels / G*Power / a Monte-Carlo power check, and
+holm against a worked example and statsmodels."""
 import math
 
 import numpy as np
@@ -143,23 +145,28 @@ def test_paired_diff_bad_input():
 # ------------------------------------------------------------------------------------------- verdicts
 
 
-def verdict_of(values_none, values_sec, expected_sign=+1):
+def verdict_of(values_none, values_sec, expected_sign=+1, margin=None):
     d = R.paired_diff(runs(values_none, values_sec), "loss", "variant", "none", "sec", metrics=["R@1"]).iloc[0]
-    return R.verdict(d["diff"], d.ci_lo, d.ci_hi, expected_sign=expected_sign, n=d.n_pairs)
+    return R.verdict(d["diff"], d.ci_lo, d.ci_hi, expected_sign=expected_sign, margin=margin, n=d.n_pairs)
+
+
+def test_verdict_words_are_the_four_of_the_design():
+    assert R.VERDICTS == ("reproduced", "not reproduced", "inconclusive", "not testable offline")
+    assert "partly" not in R.VERDICTS and R.VERDICT_RULES.single_run_max == "inconclusive"
 
 
 def test_verdict_sec_wins_clearly():
     assert verdict_of([50.0, 51.0, 52.0, 50.5], [53.0, 54.2, 55.1, 53.4]) == "reproduced"
 
 
-def test_verdict_sec_loses():
+def test_verdict_sec_loses_with_the_interval_on_the_wrong_side():
     assert verdict_of([53.0, 54.2, 55.1, 53.4], [50.0, 51.0, 52.0, 50.5]) == "not reproduced"
-    # and a claim that SEC *lowers* the norm variance is reproduced by the same numbers
+    # and a claim that SEC *lowers* the quantity is reproduced by the same numbers
     assert verdict_of([53.0, 54.2, 55.1, 53.4], [50.0, 51.0, 52.0, 50.5], expected_sign=-1) == "reproduced"
 
 
-def test_verdict_noisy_is_partly():
-    assert verdict_of([50.0, 55.0, 48.0, 53.0], [53.0, 52.0, 51.0, 54.0]) == "partly"
+def test_verdict_noisy_is_inconclusive():
+    assert verdict_of([50.0, 55.0, 48.0, 53.0], [53.0, 52.0, 51.0, 54.0]) == "inconclusive"
 
 
 def test_verdict_no_data_is_not_testable():
@@ -169,24 +176,328 @@ def test_verdict_no_data_is_not_testable():
     assert R.verdict(1.0, 0.5, 1.5, n=0) == "not testable offline"
 
 
-def test_verdict_rules_thresholds():
-    assert R.VERDICT_RULES.min_effect == 0.0 and R.VERDICT_RULES.level == 0.95
-    assert R.verdict(0.3, 0.1, 0.5, min_effect=1.0) == "partly"  # significant but below min_effect
-    assert R.verdict(1.2, 0.1, 2.3, min_effect=1.0) == "reproduced"
-    assert R.verdict(0.5, -0.2, 1.2) == "partly"  # CI includes 0
-    assert R.verdict(-0.5, -1.2, 0.2) == "not reproduced"  # wrong-side point estimate
-    assert R.verdict(0.0, -1.0, 1.0) == "not reproduced"
-    assert R.verdict(0.7, math.nan, math.nan, n=1) == "partly"  # single run: never "reproduced"
-    # no-change claims (equivalence within the margin)
-    assert R.verdict(0.05, -0.2, 0.3, expected_sign=0, min_effect=0.5) == "reproduced"
-    assert R.verdict(0.05, -0.9, 1.0, expected_sign=0, min_effect=0.5) == "partly"
-    assert R.verdict(1.5, 1.0, 2.0, expected_sign=0, min_effect=0.5) == "not reproduced"
+def test_verdict_cases_listed_under_why_in_issue_9():
+    # npair +0.25 [-4.36, +4.86] (n = 3) read "partly": the interval contains 0 -> inconclusive
+    assert R.verdict(0.25, -4.36, 4.86, n=3) == "inconclusive"
+    # triplet -4.65 [-9.37, +0.06] read "not reproduced" although the interval contains 0
+    assert R.verdict(-4.65, -9.37, 0.06, n=3) == "inconclusive"
+    # CosFace +4.5, +12.1, +5.1 (3 of 3 seeds positive) read "partly": n = 3 cannot tell
+    row = R.verdict_row([4.5, 12.1, 5.1])
+    assert row["ci_lo"] < 0 < row["ci_hi"] and row["verdict"] == "inconclusive"
+    assert row["mde"] > row["estimate"]   # the page can say: this design detects only larger effects
+    # the no-change rule in the right order: [0.1, 0.3] inside a ±0.5 margin
+    assert R.verdict(0.2, 0.1, 0.3, expected_sign=0, margin=0.5) == "reproduced"
+    # ... while for a directional claim the same interval shows a negligible effect
+    assert R.verdict(0.2, 0.1, 0.3, expected_sign=+1, margin=0.5) == "not reproduced"
+    assert R.verdict(0.2, 0.1, 0.3, expected_sign=+1, margin=0.5, p_adj=1e-4) == "not reproduced"
+    assert R.verdict(0.2, 0.1, 0.3, expected_sign=+1) == "reproduced"  # no margin declared: no negligible rule
+    # zero spread, both ways it used to reach the pages: NaN bounds (report.paired_diff) and a
+    # zero-width interval with p = 0 (review.values_ci) -- both at most inconclusive now
+    assert R.verdict(1.0, math.nan, math.nan, n=3) == "inconclusive"
+    assert R.verdict(1.0, 1.0, 1.0, n=3, p_adj=0.0) == "inconclusive"
+    assert R.verdict(0.0, 0.0, 0.0, expected_sign=0, margin=0.5, n=3) == "inconclusive"
+    assert R.verdict(-1.0, -1.0, -1.0, n=3) == "inconclusive"
+    zero = R.verdict_row([2.0, 2.0, 2.0])
+    assert zero["verdict"] == "inconclusive" and zero["sd"] == 0.0
+    assert all(math.isnan(zero[k]) for k in ("ci_lo", "ci_hi", "p_value", "p_adj", "mde"))
+
+
+@pytest.mark.parametrize(
+    "est, lo, hi, sign, margin, n, p_adj, expected",
+    [
+        # directional, +1
+        (1.0, 0.2, 1.8, +1, None, 4, None, "reproduced"),
+        (1.0, 0.2, 1.8, +1, None, 4, 0.01, "reproduced"),
+        (1.0, 0.2, 1.8, +1, None, 4, 0.049, "reproduced"),
+        (1.0, 0.2, 1.8, +1, None, 4, 0.05, "inconclusive"),   # adjusted p must be < 0.05
+        (1.0, 0.2, 1.8, +1, None, 4, 0.3, "inconclusive"),
+        (1.0, 0.2, 1.8, +1, None, 4, math.nan, "reproduced"),  # NaN = no adjusted p given
+        (1.0, 0.2, 1.8, +1, 0.5, 4, 0.01, "reproduced"),      # reaches past the margin: not negligible
+        (-1.0, -1.8, -0.2, +1, None, 4, None, "not reproduced"),
+        (-1.0, -1.8, -0.2, +1, None, 4, 0.9, "not reproduced"),  # p_adj only gates "reproduced"
+        (0.5, -0.2, 1.2, +1, None, 4, None, "inconclusive"),
+        (-0.5, -1.2, 0.2, +1, None, 4, None, "inconclusive"),   # wrong-side estimate, interval contains 0
+        (0.0, -1.0, 1.0, +1, None, 4, None, "inconclusive"),
+        (0.5, 0.0, 1.0, +1, None, 4, None, "inconclusive"),     # touching 0 is not "on the predicted side"
+        (0.05, -0.3, 0.4, +1, 0.5, 4, None, "not reproduced"),  # inside ±margin: negligible
+        (0.05, -0.3, 0.4, +1, 0.2, 4, None, "inconclusive"),
+        (0.45, 0.4, 0.5, +1, 0.5, 4, None, "not reproduced"),   # margin boundary counts as inside
+        # directional, -1
+        (-1.0, -1.8, -0.2, -1, None, 4, 0.01, "reproduced"),
+        (1.0, 0.2, 1.8, -1, None, 4, 0.01, "not reproduced"),
+        (-0.2, -0.3, -0.1, -1, 0.5, 4, 0.01, "not reproduced"),
+        (-0.5, -1.2, 0.2, -1, None, 4, None, "inconclusive"),
+        # no change
+        (0.05, -0.2, 0.3, 0, 0.5, 4, None, "reproduced"),
+        (0.05, -0.2, 0.3, 0, 0.5, 4, 0.001, "reproduced"),      # p_adj is not used for no-change claims
+        (0.05, -0.9, 1.0, 0, 0.5, 4, None, "inconclusive"),
+        (0.6, 0.3, 0.9, 0, 0.5, 4, None, "inconclusive"),       # straddles the margin
+        (1.5, 1.0, 2.0, 0, 0.5, 4, None, "not reproduced"),
+        (-1.5, -2.0, -0.6, 0, 0.5, 4, None, "not reproduced"),
+        (0.2, 0.1, 0.3, 0, None, 4, None, "reproduced"),        # default margin: 0.5 points of R@1
+        # no usable interval
+        (0.7, math.nan, math.nan, +1, None, 1, None, "inconclusive"),
+        (0.7, 0.5, 0.9, +1, None, 1, None, "inconclusive"),     # bounds without n >= 2 are not an interval
+        (0.7, 0.5, math.nan, +1, None, 4, None, "inconclusive"),
+        (5.0, None, None, 0, 0.5, None, None, "inconclusive"),
+    ],
+)
+def test_verdict_rules_on_hand_made_intervals(est, lo, hi, sign, margin, n, p_adj, expected):
+    assert R.verdict(est, lo, hi, expected_sign=sign, margin=margin, n=n, p_adj=p_adj) == expected
+
+
+def test_verdict_invariants_on_random_intervals():
+    """Whatever the interval: reproduced => on the predicted side and not negligible;
+    not reproduced => wrong side or inside the margin; and the word never depends on the estimate."""
+    rng = np.random.default_rng(1)
+    for _ in range(2000):
+        lo, hi = np.sort(rng.normal(0, 1.5, 2))
+        est = rng.uniform(lo, hi)
+        sign = int(rng.choice([-1, 1]))
+        margin = float(rng.choice([0.0, 0.3, 1.0]))
+        v = R.verdict(est, lo, hi, sign, margin, n=5)
+        s_lo, s_hi = sorted((sign * lo, sign * hi))
+        negligible = -margin <= lo and hi <= margin
+        assert v == R.verdict((lo + hi) / 2, lo, hi, sign, margin, n=5)
+        assert (v == "reproduced") == (s_lo > 0 and not negligible)
+        assert (v == "not reproduced") == (s_hi < 0 or negligible)
+
+
+def test_verdict_bad_input():
     with pytest.raises(ValueError, match="expected_sign"):
         R.verdict(1.0, 0.5, 1.5, expected_sign=2)
     with pytest.raises(ValueError, match="inside"):
         R.verdict(3.0, 0.5, 1.5)
     with pytest.raises(ValueError, match="ci_lo"):
         R.verdict(1.0, 1.5, 0.5)
+    with pytest.raises(ValueError, match="margin"):
+        R.verdict(1.0, 0.5, 1.5, margin=-0.1)
+    with pytest.raises(ValueError, match="no-change"):
+        R.verdict(0.0, -0.1, 0.1, expected_sign=0, margin=0.0)
+    with pytest.raises(ValueError, match="p_adj"):
+        R.verdict(1.0, 0.5, 1.5, p_adj=1.5)
+    with pytest.raises(ValueError, match="n must be"):
+        R.verdict(1.0, 0.5, 1.5, n=-1)
+
+
+# ----------------------------------------------------------------------------- simulations of the rules
+
+
+def null_words(n, draws, rng, expected_sign=+1, effect=0.0):
+    return pd.Series([R.verdict_row(rng.normal(effect, 1.0, n), expected_sign)["verdict"] for _ in range(draws)])
+
+
+@pytest.mark.parametrize("n", [3, 5])
+def test_null_effect_is_rarely_reproduced(n):
+    """True effect 0: the old rules gave a decisive word every time (about half "not reproduced",
+    the rest "reproduced" or "partly"); now "reproduced" comes out at most about 5% of the time
+    (2.5% expected: the interval above 0) and so does "not reproduced"."""
+    rng = np.random.default_rng(20261123)
+    words = null_words(n, 2000, rng).value_counts(normalize=True)
+    assert words.get("reproduced", 0.0) <= 0.05
+    assert words.get("not reproduced", 0.0) <= 0.05
+    assert words.get("inconclusive", 0.0) >= 0.9            # the old rules: 0%
+    # the old rule called every wrong-side point estimate "not reproduced": about half the draws
+    old_not_reproduced = np.mean([rng.normal(0, 1, n).mean() <= 0 for _ in range(2000)])
+    assert old_not_reproduced > 0.45 > 5 * words.get("not reproduced", 0.0)
+
+
+def test_holm_keeps_a_family_of_null_comparisons_honest():
+    """8 null comparisons per family: without adjustment some row of the family is "reproduced" in
+    about 1 - 0.975^8 = 18% of families; after Holm in at most about 5%."""
+    rng = np.random.default_rng(7)
+    raw_any = adj_any = 0
+    families = 300
+    for _ in range(families):
+        rows = [R.verdict_row(rng.normal(0.0, 1.0, 5)) for _ in range(8)]
+        raw_any += any(r["verdict"] == "reproduced" for r in rows)
+        fam = R.adjust_family(rows)
+        adj_any += (fam["verdict"] == "reproduced").any()
+    assert raw_any / families > 0.1
+    assert adj_any / families <= 0.05
+
+
+def test_at_the_min_detectable_effect_reproduced_comes_out_at_the_stated_power():
+    """Monte-Carlo check of min_detectable_effect: a true effect equal to it (sd 1, n 5) is
+    "reproduced" in about 80% of draws."""
+    rng = np.random.default_rng(3)
+    mde = R.min_detectable_effect(1.0, 5)
+    words = null_words(5, 3000, rng, effect=mde)
+    assert (words == "reproduced").mean() == pytest.approx(0.8, abs=0.03)
+
+
+# ------------------------------------------------------------------------------ min_detectable_effect
+
+
+# statsmodels' solve_power stops at its search bracket for n = 3, alpha = 0.01, power = 0.9 (it returns
+# 4.19, at which its own power is 0.41): that case is checked by Monte Carlo below instead.
+@pytest.mark.parametrize("n, alpha, power", [(n, a, p) for n in (3, 5, 10, 34)
+                                             for a, p in ((0.05, 0.8), (0.1, 0.5), (0.01, 0.9)) if (n, a) != (3, 0.01)])
+def test_min_detectable_effect_against_statsmodels(n, alpha, power):
+    sm_power = pytest.importorskip("statsmodels.stats.power")
+    ref = sm_power.TTestPower().solve_power(effect_size=None, nobs=n, alpha=alpha, power=power,
+                                            alternative="two-sided")
+    assert R.min_detectable_effect(1.0, n, alpha, power) == pytest.approx(ref, rel=1e-5)
+    assert R.min_detectable_effect(2.5, n, alpha, power) == pytest.approx(2.5 * ref, rel=1e-5)  # in sd units
+
+
+@pytest.mark.parametrize("n, alpha, power", [(2, 0.05, 0.8), (3, 0.05, 0.8), (3, 0.01, 0.9), (5, 0.05, 0.8),
+                                             (10, 0.1, 0.5)])
+def test_min_detectable_effect_monte_carlo(n, alpha, power):
+    """Draw 100 000 experiments of n normal differences with mean = the detectable effect: the
+    two-sided t-test (scipy) rejects at level alpha in a fraction ``power`` of them."""
+    rng = np.random.default_rng(11)
+    sd = 2.0
+    x = rng.normal(R.min_detectable_effect(sd, n, alpha, power), sd, size=(100_000, n))
+    rejected = stats.ttest_1samp(x, 0.0, axis=1).pvalue < alpha
+    assert rejected.mean() == pytest.approx(power, abs=0.006)
+
+
+def test_min_detectable_effect_against_gpower_table():
+    # G*Power, t tests / means: difference from constant (one sample case), two tails, dz = 0.5,
+    # alpha 0.05, power 0.80 -> total sample size 34 (actual power 0.8078): so 34 pairs detect
+    # dz = 0.5 and 33 do not.
+    assert R.min_detectable_effect(1.0, 34) < 0.5 < R.min_detectable_effect(1.0, 33)
+
+
+def test_min_detectable_effect_shape_and_edge_cases():
+    mdes = [R.min_detectable_effect(1.0, n) for n in (2, 3, 5, 10, 100)]
+    assert all(a > b for a, b in zip(mdes, mdes[1:]))         # more seeds detect smaller effects
+    # large n: the normal approximation (z_{0.975} + z_{0.8}) / sqrt(n)
+    assert R.min_detectable_effect(1.0, 10_000) == pytest.approx(
+        (stats.norm.ppf(0.975) + stats.norm.ppf(0.8)) / 100, rel=1e-3)
+    assert math.isnan(R.min_detectable_effect(1.0, 1))
+    assert math.isnan(R.min_detectable_effect(1.0, 0))
+    assert math.isnan(R.min_detectable_effect(0.0, 5))        # zero spread: no test
+    assert math.isnan(R.min_detectable_effect(math.nan, 5))
+    with pytest.raises(ValueError, match="sd"):
+        R.min_detectable_effect(-1.0, 5)
+    with pytest.raises(ValueError, match="alpha"):
+        R.min_detectable_effect(1.0, 5, alpha=1.5)
+    with pytest.raises(ValueError, match="exceed alpha"):
+        R.min_detectable_effect(1.0, 5, alpha=0.5, power=0.4)
+    with pytest.raises(ValueError, match="n must be"):
+        R.min_detectable_effect(1.0, 2.5)
+
+
+# -------------------------------------------------------------------------------------------- holm
+
+
+def test_holm_worked_example():
+    # sorted: 0.005*4 = 0.02, 0.01*3 = 0.03, 0.03*2 = 0.06, 0.04*1 = 0.04 -> raised to 0.06 (monotone)
+    adj = R.holm([0.01, 0.04, 0.03, 0.005])
+    assert adj == pytest.approx([0.03, 0.06, 0.06, 0.02])
+    assert R.holm([0.5, 0.6, 0.9]) == pytest.approx([1.0, 1.0, 1.0])   # capped at 1
+    assert R.holm([0.03]) == pytest.approx([0.03])                      # a family of one
+    assert R.holm([]).size == 0
+
+
+def test_holm_nan_safe_and_keeps_series_index():
+    adj = R.holm([0.01, np.nan, 0.04, None])
+    assert adj[[0, 2]] == pytest.approx([0.02, 0.04]) and np.isnan(adj[[1, 3]]).all()   # m = 2
+    s = pd.Series([0.04, 0.01], index=["b", "a"], name="p")
+    out = R.holm(s)
+    assert isinstance(out, pd.Series) and out.index.tolist() == ["b", "a"] and out.tolist() == pytest.approx([0.04, 0.02])
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+        R.holm([0.2, 1.2])
+    with pytest.raises(ValueError, match="1-D"):
+        R.holm(np.zeros((2, 2)))
+
+
+def test_holm_against_statsmodels():
+    multitest = pytest.importorskip("statsmodels.stats.multitest")
+    rng = np.random.default_rng(0)
+    for m in (1, 2, 5, 24, 64):
+        p = rng.uniform(0, 0.2, m) ** 2
+        p[: m // 3] = p[0]                                               # ties
+        ref = multitest.multipletests(p, method="holm")[1]
+        adj = R.holm(p)
+        assert adj == pytest.approx(ref, rel=1e-12)
+        assert np.all(adj >= p) and np.all(adj <= 1)
+        order = np.argsort(p, kind="stable")
+        assert np.all(np.diff(adj[order]) >= 0)                          # monotone in the raw p
+
+
+# ------------------------------------------------------------------------------------------ margins
+
+
+def test_margin_table_and_primary_metric():
+    assert R.PRIMARY_METRIC == "R@1" and R.metric_role("R@1") == "primary"
+    assert set(R.SECONDARY_METRICS) == set(R.DEFAULT_METRICS) - {"R@1"}
+    assert all(R.metric_role(m) == "secondary" for m in R.SECONDARY_METRICS)
+    assert set(R.MARGINS) >= set(R.DEFAULT_METRICS)                       # every reported metric has one
+    t = R.margin_table()
+    assert list(t.columns) == ["metric", "margin", "unit", "role"]
+    assert t.iloc[0].metric == "R@1" and t.iloc[0].role == "primary" and (t.role == "primary").sum() == 1
+    assert dict(zip(t.metric, t.margin)) == R.MARGINS
+    assert R.margin_for("R@1") == 0.5 == R.VERDICT_RULES.equivalence_margin
+    with pytest.raises(ValueError, match="declared"):
+        R.margin_for("R@3")
+
+
+# ----------------------------------------------------------------------------- verdict rows and families
+
+
+def test_verdict_row_matches_paired_diff_and_ttest():
+    none, sec = [50.0, 52.0, 51.0, 49.5], [53.0, 53.5, 54.0, 51.0]
+    d = np.subtract(sec, none)
+    row = R.verdict_row(d, expected_sign=+1, margin=R.margin_for("R@1"))
+    assert list(row) == list(R.ROW_COLUMNS)
+    pdiff = R.paired_diff(runs(none, sec), "loss", "variant", "none", "sec", metrics=["R@1"]).iloc[0]
+    assert (row["estimate"], row["ci_lo"], row["ci_hi"]) == pytest.approx((pdiff["diff"], pdiff.ci_lo, pdiff.ci_hi))
+    assert row["p_value"] == pytest.approx(stats.ttest_rel(sec, none).pvalue)
+    assert row["p_adj"] == row["p_value"] and row["m"] == 1               # a family of one until adjusted
+    assert row["n"] == 4 and row["n_counts"] == "seeds"
+    assert row["sd"] == pytest.approx(np.std(d, ddof=1))
+    assert row["mde"] == pytest.approx(R.min_detectable_effect(np.std(d, ddof=1), 4))
+    assert row["verdict"] == "reproduced"
+
+
+def test_verdict_row_edge_cases_and_bad_input():
+    r = R.verdict_row([1.0, np.nan, 3.0, 2.0], n_counts="runs pooled across losses")
+    assert r["n"] == 3 and r["n_counts"] == "runs pooled across losses"   # the failed run is dropped
+    one = R.verdict_row([0.7])
+    assert one["verdict"] == "inconclusive" and one["n"] == 1 and math.isnan(one["sd"]) and math.isnan(one["mde"])
+    none = R.verdict_row([])
+    assert none["verdict"] == "not testable offline" and none["n"] == 0
+    assert R.verdict_row([0.1, 0.2, 0.15, 0.12], expected_sign=0, margin=0.5)["verdict"] == "reproduced"
+    with pytest.raises(ValueError, match="n_counts"):
+        R.verdict_row([1.0, 2.0], n_counts="pairs")
+    with pytest.raises(ValueError, match="expected_sign"):
+        R.verdict_row([1.0, 2.0], expected_sign="+")
+    with pytest.raises(ValueError, match="1-D"):
+        R.verdict_row(np.ones((2, 3)))
+
+
+def test_adjust_family_applies_holm_then_the_rules():
+    # four rows that each are "reproduced" on their own (raw p 0.02) but not as a family of four
+    base = dict(estimate=1.0, ci_lo=0.2, ci_hi=1.8, n=5, expected_sign=+1)
+    rows = [dict(base, p_value=0.02, name=f"r{i}") for i in range(4)]
+    assert all(R.verdict(r["estimate"], r["ci_lo"], r["ci_hi"], p_adj=r["p_value"]) == "reproduced" for r in rows)
+    fam = R.adjust_family(rows, family="main")
+    assert fam["p_adj"].tolist() == pytest.approx([0.08] * 4) and (fam["m"] == 4).all()
+    assert set(fam["verdict"]) == {"inconclusive"} and set(fam["family"]) == {"main"}
+    assert fam["name"].tolist() == ["r0", "r1", "r2", "r3"]                 # order and extra columns kept
+    # a strong row survives; rows without a p (zero spread) are not counted and stay inconclusive
+    rows = [dict(base, p_value=0.001), dict(base, p_value=0.04), R.verdict_row([2.0, 2.0, 2.0])]
+    fam = R.adjust_family(pd.DataFrame(rows))
+    assert fam["p_adj"].iloc[:2].tolist() == pytest.approx([0.002, 0.04]) and math.isnan(fam["p_adj"].iloc[2])
+    assert (fam["m"] == 2).all()
+    assert fam["verdict"].tolist() == ["reproduced", "reproduced", "inconclusive"]
+    # verdict_row output goes straight in, and the adjustment equals holm of the raw p-values
+    rng = np.random.default_rng(5)
+    vr = [R.verdict_row(rng.normal(0.8, 1.0, 5)) for _ in range(6)]
+    fam = R.adjust_family(vr)
+    assert fam["p_adj"].to_numpy() == pytest.approx(R.holm([r["p_value"] for r in vr]))
+    assert fam["verdict"].tolist() == [
+        R.verdict(r["estimate"], r["ci_lo"], r["ci_hi"], n=r["n"], p_adj=p) for r, p in zip(vr, fam["p_adj"])]
+    assert len(R.adjust_family([])) == 0
+    with pytest.raises(ValueError, match="required columns"):
+        R.adjust_family([dict(estimate=1.0)])
+    with pytest.raises(ValueError, match="DataFrame or a list"):
+        R.adjust_family("rows")
+    with pytest.raises(ValueError, match="row 0"):
+        R.adjust_family([dict(base, p_value=0.01, expected_sign=3)])
 
 
 def test_verdict_table_computes_the_verdict_column():
@@ -195,14 +506,18 @@ def test_verdict_table_computes_the_verdict_column():
         dict(claim="C2", text="SEC improves R@1 (MS)", estimate=-1.0, ci_lo=-1.6, ci_hi=-0.4, n=4, paper=None),
         dict(claim="C3", text="noisy", estimate=0.4, ci_lo=-0.3, ci_hi=1.1, n=3),
         dict(claim="C4", text="SOP needs the real data", estimate=None, ci_lo=None, ci_hi=None, n=0, source="x"),
+        dict(claim="C5", text="adjusted away", estimate=3.0, ci_lo=2.1, ci_hi=3.9, n=4, p_adj=0.2),
+        dict(claim="C6", text="negligible", estimate=0.2, ci_lo=0.1, ci_hi=0.3, n=4, margin=0.5),
+        dict(claim="C7", text="old key", estimate=0.2, ci_lo=0.1, ci_hi=0.3, n=4, min_effect=0.5),
     ]
     t = R.verdict_table(rows)
     assert t.columns[:10].tolist() == [
         "claim", "text", "estimate", "ci_lo", "ci_hi", "n", "paper", "link", "expected_sign", "verdict"
     ]
-    assert t.verdict.tolist() == ["reproduced", "not reproduced", "partly", "not testable offline"]
+    assert t.verdict.tolist() == ["reproduced", "not reproduced", "inconclusive", "not testable offline",
+                                  "inconclusive", "not reproduced", "not reproduced"]
     assert set(t.verdict) <= set(R.VERDICTS)
-    assert "source" in t.columns and t.paper.isna().tolist() == [False, True, True, True]
+    assert "source" in t.columns and t.paper.isna().tolist() == [False, True, True, True, True, True, True]
     with pytest.raises(ValueError, match="never given"):
         R.verdict_table([{**rows[0], "verdict": "reproduced"}])
     with pytest.raises(ValueError, match="required keys"):
@@ -263,3 +578,18 @@ def test_format_ci_styles():
     assert R.fmt_cell(0.001234, 0.001, 0.00147, 3) == "0.00123 ± 0.000235"
     with pytest.raises(ValueError, match="style"):
         R.format_ci(1, 0, 2, 3, style="box")
+
+
+def test_zero_spread_up_to_float_rounding_is_zero_spread():
+    # intervals of float-noise width, as computed estimates (a correlation, a log ratio) produce them
+    assert R.verdict(-0.17791199964395557, -0.17791199964395585, -0.1779119996439553, n=3) == "inconclusive"
+    assert R.verdict(1.7917594692280547, 1.7917594692280545, 1.791759469228055, n=12) == "inconclusive"
+    assert R.verdict(1e-6, 0.5e-6, 1.5e-6, n=3) == "reproduced"          # a small scale is not zero spread
+    d = np.array([60.7, 12.4, 33.3]) - np.array([60.6, 12.3, 33.2])     # 0.1 three times, up to rounding
+    assert np.ptp(d) > 0
+    row = R.verdict_row(d)
+    assert row["verdict"] == "inconclusive" and math.isnan(row["p_value"]) and math.isnan(row["ci_lo"])
+    pd_row = R.paired_diff(runs([60.6, 12.3, 33.2], [60.7, 12.4, 33.3]), None, "variant", "none", "sec",
+                           metrics=["R@1"]).iloc[0]
+    assert math.isnan(pd_row.p_value) and math.isnan(pd_row.ci_lo)
+    assert R.verdict_row([1e-7, 2e-7, 1.5e-7])["verdict"] == "reproduced"
