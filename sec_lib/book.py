@@ -94,9 +94,11 @@ def progress_bar(desc: str, total: int):
     return tqdm(total=total, desc=desc, unit="run", file=sys.stderr, dynamic_ncols=True)
 
 
-def train_sweep(desc: str, configs, jobs: int, summary: Summary) -> None:
-    from .store import ResultStore, run_all
-    bar = progress_bar(desc, len(configs))     # run_all reports the number of distinct runs
+def train_sweep(desc: str, configs, launcher, summary: Summary) -> None:
+    """Train one wave with ``launcher`` (or a job count for the local pool), with a progress bar."""
+    from .launch import as_launcher
+    from .store import ResultStore
+    bar = progress_bar(desc, len(configs))     # the launcher reports the number of distinct runs
 
     def report(event, n, total):
         bar.total = total
@@ -107,12 +109,16 @@ def train_sweep(desc: str, configs, jobs: int, summary: Summary) -> None:
         bar.update(n)
         bar.refresh()
 
-    results = run_all(configs, jobs=jobs, progress=report)
-    bar.close()
     store = ResultStore()
-    for r in results:
-        if r is not None and r.status != "done":
-            summary.failed_runs.append((r.key or store.path(r.config).name, r.error))
+    try:
+        as_launcher(launcher).run(configs, store.root, progress=report)
+    finally:
+        bar.close()
+    for c in configs:
+        key = store.path(c).name
+        meta = store.meta(key) if store.has(c) else {"status": "missing", "error": "not in the store"}
+        if meta["status"] != "done" and key not in {k for k, _ in summary.failed_runs}:
+            summary.failed_runs.append((key, meta.get("error")))
 
 
 def execute_page(page: Page, profile: str, site: Path, extra_env: dict | None = None) -> None:
@@ -157,8 +163,9 @@ def _papermill_error(stderr: str) -> str:
     return "\n".join(lines[-5:])
 
 
-def run(profile: str, only=None, jobs: int | None = None, site: Path = REPO) -> Summary:
-    """Train what the chosen pages need, then execute them. Returns the summary (also printed)."""
+def run(profile: str, only=None, jobs: int | None = None, site: Path = REPO, launcher=None) -> Summary:
+    """Train what the chosen pages need (with ``launcher``, default: the local pool of ``jobs``
+    processes), then execute them. Returns the summary (also printed)."""
     p = ex.get_profile(profile)
     pages = select_pages(only)
     jobs = p.jobs if jobs is None else jobs
@@ -171,7 +178,7 @@ def run(profile: str, only=None, jobs: int | None = None, site: Path = REPO) -> 
     chapters = sorted({ch for page in pages for ch in page.chapters})
     if chapters:
         t1 = time.perf_counter()
-        train_stages(p, chapters, jobs, summary)
+        train_stages(p, chapters, launcher or jobs, summary)
         summary.times["training"] = time.perf_counter() - t1
     t2 = time.perf_counter()
     from tqdm import tqdm
@@ -194,29 +201,11 @@ def run(profile: str, only=None, jobs: int | None = None, site: Path = REPO) -> 
     return summary
 
 
-SELECTION_CHAPTERS = {"selection", "tuned", "beyond", "main"}
-
-
-def train_stages(p: ex.Profile, chapters, jobs: int, summary: Summary, store=None) -> None:
-    """Train in dependent stages: the learning-rate (and run-length) pilot, then the η / L2-weight
-    selection on held-out classes (at the pilot's choices), then each chapter's runs in the given
-    order (some use the selection). Every run is counted once; a selection that cannot be made
-    fairly (a learning rate at the edge of its grid) stops here, before any test run."""
-    from .store import ResultStore, run_key
-    store = store or ResultStore()
-    done = set()
-
-    def sweep(desc, configs):
-        todo = [c for c in configs if run_key(c) not in done]
-        done.update(run_key(c) for c in todo)
-        if todo:
-            train_sweep(f"[{p.name}] {desc}", todo, jobs, summary)
-
-    sweep("lr pilot", ex.lr_pilot(p))
-    if SELECTION_CHAPTERS & set(chapters):
-        sweep("eta selection", ex.chapter_configs("selection", p, store))
-    for ch in chapters:
-        sweep(f"{ch} runs", ex.chapter_configs(ch, p, store))
+def train_stages(p: ex.Profile, chapters, launcher, summary: Summary, store=None) -> None:
+    """Train in dependent waves (pilot, η selection, chapters) with ``launcher`` (or a job count
+    for the local pool); see :func:`sec_lib.launch.train_stages`."""
+    from .launch import train_stages as waves
+    waves(p, chapters, launcher, store, sweep=lambda desc, configs, lau: train_sweep(desc, configs, lau, summary))
 
 
 def prepare_data(p: ex.Profile) -> None:
@@ -242,6 +231,26 @@ def build(site: Path = REPO, strict: bool = True) -> Path:
     return html
 
 
+def add_launcher_options(parser) -> None:
+    """Where the runs train: the local pool, or jobs through submitit (Slurm, or 'local' processes)."""
+    g = parser.add_argument_group("launcher", "where the runs train (see the GPU page for the cluster workflow)")
+    g.add_argument("--launcher", default="pool", help="pool (local processes, default) or submitit (Slurm jobs)")
+    g.add_argument("--slurm-partition", default=None, help="submitit: the Slurm partition")
+    g.add_argument("--gpus-per-job", type=int, default=None, help="submitit: GPUs per job (0 for CPU runs)")
+    g.add_argument("--time-min", type=int, default=None, help="submitit: time limit of one job, in minutes")
+    g.add_argument("--array-parallelism", type=int, default=None, help="submitit: jobs of a wave running at once")
+    g.add_argument("--runs-per-job", type=int, default=None, help="submitit: runs packed into one job")
+    g.add_argument("--submitit-folder", type=Path, default=None, help="submitit: job logs (default: data/submitit)")
+    g.add_argument("--cluster", default=None, help="submitit: 'slurm', or 'local' (jobs as processes here); "
+                                                    "default: auto-detect")
+
+
+def launcher_options(args) -> dict:
+    return dict(partition=args.slurm_partition, gpus_per_job=args.gpus_per_job, timeout_min=args.time_min,
+                array_parallelism=args.array_parallelism, runs_per_job=args.runs_per_job,
+                folder=args.submitit_folder, cluster=args.cluster)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m sec_lib.book", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -251,19 +260,29 @@ def main(argv=None) -> int:
     r.add_argument("--only", nargs="*", choices=PAGE_NAMES, help="only these notebooks (and their runs)")
     r.add_argument("--jobs", type=int, default=None, help="parallel training processes / notebook kernels")
     r.add_argument("--site", type=Path, default=REPO, help="folder with _config.yml; notebooks go to <site>/book/nb")
+    add_launcher_options(r)
     t = sub.add_parser("train", help="train (or reuse) the runs of some chapters, in stages, without notebooks")
     t.add_argument("--profile", default="reference", choices=ex.PROFILE_NAMES)
     t.add_argument("--chapters", nargs="*", default=None, choices=tuple(ex.CHAPTERS),
                    help="chapters in the order to train them (default: all, the main comparison first)")
     t.add_argument("--jobs", type=int, default=None, help="parallel training processes")
+    add_launcher_options(t)
     b = sub.add_parser("build", help="build the HTML book with jupyter-book (-W)")
     b.add_argument("--site", type=Path, default=REPO)
     args = ap.parse_args(argv)
+    if args.cmd in ("run", "train"):
+        from .launch import LaunchError, make_launcher
+        try:                                  # every option checked before anything trains or is submitted
+            jobs = ex.get_profile(args.profile).jobs if args.jobs is None else args.jobs
+            launcher = make_launcher(args.launcher, jobs, **launcher_options(args))
+        except ParameterError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
     if args.cmd == "run":
         t0 = time.perf_counter()
         try:
-            s = run(args.profile, args.only, args.jobs, args.site)
-        except (ParameterError, ex.SelectionError) as e:
+            s = run(args.profile, args.only, args.jobs, args.site, launcher)
+        except (ParameterError, ex.SelectionError, LaunchError) as e:
             print(f"error: {e}", file=sys.stderr)
             return 2
         print(f"profile {args.profile} finished in {(time.perf_counter() - t0) / 60:.1f} min")
@@ -271,13 +290,12 @@ def main(argv=None) -> int:
     if args.cmd == "train":
         p = ex.get_profile(args.profile)
         chapters = args.chapters or ["main", *[c for c in ex.CHAPTERS if c not in ("main", "selection")]]
-        jobs = p.jobs if args.jobs is None else args.jobs
         summary = Summary()
         t0 = time.perf_counter()
         try:
             prepare_data(p)
-            train_stages(p, chapters, jobs, summary)
-        except (ParameterError, ex.SelectionError) as e:
+            train_stages(p, chapters, launcher, summary)
+        except (ParameterError, ex.SelectionError, LaunchError) as e:
             print(f"error: {e}", file=sys.stderr)
             return 2
         summary.times["training"] = time.perf_counter() - t0
