@@ -157,10 +157,10 @@ class SubmititLauncher(Launcher):
         return (f"SubmititLauncher(cluster={self.cluster!r}, partition={self.partition!r}, gpus_per_job="
                 f"{self.gpus_per_job}, runs_per_job={self.runs_per_job}, array_parallelism={self.array_parallelism})")
 
-    def executor(self, root: Path):
+    def executor(self, root: Path, cluster: str):
         import submitit
         folder = self.folder or (root.parent / "submitit")
-        ex_ = submitit.AutoExecutor(folder=str(Path(folder).resolve() / "%j"), cluster=self.cluster)
+        ex_ = submitit.AutoExecutor(folder=str(Path(folder).resolve() / "%j"), cluster=cluster)
         params = dict(timeout_min=self.timeout_min, gpus_per_node=self.gpus_per_job, tasks_per_node=1, nodes=1,
                       cpus_per_task=max(1, self.gpus_per_job), name="sec-book",
                       slurm_array_parallelism=self.array_parallelism)
@@ -170,10 +170,16 @@ class SubmititLauncher(Launcher):
         ex_.update_parameters(**params)
         return ex_
 
+    def resolved_cluster(self) -> str:
+        """The cluster the jobs go to: the one given, else submitit's choice (Slurm where it exists)."""
+        import submitit
+        return self.cluster or submitit.AutoExecutor.which()
+
     def run(self, configs, root=None, progress=None) -> None:
         configs = list(configs)
+        cluster = self.resolved_cluster()
         for c in configs:
-            check_config(c, here=(self.cluster == "local"))
+            check_config(c, here=(cluster == "local"))
             if c.device == "cuda" and self.gpus_per_job == 0:
                 raise ParameterError(f"runs with device='cuda' need GPUs, but gpus_per_job = 0; "
                                      "pass --gpus-per-job 1 (or more)")
@@ -185,8 +191,8 @@ class SubmititLauncher(Launcher):
         if not todo:
             return
         batches = pack(list(todo.values()), self.runs_per_job)
-        executor = self.executor(store.root)
-        if executor.cluster == "local":       # no scheduler: keep at most K jobs alive
+        executor = self.executor(store.root, cluster)
+        if cluster == "local":       # no scheduler: keep at most K jobs alive
             self.jobs = self._rolling(executor, batches, store, todo, total, progress)
         else:                                             # Slurm: one job array, throttled by Slurm
             self.jobs = executor.map_array(train_batch, batches, [str(store.root)] * len(batches))
@@ -351,8 +357,11 @@ def train_stages(p: ex.Profile, chapters, launcher: Launcher | int, store: Resul
     done: set[str] = set()
 
     def wave(desc, configs):
-        todo = [c for c in configs if run_key(c) not in done]
-        done.update(run_key(c) for c in todo)
+        todo = []
+        for c in configs:
+            if run_key(c) not in done:
+                done.add(run_key(c))
+                todo.append(c)
         if todo:
             sweep(f"[{p.name}] {desc}", todo, launcher)
 
