@@ -1,6 +1,7 @@
 """The book's runner: train the sweep, execute every notebook with papermill, build the site.
 
     python -m sec_lib.book run --profile {smoke,cpu,gpu} [--only CHAPTER ...] [--jobs N] [--site DIR]
+        [--launcher {pool,submitit} --slurm-partition P --gpus-per-job N --runs-per-job R ...]
     python -m sec_lib.book build [--site DIR]
 
 ``run`` first trains (or reuses from the result store) every run the chosen chapters need, with a
@@ -236,11 +237,11 @@ def add_launcher_options(parser) -> None:
     g = parser.add_argument_group("launcher", "where the runs train (see the GPU page for the cluster workflow)")
     g.add_argument("--launcher", default="pool", help="pool (local processes, default) or submitit (Slurm jobs)")
     g.add_argument("--slurm-partition", default=None, help="submitit: the Slurm partition")
-    g.add_argument("--gpus-per-job", type=int, default=None, help="submitit: GPUs per job (0 for CPU runs)")
-    g.add_argument("--time-min", type=int, default=None, help="submitit: time limit of one job, in minutes")
-    g.add_argument("--array-parallelism", type=int, default=None, help="submitit: jobs of a wave running at once")
-    g.add_argument("--runs-per-job", type=int, default=None, help="submitit: runs packed into one job")
-    g.add_argument("--submitit-folder", type=Path, default=None, help="submitit: job logs (default: data/submitit)")
+    g.add_argument("--gpus-per-job", type=int, default=None, help="submitit: GPUs per job (default 0: CPU runs)")
+    g.add_argument("--time-min", type=int, default=None, help="submitit: time limit of one job, in minutes (default 240)")
+    g.add_argument("--array-parallelism", type=int, default=None, help="submitit: jobs of a wave running at once (default 64)")
+    g.add_argument("--runs-per-job", type=int, default=None, help="submitit: runs packed into one job (default 8)")
+    g.add_argument("--submitit-folder", type=Path, default=None, help="submitit: job logs (default: submitit/ beside the result store)")
     g.add_argument("--cluster", default=None, help="submitit: 'slurm', or 'local' (jobs as processes here); "
                                                     "default: auto-detect")
 
