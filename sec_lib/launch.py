@@ -101,6 +101,11 @@ class Launcher(ABC):
         """Train the configs missing from the store; return when all are stored, raise
         :class:`LaunchError` (after every job has ended) when some job failed."""
 
+    def check(self, configs) -> None:
+        """Validate the configs for this launcher before anything trains or is submitted."""
+        for c in configs:
+            check_config(c)
+
 
 class PoolLauncher(Launcher):
     """A local process pool of ``jobs`` spawned workers (``store.run_all``); ``jobs=1`` trains in
@@ -175,14 +180,19 @@ class SubmititLauncher(Launcher):
         import submitit
         return self.cluster or submitit.AutoExecutor.which()
 
-    def run(self, configs, root=None, progress=None) -> None:
-        configs = list(configs)
+    def check(self, configs) -> str:
+        """Validate the configs for this launcher (nothing is submitted); return the cluster."""
         cluster = self.resolved_cluster()
         for c in configs:
             check_config(c, here=(cluster == "local"))
             if c.device == "cuda" and self.gpus_per_job == 0:
                 raise ParameterError(f"runs with device='cuda' need GPUs, but gpus_per_job = 0; "
                                      "pass --gpus-per-job 1 (or more)")
+        return cluster
+
+    def run(self, configs, root=None, progress=None) -> None:
+        configs = list(configs)
+        cluster = self.check(configs)
         store = ResultStore(Path(root if root is not None else default_root()).resolve())
         todo, total = pending(configs, store)
         if progress:
@@ -365,6 +375,7 @@ def train_stages(p: ex.Profile, chapters, launcher: Launcher | int, store: Resul
         if todo:
             sweep(f"[{p.name}] {desc}", todo, launcher)
 
+    launcher.check(ex.lr_pilot(p))         # e.g. GPU runs without GPUs: stop before the first wave
     wave("lr pilot", ex.lr_pilot(p))
     if SELECTION_CHAPTERS & set(chapters):
         wave("eta selection", ex.chapter_configs("selection", p, store))

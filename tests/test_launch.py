@@ -141,6 +141,13 @@ def test_gpu_runs_need_gpus_per_job_and_are_validated_without_a_local_gpu(tmp_pa
                                                                                 tmp_path)
 
 
+def test_the_gpu_profile_without_gpus_per_job_stops_before_the_first_wave(tmp_path):
+    launcher = SubmititLauncher(folder=tmp_path / "submitit", cluster="slurm")
+    with pytest.raises(ParameterError, match="gpus_per_job = 0"):
+        train_stages(ex.get_profile("gpu"), ["compare"], launcher, ResultStore(tmp_path / "runs"))
+    assert launcher.jobs == [] and list(tmp_path.iterdir()) == []          # nothing submitted, nothing written
+
+
 @pytest.mark.parametrize("kwargs, words", [
     (dict(runs_per_job=0), ["'runs_per_job' = 0"]),
     (dict(gpus_per_job=-1), ["'gpus_per_job' = -1"]),
