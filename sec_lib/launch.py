@@ -21,7 +21,6 @@ anything is submitted (:func:`check_device`).
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 import sys
 import time
