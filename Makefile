@@ -18,7 +18,7 @@ help:
 setup: $(STAMP)
 
 # The library with the extras the book and the tests need, every package at its version in the lock.
-EXTRAS := book,test,fast
+EXTRAS := book,test,fast,cluster
 LOCK := requirements.lock
 
 $(STAMP): pyproject.toml $(LOCK)

@@ -1,6 +1,7 @@
 """The book's runner: train the sweep, execute every notebook with papermill, build the site.
 
     python -m sec_lib.book run --profile {smoke,cpu,gpu} [--only CHAPTER ...] [--jobs N] [--site DIR]
+        [--launcher {pool,submitit} --slurm-partition P --gpus-per-job N --runs-per-job R ...]
     python -m sec_lib.book build [--site DIR]
 
 ``run`` first trains (or reuses from the result store) every run the chosen chapters need, with a
@@ -29,6 +30,8 @@ from ..data import get_dataset
 from ..params import Choice, ParameterError
 from ..store import ResultStore, run_all, run_key
 from ..tempfiles import clear_partial_notebooks, temp_prefix
+from .launch import LaunchError, as_launcher, make_launcher
+from .launch import train_stages as waves
 
 REPO = Path(__file__).resolve().parents[2]
 SOURCES = REPO / "notebooks"
@@ -72,8 +75,9 @@ def progress_bar(desc: str, total: int):
     return tqdm(total=total, desc=desc, unit="run", file=sys.stderr, dynamic_ncols=True)
 
 
-def train_sweep(desc: str, configs, jobs: int, summary: Summary) -> None:
-    bar = progress_bar(desc, len(configs))     # run_all reports the number of distinct runs
+def train_sweep(desc: str, configs, launcher, summary: Summary) -> None:
+    """Train one wave with ``launcher`` (or a job count for the local pool), with a progress bar."""
+    bar = progress_bar(desc, len(configs))     # the launcher reports the number of distinct runs
 
     def report(event, n, total):
         bar.total = total
@@ -87,12 +91,18 @@ def train_sweep(desc: str, configs, jobs: int, summary: Summary) -> None:
         bar.update(n)
         bar.refresh()
 
-    results = run_all(configs, jobs=jobs, progress=report)
-    bar.close()
     store = ResultStore()
-    for r in results:
-        if r is not None and r.status != "done":
-            summary.failed_runs.append((r.key or store.path(r.config).name, r.failure))
+    try:
+        as_launcher(launcher).run(configs, store.root, progress=report)
+    finally:
+        bar.close()
+    failed = {k for k, _ in summary.failed_runs}
+    for c in configs:
+        r = store.get(c)
+        key = store.path(c).name
+        if key not in failed and (r is None or r.status != "done"):
+            summary.failed_runs.append((key, r.failure if r is not None else "not in the store"))
+            failed.add(key)
 
 
 def execute_page(page: Page, profile: str, site: Path, extra_env: dict | None = None) -> None:
@@ -136,8 +146,9 @@ def _papermill_error(stderr: str) -> str:
     return "\n".join(lines[-5:])
 
 
-def run(profile: str, only=None, jobs: int | None = None, site: Path = REPO) -> Summary:
-    """Train what the chosen pages need, then execute them. Returns the summary (also printed)."""
+def run(profile: str, only=None, jobs: int | None = None, site: Path = REPO, launcher=None) -> Summary:
+    """Train what the chosen pages need (with ``launcher``, default: the local pool of ``jobs``
+    processes), then execute them. Returns the summary (also printed)."""
     p = ex.get_profile(profile)
     pages = select_pages(only)
     jobs = p.jobs if jobs is None else jobs
@@ -153,7 +164,7 @@ def run(profile: str, only=None, jobs: int | None = None, site: Path = REPO) -> 
     summary.times["data"] = time.perf_counter() - t0
     if chapters:
         t1 = time.perf_counter()
-        train_stages(p, chapters, jobs, summary)
+        train_stages(p, chapters, launcher or jobs, summary)
         summary.times["training"] = time.perf_counter() - t1
     t2 = time.perf_counter()
     bar = tqdm(total=len(pages), desc=f"[{profile}] notebooks", unit="nb", file=sys.stderr, dynamic_ncols=True)
@@ -181,28 +192,10 @@ def clear_litter(site: Path | None) -> tuple[int, int]:
     return ResultStore().clean_partial(), clear_partial_notebooks(site / "book" / "nb") if site else 0
 
 
-SELECTION_CHAPTERS = {"selection", "tuned", "beyond", "main"}
-
-
-def train_stages(p: ex.Profile, chapters, jobs: int, summary: Summary, store=None) -> None:
-    """Train in dependent stages: the learning-rate (and run-length) pilot, then the η / L2-weight
-    selection on held-out classes (at the pilot's choices), then each chapter's runs in the given
-    order (some use the selection). Every run is counted once; a selection that cannot be made
-    fairly (a learning rate at the edge of its grid) stops here, before any test run."""
-    store = store or ResultStore()
-    done = set()
-
-    def sweep(desc, configs):
-        todo = [c for c in configs if run_key(c) not in done]
-        done.update(run_key(c) for c in todo)
-        if todo:
-            train_sweep(f"[{p.name}] {desc}", todo, jobs, summary)
-
-    sweep("lr pilot", ex.lr_pilot(p))
-    if SELECTION_CHAPTERS & set(chapters):
-        sweep("eta selection", ex.chapter_configs("selection", p, store))
-    for ch in chapters:
-        sweep(f"{ch} runs", ex.chapter_configs(ch, p, store))
+def train_stages(p: ex.Profile, chapters, launcher, summary: Summary, store=None) -> None:
+    """Train in dependent waves (pilot, η selection, chapters) with ``launcher`` (or a job count
+    for the local pool); see :func:`sec_lib.site.launch.train_stages`."""
+    waves(p, chapters, launcher, store, sweep=lambda desc, configs, lau: train_sweep(desc, configs, lau, summary))
 
 
 def prepare_data(p: ex.Profile) -> None:
@@ -227,6 +220,26 @@ def build(site: Path = REPO, strict: bool = True) -> Path:
     return html
 
 
+def add_launcher_options(parser) -> None:
+    """Where the runs train: the local pool, or jobs through submitit (Slurm, or 'local' processes)."""
+    g = parser.add_argument_group("launcher", "where the runs train (see the GPU page for the cluster workflow)")
+    g.add_argument("--launcher", default="pool", help="pool (local processes, default) or submitit (Slurm jobs)")
+    g.add_argument("--slurm-partition", default=None, help="submitit: the Slurm partition")
+    g.add_argument("--gpus-per-job", type=int, default=None, help="submitit: GPUs per job (default 0: CPU runs)")
+    g.add_argument("--time-min", type=int, default=None, help="submitit: time limit of one job, in minutes (default 240)")
+    g.add_argument("--array-parallelism", type=int, default=None, help="submitit: jobs of a wave running at once (default 64)")
+    g.add_argument("--runs-per-job", type=int, default=None, help="submitit: runs packed into one job (default 8)")
+    g.add_argument("--submitit-folder", type=Path, default=None, help="submitit: job logs (default: submitit/ beside the result store)")
+    g.add_argument("--cluster", default=None, help="submitit: 'slurm', or 'local' (jobs as processes here); "
+                                                    "default: auto-detect")
+
+
+def launcher_options(args) -> dict:
+    return dict(partition=args.slurm_partition, gpus_per_job=args.gpus_per_job, timeout_min=args.time_min,
+                array_parallelism=args.array_parallelism, runs_per_job=args.runs_per_job,
+                folder=args.submitit_folder, cluster=args.cluster)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m sec_lib.book", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -236,19 +249,28 @@ def main(argv=None) -> int:
     r.add_argument("--only", nargs="*", choices=PAGE_NAMES, help="only these notebooks (and their runs)")
     r.add_argument("--jobs", type=int, default=None, help="parallel training processes / notebook kernels")
     r.add_argument("--site", type=Path, default=REPO, help="folder with _config.yml; notebooks go to <site>/book/nb")
+    add_launcher_options(r)
     t = sub.add_parser("train", help="train (or reuse) the runs of some chapters, in stages, without notebooks")
     t.add_argument("--profile", default="reference", choices=ex.PROFILE_NAMES)
     t.add_argument("--chapters", nargs="*", default=None, choices=tuple(ex.CHAPTERS),
                    help="chapters in the order to train them (default: all, the main comparison first)")
     t.add_argument("--jobs", type=int, default=None, help="parallel training processes")
+    add_launcher_options(t)
     b = sub.add_parser("build", help="build the HTML book with jupyter-book (-W)")
     b.add_argument("--site", type=Path, default=REPO)
     args = ap.parse_args(argv)
+    if args.cmd in ("run", "train"):
+        try:                                  # every option checked before anything trains or is submitted
+            jobs = ex.get_profile(args.profile).jobs if args.jobs is None else args.jobs
+            launcher = make_launcher(args.launcher, jobs, **launcher_options(args))
+        except ParameterError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
     if args.cmd == "run":
         t0 = time.perf_counter()
         try:
-            s = run(args.profile, args.only, args.jobs, args.site)
-        except (ParameterError, ex.SelectionError) as e:
+            s = run(args.profile, args.only, args.jobs, args.site, launcher)
+        except (ParameterError, ex.SelectionError, LaunchError) as e:
             print(f"error: {e}", file=sys.stderr)
             return 2
         print(f"profile {args.profile} finished in {(time.perf_counter() - t0) / 60:.1f} min")
@@ -256,15 +278,14 @@ def main(argv=None) -> int:
     if args.cmd == "train":
         p = ex.get_profile(args.profile)
         chapters = args.chapters or ["main", *[c for c in ex.CHAPTERS if c not in ("main", "selection")]]
-        jobs = p.jobs if args.jobs is None else args.jobs
         summary = Summary()
         t0 = time.perf_counter()
         try:
             ex.check_sweeps(p, chapters)      # every config (device included) before anything trains
             summary.cleared = (clear_litter(None)[0], 0)
             prepare_data(p)
-            train_stages(p, chapters, jobs, summary)
-        except (ParameterError, ex.SelectionError) as e:
+            train_stages(p, chapters, launcher, summary)
+        except (ParameterError, ex.SelectionError, LaunchError) as e:
             print(f"error: {e}", file=sys.stderr)
             return 2
         summary.times["training"] = time.perf_counter() - t0

@@ -1,0 +1,360 @@
+"""Launchers: submitit's local executor trains exactly what the local pool trains, packs runs into
+the expected number of jobs, reports a failing job with its error, refuses bad options and GPU
+indices before anything is submitted, and the dependent waves compute each wave from the last
+one's stored results. Two launchers writing one store at once leave every record complete."""
+import dataclasses
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import sec_lib.site.runner as book
+import sec_lib.experiments as ex
+from sec_lib.site.launch import (LaunchError, Launcher, PoolLauncher, SubmititLauncher, check_device, make_launcher,
+                            pack, train_batch, train_stages)
+from sec_lib.params import ParameterError
+from sec_lib.store import TABLES, ResultStore, run_key
+from sec_lib.train import RunResult, TrainConfig
+
+pytest.importorskip("submitit")
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def toy(**kw):
+    base = dict(dataset="toy", model="mlp", width=16, embed_dim=8, iterations=4, batch_size=24, eval_every=2,
+                track_every=2, track_samples=4, dtheta_every=2, lr=3e-3, loss="npair", num_threads=1,
+                eval_clustering="final", kmeans_n_init=1, data_kwargs={"noise": 0.1, "num_classes": 60})
+    base.update(kw)
+    return TrainConfig(**base)
+
+
+CONFIGS = [toy(seed=0), toy(seed=1), toy(eta=0.5, mu="batch"), toy(seed=0)]     # the last one repeats the first
+
+
+def comparable(metrics: dict) -> dict:
+    return {k: v for k, v in metrics.items() if "time" not in k}
+
+
+@pytest.fixture(scope="module")
+def both(tmp_path_factory):
+    """The same configs trained by the pool (in this process) and by submitit's local executor
+    (3 distinct runs, 2 per job: 2 jobs, both alive at once)."""
+    base = tmp_path_factory.mktemp("launch")
+    pool_events, sub_events = [], []
+    PoolLauncher(1).run(CONFIGS, base / "pool", progress=lambda *e: pool_events.append(e))
+    sub = SubmititLauncher(folder=base / "submitit", cluster="local", runs_per_job=2, array_parallelism=2,
+                           poll_s=0.2)
+    sub.run(CONFIGS, base / "sub", progress=lambda *e: sub_events.append(e))
+    return dict(base=base, sub=sub, pool=ResultStore(base / "pool"), store=ResultStore(base / "sub"),
+                pool_events=pool_events, sub_events=sub_events)
+
+
+def test_submitit_local_trains_the_same_runs_bit_for_bit_as_the_pool(both):
+    pool, sub = both["pool"], both["store"]
+    assert sub.keys() == pool.keys() == sorted({run_key(c) for c in CONFIGS})
+    for cfg in CONFIGS:
+        a, b = pool.get(cfg), sub.get(cfg)
+        assert b.status == a.status == "done"
+        assert comparable(b.metrics) == comparable(a.metrics)          # exact, not approx
+        assert comparable(b.metrics)                                      # (not an empty comparison)
+        pd.testing.assert_frame_equal(b.evals.drop(columns=[c for c in b.evals if "time" in c]),
+                                      a.evals.drop(columns=[c for c in a.evals if "time" in c]))
+        pd.testing.assert_frame_equal(b.tracked, a.tracked)
+        assert sub.meta(run_key(cfg))["provenance"]["device"] == "cpu"
+
+
+def test_progress_counts_each_distinct_run_once(both):
+    for events in (both["pool_events"], both["sub_events"]):
+        assert events[0] == ("reused", 0, 3)
+        assert sum(n for e, n, _ in events if e == "trained") == 3
+        assert {t for _, _, t in events} == {3}
+
+
+def test_runs_per_job_packs_runs_into_ceil_n_over_r_jobs(both):
+    assert len(both["sub"].jobs) == 2                                    # 3 distinct runs, 2 per job
+    assert sorted(len(j.result()) for j in both["sub"].jobs) == [1, 2]  # each job returns the keys it trained
+    for n in range(0, 12):
+        for r in range(1, 6):
+            groups = pack(list(range(n)), r)
+            assert len(groups) == math.ceil(n / r)
+            assert [x for g in groups for x in g] == list(range(n))      # every run once, in order
+            assert all(1 <= len(g) <= r for g in groups)
+
+
+def test_a_rerun_submits_nothing_and_reuses_every_run(both):
+    events = []
+    again = SubmititLauncher(folder=both["base"] / "submitit", cluster="local", poll_s=0.2)
+    again.run(CONFIGS, both["base"] / "sub", progress=lambda *e: events.append(e))
+    assert again.jobs == [] and events == [("reused", 3, 3)]
+
+
+def test_a_failing_job_is_reported_with_its_error_and_its_other_runs_are_stored(tmp_path):
+    good, bad = toy(seed=7), toy(seed=8, data_kwargs={"noise": 0.1, "bogus_option": 1})
+    launcher = SubmititLauncher(folder=tmp_path / "submitit", cluster="local", runs_per_job=2, poll_s=0.2)
+    with pytest.raises(LaunchError) as err:
+        launcher.run([bad, good], tmp_path / "runs")
+    msg = str(err.value)
+    job = launcher.jobs[0]
+    assert len(launcher.jobs) == 1
+    assert "1 of 1 job(s) failed" in msg and f"job {job.job_id}" in msg
+    assert "bogus_option" in msg and "TypeError" in msg                  # the run's own error, from stderr
+    assert run_key(bad) in msg
+    store = ResultStore(tmp_path / "runs")
+    assert store.has(good) and not store.has(bad)                        # the job went on after the failure
+
+
+@pytest.mark.parametrize("device", ["cuda:0", "cuda:1", "gpu", "cuda "])
+def test_a_config_naming_a_gpu_is_refused_before_anything_trains(tmp_path, device):
+    bad = toy(device=device)
+    with pytest.raises(ParameterError, match="CUDA_VISIBLE_DEVICES") as err:
+        PoolLauncher(1).run([toy(), bad], tmp_path)
+    assert repr(device) in str(err.value)
+    with pytest.raises(ParameterError, match="CUDA_VISIBLE_DEVICES"):
+        SubmititLauncher(folder=tmp_path / "s", cluster="slurm", gpus_per_job=1).run([bad], tmp_path)
+    with pytest.raises(ParameterError):
+        train_batch([bad], str(tmp_path))                                # and inside a job
+    assert not tmp_path.exists() or ResultStore(tmp_path).keys() == []
+
+
+def test_the_store_key_of_a_gpu_run_does_not_depend_on_the_gpu_that_ran_it(monkeypatch):
+    cfg = toy(device="cuda")
+    keys = set()
+    for visible in ("0", "3", "1,2", ""):
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+        keys.add(run_key(check_device(cfg)))
+    assert len(keys) == 1
+    assert run_key(cfg) != run_key(toy(device="cpu"))
+
+
+def test_gpu_runs_need_gpus_per_job_and_are_validated_without_a_local_gpu(tmp_path):
+    # the submitting machine (a login node) needs no GPU; the other checks still apply
+    with pytest.raises(ParameterError, match="gpus_per_job = 0"):
+        SubmititLauncher(folder=tmp_path, cluster="slurm", gpus_per_job=0).run([toy(device="cuda")], tmp_path)
+    with pytest.raises(ParameterError, match="'loss'"):
+        SubmititLauncher(folder=tmp_path, cluster="slurm", gpus_per_job=1).run([toy(device="cuda", loss="nope")],
+                                                                                tmp_path)
+
+
+def test_the_gpu_profile_without_gpus_per_job_stops_before_the_first_wave(tmp_path):
+    launcher = SubmititLauncher(folder=tmp_path / "submitit", cluster="slurm")
+    with pytest.raises(ParameterError, match="gpus_per_job = 0"):
+        train_stages(ex.get_profile("gpu"), ["compare"], launcher, ResultStore(tmp_path / "runs"))
+    assert launcher.jobs == [] and list(tmp_path.iterdir()) == []          # nothing submitted, nothing written
+
+
+@pytest.mark.parametrize("kwargs, words", [
+    (dict(runs_per_job=0), ["'runs_per_job' = 0"]),
+    (dict(gpus_per_job=-1), ["'gpus_per_job' = -1"]),
+    (dict(timeout_min=0), ["'timeout_min' = 0"]),
+    (dict(array_parallelism=0), ["'array_parallelism' = 0"]),
+    (dict(cluster="kubernetes"), ["'cluster' = 'kubernetes'", "'local'", "'slurm'"]),
+    (dict(partition=""), ["'partition' = ''"]),
+])
+def test_bad_submitit_options_are_refused_naming_the_value(kwargs, words):
+    with pytest.raises(ParameterError) as err:
+        SubmititLauncher(**kwargs)
+    for w in words:
+        assert w in str(err.value)
+
+
+def test_make_launcher_names_the_launchers_and_refuses_submitit_options_for_the_pool():
+    with pytest.raises(ParameterError, match="'slurm'.*'pool', 'submitit'"):
+        make_launcher("slurm")
+    with pytest.raises(ParameterError, match="partition.*only to launcher 'submitit'"):
+        make_launcher("pool", 2, partition="gpu")
+    with pytest.raises(ParameterError, match="'jobs' = 0"):
+        make_launcher("pool", 0)
+    assert isinstance(make_launcher("pool", 2), PoolLauncher)
+    sub = make_launcher("submitit", 2, partition="gpu", gpus_per_job=1, runs_per_job=8, cluster="local")
+    assert (sub.partition, sub.gpus_per_job, sub.runs_per_job) == ("gpu", 1, 8)
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["run", "--launcher", "slurm"], ["'launcher' = 'slurm'", "'pool'", "'submitit'"]),
+    (["run", "--launcher", "submitit", "--runs-per-job", "0"], ["'runs_per_job' = 0"]),
+    (["train", "--launcher", "submitit", "--gpus-per-job", "-2"], ["'gpus_per_job' = -2"]),
+    (["train", "--slurm-partition", "gpu"], ["partition", "'submitit'"]),
+    (["run", "--launcher", "submitit", "--cluster", "k8s"], ["'cluster' = 'k8s'"]),
+])
+def test_the_runner_validates_launcher_options_before_any_work(argv, words, capsys, monkeypatch):
+    monkeypatch.setattr(book, "prepare_data", lambda p: pytest.fail("nothing may start before the options are checked"))
+    assert book.main(argv) == 2
+    err = capsys.readouterr().err
+    for w in words:
+        assert w in err
+
+
+@pytest.mark.slow
+def test_the_runner_trains_a_smoke_chapter_through_submitit_exactly_as_through_the_pool(tmp_path):
+    """End to end: `python -m sec_lib.book train --launcher submitit --cluster local` (the pilot
+    wave, then the chapter wave) stores the same runs with the same metrics as `--launcher pool`."""
+    stores = {}
+    for kind, extra in [("pool", ["--jobs", "1"]),
+                        ("submitit", ["--cluster", "local", "--runs-per-job", "4", "--array-parallelism", "2"])]:
+        env = dict(os.environ, SEC_RUNS_DIR=str(tmp_path / kind / "runs"),
+                   PYTHONPATH=f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+        proc = subprocess.run([sys.executable, "-m", "sec_lib.book", "train", "--profile", "smoke", "--chapters",
+                               "normlayer", "--launcher", kind, *extra], env=env, capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert "0 failed" in proc.stdout
+        stores[kind] = ResultStore(tmp_path / kind / "runs")
+    p = ex.get_profile("smoke")
+    want = ex.lr_pilot(p) + ex.chapter_configs("normlayer", p, stores["pool"])
+    assert stores["submitit"].keys() == stores["pool"].keys() == sorted({run_key(c) for c in want})
+    for key in stores["pool"].keys():
+        a, b = stores["pool"].meta(key), stores["submitit"].meta(key)
+        assert comparable(b["metrics"]) == comparable(a["metrics"]) and b["status"] == a["status"]
+    assert list((tmp_path / "submitit" / "submitit").iterdir())            # the jobs' logs, next to the store
+
+
+# -- dependent waves ----------------------------------------------------------------------------------
+
+def fake_result(cfg: TrainConfig, score: float) -> RunResult:
+    empty = [pd.DataFrame({"step": pd.Series([], dtype="int64")}) for _ in TABLES]
+    return RunResult(cfg, "done", {"R@1": score}, *empty)
+
+
+class Recording(Launcher):
+    """Stores a made-up result for each config (held-out R@1 favours lr 3e-3 and η 0.5) and
+    records the waves it was given and what the store held when each began."""
+
+    def __init__(self, one_wave_per_stage):
+        self.one_wave_per_stage = one_wave_per_stage
+        self.waves, self.held_before = [], []
+
+    def run(self, configs, root=None, progress=None):
+        store = ResultStore(root)
+        self.held_before.append(set(store.keys()))
+        self.waves.append(list(configs))
+        for c in configs:
+            store.save(fake_result(c, 50.0 + 10 * (c.lr == 3e-3) + 5 * (c.eta == 0.5)))
+
+
+@pytest.mark.parametrize("one_wave", [True, False])
+def test_waves_run_in_order_and_each_is_computed_from_the_last_ones_results(tmp_path, one_wave):
+    p = dataclasses.replace(ex.get_profile("smoke"), lr_pilot={"adam": (1e-3, 3e-3), "sgd": (0.05,)})
+    chapters = ["main", "compare", "tuned", "eta"]
+    store = ResultStore(tmp_path)
+    rec = Recording(one_wave)
+    train_stages(p, chapters, rec, store)
+    pilot, selection, *rest = rec.waves
+    assert [run_key(c) for c in pilot] == [run_key(c) for c in ex.lr_pilot(p)]
+    assert rec.held_before[0] == set()
+    assert rec.held_before[1] >= {run_key(c) for c in pilot}                   # the selection waited for the pilot
+    assert {c.lr for c in selection} == {3e-3}                                # ... and used the pilot's choice
+    assert all(c.holdout_classes == p.holdout_classes for c in pilot + selection)
+    assert len(rest) == (1 if one_wave else 3)                                 # main is empty for smoke
+    chapter_runs = [c for w in rest for c in w]
+    assert rec.held_before[2] >= {run_key(c) for c in selection}              # the chapters waited for it
+    tuned = [c for c in chapter_runs if c.eta > 0 and c.mu == "batch" and c.seed in p.seeds]
+    assert any(c.eta == 0.5 for c in tuned)                                   # the selected η reached the chapters
+    keys = [run_key(c) for w in rec.waves for c in w]
+    assert len(keys) == len(set(keys))                                        # every run in one wave only
+    want = {run_key(c) for ch in chapters for c in ex.chapter_configs(ch, p, store)}
+    assert want <= set(keys)
+
+
+# -- one store, two writers ---------------------------------------------------------------------------
+# Two processes each run a PoolLauncher over overlapping lists; both decide to train the shared runs
+# (neither is stored when they start). In "together" mode both finish each shared run at the same
+# moment and save it at once; in "after" mode the second writer saves only once the first one's
+# record is published (its copy must not replace it). A reader loads the shared runs all along.
+
+WRITER = r"""
+import glob, json, os, sys, time
+import sec_lib.store as S
+from sec_lib.site.launch import PoolLauncher
+from sec_lib.train import TrainConfig
+
+root, sync, spec = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+configs = [TrainConfig.from_dict(d) for d in spec["configs"]]
+shared, mode = set(spec["shared"]), spec["mode"]
+real = S.train
+
+def train(cfg, progress=None):
+    result = real(cfg, progress)
+    key = S.run_key(cfg)
+    t0 = time.time()
+    if key in shared and mode == "together":          # both writers leave here at the same moment
+        open(os.path.join(sync, f"{key}.{os.getpid()}"), "w").close()
+        while len(glob.glob(os.path.join(sync, f"{key}.*"))) < 2 and time.time() - t0 < 120:
+            time.sleep(0.001)
+    elif key in shared and mode == "after":           # save only once the other writer's record is there
+        meta = os.path.join(root, key, "result.json")
+        while not os.path.exists(meta) and time.time() - t0 < 120:
+            time.sleep(0.01)
+        time.sleep(0.2)
+        with open(os.path.join(sync, f"{key}.first"), "w") as f:
+            f.write(open(meta).read())
+    return result
+
+S.train = train
+PoolLauncher(1).run(configs, root)
+"""
+
+READER = r"""
+import json, os, sys, time
+from sec_lib.store import ResultStore
+from sec_lib.train import TrainConfig
+
+root, stop, spec = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+store = ResultStore(root)
+configs = [TrainConfig.from_dict(d) for d in spec["configs"]]
+loads = 0
+while not os.path.exists(stop):
+    for c in configs:
+        r = store.get(c)                                 # None, or a whole record: never an error
+        if r is not None:
+            assert r.status == "done" and r.metrics and len(r.evals), r
+            loads += 1
+    time.sleep(0.02)
+print(loads)
+"""
+
+
+def python(code, *args, env):
+    return subprocess.Popen([sys.executable, "-c", code, *map(str, args)], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+@pytest.mark.parametrize("mode", ["together", "after"])
+def test_two_launchers_writing_one_store_at_once_leave_every_record_complete(tmp_path, mode):
+    shared = [toy(seed=20), toy(seed=21, eta=0.5), toy(seed=22)]
+    lists = [[toy(seed=10)] + shared, [toy(seed=11)] + shared]
+    sync, root, stop = tmp_path / "sync", tmp_path / "runs", tmp_path / "stop"
+    sync.mkdir()
+    env = dict(os.environ, PYTHONPATH=f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+    spec = lambda cfgs, m: json.dumps({"configs": [c.to_dict() for c in cfgs], "shared": [run_key(c) for c in shared],
+                                       "mode": m})
+    reader = python(READER, root, stop, spec(shared, None), env=env)
+    modes = ["together", "together"] if mode == "together" else ["first", "after"]
+    writers = [python(WRITER, root, sync, spec(cfgs, m), env=env) for cfgs, m in zip(lists, modes)]
+    try:
+        outs = [w.communicate(timeout=600) for w in writers]
+    finally:
+        stop.touch()
+    r_out, r_err = reader.communicate(timeout=120)
+    for w, (out, err) in zip(writers, outs):
+        assert w.returncode == 0, err[-3000:]
+    assert reader.returncode == 0, r_err[-3000:]
+    assert int(r_out) > 0                                                 # the reader did see records
+    store = ResultStore(root)
+    everything = {run_key(c): c for cfgs in lists for c in cfgs}
+    assert store.keys() == sorted(everything)
+    for key, cfg in everything.items():
+        folder = store.root / key
+        assert json.loads((folder / "config.json").read_text()) == json.loads(json.dumps(cfg.to_dict(), default=str))
+        result = store.load(folder)                                   # every table is there and readable
+        assert result.status == "done" and result.metrics and len(result.evals)
+        assert store.meta(key)["key"] == key
+    if mode == "after":                                  # the first published record was never replaced
+        for c in shared:                                 # (a second writer that found it complete reused it
+            mark = sync / f"{run_key(c)}.first"          #  and wrote no mark; one that trained kept it)
+            if mark.exists():
+                assert store.meta(run_key(c)) == json.loads(mark.read_text())
