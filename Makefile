@@ -7,11 +7,12 @@ STAMP := $(VENV)/.installed
 JS_STAMP := node_modules/.installed
 PROFILE ?= cpu
 
-.PHONY: setup lock js browser test book book-html clean-book help
+.PHONY: setup lock js browser test book book-html reference clean-book help
 
 help:
 	@echo "make book   - run every notebook (profile $(PROFILE)) and build _build/html"
 	@echo "make test   - run the test suite (installs what is missing)"
+	@echo "make reference - train what is missing of the reference tier and export it to data/reference/"
 	@echo "make setup  - create .venv and install sec_lib editable with the [$(EXTRAS)] extras, pinned by $(LOCK)"
 	@echo "make lock   - regenerate $(LOCK) from pyproject.toml (pip-tools)"
 
@@ -52,6 +53,11 @@ test: setup js browser
 book: setup js
 	$(PY) -m sec_lib.book run --profile $(PROFILE)
 	$(PY) -m sec_lib.book build
+
+# The reference tier: hours on 2 cores; resumes where it stopped; commit data/reference/ as it grows.
+reference: setup
+	$(PY) -m sec_lib.book train --profile reference
+	$(PY) -m sec_lib.book export --profile reference
 
 clean-book:
 	rm -rf _build book/nb

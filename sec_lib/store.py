@@ -486,15 +486,17 @@ def _concat(frames: list) -> pd.DataFrame:
 
 
 def load_runs(configs: Iterable[TrainConfig] | None = None, root: str | Path | None = None,
-              tables: Iterable[str] = TABLES, missing: str = "error") -> Frames:
+              tables: Iterable[str] = TABLES, missing: str = "error", store=None) -> Frames:
     """Tidy frames of stored runs: the given configs (in order), or every run under ``root``.
 
     ``missing``: 'error' raises KeyError naming configs that are not in the store, 'skip' leaves them out.
-    A corrupt record counts as missing (it is reported and quarantined).
+    A corrupt record counts as missing (it is reported and quarantined). ``store``: any object with
+    the store's ``get``/``keys``/``root`` (a committed tier, :class:`sec_lib.tier.TierStore`);
+    default ``ResultStore(root)``.
     """
     if missing not in ("error", "skip"):
         raise ValueError(f"missing = {missing!r} is not valid; valid values: 'error', 'skip'")
-    store = ResultStore(root)
+    store = store if store is not None else ResultStore(root)
     if configs is None:
         results = [r for r in (store.get(k) for k in store.keys()) if r is not None]
     else:

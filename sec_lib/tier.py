@@ -183,6 +183,23 @@ class TierStore:
         return self.get(self.config(Path(path).name))
 
 
+TIER_PROFILES = ("reference", "gpu")
+
+
+def has_tier(profile: str) -> bool:
+    """Whether a committed tier exists for ``profile`` (``data/reference/<profile>/runs.parquet``)."""
+    return (tier_dir(profile) / "runs.parquet").exists()
+
+
+def store_for(profile: str, root=None):
+    """Where a page of ``profile`` reads its runs: the result store at ``root`` when one is given;
+    else the committed tier of a long profile (reference, gpu) when it exists; else the quick
+    store (``$SEC_RUNS_DIR`` or ``data/runs``)."""
+    if root is None and profile in TIER_PROFILES and has_tier(profile):
+        return TierStore(tier_dir(profile))
+    return ResultStore(root)
+
+
 def rerun(key: str, tier: str | Path, store: ResultStore | None = None) -> tuple[float, float, RunResult]:
     """Retrain one committed run from its row into ``store`` (default: the local result store) and
     return (committed R@1, retrained R@1, the new result)."""

@@ -50,6 +50,7 @@ PAGES = (
     Page("convergence", "convergence", chapters=("convergence",)),
     Page("instability", "instability", chapters=("instability",)),
     Page("claims", "claims", chapters=tuple(ex.CHAPTERS)),
+    Page("tiers", "tiers", chapters=("selection",)),
     Page("explore", "explore", chapters=("explore",)),
 )
 #: The notebooks' names (``notebooks/<name>.ipynb``, ``sec_lib/chapters/<name>.py``).

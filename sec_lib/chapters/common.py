@@ -14,7 +14,8 @@ from .. import experiments as ex
 from .. import report
 from ..params import Choice
 from ..reference import RETRIEVAL_METRICS, comparison_label
-from ..store import ResultStore, load_runs, run_key
+from ..store import load_runs, run_key
+from ..tier import store_for
 
 NORM_METRICS = ("test_norm_var", "train_norm_var")
 #: Regularised variant -> how the page names the paired comparison against ``none``.
@@ -68,8 +69,9 @@ _DEFAULT_TABLES = ("steps", "tracked", "evals", "test_norms", "grad_scatter")
 
 
 def load(chapter: str, profile, tables: Iterable[str] = _DEFAULT_TABLES, root=None):
-    """Frames of a chapter's runs from the result store at ``root`` (default: ``$SEC_RUNS_DIR`` or
-    ``data/runs``), i.e. ``load_runs(chapter_configs(chapter, profile, store))``.
+    """Frames of a chapter's runs from the result store at ``root`` (default: the committed tier of a
+    long profile when it exists, else ``$SEC_RUNS_DIR`` or ``data/runs``: see
+    :func:`sec_lib.tier.store_for`), i.e. ``load_runs(chapter_configs(chapter, profile, store))``.
 
     ``chapter`` is one of ``experiments.CHAPTERS``; duplicate configs are loaded once. Raises KeyError
     (from :func:`sec_lib.store.load_runs`) when runs are missing: run ``python -m sec_lib.book run`` first.
@@ -78,15 +80,16 @@ def load(chapter: str, profile, tables: Iterable[str] = _DEFAULT_TABLES, root=No
     Choice(tuple(ex.CHAPTERS)).check("chapter", chapter)
     tables = tuple(tables)
     uniq = {}
-    for c in ex.chapter_configs(chapter, profile, ResultStore(root)):
+    store = store_for(profile if isinstance(profile, str) else profile.name, root)
+    for c in ex.chapter_configs(chapter, profile, store):
         uniq.setdefault(run_key(c), c)
-    return load_runs(list(uniq.values()), root=root, tables=tables)
+    return load_runs(list(uniq.values()), tables=tables, store=store)
 
 
 def load_pilot(profile, root=None):
     """Frames of the learning-rate pilot (``experiments.lr_pilot``)."""
     p = ex.get_profile(profile) if isinstance(profile, str) else profile
-    return load_runs(ex.lr_pilot(p), root=root, tables=("evals",))
+    return load_runs(ex.lr_pilot(p), tables=("evals",), store=store_for(p.name, root))
 
 
 def describe_runs(runs: pd.DataFrame) -> str:

@@ -2,6 +2,9 @@
 
     python -m sec_lib.book run --profile {smoke,cpu,gpu} [--only CHAPTER ...] [--jobs N] [--site DIR]
         [--launcher {pool,submitit} --slurm-partition P --gpus-per-job N --runs-per-job R ...]
+    python -m sec_lib.book train --profile P [--chapters ...]   (train in stages, no notebooks)
+    python -m sec_lib.book export --profile P                  (finished runs -> data/reference/P/)
+    python -m sec_lib.book rerun KEY --profile P               (retrain a committed row, compare R@1)
     python -m sec_lib.book build [--site DIR]
 
 ``run`` first trains (or reuses from the result store) every run the chosen chapters need, with a
@@ -12,6 +15,7 @@ and what failed, with the measured times. ``build`` calls ``jupyter-book build``
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import subprocess
 import sys
@@ -25,6 +29,7 @@ import nbformat
 from tqdm import tqdm
 
 from .. import experiments as ex
+from .. import tier
 from ..chapters import PAGE_NAMES, PAGES, Page
 from ..data import get_dataset
 from ..params import Choice, ParameterError
@@ -256,6 +261,11 @@ def main(argv=None) -> int:
                    help="chapters in the order to train them (default: all, the main comparison first)")
     t.add_argument("--jobs", type=int, default=None, help="parallel training processes")
     add_launcher_options(t)
+    e = sub.add_parser("export", help="copy a profile's finished runs into its committed tier data/reference/<profile>/")
+    e.add_argument("--profile", default="reference", choices=ex.PROFILE_NAMES)
+    rr = sub.add_parser("rerun", help="retrain one run of a committed tier from its row and compare its final R@1")
+    rr.add_argument("key", help="the run's key (the 'key' column of data/reference/<profile>/runs.parquet)")
+    rr.add_argument("--profile", default="reference", choices=ex.PROFILE_NAMES)
     b = sub.add_parser("build", help="build the HTML book with jupyter-book (-W)")
     b.add_argument("--site", type=Path, default=REPO)
     args = ap.parse_args(argv)
@@ -291,6 +301,22 @@ def main(argv=None) -> int:
         summary.times["training"] = time.perf_counter() - t0
         summary.print()
         return 0
+    if args.cmd == "export":
+        store = ResultStore()
+        counts = tier.export(store, tier.profile_configs(args.profile, store), tier.tier_dir(args.profile))
+        print(f"{tier.tier_dir(args.profile)}: {counts['exported']} runs exported, "
+              f"{counts['missing']} of the runs named so far not trained yet")
+        return 0
+    if args.cmd == "rerun":
+        try:
+            committed, retrained, result = tier.rerun(args.key, tier.tier_dir(args.profile))
+        except (ParameterError, FileNotFoundError) as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        same = committed == retrained or (math.isnan(committed) and math.isnan(retrained))
+        print(f"run {args.key}: committed R@1 {committed:.4f}, retrained R@1 {retrained:.4f} "
+              f"({'identical' if same else f'differs by {retrained - committed:+.4f}'}); stored in {ResultStore().root}")
+        return 0 if same else 1
     build(args.site)
     return 0
 

@@ -1,0 +1,179 @@
+"""The tiers page: which evidence each tier holds, what it cost, and the choices made before any
+test run (the pre-registration), read from the quick store and the committed tiers."""
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from .. import experiments as ex
+from ..store import ResultStore
+from ..tier import TIER_PROFILES, TierStore, has_tier, tier_dir
+from . import profile_param
+
+#: The notebook's parameters (checked by ``sec_lib.params.notebook_params``).
+PARAMS = profile_param()
+
+
+def stores(profile: str, root=None) -> dict:
+    """Tier name -> store: the quick tier of ``profile`` and every committed tier."""
+    out = {f"quick ({profile})": (ex.get_profile(profile), ResultStore(root))}
+    for name in TIER_PROFILES:
+        if has_tier(name):
+            out[name] = (ex.get_profile(name), TierStore(tier_dir(name)))
+    return out
+
+
+def _have(store, configs) -> tuple[int, int]:
+    return sum(store.get(c) is not None for c in configs), len(configs)
+
+
+def stages(p: ex.Profile, store) -> list[dict]:
+    """One row per stage of ``p`` (pilot, selection, main comparison): runs present of runs planned.
+    A later stage is 'not yet defined' while the choices it needs are missing."""
+    rows = [("learning-rate and run-length pilot", lambda: ex.lr_pilot(p)),
+            ("η and L2-weight selection (held-out classes)", lambda: ex.chapter_configs("selection", p, store)),
+            ("main comparison" if p.main_seeds else "main table", lambda: ex.chapter_configs(
+                "main" if p.main_seeds else "compare", p, store))]
+    out = []
+    for name, configs in rows:
+        try:
+            have, need = _have(store, configs())
+            out.append({"stage": name, "runs": f"{have} of {need}", "complete": have == need})
+        except (KeyError, ex.SelectionError) as e:
+            out.append({"stage": name, "runs": "not yet defined", "complete": False,
+                        "note": str(e).split(";")[0]})
+    return out
+
+
+def summary_table(profile: str = "cpu", root=None) -> pd.DataFrame:
+    """Per tier: runs held, failed runs, wall hours of training (one thread per CPU run, so CPU
+    run-hours are core-hours), devices, torch versions and dates, and each stage's completeness."""
+    rows = []
+    for name, (p, store) in stores(profile, root).items():
+        runs = store.runs if isinstance(store, TierStore) else _quick_runs(p, store)
+        row = {"tier": name, "runs": len(runs),
+               "failed": int((runs["status"] != "done").sum()) if len(runs) else 0,
+               "run-hours": round(float(runs["wall_s"].sum()) / 3600, 2) if len(runs) else 0.0,
+               "device": ", ".join(sorted(map(str, runs["device"].dropna().unique()))) if "device" in runs else "",
+               "torch": ", ".join(sorted(map(str, runs["torch"].dropna().unique()))) if "torch" in runs else "",
+               "dates": _dates(runs)}
+        for st in stages(p, store):
+            row[st["stage"]] = st["runs"]
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _quick_runs(p: ex.Profile, store: ResultStore) -> pd.DataFrame:
+    rows = []
+    for key in store.keys():
+        try:
+            meta = store.meta(key)
+        except (OSError, ValueError):
+            continue
+        prov = meta.get("provenance", {})
+        rows.append({"key": key, "status": meta.get("status"), "wall_s": meta.get("wall_s", math.nan),
+                     "device": prov.get("device"), "torch": prov.get("torch"), "date": prov.get("date")})
+    return pd.DataFrame(rows, columns=["key", "status", "wall_s", "device", "torch", "date"])
+
+
+def _dates(runs: pd.DataFrame) -> str:
+    if "date" not in runs or not runs["date"].notna().any():
+        return ""
+    d = runs["date"].dropna().astype(str).str[:10]
+    return d.min() if d.min() == d.max() else f"{d.min()} to {d.max()}"
+
+
+def preregistration(p: ex.Profile, store) -> pd.DataFrame:
+    """The choices made on held-out training classes before any test run: each learning rate
+    (per optimizer and arm, with its grid), the run length, and each loss's η and L2 weight.
+    A choice whose runs are not all in ``store`` yet is shown as pending."""
+    rows = []
+    arms = [(opt, False) for opt in p.lr_pilot] + ([("sgd", True)] if "sgd" in p.lr_pilot else [])
+    for opt, sec in arms:
+        what = f"learning rate, {opt}" + (" + SEC" if sec else "")
+        grid = tuple(p.lr_pilot[opt])
+        try:
+            runs = ex._pilot_runs(p, store, opt, sec)
+            lr = ex.chosen_lr(p, opt, runs, sec)
+            score = next(r.metrics.get("R@1") for r in runs if r.config.optimizer == opt
+                         and (r.config.eta > 0) == sec and r.config.lr == lr)
+            rows.append({"choice": what, "value": f"{lr:g}", "grid": _fmt_grid(grid), "held-out R@1": score})
+        except (KeyError, ex.SelectionError) as e:
+            rows.append({"choice": what, "value": "pending" if isinstance(e, KeyError) else "refused",
+                         "grid": _fmt_grid(grid), "held-out R@1": math.nan, "note": str(e).strip('"').split(";")[0]})
+    try:
+        runs = ex._pilot_runs(p, store, "adam")
+        rows.append({"choice": "run length (iterations)", "value": str(ex.chosen_iterations(p, runs)),
+                     "grid": _fmt_grid(p.iteration_grid or (p.base["iterations"],)), "held-out R@1": math.nan})
+        q = ex.tuned(p, "adam", store)
+    except (KeyError, ex.SelectionError):
+        return pd.DataFrame(rows)
+    sel = [store.get(c) for c in ex.eta_selection(q)]
+    for loss in (*ex.MAIN_LOSSES, *ex.EXTRA_LOSSES):
+        for mu, label, grid in (("batch", "η (SEC)", p.eta_grid), ("zero", "L2-reg weight", p.l2_etas if p.main_seeds else ())):
+            if not grid:
+                continue
+            mine = [r for r, c in zip(sel, ex.eta_selection(q)) if c.loss == loss and (c.eta == 0 or c.mu == mu)]
+            what = f"{label}, {loss}"
+            if any(r is None for r in mine):
+                done = sum(r is not None for r in mine)
+                rows.append({"choice": what, "value": "pending", "grid": _fmt_grid(grid), "held-out R@1": math.nan,
+                             "note": f"{done} of {len(mine)} selection runs trained"})
+                continue
+            eta = ex.chosen_eta(p, loss, mine, mu)
+            score = next(r.metrics.get("R@1") for r in mine if r.config.eta == eta and r.config.mu == mu)
+            rows.append({"choice": what, "value": f"{eta:g}", "grid": _fmt_grid(grid), "held-out R@1": score})
+    return pd.DataFrame(rows)
+
+
+def _fmt_grid(grid) -> str:
+    return ", ".join(f"{g:g}" for g in grid)
+
+
+def pilot_curves(p: ex.Profile, store) -> pd.DataFrame:
+    """The Adam pilot's held-out R@1 curves (step, lr, R@1, smoothed R@1) behind the run length."""
+    rows = []
+    for c in ex.lr_pilot(p):
+        r = store.get(c)
+        if r is None or c.optimizer != "adam" or c.eta > 0 or r.status != "done":
+            continue
+        pts = dict(ex.curve(r))
+        sm = ex.smoothed(pts, p.plateau_window)
+        rows += [{"lr": c.lr, "step": s, "R@1": v, "smoothed": sm[s]} for s, v in sorted(pts.items())]
+    return pd.DataFrame(rows, columns=["lr", "step", "R@1", "smoothed"])
+
+
+def status_sentence(summary: pd.DataFrame) -> str:
+    """What the committed tiers hold, computed from :func:`summary_table`."""
+    parts = []
+    for row in summary.to_dict("records"):
+        if row["tier"].startswith("quick"):
+            continue
+        stages_ = {k: v for k, v in row.items() if ("pilot" in k or "selection" in k or "main" in k)
+                   and isinstance(v, str)}
+        have = "; ".join(f"{k}: {v}" for k, v in stages_.items())
+        parts.append(f"The **{row['tier']}** tier holds {row['runs']} runs ({row['failed']} failed, "
+                     f"{row['run-hours']} run-hours on {row['device']}): {have}.")
+    if not parts:
+        return "No long tier is committed yet; every page shows the quick tier."
+    return " ".join(parts) + (" Until a tier's main comparison is complete, the chapters show the quick tier, "
+                              "and this page is the only place its runs appear.")
+
+
+def length_sentence(p: ex.Profile, store) -> str:
+    """The run-length choice in words: the chosen rate's smoothed held-out R@1 at the chosen length,
+    at three quarters of it, and at the end of the pilot."""
+    try:
+        runs = ex._pilot_runs(p, store, "adam")
+        lr, length = ex.chosen_lr(p, "adam", runs), ex.chosen_iterations(p, runs)
+    except (KeyError, ex.SelectionError) as e:
+        return f"No run length yet: {str(e).strip(chr(34))}"
+    run = next(r for r in runs if r.config.lr == lr and r.config.eta == 0)
+    sm = ex.smoothed(dict(ex.curve(run)), p.plateau_window)
+    before = max(s for s in sm if s <= 0.75 * length)
+    end = max(sm)
+    return (f"At lr {lr:g} the smoothed held-out R@1 is {sm[before]:.1f} % at step {before} and {sm[length]:.1f} % at "
+            f"step {length} (a gain of {sm[length] - sm[before]:.2f} points, under the {p.plateau_gain} threshold), "
+            f"so runs train for {length} iterations. Training on to step {end} of the pilot reached "
+            f"{sm[end]:.1f} %: {sm[end] - sm[length]:+.2f} points more, the price of stopping there.")

@@ -1,0 +1,85 @@
+"""The tiers page: stage completeness and the pre-registered choices, from hand-made stored runs."""
+import pandas as pd
+import pytest
+
+from sec_lib import experiments as ex
+from sec_lib.chapters import tiers
+from sec_lib.store import ResultStore
+from sec_lib.train import RunResult
+
+E = pd.DataFrame()
+
+
+def save(store, cfg, r1, curve=None):
+    evals = pd.DataFrame({"step": [s for s, _ in curve], "R@1": [v for _, v in curve]}) if curve else E
+    store.save(RunResult(cfg, "done", {"R@1": r1}, E, E, evals, E, E, E))
+
+
+@pytest.fixture
+def store(tmp_path):
+    return ResultStore(tmp_path)
+
+
+def test_choices_are_pending_until_their_runs_exist_then_computed(store):
+    p = ex.get_profile("smoke")
+    pre = tiers.preregistration(p, store).set_index("choice")
+    assert pre.loc["learning rate, adam", "value"] == "pending"
+    for i, c in enumerate(ex.lr_pilot(p)):
+        save(store, c, 50.0 + i)
+    pre = tiers.preregistration(p, store).set_index("choice")
+    assert pre.loc["learning rate, adam", "value"] == f"{p.lr_pilot['adam'][0]:g}"
+    assert pre.loc["run length (iterations)", "value"] == str(p.base["iterations"])
+    assert pre.loc["η (SEC), triplet", "value"] == "pending"
+    q = ex.tuned(p, "adam", store)
+    best = p.eta_grid[1]
+    for c in ex.eta_selection(q):
+        save(store, c, 70.0 if (c.loss == "triplet" and c.eta == best) else 60.0)
+    pre = tiers.preregistration(p, store).set_index("choice")
+    assert pre.loc["η (SEC), triplet", "value"] == f"{best:g}"
+    assert pre.loc["η (SEC), triplet", "held-out R@1"] == 70.0
+    assert pre.loc["η (SEC), ms", "value"] == f"{p.eta_grid[0]:g}"          # all tied: the smallest η
+
+
+def test_a_refused_rate_is_shown_as_refused():
+    p = ex.get_profile("cpu")
+    store = _Fake([(c, 90.0 if c.lr == max(p.lr_pilot["adam"]) else 50.0) for c in ex.lr_pilot(p)])
+    pre = tiers.preregistration(p, store).set_index("choice")
+    assert pre.loc["learning rate, adam", "value"] == "refused"
+    assert "largest rate" in pre.loc["learning rate, adam", "note"]
+
+
+class _Fake:
+    root = "(fake)"
+
+    def __init__(self, scores):
+        self.scores = {ex.run_key(c): (c, s) for c, s in scores}
+
+    def get(self, cfg):
+        hit = self.scores.get(ex.run_key(cfg))
+        return None if hit is None else RunResult(cfg, "done", {"R@1": hit[1]}, E, E, E, E, E, E)
+
+
+def test_stages_count_present_runs(store):
+    p = ex.get_profile("smoke")
+    sgd = next(c for c in ex.lr_pilot(p) if c.optimizer == "sgd")
+    save(store, sgd, 10.0)
+    rows = {r["stage"]: r for r in tiers.stages(p, store)}
+    pilot = rows["learning-rate and run-length pilot"]
+    assert pilot["runs"] == f"1 of {len(ex.lr_pilot(p))}" and not pilot["complete"]
+    assert rows["η and L2-weight selection (held-out classes)"]["runs"] == "not yet defined"   # needs Adam's pilot
+    adam = next(c for c in ex.lr_pilot(p) if c.optimizer == "adam")
+    save(store, adam, 20.0)
+    rows = {r["stage"]: r for r in tiers.stages(p, store)}
+    assert rows["η and L2-weight selection (held-out classes)"]["runs"].endswith(f"of {len(ex.eta_selection(ex.tuned(p, 'adam', store)))}")
+
+
+def test_length_sentence_reads_the_smoothed_curve(store):
+    p = ex.get_profile("reference")
+    adam = p.lr_pilot["adam"]
+    flat = [(s, 50 + min(s, 3000) / 100) for s in range(0, 6001, 250)]
+    for c in ex.lr_pilot(p):
+        if c.optimizer == "adam":
+            save(store, c, 90.0 if c.lr == adam[1] else 80.0, flat)
+    text = tiers.length_sentence(p, store)
+    assert "runs train for 5000 iterations" in text and f"lr {adam[1]:g}" in text
+    assert "+0.00 points more" in text
