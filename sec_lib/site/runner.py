@@ -39,7 +39,20 @@ from .launch import LaunchError, as_launcher, make_launcher
 from .launch import train_stages as waves
 
 REPO = Path(__file__).resolve().parents[2]
-SOURCES = REPO / "notebooks"
+
+
+def find_project(root: str | Path | None = None) -> Path:
+    """The sec-book project to run: ``root`` if given, else the current directory or the nearest
+    folder above it, else the checkout holding this package; a project is a folder with
+    ``_config.yml`` and ``notebooks/``. A clear error when none is found (an installed wheel run
+    outside a checkout, say)."""
+    candidates = [Path(root)] if root is not None else [Path.cwd(), *Path.cwd().parents, REPO]
+    for c in candidates:
+        if (c / "_config.yml").is_file() and (c / "notebooks").is_dir():
+            return c.resolve()
+    where = str(root) if root is not None else f"{Path.cwd()} (or any folder above it)"
+    raise ParameterError(f"no sec-book project at {where}: a project folder holds _config.yml and notebooks/; "
+                         "pass --root DIR with a checkout of sec-book, or run from inside one")
 
 
 @dataclass
@@ -116,8 +129,8 @@ def execute_page(page: Page, profile: str, site: Path, extra_env: dict | None = 
     out.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(suffix=".ipynb", dir=out.parent, prefix=temp_prefix())
     os.close(fd)
-    cmd = [sys.executable, "-m", "papermill", str(SOURCES / f"{page.source}.ipynb"), tmp,
-           "--kernel", "python3", "--cwd", str(REPO), "--no-progress-bar", "-p", "profile", profile]
+    cmd = [sys.executable, "-m", "papermill", str(site / "notebooks" / f"{page.source}.ipynb"), tmp,
+           "--kernel", "python3", "--cwd", str(site), "--no-progress-bar", "-p", "profile", profile]
     for k, v in page.params.items():
         cmd += ["-p", k, str(v)]
     env = dict(os.environ, **(extra_env or {}), PYTHONHASHSEED="0")
@@ -151,10 +164,11 @@ def _papermill_error(stderr: str) -> str:
     return "\n".join(lines[-5:])
 
 
-def run(profile: str, only=None, jobs: int | None = None, site: Path = REPO, launcher=None) -> Summary:
+def run(profile: str, only=None, jobs: int | None = None, site: Path | None = None, launcher=None) -> Summary:
     """Train what the chosen pages need (with ``launcher``, default: the local pool of ``jobs``
     processes), then execute them. Returns the summary (also printed)."""
     p = ex.get_profile(profile)
+    site = find_project(site)
     pages = select_pages(only)
     jobs = p.jobs if jobs is None else jobs
     if jobs < 1:
@@ -210,8 +224,9 @@ def prepare_data(p: ex.Profile) -> None:
         get_dataset("glyphs", split, image_size=size)
 
 
-def build(site: Path = REPO, strict: bool = True) -> Path:
+def build(site: Path | None = None, strict: bool = True) -> Path:
     """``jupyter-book build`` the site (warnings are errors) into ``<site>/_build/html``."""
+    site = find_project(site)
     t0 = time.perf_counter()
     jb = Path(sys.executable).with_name("jupyter-book")
     cmd = [str(jb) if jb.exists() else "jupyter-book", "build", str(site), "--path-output", str(site)]
@@ -253,7 +268,9 @@ def main(argv=None) -> int:
     r.add_argument("--profile", default="cpu", choices=ex.PROFILE_NAMES)
     r.add_argument("--only", nargs="*", choices=PAGE_NAMES, help="only these notebooks (and their runs)")
     r.add_argument("--jobs", type=int, default=None, help="parallel training processes / notebook kernels")
-    r.add_argument("--site", type=Path, default=REPO, help="folder with _config.yml; notebooks go to <site>/book/nb")
+    r.add_argument("--root", "--site", dest="site", type=Path, default=None,
+                   help="the project folder (_config.yml, notebooks/; executed pages go to <root>/book/nb); "
+                        "default: the current directory or the nearest folder above it that is one")
     add_launcher_options(r)
     t = sub.add_parser("train", help="train (or reuse) the runs of some chapters, in stages, without notebooks")
     t.add_argument("--profile", default="reference", choices=ex.PROFILE_NAMES)
@@ -267,7 +284,7 @@ def main(argv=None) -> int:
     rr.add_argument("key", help="the run's key (the 'key' column of data/reference/<profile>/runs.parquet)")
     rr.add_argument("--profile", default="reference", choices=ex.PROFILE_NAMES)
     b = sub.add_parser("build", help="build the HTML book with jupyter-book (-W)")
-    b.add_argument("--site", type=Path, default=REPO)
+    b.add_argument("--root", "--site", dest="site", type=Path, default=None, help="the project folder (as for run)")
     args = ap.parse_args(argv)
     if args.cmd in ("run", "train"):
         try:                                  # every option checked before anything trains or is submitted
@@ -317,7 +334,11 @@ def main(argv=None) -> int:
         print(f"run {args.key}: committed R@1 {committed:.4f}, retrained R@1 {retrained:.4f} "
               f"({'identical' if same else f'differs by {retrained - committed:+.4f}'}); stored in {ResultStore().root}")
         return 0 if same else 1
-    build(args.site)
+    try:
+        build(args.site)
+    except ParameterError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     return 0
 
 
