@@ -78,6 +78,23 @@ def eta_robustness(runs: pd.DataFrame, metric: str = "R@1") -> dict:
     return values_ci(d.groupby("seed")["_d"].mean().to_numpy())
 
 
+def eta_grid_gains(runs: pd.DataFrame, metric: str = "R@1") -> pd.DataFrame:
+    """Per η > 0 of the grid: the gain over η = 0 averaged over the losses per seed, as a verdict row
+    (:func:`sec_lib.report.verdict_row`), the grid Holm-adjusted as one family
+    (:func:`sec_lib.report.adjust_family`). Columns: eta, estimate, ci_lo, ci_hi, p_value, p_adj, m, n,
+    n_counts, sd, mde, expected_sign, margin, verdict. Empty without η = 0 or η > 0 runs."""
+    check_cols(runs, ["loss", "eta", "seed", metric], "runs")
+    base = runs[runs["eta"] == 0].set_index(["seed", "loss"])[metric].astype(float)
+    sec = runs[runs["eta"] > 0]
+    if not len(sec) or not len(base):
+        return pd.DataFrame(columns=["eta", *report.ROW_COLUMNS])
+    d = sec.assign(_d=[float(v) - base.get((s, l), np.nan) for v, s, l in zip(sec[metric], sec["seed"], sec["loss"])])
+    rows = [{"eta": float(eta), **report.verdict_row(g.groupby("seed")["_d"].mean().to_numpy(), +1,
+                                                     report.margin_for(metric))}
+            for eta, g in d.groupby("eta", sort=True)]
+    return report.adjust_family(rows)
+
+
 def norm_var_ratios(summary: pd.DataFrame) -> tuple[float, dict]:
     """The largest η of the grid and, per loss, the training-set norm variance there divided by its
     value without SEC (η = 0), from :func:`eta_summary`."""
