@@ -10,7 +10,7 @@ import pandas as pd
 from .. import reference, report
 from ..report import fmt_estimate, summary_table, values_ci
 from . import profile_param
-from .common import name_means, paired
+from .common import mde_from_ci, name_means, paired
 
 #: The notebook's parameters (checked by ``sec_lib.params.notebook_params``).
 PARAMS = profile_param()
@@ -83,14 +83,19 @@ def page_reading(runs: pd.DataFrame) -> str:
     WeightNorm (:func:`head_effect`, against the rebuttal), and whether BN there lowers the norm variance."""
     bn = head_effect(runs, "bn_before_norm", -1)
     wn = head_effect(runs, "weightnorm", +1)
+    fam = report.adjust_family([{**bn, "expected_sign": -1, "margin": report.MARGINS["R@1"]},
+                                {**wn, "expected_sign": +1, "margin": report.MARGINS["R@1"]}])
+    for d, (p_adj, v) in zip((bn, wn), zip(fam["p_adj"], fam["verdict"])):   # the chapter is one Holm family
+        d["p_adj"], d["verdict"] = p_adj, v
+        d["mde"] = mde_from_ci(d["ci_lo"], d["ci_hi"], d["n"])
     var = runs.groupby(["head", "variant"])["train_norm_var"].mean()
     return (
         f"- **BN before the normalization**: SEC changes R@1 by {fmt_estimate(bn)} points here "
-        f"(paired t-test p = {bn['p_value']:.2g}); in the rebuttal it changed by {bn['rebuttal']:+.2f}. "
+        f"(paired t-test, Holm-adjusted p = {bn['p_adj']:.2g}, could detect ≥ {bn['mde']:.2f}, n = {bn['n']} seeds); in the rebuttal it changed by {bn['rebuttal']:+.2f}. "
         f"Verdict for *SEC hurts with BN before the normalization*: **{bn['verdict']}**"
         + (f" (a drop of {abs(bn['estimate']):.2f} points against the rebuttal's {abs(bn['rebuttal']):.2f})."
            if bn['estimate'] < 0 else ".")
-        + f"\n- **WeightNorm**: SEC changes R@1 by {fmt_estimate(wn)} points (p = {wn['p_value']:.2g}; rebuttal "
+        + f"\n- **WeightNorm**: SEC changes R@1 by {fmt_estimate(wn)} points (Holm-adjusted p = {wn['p_adj']:.2g}, could detect ≥ {wn['mde']:.2f}; rebuttal "
         f"{wn['rebuttal']:+.2f}). Verdict for *SEC still helps with WeightNorm*: **{wn['verdict']}**."
         + (f"\n- Without SEC, the training norm variance with BatchNorm right before the normalization is "
            f"{var[('bn_before_norm', 'none')]:.3g}, against {var[('paper', 'none')]:.3g} with the paper's head "

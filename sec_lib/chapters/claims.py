@@ -22,9 +22,9 @@ from ..figures.tables import csv_link
 from ..report import fmt_estimate, pooled_diff, summary_table, values_ci
 from . import profile_param
 from .bnwn import head_effect
-from .common import LOSS_ABBR, MAIN_CHAPTER, check_cols, load, run_step_means
-from .convergence import reach_table
-from .eta import eta_robustness
+from .common import LOSS_ABBR, MAIN_CHAPTER, check_cols, load, mde_from_ci, run_step_means
+from .convergence import EARLY_FRACTIONS, early_column, early_steps, early_table
+from .eta import eta_grid_gains
 from .instability import tracked_stats
 from .mu import ema_vs_batch, label_mu, mu_vs_best_zero
 
@@ -139,9 +139,19 @@ class Evidence:
         return self._derived[name]
 
 
-def _est_norm_var(ev: Evidence) -> dict:
+def norm_cv(runs: pd.DataFrame) -> pd.Series:
+    """Coefficient of variation (std / mean) of the training-set norms of each run, from the stored
+    ``train_norm_var`` and ``train_norm_mean``: scale-free, unlike the variance, which shrinks with the
+    norms themselves."""
+    check_cols(runs, ["train_norm_var", "train_norm_mean"], "runs")
+    return np.sqrt(runs["train_norm_var"].astype(float)) / runs["train_norm_mean"].astype(float)
+
+
+def _est_norm_cv(ev: Evidence) -> dict:
     r = ev.runs(MAIN_CHAPTER)
-    return pooled_diff(r, "variant", "none", "sec", "train_norm_var", transform=np.log10)
+    if "train_norm_mean" not in r.columns:
+        return _no_evidence("the runs lack train_norm_mean, so the CV of the norms cannot be computed")(ev)
+    return pooled_diff(r.assign(train_norm_cv=norm_cv(r)), "variant", "none", "sec", "train_norm_cv", transform=np.log10)
 
 
 def _est_balance(ev: Evidence) -> dict:
@@ -150,8 +160,13 @@ def _est_balance(ev: Evidence) -> dict:
 
 
 def _est_convergence(ev: Evidence) -> dict:
-    r = reach_table(ev.runs("convergence"), ev.table("convergence", "evals"))
-    return pooled_diff(r, "variant", "none", "sec", "reach")
+    """Paired R@1 SEC − none at the fixed early fractions of the run (:data:`EARLY_FRACTIONS`), averaged
+    over the fractions and the losses per seed; the note says which evaluation steps were used."""
+    e = early_table(ev.runs("convergence"), ev.table("convergence", "evals"))
+    cols = [early_column(f) for f in EARLY_FRACTIONS]
+    out = pooled_diff(e.assign(early_r1=e[cols].mean(axis=1, skipna=False)), "variant", "none", "sec", "early_r1")
+    out["note"] = f"R@1 at the first evaluation at or after each fraction of the run: {early_steps(e)}"
+    return out
 
 
 def _est_loss_gain(loss: str) -> Callable:
@@ -234,7 +249,18 @@ def _est_optim(opt: str) -> Callable:
 
 def _est_slope(ev: Evidence) -> dict:
     r = run_step_means(ev.runs(MAIN_CHAPTER), ev.table(MAIN_CHAPTER, "steps"), ["grad_slope"])
-    return values_ci(r.loc[r["variant"] == "none", "grad_slope"])
+    out = values_ci(r.loc[r["variant"] == "none", "grad_slope"])
+    out["note"] = "reproduced only if the slope's interval contains −1 (∝ 1/‖f‖) and excludes 0"
+    return out
+
+
+def slope_verdict(base: str, ci_lo, ci_hi, target: float = -1.0) -> str:
+    """Q7a's rule: the directional verdict (slope < 0), and "reproduced" only when the interval also
+    contains ``target`` (−1: ‖∂L/∂f‖ ∝ 1/‖f‖); a negative slope whose interval excludes −1 shows a
+    different power law: "not reproduced"."""
+    if base != "reproduced":
+        return base
+    return "reproduced" if ci_lo <= target <= ci_hi else "not reproduced"
 
 
 def _est_growth(ev: Evidence) -> dict:
@@ -243,7 +269,26 @@ def _est_growth(ev: Evidence) -> dict:
 
 
 def _est_eta(ev: Evidence) -> dict:
-    return eta_robustness(ev.runs("eta"))
+    """Q9: the η of the grid at which the gain over η = 0 (pooled over losses per seed, Holm over the
+    grid) is reproduced, and how many decades of η they span. Reproduced when they span at least a
+    factor 10; not reproduced when no η is better than inconclusive and some η is not reproduced."""
+    g = eta_grid_gains(ev.runs("eta"))
+    if not len(g):
+        return _no_evidence("no η > 0 paired with η = 0")(ev)
+    ok = g[g["verdict"] == "reproduced"]
+    span = float(np.log10(ok["eta"].max() / ok["eta"].min())) if len(ok) else math.nan
+    if len(ok) and span >= 1.0:
+        v = "reproduced"
+    elif not len(ok) and (g["verdict"] == "not reproduced").all():
+        v = "not reproduced"
+    else:
+        v = "inconclusive"
+    where = (f"interval above 0 for η ∈ [{ok['eta'].min():g}, {ok['eta'].max():g}] ({len(ok)} of {len(g)} grid values"
+             f" {', '.join(f'{x:g}' for x in g['eta'])}), {span:.1f} decades" if len(ok)
+             else f"no η of the grid {', '.join(f'{x:g}' for x in g['eta'])} has its interval above 0")
+    return {"estimate": 0.0 if math.isnan(span) else span, "ci_lo": math.nan, "ci_hi": math.nan,
+            "n": int(g["n"].min()), "p_value": math.nan, "mde": float(g["mde"].max()), "rule_verdict": v,
+            "note": where + "; estimate = decades of η spanned (no interval; the grid is its own Holm family)"}
 
 
 def _class_assoc(ev: Evidence) -> pd.DataFrame:
@@ -353,15 +398,18 @@ def _paper_simclr() -> float:
 #: number from the frames; ``paper`` is None, a number or a callable computing it from data/reference.
 #: ``expected_sign``: the direction the claim predicts (+1 up, −1 down, 0 no change).
 CLAIMS: list[dict] = [
-    dict(id="C1", claim="SEC lowers the variance of the embedding norms", source="paper Sec. 4 / Fig. 3; rebuttal (Cars train set)",
-         measured="log10(train norm var with SEC / without), paired on seed, mean over the 4 losses (main-table runs)",
-         unit="log10 ratio", expected_sign=-1, estimate=_est_norm_var, paper=_paper_var_ratio, link="norms.html"),
+    dict(id="C1", claim="SEC lowers the relative spread (coefficient of variation) of the embedding norms",
+         source="paper Sec. 4 / Fig. 3; rebuttal (Cars train set)",
+         measured="log10(CV of the train norms with SEC / without), CV = std / mean, paired on seed, mean over the 4 "
+                  "losses (main-table runs); paper: the rebuttal's log10 variance ratio (no CV given)",
+         unit="log10 ratio", expected_sign=-1, estimate=_est_norm_cv, paper=_paper_var_ratio, link="norms.html"),
     dict(id="C2", claim="SEC makes the per-sample updates more balanced", source="paper Sec. 3.2",
          measured="CV of the per-sample angle turned in a step (dtheta_cv, mean over training), SEC − none, mean over losses",
          unit="CV", expected_sign=-1, estimate=_est_balance, paper=None, link="optim.html"),
     dict(id="C3", claim="SEC converges faster", source="paper Sec. 4 (training curves)",
-         measured="iteration at which test R@1 first reaches 90% of its final value (interpolated), SEC − none, mean over losses",
-         unit="iterations", expected_sign=-1, estimate=_est_convergence, paper=None, link="convergence.html"),
+         measured="test R@1 SEC − none at 10%, 25% and 50% of the run length (evaluation steps that exist), "
+                  "paired on seed, mean over the fractions and the losses",
+         unit="pp", expected_sign=+1, estimate=_est_convergence, paper=None, link="convergence.html"),
     *[dict(id=f"C4{c}", claim=f"SEC improves R@1 for the {LOSS_ABBR[l]} loss ({l})", source="paper Table 1",
            measured=f"R@1 SEC − none, {l}, paired on seed (main-table runs); paper: per dataset",
            unit="pp", expected_sign=+1, estimate=_est_loss_gain(l), paper=_paper_loss_gain(l), link="compare.html")
@@ -386,7 +434,8 @@ CLAIMS: list[dict] = [
          paper=_paper_rebuttal_diff("regularizers", "mu0", "regularizers", "sec", eta_a=0.005), link="mu.html"),
     dict(id="Q3", claim="SEC still helps when the network ends in a normalize layer", source="review Q3 (Reviewer 4)",
          measured="R@1 SEC (on the pre-normalization features) − none, head 'normalize'",
-         unit="pp", expected_sign=+1, estimate=_est_normlayer, paper=None, link="normlayer.html"),
+         unit="pp", expected_sign=+1, estimate=_est_normlayer, paper=None, link="normlayer.html",
+         same_runs_as="C4"),
     dict(id="Q4", claim="Larger variance reductions give larger gains", source="review Q4; rebuttal variance numbers",
          measured="Pearson r over the 4 losses of log10(var none/var SEC) vs the R@1 gain, per seed; paper: rebuttal variances vs Cars gains",
          unit="r", expected_sign=+1, estimate=_est_var_gain_corr, paper=_paper_var_gain_corr, link="compare.html"),
@@ -399,16 +448,20 @@ CLAIMS: list[dict] = [
          paper=_paper_rebuttal_diff("bn_wn", "wn", "bn_wn", "wn+sec"), link="bnwn.html"),
     dict(id="Q6a", claim="The norm imbalance still hurts under Adam (SEC helps)", source="review Q6 (Reviewer 5, meta-review)",
          measured="R@1 SEC − none under Adam (pilot-chosen lr), mean over the 4 losses per seed; paper: Table 1 (Adam), mean",
-         unit="pp", expected_sign=+1, estimate=_est_optim("adam"), paper=lambda: _paper_gain(), link="optim.html"),
+         unit="pp", expected_sign=+1, estimate=_est_optim("adam"), paper=lambda: _paper_gain(), link="optim.html",
+         same_runs_as="C4"),
     dict(id="Q6b", claim="SEC helps under SGD", source="review Q6 (not run in the paper)",
          measured="R@1 SEC − none under SGD (pilot-chosen lr), mean over the 4 losses per seed",
          unit="pp", expected_sign=+1, estimate=_est_optim("sgd"), paper=None, link="optim.html"),
     dict(id="Q7a", claim="The gradient magnitude falls with the norm (‖∂L/∂f‖ ∝ 1/‖f‖)", source="review Q7; paper Prop. 2",
-         measured="log-log slope of ‖∂L/∂f_i‖ against ‖f_i‖ in each batch, mean over training, runs without SEC (theory: −1)",
-         unit="slope", expected_sign=-1, estimate=_est_slope, paper=None, link="instability.html"),
+         measured="log-log slope of ‖∂L/∂f_i‖ against ‖f_i‖ in each batch, mean over training, runs without SEC pooled across losses; reproduced only if the "
+                  "interval contains −1 and excludes 0",
+         unit="slope", expected_sign=-1, estimate=_est_slope, paper=None, link="instability.html",
+         n_counts="runs pooled across losses", target=-1.0),
     dict(id="Q7b", claim="Without SEC the norms of training samples grow during training", source="review Q7; rebuttal Fig. 1",
-         measured="log(mean tracked norm at the end / at the start), runs without SEC",
-         unit="log ratio", expected_sign=+1, estimate=_est_growth, paper=None, link="instability.html"),
+         measured="log(mean tracked norm at the end / at the start), runs without SEC pooled across losses",
+         unit="log ratio", expected_sign=+1, estimate=_est_growth, paper=None, link="instability.html",
+         n_counts="runs pooled across losses"),
     dict(id="Q8a", claim="SEC helps contrastive self-supervised learning (SimCLR)", source="review Q8; rebuttal Table 1",
          measured="top-1 of a linear probe, SEC − none", unit="pp", expected_sign=+1,
          estimate=_est_beyond(("ntxent",), "needs SimCLR pre-training on CIFAR-10 at scale (ResNet-50, 150 epochs, batch 256); "
@@ -428,21 +481,25 @@ CLAIMS: list[dict] = [
          unit="pp", expected_sign=+1, estimate=_est_beyond(("cosface",), "no CosFace runs in this profile"),
          paper=None, link="compare.html"),
     dict(id="Q9", claim="SEC helps over a wide range of η", source="review Q9; paper Fig. (η sensitivity)",
-         measured="R@1 at each η > 0 of the grid − η = 0, mean over the grid and the 4 losses per seed",
-         unit="pp", expected_sign=+1, estimate=_est_eta, paper=None, link="eta.html"),
+         measured="the η > 0 of the grid at which R@1 − R@1 at η = 0 (mean over the 4 losses per seed) has its "
+                  "interval above 0 with Holm-adjusted p < 0.05 over the grid; reproduced if they span ≥ 10× in η",
+         unit="decades", expected_sign=+1, estimate=_est_eta, paper=None, link="eta.html"),
     dict(id="Q10a", claim="Unregularized norms depend on the class", source="review Q10 (meta-review: fairness)",
-         measured="η² (share of test-norm variance between classes) minus its chance value, runs without SEC",
-         unit="η²", expected_sign=+1, estimate=_est_class, paper=None, link="claims.html#question-10"),
+         measured="η² (share of test-norm variance between classes) minus its chance value, runs without SEC "
+                  "pooled across losses",
+         unit="η²", expected_sign=+1, estimate=_est_class, paper=None, link="claims.html#question-10",
+         n_counts="runs pooled across losses"),
     dict(id="Q10b", claim="SEC reduces the class dependence of the norms", source="review Q10",
          measured="excess η² SEC − none, mean over the 4 losses per seed", unit="η²", expected_sign=-1,
          estimate=_est_class_sec, paper=None, link="claims.html#question-10"),
     dict(id="Q10c", claim="Unregularized norms track difficulty: samples retrieved wrongly have smaller norms "
                           "(as norm-as-confidence work such as Ranjan et al. 2017 suggests)", source="review Q10",
          measured="correlation of the test norm with the sample's R@1 hit (1 = nearest neighbour of its class), "
-                  "runs without SEC", unit="r", expected_sign=+1,
-         estimate=_est_difficulty, paper=None, link="claims.html#question-10"),
+                  "runs without SEC pooled across losses", unit="r", expected_sign=+1,
+         n_counts="runs pooled across losses", estimate=_est_difficulty, paper=None, link="claims.html#question-10"),
 ]
-_CLAIM_KEYS = ("id", "claim", "source", "measured", "unit", "expected_sign", "estimate", "paper", "link")
+_CLAIM_KEYS = ("id", "claim", "source", "measured", "unit", "expected_sign", "estimate", "paper", "link",
+               "n_counts", "same_runs_as", "target", "margin")
 
 
 def _paper_value(p):
@@ -465,31 +522,69 @@ def claim_definitions(claims: Sequence[dict] = CLAIMS) -> pd.DataFrame:
                           "page": c.get("link") or ""} for c in claims])
 
 
+def _margin(c: dict):
+    """A claim's equivalence margin: its own, else that of R@1 for claims in percentage points, else none."""
+    if c.get("margin") is not None:
+        return c["margin"]
+    return report.margin_for(report.PRIMARY_METRIC) if c.get("unit") == "pp" else None
+
+
 def claim_rows(ev: Evidence, claims: Sequence[dict] = CLAIMS) -> list[dict]:
-    """Rows for :func:`sec_lib.report.verdict_table`: each claim's estimate computed from ``ev``."""
+    """Rows for :func:`sec_lib.report.verdict_table`: each claim's estimate computed from ``ev``, with its
+    raw p-value, the minimum detectable effect (``mde``), what n counts and which runs it reuses."""
     rows = []
     for c in claims:
         missing = [k for k in ("id", "claim", "expected_sign", "estimate") if k not in c]
         if missing:
             raise ValueError(f"claim {c.get('id', '?')!r} lacks keys {missing}; keys: {list(_CLAIM_KEYS)}")
+        n_counts = c.get("n_counts", "seeds")
+        if n_counts not in report.N_COUNTS:
+            raise ValueError(f"claim {c['id']!r}: n_counts must be one of {list(report.N_COUNTS)}, got {n_counts!r}")
         e = c["estimate"](ev)
         n = e.get("n")
-        rows.append({"claim": c["id"], "text": c["claim"], "estimate": e.get("estimate"), "ci_lo": e.get("ci_lo"),
-                     "ci_hi": e.get("ci_hi"), "n": int(n) if n is not None else None,
+        lo, hi = e.get("ci_lo"), e.get("ci_hi")
+        has_ci = (lo is not None and hi is not None and np.isfinite(lo) and np.isfinite(hi)
+                  and hi - lo > 1e-9 * max(abs(lo), abs(hi)))    # zero spread: as report.verdict
+        p = float(e.get("p_value", math.nan)) if has_ci else math.nan   # zero spread: nothing was tested
+        mde = e["mde"] if "mde" in e else (mde_from_ci(lo, hi, n) if has_ci else math.nan)
+        rows.append({"claim": c["id"], "text": c["claim"], "estimate": e.get("estimate"), "ci_lo": lo,
+                     "ci_hi": hi, "n": int(n) if n is not None else None,
                      "paper": _paper_value(c.get("paper")), "link": c.get("link"),
-                     "expected_sign": c["expected_sign"], **({"min_effect": c["min_effect"]} if "min_effect" in c else {}),
+                     "expected_sign": c["expected_sign"], "margin": _margin(c),
                      "source": c.get("source", ""), "measured": c.get("measured", ""), "unit": c.get("unit", ""),
-                     "p_value": e.get("p_value", math.nan), "note": e.get("note", "")})
+                     "p_value": p, "mde": mde, "n_counts": n_counts, "same_runs_as": c.get("same_runs_as") or "",
+                     "target": c.get("target", math.nan), "rule_verdict": e.get("rule_verdict", ""),
+                     "note": e.get("note", "")})
     return rows
 
 
 def claims_table(ev: Evidence, claims: Sequence[dict] = CLAIMS) -> pd.DataFrame:
-    """The claims with computed verdicts (:func:`sec_lib.report.verdict_table`) and an ``evidence``
-    column "estimate [CI] (n)"."""
-    t = report.verdict_table(claim_rows(ev, claims))
-    t["evidence"] = [fmt_estimate({"estimate": r.estimate, "ci_lo": r.ci_lo, "ci_hi": r.ci_hi, "n": r.n},
-                              3 if r.unit in ("r", "η²", "CV", "slope", "log10 ratio", "log ratio") else 2)
-                     for r in t.itertuples(index=False)]
+    """The claims with computed verdicts, the claims page taken as ONE Holm family
+    (:func:`sec_lib.report.adjust_family`: ``p_adj``, ``m``), and display cells: ``evidence``
+    "estimate [lo, hi]", ``p`` (adjusted), ``detectable`` ("≥ X"), ``n (counts)``.
+
+    Special rules: Q7a-style claims with a ``target`` (the slope −1) are reproduced only if the interval
+    also contains the target (:func:`slope_verdict`); a claim whose estimate gives ``rule_verdict`` (Q9's
+    range of η) takes that verdict."""
+    rows = claim_rows(ev, claims)
+    t = report.verdict_table([{k: v for k, v in r.items() if k != "p_adj"} for r in rows])
+    fam = report.adjust_family(t.assign(margin=[r["margin"] for r in rows]).rename(columns={}), family="claims page")
+    t["p_adj"], t["m"] = fam["p_adj"].to_numpy(), fam["m"].to_numpy()
+    verdicts = []
+    for r, v in zip(t.to_dict("records"), fam["verdict"]):
+        if r["rule_verdict"]:
+            v = r["rule_verdict"]
+        elif np.isfinite(r["target"]):
+            v = slope_verdict(v, r["ci_lo"], r["ci_hi"], r["target"])
+        verdicts.append(v)
+    t["verdict"] = verdicts
+    digits = [3 if r.unit in ("r", "η²", "CV", "slope", "log10 ratio", "log ratio") else 2 for r in t.itertuples(index=False)]
+    t["evidence"] = [report.format_ci(r.estimate, r.ci_lo, r.ci_hi, digits=d, style="interval",
+                                      number=lambda v, d=d: f"{v:+.{d}f}", missing="no evidence")
+                     for r, d in zip(t.itertuples(index=False), digits)]
+    t["p"] = [("" if not np.isfinite(p) else f"{p:.2g}") for p in t["p_adj"]]
+    t["detectable"] = [("" if not np.isfinite(m) else f"≥ {m:.{d}f}") for m, d in zip(t["mde"].astype(float), digits)]
+    t["n (counts)"] = [("" if not n else f"{int(n)} {c}") for n, c in zip(t["n"].fillna(0), t["n_counts"])]
     t["paper_value"] = [float(p) if isinstance(p, (int, float)) and not isinstance(p, bool) else np.nan for p in t["paper"]]
     t["paper"] = [("" if p is None else (f"{p:+.3g}" if isinstance(p, float) else str(p))) for p in t["paper"]]
     return t
@@ -505,60 +600,96 @@ def _text(x) -> str:
     return str(x)
 
 
+def role_sentence() -> str:
+    """Which metric is primary (:data:`sec_lib.report.PRIMARY_METRIC`) and which are secondary."""
+    return (f"**{report.PRIMARY_METRIC}** is the declared primary metric; "
+            f"{', '.join(report.SECONDARY_METRICS)} are secondary.")
+
+
 def claims_html(table: pd.DataFrame, name: str = "claims") -> str:
     """The claims table as HTML with working relative links to the evidence pages, followed by a
-    CSV download link (``sec_lib.figures.tables.csv_link``)."""
-    # Narrow enough for the book's column: where the claim comes from, how it is measured and the
-    # expected direction go under the claim in small print; every field is in the CSV.
-    cols = ["claim", "what is claimed", "verdict", "our evidence", "paper", "page"]
+    CSV download link (``sec_lib.figures.tables.csv_link``). Key columns first: estimate [interval],
+    Holm-adjusted p, verdict; then the detectable effect, n and what it counts."""
+    cols = ["claim", "estimate [95% CI]", "adj. p", "verdict", "could detect", "n", "what is claimed", "paper", "page"]
     head = "".join(f"<th>{_html.escape(c)}</th>" for c in cols)
     body = []
     for r in table.to_dict("records"):
         link, note_text = _text(r.get("link")), _text(r.get("note"))
         page = f'<a href="{_html.escape(link)}">{_html.escape(link.split("#")[0])}</a>' if link else ""
+        same = _text(r.get("same_runs_as"))
         note = f'<br><small>{_html.escape(note_text)}</small>' if note_text else ""
+        same_html = f'<br><small><b>same runs as {_html.escape(same)}</b></small>' if same else ""
         detail = (f'<br><small>{_html.escape(str(r["source"]))}; measured: {_html.escape(str(r["measured"]))}; '
                   f'expected: {_SIGN_WORD[int(r["expected_sign"])]}</small>')
-        tds = f"<td>{_html.escape(str(r['claim']))}</td><td>{_html.escape(str(r['text']))}{detail}</td>"
-        tds += f'<td class="verdict verdict-{r["verdict"].replace(" ", "-")}"><b>{_html.escape(r["verdict"])}</b></td>'
+        tds = f"<td>{_html.escape(str(r['claim']))}{same_html}</td>"
         tds += f"<td>{_html.escape(r['evidence'])} {_html.escape(_text(r.get('unit')))}{note}</td>"
+        tds += f"<td>{_html.escape(r['p'])}</td>"
+        tds += f'<td class="verdict verdict-{r["verdict"].replace(" ", "-")}"><b>{_html.escape(r["verdict"])}</b></td>'
+        tds += f"<td>{_html.escape(r['detectable'])}</td><td>{_html.escape(r['n (counts)'])}</td>"
+        tds += f"<td>{_html.escape(str(r['text']))}{detail}</td>"
         tds += f"<td>{_html.escape(_text(r['paper']))}</td><td>{page}</td>"
         body.append(f"<tr>{tds}</tr>")
-    csv_cols = ["claim", "text", "source", "measured", "unit", "estimate", "ci_lo", "ci_hi", "n", "p_value", "paper",
-                "expected_sign", "verdict", "link", "note"]
+    csv_cols = ["claim", "estimate", "ci_lo", "ci_hi", "p_value", "p_adj", "m", "verdict", "mde", "n", "n_counts",
+                "same_runs_as", "text", "source", "measured", "unit", "paper", "expected_sign", "margin", "link", "note"]
     csv = table[[c for c in csv_cols if c in table.columns]]
     return (f'<table class="sec-table"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
             f"<p>{csv_link(csv, name)}</p>")
 
 
 def rules_table(rules: report.VerdictRules | None = None) -> pd.DataFrame:
-    """The verdict thresholds in force (``sec_lib.report.VERDICT_RULES``) and what each verdict means."""
+    """The verdict rules in force (``sec_lib.report.VERDICT_RULES``) and what each verdict means."""
     r = rules or report.VERDICT_RULES
     rows = [
-        {"rule": "CI level", "value": f"{r.level:g}", "meaning": "Student-t interval of the mean over seeds"},
-        {"rule": "min_effect", "value": f"{r.min_effect:g}",
-         "meaning": "smallest |estimate| that counts as reproduced for a directional claim"},
-        {"rule": "equivalence_margin", "value": f"{r.equivalence_margin:g}",
-         "meaning": "a no-change claim is reproduced if the CI lies inside ±margin"},
-        {"rule": "single_run_max", "value": r.single_run_max, "meaning": "best verdict without a CI (one seed)"},
-        {"rule": "reproduced", "value": "", "meaning": "CI entirely on the expected side of 0 and |estimate| ≥ min_effect"},
-        {"rule": "partly", "value": "", "meaning": "estimate on the expected side but the CI includes 0 (or no CI)"},
-        {"rule": "not reproduced", "value": "", "meaning": "estimate 0 or on the wrong side"},
+        {"rule": "CI level", "value": f"{r.level:g}", "meaning": "Student-t interval of the mean over seeds (or runs)"},
+        {"rule": "alpha", "value": f"{r.alpha:g}",
+         "meaning": "a directional claim needs its Holm-adjusted p below this (families: the compare page, "
+                    "each review chapter, the claims page)"},
+        {"rule": "power", "value": f"{r.power:g}", "meaning": "power at which the detectable effect is given"},
+        {"rule": "margin", "value": "see the margins table",
+         "meaning": "practical equivalence margin per metric; inside it an effect is negligible"},
+        {"rule": "primary metric", "value": report.PRIMARY_METRIC,
+         "meaning": "declared primary; " + ", ".join(report.SECONDARY_METRICS) + " are secondary"},
+        {"rule": "reproduced", "value": "",
+         "meaning": "directional: CI entirely on the predicted side of 0 and adjusted p < alpha; "
+                    "no change: CI inside ±margin"},
+        {"rule": "not reproduced", "value": "",
+         "meaning": "directional: CI entirely on the wrong side, or entirely inside ±margin; "
+                    "no change: CI entirely outside ±margin"},
+        {"rule": "inconclusive", "value": r.single_run_max,
+         "meaning": "every other case, and always without a usable CI (one seed, or zero spread)"},
         {"rule": "not testable offline", "value": "", "meaning": "no evidence: no runs can measure it here"},
     ]
     return pd.DataFrame(rows)
 
 
+def margins_html() -> str:
+    """:func:`sec_lib.report.margin_table` as an HTML table."""
+    return report.margin_table().to_html(index=False, classes="sec-table", border=0)
+
+
+def counted(table: pd.DataFrame) -> pd.DataFrame:
+    """The rows that count in the tally: each body of evidence once (rows marked ``same_runs_as`` left out)."""
+    if "same_runs_as" not in table.columns:
+        return table
+    return table[table["same_runs_as"].fillna("").astype(str) == ""]
+
+
 def verdict_counts(table: pd.DataFrame) -> dict:
-    """How many claims got each verdict (all of report.VERDICTS, zeros included)."""
-    c = table["verdict"].value_counts()
+    """How many claims got each verdict (all of report.VERDICTS, zeros included), counting each body of
+    evidence once (:func:`counted`)."""
+    c = counted(table)["verdict"].value_counts()
     return {v: int(c.get(v, 0)) for v in report.VERDICTS}
 
 
 def counts_sentence(table: pd.DataFrame) -> str:
-    """'Of N rows: **a** reproduced, **b** ...' from :func:`verdict_counts`."""
+    """'Of N bodies of evidence: **a** reproduced, ...' from :func:`verdict_counts`, naming the rows
+    left out because they reuse another row's runs."""
     counts = verdict_counts(table)
-    return "Of " + f"{len(table)} rows: " + ", ".join(f"**{n}** {v}" for v, n in counts.items()) + "."
+    dup = table[~table.index.isin(counted(table).index)]
+    extra = (" (" + ", ".join(f"{r.claim} uses the same runs as {r.same_runs_as}" for r in dup.itertuples(index=False))
+             + ", counted once)") if len(dup) else ""
+    return (f"Of {len(counted(table))} bodies of evidence{extra}: "
+            + ", ".join(f"**{n}** {v}" for v, n in counts.items()) + ".")
 
 
 def difficulty_sentence(diff: pd.DataFrame) -> str:

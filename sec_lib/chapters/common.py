@@ -6,9 +6,12 @@ choices inside :func:`sec_lib.experiments.chapter_configs` read from that same s
 """
 from __future__ import annotations
 
+import math
 from typing import Iterable, Sequence
 
+import numpy as np
 import pandas as pd
+from scipy import stats
 
 from .. import experiments as ex
 from .. import report
@@ -129,10 +132,37 @@ def name_means(diffs: pd.DataFrame, a: str, b: str) -> pd.DataFrame:
     return diffs.rename(columns={"mean_a": f"mean {a}", "mean_b": f"mean {b}"})
 
 
-def with_verdict(diffs: pd.DataFrame, expected_sign: int, min_effect: float | None = None) -> pd.DataFrame:
-    v = [report.verdict(r.diff, r.ci_lo, r.ci_hi, expected_sign, min_effect, n=int(r.n_pairs))
-         for r in diffs.itertuples(index=False)]
-    return diffs.assign(verdict=v)
+def mde_from_ci(lo, hi, n) -> float:
+    """:func:`sec_lib.report.min_detectable_effect` of a Student-t interval ``[lo, hi]`` of ``n`` values
+    (95%): the interval's half-width is ``t_crit · sd / sqrt(n)``, so the SD is recovered exactly."""
+    if n is None or not np.isfinite(n) or n < 2 or not (np.isfinite(lo) and np.isfinite(hi)) or hi <= lo:
+        return math.nan
+    n = int(n)
+    sd = (hi - lo) / 2.0 * math.sqrt(n) / float(stats.t.ppf(0.5 + report.VERDICT_RULES.level / 2.0, n - 1))
+    return report.min_detectable_effect(sd, n, report.VERDICT_RULES.alpha, report.VERDICT_RULES.power)
+
+
+def with_verdict(diffs: pd.DataFrame, expected_sign, margin: float | None = None,
+                 n_counts: str = "seeds") -> pd.DataFrame:
+    """Verdicts for a table of paired differences (``diff``, ``ci_lo``, ``ci_hi``, ``p_value``,
+    ``n_pairs``) taken as ONE family: Holm-adjusted p (``p_adj``, ``m``), the minimum detectable
+    effect (``mde``), what n counts and the verdict of :func:`sec_lib.report.verdict` with ``p_adj``.
+    ``expected_sign``: one sign for every row, or a column name holding each row's sign. Adjust a
+    chapter's comparisons together: concatenate first, then call this once."""
+    if isinstance(expected_sign, str):
+        signs = diffs[expected_sign].astype(int).to_numpy()
+    else:
+        signs = np.full(len(diffs), int(expected_sign))
+    rows = pd.DataFrame({"estimate": diffs["diff"].to_numpy(float), "ci_lo": diffs["ci_lo"].to_numpy(float),
+                         "ci_hi": diffs["ci_hi"].to_numpy(float), "p_value": diffs["p_value"].to_numpy(float),
+                         "expected_sign": signs, "n": diffs["n_pairs"].to_numpy(),
+                         "margin": [margin] * len(diffs)}, columns=["estimate", "ci_lo", "ci_hi", "p_value",
+                                                                 "expected_sign", "n", "margin"])
+    fam = report.adjust_family(rows)
+    mde = [mde_from_ci(r.ci_lo, r.ci_hi, r.n_pairs) for r in diffs.itertuples(index=False)]
+    out = diffs.drop(columns=[c for c in ("verdict", "p_adj", "m", "mde", "n_counts") if c in diffs.columns])
+    return out.assign(p_adj=fam["p_adj"].to_numpy(), m=fam["m"].to_numpy() if len(fam) else [],
+                      mde=mde, n_counts=n_counts, verdict=fam["verdict"].to_numpy() if len(fam) else [])
 
 
 def run_step_means(runs: pd.DataFrame, steps: pd.DataFrame, cols: Sequence[str], last_frac: float = 1.0) -> pd.DataFrame:

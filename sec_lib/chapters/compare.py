@@ -20,7 +20,7 @@ from ..report import format_ci
 from ..store import ResultStore, load_runs
 from . import profile_param
 from .common import (EXPECTED_SIGN, NORM_METRICS, PERCENT_METRICS, TEST_NAME,
-                     order_rows, runs_frame)
+                     mde_from_ci, order_rows, runs_frame)
 
 #: The notebook's parameters (checked by ``sec_lib.params.notebook_params``).
 PARAMS = profile_param()
@@ -139,8 +139,17 @@ def sec_gain(frames, variants: Sequence[str] = ("sec", "l2reg"), baseline: str =
         return pd.DataFrame(columns=cols)
     out = pd.concat(parts, ignore_index=True)
     out["test"] = TEST_NAME
-    out["verdict"] = [report.verdict(r.diff, r.ci_lo, r.ci_hi, expected_sign=EXPECTED_SIGN.get(r.metric, +1),
-                                     n=r.n_pairs) for r in out.itertuples(index=False)]
+    # the main comparison across losses is ONE Holm family (issue 9): every row's p-value is adjusted together
+    fam = report.adjust_family(pd.DataFrame({
+        "estimate": out["diff"].astype(float), "ci_lo": out["ci_lo"].astype(float), "ci_hi": out["ci_hi"].astype(float),
+        "p_value": out["p_value"].astype(float), "n": out["n_pairs"],
+        "expected_sign": [EXPECTED_SIGN.get(m, +1) for m in out["metric"]],
+        "margin": [report.MARGINS.get(m) for m in out["metric"]]}), family="compare page")
+    out["p_adj"], out["verdict"] = fam["p_adj"].to_numpy(), fam["verdict"].to_numpy()
+    out["mde"] = [mde_from_ci(r.ci_lo, r.ci_hi, r.n_pairs) for r in out.itertuples(index=False)]
+    out["n_counts"] = "seeds"
+    out["role"] = [report.metric_role(m) for m in out["metric"]]
+    cols = [*cols[:-1], "p_adj", "mde", "n_counts", "role", "verdict"]
     out = order_rows(out[cols], cols=("loss", "variant"))
     out.attrs["source"] = "ours"
     return out
@@ -186,15 +195,21 @@ def sec_gain_display(gains: pd.DataFrame, metrics: Sequence[str] | None = None, 
     g = gains if metrics is None else gains[gains["metric"].isin(metrics)]
     rows = []
     for (loss, comp), sub in g.groupby(["loss", "comparison"], sort=False):
-        row = {"loss": loss, "comparison": comp, "pairs": int(sub["n_pairs"].max())}
+        row = {"loss": loss, "comparison": comp}
+        key = sub[sub["metric"] == key_metric]
+        cells = {}
         for r in sub.itertuples(index=False):
             ci = (f" [{_num(r.ci_lo, r.metric, digits, True)}, {_num(r.ci_hi, r.metric, digits, True)}]"
                   if np.isfinite(r.ci_lo) else "")
-            row[r.metric] = _num(r.diff, r.metric, digits, True) + ci
-        key = sub[sub["metric"] == key_metric]
-        if len(key):
-            row[f"p ({key_metric})"] = fmt_p(key["p_value"].iloc[0]).replace("p = ", "").replace("p ", "")
-            row[f"verdict ({key_metric})"] = key["verdict"].iloc[0]
+            cells[r.metric] = _num(r.diff, r.metric, digits, True) + ci
+        if len(key):                      # key columns first: estimate [interval], adjusted p, verdict
+            k = key.iloc[0]
+            row[f"{key_metric} (primary)"] = cells.pop(key_metric)
+            row[f"adj. p ({key_metric})"] = fmt_p(k["p_adj"]).replace("p = ", "").replace("p ", "")
+            row[f"verdict ({key_metric})"] = k["verdict"]
+            row["could detect"] = "" if not np.isfinite(k["mde"]) else f"≥ {_num(k['mde'], key_metric, digits, False)}"
+        row["n"] = f"{int(sub['n_pairs'].max())} seeds"
+        row.update({f"{m} (secondary)" if m in report.MARGINS else m: c for m, c in cells.items()})
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -212,7 +227,8 @@ def gain_sentences(gains: pd.DataFrame, metric: str = "R@1", variant: str = "sec
         ci = (f"95% CI [{_num(r.ci_lo, metric, 2, True)}, {_num(r.ci_hi, metric, 2, True)}]"
               if np.isfinite(r.ci_lo) else "no CI with one seed")
         s = (f"**{r.loss}**: {r.comparison} on {metric} = {_num(r.diff, metric, 2, True)} points ({ci}, "
-             f"{r.n_pairs} paired seeds, {TEST_NAME}, {fmt_p(r.p_value)}) → verdict: **{r.verdict}**")
+             f"{r.n_pairs} paired seeds, {TEST_NAME}, Holm-adjusted {fmt_p(r.p_adj)}, could detect effects of ≥ "
+             f"{_num(r.mde, metric, 2, False)} points) → verdict: **{r.verdict}**")
         if paper is not None:
             pp = paper[(paper["loss"] == r.loss) & (paper["variant"] == variant) & (paper["metric"] == metric)]
             if len(pp):
@@ -230,22 +246,23 @@ def overall_sentence(gains: pd.DataFrame, metric: str = "R@1", variant: str = "s
         return f"No {comp} comparison on {metric} could be computed."
     n = len(g)
     counts = g["verdict"].value_counts()
-    rep, part, notr = (int(counts.get(v, 0)) for v in ("reproduced", "partly", "not reproduced"))
+    rep, part, notr = (int(counts.get(v, 0)) for v in ("reproduced", "inconclusive", "not reproduced"))
     worse = list(g.loc[g["ci_hi"] < 0, "loss"])
     tail = (f" For {', '.join(worse)} the difference is negative with a 95% interval entirely below zero: "
             f"there the regulariser hurts." if worse else "")
     if rep == n:
-        return (f"{comp} improves {metric} for all {n} losses with 95% intervals that exclude zero: the paper's "
+        return (f"{comp} improves {metric} for all {n} losses with 95% intervals that exclude zero and Holm-adjusted "
+                "p < 0.05: the paper's "
                 "main claim holds on this benchmark.")
     if rep == 0 and part == 0:
         return (f"{comp} does not improve {metric} here for any of the {n} losses (every point estimate is zero "
                 "or negative): on this benchmark the paper's main claim is not reproduced." + tail)
     if rep == 0:
         return (f"{comp} does not give a gain in {metric} that the 95% intervals support for any of the {n} losses "
-                f"({part} point the paper's way but their intervals include zero, {notr} point the other way); "
+                f"({part} inconclusive, {notr} not reproduced); "
                 "the data here do not confirm the paper's claim." + tail)
-    return (f"{comp} improves {metric} with intervals that exclude zero for {rep} of {n} losses; {part} point the "
-            f"paper's way without interval support and {notr} point the other way, so the claim holds only in part."
+    return (f"{comp} improves {metric} with intervals that exclude zero and Holm-adjusted p < 0.05 for {rep} of {n} "
+            f"losses; {part} are inconclusive and {notr} not reproduced, so the claim holds only for some losses."
             + tail)
 
 

@@ -75,19 +75,72 @@ def curve_band(runs: pd.DataFrame, evals: pd.DataFrame, by: Sequence[str] = ("lo
     return out.loc[keys.sort_values([*by, "step"], kind="stable").index].reset_index(drop=True)
 
 
-def convergence_diffs(reach: pd.DataFrame) -> pd.DataFrame:
-    """Paired SEC − none per loss of the iteration to reach the fraction (expected sign −1: SEC is
-    faster) and of the final R@1 (expected +1), paired t-test over seeds."""
-    d1 = with_verdict(paired(reach, ["loss"], "variant", "none", "sec", ["reach"]), -1)
-    d2 = with_verdict(paired(reach, ["loss"], "variant", "none", "sec", ["final"]), +1)
-    return name_means(pd.concat([d1, d2], ignore_index=True), "none", "sec")
+#: The fixed early fractions of the run length at which C3 compares R@1 (issue 9).
+EARLY_FRACTIONS = (0.10, 0.25, 0.50)
+
+
+def early_column(frac: float) -> str:
+    """Column of :func:`early_table` holding R@1 at fraction ``frac`` of the run ('R@1 at 25%')."""
+    return f"R@1 at {frac:.0%}"
+
+
+def early_table(runs: pd.DataFrame, evals: pd.DataFrame, fracs: Sequence[float] = EARLY_FRACTIONS,
+                metric: str = "R@1") -> pd.DataFrame:
+    """``runs`` with, for each fraction ``f`` of ``fracs``, the run's ``metric`` at the first evaluation
+    step at or after ``f`` × its run length (its last evaluation step), and that step.
+
+    Columns ``R@1 at 10%`` (:func:`early_column`) and ``step at 10%``; only evaluation steps that exist
+    in the run are used (no interpolation). Failed runs and runs without evaluations get NaN."""
+    fracs = [float(f) for f in fracs]
+    bad = [f for f in fracs if not 0 < f <= 1]
+    if bad:
+        raise ValueError(f"fractions must lie in (0, 1], got {bad}")
+    check_cols(evals, ["key", "step", metric], "evals")
+    rows = []
+    for key, e in evals.groupby("key", sort=False):
+        e = e.sort_values("step")
+        t, r = e["step"].to_numpy(float), e[metric].to_numpy(float)
+        rec = {"key": key}
+        for f in fracs:
+            j = int(np.argmax(t >= f * t[-1] - 1e-9))
+            rec[early_column(f)], rec[f"step at {f:.0%}"] = float(r[j]), float(t[j])
+        rows.append(rec)
+    cols = ["key"] + [c for f in fracs for c in (early_column(f), f"step at {f:.0%}")]
+    per = pd.DataFrame(rows, columns=cols)
+    out = runs.drop(columns=[c for c in cols[1:] if c in runs.columns]).merge(per, on="key", how="left")
+    if "status" in out.columns:
+        out.loc[out["status"] != "done", cols[1:]] = np.nan
+    return out
+
+
+def early_steps(early: pd.DataFrame, fracs: Sequence[float] = EARLY_FRACTIONS) -> str:
+    """Which evaluation steps the early fractions used, e.g. '10% → step 500, 25% → step 1250'."""
+    parts = []
+    for f in fracs:
+        s = sorted({int(v) for v in early[f"step at {f:.0%}"].dropna()})
+        parts.append(f"{f:.0%} → step {', '.join(map(str, s)) if s else 'n/a'}")
+    return "; ".join(parts)
+
+
+def convergence_diffs(reach: pd.DataFrame, early: pd.DataFrame | None = None,
+                      fracs: Sequence[float] = EARLY_FRACTIONS) -> pd.DataFrame:
+    """Paired SEC − none per loss, the chapter's comparisons as ONE Holm family: the iteration to reach
+    90% of the final R@1 (expected sign −1: SEC is faster), the final R@1 (+1) and, given ``early``
+    (:func:`early_table`), R@1 at each early fraction of the run (+1). Paired t-test over seeds."""
+    parts = [paired(reach, ["loss"], "variant", "none", "sec", ["reach"]).assign(_sign=-1),
+             paired(reach, ["loss"], "variant", "none", "sec", ["final"]).assign(_sign=+1)]
+    if early is not None:
+        parts.append(paired(early, ["loss"], "variant", "none", "sec", [early_column(f) for f in fracs]).assign(_sign=+1))
+    d = pd.concat(parts, ignore_index=True)
+    return name_means(with_verdict(d, "_sign").drop(columns="_sign"), "none", "sec")
 
 
 def page_reading(reach: pd.DataFrame, diffs: pd.DataFrame) -> str:
     """One bullet per loss (:func:`convergence_diffs`) and the gain averaged over the losses with its verdict."""
     pooled = pooled_diff(reach, "variant", "none", "sec", "reach")
-    v = report.verdict(pooled["estimate"], pooled["ci_lo"], pooled["ci_hi"], -1, n=pooled["n"])
+    v = report.verdict(pooled["estimate"], pooled["ci_lo"], pooled["ci_hi"], -1, n=pooled["n"], p_adj=pooled["p_value"])
     lines = [f"- **{r.loss}**: SEC − none = {r.diff:+.1f} iterations (95% CI [{r.ci_lo:+.1f}, {r.ci_hi:+.1f}], "
-             f"p = {r.p_value:.2g}) → **{r.verdict}**" for r in diffs[diffs.metric == "reach"].itertuples(index=False)]
+             f"Holm-adjusted p = {r.p_adj:.2g}, could detect ≥ {r.mde:.1f} iterations, n = {r.n_pairs} seeds) → "
+             f"**{r.verdict}**" for r in diffs[diffs.metric == "reach"].itertuples(index=False)]
     return ("\n".join(lines) + f"\n\nAveraged over the losses, SEC changes the iteration to reach 90% of the "
             f"final R@1 by {fmt_estimate(pooled, 1)} iterations: *SEC converges faster*: **{v}**.")

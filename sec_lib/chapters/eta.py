@@ -47,7 +47,7 @@ def eta_diffs(runs: pd.DataFrame, metric: str = "R@1") -> pd.DataFrame:
     out = out[["loss", "eta", *[c for c in out.columns if c not in ("loss", "eta")]]]
     order = {l: i for i, l in enumerate(dict.fromkeys(runs["loss"]))}
     out = out.sort_values(["loss", "eta"], key=lambda s: s.map(order) if s.name == "loss" else s, kind="stable")
-    return name_means(with_verdict(out.reset_index(drop=True), +1), "η = 0", "at η")
+    return name_means(with_verdict(out.reset_index(drop=True), +1, report.MARGINS.get(metric)), "η = 0", "at η")
 
 
 def eta_reading(diffs: pd.DataFrame) -> str:
@@ -78,6 +78,23 @@ def eta_robustness(runs: pd.DataFrame, metric: str = "R@1") -> dict:
     return values_ci(d.groupby("seed")["_d"].mean().to_numpy())
 
 
+def eta_grid_gains(runs: pd.DataFrame, metric: str = "R@1") -> pd.DataFrame:
+    """Per η > 0 of the grid: the gain over η = 0 averaged over the losses per seed, as a verdict row
+    (:func:`sec_lib.report.verdict_row`), the grid Holm-adjusted as one family
+    (:func:`sec_lib.report.adjust_family`). Columns: eta, estimate, ci_lo, ci_hi, p_value, p_adj, m, n,
+    n_counts, sd, mde, expected_sign, margin, verdict. Empty without η = 0 or η > 0 runs."""
+    check_cols(runs, ["loss", "eta", "seed", metric], "runs")
+    base = runs[runs["eta"] == 0].set_index(["seed", "loss"])[metric].astype(float)
+    sec = runs[runs["eta"] > 0]
+    if not len(sec) or not len(base):
+        return pd.DataFrame(columns=["eta", *report.ROW_COLUMNS])
+    d = sec.assign(_d=[float(v) - base.get((s, l), np.nan) for v, s, l in zip(sec[metric], sec["seed"], sec["loss"])])
+    rows = [{"eta": float(eta), **report.verdict_row(g.groupby("seed")["_d"].mean().to_numpy(), +1,
+                                                     report.margin_for(metric))}
+            for eta, g in d.groupby("eta", sort=True)]
+    return report.adjust_family(rows)
+
+
 def norm_var_ratios(summary: pd.DataFrame) -> tuple[float, dict]:
     """The largest η of the grid and, per loss, the training-set norm variance there divided by its
     value without SEC (η = 0), from :func:`eta_summary`."""
@@ -88,15 +105,28 @@ def norm_var_ratios(summary: pd.DataFrame) -> tuple[float, dict]:
     return eta_max, ratios
 
 
-def page_reading(summary: pd.DataFrame, diffs: pd.DataFrame, rob: dict) -> str:
-    """The page's closing paragraph: where SEC helps or hurts per loss (:func:`eta_reading`), the gain
-    averaged over the grid with its verdict (:func:`eta_robustness`), and how far the largest η
-    lowers the norm variance (:func:`norm_var_ratios`)."""
-    v = report.verdict(rob["estimate"], rob["ci_lo"], rob["ci_hi"], +1, n=rob["n"])
+def range_sentence(grid: pd.DataFrame) -> str:
+    """Q9 from :func:`eta_grid_gains`: the η at which the gain over η = 0 (pooled over the losses per
+    seed, Holm over the grid) is reproduced, and the range they span."""
+    if not len(grid):
+        return "No η > 0 is paired with η = 0, so the range of η where SEC helps cannot be measured."
+    cells = "; ".join(f"η = {r.eta:g}: {fmt_estimate(r._asdict(), 2)} (Holm-adjusted p = {r.p_adj:.2g}, could detect "
+                      f"≥ {r.mde:.2f}) → {r.verdict}" for r in grid.itertuples(index=False))
+    ok = grid[grid["verdict"] == "reproduced"]
+    where = (f"the gain's interval lies above 0 (with adjusted p < 0.05) for η from {ok['eta'].min():g} to "
+             f"{ok['eta'].max():g}, {len(ok)} of {len(grid)} grid values" if len(ok)
+             else "no η of the grid has its gain's interval above 0 with adjusted p < 0.05")
+    return (f"Gain in R@1 over η = 0, mean over the losses per seed (n = seeds), the grid as one Holm family: {cells}. "
+            f"So {where}.")
+
+
+def page_reading(summary: pd.DataFrame, diffs: pd.DataFrame, rob: dict, grid: pd.DataFrame | None = None) -> str:
+    """The page's closing paragraph: where SEC helps or hurts per loss (:func:`eta_reading`), the range of
+    η where the gain is reproduced (:func:`range_sentence`, given ``grid`` from :func:`eta_grid_gains`;
+    ``rob`` is kept for callers and no longer judged: an average over a grid lets its width decide),
+    and how far the largest η lowers the norm variance (:func:`norm_var_ratios`)."""
     eta_max, ratios = norm_var_ratios(summary)
-    return (eta_reading(diffs) + "\n\n"
-            + f"Averaged over the whole grid and the losses, SEC changes R@1 by {fmt_estimate(rob)} points "
-            f"(mean over seeds of the per-seed average, one-sample t-test p = {rob['p_value']:.2g}): "
-            f"verdict for *SEC helps over a wide range of η*: **{v}**. "
+    rng = range_sentence(grid) + " " if grid is not None else ""
+    return (eta_reading(diffs) + "\n\n" + rng
             + "At the largest η (" + f"{eta_max:g}" + ") the training-set norm variance is "
             + ", ".join(f"{r:.2g}× ({loss})" for loss, r in ratios.items()) + " of its value without SEC.")

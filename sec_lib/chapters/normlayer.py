@@ -26,21 +26,21 @@ def normlayer_table(runs: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
 
 def normlayer_diffs(runs: pd.DataFrame, metrics: Sequence[str] = ("R@1", "NMI")) -> pd.DataFrame:
     """Four paired comparisons: normalize − paper head (without and with SEC; expected: no change,
-    since every loss already normalizes) and SEC − none (per head; expected: a gain)."""
+    since every loss already normalizes) and SEC − none (per head; expected: a gain). The chapter's
+    comparisons are one Holm family (:func:`~sec_lib.chapters.common.with_verdict`)."""
     parts = []
     for variant in ("none", "sec"):
         d = paired(runs[runs["variant"] == variant], [], "head", "paper", "normalize", metrics)
         if len(d):
-            parts.append(name_means(with_verdict(d, 0), "baseline", "compared")
-                         .assign(comparison=f"normalize − paper head ({variant})"))
+            parts.append(d.assign(comparison=f"normalize − paper head ({variant})", _sign=0))
     for head in ("paper", "normalize"):
         d = paired(runs[runs["head"] == head], [], "variant", "none", "sec", metrics)
         if len(d):
-            parts.append(name_means(with_verdict(d, +1), "baseline", "compared")
-                         .assign(comparison=f"SEC − none ({head} head)"))
+            parts.append(d.assign(comparison=f"SEC − none ({head} head)", _sign=+1))
     if not parts:
         return pd.DataFrame(columns=["comparison", "metric", "diff", "ci_lo", "ci_hi", "p_value", "n_pairs", "verdict"])
-    out = pd.concat(parts, ignore_index=True)
+    out = name_means(with_verdict(pd.concat(parts, ignore_index=True), "_sign").drop(columns="_sign"),
+                     "baseline", "compared")
     return out[["comparison", *[c for c in out.columns if c != "comparison"]]]
 
 

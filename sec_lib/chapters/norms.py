@@ -155,7 +155,8 @@ def norm_sentences(reduction: pd.DataFrame, metric: str = "test_norm_cv", varian
             continue
         ci = f"95% CI [{r.ci_lo:+.3g}, {r.ci_hi:+.3g}]" if np.isfinite(r.ci_lo) else "no CI with one seed"
         out.append(f"**{r.loss}**: {r.comparison} changes {what} from {r.mean_a:.3g} to {r.mean_b:.3g} "
-                   f"(difference {r.diff:+.3g}, {ci}, {fmt_p(r.p_value)}) → verdict on 'it decreases': "
+                   f"(difference {r.diff:+.3g}, {ci}, Holm-adjusted {fmt_p(r.p_adj)}, could detect ≥ {r.mde:.3g}, "
+                   f"n = {r.n_pairs} seeds) → verdict on 'it decreases': "
                    f"**{r.verdict}**.")
     return out
 
@@ -202,8 +203,9 @@ def norms_verdict(reduction: pd.DataFrame, corr: pd.DataFrame, per_run: pd.DataF
         g = reduction[(reduction["metric"] == metric) & (reduction["variant"] == "sec")]
         if len(g):
             c = g["verdict"].value_counts()
-            out.append(f"SEC lowers {what} with a 95% interval below zero for {int(c.get('reproduced', 0))} of "
-                       f"{len(g)} losses (point estimate only: {int(c.get('partly', 0))}; no decrease: "
+            out.append(f"SEC lowers {what} with a 95% interval below zero and a Holm-adjusted p < 0.05 (this page's "
+                       f"comparisons as one family) for {int(c.get('reproduced', 0))} of {len(g)} losses "
+                       f"(inconclusive: {int(c.get('inconclusive', 0))}; not reproduced: "
                        f"{int(c.get('not reproduced', 0))}).")
     gl = reduction[(reduction["metric"] == "test_norm_cv") & (reduction["variant"] == "l2reg")]
     gs = reduction[(reduction["metric"] == "test_norm_cv") & (reduction["variant"] == "sec")]

@@ -33,7 +33,7 @@ LOSS_MARKERS = {"triplet": "o", "semihard": "s", "npair": "^", "ms": "D", "tml":
 #: Colours per optimizer (neither a variant nor a loss colour).
 OPTIM_COLORS = {"adam": "#6F4E7C", "sgd": "#CA8A2C", "adamw": "#5B8E7D"}
 #: Colours per verdict word.
-VERDICT_COLORS = {"reproduced": "#1B7837", "partly": "#E6AB02", "inconclusive": "#E6AB02",
+VERDICT_COLORS = {"reproduced": "#1B7837", "inconclusive": "#E6AB02",
                   "not reproduced": "#B2182B", "not testable offline": "#7f7f7f"}
 #: Positive and negative pairs (cosine histograms).
 POS_COLOR, NEG_COLOR = "#1B7837", "#B2182B"

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from sec_lib import reference
+from sec_lib import reference, report
 from sec_lib.chapters import common, compare, norms
 from sec_lib.chapters import data as data_page
 from sec_lib.chapters import train as train_page
@@ -154,12 +154,21 @@ def test_sec_gain_paired_by_seed_against_hand_computation():
     assert (r["diff"], r.ci_lo, r.ci_hi) == pytest.approx((mean, lo, hi))
     tstat = d.mean() / (d.std(ddof=1) / math.sqrt(3))
     assert r.p_value == pytest.approx(2 * stats.t.sf(abs(tstat), df=2))
-    assert r.n_pairs == 3 and r.verdict == "reproduced"                   # CI [1.9, 4.8] above 0
+    # the page is one Holm family: CI [1.9, 4.8] lies above 0 but the adjusted p does not reach 0.05
+    ok = g["p_value"].notna()
+    assert g.loc[ok, "p_adj"].to_numpy() == pytest.approx(report.holm(g.loc[ok, "p_value"].to_numpy()))
+    assert r.n_pairs == 3 and r.ci_lo > 0 and r.p_value < 0.05 <= r.p_adj and r.verdict == "inconclusive"
+    assert r.mde == pytest.approx(report.min_detectable_effect(d.std(ddof=1), 3)) and r.n_counts == "seeds"
+    assert r.role == "primary" and (g.loc[g.metric == "NMI", "role"] == "secondary").all()
+    alone = compare.sec_gain(shuffled, variants=("sec",), metrics=("R@1",))   # a family of 2: p_adj = 2 p
+    a = alone[alone.loss == "triplet"].iloc[0]
+    assert a.p_adj == pytest.approx(min(1.0, 2 * a.p_value)) and a.verdict == "reproduced"
     ms = g[(g.loss == "ms") & (g.variant == "sec") & (g.metric == "R@1")].iloc[0]
     assert ms["diff"] == pytest.approx(-2.5 / 3) and ms.verdict == "not reproduced"
     # norm variance: SEC should lower it, so a decrease is the paper's direction
     nv = g[(g.loss == "ms") & (g.variant == "sec") & (g.metric == "test_norm_var")].iloc[0]
-    assert nv["diff"] == pytest.approx(np.mean(VAR["sec"]) - np.mean(VAR["none"])) and nv.verdict == "reproduced"
+    assert nv["diff"] == pytest.approx(np.mean(VAR["sec"]) - np.mean(VAR["none"])) and nv.ci_hi < 0
+    assert nv.verdict == ("reproduced" if nv.p_adj < 0.05 else "inconclusive")
 
 
 def test_sec_gain_unpaired_seed_and_other_baseline():
@@ -194,10 +203,12 @@ def test_gains_vs_paper_signs_and_values():
 def test_sentences_are_computed_from_the_numbers():
     gains = compare.sec_gain(hand_runs())
     s = compare.gain_sentences(gains, "R@1", "sec")
-    assert len(s) == 2 and "+3.33" in s[0] and "reproduced" in s[0]
-    assert "not reproduced" in s[1]
+    assert len(s) == 2 and "+3.33" in s[0] and "**inconclusive**" in s[0] and "Holm-adjusted p" in s[0]
+    assert "could detect effects of ≥" in s[0] and "not reproduced" in s[1]
     overall = compare.overall_sentence(gains, "R@1", "sec")
-    assert "1 of 2 losses" in overall
+    assert "(1 inconclusive, 1 not reproduced)" in overall
+    some = gains.assign(verdict=np.where(gains["loss"] == "triplet", "reproduced", gains["verdict"]))
+    assert "for 1 of 2 losses" in compare.overall_sentence(some)
     # ms: differences -1, -0.5, -1 -> CI [-1.55, -0.12] entirely below zero: named as hurting
     assert "For ms the difference is negative" in overall and "triplet the difference" not in overall
     good = gains.assign(verdict="reproduced")
@@ -211,8 +222,11 @@ def test_sentences_are_computed_from_the_numbers():
 
 def test_sec_gain_display_is_one_row_per_loss_and_comparison():
     d = compare.sec_gain_display(compare.sec_gain(hand_runs()))
-    assert len(d) == 4 and {"R@1", "NMI", "p (R@1)", "verdict (R@1)"} <= set(d.columns)
-    cell = d[(d.loss == "triplet") & (d.comparison == "SEC − none")]["R@1"].iloc[0]
+    assert len(d) == 4 and {"R@1 (primary)", "NMI (secondary)", "adj. p (R@1)", "verdict (R@1)", "could detect",
+                            "n"} <= set(d.columns)
+    assert list(d.columns[2:5]) == ["R@1 (primary)", "adj. p (R@1)", "verdict (R@1)"]   # key columns first
+    assert (d["n"] == "3 seeds").all()
+    cell = d[(d.loss == "triplet") & (d.comparison == "SEC − none")]["R@1 (primary)"].iloc[0]
     mean, lo, hi = hand_ci([3.0, 4.0, 3.0])
     assert cell == f"{mean:+.2f} [{lo:+.2f}, {hi:+.2f}]"
 

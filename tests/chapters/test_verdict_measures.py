@@ -1,0 +1,119 @@
+"""Issue 9's measures on hand-made frames: C1 on the CV of the norms, C3 at fixed early fractions of the
+run, Q7a's slope rule, Q9's range of η, Holm within a chapter's family, the tally counting runs once."""
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from sec_lib import report
+from sec_lib.chapters import claims, convergence, eta as eta_ch
+from sec_lib.store import Frames
+
+
+def _frames(runs, **tables):
+    empty = {k: pd.DataFrame() for k in ("steps", "tracked", "evals", "test_norms", "cosines", "grad_scatter")}
+    return Frames(runs=runs, **{**empty, **tables})
+
+
+def test_norm_cv_is_std_over_mean():
+    runs = pd.DataFrame({"train_norm_var": [4.0, 0.25], "train_norm_mean": [10.0, 1.0]})
+    assert claims.norm_cv(runs).to_numpy() == pytest.approx([0.2, 0.5])   # the variance alone would rank them the other way
+
+
+def test_early_table_uses_existing_eval_steps():
+    runs = pd.DataFrame({"key": ["a", "b"], "status": ["done", "failed"]})
+    ev = pd.DataFrame({"key": ["a"] * 5 + ["b"] * 2, "step": [0, 30, 60, 120, 200, 0, 200],
+                       "R@1": [0.0, 10.0, 20.0, 30.0, 40.0, 0.0, 5.0]})
+    e = convergence.early_table(runs, ev).set_index("key")
+    # run length 200: 10% -> first eval at or after step 20 is 30; 25% -> 60; 50% -> 120
+    assert e.loc["a", ["step at 10%", "step at 25%", "step at 50%"]].tolist() == [30, 60, 120]
+    assert e.loc["a", ["R@1 at 10%", "R@1 at 25%", "R@1 at 50%"]].tolist() == [10.0, 20.0, 30.0]
+    assert e.loc["b"].drop("status").isna().all()           # failed run: no values
+    assert convergence.early_steps(e.reset_index()) == "10% → step 30; 25% → step 60; 50% → step 120"
+    with pytest.raises(ValueError, match="fractions"):
+        convergence.early_table(runs, ev, fracs=(0.0,))
+
+
+def test_convergence_diffs_are_one_holm_family():
+    rng = np.random.default_rng(0)
+    rows, ev = [], []
+    for loss in ("triplet", "ms"):
+        for v in ("none", "sec"):
+            for s in range(4):
+                key = f"{loss}-{v}-{s}"
+                rows.append(dict(key=key, loss=loss, variant=v, seed=s, status="done"))
+                final = 50 + rng.normal(0, 1)
+                ev += [dict(key=key, step=st, **{"R@1": final * min(1.0, st / (60 if v == "sec" else 80)) + rng.normal(0, 1)})
+                       for st in (0, 10, 25, 50, 75, 100)]
+    runs, ev = pd.DataFrame(rows), pd.DataFrame(ev)
+    d = convergence.convergence_diffs(convergence.reach_table(runs, ev), convergence.early_table(runs, ev))
+    assert len(d) == 2 * 5                                 # reach, final, 3 early fractions, per loss
+    ok = d["p_value"].notna()
+    assert d.loc[ok, "p_adj"].to_numpy() == pytest.approx(report.holm(d.loc[ok, "p_value"].to_numpy()))
+    assert (d["m"] == ok.sum()).all() and {"mde", "n_counts"} <= set(d.columns)
+    for r in d.itertuples():
+        sign = -1 if r.metric == "reach" else +1
+        assert r.verdict == report.verdict(r.diff, r.ci_lo, r.ci_hi, sign, n=r.n_pairs, p_adj=r.p_adj)
+
+
+@pytest.mark.parametrize("lo,hi,base,want", [
+    (-1.2, -0.8, "reproduced", "reproduced"),           # contains −1, excludes 0
+    (-2.5, -2.0, "reproduced", "not reproduced"),       # the book's −2.27: negative, but not ∝ 1/‖f‖
+    (-1.5, 0.2, "inconclusive", "inconclusive"),        # contains 0
+    (0.1, 0.3, "not reproduced", "not reproduced"),
+])
+def test_slope_rule(lo, hi, base, want):
+    assert claims.slope_verdict(base, lo, hi) == want
+
+
+def _slope_evidence(slopes):
+    runs = pd.DataFrame({"key": [f"k{i}" for i in range(len(slopes))], "variant": "none", "loss": "ms",
+                         "seed": range(len(slopes)), "status": "done"})
+    steps = pd.DataFrame({"key": runs["key"], "step": 1, "grad_slope": slopes})
+    return claims.Evidence.from_frames({"compare": _frames(runs, steps=steps)})
+
+
+def test_q7a_claim_row_uses_the_slope_interval():
+    q7a = [c for c in claims.CLAIMS if c["id"] == "Q7a"]
+    t = claims.claims_table(_slope_evidence([-2.2, -2.3, -2.31, -2.27]), q7a).iloc[0]
+    assert t["ci_hi"] < -1 and t["verdict"] == "not reproduced"
+    t = claims.claims_table(_slope_evidence([-0.9, -1.05, -1.1, -0.95]), q7a).iloc[0]
+    assert t["ci_lo"] < -1 < t["ci_hi"] and t["verdict"] == "reproduced"
+    assert t["n_counts"] == "runs pooled across losses"
+
+
+def test_q9_reports_the_range_of_eta():
+    rows = []
+    gain = {0.0: 0.0, 0.001: -0.4, 0.01: 3.0, 0.1: 4.0, 1.0: -6.0}   # helps only at 0.01 and 0.1
+    for loss in ("triplet", "ms"):
+        for e, g in gain.items():
+            for s in range(5):
+                rows.append(dict(key=f"{loss}{e}{s}", loss=loss, eta=e, seed=s, status="done",
+                                 **{"R@1": 50 + s + (g + 0.2 * s * (e > 0))}))
+    runs = pd.DataFrame(rows)
+    g = eta_ch.eta_grid_gains(runs).set_index("eta")
+    assert list(g.index) == [0.001, 0.01, 0.1, 1.0]
+    assert g.loc[0.01, "verdict"] == g.loc[0.1, "verdict"] == "reproduced"
+    assert g.loc[1.0, "verdict"] == "not reproduced" and g.loc[0.001, "verdict"] != "reproduced"
+    assert g["p_adj"].to_numpy() == pytest.approx(report.holm(g["p_value"].to_numpy()))
+    q9 = [c for c in claims.CLAIMS if c["id"] == "Q9"]
+    t = claims.claims_table(claims.Evidence.from_frames({"eta": _frames(runs)}), q9).iloc[0]
+    assert t["estimate"] == pytest.approx(1.0) and t["verdict"] == "reproduced"       # 0.01 to 0.1: one decade
+    assert "η ∈ [0.01, 0.1] (2 of 4 grid values" in t["note"]
+    narrow = runs[runs["eta"].isin([0.0, 0.01, 1.0])]
+    t = claims.claims_table(claims.Evidence.from_frames({"eta": _frames(narrow)}), q9).iloc[0]
+    assert t["verdict"] == "inconclusive"                                            # one η: no range shown
+
+
+def test_tally_counts_each_body_of_evidence_once():
+    table = pd.DataFrame({"claim": ["C4", "Q6a", "Q3", "C1"], "verdict": ["reproduced"] * 3 + ["inconclusive"],
+                          "same_runs_as": ["", "C4", "C4", ""]})
+    assert claims.verdict_counts(table) == {"reproduced": 1, "not reproduced": 0, "inconclusive": 1,
+                                            "not testable offline": 0}
+    assert claims.counts_sentence(table).startswith("Of 2 bodies of evidence (Q6a uses the same runs as C4")
+
+
+def test_rules_and_margins_tables():
+    rules = claims.rules_table()
+    assert set(report.VERDICTS) <= set(rules["rule"]) and "partly" not in set(rules["rule"])
+    assert "R@1" in claims.margins_html() and "primary" in claims.role_sentence()
