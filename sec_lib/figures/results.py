@@ -177,36 +177,34 @@ def norm_trajectories(steps: pd.DataFrame, runs: pd.DataFrame, y: str = "norm_va
 
 
 def variance_vs_gain(vvg: pd.DataFrame, axes=None):
-    """Reviewer question 4: norm-variance reduction (x) against the gain (y), ours and the rebuttal's.
+    """Reviewer question 4: the variance reduction as log10(var none / var SEC) (x, the quantity of
+    :data:`sec_lib.chapters.norms.Q4_DEFINITION`) against the gain (y), ours and the rebuttal's.
 
     Two panels, because the scales differ: the rebuttal's variances are of a 512-d BN-Inception
-    embedding on Cars, ours of a small CNN on glyphs. Ours carry paired 95% CIs on both axes.
+    embedding on Cars, ours of a small CNN on glyphs. Ours carry paired 95% CIs on the gain.
     ``vvg``: :func:`sec_lib.chapters.norms.variance_vs_gain`.
     """
-    need(vvg, ["source", "loss", "reduction", "gain"], "vvg")
+    need(vvg, ["source", "loss", "log10_ratio", "gain"], "vvg")
     metric = vvg.attrs.get("metric", "R@1")
     ds = vvg.attrs.get("paper_dataset", "Cars")
     with style():
         fig, (a1, a2) = fig_axes(axes, 2, (BOOK_WIDTH, 3.3))
-        for ax, src, title in ((a1, "ours", f"Ours (glyphs): Var reduction vs {metric} gain"),
-                               (a2, "rebuttal", f"Rebuttal (Cars train set) vs paper {metric} gain ({ds})")):
+        for ax, src, title in ((a1, "ours", f"Ours (glyphs), mean over seeds"),
+                               (a2, "rebuttal", f"Rebuttal (Cars train set), paper gains ({ds})")):
             d = vvg[vvg["source"] == src]
             for r in d.itertuples(index=False):
-                def err_bars(v, lo, hi):
-                    return [[v - lo], [hi - v]] if np.isfinite(lo) and np.isfinite(hi) else None
-                ax.errorbar(r.reduction, r.gain,
-                            xerr=err_bars(r.reduction, getattr(r, "reduction_ci_lo", np.nan), getattr(r, "reduction_ci_hi", np.nan)),
-                            yerr=err_bars(r.gain, getattr(r, "gain_ci_lo", np.nan), getattr(r, "gain_ci_hi", np.nan)),
-                            fmt=LOSS_MARKERS.get(r.loss, "o"), color=variant_color("sec"), ms=6, capsize=2,
-                            elinewidth=0.9)
-                ax.annotate(r.loss, (r.reduction, r.gain), textcoords="offset points", xytext=(5, 4), fontsize=7.5)
+                lo, hi = getattr(r, "gain_ci_lo", np.nan), getattr(r, "gain_ci_hi", np.nan)
+                yerr = [[r.gain - lo], [hi - r.gain]] if np.isfinite(lo) and np.isfinite(hi) else None
+                ax.errorbar(r.log10_ratio, r.gain, yerr=yerr, fmt=LOSS_MARKERS.get(r.loss, "o"),
+                            color=variant_color("sec"), ms=6, capsize=2, elinewidth=0.9)
+                ax.annotate(r.loss, (r.log10_ratio, r.gain), textcoords="offset points", xytext=(5, 4), fontsize=9)
             if not len(d):
                 empty_panel(ax, f"no {src} numbers")
             ax.axhline(0, color="0.5", lw=0.8)
-            ax.set_xlabel("norm variance: none − SEC")
+            ax.axvline(0, color="0.5", lw=0.8)
+            ax.set_xlabel("log10(Var‖f‖ none / Var‖f‖ SEC)")
             ax.set_ylabel(f"{metric} gain, SEC − none [points]")
             ax.set_title(title)
-        fig.suptitle("Do larger variance reductions give larger gains? (different scales: compare the ordering)")
     return fig
 
 
@@ -250,4 +248,54 @@ def grad_slope_stats(per_run: pd.DataFrame, steps: pd.DataFrame | None = None, r
             axes[1].set_ylabel("slope (mean over losses, seeds)")
             axes[1].set_title("Slope over training")
             axes[1].legend(fontsize=6.5)
+    return fig
+
+
+#: Markers of the paper's datasets on the headline figure (drawn in grey: the paper's single runs).
+DATASET_MARKERS = {"CUB": "v", "Cars": "^", "SOP": "<", "InShop": ">"}
+PAPER_COLOR = "0.45"
+
+
+def headline_figure(gains: pd.DataFrame, paper: pd.DataFrame | None = None, metric: str = "R@1"):
+    """The landing page's figure: per loss (rows), SEC − none in ``metric`` with its 95% interval at
+    the η chosen on held-out classes (filled) and at the paper's η (open), beside the paper's gain on
+    each of its datasets (grey, one marker per dataset; single runs, no interval).
+
+    ``gains``: :func:`sec_lib.chapters.home.headline_gains`; ``paper``: :func:`sec_lib.chapters.home.paper_headline`.
+    """
+    need(gains, ["loss", "setting", "diff", "ci_lo", "ci_hi"], "gains")
+    losses = _losses_in(gains)
+    settings = (("selected", "ours, η chosen on held-out classes", "o", True, -0.17),
+                ("paper", "ours, the paper's η", "D", False, 0.0))
+    sec = variant_color("sec")
+    with style():
+        fig = figure(BOOK_WIDTH, 0.75 + 0.62 * len(losses))
+        ax = fig.subplots()
+        handles = []
+        for setting, label, marker, filled, dy in settings:
+            d = gains[gains["setting"] == setting].set_index("loss")
+            for i, loss in enumerate(losses):
+                if loss not in d.index:
+                    continue
+                r = d.loc[loss]
+                xerr = ([[r["diff"] - r["ci_lo"]], [r["ci_hi"] - r["diff"]]]
+                        if np.isfinite(r["ci_lo"]) and np.isfinite(r["ci_hi"]) else None)
+                ax.errorbar(r["diff"], i + dy, xerr=xerr, fmt=marker, color=sec, mfc=sec if filled else "white",
+                            ms=6.5, capsize=3, elinewidth=1.4)
+            handles.append(Line2D([], [], marker=marker, color=sec, mfc=sec if filled else "white", ls="-",
+                                  label=label + " (95% CI)"))
+        if paper is not None and len(paper):
+            p = paper.set_index(["loss", "dataset"])["paper_gain"]
+            for ds, marker in DATASET_MARKERS.items():
+                ys = [(i + 0.19, p[(loss, ds)]) for i, loss in enumerate(losses) if (loss, ds) in p.index]
+                if ys:
+                    ax.plot([v for _, v in ys], [y for y, _ in ys], ls="", marker=marker, color=PAPER_COLOR, ms=6)
+                    handles.append(Line2D([], [], ls="", marker=marker, color=PAPER_COLOR,
+                                          label=f"paper, {ds} (one run)"))
+        ax.axvline(0, color="k", lw=0.9)
+        ax.set_yticks(range(len(losses)), losses)
+        ax.set_ylim(len(losses) - 0.5, -0.5)
+        ax.grid(axis="y", visible=False)
+        ax.set_xlabel(f"SEC − none in {metric} [percentage points]; right of 0: SEC helps")
+        ax.legend(handles=handles, loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8.5)
     return fig
