@@ -92,7 +92,7 @@ def gains_vs_paper(gvp: pd.DataFrame, metric: str = "R@1", axes=None):
             ax.set_title(f"{metric}: ours vs paper Table 1 ({ds})")
         diag = [Line2D([], [], ls=":", color="k", lw=0.8, label="ours = paper's")]
         axes[-1].legend(handles=legend_handles(_variants_in(g), _losses_in(g)) + diag, loc="center left",
-                        bbox_to_anchor=(1.0, 0.5), fontsize=7)
+                        bbox_to_anchor=(1.0, 0.5), fontsize=9)
         fig.suptitle("Gain over the no-regulariser baseline: ours (mean, 95% CI over seeds) vs the paper's single runs")
     return fig
 
@@ -138,10 +138,10 @@ def norm_distributions(test_norms: pd.DataFrame, runs: pd.DataFrame, bins: int =
             axes[0, j].set_title(loss)
             axes[0, j].set_xlabel("‖f‖ (log)")
             axes[1, j].set_xlabel("‖f‖ / run's mean ‖f‖")
-            axes[1, j].legend(fontsize=6.5, loc="upper right")
+            axes[1, j].legend(fontsize=9, loc="upper right")
         axes[0, 0].set_ylabel("density")
         axes[1, 0].set_ylabel("density")
-        fig.legend(handles=legend_handles(variants), loc="outside lower center", ncols=len(variants), fontsize=7.5)
+        fig.legend(handles=legend_handles(variants), loc="outside lower center", ncols=len(variants), fontsize=9)
         fig.suptitle("Final test-set norms. Top: each run (log axis). Bottom: relative to the run's mean")
     return fig
 
@@ -171,7 +171,7 @@ def norm_trajectories(steps: pd.DataFrame, runs: pd.DataFrame, y: str = "norm_va
             ax.set_xlabel("iteration")
         axes[0].set_ylabel(STEP_LABELS.get(y, y))
         fig.legend(handles=legend_handles(variants, line=True), loc="outside lower center", ncols=len(variants),
-                   fontsize=7.5)
+                   fontsize=9)
         fig.suptitle(f"{STEP_LABELS.get(y, y)} over training per loss and variant (mean over seeds, band: min–max)")
     return fig
 
@@ -237,7 +237,7 @@ def grad_slope_stats(per_run: pd.DataFrame, steps: pd.DataFrame | None = None, r
         ax.set_xticks(np.arange(len(losses)), losses)
         ax.set_ylabel("median slope of log‖∂L/∂f‖ vs log‖f‖")
         ax.set_title("Per-run median gradient-vs-norm slope")
-        ax.legend(fontsize=6.5)
+        ax.legend(fontsize=9)
         if two:
             d = _with_run_attrs(steps[["key", "step", "grad_slope"]], runs).dropna(subset=["grad_slope"])
             for v in _variants_in(d):
@@ -247,7 +247,7 @@ def grad_slope_stats(per_run: pd.DataFrame, steps: pd.DataFrame | None = None, r
             axes[1].set_xlabel("iteration")
             axes[1].set_ylabel("slope (mean over losses, seeds)")
             axes[1].set_title("Slope over training")
-            axes[1].legend(fontsize=6.5)
+            axes[1].legend(fontsize=9)
     return fig
 
 
@@ -297,5 +297,5 @@ def headline_figure(gains: pd.DataFrame, paper: pd.DataFrame | None = None, metr
         ax.set_ylim(len(losses) - 0.5, -0.5)
         ax.grid(axis="y", visible=False)
         ax.set_xlabel(f"SEC − none in {metric} [percentage points]; right of 0: SEC helps")
-        ax.legend(handles=handles, loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8.5)
+        ax.legend(handles=handles, loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=9)
     return fig

@@ -54,7 +54,7 @@ def eta_figure(summary: pd.DataFrame, metrics: Sequence[str] = ("R@1", "train_no
         ax.set_xlabel("η (log scale)")
         ax.set_title(f"{m} (dashed: η = 0)")
         first = first or ax
-    first.legend(fontsize=7, title="loss")
+    first.legend(fontsize=9, title="loss")
     return fig
 
 
@@ -103,7 +103,7 @@ def mu_trajectory_figure(traj: pd.DataFrame) -> Figure:
         ax.set_xlabel("iteration")
         ax.set_ylabel("μ")
         ax.set_title(loss)
-    axes[0][0].legend(fontsize=7)
+    axes[0][0].legend(fontsize=9)
     return fig
 
 
@@ -133,7 +133,7 @@ def bnwn_figure(table_runs: pd.DataFrame, table: pd.DataFrame | None = None, met
     ax.set_xticks(range(len(heads)), heads, rotation=15)
     ax.set_ylabel(METRIC_LABELS.get(metric, metric))
     ax.set_title("ours (glyphs)")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=9)
     if rebuttal:
         ax2 = axes[0][1]
         for j, v in enumerate(("none", "sec")):
@@ -143,7 +143,7 @@ def bnwn_figure(table_runs: pd.DataFrame, table: pd.DataFrame | None = None, met
         ax2.set_xticks(range(len(heads)), heads, rotation=15)
         ax2.set_ylabel(METRIC_LABELS.get(metric, metric))
         ax2.set_title("rebuttal Table 5 (Cars)")
-        ax2.legend(fontsize=8)
+        ax2.legend(fontsize=9)
     return fig
 
 
@@ -171,7 +171,7 @@ def grad_scatter_figure(runs: pd.DataFrame, grad_scatter: pd.DataFrame, facet: s
             ax.plot(10 ** xx, 10 ** (a + b * xx), color="k", lw=1.2, label=f"fit: slope {b:+.2f}")
             ax.plot(10 ** xx, 10 ** (a + b * x.mean() + -1 * (xx - x.mean())), color="k", ls=":", lw=1,
                     label="slope −1 (theory)")
-            ax.legend(fontsize=7)
+            ax.legend(fontsize=9)
         ax.set_xscale("log")
         ax.set_yscale("log")
         plain_log_ticks(ax, "xy")
@@ -199,7 +199,7 @@ def slope_figure(curve: pd.DataFrame, facet: str = "loss", hue: str = "variant",
         ax.set_xlabel("iteration")
         ax.set_title(str(v))
     axes[0][0].set_ylabel(METRIC_LABELS.get(col, col))
-    axes[0][0].legend(fontsize=8)
+    axes[0][0].legend(fontsize=9)
     return fig
 
 
@@ -217,7 +217,7 @@ def pilot_figure(pilot: pd.DataFrame) -> Figure:
         ax.set_xlabel("learning rate")
         ax.set_ylabel("final R@1 (%)")
         ax.set_title(o)
-        ax.legend(fontsize=8)
+        ax.legend(fontsize=9)
     return fig
 
 
@@ -237,7 +237,7 @@ def optim_figure(diffs: pd.DataFrame) -> Figure:
     ax.axhline(0, color="k", lw=0.8)
     ax.set_xticks(range(len(losses)), losses)
     ax.set_ylabel("R@1 SEC − none (pp)")
-    ax.legend(fontsize=8, title="optimizer")
+    ax.legend(fontsize=9, title="optimizer")
     return fig
 
 
@@ -262,7 +262,7 @@ def balance_figure(runs_with_means: pd.DataFrame, cols: Sequence[str] = ("dtheta
                 ax.scatter([x] * len(pts), pts.astype(float), s=8, alpha=0.35, color=VARIANT_COLORS[v], lw=0)
         ax.set_xticks(range(len(vals)), vals)
         ax.set_ylabel(METRIC_LABELS.get(col, col))
-        ax.legend(fontsize=8)
+        ax.legend(fontsize=9)
     return fig
 
 
@@ -293,7 +293,7 @@ def convergence_figure(band: pd.DataFrame, reach: pd.DataFrame | None = None, me
         ax.set_ylabel(METRIC_LABELS.get(metric, metric))
     for k in range(len(losses), nrows * ncols):
         axes[k // ncols][k % ncols].set_visible(False)
-    axes[0][0].legend(fontsize=8)
+    axes[0][0].legend(fontsize=9)
     return fig
 
 
@@ -346,7 +346,7 @@ def class_norm_figure(assoc: pd.DataFrame) -> Figure:
     ax.axhline(0, color="k", lw=0.8)
     ax.set_xticks(range(len(losses)), losses)
     ax.set_ylabel("η² − chance")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=9)
     return fig
 
 
