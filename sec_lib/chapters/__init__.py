@@ -43,6 +43,7 @@ PAGES = (
     Page("compare", "compare", chapters=("compare", "tuned", "selection", "beyond")),
     Page("table1", "table1", chapters=("compare",)),
     Page("norms", "norms", chapters=("norms",)),
+    Page("runs", "runs", chapters=tuple(ex.CHAPTERS)),    # the runs index and the per-run data of the whole tier
     *TRAIN_PAGES,
     Page("eta", "eta", chapters=("eta",)),
     Page("mu", "mu", chapters=("mu",)),

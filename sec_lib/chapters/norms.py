@@ -8,7 +8,10 @@ import math
 import numpy as np
 import pandas as pd
 
+from .. import experiments as ex
 from .. import reference, report
+from ..figures import results as results_fig
+from ..figures import widgets
 from ..reference import SOURCES, VARIANT_NAMES
 from . import profile_param
 from .common import NORM_METRICS, order_rows, run_attrs, runs_frame
@@ -270,3 +273,15 @@ def norms_verdict(reduction: pd.DataFrame, corr: pd.DataFrame, per_run: pd.DataF
                    + ("gradients do shrink with the norm, as Proposition 2 implies." if med < 0 else
                       "within a batch, larger norms do not come with smaller gradients here."))
     return " ".join(out) if out else "No runs to judge."
+
+
+def norms_explorer(frames, y: str = "norm_var", dpi: int = 80):
+    """A kernel-free loss / variant selector: per loss × variant, the final test-norm distribution and
+    the batch statistic ``y`` over training (:func:`sec_lib.figures.results.norm_panel`), precomputed
+    and switched in the browser (:func:`sec_lib.figures.widgets.linked_explorer`)."""
+    runs = runs_frame(frames)
+    losses = [l for l in ex.MAIN_LOSSES if l in set(runs["loss"])]
+    variants = [v for v in ex.VARIANTS if v in set(runs["variant"])]
+    grid = {(l, v): results_fig.norm_panel(frames.test_norms, frames.steps, runs, l, v, y=y)
+            for l in losses for v in variants}
+    return widgets.linked_explorer(grid, [("loss", losses, "dropdown"), ("variant", variants, "dropdown")], dpi=dpi)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import seaborn as sns
 from matplotlib.lines import Line2D
 
 from .palette import (LOSS_MARKERS, STEP_LABELS, VARIANT_COLORS,
@@ -298,4 +299,41 @@ def headline_figure(gains: pd.DataFrame, paper: pd.DataFrame | None = None, metr
         ax.grid(axis="y", visible=False)
         ax.set_xlabel(f"SEC − none in {metric} [percentage points]; right of 0: SEC helps")
         ax.legend(handles=handles, loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=9)
+    return fig
+
+
+def norm_panel(test_norms: pd.DataFrame, steps: pd.DataFrame, runs: pd.DataFrame, loss: str, variant: str,
+               y: str = "norm_var"):
+    """One loss × variant for the norms page's selector: the final test-norm distribution relative
+    to each run's mean (seaborn histogram, seeds pooled; the title gives the mean CV) and the batch
+    statistic ``y`` over training (seaborn line: mean over seeds, band: the seeds' range)."""
+    need(test_norms, ["key", "norm"], "test_norms")
+    need(steps, ["key", "step", y], "steps")
+    keys = runs.loc[(runs["loss"] == loss) & (runs["variant"] == variant), "key"]
+    c = variant_color(variant)
+    with style():
+        fig = figure(BOOK_WIDTH, 2.8)
+        a1, a2 = fig.subplots(1, 2)
+        tn = test_norms[test_norms["key"].isin(keys) & (test_norms["norm"] > 0)].copy()
+        if len(tn):
+            tn["rel"] = tn["norm"] / tn.groupby("key")["norm"].transform("mean")
+            cv = (tn.groupby("key")["norm"].std() / tn.groupby("key")["norm"].mean()).mean()
+            sns.histplot(tn, x="rel", stat="density", bins=30, binrange=(0.0, 3.0), color=c, element="step",
+                         ax=a1)
+            a1.set_title(f"final test norms (CV {cv:.2f})")
+        else:
+            empty_panel(a1, "no test norms")
+        a1.set_xlabel("‖f‖ / run's mean ‖f‖")
+        st = steps[steps["key"].isin(keys)].merge(runs[["key", "seed"]], on="key").dropna(subset=[y])
+        if len(st):
+            sns.lineplot(st, x="step", y=y, estimator="mean", errorbar=("pi", 100), color=c, ax=a2)
+            if (st[y] > 0).all():
+                a2.set_yscale("log")
+                log_ticks(a2)
+        else:
+            empty_panel(a2, "no steps")
+        a2.set_xlabel("iteration")
+        a2.set_ylabel(STEP_LABELS.get(y, y))
+        a2.set_title("during training (band: seeds' range)")
+        fig.suptitle(f"{loss}, {VARIANT_LABELS.get(variant, variant)}")
     return fig

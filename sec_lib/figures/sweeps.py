@@ -8,13 +8,14 @@ from typing import Sequence
 
 import numpy as np
 import pandas as pd
+import seaborn as sns
 from matplotlib.figure import Figure
 
 from .. import report
 from ..report import loglog_fit
-from .palette import (LOSS_COLORS, METRIC_LABELS, OPTIM_COLORS, VARIANT_COLORS,
-                      VERDICT_COLORS, color_of, setting_color)
-from .style import (BOOK_WIDTH, err_bars, figure, plain_log_ticks, styled,
+from .palette import (LOSS_COLORS, LOSS_MARKERS, METRIC_LABELS, OPTIM_COLORS, REF_COLOR, STEP_LABELS,
+                      VARIANT_COLORS, VERDICT_COLORS, color_of, setting_color)
+from .style import (BOOK_WIDTH, err_bars, figure, log_ticks, need, plain_log_ticks, styled,
                     subplots)
 
 
@@ -376,4 +377,41 @@ def claims_figure(table: pd.DataFrame, unit: str = "pp") -> Figure:
     ax.set_xlabel(f"our estimate ({unit}), 95% CI over seeds; ◇ the paper's or rebuttal's number")
     if shown:
         ax.legend(fontsize=7, loc="lower right")
+    return fig
+
+
+@styled
+def eta_panel(summary: pd.DataFrame, steps: pd.DataFrame, runs: pd.DataFrame, eta: float,
+              y: str = "norm_var") -> Figure:
+    """One η of the sweep for the η page's slider: the batch statistic ``y`` over training per loss
+    at that η (mean over seeds, band: the seeds' range; seaborn) and R@1 against η per loss (mean
+    and 95% interval over seeds) with this η marked."""
+    need(steps, ["key", "step", y], "steps")
+    need(summary, ["loss", "eta", "metric", "mean", "ci_lo", "ci_hi"], "summary")
+    fig, axes = subplots(1, 2, w=BOOK_WIDTH / 2, h=2.9)
+    a1, a2 = axes[0]
+    r = runs[np.isclose(runs["eta"].astype(float), eta)]
+    st = steps.merge(r[["key", "loss", "seed"]], on="key").dropna(subset=[y])
+    losses = [l for l in LOSS_COLORS if l in set(runs["loss"])]
+    if len(st):
+        sns.lineplot(st, x="step", y=y, hue="loss", hue_order=[l for l in losses if l in set(st["loss"])],
+                     palette=LOSS_COLORS, estimator="mean", errorbar=("pi", 100), ax=a1, legend=False)
+        if (st[y] > 0).all():
+            a1.set_yscale("log")
+            log_ticks(a1)
+    a1.set_xlabel("iteration")
+    a1.set_ylabel(STEP_LABELS.get(y, y))
+    a1.set_title(f"η = {eta:g}: during training")
+    s = summary[summary["metric"] == "R@1"]
+    xs = {e: i for i, e in enumerate(sorted(s["eta"].unique()))}
+    for loss in losses:
+        d = s[s["loss"] == loss].sort_values("eta")
+        a2.errorbar([xs[e] for e in d["eta"]], d["mean"], yerr=err_bars(d), color=LOSS_COLORS[loss],
+                    marker=LOSS_MARKERS.get(loss, "o"), ms=4, capsize=2, label=loss)
+    a2.axvline(xs.get(eta, 0), color=REF_COLOR, ls=":", lw=1.2)
+    a2.set_xticks(list(xs.values()), [f"{e:g}" for e in xs])
+    a2.set_xlabel("η (grid index; 0 = no SEC)")
+    a2.set_ylabel("R@1 (%)")
+    a2.set_title("final R@1 (mean, 95% CI)")
+    a2.legend(title="loss", loc="center left", bbox_to_anchor=(1.0, 0.5))
     return fig

@@ -73,7 +73,7 @@ def smoke_html(smoke_site):
 def test_smoke_book_builds_with_warnings_as_errors(smoke_html):
     for page in runner.PAGES:
         assert (smoke_html / "book" / "nb" / f"{page.output}.html").exists(), page
-    for md in ("rerun", "gpu", "runs"):
+    for md in ("rerun", "gpu"):
         assert (smoke_html / "book" / f"{md}.html").exists()
 
 
