@@ -30,13 +30,13 @@ LOSS_COLORS = {"triplet": "#DDAA33", "semihard": "#88CCEE", "npair": "#882255", 
                "tml": "#999933", "cosface": "#332288", "ntxent": "#AA4499", "contrastive": "#117733"}
 #: Marker per loss; the order is the book's loss order (the paper's four losses first).
 LOSS_MARKERS = {"triplet": "o", "semihard": "s", "npair": "^", "ms": "D", "tml": "v", "ntxent": "P"}
-#: Colours per optimizer (neither a variant nor a loss colour).
-OPTIM_COLORS = {"adam": "#6F4E7C", "sgd": "#CA8A2C", "adamw": "#5B8E7D"}
+#: Colours per optimizer (neither a variant nor a loss colour, and no orange: orange-red is SEC).
+OPTIM_COLORS = {"adam": "#6F4E7C", "sgd": "#663333", "adamw": "#5B8E7D"}
 #: Colours per verdict word.
 VERDICT_COLORS = {"reproduced": "#1B7837", "partly": "#E6AB02", "inconclusive": "#E6AB02",
                   "not reproduced": "#B2182B", "not testable offline": "#7f7f7f"}
 #: Classes of the theory page's 2-D toy (Paul Tol's dark set: no variant, loss or optimizer colour).
-CLASS_COLORS = ("#222255", "#225555", "#225522", "#666633", "#663333", "#555555")
+CLASS_COLORS = ("#222255", "#225555", "#225522", "#666633", "#555555")
 #: Metrics on one axis are told apart by line style and marker, never by colour (colours are taken).
 METRIC_STYLES = {"R@1": ("-", "o"), "R@2": ("--", "s"), "R@4": ("-.", "^"), "R@8": (":", "D"),
                  "NMI": ("-", "o"), "F1": ("--", "s")}

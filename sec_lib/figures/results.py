@@ -45,10 +45,8 @@ def metric_bars(table: pd.DataFrame, metric: str = "R@1", ax=None):
             ax.bar(x, d["mean"], width * 0.92, color=variant_color(v), label=VARIANT_LABELS.get(v, v))
             ax.errorbar(x, d["mean"], yerr=err, fmt="none", ecolor="k", elinewidth=1, capsize=2)
         ax.set_xticks(np.arange(len(losses)), losses)
-        lo = np.nanmin(t["ci_lo"].fillna(t["mean"]))
         hi = np.nanmax(t["ci_hi"].fillna(t["mean"]))
-        pad = 0.15 * max(hi - lo, 1e-9)
-        ax.set_ylim(max(0, lo - 3 * pad) if metric not in ("test_norm_var", "train_norm_var") else 0, hi + pad)
+        ax.set_ylim(0, hi * 1.08 if hi > 0 else 1.0)      # bars start at 0: their length is the value
         n = int(t["n"].max()) if "n" in t else 0
         ax.set_ylabel(metric)
         ax.set_title(f"{metric} per loss and variant: mean and 95% CI over {n} seeds")

@@ -220,6 +220,7 @@ def test_metric_bars_one_bar_per_cell_with_variant_colours(F):
     assert np.allclose(heights, sorted(t["mean"]))
     colours = {matplotlib.colors.to_hex(p.get_facecolor()) for p in ax.patches}
     assert colours == {matplotlib.colors.to_hex(results_fig.VARIANT_COLORS[v]) for v in VARIANTS}
+    assert ax.get_ylim()[0] == 0          # bars start at 0 (no truncated axis)
     with pytest.raises(ValueError, match="NMI"):
         results_fig.metric_bars(t, "NMI")
 
