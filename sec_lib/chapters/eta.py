@@ -103,7 +103,7 @@ def page_reading(summary: pd.DataFrame, diffs: pd.DataFrame, rob: dict) -> str:
             + ", ".join(f"{r:.2g}× ({loss})" for loss, r in ratios.items()) + " of its value without SEC.")
 
 
-def eta_explorer(summary: pd.DataFrame, runs: pd.DataFrame, steps: pd.DataFrame, y: str = "norm_var", dpi: int = 80):
+def eta_explorer(summary: pd.DataFrame, runs: pd.DataFrame, steps: pd.DataFrame, y: str = "norm_var", dpi: int = 100):
     """A kernel-free slider over the η sweep (η = 0 first): for each η, the batch norm statistic ``y``
     over training per loss and R@1 against η with that η marked (:func:`sec_lib.figures.sweeps.eta_panel`),
     precomputed and switched in the browser (:func:`sec_lib.figures.widgets.slider_stack`)."""

@@ -275,7 +275,7 @@ def norms_verdict(reduction: pd.DataFrame, corr: pd.DataFrame, per_run: pd.DataF
     return " ".join(out) if out else "No runs to judge."
 
 
-def norms_explorer(frames, y: str = "norm_var", dpi: int = 80):
+def norms_explorer(frames, y: str = "norm_var", dpi: int = 100):
     """A kernel-free loss / variant selector: per loss × variant, the final test-norm distribution and
     the batch statistic ``y`` over training (:func:`sec_lib.figures.results.norm_panel`), precomputed
     and switched in the browser (:func:`sec_lib.figures.widgets.linked_explorer`)."""

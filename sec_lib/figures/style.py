@@ -21,8 +21,9 @@ from matplotlib.ticker import FuncFormatter, LogLocator
 
 from .palette import LOSS_MARKERS, VARIANT_LABELS, variant_color
 
-#: Figure width that fits the book's text column (inches).
-BOOK_WIDTH = 8.0
+#: Figure width that fits the book's text column (inches): 780 px at :data:`DPI`, no wider than the
+#: column at a 1,400 px window, so a figure is shown at its own size and 9 pt stays 9 pt.
+BOOK_WIDTH = 7.8
 DPI = 100
 #: The book's text sizes: nothing below 9 pt at the figure's own size (figures are drawn at most one
 #: column wide, so this is also their size on the page).
@@ -49,8 +50,11 @@ def style():
 
 
 def figure(w: float, h: float, layout: str | None = "constrained") -> Figure:
-    """A new Figure of ``w`` × ``h`` inches at the book's resolution (the one figure factory)."""
-    return Figure(figsize=(w, h), dpi=DPI, layout=layout)
+    """A new Figure of ``w`` × ``h`` inches at the book's resolution (the one figure factory).
+
+    No figure is wider than :data:`BOOK_WIDTH`: a wider request is narrowed to it (the height is
+    kept), so the page never shrinks a figure and its text below :data:`MIN_FONT_PT`."""
+    return Figure(figsize=(min(float(w), BOOK_WIDTH), h), dpi=DPI, layout=layout)
 
 
 def fig_ax(ax, size=(BOOK_WIDTH * 0.62, 3.0)):
@@ -148,8 +152,8 @@ def styled(fn):
 
 
 def subplots(nrows: int = 1, ncols: int = 1, w: float = 4.2, h: float = 3.2, **kw):
-    """A Figure with an ``nrows`` × ``ncols`` grid of Axes (always 2-D), at most 1.25 book widths wide."""
-    w = min(w, BOOK_WIDTH * 1.25 / ncols)
+    """A Figure with an ``nrows`` × ``ncols`` grid of Axes (always 2-D), at most one book width wide."""
+    w = min(w, BOOK_WIDTH / ncols)
     fig = figure(w * ncols, h * nrows)
     axes = fig.subplots(nrows, ncols, squeeze=False, **kw)
     return fig, axes
