@@ -35,6 +35,9 @@ def glance_tables(ref: pd.DataFrame, ours: pd.DataFrame, datasets=("CUB", "Cars"
     """:func:`table1_glance` from frames: ``ref`` = :func:`sec_lib.reference.paper_table`, ``ours`` =
     :func:`sec_lib.chapters.compare.main_table` (tidy)."""
     reference.check_datasets(datasets)
+
+    def number(v):                       # no "-0.0"
+        return f"{round(float(v), digits) + 0.0:.{digits}f}"
     metrics = [m for m in metrics if m in ref.columns or m in set(ours["metric"])]
     blocks = {f"paper, {d}": [] for d in datasets}
     blocks["ours, glyphs"] = []
@@ -52,7 +55,7 @@ def glance_tables(ref: pd.DataFrame, ours: pd.DataFrame, datasets=("CUB", "Cars"
             row = dict(head)
             for m in metrics:
                 row[m] = (report.format_ci(o.loc[m, "mean"], o.loc[m, "ci_lo"], o.loc[m, "ci_hi"], None,
-                                           style="interval", digits=digits) if m in o.index else "")
+                                           style="interval", number=number) if m in o.index else "")
             blocks["ours, glyphs"].append(row)
     return {k: pd.DataFrame(v) for k, v in blocks.items()}
 

@@ -77,6 +77,8 @@ def test_table1_glance_same_layout_for_paper_and_ours():
     cols = {tuple(df.columns) for df in t.values()}
     assert len(cols) == 1 and list(t["ours, glyphs"].columns) == ["loss", "variant", *table1.TABLE1_METRICS]
     assert t["ours, glyphs"].loc[0, "R@1"] == "50.0 [49.0, 51.0]"
+    tiny = fake_main_table().assign(ci_lo=-0.01)
+    assert "[0.0, " in table1.glance_tables(reference.paper_table("CUB"), tiny, ("CUB",))["ours, glyphs"].loc[0, "R@1"]
     cub = reference.paper_table("CUB").set_index(["loss", "variant"])
     assert t["paper, CUB"].loc[0, "R@1"] == f"{cub.loc[('triplet', 'none'), 'R@1']:.1f}"
     best = table1.best_variant_counts(t)
