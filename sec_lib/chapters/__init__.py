@@ -37,10 +37,13 @@ TRAIN_PAGES = tuple(Page("train", f"runs/train_{loss}_{v}", {"loss": loss, "vari
 
 #: Every page of the book, in reading order.
 PAGES = (
+    Page("home", "home", chapters=tuple(ex.CHAPTERS)),     # the landing page (the claims tally reads every chapter)
     Page("data", "data"),
     Page("theory", "theory"),
     Page("compare", "compare", chapters=("compare", "tuned", "selection", "beyond")),
+    Page("table1", "table1", chapters=("compare",)),
     Page("norms", "norms", chapters=("norms",)),
+    Page("runs", "runs", chapters=tuple(ex.CHAPTERS)),    # the runs index and the per-run data of the whole tier
     *TRAIN_PAGES,
     Page("eta", "eta", chapters=("eta",)),
     Page("mu", "mu", chapters=("mu",)),

@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 
 from .. import report
+from ..figures import sweeps, widgets
 from ..report import fmt_estimate, summary_table, values_ci
 from . import profile_param
 from .common import check_cols, name_means, paired, with_verdict
@@ -130,3 +131,13 @@ def page_reading(summary: pd.DataFrame, diffs: pd.DataFrame, rob: dict, grid: pd
     return (eta_reading(diffs) + "\n\n" + rng
             + "At the largest η (" + f"{eta_max:g}" + ") the training-set norm variance is "
             + ", ".join(f"{r:.2g}× ({loss})" for loss, r in ratios.items()) + " of its value without SEC.")
+
+
+def eta_explorer(summary: pd.DataFrame, runs: pd.DataFrame, steps: pd.DataFrame, y: str = "norm_var", dpi: int = 100):
+    """A kernel-free slider over the η sweep (η = 0 first): for each η, the batch norm statistic ``y``
+    over training per loss and R@1 against η with that η marked (:func:`sec_lib.figures.sweeps.eta_panel`),
+    precomputed and switched in the browser (:func:`sec_lib.figures.widgets.slider_stack`)."""
+    check_cols(runs, ["key", "loss", "eta", "seed"], "runs")
+    etas = sorted(float(e) for e in runs["eta"].unique())
+    figs = [sweeps.eta_panel(summary, steps, runs, e, y=y) for e in etas]
+    return widgets.slider_stack(figs, [f"{e:g}" for e in etas], description="η", dpi=dpi)

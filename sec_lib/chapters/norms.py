@@ -7,9 +7,11 @@ import math
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
-from .. import reference
+from .. import experiments as ex
+from .. import reference, report
+from ..figures import results as results_fig
+from ..figures import widgets
 from ..reference import SOURCES, VARIANT_NAMES
 from . import profile_param
 from .common import NORM_METRICS, order_rows, run_attrs, runs_frame
@@ -53,7 +55,7 @@ def variance_vs_gain(frames, metric: str = "R@1", var_col: str = "train_norm_var
     """Reviewer question 4: does a larger norm-variance reduction go with a larger gain?
 
     One row per (source, loss): ``var_none``, ``var_sec``, ``reduction`` (none − sec),
-    ``ratio`` (none / sec), ``gain`` (SEC − none in ``metric``), with paired CIs for ours
+    ``ratio`` (none / sec), ``log10_ratio`` (the x of :data:`Q4_DEFINITION`), ``gain`` (SEC − none in ``metric``), with paired CIs for ours
     (``reduction_ci_*``, ``gain_ci_*``, ``n_pairs``) and NaN CIs for the rebuttal's single runs.
     Sources: ``ours`` (variances of our embeddings, glyphs) and ``rebuttal`` (training-set
     variances on Cars from the rebuttal, gains from paper Table 1 on ``paper_dataset``). The two
@@ -71,6 +73,7 @@ def variance_vs_gain(frames, metric: str = "R@1", var_col: str = "train_norm_var
         rows.append({"source": "ours", "loss": loss, "var_none": vm.mean_a, "var_sec": vm.mean_b,
                      "reduction": -vm["diff"], "reduction_ci_lo": -vm.ci_hi, "reduction_ci_hi": -vm.ci_lo,
                      "ratio": vm.mean_a / vm.mean_b if vm.mean_b else math.nan,
+                     "log10_ratio": math.log10(vm.mean_a / vm.mean_b) if vm.mean_a > 0 and vm.mean_b > 0 else math.nan,
                      "gain": gm["diff"], "gain_ci_lo": gm.ci_lo, "gain_ci_hi": gm.ci_hi, "n_pairs": int(gm.n_pairs)})
     rv = reference.rebuttal_variance()
     pg = reference.paper_gains(paper_dataset, [metric])
@@ -78,7 +81,7 @@ def variance_vs_gain(frames, metric: str = "R@1", var_col: str = "train_norm_var
     for r in rv.itertuples(index=False):
         rows.append({"source": "rebuttal", "loss": r.loss, "var_none": r.norm_var_none, "var_sec": r.norm_var_sec,
                      "reduction": r.reduction, "reduction_ci_lo": math.nan, "reduction_ci_hi": math.nan,
-                     "ratio": r.ratio, "gain": pg.get(r.loss, math.nan), "gain_ci_lo": math.nan,
+                     "ratio": r.ratio, "log10_ratio": math.log10(r.ratio), "gain": pg.get(r.loss, math.nan), "gain_ci_lo": math.nan,
                      "gain_ci_hi": math.nan, "n_pairs": 1})
     out = order_rows(pd.DataFrame(rows), cols=("loss",))
     out = out.sort_values("source", key=lambda s: s.map({"ours": 0, "rebuttal": 1}), kind="stable")
@@ -88,23 +91,73 @@ def variance_vs_gain(frames, metric: str = "R@1", var_col: str = "train_norm_var
     return out
 
 
-def variance_gain_correlation(vvg: pd.DataFrame, x: str = "reduction") -> pd.DataFrame:
-    """Spearman rank correlation between variance reduction (or ``ratio``) and gain, per source.
+#: Reviewer question 4's one definition, used by the norms page and the claims page.
+Q4_DEFINITION = ("Pearson r, across the losses, between log10(Var‖f‖ without SEC / Var‖f‖ with SEC) of the "
+                 "training-set norms and the SEC − none gain in R@1; for our runs computed per seed and averaged "
+                 "over seeds (95% t-interval), for the rebuttal from its Cars variances and the paper's Cars gains")
 
-    With four losses a rank correlation can only take the values -1, -0.8, ..., 1, so no p-value is
-    given: the page reports it as a description, not a test.
+
+def _pearson(x, y) -> float:
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    ok = np.isfinite(x) & np.isfinite(y)
+    if ok.sum() < 3 or np.ptp(x[ok]) == 0 or np.ptp(y[ok]) == 0:
+        return math.nan
+    return float(np.corrcoef(x[ok], y[ok])[0, 1])
+
+
+def q4_correlation(runs: pd.DataFrame, metric: str = "R@1", var_col: str = "train_norm_var") -> dict:
+    """Reviewer question 4 on our runs, by the book's one definition (:data:`Q4_DEFINITION`).
+
+    Per seed, the Pearson r across the losses between log10(var none / var sec) and the SEC − none
+    gain in ``metric`` (seeds with fewer than 3 losses, or no spread, give no r); then the mean over
+    seeds with a 95% t-interval (:func:`sec_lib.report.values_ci`). Returns that dict plus
+    ``per_seed`` ({seed: r}), ``n_losses`` and ``definition``. The claims page calls this function.
     """
-    if x not in ("reduction", "ratio"):
-        raise ValueError(f"x = {x!r} is not valid; valid values: 'reduction', 'ratio'")
-    rows = []
-    for src, sub in vvg.groupby("source", sort=False):
-        sub = sub[np.isfinite(sub[x]) & np.isfinite(sub["gain"])]
-        if len(sub) >= 3 and sub[x].nunique() > 1 and sub["gain"].nunique() > 1:
-            rho = float(stats.spearmanr(sub[x], sub["gain"]).statistic)
-        else:
-            rho = math.nan
-        rows.append({"source": src, "x": x, "n_losses": len(sub), "spearman_rho": rho})
-    return pd.DataFrame(rows)
+    runs = runs_frame(runs)
+    for col in ("seed", metric, var_col):
+        if col not in runs.columns:
+            raise ValueError(f"the runs frame has no column {col!r}; columns: {list(runs.columns)}")
+    per_seed, n_losses = {}, 0
+    for seed, sub in runs[runs["variant"].isin(["none", "sec"])].groupby("seed"):
+        w = sub.pivot_table(index="loss", columns="variant", values=[var_col, metric], aggfunc="first")
+        if (var_col, "none") not in w.columns or (var_col, "sec") not in w.columns:
+            continue
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = np.log10(w[(var_col, "none")].astype(float) / w[(var_col, "sec")].astype(float))
+        gain = w[(metric, "sec")].astype(float) - w[(metric, "none")].astype(float)
+        r = _pearson(ratio, gain)
+        if np.isfinite(r):
+            per_seed[seed] = r
+            n_losses = max(n_losses, int((np.isfinite(ratio) & np.isfinite(gain)).sum()))
+    out = report.values_ci(list(per_seed.values()))
+    out.update(per_seed=per_seed, n_losses=n_losses, definition=Q4_DEFINITION)
+    return out
+
+
+def q4_paper_correlation(dataset: str = "Cars", metric: str = "R@1") -> float:
+    """Question 4 by the same definition on the rebuttal's Cars variances and the paper's Table 1
+    gains on ``dataset`` (one run each, so a single r without an interval)."""
+    reference.check_datasets(dataset)
+    v = reference.rebuttal_variance().set_index("loss")
+    g = reference.paper_gains(dataset, [metric])
+    g = g[g["variant"] == "sec"].set_index("loss")["paper_gain"].reindex(v.index)
+    return _pearson(np.log10(v["norm_var_none"] / v["norm_var_sec"]), g)
+
+
+def q4_table(runs: pd.DataFrame, metric: str = "R@1", var_col: str = "train_norm_var",
+             paper_dataset: str = "Cars") -> pd.DataFrame:
+    """Question 4, ours and the rebuttal's, by :data:`Q4_DEFINITION`: one row per source with
+    ``pearson_r``, ``ci_lo``, ``ci_hi``, ``n_seeds``, ``n_losses``."""
+    ours = q4_correlation(runs, metric, var_col)
+    paper = q4_paper_correlation(paper_dataset, metric)
+    n_reb = len(reference.rebuttal_variance())
+    out = pd.DataFrame([
+        {"source": "ours", "pearson_r": ours["estimate"], "ci_lo": ours["ci_lo"], "ci_hi": ours["ci_hi"],
+         "n_seeds": ours["n"], "n_losses": ours["n_losses"]},
+        {"source": "rebuttal", "pearson_r": paper, "ci_lo": math.nan, "ci_hi": math.nan, "n_seeds": 1,
+         "n_losses": n_reb}])
+    out.attrs["definition"] = Q4_DEFINITION
+    return out
 
 
 def grad_slopes_per_run(frames, skip_fraction: float = 0.0) -> pd.DataFrame:
@@ -162,23 +215,19 @@ def norm_sentences(reduction: pd.DataFrame, metric: str = "test_norm_cv", varian
 
 
 def q4_sentence(corr: pd.DataFrame) -> str:
-    """A computed reading of :func:`variance_gain_correlation` (reviewer question 4)."""
+    """A computed reading of :func:`q4_table` (reviewer question 4)."""
     parts = []
     for r in corr.itertuples(index=False):
-        who = "our runs" if r.source == "ours" else "the rebuttal's numbers (with the paper's gains)"
-        if not np.isfinite(r.spearman_rho):
-            parts.append(f"for {who} the rank correlation is undefined ({r.n_losses} losses with finite values)")
+        who = "our runs" if r.source == "ours" else "the rebuttal's variances with the paper's gains"
+        if not np.isfinite(r.pearson_r):
+            parts.append(f"for {who} r is undefined (fewer than 3 losses with finite values, or no spread)")
             continue
-        rho = r.spearman_rho
-        direction = ("larger reductions go with larger gains" if rho >= 0.75 else
-                     "a weak tendency for larger reductions to go with larger gains" if rho > 0 else
-                     "larger reductions go with smaller gains" if rho <= -0.75 else
-                     "a weak tendency for larger reductions to go with smaller gains" if rho < 0 else
-                     "no monotone relation")
-        parts.append(f"for {who} Spearman's ρ = {r.spearman_rho:+.2f} over {r.n_losses} losses ({direction})")
+        ci = (f" [95% CI {r.ci_lo:+.2f}, {r.ci_hi:+.2f}] over {int(r.n_seeds)} seeds" if np.isfinite(r.ci_lo)
+              else (f" over {int(r.n_seeds)} seed" if r.source == "ours" else ""))
+        parts.append(f"for {who} Pearson r = {r.pearson_r:+.2f}{ci}, across {int(r.n_losses)} losses")
     n = int(corr["n_losses"].max()) if len(corr) else 0
-    return ("Across losses, " + "; ".join(parts) + f". With {n} points a rank correlation is a description, not "
-            "evidence: its permutation distribution has only a handful of values.")
+    return ("Question 4 (" + Q4_DEFINITION + "): " + "; ".join(parts) + f". A correlation over {n} losses is a "
+            "description more than evidence: one loss can change its sign.")
 
 
 def slope_sentence(per_run: pd.DataFrame) -> str:
@@ -214,11 +263,11 @@ def norms_verdict(reduction: pd.DataFrame, corr: pd.DataFrame, per_run: pd.DataF
         k = int((m["mean_b_sec"] < m["mean_b_l2"]).sum())
         out.append(f"SEC's mean CV is below L2-reg's for {k} of {len(m)} losses.")
     if len(corr):
-        rho = dict(zip(corr["source"], corr["spearman_rho"]))
+        rho = dict(zip(corr["source"], corr["pearson_r"]))
         o, r = rho.get("ours", math.nan), rho.get("rebuttal", math.nan)
         if np.isfinite(o) and np.isfinite(r):
             agree = "the same sign" if np.sign(o) == np.sign(r) and o != 0 else "different signs"
-            out.append(f"On question 4 our rank correlation (ρ = {o:+.2f}) and the rebuttal's (ρ = {r:+.2f}) have "
+            out.append(f"On question 4 our correlation (r = {o:+.2f}) and the rebuttal's (r = {r:+.2f}) have "
                        f"{agree}; with four losses neither settles the question.")
     if len(per_run):
         med = per_run["slope_median"].median()
@@ -226,3 +275,15 @@ def norms_verdict(reduction: pd.DataFrame, corr: pd.DataFrame, per_run: pd.DataF
                    + ("gradients do shrink with the norm, as Proposition 2 implies." if med < 0 else
                       "within a batch, larger norms do not come with smaller gradients here."))
     return " ".join(out) if out else "No runs to judge."
+
+
+def norms_explorer(frames, y: str = "norm_var", dpi: int = 100):
+    """A kernel-free loss / variant selector: per loss × variant, the final test-norm distribution and
+    the batch statistic ``y`` over training (:func:`sec_lib.figures.results.norm_panel`), precomputed
+    and switched in the browser (:func:`sec_lib.figures.widgets.linked_explorer`)."""
+    runs = runs_frame(frames)
+    losses = [l for l in ex.MAIN_LOSSES if l in set(runs["loss"])]
+    variants = [v for v in ex.VARIANTS if v in set(runs["variant"])]
+    grid = {(l, v): results_fig.norm_panel(frames.test_norms, frames.steps, runs, l, v, y=y)
+            for l in losses for v in variants}
+    return widgets.linked_explorer(grid, [("loss", losses, "dropdown"), ("variant", variants, "dropdown")], dpi=dpi)

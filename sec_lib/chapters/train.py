@@ -91,6 +91,20 @@ def run_header(result, stored: bool, profile: str, root=None) -> str:
             + ("is" if main else "is not") + f" one of the main table's runs (profile {profile}).")
 
 
+#: How a page title names a loss (the paper's names).
+LOSS_TITLES = {"triplet": "Triplet", "semihard": "Semihard triplet", "npair": "Normalized N-pair",
+               "ms": "Multi-similarity", "tml": "Tuplet margin", "cosface": "CosFace", "contrastive": "Contrastive",
+               "ntxent": "NT-Xent"}
+
+
+def run_title(cfg) -> str:
+    """The page title of one run: loss, variant (with its η) and seed, e.g.
+    'Run: Semihard triplet, SEC (η = 0.5), seed 0'."""
+    variant = {"none": "no regularizer", "l2reg": f"L2-reg (η = {cfg.eta:g}, μ = 0)",
+               "sec": f"SEC (η = {cfg.eta:g})"}.get(cfg.variant, f"{cfg.variant} (η = {cfg.eta:g})")
+    return f"Run: {LOSS_TITLES.get(cfg.loss, cfg.loss)}, {variant}, seed {cfg.seed}"
+
+
 def is_main_table_run(cfg, profile: str, root=None) -> bool:
     """Whether ``cfg`` is one of the main table's runs of ``profile`` (same store key)."""
     try:
@@ -217,7 +231,7 @@ def run_sentence(result) -> str:
     cfg = result.config
     if result.status != "done":
         return (f"This run ({cfg.loss}, variant {cfg.variant}) **{result.failure}**. The failure is part of "
-                "the result; the instruments above show the steps before it.")
+                "the result; the instruments below show the steps before it.")
     m, st = result.metrics, result.steps
     out = [f"After {cfg.iterations} iterations, {cfg.loss} with variant **{cfg.variant}** reaches R@1 = "
            f"{m.get('R@1', math.nan):.2f} % on the {cfg.dataset} test classes (never seen in training)."]

@@ -45,11 +45,11 @@ def _curve_panel(ax, curve: pd.DataFrame, etas: Sequence[float], eta: float, mu:
         ax.plot([x], [live_point["NMI"]], "*", ms=10, color="0.45", label="live run NMI")
     ax.axvline(pos.get(float(eta), 0), color="0.6", lw=0.8, ls=":")
     ax.set_xticks(range(len(etas)))
-    ax.set_xticklabels([eta_label(e) for e in etas], rotation=0, fontsize=6.5)
+    ax.set_xticklabels([eta_label(e) for e in etas], rotation=0, fontsize=9)
     ax.set_xlabel("η (SEC weight)")
     ax.set_ylabel("final test metric (%)")
     ax.set_title("R@1 and NMI against η (this μ, loss)")
-    ax.legend(fontsize=6, loc="best")
+    ax.legend(fontsize=9, loc="best")
 
 
 def _var_panel(ax, curve: pd.DataFrame, etas: Sequence[float], eta: float, mu: str, live_point=None):
@@ -67,7 +67,7 @@ def _var_panel(ax, curve: pd.DataFrame, etas: Sequence[float], eta: float, mu: s
         ax.set_yscale("log")
     ax.axvline(pos.get(float(eta), 0), color="0.6", lw=0.8, ls=":")
     ax.set_xticks(range(len(etas)))
-    ax.set_xticklabels([eta_label(e) for e in etas], fontsize=6.5)
+    ax.set_xticklabels([eta_label(e) for e in etas], fontsize=9)
     ax.set_xlabel("η (SEC weight)")
     ax.set_ylabel("Var(‖f‖), train, end")
     ax.set_title("Final norm variance against η")
@@ -82,7 +82,7 @@ def cell_figure(steps, tracked, scatter, curve, etas, eta, mu, loss, title, live
         # the reader moves the controls
         fig = figure(*FIG_SIZE, layout=None)
         ax = fig.subplots(2, 3, gridspec_kw=PANEL_GRID)
-        small = dict(fontsize=8)
+        small = dict(fontsize=9)
         if len(tracked):
             tracked_norms(tracked, ax=ax[0, 0])
             ax[0, 0].set_title(f"‖f_i‖ of {tracked['sample'].nunique()} tracked samples", **small)
@@ -92,7 +92,7 @@ def cell_figure(steps, tracked, scatter, curve, etas, eta, mu, loss, title, live
             batch_mean_norm(steps, ax=ax[0, 1])
             ax[0, 1].set_title("batch mean ‖f‖ ± 1 std, and μ", **small)
             if ax[0, 1].get_legend() is not None:
-                ax[0, 1].legend(fontsize=6, loc="best")
+                ax[0, 1].legend(fontsize=9, loc="best")
             norm_variance(steps, ax=ax[0, 2])
             ax[0, 2].set_title("Var(‖f‖) within the batch", **small)
         else:
@@ -102,7 +102,7 @@ def cell_figure(steps, tracked, scatter, curve, etas, eta, mu, loss, title, live
             grad_vs_norm(scatter, ax=ax[1, 0])
             ax[1, 0].set_title("‖∂L/∂f_i‖ vs ‖f_i‖ (log-log, slope)", **small)
             if ax[1, 0].get_legend() is not None:
-                ax[1, 0].legend(fontsize=5.5, loc="best")
+                ax[1, 0].legend(fontsize=9, loc="best")
         else:
             empty_panel(ax[1, 0], "no gradient samples")
         _curve_panel(ax[1, 1], curve, etas, eta, mu, live_point)
@@ -110,7 +110,7 @@ def cell_figure(steps, tracked, scatter, curve, etas, eta, mu, loss, title, live
         for a in ax.ravel():
             a.title.set_fontsize(8)
         if note:
-            ax[0, 0].text(0.03, 0.97, textwrap.fill(note, 42), transform=ax[0, 0].transAxes, va="top", fontsize=7,
+            ax[0, 0].text(0.03, 0.97, textwrap.fill(note, 42), transform=ax[0, 0].transAxes, va="top", fontsize=9,
                           color="#b00", bbox=dict(facecolor="white", edgecolor="#b00", alpha=0.9))
         fig.suptitle(title, fontsize=9.5)
     return fig
@@ -139,9 +139,9 @@ def overview_figure(summary: pd.DataFrame, axes_of_grid):
             axes[1, j].set_yscale("log")
             for a in axes[:, j]:
                 a.set_xticks(range(len(etas)))
-                a.set_xticklabels([eta_label(e) for e in etas], fontsize=7)
+                a.set_xticklabels([eta_label(e) for e in etas], fontsize=9)
                 a.set_xlabel("η (0 = no SEC)")
             axes[0, j].set_ylabel("R@1 (%)")
             axes[1, j].set_ylabel("Var(‖f‖), train, end")
-        axes[0, -1].legend(fontsize=7, title="μ mode", title_fontsize=7)
+        axes[0, -1].legend(fontsize=9, title="μ mode", title_fontsize=9)
     return fig

@@ -11,8 +11,8 @@ Labels (how a page names a variant, a μ mode or a steps column) live here too.
 from __future__ import annotations
 
 __all__ = ["VARIANT_COLORS", "VARIANT_LABELS", "MU_COLORS", "MU_LABELS", "LOSS_COLORS", "LOSS_MARKERS",
-           "OPTIM_COLORS", "VERDICT_COLORS", "POS_COLOR", "NEG_COLOR", "STEP_LABELS", "METRIC_LABELS",
-           "variant_color", "mu_color", "setting_color", "mu_label", "eta_label", "color_of"]
+           "OPTIM_COLORS", "VERDICT_COLORS", "CLASS_COLORS", "METRIC_STYLES", "REF_COLOR", "POS_COLOR", "NEG_COLOR", "STEP_LABELS", "METRIC_LABELS",
+           "variant_color", "class_color", "mu_color", "setting_color", "mu_label", "eta_label", "color_of"]
 
 #: Okabe-Ito colours per variant (the same on every page); the order is the book's variant order.
 VARIANT_COLORS = {"none": "#4d4d4d", "l2reg": "#0072B2", "sec": "#D55E00", "sec-ema": "#009E73",
@@ -30,11 +30,18 @@ LOSS_COLORS = {"triplet": "#DDAA33", "semihard": "#88CCEE", "npair": "#882255", 
                "tml": "#999933", "cosface": "#332288", "ntxent": "#AA4499", "contrastive": "#117733"}
 #: Marker per loss; the order is the book's loss order (the paper's four losses first).
 LOSS_MARKERS = {"triplet": "o", "semihard": "s", "npair": "^", "ms": "D", "tml": "v", "ntxent": "P"}
-#: Colours per optimizer (neither a variant nor a loss colour).
-OPTIM_COLORS = {"adam": "#6F4E7C", "sgd": "#CA8A2C", "adamw": "#5B8E7D"}
+#: Colours per optimizer (neither a variant nor a loss colour, and no orange: orange-red is SEC).
+OPTIM_COLORS = {"adam": "#6F4E7C", "sgd": "#663333", "adamw": "#5B8E7D"}
 #: Colours per verdict word.
 VERDICT_COLORS = {"reproduced": "#1B7837", "inconclusive": "#E6AB02",
                   "not reproduced": "#B2182B", "not testable offline": "#7f7f7f"}
+#: Classes of the theory page's 2-D toy (Paul Tol's dark set: no variant, loss or optimizer colour).
+CLASS_COLORS = ("#222255", "#225555", "#225522", "#666633", "#555555")
+#: Metrics on one axis are told apart by line style and marker, never by colour (colours are taken).
+METRIC_STYLES = {"R@1": ("-", "o"), "R@2": ("--", "s"), "R@4": ("-.", "^"), "R@8": (":", "D"),
+                 "NMI": ("-", "o"), "F1": ("--", "s")}
+#: Reference lines (theory's −1, zero, the diagonal) are black.
+REF_COLOR = "#000000"
 #: Positive and negative pairs (cosine histograms).
 POS_COLOR, NEG_COLOR = "#1B7837", "#B2182B"
 
@@ -73,6 +80,11 @@ def setting_color(setting: str) -> str:
     if s.startswith("zero"):
         return MU_COLORS["zero"]
     return MU_COLORS["fixed"]
+
+
+def class_color(label) -> str:
+    """The colour of a toy class (cycling through :data:`CLASS_COLORS`)."""
+    return CLASS_COLORS[int(label) % len(CLASS_COLORS)]
 
 
 def color_of(name, palette: dict, i: int) -> str:

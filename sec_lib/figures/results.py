@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import seaborn as sns
 from matplotlib.lines import Line2D
 
 from .palette import (LOSS_MARKERS, STEP_LABELS, VARIANT_COLORS,
@@ -44,10 +45,8 @@ def metric_bars(table: pd.DataFrame, metric: str = "R@1", ax=None):
             ax.bar(x, d["mean"], width * 0.92, color=variant_color(v), label=VARIANT_LABELS.get(v, v))
             ax.errorbar(x, d["mean"], yerr=err, fmt="none", ecolor="k", elinewidth=1, capsize=2)
         ax.set_xticks(np.arange(len(losses)), losses)
-        lo = np.nanmin(t["ci_lo"].fillna(t["mean"]))
         hi = np.nanmax(t["ci_hi"].fillna(t["mean"]))
-        pad = 0.15 * max(hi - lo, 1e-9)
-        ax.set_ylim(max(0, lo - 3 * pad) if metric not in ("test_norm_var", "train_norm_var") else 0, hi + pad)
+        ax.set_ylim(0, hi * 1.08 if hi > 0 else 1.0)      # bars start at 0: their length is the value
         n = int(t["n"].max()) if "n" in t else 0
         ax.set_ylabel(metric)
         ax.set_title(f"{metric} per loss and variant: mean and 95% CI over {n} seeds")
@@ -92,7 +91,7 @@ def gains_vs_paper(gvp: pd.DataFrame, metric: str = "R@1", axes=None):
             ax.set_title(f"{metric}: ours vs paper Table 1 ({ds})")
         diag = [Line2D([], [], ls=":", color="k", lw=0.8, label="ours = paper's")]
         axes[-1].legend(handles=legend_handles(_variants_in(g), _losses_in(g)) + diag, loc="center left",
-                        bbox_to_anchor=(1.0, 0.5), fontsize=7)
+                        bbox_to_anchor=(1.0, 0.5), fontsize=9)
         fig.suptitle("Gain over the no-regulariser baseline: ours (mean, 95% CI over seeds) vs the paper's single runs")
     return fig
 
@@ -138,10 +137,10 @@ def norm_distributions(test_norms: pd.DataFrame, runs: pd.DataFrame, bins: int =
             axes[0, j].set_title(loss)
             axes[0, j].set_xlabel("‖f‖ (log)")
             axes[1, j].set_xlabel("‖f‖ / run's mean ‖f‖")
-            axes[1, j].legend(fontsize=6.5, loc="upper right")
+            axes[1, j].legend(fontsize=9, loc="upper right")
         axes[0, 0].set_ylabel("density")
         axes[1, 0].set_ylabel("density")
-        fig.legend(handles=legend_handles(variants), loc="outside lower center", ncols=len(variants), fontsize=7.5)
+        fig.legend(handles=legend_handles(variants), loc="outside lower center", ncols=len(variants), fontsize=9)
         fig.suptitle("Final test-set norms. Top: each run (log axis). Bottom: relative to the run's mean")
     return fig
 
@@ -171,42 +170,40 @@ def norm_trajectories(steps: pd.DataFrame, runs: pd.DataFrame, y: str = "norm_va
             ax.set_xlabel("iteration")
         axes[0].set_ylabel(STEP_LABELS.get(y, y))
         fig.legend(handles=legend_handles(variants, line=True), loc="outside lower center", ncols=len(variants),
-                   fontsize=7.5)
+                   fontsize=9)
         fig.suptitle(f"{STEP_LABELS.get(y, y)} over training per loss and variant (mean over seeds, band: min–max)")
     return fig
 
 
 def variance_vs_gain(vvg: pd.DataFrame, axes=None):
-    """Reviewer question 4: norm-variance reduction (x) against the gain (y), ours and the rebuttal's.
+    """Reviewer question 4: the variance reduction as log10(var none / var SEC) (x, the quantity of
+    :data:`sec_lib.chapters.norms.Q4_DEFINITION`) against the gain (y), ours and the rebuttal's.
 
     Two panels, because the scales differ: the rebuttal's variances are of a 512-d BN-Inception
-    embedding on Cars, ours of a small CNN on glyphs. Ours carry paired 95% CIs on both axes.
+    embedding on Cars, ours of a small CNN on glyphs. Ours carry paired 95% CIs on the gain.
     ``vvg``: :func:`sec_lib.chapters.norms.variance_vs_gain`.
     """
-    need(vvg, ["source", "loss", "reduction", "gain"], "vvg")
+    need(vvg, ["source", "loss", "log10_ratio", "gain"], "vvg")
     metric = vvg.attrs.get("metric", "R@1")
     ds = vvg.attrs.get("paper_dataset", "Cars")
     with style():
         fig, (a1, a2) = fig_axes(axes, 2, (BOOK_WIDTH, 3.3))
-        for ax, src, title in ((a1, "ours", f"Ours (glyphs): Var reduction vs {metric} gain"),
-                               (a2, "rebuttal", f"Rebuttal (Cars train set) vs paper {metric} gain ({ds})")):
+        for ax, src, title in ((a1, "ours", f"Ours (glyphs), mean over seeds"),
+                               (a2, "rebuttal", f"Rebuttal (Cars train set), paper gains ({ds})")):
             d = vvg[vvg["source"] == src]
             for r in d.itertuples(index=False):
-                def err_bars(v, lo, hi):
-                    return [[v - lo], [hi - v]] if np.isfinite(lo) and np.isfinite(hi) else None
-                ax.errorbar(r.reduction, r.gain,
-                            xerr=err_bars(r.reduction, getattr(r, "reduction_ci_lo", np.nan), getattr(r, "reduction_ci_hi", np.nan)),
-                            yerr=err_bars(r.gain, getattr(r, "gain_ci_lo", np.nan), getattr(r, "gain_ci_hi", np.nan)),
-                            fmt=LOSS_MARKERS.get(r.loss, "o"), color=variant_color("sec"), ms=6, capsize=2,
-                            elinewidth=0.9)
-                ax.annotate(r.loss, (r.reduction, r.gain), textcoords="offset points", xytext=(5, 4), fontsize=7.5)
+                lo, hi = getattr(r, "gain_ci_lo", np.nan), getattr(r, "gain_ci_hi", np.nan)
+                yerr = [[r.gain - lo], [hi - r.gain]] if np.isfinite(lo) and np.isfinite(hi) else None
+                ax.errorbar(r.log10_ratio, r.gain, yerr=yerr, fmt=LOSS_MARKERS.get(r.loss, "o"),
+                            color=variant_color("sec"), ms=6, capsize=2, elinewidth=0.9)
+                ax.annotate(r.loss, (r.log10_ratio, r.gain), textcoords="offset points", xytext=(5, 4), fontsize=9)
             if not len(d):
                 empty_panel(ax, f"no {src} numbers")
             ax.axhline(0, color="0.5", lw=0.8)
-            ax.set_xlabel("norm variance: none − SEC")
+            ax.axvline(0, color="0.5", lw=0.8)
+            ax.set_xlabel("log10(Var‖f‖ none / Var‖f‖ SEC)")
             ax.set_ylabel(f"{metric} gain, SEC − none [points]")
             ax.set_title(title)
-        fig.suptitle("Do larger variance reductions give larger gains? (different scales: compare the ordering)")
     return fig
 
 
@@ -239,7 +236,7 @@ def grad_slope_stats(per_run: pd.DataFrame, steps: pd.DataFrame | None = None, r
         ax.set_xticks(np.arange(len(losses)), losses)
         ax.set_ylabel("median slope of log‖∂L/∂f‖ vs log‖f‖")
         ax.set_title("Per-run median gradient-vs-norm slope")
-        ax.legend(fontsize=6.5)
+        ax.legend(fontsize=9)
         if two:
             d = _with_run_attrs(steps[["key", "step", "grad_slope"]], runs).dropna(subset=["grad_slope"])
             for v in _variants_in(d):
@@ -249,5 +246,92 @@ def grad_slope_stats(per_run: pd.DataFrame, steps: pd.DataFrame | None = None, r
             axes[1].set_xlabel("iteration")
             axes[1].set_ylabel("slope (mean over losses, seeds)")
             axes[1].set_title("Slope over training")
-            axes[1].legend(fontsize=6.5)
+            axes[1].legend(fontsize=9)
+    return fig
+
+
+#: Markers of the paper's datasets on the headline figure (drawn in grey: the paper's single runs).
+DATASET_MARKERS = {"CUB": "v", "Cars": "^", "SOP": "<", "InShop": ">"}
+PAPER_COLOR = "0.45"
+
+
+def headline_figure(gains: pd.DataFrame, paper: pd.DataFrame | None = None, metric: str = "R@1"):
+    """The landing page's figure: per loss (rows), SEC − none in ``metric`` with its 95% interval at
+    the η chosen on held-out classes (filled) and at the paper's η (open), beside the paper's gain on
+    each of its datasets (grey, one marker per dataset; single runs, no interval).
+
+    ``gains``: :func:`sec_lib.chapters.home.headline_gains`; ``paper``: :func:`sec_lib.chapters.home.paper_headline`.
+    """
+    need(gains, ["loss", "setting", "diff", "ci_lo", "ci_hi"], "gains")
+    losses = _losses_in(gains)
+    settings = (("selected", "ours, η chosen on held-out classes", "o", True, -0.17),
+                ("paper", "ours, the paper's η", "D", False, 0.0))
+    sec = variant_color("sec")
+    with style():
+        fig = figure(BOOK_WIDTH, 0.75 + 0.62 * len(losses))
+        ax = fig.subplots()
+        handles = []
+        for setting, label, marker, filled, dy in settings:
+            d = gains[gains["setting"] == setting].set_index("loss")
+            for i, loss in enumerate(losses):
+                if loss not in d.index:
+                    continue
+                r = d.loc[loss]
+                xerr = ([[r["diff"] - r["ci_lo"]], [r["ci_hi"] - r["diff"]]]
+                        if np.isfinite(r["ci_lo"]) and np.isfinite(r["ci_hi"]) else None)
+                ax.errorbar(r["diff"], i + dy, xerr=xerr, fmt=marker, color=sec, mfc=sec if filled else "white",
+                            ms=6.5, capsize=3, elinewidth=1.4)
+            handles.append(Line2D([], [], marker=marker, color=sec, mfc=sec if filled else "white", ls="-",
+                                  label=label + " (95% CI)"))
+        if paper is not None and len(paper):
+            p = paper.set_index(["loss", "dataset"])["paper_gain"]
+            for ds, marker in DATASET_MARKERS.items():
+                ys = [(i + 0.19, p[(loss, ds)]) for i, loss in enumerate(losses) if (loss, ds) in p.index]
+                if ys:
+                    ax.plot([v for _, v in ys], [y for y, _ in ys], ls="", marker=marker, color=PAPER_COLOR, ms=6)
+                    handles.append(Line2D([], [], ls="", marker=marker, color=PAPER_COLOR,
+                                          label=f"paper, {ds} (one run)"))
+        ax.axvline(0, color="k", lw=0.9)
+        ax.set_yticks(range(len(losses)), losses)
+        ax.set_ylim(len(losses) - 0.5, -0.5)
+        ax.grid(axis="y", visible=False)
+        ax.set_xlabel(f"SEC − none in {metric} [percentage points]; right of 0: SEC helps")
+        ax.legend(handles=handles, loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=9)
+    return fig
+
+
+def norm_panel(test_norms: pd.DataFrame, steps: pd.DataFrame, runs: pd.DataFrame, loss: str, variant: str,
+               y: str = "norm_var"):
+    """One loss × variant for the norms page's selector: the final test-norm distribution relative
+    to each run's mean (seaborn histogram, seeds pooled; the title gives the mean CV) and the batch
+    statistic ``y`` over training (seaborn line: mean over seeds, band: the seeds' range)."""
+    need(test_norms, ["key", "norm"], "test_norms")
+    need(steps, ["key", "step", y], "steps")
+    keys = runs.loc[(runs["loss"] == loss) & (runs["variant"] == variant), "key"]
+    c = variant_color(variant)
+    with style():
+        fig = figure(BOOK_WIDTH, 2.8)
+        a1, a2 = fig.subplots(1, 2)
+        tn = test_norms[test_norms["key"].isin(keys) & (test_norms["norm"] > 0)].copy()
+        if len(tn):
+            tn["rel"] = tn["norm"] / tn.groupby("key")["norm"].transform("mean")
+            cv = (tn.groupby("key")["norm"].std() / tn.groupby("key")["norm"].mean()).mean()
+            sns.histplot(tn, x="rel", stat="density", bins=30, binrange=(0.0, 3.0), color=c, element="step",
+                         ax=a1)
+            a1.set_title(f"final test norms (CV {cv:.2f})")
+        else:
+            empty_panel(a1, "no test norms")
+        a1.set_xlabel("‖f‖ / run's mean ‖f‖")
+        st = steps[steps["key"].isin(keys)].merge(runs[["key", "seed"]], on="key").dropna(subset=[y])
+        if len(st):
+            sns.lineplot(st, x="step", y=y, estimator="mean", errorbar=("pi", 100), color=c, ax=a2)
+            if (st[y] > 0).all():
+                a2.set_yscale("log")
+                log_ticks(a2)
+        else:
+            empty_panel(a2, "no steps")
+        a2.set_xlabel("iteration")
+        a2.set_ylabel(STEP_LABELS.get(y, y))
+        a2.set_title("during training (band: seeds' range)")
+        fig.suptitle(f"{loss}, {VARIANT_LABELS.get(variant, variant)}")
     return fig

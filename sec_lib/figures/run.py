@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from ..report import loglog_fit
-from .palette import NEG_COLOR, POS_COLOR
+from .palette import METRIC_STYLES, NEG_COLOR, POS_COLOR, REF_COLOR
 from .style import (BOOK_WIDTH, by_key, draw_line, empty_panel, fig_ax,
                     fig_axes, figure, finish_legend, log_ticks, need, style)
 
@@ -219,17 +219,18 @@ def eval_curves(evals: pd.DataFrame, axes=None, ks: Sequence[str] = ("R@1", "R@2
     need(evals, ["step"], "evals")
     with style():
         fig, (a1, a2) = fig_axes(axes, 2, (BOOK_WIDTH, 2.9))
-        cmap = matplotlib.colormaps["Blues"]
         e = evals.sort_values("step")
         ks = [k for k in ks if k in e.columns]
-        for i, k in enumerate(ks):
-            a1.plot(e["step"], e[k], marker="o", ms=3, color=cmap(0.95 - 0.5 * i / max(1, len(ks) - 1)), label=k)
+        for k in ks:
+            ls, mk = METRIC_STYLES.get(k, ("-", "o"))
+            a1.plot(e["step"], e[k], ls=ls, marker=mk, ms=3, color=REF_COLOR, label=k)
         n_clust = 0
-        for m, c in (("NMI", "#E69F00"), ("F1", "#56B4E9")):
+        for m in ("NMI", "F1"):
+            ls, mk = METRIC_STYLES[m]
             if m in e.columns:
                 d = e.dropna(subset=[m])                 # k-means may run only at the end of training
                 n_clust = max(n_clust, len(d))
-                a2.plot(d["step"], d[m], marker="o", ms=3 if len(d) > 1 else 6, color=c,
+                a2.plot(d["step"], d[m], ls=ls, marker=mk, ms=3 if len(d) > 1 else 6, color=REF_COLOR,
                         label=f"{m}" if len(d) > 1 else f"{m} = {d[m].iloc[-1]:.1f}" if len(d) else m)
         if len(e):
             a2.set_xlim(a1.get_xlim())

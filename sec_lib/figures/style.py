@@ -13,6 +13,7 @@ from typing import Mapping, Sequence
 import matplotlib
 import numpy as np
 import pandas as pd
+import seaborn as sns
 from matplotlib import ticker
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
@@ -20,27 +21,40 @@ from matplotlib.ticker import FuncFormatter, LogLocator
 
 from .palette import LOSS_MARKERS, VARIANT_LABELS, variant_color
 
-#: Figure width that fits the book's text column (inches).
-BOOK_WIDTH = 8.0
+#: Figure width that fits the book's text column (inches): 780 px at :data:`DPI`, no wider than the
+#: column at a 1,400 px window, so a figure is shown at its own size and 9 pt stays 9 pt.
+BOOK_WIDTH = 7.8
 DPI = 100
+#: The book's text sizes: nothing below 9 pt at the figure's own size (figures are drawn at most one
+#: column wide, so this is also their size on the page).
+MIN_FONT_PT = 9
 _RC = {
-    "font.size": 9, "axes.titlesize": 9.5, "axes.labelsize": 9, "legend.fontsize": 7.5,
-    "xtick.labelsize": 8, "ytick.labelsize": 8, "figure.titlesize": 10.5,
+    "font.size": 10, "axes.titlesize": 10.5, "axes.labelsize": 10, "legend.fontsize": 9,
+    "legend.title_fontsize": 9, "xtick.labelsize": 9, "ytick.labelsize": 9, "figure.titlesize": 11,
     "axes.spines.top": False, "axes.spines.right": False, "axes.grid": True, "grid.alpha": 0.3,
     "grid.linewidth": 0.6, "lines.linewidth": 1.3, "legend.frameon": False, "image.interpolation": "nearest",
 }
 
 
+def rc() -> dict:
+    """The book's matplotlib settings: seaborn's "whitegrid" theme at its "paper" scale, then the
+    book's own sizes and details (:data:`_RC`). Colours stay the book's (:mod:`.palette`)."""
+    return {**sns.axes_style("whitegrid"), **sns.plotting_context("paper"), **_RC}
+
+
 @contextlib.contextmanager
 def style():
-    """The book's matplotlib style, for the duration of a ``with`` block only."""
-    with matplotlib.rc_context(_RC):
+    """The book's style (seaborn's theme + :data:`_RC`), for the duration of a ``with`` block only."""
+    with matplotlib.rc_context(rc()):
         yield
 
 
 def figure(w: float, h: float, layout: str | None = "constrained") -> Figure:
-    """A new Figure of ``w`` × ``h`` inches at the book's resolution (the one figure factory)."""
-    return Figure(figsize=(w, h), dpi=DPI, layout=layout)
+    """A new Figure of ``w`` × ``h`` inches at the book's resolution (the one figure factory).
+
+    No figure is wider than :data:`BOOK_WIDTH`: a wider request is narrowed to it (the height is
+    kept), so the page never shrinks a figure and its text below :data:`MIN_FONT_PT`."""
+    return Figure(figsize=(min(float(w), BOOK_WIDTH), h), dpi=DPI, layout=layout)
 
 
 def fig_ax(ax, size=(BOOK_WIDTH * 0.62, 3.0)):
@@ -112,7 +126,7 @@ def log_ticks(ax):
 
 
 def empty_panel(ax, text: str):
-    ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, fontsize=8, color="0.4")
+    ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, fontsize=9, color="0.4")
 
 
 def finish_legend(ax, **kw):
@@ -138,8 +152,8 @@ def styled(fn):
 
 
 def subplots(nrows: int = 1, ncols: int = 1, w: float = 4.2, h: float = 3.2, **kw):
-    """A Figure with an ``nrows`` × ``ncols`` grid of Axes (always 2-D), at most 1.25 book widths wide."""
-    w = min(w, BOOK_WIDTH * 1.25 / ncols)
+    """A Figure with an ``nrows`` × ``ncols`` grid of Axes (always 2-D), at most one book width wide."""
+    w = min(w, BOOK_WIDTH / ncols)
     fig = figure(w * ncols, h * nrows)
     axes = fig.subplots(nrows, ncols, squeeze=False, **kw)
     return fig, axes

@@ -8,13 +8,14 @@ from typing import Sequence
 
 import numpy as np
 import pandas as pd
+import seaborn as sns
 from matplotlib.figure import Figure
 
 from .. import report
 from ..report import loglog_fit
-from .palette import (LOSS_COLORS, METRIC_LABELS, OPTIM_COLORS, VARIANT_COLORS,
-                      VERDICT_COLORS, color_of, setting_color)
-from .style import (BOOK_WIDTH, err_bars, figure, plain_log_ticks, styled,
+from .palette import (LOSS_COLORS, LOSS_MARKERS, METRIC_LABELS, OPTIM_COLORS, REF_COLOR, STEP_LABELS,
+                      VARIANT_COLORS, VERDICT_COLORS, color_of, setting_color)
+from .style import (BOOK_WIDTH, err_bars, figure, log_ticks, need, plain_log_ticks, styled,
                     subplots)
 
 
@@ -54,7 +55,7 @@ def eta_figure(summary: pd.DataFrame, metrics: Sequence[str] = ("R@1", "train_no
         ax.set_xlabel("η (log scale)")
         ax.set_title(f"{m} (dashed: η = 0)")
         first = first or ax
-    first.legend(fontsize=7, title="loss")
+    first.legend(fontsize=9, title="loss")
     return fig
 
 
@@ -103,7 +104,7 @@ def mu_trajectory_figure(traj: pd.DataFrame) -> Figure:
         ax.set_xlabel("iteration")
         ax.set_ylabel("μ")
         ax.set_title(loss)
-    axes[0][0].legend(fontsize=7)
+    axes[0][0].legend(fontsize=9)
     return fig
 
 
@@ -133,7 +134,7 @@ def bnwn_figure(table_runs: pd.DataFrame, table: pd.DataFrame | None = None, met
     ax.set_xticks(range(len(heads)), heads, rotation=15)
     ax.set_ylabel(METRIC_LABELS.get(metric, metric))
     ax.set_title("ours (glyphs)")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=9)
     if rebuttal:
         ax2 = axes[0][1]
         for j, v in enumerate(("none", "sec")):
@@ -143,7 +144,7 @@ def bnwn_figure(table_runs: pd.DataFrame, table: pd.DataFrame | None = None, met
         ax2.set_xticks(range(len(heads)), heads, rotation=15)
         ax2.set_ylabel(METRIC_LABELS.get(metric, metric))
         ax2.set_title("rebuttal Table 5 (Cars)")
-        ax2.legend(fontsize=8)
+        ax2.legend(fontsize=9)
     return fig
 
 
@@ -171,7 +172,7 @@ def grad_scatter_figure(runs: pd.DataFrame, grad_scatter: pd.DataFrame, facet: s
             ax.plot(10 ** xx, 10 ** (a + b * xx), color="k", lw=1.2, label=f"fit: slope {b:+.2f}")
             ax.plot(10 ** xx, 10 ** (a + b * x.mean() + -1 * (xx - x.mean())), color="k", ls=":", lw=1,
                     label="slope −1 (theory)")
-            ax.legend(fontsize=7)
+            ax.legend(fontsize=9)
         ax.set_xscale("log")
         ax.set_yscale("log")
         plain_log_ticks(ax, "xy")
@@ -199,7 +200,7 @@ def slope_figure(curve: pd.DataFrame, facet: str = "loss", hue: str = "variant",
         ax.set_xlabel("iteration")
         ax.set_title(str(v))
     axes[0][0].set_ylabel(METRIC_LABELS.get(col, col))
-    axes[0][0].legend(fontsize=8)
+    axes[0][0].legend(fontsize=9)
     return fig
 
 
@@ -217,7 +218,7 @@ def pilot_figure(pilot: pd.DataFrame) -> Figure:
         ax.set_xlabel("learning rate")
         ax.set_ylabel("final R@1 (%)")
         ax.set_title(o)
-        ax.legend(fontsize=8)
+        ax.legend(fontsize=9)
     return fig
 
 
@@ -237,7 +238,7 @@ def optim_figure(diffs: pd.DataFrame) -> Figure:
     ax.axhline(0, color="k", lw=0.8)
     ax.set_xticks(range(len(losses)), losses)
     ax.set_ylabel("R@1 SEC − none (pp)")
-    ax.legend(fontsize=8, title="optimizer")
+    ax.legend(fontsize=9, title="optimizer")
     return fig
 
 
@@ -262,7 +263,7 @@ def balance_figure(runs_with_means: pd.DataFrame, cols: Sequence[str] = ("dtheta
                 ax.scatter([x] * len(pts), pts.astype(float), s=8, alpha=0.35, color=VARIANT_COLORS[v], lw=0)
         ax.set_xticks(range(len(vals)), vals)
         ax.set_ylabel(METRIC_LABELS.get(col, col))
-        ax.legend(fontsize=8)
+        ax.legend(fontsize=9)
     return fig
 
 
@@ -293,7 +294,7 @@ def convergence_figure(band: pd.DataFrame, reach: pd.DataFrame | None = None, me
         ax.set_ylabel(METRIC_LABELS.get(metric, metric))
     for k in range(len(losses), nrows * ncols):
         axes[k // ncols][k % ncols].set_visible(False)
-    axes[0][0].legend(fontsize=8)
+    axes[0][0].legend(fontsize=9)
     return fig
 
 
@@ -346,7 +347,7 @@ def class_norm_figure(assoc: pd.DataFrame) -> Figure:
     ax.axhline(0, color="k", lw=0.8)
     ax.set_xticks(range(len(losses)), losses)
     ax.set_ylabel("η² − chance")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=9)
     return fig
 
 
@@ -376,4 +377,41 @@ def claims_figure(table: pd.DataFrame, unit: str = "pp") -> Figure:
     ax.set_xlabel(f"our estimate ({unit}), 95% CI over seeds; ◇ the paper's or rebuttal's number")
     if shown:
         ax.legend(fontsize=7, loc="lower right")
+    return fig
+
+
+@styled
+def eta_panel(summary: pd.DataFrame, steps: pd.DataFrame, runs: pd.DataFrame, eta: float,
+              y: str = "norm_var") -> Figure:
+    """One η of the sweep for the η page's slider: the batch statistic ``y`` over training per loss
+    at that η (mean over seeds, band: the seeds' range; seaborn) and R@1 against η per loss (mean
+    and 95% interval over seeds) with this η marked."""
+    need(steps, ["key", "step", y], "steps")
+    need(summary, ["loss", "eta", "metric", "mean", "ci_lo", "ci_hi"], "summary")
+    fig, axes = subplots(1, 2, w=BOOK_WIDTH / 2, h=2.9)
+    a1, a2 = axes[0]
+    r = runs[np.isclose(runs["eta"].astype(float), eta)]
+    st = steps.merge(r[["key", "loss", "seed"]], on="key").dropna(subset=[y])
+    losses = [l for l in LOSS_COLORS if l in set(runs["loss"])]
+    if len(st):
+        sns.lineplot(st, x="step", y=y, hue="loss", hue_order=[l for l in losses if l in set(st["loss"])],
+                     palette=LOSS_COLORS, estimator="mean", errorbar=("pi", 100), ax=a1, legend=False)
+        if (st[y] > 0).all():
+            a1.set_yscale("log")
+            log_ticks(a1)
+    a1.set_xlabel("iteration")
+    a1.set_ylabel(STEP_LABELS.get(y, y))
+    a1.set_title(f"η = {eta:g}: during training")
+    s = summary[summary["metric"] == "R@1"]
+    xs = {e: i for i, e in enumerate(sorted(s["eta"].unique()))}
+    for loss in losses:
+        d = s[s["loss"] == loss].sort_values("eta")
+        a2.errorbar([xs[e] for e in d["eta"]], d["mean"], yerr=err_bars(d), color=LOSS_COLORS[loss],
+                    marker=LOSS_MARKERS.get(loss, "o"), ms=4, capsize=2, label=loss)
+    a2.axvline(xs.get(eta, 0), color=REF_COLOR, ls=":", lw=1.2)
+    a2.set_xticks(list(xs.values()), [f"{e:g}" for e in xs])
+    a2.set_xlabel("η (grid index; 0 = no SEC)")
+    a2.set_ylabel("R@1 (%)")
+    a2.set_title("final R@1 (mean, 95% CI)")
+    a2.legend(title="loss", loc="center left", bbox_to_anchor=(1.0, 0.5))
     return fig

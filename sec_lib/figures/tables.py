@@ -47,3 +47,20 @@ def table_html(df: pd.DataFrame, name: str, caption: str | None = None, floatfmt
 def show_table(df: pd.DataFrame, name: str, caption: str | None = None, floatfmt: str = "{:.2f}") -> None:
     """Display a table with a CSV download link in a notebook (raw numbers go into the CSV)."""
     display(HTML(table_html(df, name, caption, floatfmt)))
+
+
+#: MIME types of the files the pages offer for download.
+MIME_TYPES = {".csv": "text/csv", ".parquet": "application/vnd.apache.parquet", ".json": "application/json"}
+
+
+def file_link(data: bytes, filename: str, label: str) -> str:
+    """An <a download> link carrying ``data`` in a data: URI (works from file:// with no server);
+    the MIME type comes from the extension (one of :data:`MIME_TYPES`)."""
+    if not re.fullmatch(r"[A-Za-z0-9_.-]+", filename):
+        raise ValueError(f"file name {filename!r} must use letters, digits, '_', '-' and '.' only")
+    ext = "." + filename.rsplit(".", 1)[-1] if "." in filename else ""
+    if ext not in MIME_TYPES:
+        raise ValueError(f"file name {filename!r} has extension {ext!r}; valid: {', '.join(MIME_TYPES)}")
+    payload = base64.b64encode(bytes(data)).decode()
+    return (f'<a download="{html.escape(filename)}" href="data:{MIME_TYPES[ext]};base64,{payload}" '
+            f'class="sec-csv-download">{html.escape(label)} ({html.escape(filename)}, {len(data) / 1024:.0f} KB)</a>')

@@ -11,6 +11,7 @@ from matplotlib.colors import LogNorm
 
 from ..params import Number
 from ..report import loglog_fit, loglog_fits
+from .palette import REF_COLOR, VARIANT_COLORS, class_color
 from .style import figure
 from .widgets import slider_stack
 
@@ -50,8 +51,7 @@ def frame_steps(steps: int, n_frames: int, active: int | None = None) -> list[in
 
 
 def _class_colors(labels) -> list:
-    cmap = matplotlib.colormaps["tab10"]
-    return [cmap(int(c) % 10) for c in labels]
+    return [class_color(c) for c in labels]
 
 
 def plot_perpendicularity(df: pd.DataFrame):
@@ -77,7 +77,7 @@ def plot_perpendicularity(df: pd.DataFrame):
     a2.set_xlabel("‖f‖")
     a2.set_ylabel("|cos(∂L/∂f, f)|")
     a2.set_title(f"max |cos| = {d['cos_grad_f'].abs().max():.1e}")
-    a2.legend(loc="upper right", fontsize=8)
+    a2.legend(loc="upper right", fontsize=9)
     fig.suptitle(f"{df['loss'].iloc[0]} loss, {d['sample'].nunique()} samples × {d['scale'].nunique()} scales",
                  fontsize=10)
     return fig
@@ -107,7 +107,7 @@ def plot_grad_vs_norm(df: pd.DataFrame, max_lines: int = 8):
     ax.set_xlabel("‖f‖")
     ax.set_ylabel("‖∂L/∂f‖")
     ax.set_title(f"{df['loss'].iloc[0]}: gradient magnitude ∝ 1/‖f‖ (Prop. 2)", fontsize=10)
-    ax.legend(fontsize=8, loc="lower left")
+    ax.legend(fontsize=9, loc="lower left")
     return fig
 
 
@@ -115,14 +115,14 @@ def plot_slope_spread(spread: pd.DataFrame):
     """Distribution over seeds of the across-sample slope (noisy) vs the fixed-direction slope (-1)."""
     fig = figure(8.0, 3.2)
     ax = fig.subplots()
-    ax.hist(spread["random_slope"].dropna(), bins=max(5, min(30, len(spread) // 2)), color="tab:blue", alpha=0.7,
+    ax.hist(spread["random_slope"].dropna(), bins=max(5, min(30, len(spread) // 2)), color=VARIANT_COLORS["none"], alpha=0.7,
             label=f"across samples (random directions), {len(spread)} batches")
     ax.axvline(spread["fixed_slope_mean"].mean(), color="k", lw=2,
                label=f"fixed direction: {spread['fixed_slope_mean'].mean():.4f}")
-    ax.axvline(-1, color="tab:red", ls="--", lw=1, label="theory −1")
+    ax.axvline(-1, color=REF_COLOR, ls=":", lw=1.2, label="theory −1")
     ax.set_xlabel("log-log slope of ‖∂L/∂f‖ on ‖f‖")
     ax.set_ylabel("batches")
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    ax.legend(fontsize=9, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return fig
 
 
@@ -144,7 +144,7 @@ def plot_norm_growth(growth: pd.DataFrame):
         if v == "sec":
             mu = g.groupby("step")["mu"].first()
             ax.plot(mu.index, mu.values, "k--", lw=1.2, label="μ (batch mean norm)")
-            ax.legend(fontsize=8, loc="upper right")
+            ax.legend(fontsize=9, loc="upper right")
         ax.set_yscale("log")
         ax.set_title(f"{'no SEC' if v == 'none' else f'SEC η={eta:g}'}: var(‖f‖) {first.var(ddof=0):.3f} → "
                      f"{last.var(ddof=0):.3f}", fontsize=9)
@@ -177,7 +177,7 @@ def plot_angle_change(df: pd.DataFrame, max_lines: int = 8):
     ax.set_xlabel("‖f‖")
     ax.set_ylabel("tan Δθ of one SGD step")
     ax.set_title(f"{df['loss'].iloc[0]}: small norms turn fast, tan Δθ ∝ 1/‖f‖²", fontsize=10)
-    ax.legend(fontsize=8, loc="lower left")
+    ax.legend(fontsize=9, loc="lower left")
     return fig
 
 
@@ -209,17 +209,17 @@ def _draw_toy(ax, toy, step: int, lim: float, arrow_k: float, trail: int | None 
               width=0.006, zorder=5)
     if toy.sec:
         gs = -toy.lr * toy.sec_grads[step] * arrow_k
-        ax.quiver(p[:, 0], p[:, 1], gs[:, 0], gs[:, 1], angles="xy", scale_units="xy", scale=1, color="tab:red",
+        ax.quiver(p[:, 0], p[:, 1], gs[:, 0], gs[:, 1], angles="xy", scale_units="xy", scale=1, color=VARIANT_COLORS["sec"],
                   width=0.006, zorder=5)
     ax.set_xlim(-lim, lim)
     ax.set_ylim(-lim, lim)
     ax.set_aspect("equal")
-    ax.tick_params(labelsize=7)
+    ax.tick_params(labelsize=9)
     n = toy.norms()[step]
     turn = np.degrees(toy.turn_angles()[min(step, toy.steps - 1)])
     small, big = int(np.argmin(n)), int(np.argmax(n))
     ax.set_title(f"{toy.name}, step {step}\nnorms {n.min():.2f}…{n.max():.2f}, var {n.var():.3f}\n"
-                 f"next turn: smallest ‖f‖ {turn[small]:.2g}°, largest ‖f‖ {turn[big]:.2g}°", fontsize=8)
+                 f"next turn: smallest ‖f‖ {turn[small]:.2g}°, largest ‖f‖ {turn[big]:.2g}°", fontsize=9)
 
 
 def plot_toy(toys: Mapping | Sequence):
@@ -231,20 +231,20 @@ def plot_toy(toys: Mapping | Sequence):
     k = _arrow_scale(toys, lim)
     for j, t in enumerate(toys):
         _draw_toy(fig.add_subplot(gs[:, j]), t, t.steps, lim, k)
-    colors = ["tab:blue", "tab:orange", "tab:green", "tab:purple"]
+    colors = [VARIANT_COLORS["none"] if getattr(t, "eta", 0) == 0 else VARIANT_COLORS["sec"] for t in toys]
     av = fig.add_subplot(gs[0, -1])
     al = fig.add_subplot(gs[1, -1], sharex=av)
     for t, c in zip(toys, colors):
         av.plot(np.arange(t.steps + 1), t.norm_var(), color=c, label=t.name)
         al.plot(np.arange(t.steps + 1), t.loss_values, color=c, label=t.name)
     av.set_yscale("symlog", linthresh=1e-3)
-    av.set_ylabel("var(‖f‖)", fontsize=8)
-    al.set_ylabel("metric loss", fontsize=8)
+    av.set_ylabel("var(‖f‖)", fontsize=9)
+    al.set_ylabel("metric loss", fontsize=9)
     al.set_xlabel("step")
-    av.legend(fontsize=7)
+    av.legend(fontsize=9)
     for a in (av, al):
-        a.tick_params(labelsize=7)
-    fig.suptitle(f"{toys[0].loss} loss on free 2-D points (arrows: −lr·∂L/∂f ×{k:.3g}; red: SEC's radial pull; "
+        a.tick_params(labelsize=9)
+    fig.suptitle(f"{toys[0].loss} loss on free 2-D points (arrows: −lr·∂L/∂f ×{k:.3g}; vermilion: SEC's radial pull; "
                  "dotted: unit circle; dashed: mean norm / μ)", fontsize=9)
     return fig
 
@@ -252,7 +252,7 @@ def plot_toy(toys: Mapping | Sequence):
 def toy_frames(toys: Mapping | Sequence, steps: Sequence[int], trail: int | None = None) -> list:
     """One Figure per selected step, the toys side by side: points, their recent path, the unit circle
     (dotted), the mean-norm / μ circle (dashed), and arrows for the negative metric gradient (black,
-    tangential) and SEC's pull (red, radial), all with one common arrow scale."""
+    tangential) and SEC's pull (vermilion, radial), all with one common arrow scale."""
     toys = list(toys.values()) if isinstance(toys, Mapping) else list(toys)
     steps = [int(s) for s in steps]
     for s in steps:
@@ -266,7 +266,7 @@ def toy_frames(toys: Mapping | Sequence, steps: Sequence[int], trail: int | None
         axes = np.atleast_1d(fig.subplots(1, len(toys)))
         for ax, t in zip(axes, toys):
             _draw_toy(ax, t, s, lim, k, trail=trail)
-        fig.suptitle(f"arrows: −lr·∂L/∂f × {k:.3g} (black), SEC pull (red)", fontsize=8)
+        fig.suptitle(f"arrows: −lr·∂L/∂f × {k:.3g} (black), SEC pull (vermilion)", fontsize=9)
         figs.append(fig)
     return figs
 

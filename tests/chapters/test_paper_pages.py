@@ -252,10 +252,35 @@ def test_variance_vs_gain_and_rank_correlation():
     assert len(reb) == 4
     assert reb.loc["triplet", "gain"] == pytest.approx(67.89 - 60.79)     # paper Table 1, Cars, R@1
     assert reb.loc["ms", "reduction"] == pytest.approx(1.68 - 0.004)
-    corr = norms.variance_gain_correlation(vvg).set_index("source")
-    # rebuttal: reductions 5.75, 2.79, 1.63, 1.676 vs gains 7.10, 5.02, 3.70, 1.66 -> ranks (4,3,1,2) vs (4,3,2,1)
-    assert corr.loc["rebuttal", "spearman_rho"] == pytest.approx(0.8)
-    assert "0.8" in norms.q4_sentence(corr.reset_index())
+    assert reb.loc["ms", "log10_ratio"] == pytest.approx(np.log10(1.68 / 0.004))
+    corr = norms.q4_table(F.runs).set_index("source")
+    # rebuttal: log10 ratios of 5.77/0.02, 2.82/0.03, 1.76/0.13, 1.68/0.004 vs Cars gains 7.10, 5.02, 3.70, 1.66
+    x = np.log10([5.77 / 0.02, 2.82 / 0.03, 1.76 / 0.13, 1.68 / 0.004])
+    expected = stats.pearsonr(x, [67.89 - 60.79, 5.02, 3.70, 1.66]).statistic
+    assert corr.loc["rebuttal", "pearson_r"] == pytest.approx(expected, abs=0.01)
+    assert f"{corr.loc['rebuttal', 'pearson_r']:+.2f}" in norms.q4_sentence(corr.reset_index())
+
+
+def test_q4_correlation_is_pearson_per_seed_averaged():
+    rng = np.random.default_rng(0)
+    rows = []
+    for seed in range(3):
+        for i, loss in enumerate(("triplet", "semihard", "npair", "ms")):
+            for v in ("none", "sec"):
+                var = 1.0 if v == "none" else 10.0 ** -(i + 1 + rng.random())
+                r1 = 50.0 + (rng.normal(3 * i, 1) if v == "sec" else 0.0)
+                rows.append({"loss": loss, "variant": v, "seed": seed, "train_norm_var": var, "R@1": r1})
+    runs = pd.DataFrame(rows)
+    q = norms.q4_correlation(runs)
+    per = []
+    for seed, sub in runs.groupby("seed"):
+        w = sub.pivot(index="loss", columns="variant")
+        per.append(stats.pearsonr(np.log10(w[("train_norm_var", "none")] / w[("train_norm_var", "sec")]),
+                                  w[("R@1", "sec")] - w[("R@1", "none")]).statistic)
+    assert q["estimate"] == pytest.approx(np.mean(per))
+    assert q["n"] == 3 and q["n_losses"] == 4 and q["ci_lo"] < q["estimate"] < q["ci_hi"]
+    with pytest.raises(ValueError, match="train_norm_var"):
+        norms.q4_correlation(runs.drop(columns="train_norm_var"))
 
 
 def test_norm_reduction_uses_scale_free_cv():

@@ -220,6 +220,7 @@ def test_metric_bars_one_bar_per_cell_with_variant_colours(F):
     assert np.allclose(heights, sorted(t["mean"]))
     colours = {matplotlib.colors.to_hex(p.get_facecolor()) for p in ax.patches}
     assert colours == {matplotlib.colors.to_hex(results_fig.VARIANT_COLORS[v]) for v in VARIANTS}
+    assert ax.get_ylim()[0] == 0          # bars start at 0 (no truncated axis)
     with pytest.raises(ValueError, match="NMI"):
         results_fig.metric_bars(t, "NMI")
 
@@ -257,13 +258,15 @@ def test_norm_trajectories_panel_per_loss_line_per_variant(F):
 
 
 def test_variance_vs_gain_two_panels():
-    vvg = pd.DataFrame([dict(source=s, loss=l, reduction=1.0 + i, gain=0.5 * i, reduction_ci_lo=np.nan,
-                             reduction_ci_hi=np.nan, gain_ci_lo=np.nan, gain_ci_hi=np.nan)
+    vvg = pd.DataFrame([dict(source=s, loss=l, reduction=1.0 + i, log10_ratio=0.3 * i, gain=0.5 * i,
+                             reduction_ci_lo=np.nan, reduction_ci_hi=np.nan, gain_ci_lo=np.nan, gain_ci_hi=np.nan)
                         for s in ("ours", "rebuttal") for i, l in enumerate(LOSSES)])
     fig = results_fig.variance_vs_gain(vvg)
     assert n_axes(fig) == 2
     assert [len(ax.texts) for ax in fig.axes] == [len(LOSSES), len(LOSSES)]     # one label per loss
-    assert "scale" in fig._suptitle.get_text()
+    # x is the log10 variance ratio of the Q4 definition, not the raw reduction
+    assert [t.xy[0] for t in fig.axes[0].texts] == pytest.approx([0.3 * i for i in range(len(LOSSES))])
+    assert "log10" in fig.axes[0].get_xlabel()
 
 
 def test_grad_slope_stats_panels(F):

@@ -1,0 +1,124 @@
+"""The landing page: the answer first.
+
+Per loss, SEC − none in R@1 (paired by seed, 95% interval) at the η chosen on held-out classes (the
+``tuned`` runs) and at the paper's η (the main table, ``experiments.ETA_SEC``), beside the paper's own
+gain on each of its datasets (:func:`sec_lib.reference.paper_gains`); three sentences computed from
+those numbers and from the claims page's verdict tally.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .. import experiments as ex
+from .. import reference, report
+from ..reference import PAPER_DATASETS
+from . import profile_param
+from .common import MAIN_CHAPTER, load, order_rows
+from .compare import _num, main_table, sec_gain
+
+#: The notebook's parameters (checked by ``sec_lib.params.notebook_params``).
+PARAMS = profile_param()
+
+PAPER_URL = "https://arxiv.org/abs/2011.02785"
+CODE_URL = "https://github.com/Dyfine/SphericalEmbedding"
+#: How the headline names the two η settings.
+ETA_SETTINGS = {"selected": "η chosen on held-out classes", "paper": "the paper's η"}
+
+
+def headline_gains(profile, root=None, metric: str = "R@1") -> pd.DataFrame:
+    """SEC − none in ``metric`` per loss at both η settings (tidy).
+
+    Columns: loss, setting ('selected' | 'paper'), eta, diff, ci_lo, ci_hi, p_value, n_pairs, verdict.
+    The 'selected' rows pair the ``tuned`` runs (SEC at the held-out-chosen η) with the none runs of
+    the same seeds; the 'paper' rows are the main table's (SEC at ``experiments.ETA_SEC``).
+    """
+    parts = []
+    for setting, chapter in (("selected", "tuned"), ("paper", MAIN_CHAPTER)):
+        frames = load(chapter, profile, tables=(), root=root)
+        g = sec_gain(frames, variants=("sec",), metrics=(metric,))
+        runs = frames.runs
+        etas = runs[runs["variant"] == "sec"].groupby("loss")["eta"].first()
+        g = g.assign(setting=setting, eta=g["loss"].map(etas).astype(float))
+        parts.append(g)
+    out = pd.concat(parts, ignore_index=True)
+    cols = ["loss", "setting", "eta", "diff", "ci_lo", "ci_hi", "p_value", "n_pairs", "verdict"]
+    out = order_rows(out[cols], cols=("loss",))
+    out.attrs["source"] = "ours"
+    out.attrs["metric"] = metric
+    return out
+
+
+def paper_headline(metric: str = "R@1", datasets=PAPER_DATASETS) -> pd.DataFrame:
+    """The paper's SEC − none gain in ``metric`` per dataset and loss (from its Table 1)."""
+    p = reference.paper_gains(list(datasets), [metric])
+    p = p[p["variant"] == "sec"][["dataset", "loss", "paper_gain"]].reset_index(drop=True)
+    p.attrs["source"] = reference.SOURCES["table1"]
+    return p
+
+
+def verdict_tally(profile, root=None) -> dict | None:
+    """The claims page's verdict tally ({verdict: count}), or None when it cannot be computed.
+
+    Calls only the claims page's public functions (``Evidence``, ``claims_table`` and, when it exists,
+    ``verdict_counts``) and otherwise counts the table's ``verdict`` column, so it survives changes to
+    that table's other columns.
+    """
+    from . import claims          # imported here: the claims page pulls in every chapter
+    try:
+        ev = claims.Evidence(profile, root=root)
+        table = claims.claims_table(ev)
+    except (KeyError, FileNotFoundError, ValueError) as e:     # a missing chapter's runs
+        return {"error": str(e)}
+    counter = getattr(claims, "verdict_counts", None)
+    if counter is not None:
+        try:
+            return {k: int(v) for k, v in counter(table).items()}
+        except (KeyError, TypeError, AttributeError):
+            pass
+    if isinstance(table, pd.DataFrame) and "verdict" in table.columns:
+        c = table["verdict"].value_counts()
+        return {v: int(c.get(v, 0)) for v in (*report.VERDICTS, *[x for x in c.index if x not in report.VERDICTS])}
+    return None
+
+
+def _pp(x) -> str:
+    return _num(x, "R@1", 1, True)
+
+
+def _interval(r) -> str:
+    if not np.isfinite(r.ci_lo):
+        return f"{_pp(r.diff)} (one seed, no interval)"
+    return f"{_pp(r.diff)} [{_pp(r.ci_lo)}, {_pp(r.ci_hi)}]"
+
+
+def headline_sentences(gains: pd.DataFrame, paper: pd.DataFrame, tally: dict | None) -> list[str]:
+    """Three computed sentences: the result at the selected η, at the paper's η next to the paper's
+    gains, and the claims page's tally."""
+    metric = gains.attrs.get("metric", "R@1")
+    out = []
+    for setting in ("selected", "paper"):
+        g = gains[gains["setting"] == setting]
+        if not len(g):
+            out.append(f"No SEC − none comparison at {ETA_SETTINGS[setting]} could be computed.")
+            continue
+        above = int((g["ci_lo"] > 0).sum())
+        below = int((g["ci_hi"] < 0).sum())
+        n_pairs = int(g["n_pairs"].max())
+        each = "; ".join(f"{r.loss} {_interval(r)}" for r in g.itertuples(index=False))
+        s = (f"At {ETA_SETTINGS[setting]}, SEC − none in {metric} (points, mean over {n_pairs} paired seeds "
+             f"[95% interval]) is {each}: the interval lies above zero for {above} of {len(g)} losses and below "
+             f"zero for {below}")
+        if setting == "paper" and len(paper):
+            s += (f"; the paper reports gains of {paper['paper_gain'].min():+.1f} to {paper['paper_gain'].max():+.1f} "
+                  f"points over {paper['dataset'].nunique()} datasets")
+        out.append(s + ".")
+    if tally and "error" not in tally:
+        n = sum(tally.values())
+        out.append(f"Over all {n} claims and review questions on the scorecard, the verdicts are: "
+                   + ", ".join(f"**{k}** {v}" for k, v in tally.items() if v) + ".")
+    elif tally and "error" in tally:
+        out.append(f"The scorecard's verdict tally could not be computed here: {tally['error']}")
+    else:
+        out.append("The scorecard's verdict tally is not available.")
+    return out

@@ -1,0 +1,151 @@
+"""The reader-facing pages: the landing page's headline numbers and sentences, Table 1 at a glance,
+run titles, the runs index and its downloads, the η and norms selectors (on small made-up frames)."""
+import base64
+import re
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from sec_lib import reference
+from sec_lib.chapters import compare, eta, home, norms, runs, table1
+from sec_lib.chapters import train as train_page
+from sec_lib.figures import results, sweeps
+from sec_lib.figures.tables import file_link
+from sec_lib.figures.widgets import link_records
+from sec_lib.train import TrainConfig
+
+LOSSES = ("triplet", "semihard", "npair", "ms")
+
+
+def headline_frame():
+    rows = []
+    for setting, shift in (("selected", 1.0), ("paper", -2.0)):
+        for i, loss in enumerate(LOSSES):
+            d = shift + i
+            rows.append(dict(loss=loss, setting=setting, eta=0.5, diff=d, ci_lo=d - 1.5, ci_hi=d + 1.5, p_value=0.1,
+                             n_pairs=3, verdict="inconclusive"))
+    g = pd.DataFrame(rows)
+    g.attrs["metric"] = "R@1"
+    return g
+
+
+def test_headline_sentences_count_intervals_and_quote_the_paper():
+    g = headline_frame()
+    paper = home.paper_headline()
+    s = home.headline_sentences(g, paper, {"reproduced": 2, "not reproduced": 1, "inconclusive": 0})
+    assert len(s) == 3
+    # selected: diffs 1, 2, 3, 4 with ±1.5 -> above zero for 2, 3, 4 (lo 0.5, 1.5, 2.5); none below
+    assert "above zero for 3 of 4 losses and below zero for 0" in s[0]
+    # paper's η: diffs -2, -1, 0, 1 -> lo -3.5..-0.5, hi -0.5..2.5: above 0, below 2
+    assert "above zero for 0 of 4 losses and below zero for 1" in s[1]
+    lo, hi = paper["paper_gain"].min(), paper["paper_gain"].max()
+    assert f"{lo:+.1f} to {hi:+.1f}" in s[1] and "4 datasets" in s[1]
+    assert "all 3 claims" in s[2] and "**reproduced** 2" in s[2] and "inconclusive" not in s[2]
+    assert "could not be computed" in home.headline_sentences(g, paper, {"error": "no runs"})[2]
+
+
+def test_paper_headline_is_table1_sec_minus_none():
+    p = home.paper_headline().set_index(["dataset", "loss"])["paper_gain"]
+    t = reference.paper_table("Cars").set_index(["loss", "variant"])["R@1"]
+    assert p[("Cars", "triplet")] == pytest.approx(t[("triplet", "sec")] - t[("triplet", "none")])
+    assert set(p.index.get_level_values(0)) == set(reference.PAPER_DATASETS)
+
+
+def test_headline_figure_draws_every_interval_and_paper_mark():
+    g, paper = headline_frame(), home.paper_headline()
+    fig = results.headline_figure(g, paper)
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_yticklabels()] == list(LOSSES)
+    assert len(ax.containers) == 2 * len(LOSSES)             # one errorbar per loss and setting
+    assert ax.get_legend() is not None
+
+
+def fake_main_table():
+    rows = []
+    for loss in LOSSES:
+        for v, m in (("none", 50.0), ("l2reg", 51.0), ("sec", 53.0)):
+            for metric in table1.TABLE1_METRICS:
+                rows.append(dict(loss=loss, variant=v, metric=metric, mean=m, ci_lo=m - 1, ci_hi=m + 1, n=3))
+    return pd.DataFrame(rows)
+
+
+def test_table1_glance_same_layout_for_paper_and_ours():
+    t = table1.glance_tables(reference.paper_table(["CUB", "Cars"]), fake_main_table())
+    assert list(t) == ["paper, CUB", "paper, Cars", "ours, glyphs"]
+    cols = {tuple(df.columns) for df in t.values()}
+    assert len(cols) == 1 and list(t["ours, glyphs"].columns) == ["loss", "variant", *table1.TABLE1_METRICS]
+    assert t["ours, glyphs"].loc[0, "R@1"] == "50.0 [49.0, 51.0]"
+    tiny = fake_main_table().assign(ci_lo=-0.01)
+    assert "[0.0, " in table1.glance_tables(reference.paper_table("CUB"), tiny, ("CUB",))["ours, glyphs"].loc[0, "R@1"]
+    cub = reference.paper_table("CUB").set_index(["loss", "variant"])
+    assert t["paper, CUB"].loc[0, "R@1"] == f"{cub.loc[('triplet', 'none'), 'R@1']:.1f}"
+    best = table1.best_variant_counts(t)
+    assert (best[best["table"] == "ours, glyphs"]["best"] == "SEC").all()
+    assert "ours, glyphs: SEC is best for 4 of 4 losses" in table1.glance_sentence(best)
+
+
+def test_run_title_names_loss_variant_and_seed():
+    cfg = TrainConfig(loss="npair", eta=0.5, mu="batch", seed=3)
+    assert train_page.run_title(cfg) == "Run: Normalized N-pair, SEC (η = 0.5), seed 3"
+    assert "no regularizer" in train_page.run_title(TrainConfig(loss="ms", eta=0.0))
+
+
+def test_file_link_round_trips_and_rejects_bad_names():
+    link = file_link(b"a,b\n1,2\n", "x.csv", "data")
+    payload = re.search(r"base64,([^\"]+)", link).group(1)
+    assert base64.b64decode(payload) == b"a,b\n1,2\n" and 'download="x.csv"' in link
+    with pytest.raises(ValueError, match="extension"):
+        file_link(b"", "x.exe", "data")
+    with pytest.raises(ValueError, match="letters"):
+        file_link(b"", "a b.csv", "data")
+
+
+def test_decimated_steps_keep_first_and_last_per_run():
+    steps = pd.concat([pd.DataFrame({"key": k, "step": np.arange(1, 501), "norm_var": 1.0}) for k in ("a", "b")])
+    d = runs._decimate_steps(steps, 10)
+    for _, g in d.groupby("key"):
+        assert len(g) <= 10 and g["step"].min() == 1 and g["step"].max() == 500
+    with pytest.raises(ValueError, match="max_steps"):
+        runs.tier_frames("smoke", max_steps=1)
+
+
+def test_index_sentence_says_which_seed_has_a_page():
+    idx = pd.DataFrame([dict(loss=l, variant=v, seed=s, status="done", **{"run page": "yes" if s == 0 else ""})
+                        for l in LOSSES for v in ("none", "sec") for s in range(3)])
+    s = runs.index_sentence(idx, "smoke")
+    assert "24 runs" in s and "3 seeds" in s and "8 run pages show seed 0 only" in s
+
+
+def fake_sweep_frames():
+    rows, steps = [], []
+    for loss in LOSSES[:2]:
+        for e in (0.0, 0.1, 1.0):
+            for s in range(2):
+                k = f"{loss}-{e}-{s}"
+                rows.append(dict(key=k, loss=loss, eta=e, seed=s, variant="sec" if e else "none",
+                                 **{"R@1": 50 + 10 * e + s, "train_norm_var": 1 / (1 + e), "test_norm_var": 1.0}))
+                steps.append(pd.DataFrame({"key": k, "step": np.arange(1, 6), "norm_var": 1.0 / (1 + e) + 0.1 * s}))
+    return pd.DataFrame(rows), pd.concat(steps, ignore_index=True)
+
+
+def test_eta_explorer_has_one_figure_per_eta_linked_in_the_browser():
+    r, st = fake_sweep_frames()
+    box = eta.eta_explorer(eta.eta_summary(r), r, st)
+    assert [o for o in box.controls[0].options] == ["0", "0.1", "1"]
+    assert len(box.stacks[0][0].children) == 3
+    assert len(link_records(box)) == 1
+    fig = sweeps.eta_panel(eta.eta_summary(r), st, r, 0.1)
+    # the right panel marks η = 0.1 (grid index 1)
+    assert any(len(l.get_xdata()) == 2 and np.allclose(l.get_xdata(), [1, 1]) for l in fig.axes[1].lines)
+
+
+def test_norms_explorer_offers_every_loss_and_variant():
+    r, st = fake_sweep_frames()
+    r = r.assign(variant=np.where(r["eta"] == 0, "none", np.where(r["eta"] == 1.0, "sec", "l2reg")))
+    tn = pd.concat([pd.DataFrame({"key": k, "norm": np.linspace(1, 2, 20)}) for k in r["key"]])
+    box = norms.norms_explorer(SimpleNamespace(runs=r, steps=st, test_norms=tn))
+    assert [list(c.options) for c in box.controls] == [["triplet", "semihard"], ["none", "l2reg", "sec"]]
+    fig = results.norm_panel(tn, st, r, "triplet", "sec")
+    assert "CV" in fig.axes[0].get_title()
