@@ -49,6 +49,10 @@ PAGES = (
     Page("optim", "optim", chapters=("optim",)),
     Page("convergence", "convergence", chapters=("convergence",)),
     Page("instability", "instability", chapters=("instability",)),
+    Page("ssl", "ssl", chapters=("selection", "ssl")),
+    Page("npair", "npair", chapters=("selection", "npair")),
+    Page("face", "face", chapters=("selection", "face")),
+    Page("fairness", "fairness", chapters=("compare",)),
     Page("claims", "claims", chapters=tuple(ex.CHAPTERS)),
     Page("explore", "explore", chapters=("explore",)),
 )
