@@ -40,7 +40,7 @@ PAGES = (
     Page("data", "data"),
     Page("theory", "theory"),
     Page("compare", "compare", chapters=("compare", "tuned", "selection", "beyond")),
-    Page("norms", "norms", chapters=("norms",)),
+    Page("norms", "norms", chapters=("norms", "bnwn")),
     *TRAIN_PAGES,
     Page("eta", "eta", chapters=("eta",)),
     Page("mu", "mu", chapters=("mu",)),
