@@ -171,3 +171,11 @@ def test_fairness_seed_values_average_losses_then_pair_on_seed():
 def test_face_and_ssl_claims_replace_the_offline_rows():
     ids = {c["id"] for m in (ssl, npair, face, fairness) for c in m.CLAIMS}
     assert {"Q8a", "Q8c", "Q8d"} <= ids and len(ids) == sum(len(m.CLAIMS) for m in (ssl, npair, face, fairness))
+
+
+def test_max_hit_gap_leaves_out_rare_designs():
+    n = 40
+    f = pd.DataFrame({"label": np.arange(n) // 2, "design": ["serif", "sans"] * (n // 2), "hit@1": [1, 1] * (n // 2)})
+    rare = pd.DataFrame({"label": [0], "design": ["script"], "hit@1": [0]})
+    assert fairness.max_hit_gap(pd.concat([f, rare], ignore_index=True)) == pytest.approx(0.0)
+    assert fairness.max_hit_gap(pd.concat([f, rare], ignore_index=True), min_share=0.0) > 50
