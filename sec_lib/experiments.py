@@ -40,6 +40,16 @@ ETA_SEC = {"triplet": 1.0, "semihard": 0.5, "npair": 1.0, "ms": 1.0, "tml": 1.0,
 # trained on glyphs with and without SEC at the η chosen on held-out classes.
 EXTRA_LOSSES = ("tml", "cosface")
 ETA_L2 = 0.005
+# The rest of the review record (issue 13), each loss without and with SEC at the η chosen on held-out
+# classes: SimCLR (NT-Xent at the rebuttal's temperature 0.5, two augmented views, no labels) and
+# supervised contrastive (Khosla et al. 2020, temperature 0.1); the four readings of N-pair; ArcFace
+# beside CosFace. REVIEW_LOSSES are the ones the η selection gains (npair, tml, cosface are in it already).
+SSL_LOSSES = ("ntxent", "supcon")
+NPAIR_VARIANTS = ("npair_ip_l2", "npair_ip", "npair", "tml")
+FACE_LOSSES = ("cosface", "arcface")
+REVIEW_LOSSES = ("ntxent", "supcon", "npair_ip_l2", "npair_ip", "arcface")
+#: TrainConfig changes a loss always trains with: NT-Xent is SimCLR (two augmented views, no labels).
+LOSS_SETTINGS = {"ntxent": {"views": 2}}
 
 
 @dataclass(frozen=True)
@@ -65,6 +75,7 @@ class Profile:
     toy: dict = field(default_factory=dict)
     toy_etas: tuple = ()
     toy_seeds: tuple = (0,)
+    review_eta_grid: tuple = ()    # η of the selection for REVIEW_LOSSES (empty: eta_grid)
 
 
 PROFILES = {
@@ -89,7 +100,9 @@ PROFILES = {
         lr_pilot={"adam": (3e-4, 1e-3, 3e-3, 1e-2), "sgd": (0.01, 0.03, 0.1)}, jobs=2,
         toy=dict(dataset="toy", model="mlp", width=64, embed_dim=16, iterations=150, batch_size=60,
                  eval_every=25, track_every=5, track_samples=24, dtheta_every=5, lr=3e-3, data_kwargs={"noise": 0.15}, eval_clustering="final", kmeans_n_init=1),
-        toy_etas=(0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0), toy_seeds=(0,)),
+        toy_etas=(0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0), toy_seeds=(0,),
+        # the review losses choose among the paper's and the rebuttal's weights only (build time)
+        review_eta_grid=(0.1, 0.5, 1.0)),
     "gpu": Profile(
         name="gpu",
         base=dict(dataset="glyphs", image_size=64, model="resnet18s", width=64, embed_dim=128, iterations=3000,
@@ -146,8 +159,10 @@ def with_variant(base: dict, loss: str, variant: str = "none", **changes) -> dic
 
 
 def config(profile: Profile, loss: str, variant: str = "none", seed: int = 0, **changes) -> TrainConfig:
-    """A glyph run of ``profile`` for ``loss`` in one of the paper's variants (none / l2reg / sec)."""
-    base = with_variant(dict(profile.base, loss=loss, seed=seed), loss, variant, **changes)
+    """A glyph run of ``profile`` for ``loss`` in one of the paper's variants (none / l2reg / sec),
+    with the loss's :data:`LOSS_SETTINGS` (NT-Xent: two views)."""
+    base = with_variant(dict(profile.base, loss=loss, seed=seed), loss, variant,
+                        **{**LOSS_SETTINGS.get(loss, {}), **changes})
     if not base.get("views"):             # P x K: the profile's batch rounded down to this loss's K
         k = base.get("batch_k") or LOSS_SPECS[loss].k
         base["batch_size"] = base.get("batch_size", 60) // k * k
@@ -278,17 +293,23 @@ def eta_selection(p: Profile, store=None) -> list[TrainConfig]:
             for loss in (*MAIN_LOSSES, *EXTRA_LOSSES) for eta in (0.0, *p.eta_grid)]
     l2 = [config(p, loss, "l2reg", p.pilot_seed, **_held_out(p, eta=w))
           for loss in (*MAIN_LOSSES, *EXTRA_LOSSES) for w in p.l2_etas] if p.main_seeds else []
-    return etas + l2
+    review = [config(p, loss, "sec", p.pilot_seed, **_held_out(p, eta=eta))
+              for loss in REVIEW_LOSSES for eta in (p.review_eta_grid or p.eta_grid)]
+    return etas + l2 + review
 
 
-def selection_runs(p: Profile, store) -> list:
-    """The stored η / L2-weight selection runs (:func:`eta_selection` at the pilot's choices)."""
-    return _selection(tuned(p, "adam", store), store)
+def selection_runs(p: Profile, store, losses=None) -> list:
+    """The stored η / L2-weight selection runs (:func:`eta_selection` at the pilot's choices);
+    ``losses``: only those losses' runs (None: every loss of the selection)."""
+    return _selection(tuned(p, "adam", store), store, losses)
 
 
-def _selection(q: Profile, store) -> list:
-    """The selection runs of the already tuned profile ``q``."""
-    return stored_runs(store, eta_selection(q), "the η selection", q)
+def _selection(q: Profile, store, losses=(*MAIN_LOSSES, *EXTRA_LOSSES)) -> list:
+    """The selection runs of the already tuned profile ``q`` for ``losses`` (default: the paper's
+    four, tuplet margin and CosFace, so the pages of those runs never wait for the review losses'
+    selection; None: all)."""
+    need = [c for c in eta_selection(q) if losses is None or c.loss in losses]
+    return stored_runs(store, need, "the η selection", q)
 
 
 def chosen_eta(profile: Profile, loss: str, selection_runs, mu: str = "batch") -> float:
@@ -336,6 +357,28 @@ def main_table(p: Profile, store=None) -> list[TrainConfig]:
 def eta_sweep(p: Profile, store=None) -> list[TrainConfig]:
     return [config(p, loss, "sec", s, eta=eta) for loss in MAIN_LOSSES for eta in (0.0, *p.eta_grid)
             for s in p.seeds]
+
+
+def with_and_without_sec(p: Profile, store, losses) -> list[TrainConfig]:
+    """``losses`` without SEC and with SEC at the η chosen on held-out classes, over the profile's seeds."""
+    sel = _selection(p, store, tuple(losses))
+    return [config(p, loss, "sec", s, eta=chosen_eta(p, loss, sel)) for loss in losses for s in p.seeds] + \
+        [config(p, loss, "none", s) for loss in losses for s in p.seeds]
+
+
+def ssl(p: Profile, store) -> list[TrainConfig]:
+    """SimCLR (NT-Xent, two views, no labels) and supervised contrastive, ± SEC."""
+    return with_and_without_sec(p, store, SSL_LOSSES)
+
+
+def npair_variants(p: Profile, store) -> list[TrainConfig]:
+    """The four N-pair readings (inner product with / without the l2 regularizer, normalized, tuplet margin), ± SEC."""
+    return with_and_without_sec(p, store, NPAIR_VARIANTS)
+
+
+def face(p: Profile, store) -> list[TrainConfig]:
+    """CosFace and ArcFace, ± SEC."""
+    return with_and_without_sec(p, store, FACE_LOSSES)
 
 
 MU_LOSSES = ("semihard", "ms")
@@ -394,7 +437,7 @@ CHAPTERS = {
     "compare": main_table, "tuned": tuned_sec, "selection": eta_selection, "beyond": beyond,
     "main": main_comparison, "norms": main_table, "convergence": main_table, "instability": main_table,
     "eta": eta_sweep, "mu": mu_ablation, "bnwn": bn_wn, "normlayer": norm_layer, "optim": optim,
-    "explore": toy_grid,
+    "explore": toy_grid, "ssl": ssl, "npair": npair_variants, "face": face,
 }
 
 

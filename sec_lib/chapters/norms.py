@@ -287,3 +287,33 @@ def norms_explorer(frames, y: str = "norm_var", dpi: int = 100):
     grid = {(l, v): results_fig.norm_panel(frames.test_norms, frames.steps, runs, l, v, y=y)
             for l in losses for v in variants}
     return widgets.linked_explorer(grid, [("loss", losses, "dropdown"), ("variant", variants, "dropdown")], dpi=dpi)
+
+
+#: The head of the paper's Figure 1 setting: no BatchNorm on the final embedding (the rebuttal's answer to
+#: reviewer 5); its runs are the BN / WN page's ``nobn`` runs (semihard, with and without SEC).
+FIG1_HEAD = "nobn"
+
+
+def figure1_runs(runs: pd.DataFrame, test_norms: pd.DataFrame, head: str = FIG1_HEAD) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The runs (and their test norms) of the paper's Figure 1 setting: ``head`` only (default: no BN on the
+    embedding), from the BN / WN sweep."""
+    for name, df, cols in (("runs", runs, ["key", "head", "variant"]), ("test_norms", test_norms, ["key", "norm"])):
+        missing = [c for c in cols if c not in df.columns]
+        if missing:
+            raise ValueError(f"{name} lacks columns {missing}; it has {list(df.columns)}")
+    r = runs[(runs["head"] == head) & (runs["status"] == "done")] if "status" in runs.columns else runs[runs["head"] == head]
+    if not len(r):
+        raise ValueError(f"no finished runs with head {head!r}; heads present: {sorted(runs['head'].unique())}")
+    return r.reset_index(drop=True), test_norms[test_norms["key"].isin(r["key"])].reset_index(drop=True)
+
+
+def figure1_sentence(runs: pd.DataFrame, test_norms: pd.DataFrame) -> str:
+    """The coefficient of variation of the final test norms (std / mean, mean over seeds) without and with SEC."""
+    cv = test_norms.groupby("key")["norm"].agg(lambda x: x.std() / x.mean()).rename("cv").reset_index()
+    m = runs.merge(cv, on="key").groupby("variant")["cv"].agg(["mean", "count"])
+    if not {"none", "sec"} <= set(m.index):
+        return "Both variants are needed for the comparison; found: " + ", ".join(m.index) + "."
+    a, b = m.loc["none", "mean"], m.loc["sec", "mean"]
+    return (f"Without BN on the embedding, the final test norms spread with CV = {a:.3f} without SEC and {b:.3f} "
+            f"with SEC (mean over {int(m.loc['none', 'count'])} seeds; SEC {'narrows' if b < a else 'does not narrow'} "
+            f"the spread).")

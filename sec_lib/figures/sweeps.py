@@ -4,7 +4,7 @@ optimizers, convergence, instability and the claims page. Built from the tables 
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -15,7 +15,7 @@ from .. import report
 from ..report import loglog_fit
 from .palette import (LOSS_COLORS, LOSS_MARKERS, METRIC_LABELS, OPTIM_COLORS, REF_COLOR, STEP_LABELS,
                       VARIANT_COLORS, VERDICT_COLORS, color_of, setting_color)
-from .style import (BOOK_WIDTH, err_bars, figure, log_ticks, need, plain_log_ticks, styled,
+from .style import (BOOK_WIDTH, err_bars, figure, legend_handles, log_ticks, need, plain_log_ticks, styled,
                     subplots)
 
 
@@ -414,4 +414,26 @@ def eta_panel(summary: pd.DataFrame, steps: pd.DataFrame, runs: pd.DataFrame, et
     a2.set_ylabel("R@1 (%)")
     a2.set_title("final R@1 (mean, 95% CI)")
     a2.legend(title="loss", loc="center left", bbox_to_anchor=(1.0, 0.5))
+
+
+def fairness_figure(stats: pd.DataFrame, cols: Sequence[str], labels: Mapping | None = None) -> Figure:
+    """Per-run statistics (one panel per column of ``cols``): each run a dot, per loss (rows of a panel)
+    and variant (colours), with the mean over seeds as a bar tick; a dotted line at 0."""
+    labels = labels or {}
+    losses = list(dict.fromkeys(stats["loss"]))
+    variants = [v for v in VARIANT_COLORS if v in set(stats["variant"])]
+    fig, axes = subplots(1, len(cols), w=3.4, h=0.5 + 0.55 * len(losses))
+    for ax, col in zip(axes[0], cols):
+        for j, v in enumerate(variants):
+            for y, loss in enumerate(losses):
+                pts = stats.loc[(stats["loss"] == loss) & (stats["variant"] == v), col].astype(float).dropna()
+                yy = y + (j - (len(variants) - 1) / 2) * 0.25
+                ax.scatter(pts, [yy] * len(pts), s=14, color=VARIANT_COLORS[v], alpha=0.6, lw=0)
+                if len(pts):
+                    ax.plot([pts.mean()] * 2, [yy - 0.1, yy + 0.1], color=VARIANT_COLORS[v], lw=2)
+        ax.axvline(0, color="0.5", ls=":", lw=1)
+        ax.set_yticks(range(len(losses)), losses)
+        ax.invert_yaxis()
+        ax.set_xlabel(labels.get(col, col), fontsize=8)
+    fig.legend(handles=legend_handles(variants), loc="outside lower center", ncols=len(variants), fontsize=7.5)
     return fig

@@ -1,0 +1,242 @@
+"""The fairness page (meta-review): do unregularized embedding norms depend on who the sample is (the font
+design that drew the glyph, the class's difficulty), does SEC remove that dependence, and does retrieval
+accuracy differ across font designs with and without SEC? No new training: the main table's runs.
+
+Per run (one loss, variant and seed), on its test images:
+
+* ``eta2_excess``: the within-class η² of the relative norm (norm / the run's mean norm) across font designs
+  (serif / sans / monospace / script), minus its value when the designs are shuffled within each class
+  (chance); > 0: the design explains norm variance beyond chance;
+* ``difficulty_r``: Spearman correlation, over test classes, of the class's mean relative norm with its
+  difficulty (1 − hit@1 rate over the unregularized runs of the same loss, :func:`sec_lib.fairness.class_difficulty`);
+* ``hit_gap``: the largest within-class gap in hit@1 (points) between two font designs that draw at least 10% of
+  the test images (who is served worse, and by how much).
+
+Claims take these per run, average them over the 4 losses per seed and compare SEC with none paired on seed
+(:func:`sec_lib.report.verdict_row`). The display table adds cluster-bootstrap intervals by class
+(:mod:`sec_lib.fairness`, the same definitions as everywhere in the book).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .. import experiments as ex
+from .. import fairness as fx
+from .. import report
+from ..data.fonts import instance_attributes
+from ..train import load_data
+from . import profile_param
+from . import review
+from .common import MAIN_CHAPTER, check_cols
+
+#: The notebook's parameters (checked by ``sec_lib.params.notebook_params``).
+PARAMS = profile_param()
+CHAPTER = MAIN_CHAPTER                    # the main table's runs
+GROUP = "design"
+FAMILY = "fairness page"
+N_PERM = 20
+MIN_SHARE = 0.1               # a font design needs this share of the test images for an accuracy rate
+
+
+def test_attributes(profile) -> pd.DataFrame:
+    """Per test image of the profile's evaluation set (the order of every run's ``test_norms``): label and the
+    font's family, design, weight and italic. The set depends only on the profile's data settings."""
+    p = ex.get_profile(profile) if isinstance(profile, str) else profile
+    return instance_attributes(load_data(ex.config(p, "semihard"))[1])
+
+
+def _eta2(values: np.ndarray, groups: np.ndarray) -> float:
+    codes, inv = np.unique(groups, return_inverse=True)
+    if len(codes) < 2:
+        return np.nan
+    mean = values.mean()
+    ss_tot = float(((values - mean) ** 2).sum())
+    if ss_tot <= 0:
+        return np.nan
+    n = np.bincount(inv)
+    m = np.bincount(inv, weights=values) / n
+    return float((n * (m - mean) ** 2).sum() / ss_tot)
+
+
+def within_eta2(frame: pd.DataFrame, value: str, group: str = GROUP, cluster: str = "label",
+                n_perm: int = N_PERM, seed: int = 0) -> dict:
+    """η² of ``value`` (centred on each class's mean) across ``group``, its chance value (``group`` shuffled
+    within each class, mean over ``n_perm`` shuffles) and the excess (η² − chance)."""
+    check_cols(frame, [value, group, cluster], "frame")
+    f = frame[[value, group, cluster]].dropna()
+    v = (f[value] - f.groupby(cluster)[value].transform("mean")).to_numpy(float)
+    g = f[group].astype(str).to_numpy()
+    eta = _eta2(v, g)
+    rng = np.random.default_rng(seed)
+    order = np.argsort(f[cluster].to_numpy(), kind="stable")
+    bounds = np.flatnonzero(np.diff(f[cluster].to_numpy()[order])) + 1
+    chance = []
+    for _ in range(n_perm):
+        gp = g.copy()
+        for idx in np.split(order, bounds):
+            gp[idx] = g[rng.permutation(idx)]
+        chance.append(_eta2(v, gp))
+    c = float(np.mean(chance))
+    return {"eta2": eta, "eta2_chance": c, "eta2_excess": eta - c}
+
+
+def max_hit_gap(frame: pd.DataFrame, group: str = GROUP, cluster: str = "label", min_share: float = MIN_SHARE) -> float:
+    """Largest gap (points) between the hit@1 rates of two levels of ``group``, each rate taken on the
+    classes' centred hits (a within-class contrast, so classes rendered by few designs do not decide it).
+    Levels with less than ``min_share`` of the images are left out (the one script font: too few images
+    for a stable rate)."""
+    check_cols(frame, ["hit@1", group, cluster], "frame")
+    f = frame.dropna(subset=["hit@1"])
+    share = f[group].astype(str).map(f[group].astype(str).value_counts(normalize=True))
+    f = f[share >= min_share]
+    centred = f["hit@1"].astype(float) - f.groupby(cluster)["hit@1"].transform("mean") + f["hit@1"].mean()
+    rates = 100.0 * centred.groupby(f[group].astype(str)).mean()
+    return float(rates.max() - rates.min()) if len(rates) >= 2 else np.nan
+
+
+def per_run(runs: pd.DataFrame, test_norms: pd.DataFrame, attrs: pd.DataFrame) -> pd.DataFrame:
+    """``runs`` (done) with each run's eta2, eta2_chance, eta2_excess, difficulty_r and hit_gap.
+    ``attrs``: :func:`test_attributes` (one row per test image, the order of every run's ``test_norms``)."""
+    check_cols(test_norms, ["key", "label", "norm", "hit@1"], "test_norms")
+    d = review.done(runs)
+    diff = {loss: fx.class_difficulty([test_norms[test_norms["key"] == k] for k in
+                                       d[(d["loss"] == loss) & (d["variant"] == "none")]["key"]])
+            for loss in d["loss"].unique() if ((d["loss"] == loss) & (d["variant"] == "none")).any()}
+    rows = []
+    for r in d.itertuples(index=False):
+        tn = test_norms[test_norms["key"] == r.key].reset_index(drop=True)
+        f = fx.with_attributes(tn, attrs)
+        f = f.assign(norm_rel=f["norm"] / f["norm"].mean())
+        out = {"key": r.key, **within_eta2(f, "norm_rel"), "hit_gap": max_hit_gap(f)}
+        cls = f.groupby("label")["norm_rel"].mean().rename("norm_rel").reset_index()
+        if r.loss in diff:
+            cls = cls.merge(diff[r.loss], on="label")
+            out["difficulty_r"] = fx._corr(cls["norm_rel"].to_numpy(float), cls["difficulty"].to_numpy(float),
+                                           "spearman")
+        rows.append(out)
+    return d.merge(pd.DataFrame(rows), on="key", how="left")
+
+
+STATS = {"eta2_excess": "excess η² of the relative norm by font design (within class)",
+         "difficulty_r": "Spearman r, class mean relative norm vs class difficulty",
+         "hit_gap": "largest within-class hit@1 gap between font designs (points)"}
+
+
+def per_seed(stats: pd.DataFrame, col: str, variant: str) -> pd.Series:
+    """``col`` averaged over the losses, per seed, for one variant."""
+    s = stats[stats["variant"] == variant]
+    return s.groupby("seed")[col].mean()
+
+
+def seed_values(stats: pd.DataFrame, col: str, a: str | None = "none", b: str = "sec", absolute: bool = False) -> np.ndarray:
+    """Per seed: ``col`` (mean over losses) of ``b`` − that of ``a`` (paired on seed); ``a=None``: ``b`` alone."""
+    f = (lambda s: s.abs()) if absolute else (lambda s: s)
+    sb = f(per_seed(stats, col, b))
+    if a is None:
+        return sb.to_numpy(float)
+    sa = f(per_seed(stats, col, a))
+    both = sa.index.intersection(sb.index)
+    return (sb[both] - sa[both]).to_numpy(float)
+
+
+def verdict_rows(stats: pd.DataFrame) -> pd.DataFrame:
+    """The page's family: norms depend on design (none); SEC lowers that; norms track difficulty (none);
+    SEC weakens that; SEC leaves the accuracy gap between designs unchanged."""
+    rows = [
+        {"question": "unregularized norms differ by font design", "statistic": "eta2_excess", "variant": "none",
+         **report.verdict_row(seed_values(stats, "eta2_excess", None, "none"), +1)},
+        {"question": "SEC lowers the font-design dependence of the norms", "statistic": "eta2_excess",
+         "variant": "sec − none", **report.verdict_row(seed_values(stats, "eta2_excess"), -1)},
+        {"question": "unregularized norms are smaller in harder classes", "statistic": "difficulty_r",
+         "variant": "none", **report.verdict_row(seed_values(stats, "difficulty_r", None, "none"), -1)},
+        {"question": "SEC weakens the norm–difficulty link (|r|)", "statistic": "|difficulty_r|",
+         "variant": "sec − none", **report.verdict_row(seed_values(stats, "difficulty_r", absolute=True), -1)},
+        {"question": "SEC leaves the accuracy gap between font designs unchanged", "statistic": "hit_gap",
+         "variant": "sec − none", **report.verdict_row(seed_values(stats, "hit_gap"), 0)},
+    ]
+    return report.adjust_family(rows, FAMILY)
+
+
+def summary(stats: pd.DataFrame) -> pd.DataFrame:
+    """Mean ± 95% CI over runs of each statistic per loss × variant."""
+    return report.summary_table(stats, ["loss", "variant"], list(STATS), digits=3)
+
+
+def design_gaps(runs: pd.DataFrame, test_norms: pd.DataFrame, attrs: pd.DataFrame, a: str = "sans", b: str = "serif",
+                n_boot: int = 500) -> pd.DataFrame:
+    """Per loss: the within-class gap serif − sans of the relative norm and of hit@1 in each variant, and its
+    change with SEC (:func:`sec_lib.fairness.gap_change`, cluster bootstrap by class, pooled over seeds)."""
+    d = review.done(runs)
+    frames = []
+    for r in d.itertuples(index=False):
+        f = fx.with_attributes(test_norms[test_norms["key"] == r.key].reset_index(drop=True), attrs)
+        frames.append(f.assign(norm_rel=f["norm"] / f["norm"].mean(), hit=100.0 * f["hit@1"].astype(float),
+                               loss=r.loss, variant=r.variant, seed=r.seed))
+    all_ = pd.concat(frames, ignore_index=True)
+    rows = []
+    for loss, f in all_.groupby("loss", sort=False):
+        f = f[f["variant"].isin(["none", "sec"])]
+        for value in ("norm_rel", "hit"):
+            g = fx.gap_change(f, value, GROUP, a, b, within=True, n_boot=n_boot)
+            rows.append({"loss": loss, "value": {"norm_rel": "relative norm", "hit": "hit@1 (points)"}[value],
+                         **{f"{k}": f"{v.estimate:+.3f} [{v.lo:+.3f}, {v.hi:+.3f}]" for k, v in g.items()}})
+    return pd.DataFrame(rows).rename(columns={"gap_base": f"{b} − {a}, none", "gap_treated": f"{b} − {a}, SEC",
+                                              "change": "change with SEC"})
+
+
+def opening(rows: pd.DataFrame) -> str:
+    r = rows.set_index("statistic")
+    pick = lambda s, v: rows[(rows["statistic"] == s) & (rows["variant"] == v)].iloc[0]
+    a, b = pick("eta2_excess", "none"), pick("eta2_excess", "sec − none")
+    c, g = pick("difficulty_r", "none"), pick("hit_gap", "sec − none")
+    return (f"**Answer.** Without SEC the font design explains {a['estimate']:.4f} of the within-class norm variance "
+            f"beyond chance (**{a['verdict']}**); SEC changes that by {b['estimate']:+.4f} (**{b['verdict']}**). "
+            f"The class mean norm correlates with class difficulty at r = {c['estimate']:+.2f} without SEC "
+            f"(**{c['verdict']}**). SEC changes the largest accuracy gap between font designs by "
+            f"{g['estimate']:+.2f} points (**{g['verdict']}** for *no change*).")
+
+
+def verdict(rows: pd.DataFrame) -> str:
+    out = []
+    for r in rows.to_dict("records"):
+        p = f"Holm p = {r['p_adj']:.2g}" if np.isfinite(r["p_adj"]) else "no test"
+        out.append(f"- *{r['question']}*: {r['estimate']:+.4f} [{r['ci_lo']:+.4f}, {r['ci_hi']:+.4f}] "
+                   f"({r['n']} seeds, {p}): **{r['verdict']}**.")
+    return "\n".join(out)
+
+
+def _stats_of(ev) -> pd.DataFrame:
+    runs = ev.runs(CHAPTER)
+    tn = ev.table(CHAPTER, "test_norms")
+    return per_run(runs, tn, test_attributes(ev.profile))
+
+
+def _claim(col: str, a, b, sign: int, absolute: bool = False):
+    def estimate(ev) -> dict:
+        stats = ev.derived("fairness_per_run", lambda: _stats_of(ev)) if hasattr(ev, "derived") else _stats_of(ev)
+        return report.verdict_row(seed_values(stats, col, a, b, absolute), sign)
+    estimate.__name__ = f"fairness_{col}_{a}_{b}"
+    return estimate
+
+
+#: Claims for the claims page (new rows beside Q10a-c, which test the class as the attribute).
+CLAIMS = [
+    dict(id="Q10d", claim="Unregularized norms differ by font design (serif / sans / monospace / script)",
+         source="meta-review (fairness)", measured="within-class η² of norm/mean norm by font design minus its "
+         "shuffled value, runs without SEC, mean over the 4 losses per seed", unit="η²", expected_sign=+1,
+         estimate=_claim("eta2_excess", None, "none", +1), paper=None, link="fairness.html"),
+    dict(id="Q10e", claim="SEC removes the font-design dependence of the norms", source="meta-review (fairness)",
+         measured="excess η² by font design, SEC − none, paired on seed", unit="η²", expected_sign=-1,
+         estimate=_claim("eta2_excess", "none", "sec", -1), paper=None, link="fairness.html"),
+    dict(id="Q10f", claim="Unregularized norms are smaller in harder classes", source="meta-review (fairness)",
+         measured="Spearman r of class mean relative norm with class difficulty, runs without SEC", unit="r",
+         expected_sign=-1, estimate=_claim("difficulty_r", None, "none", -1), paper=None, link="fairness.html"),
+    dict(id="Q10g", claim="SEC does not change who is served worse (accuracy gap between font designs)",
+         source="meta-review (fairness)", measured="largest within-class hit@1 gap between font designs, SEC − none",
+         unit="pp", expected_sign=0, estimate=_claim("hit_gap", "none", "sec", 0), paper=None, link="fairness.html"),
+]
+
+
+def claim_rows(ev) -> list[dict]:
+    return review.claim_rows(ev, CLAIMS)

@@ -1,0 +1,101 @@
+"""The N-pair page (reviewer 3, after the rebuttal): which N-pair loss did Sohn (NeurIPS 2016) define, and
+does SEC help each reading? Four variants, each without and with SEC (η chosen on held-out classes):
+
+* ``npair_ip_l2``: the rebuttal's reading of Sohn's Sec. 3.2.2: softmax over UNNORMALIZED inner products
+  plus an l2 penalty on the embedding norms (λ = 0.002, TensorFlow's reference ``npairs_loss``);
+* ``npair_ip``: the same inner-product N-pair-mc loss without that penalty (the SEC authors' ``normalized=False``);
+* ``npair``: the reviewer's reading, l2-normalized embeddings with a fixed scale (the SEC paper's Eq. 3, s = 25);
+* ``tml``: the tuplet margin loss (Yu & Tao 2019), a normalized N-pair loss with an angular margin.
+"""
+from __future__ import annotations
+
+import pandas as pd
+
+from .. import experiments as ex
+from . import profile_param
+from . import review
+from .review import family_rows, loss_claim, means_table, sec_rows, verdict_sentence, wide_means
+
+#: The notebook's parameters (checked by ``sec_lib.params.notebook_params``).
+PARAMS = profile_param()
+CHAPTER = "npair"
+LOSSES = ex.NPAIR_VARIANTS
+METRICS = ("R@1", "NMI", "test_norm_mean", "test_norm_var")
+FAMILY = "npair page"
+
+#: Which reading of Sohn (2016) each variant implements (shown on the page as a table).
+READINGS = {
+    "npair_ip_l2": ("Sohn's N-pair-mc on inner products + l2 penalty on the norms (λ = 0.002)",
+                    "the rebuttal's reading of Sohn Sec. 3.2.2", "no"),
+    "npair_ip": ("N-pair-mc on inner products, no penalty", "Sohn's Eq. (N-pair-mc) without Sec. 3.2.2", "no"),
+    "npair": ("softmax over 25·cos (l2-normalized embeddings)", "the reviewer's reading; the SEC paper's Eq. 3",
+              "yes"),
+    "tml": ("tuplet margin: normalized, angular margin 0.1, scale 64", "not Sohn's: Yu & Tao 2019", "yes"),
+}
+
+
+def readings_table() -> pd.DataFrame:
+    return pd.DataFrame([{"variant": k, "loss": v[0], "which reading": v[1], "normalized": v[2]}
+                         for k, v in READINGS.items()])
+
+
+def verdict_rows(runs: pd.DataFrame) -> pd.DataFrame:
+    """SEC − none of R@1 per variant, one Holm family."""
+    return family_rows([sec_rows(runs, "R@1", LOSSES)], FAMILY)
+
+
+def table(runs: pd.DataFrame) -> pd.DataFrame:
+    return wide_means(runs, METRICS, LOSSES)
+
+
+def bars(runs: pd.DataFrame) -> pd.DataFrame:
+    return means_table(runs, ("R@1",), LOSSES)
+
+
+def norm_growth(runs: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
+    """Per loss × variant: the batch mean norm at the first and the last logged step (mean over seeds)
+    and their ratio (how far the norms drift during training)."""
+    review.check_cols(steps, ["key", "step", "norm_mean"], "steps")
+    s = steps.dropna(subset=["norm_mean"]).sort_values("step")
+    ends = s.groupby("key")["norm_mean"].agg(first="first", last="last").reset_index()
+    d = runs[["key", "loss", "variant"]].merge(ends, on="key")
+    out = d.groupby(["loss", "variant"], sort=False)[["first", "last"]].mean().reset_index()
+    out["ratio"] = out["last"] / out["first"]
+    order = {l: i for i, l in enumerate(LOSSES)}
+    return out.assign(_o=out["loss"].map(order)).sort_values(["_o", "variant"]).drop(columns="_o").reset_index(drop=True)
+
+
+def opening(runs: pd.DataFrame, steps: pd.DataFrame) -> str:
+    rows = verdict_rows(runs).set_index("loss")
+    g = norm_growth(runs, steps).set_index(["loss", "variant"])
+    ip, ipl2 = ("npair_ip", "none"), ("npair_ip_l2", "none")
+    drift = ""
+    if ip in g.index and ipl2 in g.index:
+        drift = (f" Without SEC, the batch mean norm ends training at {g.loc[ip, 'ratio']:.2g}× its starting value with "
+                 f"the bare inner-product loss and at {g.loc[ipl2, 'ratio']:.2g}× with Sohn's l2 penalty. ")
+    parts = [f"{v}: {rows.loc[v, 'estimate']:+.2f} (**{rows.loc[v, 'verdict']}**)" for v in LOSSES if v in rows.index]
+    return ("**Answer.**" + drift + "SEC changes R@1 by " + "; ".join(parts) + " points.")
+
+
+def verdict(runs: pd.DataFrame) -> str:
+    rows = verdict_rows(runs)
+    return "\n".join("- " + verdict_sentence(r, f"`{r['loss']}`: with SEC, R@1", f"SEC helps {r['loss']}")
+                     for r in rows.to_dict("records"))
+
+
+#: Claims for the claims page (new rows; Q8b, the tuplet margin loss, stays on the claims page).
+CLAIMS = [
+    dict(id="Q11a", claim="SEC helps Sohn's inner-product N-pair loss with its l2 norm penalty (rebuttal's reading)",
+         source="review (reviewer 3, after the rebuttal)", measured="R@1 SEC − none, npair_ip_l2, paired on seed",
+         unit="pp", expected_sign=+1, estimate=loss_claim(CHAPTER, "npair_ip_l2"), paper=None, link="npair.html"),
+    dict(id="Q11b", claim="SEC helps the inner-product N-pair loss without a norm penalty",
+         source="review (reviewer 3)", measured="R@1 SEC − none, npair_ip, paired on seed",
+         unit="pp", expected_sign=+1, estimate=loss_claim(CHAPTER, "npair_ip"), paper=None, link="npair.html"),
+    dict(id="Q11c", claim="SEC helps the normalized N-pair loss (reviewer's reading; paper Eq. 3) at the selected η",
+         source="review (reviewer 3); paper Table 1", measured="R@1 SEC (η chosen on held-out classes) − none, npair",
+         unit="pp", expected_sign=+1, estimate=loss_claim(CHAPTER, "npair"), paper=None, link="npair.html"),
+]
+
+
+def claim_rows(ev) -> list[dict]:
+    return review.claim_rows(ev, CLAIMS)
