@@ -30,13 +30,27 @@ def format_number(v, floatfmt: str = "{:.2f}") -> str:
     return floatfmt.format(v) if v == 0 or abs(v) >= 0.1 else f"{v:.2g}"
 
 
+#: A cell that holds only a number or an interval ("65.11 ± 2.23", "65.1 [62.9, 67.3]", "-0.53").
+NUMERIC_CELL = re.compile(r"[\s\d.,+\-\u2212\u00b1\[\]()%eE\u00d7<>=~\u2248/]*\d[\s\d.,+\-\u2212\u00b1\[\]()%eE\u00d7<>=~\u2248/]*")
+
+
+def keep_together(text: str) -> str:
+    """A number or interval with its spaces made non-breaking, so a table never wraps it inside its cell."""
+    if isinstance(text, str) and " " in text and NUMERIC_CELL.fullmatch(text.strip()):
+        return text.replace(" ", "\u00a0")
+    return text
+
+
 def table_html(df: pd.DataFrame, name: str, caption: str | None = None, floatfmt: str = "{:.2f}") -> str:
-    """The table as HTML (numbers formatted) followed by its CSV download link (raw numbers)."""
+    """The table as HTML (numbers formatted, intervals kept on one line) followed by its CSV download
+    link (raw numbers)."""
     shown = df.copy()
     for c in shown.columns:
         if pd.api.types.is_float_dtype(shown[c]):
             exact = str(c) in EXACT_COLUMNS
             shown[c] = shown[c].map(lambda v: "" if pd.isna(v) else (f"{v:g}" if exact else format_number(v, floatfmt)))
+        elif not pd.api.types.is_numeric_dtype(shown[c]):
+            shown[c] = shown[c].map(keep_together)
     cap = f"<p><b>{html.escape(caption)}</b></p>" if caption else ""
     return cap + shown.to_html(index=False, escape=True, border=0, classes="sec-table") + \
         f"<p>{csv_link(df, name)}</p>"
