@@ -37,7 +37,7 @@ What is served (all from ``node_modules``):
 - ``sec-js/mathjax/`` (npm ``mathjax`` 3, from its ``es5`` folder): only what the book uses
   (:data:`MATHJAX_KEEP`): the combined ``tex-svg.js`` (core, loader, TeX input with AMS, SVG output
   with its font, the menu), the TeX extensions that its ``autoload`` fetches when a page uses one of
-  their macros (``\boldsymbol``, ``\cancel``, ...), and the small ``ui/`` helpers. SVG output needs no
+  their macros (``\\boldsymbol``, ``\\cancel``, ...), and the small ``ui/`` helpers. SVG output needs no
   web fonts. Left out (about 9 MB): the other combined bundles, the separate core/input/output
   components that ``tex-svg.js`` already contains, the CommonHTML output and its fonts, MathML and
   AsciiMath input, and the speech-rule engine (``sre/``, ``a11y/``) behind the menu's optional
