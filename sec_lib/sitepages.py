@@ -3,6 +3,8 @@
 - With ``html_copy_source: false`` (the book does not ship ``_sources/``, 14 MB of page sources and
   executed notebooks), sphinx-book-theme would still offer "download .ipynb / .md" buttons that point
   into the missing ``_sources/``; they are removed here, and "print to PDF" stays.
+- The themes' JavaScript and CSS source maps (``_static/**/*.map``, about 3.4 MB) are deleted after
+  the build: a browser fetches them only for its developer tools, never to show a page.
 - ``{sec-bibtex} CITATION.cff``: a BibTeX entry generated at build time from the repository's
   ``CITATION.cff`` (used by ``book/cite.md``), so no number of the citation is typed twice.
 """
@@ -39,6 +41,19 @@ def _drop_source_buttons(app: Any, pagename: str, templatename: str, context: di
     if app.config.html_copy_source or "header_buttons" not in context:
         return
     context["header_buttons"][:] = prune_source_buttons(context["header_buttons"])
+
+
+def drop_source_maps(static_dir: str | Path) -> list[Path]:
+    """Delete the ``*.js.map`` / ``*.css.map`` files under ``static_dir``; return what was deleted."""
+    gone = [p for p in sorted(Path(static_dir).rglob("*.map")) if p.is_file() and p.name.endswith((".js.map", ".css.map"))]
+    for p in gone:
+        p.unlink()
+    return gone
+
+
+def _drop_source_maps(app: Any, exception: Exception | None) -> None:
+    if exception is None and getattr(app.builder, "format", None) == "html":
+        drop_source_maps(Path(app.outdir) / "_static")
 
 
 def _bibtex_key(text: str) -> str:
@@ -99,5 +114,6 @@ def _bibtex_directive():
 def setup(app: Any) -> dict[str, Any]:
     """Sphinx entry point."""
     app.connect("html-page-context", _drop_source_buttons, priority=600)   # after sphinx-book-theme (501)
+    app.connect("build-finished", _drop_source_maps)
     app.add_directive("sec-bibtex", _bibtex_directive())
     return {"version": "0.1.0", "parallel_read_safe": True, "parallel_write_safe": True}

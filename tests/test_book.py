@@ -82,6 +82,10 @@ def test_smoke_book_builds_with_warnings_as_errors(smoke_html):
         assert (smoke_html / "book" / "nb" / f"{page.output}.html").exists(), page
     for md in ("intro", "rerun", "gpu", "runs", "cite", "changelog"):
         assert (smoke_html / "book" / f"{md}.html").exists()
+    # weight: no copies of the sources, and the whole site under 25 MB (issue 11)
+    assert not (smoke_html / "_sources").exists()
+    size = sum(p.stat().st_size for p in smoke_html.rglob("*") if p.is_file())
+    assert size < 25e6, f"the site is {size / 1e6:.1f} MB"
 
 
 CHECKED = ["book/intro.html", "book/nb/data.html", "book/nb/theory.html", "book/nb/compare.html",

@@ -153,6 +153,16 @@ def test_source_download_buttons_are_pruned_and_pdf_stays():
     assert len(buttons[0]["buttons"]) == 3        # the input is not changed
 
 
+def test_source_maps_are_dropped_and_nothing_else(tmp_path):
+    for name in ("scripts/a.js", "scripts/a.js.map", "styles/b.css.map", "styles/b.css", "data/keep.map"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("x")
+    gone = sitepages.drop_source_maps(tmp_path)
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in gone) == ["scripts/a.js.map", "styles/b.css.map"]
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file()) == [
+        "data/keep.map", "scripts/a.js", "styles/b.css"]
+
+
 def test_bibtex_comes_from_citation_cff():
     cff = yaml.safe_load((REPO / "CITATION.cff").read_text(encoding="utf-8"))
     bib = sitepages.cff_to_bibtex(cff)

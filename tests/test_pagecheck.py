@@ -171,6 +171,7 @@ def test_only_the_mathjax_the_book_uses_is_served(mini_book):
     size = sum((mini_book / "_static" / "sec-js" / "mathjax" / p).stat().st_size for p in served)
     assert size < 4_000_000, f"MathJax served: {size / 1e6:.1f} MB"
     assert not (mini_book / "_sources").exists(), "the page sources must not be copied into the site"
+    assert not list((mini_book / "_static").rglob("*.js.map")), "source maps are for developer tools only"
     html = (mini_book / PAGE).read_text(encoding="utf-8")
     assert "_sources/" not in html and "download-source-button" not in html
     assert "download-pdf-button" in html                    # printing to PDF stays
