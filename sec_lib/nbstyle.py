@@ -5,7 +5,9 @@ executed, before the notebook is moved into ``book/nb/``:
 
 - every code cell gets the ``hide-input`` tag: Jupyter Book (myst-nb with sphinx-togglebutton) shows
   the outputs and folds the code behind a "Show code cell source" toggle. Cells tagged
-  ``remove-input``, ``remove-cell``, ``hide-cell`` or ``show-input`` keep what they say;
+  ``remove-input``, ``remove-cell``, ``hide-cell`` or ``show-input`` keep what they say. Papermill's
+  ``injected-parameters`` cell is removed from the page instead (``remove-cell``): the box below
+  shows its assignments verbatim;
 - a markdown cell right after the title states the parameters papermill injected ("This page was run
   with: profile = "cpu", loss = "semihard", ...") and links the page that explains how to rerun it.
   The values are read from papermill's ``injected-parameters`` cell, never typed.
@@ -32,7 +34,8 @@ RERUN_DOC = "/book/rerun"
 
 
 def hide_code_inputs(nb) -> int:
-    """Tag every code cell ``hide-input`` (unless a tag in :data:`KEEP_TAGS` says otherwise); return how many."""
+    """Tag every code cell ``hide-input`` (unless a tag in :data:`KEEP_TAGS` says otherwise), and
+    papermill's injected-parameters cell ``remove-cell``; return how many cells were tagged."""
     n = 0
     for cell in nb.cells:
         if cell.get("cell_type") != "code":
@@ -41,7 +44,7 @@ def hide_code_inputs(nb) -> int:
         tags = list(meta.get("tags", []))
         if KEEP_TAGS & set(tags):
             continue
-        meta["tags"] = [*tags, "hide-input"]
+        meta["tags"] = [*tags, "remove-cell" if "injected-parameters" in tags else "hide-input"]
         n += 1
     return n
 

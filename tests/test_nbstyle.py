@@ -44,7 +44,7 @@ def test_every_code_cell_is_folded_unless_a_tag_decides(tmp_path):
     code = [c for c in nb.cells if c.cell_type == "code"]
     by_source = {c.source.splitlines()[0]: _tags(c) for c in code}
     assert "hide-input" in by_source['profile = "cpu"']             # the defaults
-    assert "hide-input" in by_source["# Parameters"]                # papermill's injected values
+    assert by_source["# Parameters"] == ["injected-parameters", "remove-cell"]   # shown in the box instead
     assert "hide-input" in by_source["import numpy as np"]          # an ordinary code cell
     assert by_source["x = 1"] == ["remove-input"]                   # already removed: left alone
     assert by_source["print(1)"] == ["show-input"]                  # explicitly shown: left alone
