@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ast
 import html
+import json
 import os
 from pathlib import Path
 
@@ -54,8 +55,19 @@ def _cell_source(cell) -> str:
     return "".join(src) if isinstance(src, list) else src
 
 
+def _readable(value_source: str) -> str:
+    """A value as written, except that a string literal is shown with its characters, not escapes
+    (papermill writes ``"\\u03b7"`` for ``"η"``)."""
+    try:
+        value = ast.literal_eval(value_source)
+    except (ValueError, SyntaxError):
+        return value_source
+    return json.dumps(value, ensure_ascii=False) if isinstance(value, str) else value_source
+
+
 def _assignments(source: str) -> dict[str, str]:
-    """``name = value`` lines of a parameter cell, in order, each value as written (Python source)."""
+    """``name = value`` lines of a parameter cell, in order, each value as written (Python source;
+    strings with their characters rather than escapes). Nothing is executed."""
     try:
         tree = ast.parse(source)
     except SyntaxError as err:
@@ -64,7 +76,7 @@ def _assignments(source: str) -> dict[str, str]:
     for node in tree.body:
         if isinstance(node, (ast.Assign, ast.AnnAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            value = ast.get_source_segment(source, node.value) if node.value is not None else ""
+            value = _readable(ast.get_source_segment(source, node.value)) if node.value is not None else ""
             for t in targets:
                 if isinstance(t, ast.Name):
                     out[t.id] = value

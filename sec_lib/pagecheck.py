@@ -267,7 +267,8 @@ _JS_LAYOUT = """
   const col = document.querySelector('article.bd-article') || document.querySelector('main') || document.body;
   const cs = getComputedStyle(col);
   const colW = col.getBoundingClientRect().width - parseFloat(cs.paddingLeft) - parseFloat(cs.paddingRight);
-  const visible = (el) => el.getClientRects().length > 0 && el.getBoundingClientRect().width > 0;
+  const visible = (el) => (!el.checkVisibility || el.checkVisibility())
+      && el.getClientRects().length > 0 && el.getBoundingClientRect().width > 0;
   const scrolls = (el) => ['auto', 'scroll'].includes(getComputedStyle(el).overflowX);
   const label = (el) => (el.innerText || el.textContent || '').replace(/\\s+/g, ' ').trim().slice(0, 60);
   const fullWidth = (el) => Math.max(el.scrollWidth, el.getBoundingClientRect().width);

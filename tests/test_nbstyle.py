@@ -84,6 +84,7 @@ def test_parameter_values_are_read_as_written_not_evaluated():
     src = 'profile = "gpu"\neta = 0.5\nlr_milestones = (5000, 8000)\nx: int = 3\nimport os\nprint(eta)'
     assert nbstyle._assignments(src) == {"profile": '"gpu"', "eta": "0.5",
                                          "lr_milestones": "(5000, 8000)", "x": "3"}
+    assert nbstyle._assignments('label = "\\u03b7"\nname = \'a\'') == {"label": '"η"', "name": '"a"'}
     with pytest.raises(ValueError, match="not valid Python"):
         nbstyle._assignments("profile = ")
 

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sec_lib import pagecheck, sitejs
+from sec_lib import nbstyle, pagecheck, sitejs
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
@@ -35,6 +35,7 @@ NOTEBOOK_CELLS = [
                  # \boldsymbol and \cancel come from TeX extensions that MathJax's autoload fetches
                  "$$\n\\begin{aligned} \\boldsymbol{f}' &= \\boldsymbol{f} - \\alpha \\nabla L \\\\\n"
                  "\\|\\boldsymbol{f}'\\|^2 &\\geq \\cancel{0} \\end{aligned}\n$$"),
+    ("parameters", 'panel_label = "panel"'),
     ("code", """\
 import io
 import ipywidgets as widgets
@@ -52,7 +53,7 @@ def png(color, label):
 
 images = [widgets.Image(value=png(c, l), format="png") for c, l in (("tab:red", "A"), ("tab:blue", "B"))]
 stack = widgets.Stack(images, selected_index=0)
-slider = widgets.SelectionSlider(options=["A", "B"], value="A", description="panel")
+slider = widgets.SelectionSlider(options=["A", "B"], value="A", description=panel_label)
 widgets.jslink((slider, "index"), (stack, "selected_index"))
 display(widgets.VBox([slider, stack]))"""),
     ("code", """\
@@ -81,13 +82,18 @@ def mini_book(tmp_path_factory) -> Path:
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_markdown_cell(s) if kind == "markdown" else nbformat.v4.new_code_cell(s)
                 for kind, s in NOTEBOOK_CELLS]
+    for cell, (kind, _) in zip(nb.cells, NOTEBOOK_CELLS):
+        if kind == "parameters":
+            cell.metadata["tags"] = ["parameters"]
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     raw = src / "demo_src.ipynb"
     nbformat.write(nb, raw)
     out = src / "book" / "nb" / "runs" / "demo.ipynb"
     out.parent.mkdir(parents=True)
-    papermill.execute_notebook(str(raw), str(out), kernel_name="python3", cwd=str(src), progress_bar=False)
+    papermill.execute_notebook(str(raw), str(out), kernel_name="python3", cwd=str(src), progress_bar=False,
+                               parameters={"panel_label": "η"})
     raw.unlink()
+    nbstyle.style_notebook(out)            # as the runner does: code folded, the parameters in a box
 
     executed = nbformat.read(out, as_version=4)
     assert executed.metadata.get("widgets", {}).get(pagecheck.WIDGET_STATE_MIME, {}).get("state"), \
@@ -101,9 +107,10 @@ def mini_book(tmp_path_factory) -> Path:
         (src / bib).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(REPO / bib, src / bib)
     toc = {"format": "jb-book", "root": "book/intro",
-           "parts": [{"caption": "Demo", "chapters": [{"file": "book/nb/runs/demo"}]}]}
+           "parts": [{"caption": "Demo", "chapters": [{"file": "book/nb/runs/demo"}, {"file": "book/rerun"}]}]}
     (src / "_toc.yml").write_text(yaml.safe_dump(toc), encoding="utf-8")
     (src / "book" / "intro.md").write_text("# Mini book\n\nSee {doc}`nb/runs/demo`.\n", encoding="utf-8")
+    (src / "book" / "rerun.md").write_text("# Rerun\n\nWith papermill.\n", encoding="utf-8")   # the box links it
 
     env = dict(os.environ, SEC_NODE_MODULES=str(_node_modules()))
     # sec_lib must be importable by jupyter-book (an editable install does that; PYTHONPATH for a checkout).
@@ -161,6 +168,33 @@ def test_widgets_render_offline_and_slider_changes_image(mini_book, tmp_path):
     assert [o for o in rep.overflows if not o.allowed] == [] and rep.page_scrolls == []
     assert len(rep.screenshots) == len(pagecheck.WIDTHS) and all(Path(p).stat().st_size > 5_000 for p in rep.screenshots)
     assert rep.load_ms is not None and rep.load_ms > 0 and rep.typeset_ms is not None
+
+
+def test_code_is_folded_and_the_parameters_are_shown(mini_book):
+    """In the built page every code cell sits in a closed toggle, and the box states the injected value."""
+    from playwright.sync_api import sync_playwright
+
+    html = (mini_book / PAGE).read_text(encoding="utf-8")
+    assert "tag_injected-parameters" not in html            # removed: the box shows its assignment
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=pagecheck.find_chromium(), args=list(pagecheck.CHROMIUM_ARGS))
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 900})
+            page.goto((mini_book / PAGE).resolve().as_uri(), wait_until="load")
+            cells = page.evaluate("""() => Array.from(document.querySelectorAll('div.cell')).map(c => ({
+                toggle: !!c.querySelector(':scope > details.hide.above-input:not([open]) > summary'),
+                codeShown: Array.from(c.querySelectorAll('div.cell_input')).some(e => e.checkVisibility()),
+                summary: (c.querySelector('summary') || {}).innerText || ''}))""")
+            box = page.evaluate("""() => { const b = document.querySelector('div.sec-run-params');
+                return b && b.checkVisibility() ? b.innerText : null; }""")
+            link = page.evaluate("() => document.querySelector('div.sec-run-params a').getAttribute('href')")
+        finally:
+            browser.close()
+    assert len(cells) == 3, cells                            # the parameters, the widget and the figure
+    assert all(c["toggle"] and not c["codeShown"] for c in cells), cells
+    assert all("Show code cell source" in c["summary"] for c in cells)
+    assert box is not None and "This page was run with:" in box and 'panel_label = "η"' in box, box
+    assert link.endswith("rerun.html")
 
 
 def test_only_the_mathjax_the_book_uses_is_served(mini_book):
