@@ -41,9 +41,15 @@ def keep_together(text: str) -> str:
     return text
 
 
+def breakable_header(name) -> str:
+    """A column name that may break after its underscores (a zero-width space follows each), so that
+    ``test_norm_var`` does not set a numeric column's width."""
+    return str(name).replace("_", "_\u200b")
+
+
 def table_html(df: pd.DataFrame, name: str, caption: str | None = None, floatfmt: str = "{:.2f}") -> str:
-    """The table as HTML (numbers formatted, intervals kept on one line) followed by its CSV download
-    link (raw numbers)."""
+    """The table as HTML (numbers formatted, intervals kept on one line, headers that may break after
+    an underscore) followed by its CSV download link (raw numbers, raw column names)."""
     shown = df.copy()
     for c in shown.columns:
         if pd.api.types.is_float_dtype(shown[c]):
@@ -51,6 +57,8 @@ def table_html(df: pd.DataFrame, name: str, caption: str | None = None, floatfmt
             shown[c] = shown[c].map(lambda v: "" if pd.isna(v) else (f"{v:g}" if exact else format_number(v, floatfmt)))
         elif not pd.api.types.is_numeric_dtype(shown[c]):
             shown[c] = shown[c].map(keep_together)
+    if not isinstance(shown.columns, pd.MultiIndex):
+        shown.columns = [breakable_header(c) for c in shown.columns]
     cap = f"<p><b>{html.escape(caption)}</b></p>" if caption else ""
     return cap + shown.to_html(index=False, escape=True, border=0, classes="sec-table") + \
         f"<p>{csv_link(df, name)}</p>"

@@ -2,6 +2,7 @@
 intervals that stay on one line, the source-download buttons and the BibTeX entry from CITATION.cff."""
 from __future__ import annotations
 
+import base64
 import re
 from pathlib import Path
 
@@ -137,8 +138,17 @@ def test_intervals_stay_on_one_line_text_still_wraps():
     html = display.table_html(df, "t")
     assert "65.11\u00a0±\u00a02.23" in html and "65.1\u00a0[62.9,\u00a067.3]" in html
     assert "semihard triplet" in html and "not reproduced" in html        # words may still wrap
-    assert "65.11 ± 2.23" in __import__("base64").b64decode(
-        re.search(r"base64,([^\"]+)", html).group(1)).decode()              # the CSV keeps the raw text
+    csv = base64.b64decode(re.search(r"base64,([^\"]+)", html).group(1)).decode()
+    assert "65.11 ± 2.23" in csv                                           # the CSV keeps the raw text
+
+
+def test_headers_may_break_after_underscores_csv_keeps_names():
+    import pandas as pd
+    df = pd.DataFrame({"test_norm_var": [0.5], "loss": ["ms"]})
+    html = display.table_html(df, "t")
+    assert "<th>test_\u200bnorm_\u200bvar</th>" in html and "<th>loss</th>" in html
+    csv = base64.b64decode(re.search(r"base64,([^\"]+)", html).group(1)).decode()
+    assert csv.splitlines()[0] == "test_norm_var,loss"
 
 
 def test_source_download_buttons_are_pruned_and_pdf_stays():
