@@ -34,11 +34,13 @@ def format_number(v, floatfmt: str = "{:.2f}") -> str:
 NUMERIC_CELL = re.compile(r"[\s\d.,+\-\u2212\u00b1\[\]()%eE\u00d7<>=~\u2248/]*\d[\s\d.,+\-\u2212\u00b1\[\]()%eE\u00d7<>=~\u2248/]*")
 
 
-def keep_together(text: str) -> str:
-    """A number or interval with its spaces made non-breaking, so a table never wraps it inside its cell."""
-    if isinstance(text, str) and " " in text and NUMERIC_CELL.fullmatch(text.strip()):
-        return text.replace(" ", "\u00a0")
-    return text
+def mark_numeric_cells(table: str) -> str:
+    """Give every ``<td>`` of an HTML table that holds only a number or an interval the class
+    ``sec-num`` (``book/_static/sec.css``: right-aligned, never wrapped inside the cell)."""
+    def repl(m):
+        text = html.unescape(m.group(1)).strip()
+        return f'<td class="sec-num">{m.group(1)}</td>' if NUMERIC_CELL.fullmatch(text) else m.group(0)
+    return re.sub(r"<td>([^<]*)</td>", repl, table)
 
 
 def breakable_header(name) -> str:
@@ -55,13 +57,11 @@ def table_html(df: pd.DataFrame, name: str, caption: str | None = None, floatfmt
         if pd.api.types.is_float_dtype(shown[c]):
             exact = str(c) in EXACT_COLUMNS
             shown[c] = shown[c].map(lambda v: "" if pd.isna(v) else (f"{v:g}" if exact else format_number(v, floatfmt)))
-        elif not pd.api.types.is_numeric_dtype(shown[c]):
-            shown[c] = shown[c].map(keep_together)
     if not isinstance(shown.columns, pd.MultiIndex):
         shown.columns = [breakable_header(c) for c in shown.columns]
     cap = f"<p><b>{html.escape(caption)}</b></p>" if caption else ""
-    return cap + shown.to_html(index=False, escape=True, border=0, classes="sec-table") + \
-        f"<p>{csv_link(df, name)}</p>"
+    table = mark_numeric_cells(shown.to_html(index=False, escape=True, border=0, classes="sec-table"))
+    return cap + table + f"<p>{csv_link(df, name)}</p>"
 
 
 def show_table(df: pd.DataFrame, name: str, caption: str | None = None, floatfmt: str = "{:.2f}") -> None:

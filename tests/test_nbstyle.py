@@ -131,13 +131,16 @@ def test_css_is_registered_and_sources_are_not_copied():
     assert "tabular-nums" in css and "@media (max-width: 600px)" in css
 
 
-def test_intervals_stay_on_one_line_text_still_wraps():
+def test_numbers_and_intervals_are_marked_to_stay_on_one_line_text_still_wraps():
     import pandas as pd
     df = pd.DataFrame({"loss": ["semihard triplet"], "R@1": ["65.11 ± 2.23"], "ci": ["65.1 [62.9, 67.3]"],
-                       "verdict": ["not reproduced"], "p": [0.0123]})
+                       "var": ["4e-05 ± 0.00"], "verdict": ["not reproduced"], "p": [0.0123], "n": [5]})
     html = display.table_html(df, "t")
-    assert "65.11\u00a0±\u00a02.23" in html and "65.1\u00a0[62.9,\u00a067.3]" in html
-    assert "semihard triplet" in html and "not reproduced" in html        # words may still wrap
+    cells = re.findall(r"<td( class=\"sec-num\")?>([^<]*)</td>", html)
+    assert [(bool(c), t) for c, t in cells] == [
+        (False, "semihard triplet"), (True, "65.11 ± 2.23"), (True, "65.1 [62.9, 67.3]"), (True, "4e-05 ± 0.00"),
+        (False, "not reproduced"), (True, "0.012"), (True, "5")]
+    assert re.search(r"td\.sec-num\s*\{[^}]*white-space:\s*nowrap", CSS.read_text(encoding="utf-8"))
     csv = base64.b64decode(re.search(r"base64,([^\"]+)", html).group(1)).decode()
     assert "65.11 ± 2.23" in csv                                           # the CSV keeps the raw text
 
