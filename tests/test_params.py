@@ -117,6 +117,8 @@ def test_the_runner_checks_every_config_before_anything_trains(monkeypatch, tmp_
     gpu_smoke = dataclasses.replace(ex.get_profile("smoke"), base=dict(ex.get_profile("smoke").base, device="gpu"))
     monkeypatch.setitem(ex.PROFILES, "smoke", gpu_smoke)
     monkeypatch.setattr(book, "prepare_data", lambda p: pytest.fail("nothing may run"))
+    (tmp_path / "notebooks").mkdir()                      # a project folder for the runner to find
+    (tmp_path / "_config.yml").write_text("title: t\n")
     with pytest.raises(ParameterError, match="'device' = 'gpu'"):
         book.run("smoke", only=["compare"], site=tmp_path)
     assert not (tmp_path / "runs").exists()

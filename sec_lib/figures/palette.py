@@ -28,7 +28,7 @@ MU_LABELS = {"batch": "batch mean", "ema": "EMA", "zero": "zero (L2-reg)"}
 #: Colours per loss (Paul Tol's muted set: none of them is a variant colour).
 LOSS_COLORS = {"triplet": "#DDAA33", "semihard": "#88CCEE", "npair": "#882255", "ms": "#44AA99",
                "tml": "#999933", "cosface": "#332288", "ntxent": "#AA4499", "contrastive": "#117733",
-               "supcon": "#CC6677", "npair_ip_l2": "#661100", "npair_ip": "#6699CC", "arcface": "#EE8866"}
+               "supcon": "#CC6677", "npair_ip_l2": "#661100", "npair_ip": "#6699CC", "arcface": "#5D6D7E"}
 #: Marker per loss; the order is the book's loss order (the paper's four losses first).
 LOSS_MARKERS = {"triplet": "o", "semihard": "s", "npair": "^", "ms": "D", "tml": "v", "ntxent": "P",
                 "supcon": "X", "npair_ip_l2": "<", "npair_ip": ">", "cosface": "p", "arcface": "h"}

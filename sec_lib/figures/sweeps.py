@@ -414,8 +414,10 @@ def eta_panel(summary: pd.DataFrame, steps: pd.DataFrame, runs: pd.DataFrame, et
     a2.set_ylabel("R@1 (%)")
     a2.set_title("final R@1 (mean, 95% CI)")
     a2.legend(title="loss", loc="center left", bbox_to_anchor=(1.0, 0.5))
+    return fig
 
 
+@styled
 def fairness_figure(stats: pd.DataFrame, cols: Sequence[str], labels: Mapping | None = None) -> Figure:
     """Per-run statistics (one panel per column of ``cols``): each run a dot, per loss (rows of a panel)
     and variant (colours), with the mean over seeds as a bar tick; a dotted line at 0."""

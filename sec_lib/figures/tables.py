@@ -32,16 +32,38 @@ def format_number(v, floatfmt: str = "{:.2f}") -> str:
     return floatfmt.format(v) if v == 0 or abs(v) >= 0.1 else f"{v:.2g}"
 
 
+#: A cell that holds only a number or an interval ("65.11 ± 2.23", "65.1 [62.9, 67.3]", "-0.53").
+NUMERIC_CELL = re.compile(r"[\s\d.,+\-\u2212\u00b1\[\]()%eE\u00d7<>=~\u2248/]*\d[\s\d.,+\-\u2212\u00b1\[\]()%eE\u00d7<>=~\u2248/]*")
+
+
+def mark_numeric_cells(table: str) -> str:
+    """Give every ``<td>`` of an HTML table that holds only a number or an interval the class
+    ``sec-num`` (``book/_static/sec.css``: right-aligned, never wrapped inside the cell)."""
+    def repl(m):
+        text = html.unescape(m.group(1)).strip()
+        return f'<td class="sec-num">{m.group(1)}</td>' if NUMERIC_CELL.fullmatch(text) else m.group(0)
+    return re.sub(r"<td>([^<]*)</td>", repl, table)
+
+
+def breakable_header(name) -> str:
+    """A column name that may break after its underscores (a zero-width space follows each), so that
+    ``test_norm_var`` does not set a numeric column's width."""
+    return str(name).replace("_", "_\u200b")
+
+
 def table_html(df: pd.DataFrame, name: str, caption: str | None = None, floatfmt: str = "{:.2f}") -> str:
-    """The table as HTML (numbers formatted) followed by its CSV download link (raw numbers)."""
+    """The table as HTML (numbers formatted, intervals kept on one line, headers that may break after
+    an underscore) followed by its CSV download link (raw numbers, raw column names)."""
     shown = df.copy()
     for c in shown.columns:
         if pd.api.types.is_float_dtype(shown[c]):
             exact = str(c) in EXACT_COLUMNS
             shown[c] = shown[c].map(lambda v: "" if pd.isna(v) else (f"{v:g}" if exact else format_number(v, floatfmt)))
+    if not isinstance(shown.columns, pd.MultiIndex):
+        shown.columns = [breakable_header(c) for c in shown.columns]
     cap = f"<p><b>{html.escape(caption)}</b></p>" if caption else ""
-    return cap + shown.to_html(index=False, escape=True, border=0, classes="sec-table") + \
-        f"<p>{csv_link(df, name)}</p>"
+    table = mark_numeric_cells(shown.to_html(index=False, escape=True, border=0, classes="sec-table"))
+    return cap + table + f"<p>{csv_link(df, name)}</p>"
 
 
 def show_table(df: pd.DataFrame, name: str, caption: str | None = None, floatfmt: str = "{:.2f}") -> None:

@@ -12,7 +12,13 @@ For each page it records:
   rendered (a ``.widget-subarea`` holding a ``.jupyter-widgets`` element);
 - whether every ``<img>`` loaded (``naturalWidth > 0``) and every formula was typeset by MathJax;
 - optionally, after moving the first slider (keyboard: focus the slider handle, press the arrow
-  keys) or the first dropdown of the page, whether the image shown next to it changed.
+  keys) or the first dropdown of the page, whether the image shown next to it changed;
+- whether every table and every cell output fits the text column, at each of the ``widths``
+  (default 1,400, 800 and 420 px). At a phone width (below :data:`PHONE_WIDTH`) a wide table or
+  output may scroll inside its own box; at the other widths it must fit. The page itself must
+  never scroll sideways;
+- how long the page took to load (the ``load`` event) and until MathJax had typeset it, in ms. This
+  is reported, not judged, unless a limit is given (``max_load_ms``, ``--max-load-ms``).
 
 Use it from Python (:func:`check_page`, :func:`check_book`) or from the shell::
 
@@ -44,6 +50,11 @@ CHROMIUM_ARGS = (
 )
 
 ENV_CHROMIUM = "SEC_CHROMIUM"
+
+#: Viewport widths (px) at which the layout is checked: a laptop, a narrow window, a phone.
+WIDTHS = (1400, 800, 420)
+#: Below this width a wide table or output may scroll inside its own box.
+PHONE_WIDTH = 600
 WIDGET_VIEW_MIME = "application/vnd.jupyter.widget-view+json"
 WIDGET_STATE_MIME = "application/vnd.jupyter.widget-state+json"
 
@@ -86,6 +97,25 @@ class SliderResult:
 
 
 @dataclass
+class Overflow:
+    """A table or cell output wider than the text column at one viewport width."""
+    width: int                   # viewport width, px
+    what: str                    # "table" or "output", with the start of its text
+    content_px: float            # the element's full width (including what scrolls)
+    column_px: float             # the text column's width
+    in_scroll_box: bool          # it scrolls inside its own box that fits the column
+
+    @property
+    def allowed(self) -> bool:
+        """Only at a phone width, and only inside its own scroll box."""
+        return self.width < PHONE_WIDTH and self.in_scroll_box
+
+    def __str__(self) -> str:
+        box = ", scrolls in its own box" if self.in_scroll_box else ""
+        return f"{self.what} is {self.content_px:.0f} px wide in a {self.column_px:.0f} px column at {self.width} px{box}"
+
+
+@dataclass
 class PageReport:
     """Everything :func:`check_page` saw on one page. ``ok`` is true when ``problems`` is empty."""
     page: str
@@ -102,11 +132,19 @@ class PageReport:
     has_widget_state: bool = False
     formulas: int = 0              # Sphinx math elements (span/div.math) on the page
     formulas_typeset: int = 0      # of those, typeset by MathJax (hold an mjx-container)
+    math_errors: int = 0           # of those, typeset as a MathJax error (unknown macro, missing extension)
     images: int = 0
     broken_images: list[str] = field(default_factory=list)
     expect_widgets: int | None = None
     slider: SliderResult | None = None
     screenshot: str | None = None
+    widths: list[int] = field(default_factory=list)          # viewport widths whose layout was checked
+    overflows: list[Overflow] = field(default_factory=list)
+    page_scrolls: list[int] = field(default_factory=list)    # widths at which the page scrolls sideways
+    load_ms: float | None = None       # navigation start -> load event
+    typeset_ms: float | None = None    # navigation start -> MathJax done (and widgets rendered)
+    max_load_ms: float | None = None   # when set, a slower load is a problem
+    screenshots: list[str] = field(default_factory=list)     # one per checked width
 
     @property
     def problems(self) -> list[str]:
@@ -127,8 +165,18 @@ class PageReport:
                        f"found {self.widgets_rendered}")
         if self.formulas_typeset < self.formulas:
             out.append(f"only {self.formulas_typeset} of {self.formulas} formula(s) typeset by MathJax")
+        if self.math_errors:
+            out.append(f"{self.math_errors} formula(s) typeset as a MathJax error")
         if self.broken_images:
             out.append(f"{len(self.broken_images)} image(s) did not load: " + ", ".join(self.broken_images[:3]))
+        bad = [o for o in self.overflows if not o.allowed]
+        if bad:
+            out.append(f"{len(bad)} table(s)/output(s) wider than the text column: "
+                       + "; ".join(str(o) for o in bad[:3]))
+        if self.page_scrolls:
+            out.append(f"the page scrolls sideways at {self.page_scrolls} px")
+        if self.max_load_ms is not None and self.load_ms is not None and self.load_ms > self.max_load_ms:
+            out.append(f"the page took {self.load_ms:.0f} ms to load (limit {self.max_load_ms:.0f} ms)")
         if self.slider is not None:
             if not self.slider.control:
                 out.append("no slider or dropdown to move" + (f" ({self.slider.error})" if self.slider.error else ""))
@@ -209,6 +257,67 @@ _JS_CONTROL = """
   return {kind: ''};
 }
 """
+
+
+# Tables and cell outputs wider than the text column (the article's content box). Hidden elements
+# (folded code, closed toggles) have no layout and are skipped; an output that only holds a wide
+# table is reported once, as the table.
+_JS_LAYOUT = """
+() => {
+  const col = document.querySelector('article.bd-article') || document.querySelector('main') || document.body;
+  const cs = getComputedStyle(col);
+  const colW = col.getBoundingClientRect().width - parseFloat(cs.paddingLeft) - parseFloat(cs.paddingRight);
+  const visible = (el) => (!el.checkVisibility || el.checkVisibility())
+      && el.getClientRects().length > 0 && el.getBoundingClientRect().width > 0;
+  const scrolls = (el) => ['auto', 'scroll'].includes(getComputedStyle(el).overflowX);
+  const label = (el) => (el.innerText || el.textContent || '').replace(/\\s+/g, ' ').trim().slice(0, 60);
+  const fullWidth = (el) => Math.max(el.scrollWidth, el.getBoundingClientRect().width);
+  const inOwnBox = (el) => {           // el, or an ancestor inside the column, scrolls and fits the column
+    for (let a = el; a && a !== col; a = a.parentElement)
+      if (scrolls(a) && a.getBoundingClientRect().width <= colW + 1) return true;
+    return false;
+  };
+  const wide = [];
+  const tables = Array.from(col.querySelectorAll('table')).filter(visible);
+  for (const t of tables) {
+    const w = fullWidth(t);
+    if (w > colW + 1) wide.push({what: 'table "' + label(t) + '"', content: w, box: inOwnBox(t.parentElement), el: t});
+  }
+  for (const o of Array.from(col.querySelectorAll('div.cell_output > *')).filter(visible)) {
+    const w = fullWidth(o);
+    if (w <= colW + 1 || wide.some((x) => o.contains(x.el))) continue;
+    wide.push({what: 'output "' + label(o) + '"', content: w, box: inOwnBox(o), el: o});
+  }
+  const article = document.querySelector('.bd-article-container');
+  const pageScrolls = document.documentElement.scrollWidth > window.innerWidth + 1
+      || (article !== null && article.scrollWidth > article.clientWidth + 1);
+  return {column: colW, pageScrolls,
+          wide: wide.map((x) => ({what: x.what, content: x.content, box: x.box}))};
+}
+"""
+
+_JS_LOAD_MS = """
+() => { const n = performance.getEntriesByType('navigation')[0];
+        return n && n.loadEventEnd > 0 ? n.loadEventEnd : null; }
+"""
+
+
+def _check_layout(page, rep: PageReport, widths: Sequence[int], screenshot: str | os.PathLike | None) -> None:
+    """Resize the page to each width and record what does not fit (and a screenshot per width)."""
+    height = page.viewport_size["height"] if page.viewport_size else 900
+    for w in widths:
+        page.set_viewport_size({"width": int(w), "height": height})
+        page.wait_for_timeout(150)
+        lay = page.evaluate(_JS_LAYOUT)
+        rep.widths.append(int(w))
+        rep.overflows += [Overflow(int(w), x["what"], x["content"], lay["column"], x["box"]) for x in lay["wide"]]
+        if lay["pageScrolls"]:
+            rep.page_scrolls.append(int(w))
+        if screenshot is not None:
+            shot = Path(screenshot)
+            shot = shot.with_name(f"{shot.stem}@{int(w)}px{shot.suffix or '.png'}")
+            page.screenshot(path=str(shot), full_page=True)
+            rep.screenshots.append(str(shot))
 
 
 def _area_with(page, selector: str):
@@ -306,8 +415,9 @@ class _Browser:
 
 
 def _check(browser: _Browser, page_name: str, url: str, *, slider: int | None, expect_widgets: int | None,
-           screenshot: str | os.PathLike | None, timeout_s: float, viewport: tuple[int, int]) -> PageReport:
-    rep = PageReport(page=page_name, url=url, expect_widgets=expect_widgets)
+           screenshot: str | os.PathLike | None, timeout_s: float, viewport: tuple[int, int],
+           widths: Sequence[int] = WIDTHS, max_load_ms: float | None = None) -> PageReport:
+    rep = PageReport(page=page_name, url=url, expect_widgets=expect_widgets, max_load_ms=max_load_ms)
     page = browser.context(viewport).new_page()
 
     def is_local(u: str) -> bool:
@@ -330,8 +440,9 @@ def _check(browser: _Browser, page_name: str, url: str, *, slider: int | None, e
         # (the book's index.html) destroys the context once: wait for the target and retry.
         for attempt in range(3):
             try:
-                page.evaluate("""async () => { const mj = window.MathJax;
-                    if (mj && mj.startup && mj.startup.promise) await mj.startup.promise; }""")
+                rep.typeset_ms = page.evaluate("""async () => { const mj = window.MathJax;
+                    if (mj && mj.startup && mj.startup.promise) await mj.startup.promise;
+                    return performance.now(); }""")
                 break
             except Exception as err:
                 if "context was destroyed" in str(err) and attempt < 2:
@@ -352,13 +463,15 @@ def _check(browser: _Browser, page_name: str, url: str, *, slider: int | None, e
         except Exception:
             pass
         page.wait_for_timeout(100)
+        rep.load_ms = page.evaluate(_JS_LOAD_MS)
         rep.title = page.title()
         w = page.evaluate(_JS_WIDGETS)
         rep.widget_views, rep.widgets_rendered = w["views"], w["rendered"]
         rep.widget_elements, rep.has_widget_state = w["elements"], w["state"]
-        math = page.evaluate("""() => { const els = document.querySelectorAll('.math');
-            return [els.length, Array.from(els).filter(e => e.querySelector('mjx-container')).length]; }""")
-        rep.formulas, rep.formulas_typeset = math
+        math = page.evaluate("""() => { const els = Array.from(document.querySelectorAll('.math'));
+            return [els.length, els.filter(e => e.querySelector('mjx-container')).length,
+                    els.filter(e => e.querySelector('[data-mjx-error], mjx-merror')).length]; }""")
+        rep.formulas, rep.formulas_typeset, rep.math_errors = math
         if slider is not None:
             rep.slider = _move_control(page, slider, settle_ms=500)
         # Lazy images load once scrolled into view: scroll through the page before judging images.
@@ -374,6 +487,7 @@ def _check(browser: _Browser, page_name: str, url: str, *, slider: int | None, e
             Path(screenshot).parent.mkdir(parents=True, exist_ok=True)
             page.screenshot(path=str(screenshot), full_page=True)
             rep.screenshot = str(screenshot)
+        _check_layout(page, rep, widths, screenshot)
     except Exception as err:
         rep.page_errors.append(f"could not check the page: {type(err).__name__}: {err}".splitlines()[0])
     finally:
@@ -383,7 +497,8 @@ def _check(browser: _Browser, page_name: str, url: str, *, slider: int | None, e
 
 def check_page(path_or_url: str | os.PathLike, *, slider: int | None = None, expect_widgets: int | None = None,
                screenshot: str | os.PathLike | None = None, timeout_s: float = 20.0,
-               viewport: tuple[int, int] = (1280, 900), executable: str | None = None) -> PageReport:
+               viewport: tuple[int, int] = (1280, 900), executable: str | None = None,
+               widths: Sequence[int] = WIDTHS, max_load_ms: float | None = None) -> PageReport:
     """Open one page in headless Chromium from ``file://`` and report what it did.
 
     - ``slider``: None leaves the controls alone; an int moves the first slider of the page by that
@@ -391,16 +506,30 @@ def check_page(path_or_url: str | os.PathLike, *, slider: int | None = None, exp
       first dropdown, and records whether the image shown in that widget changed.
     - ``expect_widgets``: also require at least this many rendered widget views (every declared
       view must render in any case).
-    - ``screenshot``: save a full-page PNG there.
+    - ``screenshot``: save a full-page PNG there, and one per checked width next to it
+      (``<name>@1400px.png``, ...).
+    - ``widths``: viewport widths at which every table and output must fit the text column (below
+      :data:`PHONE_WIDTH` they may scroll in their own box); ``()`` skips the layout check.
+    - ``max_load_ms``: when given, a page whose ``load`` event comes later is a problem (the load
+      time is always reported in ``load_ms``).
     """
     if slider is not None and (not isinstance(slider, int) or isinstance(slider, bool)):
         raise ValueError(f"slider={slider!r} is not valid; use None (do not move) or an int number of steps")
     if expect_widgets is not None and (not isinstance(expect_widgets, int) or expect_widgets < 0):
         raise ValueError(f"expect_widgets={expect_widgets!r} is not valid; use None or an int >= 0")
+    _check_widths(widths)
     url = _to_url(path_or_url)
     with _Browser(executable) as browser:
         return _check(browser, os.fspath(path_or_url), url, slider=slider, expect_widgets=expect_widgets,
-                      screenshot=screenshot, timeout_s=timeout_s, viewport=viewport)
+                      screenshot=screenshot, timeout_s=timeout_s, viewport=viewport, widths=widths,
+                      max_load_ms=max_load_ms)
+
+
+def _check_widths(widths) -> None:
+    if isinstance(widths, (str, bytes)) or not all(isinstance(w, int) and not isinstance(w, bool) and 200 <= w <= 4000
+                                                   for w in widths):
+        raise ValueError(f"widths={widths!r} is not valid; use a sequence of viewport widths in px, "
+                         f"integers from 200 to 4000, e.g. {WIDTHS}")
 
 
 def list_pages(html_dir: str | os.PathLike) -> list[str]:
@@ -413,14 +542,17 @@ def list_pages(html_dir: str | os.PathLike) -> list[str]:
 
 def check_book(html_dir: str | os.PathLike, pages: Iterable[str] = (), slider_pages: Iterable[str] | str = (), *,
                expect_widgets: dict[str, int] | None = None, screenshot_dir: str | os.PathLike | None = None,
-               timeout_s: float = 20.0, executable: str | None = None) -> list[PageReport]:
+               timeout_s: float = 20.0, executable: str | None = None, widths: Sequence[int] = WIDTHS,
+               max_load_ms: float | None = None) -> list[PageReport]:
     """Check several pages of a built book with one browser.
 
     - ``pages``: paths relative to ``html_dir`` (e.g. ``"book/intro.html"``); empty = every page.
     - ``slider_pages``: pages on which to move the first slider one step and require the shown image
       to change; the string ``"auto"`` means every checked page that has a rendered slider/dropdown.
     - ``expect_widgets``: {page: minimum number of rendered widget views}.
+    - ``widths``, ``max_load_ms``: as in :func:`check_page`.
     """
+    _check_widths(widths)
     root = Path(html_dir)
     if not root.is_dir():
         raise FileNotFoundError(f"html_dir {os.fspath(html_dir)!r} is not a folder (build the book first)")
@@ -445,7 +577,7 @@ def check_book(html_dir: str | os.PathLike, pages: Iterable[str] = (), slider_pa
                 steps = 1
             reports.append(_check(browser, p, (root / p).resolve().as_uri(), slider=steps,
                                   expect_widgets=expect_widgets.get(p), screenshot=shot, timeout_s=timeout_s,
-                                  viewport=(1280, 900)))
+                                  viewport=(1280, 900), widths=widths, max_load_ms=max_load_ms))
     return reports
 
 
@@ -461,7 +593,8 @@ def _has_control(path: Path) -> bool:
 
 def format_table(reports: Sequence[PageReport]) -> str:
     """A plain-text summary: one line per page, then the problems."""
-    head = f"{'page':<48} {'ok':<4} {'req':>4} {'ext':>4} {'err':>4} {'widgets':>9} {'imgs':>6} {'slider':<10}"
+    head = (f"{'page':<48} {'ok':<4} {'req':>4} {'ext':>4} {'err':>4} {'widgets':>9} {'imgs':>6} {'slider':<10} "
+            f"{'wide':>4} {'load ms':>7} {'math ms':>7}")
     lines = [head, "-" * len(head)]
     for r in reports:
         errs = len(r.console_errors) + len(r.page_errors) + len(r.failed_requests)
@@ -469,8 +602,16 @@ def format_table(reports: Sequence[PageReport]) -> str:
         imgs = f"{r.images - len(r.broken_images)}/{r.images}"
         lines.append(f"{r.page[:48]:<48} {'yes' if r.ok else 'NO':<4} {len(r.requests):>4} "
                      f"{len(r.external_requests):>4} {errs:>4} {f'{r.widgets_rendered}/{r.widget_views}':>9} "
-                     f"{imgs:>6} {sl:<10}")
+                     f"{imgs:>6} {sl:<10} {sum(not o.allowed for o in r.overflows):>4} "
+                     f"{_ms(r.load_ms):>7} {_ms(r.typeset_ms):>7}")
     bad = [r for r in reports if not r.ok]
+    loads = [r for r in reports if r.load_ms is not None]
+    if loads:
+        slow = max(loads, key=lambda r: r.load_ms)
+        lines.append("")
+        lines.append(f"load time from file:// (navigation start to the load event): slowest {slow.load_ms:.0f} ms "
+                     f"({slow.page}), median {sorted(r.load_ms for r in loads)[len(loads) // 2]:.0f} ms; "
+                     f"{sum(r.load_ms < 1000 for r in loads)} of {len(loads)} pages under 1 s")
     lines.append("")
     lines.append(f"pages ok: {len(reports) - len(bad)} of {len(reports)}")
     for r in bad:
@@ -479,12 +620,17 @@ def format_table(reports: Sequence[PageReport]) -> str:
     return "\n".join(lines)
 
 
+def _ms(v: float | None) -> str:
+    return "-" if v is None else f"{v:.0f}"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         prog="python -m sec_lib.site.pagecheck",
         description="Open built book pages in headless Chromium from file:// (offline) and check that no "
                     "request leaves the machine, no script fails, every widget renders, every image loads, "
-                    "and that moving a slider changes the image it controls.")
+                    "that moving a slider changes the image it controls, and that every table and output "
+                    "fits the text column at each width; reports each page's load time.")
     ap.add_argument("html_dir", help="the built site, e.g. _build/html")
     ap.add_argument("pages", nargs="*", help="pages relative to html_dir (default: every page)")
     ap.add_argument("--no-slider", action="store_true",
@@ -492,10 +638,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--screenshots", metavar="DIR", help="save a full-page PNG of every page here")
     ap.add_argument("--timeout", type=float, default=20.0, help="seconds to wait for a page and its widgets")
     ap.add_argument("--chromium", help="Chromium binary (default: $SEC_CHROMIUM or /usr/bin/chromium)")
+    ap.add_argument("--widths", type=int, nargs="*", default=list(WIDTHS),
+                    help=f"viewport widths (px) at which tables and outputs must fit the text column "
+                         f"(default {' '.join(map(str, WIDTHS))}; below {PHONE_WIDTH} they may scroll in their own box)")
+    ap.add_argument("--max-load-ms", type=float, default=None,
+                    help="fail a page whose load event comes later than this (default: only report load times)")
     args = ap.parse_args(argv)
     try:
         reports = check_book(args.html_dir, args.pages, () if args.no_slider else "auto",
-                             screenshot_dir=args.screenshots, timeout_s=args.timeout, executable=args.chromium)
+                             screenshot_dir=args.screenshots, timeout_s=args.timeout, executable=args.chromium,
+                             widths=args.widths, max_load_ms=args.max_load_ms)
     except (FileNotFoundError, ValueError) as err:
         print(f"pagecheck: {err}", file=sys.stderr)
         return 2

@@ -36,6 +36,7 @@ from ..params import Choice, ParameterError
 from ..store import ResultStore, run_all, run_key
 from ..tempfiles import clear_partial_notebooks, temp_prefix
 from .launch import LaunchError, as_launcher, make_launcher
+from .nbstyle import style_notebook
 from .launch import train_stages as waves
 
 REPO = Path(__file__).resolve().parents[2]
@@ -138,21 +139,11 @@ def execute_page(page: Page, profile: str, site: Path, extra_env: dict | None = 
         proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
         if proc.returncode != 0:
             raise RuntimeError(_papermill_error(proc.stderr))
-        fold_parameter_cells(Path(tmp))
+        style_notebook(tmp)         # code folded behind toggles, the parameters in a box
         os.replace(tmp, out)
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)
-
-
-def fold_parameter_cells(path: Path) -> None:
-    """Fold the parameter cells (the defaults and papermill's injected values) behind a toggle."""
-    nb = nbformat.read(path, as_version=4)
-    for cell in nb.cells:
-        tags = cell.get("metadata", {}).get("tags", [])
-        if {"parameters", "injected-parameters"} & set(tags) and "hide-input" not in tags:
-            cell.setdefault("metadata", {})["tags"] = [*tags, "hide-input"]
-    nbformat.write(nb, path)
 
 
 def _papermill_error(stderr: str) -> str:

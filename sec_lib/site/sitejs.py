@@ -34,9 +34,14 @@ What is served (all from ``node_modules``):
   in ``sec-js/@jupyter-widgets/html-manager/dist/`` instead of next to each page, and it gives
   MathJax 3 the one MathJax 2 call (``MathJax.Hub.Queue``) with which ipywidgets 8 typesets widget
   labels whenever ``window.MathJax`` exists.
-- ``sec-js/mathjax/`` (npm ``mathjax`` 3, the ``es5`` folder without the alternative combined
-  bundles): ``tex-svg.js`` plus the components it may load on demand. SVG output needs no web
-  fonts.
+- ``sec-js/mathjax/`` (npm ``mathjax`` 3, from its ``es5`` folder): only what the book uses
+  (:data:`MATHJAX_KEEP`): the combined ``tex-svg.js`` (core, loader, TeX input with AMS, SVG output
+  with its font, the menu), the TeX extensions that its ``autoload`` fetches when a page uses one of
+  their macros (``\\boldsymbol``, ``\\cancel``, ...), and the small ``ui/`` helpers. SVG output needs no
+  web fonts. Left out (about 9 MB): the other combined bundles, the separate core/input/output
+  components that ``tex-svg.js`` already contains, the CommonHTML output and its fonts, MathML and
+  AsciiMath input, and the speech-rule engine (``sre/``, ``a11y/``) behind the menu's optional
+  accessibility explorer.
 """
 from __future__ import annotations
 
@@ -93,12 +98,21 @@ WIDGETS_SETUP_JS = """\
 #: MathJax 3 ``es5`` folder and the combined bundle the book uses.
 MATHJAX_SRC = "mathjax/es5"
 MATHJAX_ENTRY = "tex-svg.js"
-# Top-level files of mathjax/es5 that are alternative combined bundles (or load from a CDN:
-# latest.js); the book does not use them, so they are not copied.
-_MATHJAX_SKIP_TOP = {
-    "latest.js", "node-main.js", "mml-chtml.js", "mml-svg.js", "tex-chtml.js", "tex-chtml-full.js",
-    "tex-chtml-full-speech.js", "tex-mml-chtml.js", "tex-mml-svg.js", "tex-svg-full.js",
-}
+#: What is served from mathjax/es5 (paths relative to it; a trailing "/" keeps the whole folder).
+MATHJAX_KEEP: tuple[str, ...] = (MATHJAX_ENTRY, "input/tex/extensions/", "ui/lazy.js", "ui/safe.js")
+
+
+def mathjax_files(mathjax_dir: str | os.PathLike) -> list[Path]:
+    """The files of ``mathjax_dir`` (npm mathjax's ``es5``) that :data:`MATHJAX_KEEP` selects, relative to it."""
+    root = Path(mathjax_dir)
+    out = []
+    for path in sorted(root.rglob("*")):
+        rel = path.relative_to(root)
+        if path.is_file() and any(rel.as_posix() == k or (k.endswith("/") and rel.as_posix().startswith(k))
+                                  for k in MATHJAX_KEEP):
+            out.append(rel)
+    return out
+
 
 #: The URLs to use in ``_config.yml`` (relative to ``_static``; Sphinx makes them page-relative).
 REQUIRE_JS_URL = f"{SITE_JS_DIR}/require.js"
@@ -163,14 +177,15 @@ def copy_site_js(node_modules: str | os.PathLike, static_dir: str | os.PathLike)
         setup_js.write_text(WIDGETS_SETUP_JS, encoding="utf-8")
         written.append(setup_js)
     mj = node_modules / MATHJAX_SRC
-    for path in sorted(mj.rglob("*")):
-        if not path.is_file():
-            continue
-        rel = path.relative_to(mj)
-        if len(rel.parts) == 1 and rel.name in _MATHJAX_SKIP_TOP:
-            continue
-        if _copy_if_changed(path, out / "mathjax" / rel):
+    keep = mathjax_files(mj)
+    for rel in keep:
+        if _copy_if_changed(mj / rel, out / "mathjax" / rel):
             written.append(out / "mathjax" / rel)
+    # drop what an earlier build served beyond MATHJAX_KEEP (the output folder is reused)
+    kept = set(keep)
+    for path in sorted((out / "mathjax").rglob("*")):
+        if path.is_file() and path.relative_to(out / "mathjax") not in kept:
+            path.unlink()
     return written
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from sec_lib import chapters
-from sec_lib.site import runner
+from sec_lib.site import nbstyle, runner
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
@@ -34,6 +34,9 @@ def smoke_site(tmp_path_factory):
     for f in (REPO / "book").iterdir():
         if f.is_file():
             shutil.copy(f, site / "book" / f.name)
+    shutil.copytree(REPO / "book" / "_static", site / "book" / "_static")   # sec.css
+    for name in ("CITATION.cff", "CHANGELOG.md"):                          # the cite and changelog pages
+        shutil.copy(REPO / name, site / name)
     run = subprocess.run([sys.executable, "-m", "sec_lib.book", "run", "--profile", "smoke", "--site", str(site)],
                          cwd=REPO, env=site_env(tmp), capture_output=True, text=True)
     return {"tmp": tmp, "site": site, "run": run}
@@ -50,6 +53,11 @@ def test_every_notebook_executes_at_smoke_parameters(smoke_site):
         errors = [o for c in cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
         assert not errors, (page.output, errors[:1])
         assert any("injected-parameters" in c.get("metadata", {}).get("tags", []) for c in cells)
+        # code folded behind toggles, the run's parameters in a box under the title
+        assert all(nbstyle.KEEP_TAGS & set(c["metadata"].get("tags", []))
+                   for c in cells if c["cell_type"] == "code"), page
+        box = [c for c in cells if nbstyle.PARAMS_BOX_TAG in c.get("metadata", {}).get("tags", [])]
+        assert len(box) == 1 and "profile = \"smoke\"" in "".join(box[0]["source"]), page
     assert not list((smoke_site["site"] / "book" / "nb").rglob(".tmp-*")), "no half-written notebook is left"
 
 
@@ -73,8 +81,12 @@ def smoke_html(smoke_site):
 def test_smoke_book_builds_with_warnings_as_errors(smoke_html):
     for page in runner.PAGES:
         assert (smoke_html / "book" / "nb" / f"{page.output}.html").exists(), page
-    for md in ("rerun", "gpu"):
+    for md in ("rerun", "gpu", "cite", "changelog"):
         assert (smoke_html / "book" / f"{md}.html").exists()
+    # weight: no copies of the sources, and the whole site under 25 MB (issue 11)
+    assert not (smoke_html / "_sources").exists()
+    size = sum(p.stat().st_size for p in smoke_html.rglob("*") if p.is_file())
+    assert size < 25e6, f"the site is {size / 1e6:.1f} MB"
 
 
 CHECKED = ["book/nb/home.html", "book/nb/table1.html", "book/nb/data.html", "book/nb/theory.html", "book/nb/compare.html",

@@ -23,7 +23,7 @@ from sec_lib.train import RunResult, TrainConfig
 
 pytest.importorskip("submitit")
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def toy(**kw):

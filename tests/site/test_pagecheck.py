@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sec_lib.site import pagecheck, sitejs
+from sec_lib.site import nbstyle, pagecheck, sitejs
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
@@ -31,7 +31,11 @@ REPO = Path(__file__).resolve().parents[2]
 PAGE = "book/nb/runs/demo.html"          # as deep as the real per-run pages
 
 NOTEBOOK_CELLS = [
-    ("markdown", "# Widget demo\n\nA formula rendered by the served MathJax: $\\|f\\| = \\sqrt{f^\\top f}$."),
+    ("markdown", "# Widget demo\n\nA formula rendered by the served MathJax: $\\|f\\| = \\sqrt{f^\\top f}$.\n\n"
+                 # \boldsymbol and \cancel come from TeX extensions that MathJax's autoload fetches
+                 "$$\n\\begin{aligned} \\boldsymbol{f}' &= \\boldsymbol{f} - \\alpha \\nabla L \\\\\n"
+                 "\\|\\boldsymbol{f}'\\|^2 &\\geq \\cancel{0} \\end{aligned}\n$$"),
+    ("parameters", 'panel_label = "panel"'),
     ("code", """\
 import io
 import ipywidgets as widgets
@@ -49,7 +53,7 @@ def png(color, label):
 
 images = [widgets.Image(value=png(c, l), format="png") for c, l in (("tab:red", "A"), ("tab:blue", "B"))]
 stack = widgets.Stack(images, selected_index=0)
-slider = widgets.SelectionSlider(options=["A", "B"], value="A", description="panel")
+slider = widgets.SelectionSlider(options=["A", "B"], value="A", description=panel_label)
 widgets.jslink((slider, "index"), (stack, "selected_index"))
 display(widgets.VBox([slider, stack]))"""),
     ("code", """\
@@ -78,13 +82,18 @@ def mini_book(tmp_path_factory) -> Path:
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_markdown_cell(s) if kind == "markdown" else nbformat.v4.new_code_cell(s)
                 for kind, s in NOTEBOOK_CELLS]
+    for cell, (kind, _) in zip(nb.cells, NOTEBOOK_CELLS):
+        if kind == "parameters":
+            cell.metadata["tags"] = ["parameters"]
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     raw = src / "demo_src.ipynb"
     nbformat.write(nb, raw)
     out = src / "book" / "nb" / "runs" / "demo.ipynb"
     out.parent.mkdir(parents=True)
-    papermill.execute_notebook(str(raw), str(out), kernel_name="python3", cwd=str(src), progress_bar=False)
+    papermill.execute_notebook(str(raw), str(out), kernel_name="python3", cwd=str(src), progress_bar=False,
+                               parameters={"panel_label": "η"})
     raw.unlink()
+    nbstyle.style_notebook(out)            # as the runner does: code folded, the parameters in a box
 
     executed = nbformat.read(out, as_version=4)
     assert executed.metadata.get("widgets", {}).get(pagecheck.WIDGET_STATE_MIME, {}).get("state"), \
@@ -93,13 +102,15 @@ def mini_book(tmp_path_factory) -> Path:
     config = yaml.safe_load((REPO / "_config.yml").read_text(encoding="utf-8"))
     config["title"] = "mini book"
     (src / "_config.yml").write_text(yaml.safe_dump(config, allow_unicode=True, sort_keys=False), encoding="utf-8")
+    shutil.copytree(REPO / "book" / "_static", src / "book" / "_static")      # sec.css
     for bib in config.get("bibtex_bibfiles", []):
         (src / bib).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(REPO / bib, src / bib)
     toc = {"format": "jb-book", "root": "book/intro",
-           "parts": [{"caption": "Demo", "chapters": [{"file": "book/nb/runs/demo"}]}]}
+           "parts": [{"caption": "Demo", "chapters": [{"file": "book/nb/runs/demo"}, {"file": "book/rerun"}]}]}
     (src / "_toc.yml").write_text(yaml.safe_dump(toc), encoding="utf-8")
     (src / "book" / "intro.md").write_text("# Mini book\n\nSee {doc}`nb/runs/demo`.\n", encoding="utf-8")
+    (src / "book" / "rerun.md").write_text("# Rerun\n\nWith papermill.\n", encoding="utf-8")   # the box links it
 
     env = dict(os.environ, SEC_NODE_MODULES=str(_node_modules()))
     # sec_lib must be importable by jupyter-book (an editable install does that; PYTHONPATH for a checkout).
@@ -142,12 +153,128 @@ def test_widgets_render_offline_and_slider_changes_image(mini_book, tmp_path):
     assert rep.widget_views == 1 and rep.widgets_rendered == 1, rep.problems
     assert rep.widget_elements >= 3            # the box, the slider and the image at least
     assert rep.images >= 2 and rep.broken_images == []   # the widget image and the matplotlib figure
-    assert rep.formulas == 1 and rep.formulas_typeset == 1  # by the book's own MathJax
+    assert rep.formulas == 2 and rep.formulas_typeset == 2  # by the book's own (trimmed) MathJax
     s = rep.slider
     assert s is not None and s.control == "slider" and s.moved, s
     assert s.images_before and s.images_after and s.image_changed, s
     assert rep.ok, rep.problems
     assert shot.stat().st_size > 5_000
+    # the served MathJax fetched the TeX extensions the formula needs, from the book itself
+    for ext in ("boldsymbol", "cancel"):
+        assert any(f"mathjax/input/tex/extensions/{ext}.js" in u for u in rep.requests), ext
+    assert rep.math_errors == 0
+    # the layout was checked at every width, a screenshot each; the load time is measured, not judged
+    assert rep.widths == list(pagecheck.WIDTHS)
+    assert [o for o in rep.overflows if not o.allowed] == [] and rep.page_scrolls == []
+    assert len(rep.screenshots) == len(pagecheck.WIDTHS) and all(Path(p).stat().st_size > 5_000 for p in rep.screenshots)
+    assert rep.load_ms is not None and rep.load_ms > 0 and rep.typeset_ms is not None
+
+
+def test_code_is_folded_and_the_parameters_are_shown(mini_book):
+    """In the built page every code cell sits in a closed toggle, and the box states the injected value."""
+    from playwright.sync_api import sync_playwright
+
+    html = (mini_book / PAGE).read_text(encoding="utf-8")
+    assert "tag_injected-parameters" not in html            # removed: the box shows its assignment
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=pagecheck.find_chromium(), args=list(pagecheck.CHROMIUM_ARGS))
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 900})
+            page.goto((mini_book / PAGE).resolve().as_uri(), wait_until="load")
+            cells = page.evaluate("""() => Array.from(document.querySelectorAll('div.cell')).map(c => ({
+                toggle: !!c.querySelector(':scope > details.hide.above-input:not([open]) > summary'),
+                codeShown: Array.from(c.querySelectorAll('div.cell_input')).some(e => e.checkVisibility()),
+                summary: (c.querySelector('summary') || {}).innerText || ''}))""")
+            box = page.evaluate("""() => { const b = document.querySelector('div.sec-run-params');
+                return b && b.checkVisibility() ? b.innerText : null; }""")
+            link = page.evaluate("() => document.querySelector('div.sec-run-params a').getAttribute('href')")
+        finally:
+            browser.close()
+    assert len(cells) == 3, cells                            # the parameters, the widget and the figure
+    assert all(c["toggle"] and not c["codeShown"] for c in cells), cells
+    assert all("Show code cell source" in c["summary"] for c in cells)
+    assert box is not None and "This page was run with:" in box and 'panel_label = "η"' in box, box
+    assert link.endswith("rerun.html")
+
+
+def test_only_the_mathjax_the_book_uses_is_served(mini_book):
+    served = sorted(p.relative_to(mini_book / "_static" / "sec-js" / "mathjax").as_posix()
+                    for p in (mini_book / "_static" / "sec-js" / "mathjax").rglob("*") if p.is_file())
+    assert "tex-svg.js" in served and "input/tex/extensions/boldsymbol.js" in served
+    assert not [p for p in served if p.startswith(("sre/", "output/", "a11y/")) or p in ("tex-chtml.js", "core.js")]
+    size = sum((mini_book / "_static" / "sec-js" / "mathjax" / p).stat().st_size for p in served)
+    assert size < 4_000_000, f"MathJax served: {size / 1e6:.1f} MB"
+    assert not (mini_book / "_sources").exists(), "the page sources must not be copied into the site"
+    assert not list((mini_book / "_static").rglob("*.js.map")), "source maps are for developer tools only"
+    html = (mini_book / PAGE).read_text(encoding="utf-8")
+    assert "_sources/" not in html and "download-source-button" not in html
+    assert "download-pdf-button" in html                    # printing to PDF stays
+    assert "_static/sec.css" in html
+
+
+#: A table of 16 interval cells (wider than any text column) and a narrow one, as pandas writes them.
+WIDE_TABLE = ('<table class="dataframe sec-table"><thead><tr>' + "".join(f"<th>column {i}</th>" for i in range(16))
+              + "</tr></thead><tbody><tr>" + "".join("<td>65.1\u00a0[62.9,\u00a067.3]</td>" for _ in range(16))
+              + "</tr></tbody></table>")
+NARROW_TABLE = '<table class="dataframe sec-table"><tr><th>loss</th><th>R@1</th></tr><tr><td>ms</td><td>65.1</td></tr></table>'
+
+
+def _output(inner: str) -> str:
+    return f'<div class="cell_output docutils container"><div class="output text_html">{inner}</div></div>'
+
+
+def test_checker_fails_tables_and_outputs_wider_than_the_column(mini_book):
+    html = (mini_book / PAGE).read_text(encoding="utf-8")
+    m = re.search(r'<article class="bd-article"[^>]*>', html)
+    assert m, "no article element on the page"
+
+    def page_with(content: str) -> str:
+        return html[:m.end()] + content + html[m.end():]
+
+    variants = {
+        "wideout": page_with(_output(WIDE_TABLE)),            # a wide table in a cell output
+        "widebare": page_with(WIDE_TABLE),                    # a wide table straight in the text
+        "widebox": page_with(_output('<div style="width: 1500px">a widget laid out 1,500 px wide</div>')),
+        "narrow": page_with(_output(NARROW_TABLE)),
+    }
+    pages = {k: PAGE.replace("demo.html", f"{k}.html") for k in variants}
+    try:
+        for k, text in variants.items():
+            (mini_book / pages[k]).write_text(text, encoding="utf-8")
+        reps = dict(zip(variants, pagecheck.check_book(mini_book, list(pages.values()), timeout_s=10)))
+    finally:
+        for p in pages.values():
+            (mini_book / p).unlink(missing_ok=True)
+
+    out, bare, box, narrow = reps["wideout"], reps["widebare"], reps["widebox"], reps["narrow"]
+    for r in (out, bare, box, narrow):
+        assert r.widths == [1400, 800, 420]
+    # at 1,400 and 800 px a wide table fails, even though the theme lets it scroll sideways
+    assert not out.ok and any("wider than the text column" in p for p in out.problems), out.problems
+    assert {o.width for o in out.overflows if not o.allowed} == {1400, 800}
+    assert all(o.what.startswith("table") and o.content_px > o.column_px for o in out.overflows)
+    assert len([o for o in out.overflows if o.width == 1400]) == 1, "one table, reported once"
+    # at phone width it may scroll in its own box ...
+    assert [o.allowed for o in out.overflows if o.width == 420] == [True]
+    # ... but a table with no box of its own pushes the text column sideways
+    assert [o.allowed for o in bare.overflows if o.width == 420] == [False]
+    assert 420 in bare.page_scrolls
+    # an output wider than the column that is not a table fails too
+    assert not box.ok and {o.width for o in box.overflows if not o.allowed} == {1400, 800}
+    assert all(o.what.startswith("output") for o in box.overflows)
+    # a table that fits passes at every width
+    assert narrow.overflows == [] and narrow.page_scrolls == [] and narrow.ok, narrow.problems
+    assert "wide" in pagecheck.format_table(list(reps.values())) and "load time" in pagecheck.format_table([narrow])
+
+
+def test_load_time_is_reported_and_judged_only_on_request(mini_book):
+    rep = pagecheck.check_page(mini_book / "book" / "intro.html", widths=())
+    assert rep.ok and rep.widths == [] and rep.load_ms is not None and rep.load_ms > 0
+    strict = pagecheck.check_page(mini_book / "book" / "intro.html", widths=(), max_load_ms=0.001)
+    assert not strict.ok and any("to load" in p for p in strict.problems)
+    for bad in ((100,), "1400", (1400.0,), (True,)):
+        with pytest.raises(ValueError, match="widths"):
+            pagecheck.check_page(mini_book / "book" / "intro.html", widths=bad)
 
 
 def test_checker_catches_network_broken_images_and_missing_manager(mini_book, tmp_path):

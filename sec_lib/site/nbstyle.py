@@ -1,0 +1,160 @@
+"""How an executed notebook reads on the site: code folded away, the run's parameters in a box, verdict badges.
+
+The runner (``python -m sec_lib.book run``) calls :func:`style_notebook` on every notebook that papermill
+executed, before the notebook is moved into ``book/nb/``:
+
+- every code cell gets the ``hide-input`` tag: Jupyter Book (myst-nb with sphinx-togglebutton) shows
+  the outputs and folds the code behind a "Show code cell source" toggle. Cells tagged
+  ``remove-input``, ``remove-cell``, ``hide-cell`` or ``show-input`` keep what they say. Papermill's
+  ``injected-parameters`` cell is removed from the page instead (``remove-cell``): the box below
+  shows its assignments verbatim;
+- a markdown cell right after the title states the parameters papermill injected ("This page was run
+  with: profile = "cpu", loss = "semihard", ...") and links the page that explains how to rerun it.
+  The values are read from papermill's ``injected-parameters`` cell, never typed.
+
+Applying it twice gives the same notebook (the box is replaced, tags are not repeated).
+
+:func:`badge` draws a verdict word as a CSS badge (``book/_static/sec.css``), with no emoji font needed.
+"""
+from __future__ import annotations
+
+import ast
+import html
+import json
+import os
+from pathlib import Path
+
+from ..report import VERDICTS
+
+#: Tag of the markdown cell that :func:`style_notebook` inserts (so a rerun replaces it).
+PARAMS_BOX_TAG = "sec-run-params"
+#: Tags that already decide how a cell's code is shown; such cells are left as they are.
+KEEP_TAGS = frozenset({"hide-input", "remove-input", "remove-cell", "hide-cell", "show-input"})
+#: The page that explains how to rerun a notebook with other parameters (a Sphinx docname).
+RERUN_DOC = "/book/rerun"
+
+
+def hide_code_inputs(nb) -> int:
+    """Tag every code cell ``hide-input`` (unless a tag in :data:`KEEP_TAGS` says otherwise), and
+    papermill's injected-parameters cell ``remove-cell``; return how many cells were tagged."""
+    n = 0
+    for cell in nb.cells:
+        if cell.get("cell_type") != "code":
+            continue
+        meta = cell.setdefault("metadata", {})
+        tags = list(meta.get("tags", []))
+        if KEEP_TAGS & set(tags):
+            continue
+        meta["tags"] = [*tags, "remove-cell" if "injected-parameters" in tags else "hide-input"]
+        n += 1
+    return n
+
+
+def _cell_source(cell) -> str:
+    src = cell.get("source", "")
+    return "".join(src) if isinstance(src, list) else src
+
+
+def _readable(value_source: str) -> str:
+    """A value as written, except that a string literal is shown with its characters, not escapes
+    (papermill writes ``"\\u03b7"`` for ``"η"``)."""
+    try:
+        value = ast.literal_eval(value_source)
+    except (ValueError, SyntaxError):
+        return value_source
+    return json.dumps(value, ensure_ascii=False) if isinstance(value, str) else value_source
+
+
+def _assignments(source: str) -> dict[str, str]:
+    """``name = value`` lines of a parameter cell, in order, each value as written (Python source;
+    strings with their characters rather than escapes). Nothing is executed."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as err:
+        raise ValueError(f"the parameter cell is not valid Python ({err.msg}, line {err.lineno}):\n{source}") from None
+    out: dict[str, str] = {}
+    for node in tree.body:
+        if isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            value = _readable(ast.get_source_segment(source, node.value)) if node.value is not None else ""
+            for t in targets:
+                if isinstance(t, ast.Name):
+                    out[t.id] = value
+    return out
+
+
+def run_parameters(nb) -> tuple[dict[str, str], dict[str, str]]:
+    """(injected, defaults): the values papermill injected and those of the ``parameters`` cell."""
+    injected: dict[str, str] = {}
+    defaults: dict[str, str] = {}
+    for cell in nb.cells:
+        tags = set(cell.get("metadata", {}).get("tags", []))
+        if cell.get("cell_type") != "code":
+            continue
+        if "injected-parameters" in tags:
+            injected.update(_assignments(_cell_source(cell)))
+        elif "parameters" in tags:
+            defaults.update(_assignments(_cell_source(cell)))
+    return injected, defaults
+
+
+def params_markdown(injected: dict[str, str], defaults: dict[str, str]) -> str:
+    """The text of the parameter box (MyST markdown)."""
+    rerun = f"{{doc}}`how to rerun it <{RERUN_DOC}>`"
+    if injected:
+        values = ", ".join(f"`{k} = {v}`" for k, v in injected.items())
+        rest = [k for k in defaults if k not in injected]
+        tail = "; every other parameter at the notebook's default" if rest else ""
+        text = f"**This page was run with:** {values}{tail} ({rerun})."
+    elif defaults:
+        text = f"**This page was run with the notebook's default parameters** ({rerun})."
+    else:
+        text = f"**This page takes no parameters** ({rerun})."
+    return f":::{{container}} {PARAMS_BOX_TAG}\n{text}\n:::"
+
+
+def _title_index(nb) -> int:
+    """Index of the first markdown cell that holds a level-1 heading (-1 when there is none)."""
+    for i, cell in enumerate(nb.cells):
+        if cell.get("cell_type") == "markdown" and any(
+                line.startswith("# ") for line in _cell_source(cell).splitlines()):
+            return i
+    return -1
+
+
+def add_params_box(nb) -> None:
+    """Insert (or replace) the parameter box right after the title cell (first cell when there is no title)."""
+    import nbformat
+
+    nb.cells = [c for c in nb.cells if PARAMS_BOX_TAG not in c.get("metadata", {}).get("tags", [])]
+    cell = nbformat.v4.new_markdown_cell(params_markdown(*run_parameters(nb)))
+    cell.metadata["tags"] = [PARAMS_BOX_TAG]
+    nb.cells.insert(_title_index(nb) + 1, cell)
+
+
+def style_notebook(path: str | os.PathLike) -> None:
+    """Fold every code cell and add the parameter box, in place (the runner calls it after papermill)."""
+    import nbformat
+
+    path = Path(path)
+    nb = nbformat.read(path, as_version=4)
+    hide_code_inputs(nb)
+    add_params_box(nb)
+    nbformat.write(nb, path)
+
+
+def verdict_class(verdict: str) -> str:
+    """CSS class of a verdict word: ``"not reproduced"`` -> ``"sec-verdict-not-reproduced"``."""
+    return "sec-verdict-" + "-".join(verdict.split())
+
+
+def badge(verdict: str) -> str:
+    """The verdict word as an HTML badge (``<span class="sec-verdict sec-verdict-...">word</span>``).
+
+    Drawn by ``book/_static/sec.css`` (colour and a CSS-drawn mark), so it needs no emoji font.
+    Raises ValueError for a word that is not one of :data:`sec_lib.report.VERDICTS`.
+    """
+    if not isinstance(verdict, str) or verdict.strip().lower() not in VERDICTS:
+        raise ValueError(f"verdict {verdict!r} is not valid; expected one of {list(VERDICTS)}")
+    word = verdict.strip().lower()
+    return f'<span class="sec-verdict {verdict_class(word)}">{html.escape(word)}</span>'

@@ -1,0 +1,119 @@
+"""Sphinx extension for the site's weight and citation (``_config.yml``: ``sphinx: extra_extensions``).
+
+- With ``html_copy_source: false`` (the book does not ship ``_sources/``, 14 MB of page sources and
+  executed notebooks), sphinx-book-theme would still offer "download .ipynb / .md" buttons that point
+  into the missing ``_sources/``; they are removed here, and "print to PDF" stays.
+- The themes' JavaScript and CSS source maps (``_static/**/*.map``, about 3.4 MB) are deleted after
+  the build: a browser fetches them only for its developer tools, never to show a page.
+- ``{sec-bibtex} CITATION.cff``: a BibTeX entry generated at build time from the repository's
+  ``CITATION.cff`` (used by ``book/cite.md``), so no number of the citation is typed twice.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+#: Header buttons of sphinx-book-theme that link into ``_sources/``.
+SOURCE_BUTTONS = frozenset({"download-source-button", "download-notebook-button"})
+
+
+def prune_source_buttons(buttons: list) -> list:
+    """``buttons`` without the entries (at any depth of button groups) that download a page's source."""
+    out = []
+    for b in buttons:
+        if not isinstance(b, dict):
+            out.append(b)
+            continue
+        if b.get("label") in SOURCE_BUTTONS:
+            continue
+        if b.get("type") == "group":
+            b = dict(b, buttons=prune_source_buttons(b.get("buttons", [])))
+            if not b["buttons"]:
+                continue
+        out.append(b)
+    return out
+
+
+def _drop_source_buttons(app: Any, pagename: str, templatename: str, context: dict, doctree: Any) -> None:
+    if app.config.html_copy_source or "header_buttons" not in context:
+        return
+    context["header_buttons"][:] = prune_source_buttons(context["header_buttons"])
+
+
+def drop_source_maps(static_dir: str | Path) -> list[Path]:
+    """Delete the ``*.js.map`` / ``*.css.map`` files under ``static_dir``; return what was deleted."""
+    gone = [p for p in sorted(Path(static_dir).rglob("*.map")) if p.is_file() and p.name.endswith((".js.map", ".css.map"))]
+    for p in gone:
+        p.unlink()
+    return gone
+
+
+def _drop_source_maps(app: Any, exception: Exception | None) -> None:
+    if exception is None and getattr(app.builder, "format", None) == "html":
+        drop_source_maps(Path(app.outdir) / "_static")
+
+
+def _bibtex_key(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "", text.lower())
+
+
+def cff_to_bibtex(cff: dict) -> str:
+    """A ``@software`` BibTeX entry from the fields of a CITATION.cff mapping (title, authors, version,
+    date-released, url / repository-code, doi, license). Raises ValueError when ``title`` or
+    ``authors`` is missing, naming the fields found."""
+    missing = [k for k in ("title", "authors") if not cff.get(k)]
+    if missing:
+        raise ValueError(f"CITATION.cff lacks {missing}; fields found: {sorted(cff)}")
+    names = []
+    for a in cff["authors"]:
+        if a.get("family-names"):
+            names.append(f"{a['family-names']}, {a.get('given-names', '')}".strip(", "))
+        elif a.get("name"):
+            names.append("{" + str(a["name"]) + "}")
+    date = str(cff.get("date-released", ""))
+    year = date[:4] if re.match(r"\d{4}", date) else ""
+    fields = [("title", "{" + str(cff["title"]) + "}"), ("author", " and ".join(names))]
+    fields += [(k, v) for k, v in (("version", cff.get("version")), ("year", year), ("date", date or None),
+                                   ("url", cff.get("url") or cff.get("repository-code")),
+                                   ("doi", cff.get("doi")), ("license", cff.get("license"))) if v]
+    first = _bibtex_key(names[0]) if names else "anon"
+    key = f"{first[:20]}{year}{_bibtex_key(str(cff['title']).split(':')[0])[:12]}"
+    body = ",\n".join(f"  {k} = {{{v}}}" for k, v in fields)
+    return f"@software{{{key},\n{body}\n}}"
+
+
+def _bibtex_directive():
+    from docutils import nodes
+    from sphinx.util.docutils import SphinxDirective
+
+    class CffBibtex(SphinxDirective):
+        """``{sec-bibtex} <path to CITATION.cff, relative to the page>``: the entry as a BibTeX code block."""
+        required_arguments = 1
+
+        def run(self):
+            rel, path = self.env.relfn2path(self.arguments[0])
+            path = Path(path)
+            if not path.is_file():
+                raise self.error(f"sec-bibtex: {self.arguments[0]!r} not found (looked at {path})")
+            self.env.note_dependency(rel)
+            cff = yaml.safe_load(path.read_text(encoding="utf-8"))
+            try:
+                text = cff_to_bibtex(cff)
+            except ValueError as err:
+                raise self.error(f"sec-bibtex: {err}") from None
+            block = nodes.literal_block(text, text)
+            block["language"] = "bibtex"
+            return [block]
+
+    return CffBibtex
+
+
+def setup(app: Any) -> dict[str, Any]:
+    """Sphinx entry point."""
+    app.connect("html-page-context", _drop_source_buttons, priority=600)   # after sphinx-book-theme (501)
+    app.connect("build-finished", _drop_source_maps)
+    app.add_directive("sec-bibtex", _bibtex_directive())
+    return {"version": "0.1.0", "parallel_read_safe": True, "parallel_write_safe": True}

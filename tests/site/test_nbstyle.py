@@ -1,0 +1,203 @@
+"""The site's reading aids: code folded behind toggles, the run's parameters in a box, verdict badges,
+intervals that stay on one line, the source-download buttons and the BibTeX entry from CITATION.cff."""
+from __future__ import annotations
+
+import base64
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+import yaml
+
+from sec_lib.figures import tables as display
+from sec_lib.site import nbstyle, sitepages
+from sec_lib.report import VERDICTS
+
+REPO = Path(__file__).resolve().parents[2]
+CSS = REPO / "book" / "_static" / "sec.css"
+
+
+def _notebook(injected: str | None = 'profile = "smoke"\nloss = "triplet"\n'):
+    v4 = nbformat.v4
+    nb = v4.new_notebook()
+    nb.cells = [
+        v4.new_markdown_cell("# One training run\n\nWhat happens inside training?"),
+        v4.new_code_cell('profile = "cpu"\nloss = "semihard"\nseed = 0', metadata={"tags": ["parameters"]}),
+        v4.new_code_cell("import numpy as np"),
+        v4.new_code_cell("x = 1", metadata={"tags": ["remove-input"]}),
+        v4.new_markdown_cell("Some text."),
+        v4.new_code_cell("print(1)", metadata={"tags": ["show-input"]}),
+    ]
+    if injected is not None:
+        nb.cells.insert(2, v4.new_code_cell("# Parameters\n" + injected, metadata={"tags": ["injected-parameters"]}))
+    return nb
+
+
+def _tags(cell):
+    return cell.get("metadata", {}).get("tags", [])
+
+
+def test_every_code_cell_is_folded_unless_a_tag_decides(tmp_path):
+    path = tmp_path / "page.ipynb"
+    nbformat.write(_notebook(), path)
+    nbstyle.style_notebook(path)
+    nb = nbformat.read(path, as_version=4)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    by_source = {c.source.splitlines()[0]: _tags(c) for c in code}
+    assert "hide-input" in by_source['profile = "cpu"']             # the defaults
+    assert by_source["# Parameters"] == ["injected-parameters", "remove-cell"]   # shown in the box instead
+    assert "hide-input" in by_source["import numpy as np"]          # an ordinary code cell
+    assert by_source["x = 1"] == ["remove-input"]                   # already removed: left alone
+    assert by_source["print(1)"] == ["show-input"]                  # explicitly shown: left alone
+    nbformat.validate(nb)
+
+
+def test_parameter_box_comes_right_after_the_title_with_the_injected_values(tmp_path):
+    path = tmp_path / "page.ipynb"
+    nbformat.write(_notebook(), path)
+    nbstyle.style_notebook(path)
+    nbstyle.style_notebook(path)                      # twice: one box, no repeated tags
+    nb = nbformat.read(path, as_version=4)
+    boxes = [i for i, c in enumerate(nb.cells) if nbstyle.PARAMS_BOX_TAG in _tags(c)]
+    assert boxes == [1], "the box must sit right after the title cell, once"
+    text = nb.cells[1].source
+    assert nb.cells[1].cell_type == "markdown"
+    assert text.startswith(":::{container} " + nbstyle.PARAMS_BOX_TAG) and text.rstrip().endswith(":::")
+    assert '`profile = "smoke"`' in text and '`loss = "triplet"`' in text
+    assert "semihard" not in text                     # the default that papermill overrode is not shown
+    assert "every other parameter at the notebook's default" in text   # seed was not injected
+    assert "{doc}`how to rerun it </book/rerun>`" in text
+    assert all(_tags(c).count("hide-input") <= 1 for c in nb.cells)
+    nbformat.validate(nb)
+
+
+def test_parameter_box_without_injected_values_says_defaults():
+    injected, defaults = nbstyle.run_parameters(_notebook(injected=None))
+    assert injected == {} and defaults == {"profile": '"cpu"', "loss": '"semihard"', "seed": "0"}
+    assert "default parameters" in nbstyle.params_markdown(injected, defaults)
+    assert "no parameters" in nbstyle.params_markdown({}, {})
+    # all injected: no "every other parameter" clause
+    text = nbstyle.params_markdown({"profile": '"cpu"'}, {"profile": '"cpu"'})
+    assert "every other" not in text and '`profile = "cpu"`' in text
+
+
+def test_parameter_values_are_read_as_written_not_evaluated():
+    src = 'profile = "gpu"\neta = 0.5\nlr_milestones = (5000, 8000)\nx: int = 3\nimport os\nprint(eta)'
+    assert nbstyle._assignments(src) == {"profile": '"gpu"', "eta": "0.5",
+                                         "lr_milestones": "(5000, 8000)", "x": "3"}
+    assert nbstyle._assignments('label = "\\u03b7"\nname = \'a\'') == {"label": '"η"', "name": '"a"'}
+    with pytest.raises(ValueError, match="not valid Python"):
+        nbstyle._assignments("profile = ")
+
+
+def test_runner_styles_every_executed_page():
+    from sec_lib.site import runner as book
+    assert book.style_notebook is nbstyle.style_notebook
+
+
+@pytest.mark.parametrize("verdict", VERDICTS)
+def test_badge_for_every_verdict_word_has_css(verdict):
+    html = nbstyle.badge(verdict)
+    cls = nbstyle.verdict_class(verdict)
+    assert html == f'<span class="sec-verdict {cls}">{verdict}</span>'
+    assert re.fullmatch(r"sec-verdict(-[a-z]+)+", cls)
+    css = CSS.read_text(encoding="utf-8")
+    assert re.search(r"\." + re.escape(cls) + r"\s*\{", css), f"book/_static/sec.css has no rule for .{cls}"
+    assert not re.search(r"[\U0001F300-\U0001FAFF\u2600-\u27BF]", html), "a badge must not need an emoji font"
+
+
+def test_css_styles_the_four_verdict_words_of_the_design():
+    css = CSS.read_text(encoding="utf-8")
+    for word in ("reproduced", "not reproduced", "inconclusive", "not testable offline"):
+        assert "." + nbstyle.verdict_class(word) + " " in css, word
+    assert not re.search(r"[\U0001F300-\U0001FAFF\u2600-\u27BF]", css)
+
+
+def test_badge_refuses_other_words_and_normalises_case():
+    assert nbstyle.badge(" Reproduced ") == nbstyle.badge("reproduced")
+    for bad in ("yes", "", None, 1):
+        with pytest.raises(ValueError, match="expected one of"):
+            nbstyle.badge(bad)
+
+
+def test_css_is_registered_and_sources_are_not_copied():
+    cfg = yaml.safe_load((REPO / "_config.yml").read_text(encoding="utf-8"))["sphinx"]
+    conf = cfg["config"]
+    assert "sec.css" in conf["html_css_files"]
+    assert all((REPO / d / "sec.css").is_file() for d in conf["html_static_path"])
+    assert conf["html_copy_source"] is False and conf["html_show_sourcelink"] is False
+    assert "sec_lib.site.sitepages" in cfg["extra_extensions"]
+    css = CSS.read_text(encoding="utf-8")
+    assert "tabular-nums" in css and "@media (max-width: 600px)" in css
+
+
+def test_numbers_and_intervals_are_marked_to_stay_on_one_line_text_still_wraps():
+    import pandas as pd
+    df = pd.DataFrame({"loss": ["semihard triplet"], "R@1": ["65.11 ± 2.23"], "ci": ["65.1 [62.9, 67.3]"],
+                       "var": ["4e-05 ± 0.00"], "verdict": ["not reproduced"], "p": [0.0123], "n": [5]})
+    html = display.table_html(df, "t")
+    cells = re.findall(r"<td( class=\"sec-num\")?>([^<]*)</td>", html)
+    assert [(bool(c), t) for c, t in cells] == [
+        (False, "semihard triplet"), (True, "65.11 ± 2.23"), (True, "65.1 [62.9, 67.3]"), (True, "4e-05 ± 0.00"),
+        (False, "not reproduced"), (True, "0.012"), (True, "5")]
+    assert re.search(r"td\.sec-num\s*\{[^}]*white-space:\s*nowrap", CSS.read_text(encoding="utf-8"))
+    csv = base64.b64decode(re.search(r"base64,([^\"]+)", html).group(1)).decode()
+    assert "65.11 ± 2.23" in csv                                           # the CSV keeps the raw text
+
+
+def test_headers_may_break_after_underscores_csv_keeps_names():
+    import pandas as pd
+    df = pd.DataFrame({"test_norm_var": [0.5], "loss": ["ms"]})
+    html = display.table_html(df, "t")
+    assert "<th>test_\u200bnorm_\u200bvar</th>" in html and "<th>loss</th>" in html
+    csv = base64.b64decode(re.search(r"base64,([^\"]+)", html).group(1)).decode()
+    assert csv.splitlines()[0] == "test_norm_var,loss"
+
+
+def test_source_download_buttons_are_pruned_and_pdf_stays():
+    buttons = [{"type": "group", "label": "download-buttons", "buttons": [
+        {"type": "link", "label": "download-notebook-button"},
+        {"type": "link", "label": "download-source-button"},
+        {"type": "javascript", "label": "download-pdf-button"}]},
+        {"type": "javascript", "label": "fullscreen-button"},
+        {"type": "group", "label": "only-sources", "buttons": [{"label": "download-source-button"}]}]
+    out = sitepages.prune_source_buttons(buttons)
+    assert [b["label"] for b in out] == ["download-buttons", "fullscreen-button"]
+    assert [b["label"] for b in out[0]["buttons"]] == ["download-pdf-button"]
+    assert len(buttons[0]["buttons"]) == 3        # the input is not changed
+
+
+def test_source_maps_are_dropped_and_nothing_else(tmp_path):
+    for name in ("scripts/a.js", "scripts/a.js.map", "styles/b.css.map", "styles/b.css", "data/keep.map"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("x")
+    gone = sitepages.drop_source_maps(tmp_path)
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in gone) == ["scripts/a.js.map", "styles/b.css.map"]
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file()) == [
+        "data/keep.map", "scripts/a.js", "styles/b.css"]
+
+
+def test_bibtex_comes_from_citation_cff():
+    cff = yaml.safe_load((REPO / "CITATION.cff").read_text(encoding="utf-8"))
+    bib = sitepages.cff_to_bibtex(cff)
+    assert bib.startswith("@software{") and bib.endswith("}")
+    assert "title = {{" + cff["title"] + "}}" in bib
+    assert f"version = {{{cff['version']}}}" in bib
+    assert f"year = {{{str(cff['date-released'])[:4]}}}" in bib
+    two = sitepages.cff_to_bibtex({"title": "T", "date-released": "2024-01-02",
+                                   "authors": [{"family-names": "Doe", "given-names": "Jane"}, {"name": "ACME"}]})
+    assert "author = {Doe, Jane and {ACME}}" in two and "year = {2024}" in two
+    with pytest.raises(ValueError, match="lacks"):
+        sitepages.cff_to_bibtex({"title": "no authors"})
+
+
+def test_cite_page_includes_citation_cff_and_links_the_changelog():
+    toc = (REPO / "_toc.yml").read_text(encoding="utf-8")
+    assert "file: book/cite" in toc and "file: book/changelog" in toc
+    cite = (REPO / "book" / "cite.md").read_text(encoding="utf-8")
+    assert "{literalinclude} ../CITATION.cff" in cite and "{sec-bibtex} ../CITATION.cff" in cite
+    assert "{doc}`changelog`" in cite
+    assert "{include} ../CHANGELOG.md" in (REPO / "book" / "changelog.md").read_text(encoding="utf-8")
+    version = yaml.safe_load((REPO / "CITATION.cff").read_text(encoding="utf-8"))["version"]
+    assert str(version) not in cite, "the page must not retype CITATION.cff's numbers"
