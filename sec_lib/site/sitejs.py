@@ -65,6 +65,9 @@ WIDGET_FILES: tuple[tuple[str, str], ...] = (
 #: @font-face, so only those are served. Kept where the widget manager looks for them.
 WIDGET_FONTS_SRC = "@jupyter-widgets/html-manager/dist"
 WIDGET_FONTS_DST = "@jupyter-widgets/html-manager/dist"
+#: Widgets rendered inside Stack containers (the eta and norms explorers) ask for the same fonts
+#: one folder up, under ``sec-js/@jupyter-widgets/``: served there too.
+WIDGET_FONTS_ALSO = "@jupyter-widgets"
 
 #: Loaded after require.js and before embed-amd.js on widget pages (see the module docstring).
 WIDGETS_SETUP_JS = """\
@@ -169,8 +172,9 @@ def copy_site_js(node_modules: str | os.PathLike, static_dir: str | os.PathLike)
         if _copy_if_changed(node_modules / src, out / dst):
             written.append(out / dst)
     for font in sorted((node_modules / WIDGET_FONTS_SRC).glob("*.woff2")):
-        if _copy_if_changed(font, out / WIDGET_FONTS_DST / font.name):
-            written.append(out / WIDGET_FONTS_DST / font.name)
+        for dst in (WIDGET_FONTS_DST, WIDGET_FONTS_ALSO):
+            if _copy_if_changed(font, out / dst / font.name):
+                written.append(out / dst / font.name)
     setup_js = out / "widgets-setup.js"
     if not setup_js.is_file() or setup_js.read_text(encoding="utf-8") != WIDGETS_SETUP_JS:
         setup_js.parent.mkdir(parents=True, exist_ok=True)
