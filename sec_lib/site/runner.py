@@ -43,17 +43,25 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def find_project(root: str | Path | None = None) -> Path:
-    """The sec-book project to run: ``root`` if given, else the current directory or the nearest
-    folder above it, else the checkout holding this package; a project is a folder with
-    ``_config.yml`` and ``notebooks/``. A clear error when none is found (an installed wheel run
+    """The sec-book site to run: ``root`` if given, else the current directory or the nearest
+    folder above it, else the checkout holding this package; a site is a folder with
+    ``_config.yml`` (its notebooks come from its own ``notebooks/`` when it has one, else from the
+    checkout's: :func:`notebook_dir`). A clear error when none is found (an installed wheel run
     outside a checkout, say)."""
     candidates = [Path(root)] if root is not None else [Path.cwd(), *Path.cwd().parents, REPO]
     for c in candidates:
-        if (c / "_config.yml").is_file() and (c / "notebooks").is_dir():
+        if (c / "_config.yml").is_file() and notebook_dir(c).is_dir():
             return c.resolve()
     where = str(root) if root is not None else f"{Path.cwd()} (or any folder above it)"
-    raise ParameterError(f"no sec-book project at {where}: a project folder holds _config.yml and notebooks/; "
-                         "pass --root DIR with a checkout of sec-book, or run from inside one")
+    raise ParameterError(f"no sec-book project at {where}: a project folder holds _config.yml (and notebooks/, or "
+                         "sits beside a checkout that has them); pass --root DIR with a checkout of sec-book, "
+                         "or run from inside one")
+
+
+def notebook_dir(site: Path) -> Path:
+    """The unexecuted notebooks of ``site``: its own ``notebooks/``, else the checkout's."""
+    own = Path(site) / "notebooks"
+    return own if own.is_dir() else REPO / "notebooks"
 
 
 @dataclass
@@ -130,8 +138,8 @@ def execute_page(page: Page, profile: str, site: Path, extra_env: dict | None = 
     out.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(suffix=".ipynb", dir=out.parent, prefix=temp_prefix())
     os.close(fd)
-    cmd = [sys.executable, "-m", "papermill", str(site / "notebooks" / f"{page.source}.ipynb"), tmp,
-           "--kernel", "python3", "--cwd", str(site), "--no-progress-bar", "-p", "profile", profile]
+    cmd = [sys.executable, "-m", "papermill", str(notebook_dir(site) / f"{page.source}.ipynb"), tmp,
+           "--kernel", "python3", "--cwd", str(REPO if not (site / "notebooks").is_dir() else site), "--no-progress-bar", "-p", "profile", profile]
     for k, v in page.params.items():
         cmd += ["-p", k, str(v)]
     env = dict(os.environ, **(extra_env or {}), PYTHONHASHSEED="0")

@@ -15,6 +15,12 @@ def test_root_given_or_found_above_the_current_folder(tmp_path, monkeypatch):
     assert runner.find_project() == tmp_path.resolve()
 
 
+def test_a_site_folder_beside_the_checkout_takes_the_checkouts_notebooks(tmp_path):
+    (tmp_path / "_config.yml").write_text("title: x\n")
+    assert runner.find_project(tmp_path) == tmp_path.resolve()
+    assert runner.notebook_dir(tmp_path) == runner.REPO / "notebooks"
+
+
 def test_no_project_is_a_clear_error_before_any_work(tmp_path, monkeypatch, capsys):
     with pytest.raises(ParameterError, match="no sec-book project.*--root"):
         runner.find_project(tmp_path)
