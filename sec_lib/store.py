@@ -316,12 +316,14 @@ class ResultStore:
         return False
 
     # -- writing ------------------------------------------------------------------------------
-    def save(self, result: RunResult, replace: bool = False) -> Path:
+    def save(self, result: RunResult, replace: bool = False, provenance_: dict | None = None) -> Path:
         """Write atomically and publish with one rename; never deletes a complete record under a reader.
 
         If the key already holds a complete record, it is kept and this copy discarded, unless
         ``replace`` (a retried failed run): then the stored record is renamed aside and this one
-        published. A corrupt record in the way is quarantined first.
+        published. A corrupt record in the way is quarantined first. ``provenance_`` (default:
+        this machine, now) is where and when the run trained: a run restored from a committed
+        tier keeps the provenance it was committed with.
         """
         key = run_key(result.config)
         check_metrics(result.metrics)
@@ -337,7 +339,7 @@ class ResultStore:
                 blobs[f"{t}.parquet"] = buf.getvalue()
             meta = {"key": key, "status": result.status, "metrics": result.metrics, "error": result.error,
                     "failed_step": result.failed_step, "wall_s": result.wall_s,
-                    "provenance": provenance(result.config)}
+                    "provenance": provenance_ if provenance_ is not None else provenance(result.config)}
             blobs["result.json"] = json.dumps(meta, indent=1, default=float).encode()
             for name in FILES:
                 _write(tmp / name, blobs[name])

@@ -200,6 +200,26 @@ def store_for(profile: str, root=None):
     return ResultStore(root)
 
 
+def restore(tier: str | Path, store: ResultStore | None = None) -> int:
+    """Copy the committed tier's runs that ``store`` lacks into it, each with the provenance it was
+    committed with, so that a training run on a fresh machine resumes where the committed work
+    stopped (the copies hold the tier's compacted tables, enough for every page and selection).
+    Returns how many runs were restored; a missing tier restores none."""
+    if not (Path(tier) / "runs.parquet").exists():
+        return 0
+    t = TierStore(tier)
+    store = store if store is not None else ResultStore()
+    n = 0
+    for key in t.keys():
+        if store.has(key):
+            continue
+        r = t.get(t.config(key))
+        prov = {k: (None if pd.isna(v) else str(v)) for k, v in t.meta(key)["provenance"].items()}
+        store.save(r, provenance_=prov)
+        n += 1
+    return n
+
+
 def rerun(key: str, tier: str | Path, store: ResultStore | None = None) -> tuple[float, float, RunResult]:
     """Retrain one committed run from its row into ``store`` (default: the local result store) and
     return (committed R@1, retrained R@1, the new result)."""

@@ -309,6 +309,9 @@ def main(argv=None) -> int:
         try:
             ex.check_sweeps(p, chapters)      # every config (device included) before anything trains
             summary.cleared = (clear_litter(None)[0], 0)
+            if p.name in tier.TIER_PROFILES:       # resume from the committed runs on a fresh machine
+                restored = tier.restore(tier.tier_dir(p.name), ResultStore())
+                print(f"restored {restored} committed runs of {tier.tier_dir(p.name)} into {ResultStore().root}")
             prepare_data(p)
             train_stages(p, chapters, launcher, summary)
         except (ParameterError, ex.SelectionError, LaunchError) as e:
