@@ -325,15 +325,17 @@ def chosen_eta(profile: Profile, loss: str, selection_runs, mu: str = "batch") -
 def tuned_sec(p: Profile, store) -> list[TrainConfig]:
     """The main table's SEC cells again, at the η chosen on held-out classes (plus the none baseline)."""
     sel = _selection(p, store)
-    return [config(p, loss, "sec", s, eta=chosen_eta(p, loss, sel)) for loss in MAIN_LOSSES for s in p.seeds] + \
-        [config(p, loss, "none", s) for loss in MAIN_LOSSES for s in p.seeds]
+    seeds = table_seeds(p)
+    return [config(p, loss, "sec", s, eta=chosen_eta(p, loss, sel)) for loss in MAIN_LOSSES for s in seeds] + \
+        [config(p, loss, "none", s) for loss in MAIN_LOSSES for s in seeds]
 
 
 def beyond(p: Profile, store) -> list[TrainConfig]:
     """Tuplet margin and CosFace, without and with SEC (η chosen on held-out classes)."""
     sel = _selection(p, store)
-    return [config(p, loss, "sec", s, eta=chosen_eta(p, loss, sel)) for loss in EXTRA_LOSSES for s in p.seeds] + \
-        [config(p, loss, "none", s) for loss in EXTRA_LOSSES for s in p.seeds]
+    seeds = table_seeds(p)
+    return [config(p, loss, "sec", s, eta=chosen_eta(p, loss, sel)) for loss in EXTRA_LOSSES for s in seeds] + \
+        [config(p, loss, "none", s) for loss in EXTRA_LOSSES for s in seeds]
 
 
 def main_comparison(p: Profile, store) -> list[TrainConfig]:
@@ -350,8 +352,22 @@ def main_comparison(p: Profile, store) -> list[TrainConfig]:
     return out
 
 
+def table_seeds(p: Profile) -> tuple:
+    """The seeds of the main table and of the chapters that reuse its runs: ``main_seeds`` where the
+    profile has a main comparison, else ``seeds``."""
+    return p.main_seeds or p.seeds
+
+
 def main_table(p: Profile, store=None) -> list[TrainConfig]:
-    return [config(p, loss, v, s) for loss in MAIN_LOSSES for v in VARIANTS for s in p.seeds]
+    """The paper's four losses × {none, L2-reg, SEC at the paper's η}. In a profile with a main
+    comparison (``main_seeds``), these are that comparison's runs: its seeds, and L2-reg at the weight
+    selected on held-out classes (so the main table, norms, convergence and instability pages train
+    nothing new); otherwise ``seeds`` and L2-reg at ``ETA_L2``."""
+    if not p.main_seeds:
+        return [config(p, loss, v, s) for loss in MAIN_LOSSES for v in VARIANTS for s in p.seeds]
+    sel = _selection(p, store)
+    return [config(p, loss, v, s, **({"eta": chosen_eta(p, loss, sel, "zero")} if v == "l2reg" else {}))
+            for loss in MAIN_LOSSES for v in VARIANTS for s in p.main_seeds]
 
 
 def eta_sweep(p: Profile, store=None) -> list[TrainConfig]:
