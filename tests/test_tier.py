@@ -78,3 +78,20 @@ def test_profile_configs_grow_stage_by_stage(tmp_path):
     store = ResultStore(tmp_path)
     p = ex.get_profile("smoke")
     assert tier.profile_configs(p, store) == ex.lr_pilot(p)          # nothing trained: only the pilot
+
+
+def test_restore_seeds_a_fresh_store_so_training_resumes(exported, tmp_path):
+    store, configs, out, _ = exported
+    fresh = ResultStore(tmp_path / "fresh")
+    assert tier.restore(out, fresh) == 4
+    assert tier.restore(out, fresh) == 0                               # only what the store lacks
+    t = tier.TierStore(out)
+    for cfg in configs:
+        key = run_key(cfg)
+        assert fresh.get(cfg).status == store.get(cfg).status
+        assert fresh.get(cfg).metrics == pytest.approx(store.get(cfg).metrics, nan_ok=True)
+        assert fresh.meta(key)["provenance"]["date"] == str(t.meta(key)["provenance"]["date"])   # not "now"
+    events = []
+    run_all(configs, root=fresh.root, jobs=1, progress=lambda event, n, total: events.append(event))
+    assert "trained" not in events                                     # nothing retrains
+    assert tier.restore(tmp_path / "no-tier", fresh) == 0

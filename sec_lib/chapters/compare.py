@@ -17,7 +17,7 @@ from .. import experiments as ex
 from .. import reference, report
 from ..reference import RETRIEVAL_METRICS, SOURCES, comparison_label
 from ..report import format_ci
-from ..store import ResultStore, load_runs
+from ..tier import store_for
 from . import profile_param
 from .common import (EXPECTED_SIGN, NORM_METRICS, PERCENT_METRICS, TEST_NAME,
                      mde_from_ci, order_rows, runs_frame)
@@ -273,12 +273,12 @@ def eta_selection_table(profile, root=None) -> pd.DataFrame:
     held-out training classes (``experiments.eta_selection``), so the test classes play no part.
     ``root``: the result store's folder (default: ``$SEC_RUNS_DIR`` or ``data/runs``).
     """
-    store = ResultStore(root)
     p = ex.get_profile(profile) if isinstance(profile, str) else profile
-    selection = ex.selection_runs(p, store)
-    runs = load_runs(ex.eta_selection(ex.tuned(p, "adam", store)), root=root, tables=()).runs
-    runs = runs[runs["mu"] == "batch"]                 # the η rows (the L2-weight rows have μ = 0)
-    out = runs[["loss", "eta", "status", "R@1"]].rename(columns={"R@1": "heldout_R@1"}).copy()
+    store = store_for(p.name, root)
+    selection = [r for r in ex.selection_runs(p, store, (*ex.MAIN_LOSSES, *ex.EXTRA_LOSSES))
+                 if r.config.mu == "batch"]                                  # the η rows, not L2
+    out = pd.DataFrame([{"loss": r.config.loss, "eta": r.config.eta, "status": r.status,
+                         "heldout_R@1": r.metrics.get("R@1", np.nan)} for r in selection])
     chosen = {loss: ex.chosen_eta(p, loss, selection) for loss in out["loss"].unique()}
     out["chosen"] = [bool(e == chosen[l]) for l, e in zip(out["loss"], out["eta"])]
     return out.sort_values(["loss", "eta"]).reset_index(drop=True)

@@ -1,0 +1,176 @@
+"""Which tier a page shows: the reference tier as the main evidence where it is committed and holds
+every run the page needs, with the quick tier (the profile ``make book`` trains) beside it.
+
+A page calls :func:`evidence_profile` with its own ``profile`` parameter and the sweeps it reads
+(``experiments.CHAPTERS``), loads its runs for the returned profile, says which tier produced its
+numbers with :func:`tier_sentence`, and compares the two tiers' signs with :func:`sign_agreement`.
+A page given an explicit store (``root``), or run at a long profile, shows exactly that.
+"""
+from __future__ import annotations
+
+import functools
+import math
+from typing import Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+
+from .. import experiments as ex
+from ..store import ResultStore, run_key
+from ..tier import TIER_PROFILES, TierStore, has_tier, tier_dir
+from .compare import _num
+
+#: The tier a page shows first, when it holds the page's runs.
+MAIN_TIER = "reference"
+
+
+@functools.lru_cache(maxsize=64)
+def _covers(tier: str, chapters: tuple, stamp: float) -> bool:
+    store = TierStore(tier_dir(tier))
+    try:
+        return all(store.has(c) for ch in chapters for c in ex.chapter_configs(ch, tier, store))
+    except (KeyError, ValueError, ex.SelectionError):
+        return False
+
+
+def covers(tier: str, chapters: Iterable[str]) -> bool:
+    """Whether the committed tier ``tier`` holds every run of ``chapters`` (its pilot and selection
+    included, since the chapters' configs are derived from them)."""
+    if not has_tier(tier):
+        return False
+    stamp = (tier_dir(tier) / "runs.parquet").stat().st_mtime
+    return _covers(tier, tuple(chapters), stamp)
+
+
+def evidence_profile(profile: str, chapters: Iterable[str], root=None) -> str:
+    """The profile whose runs a page shows as its main evidence: :data:`MAIN_TIER` when its committed
+    tier holds every run of ``chapters``; otherwise ``profile`` itself (also when a store ``root``
+    is given, or ``profile`` is already a long tier)."""
+    ex.get_profile(profile)
+    if root is not None or profile in TIER_PROFILES:
+        return profile
+    return MAIN_TIER if covers(MAIN_TIER, chapters) else profile
+
+
+def _store(profile: str, root=None):
+    if root is None and profile in TIER_PROFILES and has_tier(profile):
+        return TierStore(tier_dir(profile))
+    return ResultStore(root)
+
+
+def tier_runs(profile: str, chapters: Iterable[str], root=None) -> pd.DataFrame:
+    """One row per distinct run of ``chapters`` in the tier of ``profile``: key, iterations,
+    test_classes, wall_s, device, torch, date (provenance where the store records it)."""
+    store = _store(profile, root)
+    rows, seen = [], set()
+    for ch in chapters:
+        try:
+            configs = ex.chapter_configs(ch, profile, store)
+        except (KeyError, ValueError, ex.SelectionError):
+            continue
+        for c in configs:
+            key = run_key(c)
+            if key in seen:
+                continue
+            seen.add(key)
+            r = store.get(c)
+            if r is None:
+                continue
+            prov = store.meta(key).get("provenance", {})
+            rows.append({"key": key, "iterations": c.iterations, "test_classes": c.test_classes,
+                         "holdout_classes": c.holdout_classes,
+                         "wall_s": r.wall_s, "device": prov.get("device"), "torch": prov.get("torch"),
+                         "date": str(prov.get("date") or "")[:10]})
+    return pd.DataFrame(rows, columns=["key", "iterations", "test_classes", "holdout_classes", "wall_s", "device",
+                                       "torch", "date"])
+
+
+def _describe(profile: str, runs: pd.DataFrame) -> str:
+    if not len(runs):
+        return "no runs yet"
+    its = "/".join(f"{i:,}" for i in sorted(runs["iterations"].unique()))
+    held = runs["holdout_classes"].fillna(0).astype(int)
+    tc = runs.loc[held == 0, "test_classes"].dropna().unique()
+    parts = []
+    if (held == 0).any():
+        parts.append("all test classes" if not len(tc) else "/".join(f"{int(t)}" for t in sorted(tc)) + " test classes")
+    if (held > 0).any():
+        parts.append("/".join(f"{h}" for h in sorted(held[held > 0].unique())) + " held-out training classes")
+    classes = " and ".join(parts)
+    hours = float(runs["wall_s"].sum()) / 3600
+    dev = ", ".join(sorted(map(str, runs["device"].dropna().unique()))) or "?"
+    torch_ = ", ".join(sorted(map(str, runs["torch"].dropna().unique()))) or "?"
+    dates = sorted(d for d in runs["date"] if d)
+    when = (dates[0] if dates[0] == dates[-1] else f"{dates[0]} to {dates[-1]}") if dates else "?"
+    return (f"{len(runs)} runs of {its} iterations scored on {classes}, {hours:.2f} run-hours on {dev} "
+            f"(torch {torch_}, one thread per run, so CPU run-hours are core-hours), trained {when}")
+
+
+def tier_sentence(shown: str, quick: str, chapters: Sequence[str], root=None) -> str:
+    """Which tier produced this page's numbers, with how many runs, iterations and core-hours, and
+    what the quick tier beside it is."""
+    main = tier_runs(shown, chapters, root)
+    text = f"**Evidence on this page: the {shown} tier**, {_describe(shown, main)}"
+    if shown in TIER_PROFILES:
+        text += f", committed under `data/reference/{shown}/`"
+    if shown != quick:
+        text += (f". Beside it, the quick tier (profile {quick}, trained by `make book`): "
+                 f"{_describe(quick, tier_runs(quick, chapters, root))}")
+    elif has_tier(MAIN_TIER):
+        text += (f". The {MAIN_TIER} tier does not yet hold every run this page needs, so the page shows the quick "
+                 f"tier; see the tiers page for its progress")
+    return text + "."
+
+
+def _cell(r, metric) -> str:
+    if r is None or not np.isfinite(r["diff"]):
+        return "n/a"
+    d = _num(r["diff"], metric, 2, True)
+    if not np.isfinite(r["ci_lo"]):
+        return d
+    return f"{d} [{_num(r['ci_lo'], metric, 2, True)}, {_num(r['ci_hi'], metric, 2, True)}]"
+
+
+def sign_agreement(main: pd.DataFrame, quick: pd.DataFrame, metric: str = "R@1",
+                   by: Sequence[str] = ("loss", "variant"), names=("reference", "quick")) -> pd.DataFrame:
+    """Per comparison (``by``), the main tier's and the quick tier's paired difference in ``metric``
+    with their intervals and verdicts, and whether the two estimates have the same sign.
+
+    ``main`` and ``quick``: tidy gains tables (:func:`sec_lib.chapters.compare.sec_gain`: columns
+    ``by``, metric, diff, ci_lo, ci_hi, verdict). Rows of either side only are kept, with 'n/a'.
+    'same sign' is 'yes' / 'no' on the point estimates, and 'n/a' where one is missing or zero.
+    """
+    a = main[main["metric"] == metric].set_index(list(by))
+    b = quick[quick["metric"] == metric].set_index(list(by))
+    rows = []
+    for idx in list(dict.fromkeys([*a.index, *b.index])):
+        ra = a.loc[idx] if idx in a.index else None
+        rb = b.loc[idx] if idx in b.index else None
+        da = ra["diff"] if ra is not None else math.nan
+        db = rb["diff"] if rb is not None else math.nan
+        same = "n/a" if not (np.isfinite(da) and np.isfinite(db)) or da == 0 or db == 0 else \
+            ("yes" if np.sign(da) == np.sign(db) else "no")
+        key = dict(zip(by, idx if isinstance(idx, tuple) else (idx,)))
+        rows.append({**key, names[0]: _cell(ra, metric), f"{names[0]} verdict": ra["verdict"] if ra is not None else "n/a",
+                     names[1]: _cell(rb, metric), f"{names[1]} verdict": rb["verdict"] if rb is not None else "n/a",
+                     "same sign": same})
+    return pd.DataFrame(rows)
+
+
+def agreement_sentence(table: pd.DataFrame, names=("reference", "quick")) -> str:
+    """How many comparisons keep their sign from the quick tier to the main one."""
+    known = table[table["same sign"] != "n/a"]
+    if not len(known):
+        return f"No comparison can be set beside the {names[1]} tier."
+    flips = known[known["same sign"] == "no"]
+    text = (f"The {names[1]} tier agrees in sign with the {names[0]} tier on {len(known) - len(flips)} of "
+            f"{len(known)} comparisons")
+    if len(flips):
+        what = ", ".join(" ".join(str(r[c]) for c in table.columns[:2]) for _, r in flips.iterrows())
+        text += f"; it has the opposite sign for {what}"
+    return text + "."
+
+
+def paper_eta(gains: pd.DataFrame) -> pd.DataFrame:
+    """The main table's gains with their SEC rows named for the η they use (the paper's)."""
+    return gains.assign(variant=gains["variant"].replace({"sec": "sec, paper's η"}))

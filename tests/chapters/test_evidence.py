@@ -1,0 +1,51 @@
+"""Which tier a page shows: the reference tier only when it holds every run; the two tiers side by side."""
+import math
+
+import pandas as pd
+import pytest
+
+from sec_lib import experiments as ex
+from sec_lib import tier
+from sec_lib.chapters import evidence
+from sec_lib.store import ResultStore, run_all
+from sec_lib.train import TrainConfig
+
+
+def gains(rows):
+    return pd.DataFrame([dict(zip(("loss", "variant", "diff", "ci_lo", "ci_hi", "verdict"), r), metric="R@1")
+                         for r in rows])
+
+
+def test_sign_agreement_pairs_rows_and_compares_signs():
+    main = gains([("triplet", "sec", 1.0, 0.2, 1.8, "reproduced"), ("ms", "sec", -0.5, -1.0, 0.0, "inconclusive"),
+                  ("npair", "sec", 0.3, -0.1, 0.7, "inconclusive")])
+    quick = gains([("triplet", "sec", 2.0, -1.0, 5.0, "inconclusive"), ("ms", "sec", 0.4, -2.0, 2.8, "inconclusive"),
+                   ("cosface", "sec", 1.0, math.nan, math.nan, "inconclusive")])
+    t = evidence.sign_agreement(main, quick)
+    same = dict(zip(t["loss"], t["same sign"]))
+    assert same == {"triplet": "yes", "ms": "no", "npair": "n/a", "cosface": "n/a"}
+    row = t[t["loss"] == "triplet"].iloc[0]
+    assert row["reference"] == "+1.00 [+0.20, +1.80]" and row["quick verdict"] == "inconclusive"
+    assert t[t["loss"] == "cosface"].iloc[0]["quick"] == "+1.00"        # no interval: the estimate alone
+    s = evidence.agreement_sentence(t)
+    assert "1 of 2" in s and "ms sec" in s
+
+
+def test_the_quick_tier_is_shown_until_the_reference_tier_holds_every_run(monkeypatch, tmp_path):
+    cfgs = [TrainConfig(dataset="toy", model="mlp", width=8, embed_dim=4, iterations=6, batch_size=12, eval_every=3,
+                        track_every=2, track_samples=2, dtheta_every=2, seed=s, data_kwargs={"num_classes": 12})
+            for s in (0, 1)]
+    store = ResultStore(tmp_path / "store")
+    run_all(cfgs[:1], root=store.root, jobs=1)
+    tier.export(store, cfgs, tmp_path / "reference")
+    monkeypatch.setattr(evidence, "tier_dir", lambda name: tmp_path / name)
+    monkeypatch.setattr(evidence, "has_tier", lambda name: (tmp_path / name / "runs.parquet").exists())
+    monkeypatch.setattr(ex, "chapter_configs", lambda ch, profile, store: cfgs)
+    assert evidence.evidence_profile("cpu", ("compare",)) == "cpu"              # one of two runs missing
+    run_all(cfgs, root=store.root, jobs=1)
+    tier.export(store, cfgs, tmp_path / "reference")
+    assert evidence.evidence_profile("cpu", ("compare",)) == "reference"
+    assert evidence.evidence_profile("cpu", ("compare",), root=tmp_path) == "cpu"   # an explicit store wins
+    assert evidence.evidence_profile("gpu", ("compare",)) == "gpu"
+    with pytest.raises(Exception, match="profile"):
+        evidence.evidence_profile("fast", ("compare",))
