@@ -22,9 +22,11 @@ from ..figures.tables import csv_link
 from ..report import fmt_estimate, pooled_diff, summary_table, values_ci
 from . import profile_param
 from .bnwn import head_effect
-from .common import LOSS_ABBR, MAIN_CHAPTER, check_cols, load, mde_from_ci, run_step_means
+from .common import LOSS_ABBR, MAIN_CHAPTER, MissingChapter, check_cols, load, mde_from_ci, run_step_means
 from .convergence import EARLY_FRACTIONS, early_column, early_steps, early_table
+from . import face, fairness, npair, ssl
 from .eta import eta_grid_gains
+from .evidence import evidence_profile
 from .instability import tracked_stats
 from .mu import ema_vs_batch, label_mu, mu_vs_best_zero
 
@@ -101,32 +103,54 @@ class Evidence:
 
     ``Evidence(profile)`` loads with :func:`load`; ``Evidence.from_frames({chapter: Frames}, profile)``
     wraps hand-made frames (tests). ``runs(chapter)`` of the "mu" chapter carries the ``setting`` label.
+    With ``tiers=True`` each chapter is loaded from the tier that :func:`sec_lib.chapters.evidence.
+    evidence_profile` picks for it (the reference tier where it holds every run of the chapter, else
+    ``profile``); :meth:`profile_of` says which, and :attr:`touched` collects the chapters read since
+    it was last cleared (the claims table uses it to label each row with its tier).
     """
-    def __init__(self, profile=None, frames: dict | None = None, loader: Callable | None = None, root=None):
+    def __init__(self, profile=None, frames: dict | None = None, loader: Callable | None = None, root=None,
+                 tiers: bool = False):
         self.profile = profile
         self.root = root
         self._frames = dict(frames or {})
         self._derived = {}
         self._from_store = loader is None
-        self._loader = loader if loader is not None else (lambda ch: load(ch, profile, root=root))
+        self.tier_of: dict = {}
+        self.touched: set = set()
+        self._tiers = tiers and loader is None and profile is not None
+        self._loader = loader if loader is not None else self._load
+
+    def _load(self, chapter: str):
+        tp = evidence_profile(self.profile, (chapter,), self.root) if self._tiers else self.profile
+        self.tier_of[chapter] = tp
+        return load(chapter, tp, root=self.root)
 
     @classmethod
     def from_frames(cls, frames: dict, profile=None) -> "Evidence":
         def missing(ch):
-            raise KeyError(f"no frames for chapter {ch!r}; given: {sorted(frames)}")
+            raise MissingChapter(f"no frames for chapter {ch!r}; given: {sorted(frames)}")
         return cls(profile, frames, loader=missing)
 
+    def profile_of(self, chapter: str):
+        """The profile (tier) whose runs ``chapter``'s frames hold."""
+        return self.tier_of.get(chapter, self.profile)
+
     def frames(self, chapter: str):
+        self.touched.add(chapter)
         if chapter not in self._frames:
             # chapters that show the same runs (compare, convergence, instability: the main table) load once
             same = [c for c in self._frames if self._from_store and ex.CHAPTERS.get(c) is ex.CHAPTERS.get(chapter)]
-            self._frames[chapter] = self._frames[same[0]] if same else self._loader(chapter)
+            if same:
+                self._frames[chapter] = self._frames[same[0]]
+                self.tier_of[chapter] = self.profile_of(same[0])
+            else:
+                self._frames[chapter] = self._loader(chapter)
         return self._frames[chapter]
 
     def runs(self, chapter: str) -> pd.DataFrame:
         r = self.frames(chapter).runs
         if chapter == "mu" and "setting" not in r.columns:
-            r = label_mu(r, self.profile, self.root)
+            r = label_mu(r, self.profile_of("mu"), self.root)
         return r
 
     def table(self, chapter: str, name: str) -> pd.DataFrame:
@@ -388,12 +412,6 @@ def _paper_tml() -> str:
     return ", ".join(f"{ds} {t.loc[ds, 'sec'] - t.loc[ds, 'none']:+.2f}" for ds in t.index)
 
 
-def _paper_simclr() -> float:
-    reb = reference.rebuttal_all()
-    s = reb[reb["table"] == "simclr"].set_index("setting")["top1"]
-    return float(s["sec"] - s["none"])
-
-
 #: The claims page: one dict per paper claim or review question. ``estimate(ev)`` computes our
 #: number from the frames; ``paper`` is None, a number or a callable computing it from data/reference.
 #: ``expected_sign``: the direction the claim predicts (+1 up, −1 down, 0 no change).
@@ -462,24 +480,10 @@ CLAIMS: list[dict] = [
          measured="log(mean tracked norm at the end / at the start), runs without SEC pooled across losses",
          unit="log ratio", expected_sign=+1, estimate=_est_growth, paper=None, link="instability.html",
          n_counts="runs pooled across losses"),
-    dict(id="Q8a", claim="SEC helps contrastive self-supervised learning (SimCLR)", source="review Q8; rebuttal Table 1",
-         measured="top-1 of a linear probe, SEC − none", unit="pp", expected_sign=+1,
-         estimate=_est_beyond(("ntxent",), "needs SimCLR pre-training on CIFAR-10 at scale (ResNet-50, 150 epochs, batch 256); "
-                                             "no such runs in the offline sweep"),
-         paper=_paper_simclr, link=None),
     dict(id="Q8b", claim="SEC helps the tuplet margin loss", source="review Q8; rebuttal Table 4",
          measured="R@1 SEC − none, tuplet margin loss", unit="pp", expected_sign=+1,
          estimate=_est_beyond(("tml",), "no tuplet-margin runs in this profile"),
          paper=_paper_tml, link="compare.html"),
-    dict(id="Q8c", claim="SEC helps face recognition with cosine-softmax losses", source="review Q8; paper Sec. 4.3",
-         measured="face verification accuracy, SEC − none", unit="pp", expected_sign=+1,
-         estimate=_no_evidence("needs face data sets (CASIA-WebFace / LFW) that cannot be used offline, and the "
-                               "paper's face code was never published; Q8d tests CosFace on glyphs instead"),
-         paper=None, link=None),
-    dict(id="Q8d", claim="SEC helps a cosine-softmax loss (CosFace), here on glyph retrieval rather than faces",
-         source="review Q8; paper Sec. 4.3", measured="R@1 SEC − none, CosFace loss (η chosen on held-out classes)",
-         unit="pp", expected_sign=+1, estimate=_est_beyond(("cosface",), "no CosFace runs in this profile"),
-         paper=None, link="compare.html"),
     dict(id="Q9", claim="SEC helps over a wide range of η", source="review Q9; paper Fig. (η sensitivity)",
          measured="the η > 0 of the grid at which R@1 − R@1 at η = 0 (mean over the 4 losses per seed) has its "
                   "interval above 0 with Holm-adjusted p < 0.05 over the grid; reproduced if they span ≥ 10× in η",
@@ -498,6 +502,11 @@ CLAIMS: list[dict] = [
                   "runs without SEC pooled across losses", unit="r", expected_sign=+1,
          n_counts="runs pooled across losses", estimate=_est_difficulty, paper=None, link="claims.html#question-10"),
 ]
+#: The review pages' claims (issue 13), placed after the row they extend: SimCLR and supervised
+#: contrastive (Q8a, Q8a-r, Q8e), ArcFace and CosFace (Q8c, Q8d), the four N-pair readings (Q11a-c),
+#: fairness by font design (Q10d-g).
+_AFTER = {"Q8b": ssl.CLAIMS + face.CLAIMS + npair.CLAIMS, "Q10c": fairness.CLAIMS}
+CLAIMS = [c2 for c in CLAIMS for c2 in (c, *_AFTER.get(c["id"], ()))]
 _CLAIM_KEYS = ("id", "claim", "source", "measured", "unit", "expected_sign", "estimate", "paper", "link",
                "n_counts", "same_runs_as", "target", "margin")
 
@@ -540,7 +549,14 @@ def claim_rows(ev: Evidence, claims: Sequence[dict] = CLAIMS) -> list[dict]:
         n_counts = c.get("n_counts", "seeds")
         if n_counts not in report.N_COUNTS:
             raise ValueError(f"claim {c['id']!r}: n_counts must be one of {list(report.N_COUNTS)}, got {n_counts!r}")
-        e = c["estimate"](ev)
+        if hasattr(ev, "touched"):
+            ev.touched.clear()
+        try:
+            e = c["estimate"](ev)
+        except MissingChapter as err:
+            e = {"note": str(err).strip('"')}
+        tiers = sorted({str(ev.profile_of(ch)) for ch in getattr(ev, "touched", ())
+                        if ev.profile_of(ch) is not None})
         n = e.get("n")
         lo, hi = e.get("ci_lo"), e.get("ci_hi")
         has_ci = (lo is not None and hi is not None and np.isfinite(lo) and np.isfinite(hi)
@@ -554,7 +570,7 @@ def claim_rows(ev: Evidence, claims: Sequence[dict] = CLAIMS) -> list[dict]:
                      "source": c.get("source", ""), "measured": c.get("measured", ""), "unit": c.get("unit", ""),
                      "p_value": p, "mde": mde, "n_counts": n_counts, "same_runs_as": c.get("same_runs_as") or "",
                      "target": c.get("target", math.nan), "rule_verdict": e.get("rule_verdict", ""),
-                     "note": e.get("note", "")})
+                     "note": e.get("note", ""), "tier": "/".join(tiers)})
     return rows
 
 

@@ -30,6 +30,12 @@ EXPECTED_SIGN = {**{m: +1 for m in (*RETRIEVAL_METRICS, "MAP@R")}, "test_norm_va
 TEST_NAME = "paired t-test over seeds (two-sided)"
 
 
+class MissingChapter(KeyError):
+    """Hand-made evidence (the claims page's ``Evidence.from_frames``) lacks what a claim needs (a
+    chapter's frames, or the profile behind them): that claim gets no estimate (verdict *not testable
+    offline*) instead of failing the whole table."""
+
+
 def runs_frame(frames) -> pd.DataFrame:
     """The per-run table of a :class:`~sec_lib.store.Frames` (or a runs DataFrame itself)."""
     runs = getattr(frames, "runs", frames)

@@ -28,7 +28,7 @@ from ..data.fonts import instance_attributes
 from ..train import load_data
 from . import profile_param
 from . import review
-from .common import MAIN_CHAPTER, check_cols
+from .common import MAIN_CHAPTER, MissingChapter, check_cols
 
 #: The notebook's parameters (checked by ``sec_lib.params.notebook_params``).
 PARAMS = profile_param()
@@ -209,7 +209,10 @@ def verdict(rows: pd.DataFrame) -> str:
 def _stats_of(ev) -> pd.DataFrame:
     runs = ev.runs(CHAPTER)
     tn = ev.table(CHAPTER, "test_norms")
-    return per_run(runs, tn, test_attributes(ev.profile))
+    profile = ev.profile_of(CHAPTER) if hasattr(ev, "profile_of") else ev.profile
+    if profile is None:
+        raise MissingChapter("the font attributes of the test images need the profile that produced the runs")
+    return per_run(runs, tn, test_attributes(profile))
 
 
 def _claim(col: str, a, b, sign: int, absolute: bool = False):

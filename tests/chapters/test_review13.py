@@ -10,9 +10,9 @@ import pandas as pd
 import pytest
 
 from sec_lib import experiments as ex
-from sec_lib.chapters import face, fairness, npair, review, ssl
+from sec_lib.chapters import claims, face, fairness, npair, review, ssl
 from sec_lib.losses import LOSS_SPECS
-from sec_lib.store import run_key
+from sec_lib.store import Frames, run_key
 
 REPO = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location("key_check", REPO / "bench" / "key_check.py")
@@ -171,6 +171,22 @@ def test_fairness_seed_values_average_losses_then_pair_on_seed():
 def test_face_and_ssl_claims_replace_the_offline_rows():
     ids = {c["id"] for m in (ssl, npair, face, fairness) for c in m.CLAIMS}
     assert {"Q8a", "Q8c", "Q8d"} <= ids and len(ids) == sum(len(m.CLAIMS) for m in (ssl, npair, face, fairness))
+    page = [c["id"] for c in claims.CLAIMS]
+    assert ids <= set(page) and len(page) == len(set(page))          # on the claims page, each once
+    assert page.index("Q8a") < page.index("Q8e") < page.index("Q11a") < page.index("Q9") < page.index("Q10d")
+    mine = {c["id"]: c for c in claims.CLAIMS}
+    for m in (ssl, npair, face, fairness):
+        for c in m.CLAIMS:
+            assert mine[c["id"]] is c                                 # the page module's own definition
+
+
+def test_review_rows_get_verdicts_on_the_claims_page():
+    runs = _runs({"ntxent": [1.0, 2.0, 1.5], "supcon": [0.5, 0.4, 0.6]}).assign(probe_top1=lambda d: d["R@1"])
+    empty = pd.DataFrame()
+    ev = claims.Evidence.from_frames({"ssl": Frames(runs, *[empty] * 6)}, profile="smoke")
+    t = claims.claims_table(ev, ssl.CLAIMS).set_index("claim")
+    assert (t["verdict"] != "not testable offline").all() and t.loc["Q8a", "n"] == 3
+    assert t.loc["Q8a", "estimate"] == pytest.approx(1.5)
 
 
 def test_max_hit_gap_leaves_out_rare_designs():
