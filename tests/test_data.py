@@ -14,7 +14,7 @@ import pytest
 import torch
 from PIL import Image
 
-from sec_lib.data import PKSampler, get_dataset, glyphs as G
+from sec_lib.data import PKSampler, get_dataset, glyph_pool, glyphs as G
 from sec_lib.data import benchmarks as B
 from sec_lib.data.toy import make_toy
 
@@ -118,7 +118,7 @@ def test_glyph_cache_roundtrip_and_manifest(tmp_path, monkeypatch):
     pt, js = G.cache_paths(tmp_path, 32, 4, 0, 3)
     assert pt.exists() and js.exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([pt.name, js.name])  # no temp files left
-    monkeypatch.setattr(G, "render_pool", _no_render)
+    monkeypatch.setattr(glyph_pool, "render_pool", _no_render)  # where load_pool looks it up
     pool2, man2 = G.load_pool(**SMALL, cache_dir=tmp_path)
     for k in ("images", "labels", "fonts"):
         assert torch.equal(pool1[k], pool2[k])
@@ -160,13 +160,13 @@ def test_corrupt_cache_is_regenerated(tmp_path, caplog, damage):
         js.write_text("{not json")
     else:
         js.unlink()
-    with caplog.at_level(logging.WARNING, logger=G.__name__):
+    with caplog.at_level(logging.WARNING, logger=glyph_pool.__name__):
         pool2, man = G.load_pool(**SMALL, cache_dir=tmp_path)
     assert any("regenerating" in r.getMessage() for r in caplog.records)
     assert torch.equal(pool1["images"], pool2["images"])
     assert man["sha256"] == hashlib.sha256(pt.read_bytes()).hexdigest()
     caplog.clear()
-    with caplog.at_level(logging.WARNING, logger=G.__name__):
+    with caplog.at_level(logging.WARNING, logger=glyph_pool.__name__):
         G.load_pool(**SMALL, cache_dir=tmp_path)  # repaired: loads silently
     assert not caplog.records
 
@@ -219,7 +219,7 @@ def test_glyph_image_size_64_and_sample_grid(tmp_path):
 
 
 def test_glyph_bad_parameters_and_default_dir(tmp_path, monkeypatch):
-    with pytest.raises(ValueError, match="split='val'.*train, test"):
+    with pytest.raises(ValueError, match="'split' = 'val'.*'train', 'test'"):
         G.load_glyphs("val", cache_dir=tmp_path)
     with pytest.raises(ValueError, match="image_size"):
         G.load_glyphs("train", image_size=0, cache_dir=tmp_path)
@@ -544,7 +544,7 @@ def test_cifar10_and_cifar100(tmp_path):
     (d / "test").unlink()
     with pytest.raises(FileNotFoundError, match="missing test"):
         get_dataset("cifar100", "test", root=d)
-    with pytest.raises(ValueError, match="split_by='x'"):
+    with pytest.raises(ValueError, match="'split_by' = 'x'.*'class', 'file'"):
         get_dataset("cifar100", "train", root=d, split_by="x")
 
 

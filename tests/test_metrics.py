@@ -13,6 +13,7 @@ from pytorch_metric_learning.utils.inference import CustomKNN
 from sklearn.metrics import normalized_mutual_info_score
 
 from sec_lib import metrics as M
+from sec_lib.metrics import retrieval as MR  # the ranking kernel and its backends (private names, patch points)
 
 BACKENDS = ["torch", pytest.param("faiss", marks=pytest.mark.skipif(not M.faiss_available(), reason="faiss-cpu not installed"))]
 
@@ -214,15 +215,15 @@ def test_never_builds_the_full_similarity(monkeypatch):
     emb, labels = planted(n_classes=10, per_class=30)  # N = 300
     expected = M.evaluate(emb, labels, clustering=False, backend="torch")
     shapes = []
-    orig = M._similarity_block
+    orig = MR._similarity_block
 
     def spy(q, g, out=None):
         sim = orig(q, g, out=out)
         shapes.append(tuple(sim.shape))
         return sim
 
-    monkeypatch.setattr(M, "_similarity_block", spy)
-    monkeypatch.setattr(M, "BLOCK_ELEMENTS", 1000)
+    monkeypatch.setattr(MR, "_similarity_block", spy)
+    monkeypatch.setattr(MR, "BLOCK_ELEMENTS", 1000)
     assert M.evaluate(emb, labels, clustering=False, backend="torch") == expected
     assert len(shapes) == 100  # 300 queries, 3 rows per block
     assert max(r * c for r, c in shapes) <= 1000
@@ -233,7 +234,7 @@ def test_top_k_stable_breaks_ties_by_index():
     sim = torch.tensor([row, row[::-1], [0.25] * len(row)], dtype=torch.float32)
     ref = np.argsort(-sim.numpy(), axis=1, kind="stable")
     for k in range(1, len(row) + 1):
-        got = M._top_k_stable(sim, k, n_valid=len(row))
+        got = MR._top_k_stable(sim, k, n_valid=len(row))
         np.testing.assert_array_equal(got, ref[:, :k])
 
 
@@ -374,14 +375,14 @@ def test_backends_agree(data):
 def test_auto_backend_picks_faiss_on_cpu_for_shallow_searches(monkeypatch):
     cpu, cuda = torch.device("cpu"), torch.device("cuda")
     shallow, deep = M.AUTO_FAISS_MAX_DEPTH, M.AUTO_FAISS_MAX_DEPTH + 1
-    assert M._pick_backend("auto", cpu, shallow) == ("faiss" if M.faiss_available() else "torch")
-    assert M._pick_backend("auto", cpu, deep) == "torch"  # e.g. R@1000: torch counts ranks
-    assert M._pick_backend("auto", cuda, 1) == "torch"
-    assert M._pick_backend("torch", cpu, 1) == "torch"
-    assert M._pick_backend("faiss", cpu, 10**6) == "faiss"
-    monkeypatch.setattr(M, "faiss", None)
+    assert MR._pick_backend("auto", cpu, shallow) == ("faiss" if M.faiss_available() else "torch")
+    assert MR._pick_backend("auto", cpu, deep) == "torch"  # e.g. R@1000: torch counts ranks
+    assert MR._pick_backend("auto", cuda, 1) == "torch"
+    assert MR._pick_backend("torch", cpu, 1) == "torch"
+    assert MR._pick_backend("faiss", cpu, 10**6) == "faiss"
+    monkeypatch.setattr(MR, "faiss", None)
     assert not M.faiss_available()
-    assert M._pick_backend("auto", cpu, 1) == "torch"
+    assert MR._pick_backend("auto", cpu, 1) == "torch"
     with pytest.raises(ImportError, match=r"faiss-cpu.*sec_lib\[fast\]"):
         M.recall_at_k(E, Y, backend="faiss")
 
@@ -392,10 +393,10 @@ def test_counting_on_other_devices_matches_the_cpu_loop():
     e = torch.nn.functional.normalize(torch.from_numpy(emb), dim=1)
     sim = e @ e.T  # exact multiples of 0.25: many ties
     sim.fill_diagonal_(-math.inf)
-    best, best_idx = M._Positives(labels, labels.max() + 1).best(sim, labels)
-    cpu = M._first_hit_by_counting(sim, best, best_idx)
+    best, best_idx = MR._Positives(labels, labels.max() + 1).best(sim, labels)
+    cpu = MR._first_hit_by_counting(sim, best, best_idx)
 
-    assert (M._first_hit_by_counting_torch(sim, best, best_idx) == cpu).all()
+    assert (MR._first_hit_by_counting_torch(sim, best, best_idx) == cpu).all()
     ref = bf_order(emb, emb, True)  # brute force: rank of the first same-label neighbour
     first = np.array([np.argmax(labels[o] == labels[i]) if (labels[o] == labels[i]).any() else len(o)
                       for i, o in enumerate(ref)])
@@ -408,15 +409,15 @@ def test_faiss_searches_in_bounded_chunks(monkeypatch):
     emb, labels = planted(n_classes=10, per_class=30)  # N = 300
     expected = M.evaluate(emb, labels, ks=(1, 10), clustering=False, backend="faiss")
     shapes = []
-    orig = M.faiss.IndexFlatIP
+    orig = MR.faiss.IndexFlatIP
 
     class Spy(orig):
         def search(self, x, k, *args, **kwargs):
             shapes.append((x.shape[0], k))
             return super().search(x, k, *args, **kwargs)
 
-    monkeypatch.setattr(M.faiss, "IndexFlatIP", Spy)
-    monkeypatch.setattr(M, "FAISS_QUERY_CHUNK", 64)
+    monkeypatch.setattr(MR.faiss, "IndexFlatIP", Spy)
+    monkeypatch.setattr(MR, "FAISS_QUERY_CHUNK", 64)
     assert M.evaluate(emb, labels, ks=(1, 10), clustering=False, backend="faiss") == expected
     assert sum(r for r, _ in shapes) == 300 and max(r for r, _ in shapes) == 64
     # per chunk: k = max(10, R = 29) neighbours + 1 past the cut + the query itself

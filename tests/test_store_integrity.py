@@ -15,15 +15,6 @@ from sec_lib.site import runner as book
 from sec_lib.params import ParameterError
 from sec_lib.store import ResultStore, run_all, run_key
 from sec_lib.tempfiles import clear_partial_notebooks, clear_partial_runs, host_name, temp_prefix
-from sec_lib.train import TrainConfig
-
-
-def toy(**kw):
-    base = dict(dataset="toy", model="mlp", width=16, embed_dim=8, iterations=6, batch_size=24, eval_every=3,
-                track_every=3, track_samples=4, dtheta_every=3, lr=3e-3, loss="npair",
-                data_kwargs={"noise": 0.1, "num_classes": 60})
-    base.update(kw)
-    return TrainConfig(**base)
 
 
 def numbers(metrics):
@@ -74,7 +65,7 @@ DAMAGE = {"truncated parquet": truncate, "garbage result.json": garbage_json, "f
 
 
 @pytest.mark.parametrize("how", list(DAMAGE))
-def test_each_kind_of_damage_is_reported_quarantined_and_retrained(tmp_path, how, caplog):
+def test_each_kind_of_damage_is_reported_quarantined_and_retrained(tmp_path, how, caplog, toy):
     store = ResultStore(tmp_path)
     cfg = toy()
     first = store.run(cfg)
@@ -93,7 +84,7 @@ def test_each_kind_of_damage_is_reported_quarantined_and_retrained(tmp_path, how
     assert store.get(cfg).metrics == again.metrics
 
 
-def test_has_checks_sizes_and_get_checks_checksums(tmp_path):
+def test_has_checks_sizes_and_get_checks_checksums(tmp_path, toy):
     store = ResultStore(tmp_path)
     cfg = toy()
     store.run(cfg)
@@ -107,7 +98,7 @@ def test_has_checks_sizes_and_get_checks_checksums(tmp_path):
     assert not truncate_store.has(cfg)
 
 
-def test_an_old_record_without_manifest_is_accepted_when_it_loads_and_gets_one(tmp_path):
+def test_an_old_record_without_manifest_is_accepted_when_it_loads_and_gets_one(tmp_path, toy):
     store = ResultStore(tmp_path)
     cfg = toy()
     first = store.run(cfg)
@@ -119,7 +110,7 @@ def test_an_old_record_without_manifest_is_accepted_when_it_loads_and_gets_one(t
     assert not store.has(cfg) and store.quarantined[0][2].startswith("result.json")
 
 
-def test_the_runner_retrains_every_damaged_record_and_counts_them(tmp_path, monkeypatch):
+def test_the_runner_retrains_every_damaged_record_and_counts_them(tmp_path, monkeypatch, toy):
     monkeypatch.setenv("SEC_RUNS_DIR", str(tmp_path))
     cfgs = [toy(seed=s) for s in range(len(DAMAGE))]
     first = run_all(cfgs, root=tmp_path)
@@ -136,7 +127,7 @@ def test_the_runner_retrains_every_damaged_record_and_counts_them(tmp_path, monk
     assert f"{len(DAMAGE)} corrupt records quarantined and retrained" in out.getvalue()
 
 
-def test_a_file_or_empty_folder_in_a_keys_place_is_quarantined_and_the_run_saved(tmp_path):
+def test_a_file_or_empty_folder_in_a_keys_place_is_quarantined_and_the_run_saved(tmp_path, toy):
     store = ResultStore(tmp_path)
     cfg = toy()
     result = S.train(cfg)
@@ -151,7 +142,7 @@ def test_a_file_or_empty_folder_in_a_keys_place_is_quarantined_and_the_run_saved
     assert store.get(cfg).metrics == result.metrics
 
 
-def test_a_second_writer_keeps_the_stored_record_unless_replacing_a_failed_run(tmp_path):
+def test_a_second_writer_keeps_the_stored_record_unless_replacing_a_failed_run(tmp_path, toy):
     store = ResultStore(tmp_path)
     cfg = toy()
     result = S.train(cfg)
@@ -177,7 +168,7 @@ def test_only_well_formed_keys_are_paths(tmp_path):
     assert store.path("0123456789abcdef") == tmp_path / "0123456789abcdef"
 
 
-def test_save_refuses_metrics_that_load_would_reject(tmp_path):
+def test_save_refuses_metrics_that_load_would_reject(tmp_path, toy):
     result = S.train(toy())
     result.metrics["R@1"] = "high"
     with pytest.raises(ValueError, match="'R@1'"):
@@ -230,7 +221,7 @@ def test_the_runner_clears_litter_at_the_start_and_counts_it(tmp_path, monkeypat
     assert book.clear_litter(tmp_path) == (0, 0)
 
 
-def test_a_corrupt_record_that_cannot_be_moved_is_reported_and_treated_as_missing(tmp_path, monkeypatch, caplog):
+def test_a_corrupt_record_that_cannot_be_moved_is_reported_and_treated_as_missing(tmp_path, monkeypatch, caplog, toy):
     store = ResultStore(tmp_path)
     cfg = toy()
     store.run(cfg)

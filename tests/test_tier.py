@@ -1,4 +1,5 @@
 """Committed tiers: a compact export of a store that reads back like the store, and any row retrains."""
+import functools
 import json
 
 import pandas as pd
@@ -11,16 +12,14 @@ from sec_lib.store import ResultStore, run_all, run_key
 from sec_lib.train import TrainConfig
 
 
-def toy(**kw):
-    base = dict(dataset="toy", model="mlp", width=16, embed_dim=8, iterations=30, batch_size=24, eval_every=10,
-                track_every=2, track_samples=4, dtheta_every=4, lr=3e-3, loss="npair",
-                data_kwargs={"noise": 0.1, "num_classes": 60})
-    base.update(kw)
-    return TrainConfig(**base)
+@pytest.fixture(scope="module")
+def toy(toy):
+    """The shared toy config (tests/conftest.py) with this file's longer schedule."""
+    return functools.partial(toy, iterations=30, eval_every=10, track_every=2, dtheta_every=4)
 
 
 @pytest.fixture(scope="module")
-def exported(tmp_path_factory):
+def exported(tmp_path_factory, toy):
     root = tmp_path_factory.mktemp("tier")
     store = ResultStore(root / "store")
     configs = [toy(), toy(seed=1), toy(eta=0.5, mu="batch"), toy(optimizer="sgd", lr=100.0, eta=50.0)]   # the last diverges
@@ -40,7 +39,7 @@ def test_export_writes_one_row_per_run_with_config_and_provenance(exported):
     assert runs["status"].tolist()[-1] == "failed" and runs["device"].eq("cpu").all()
 
 
-def test_tier_reads_back_like_the_store(exported):
+def test_tier_reads_back_like_the_store(exported, toy):
     store, configs, out, _ = exported
     t = tier.TierStore(out)
     for cfg in configs:

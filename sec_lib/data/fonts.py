@@ -37,8 +37,10 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from fontTools.ttLib import TTFont
 
-from .glyphs import FONT_FILES, PACKAGE_DIR, _atomic_write_bytes, font_dir, split_classes
+from .glyph_pool import PACKAGE_DIR, _atomic_write_bytes, split_classes
+from .glyph_render import FONT_FILES, font_dir
 
 __all__ = ["FONT_TABLE", "NAME_FACTS", "DESIGNS", "build_font_table", "write_font_table", "font_attributes",
            "instance_attributes", "glyph_attributes"]
@@ -68,8 +70,6 @@ _COLUMNS = ["font_index", "file", "family", "design", "weight", "italic", "sourc
 
 def _metadata(file: str) -> dict:
     """The raw metadata fields of one font file."""
-    from fontTools.ttLib import TTFont
-
     with TTFont(str(font_dir() / file), lazy=True) as tt:
         name, os2, post = tt["name"], tt["OS/2"], tt["post"]
         panose = os2.panose

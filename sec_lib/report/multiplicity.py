@@ -1,0 +1,87 @@
+"""Holm's adjustment and the verdicts of a family of comparisons (see :mod:`sec_lib.report`)."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from ._common import _check_columns, _is_missing
+from .verdicts import ROW_COLUMNS, verdict
+
+
+def holm(pvalues):
+    """Holm's step-down adjusted p-values, in the input order.
+
+    With the ``m`` p-values sorted ascending, ``p_(1) <= ... <= p_(m)``, the adjusted value of the
+    ``i``-th is ``min(1, max_{j <= i} (m - j + 1) * p_(j))``: monotone in the raw p, never below it,
+    capped at 1. Rejecting where the adjusted p < alpha controls the family-wise error rate at alpha
+    for any dependence between the tests (Holm 1979).
+
+    NaN / None entries (comparisons without a test) are left out of the family: they do not count
+    in ``m`` and come back as NaN. Returns a float array, or a Series with the same index when given
+    a Series. Raises ValueError for values outside [0, 1].
+    """
+    index = pvalues.index if isinstance(pvalues, pd.Series) else None
+    if isinstance(pvalues, (str, bytes, dict)) or np.ndim(pvalues) > 1:
+        raise ValueError(f"pvalues must be a 1-D sequence of p-values, got {type(pvalues).__name__}")
+    p = pd.to_numeric(pd.Series(np.asarray(pvalues, dtype=object).ravel()), errors="coerce").to_numpy(dtype=float)
+    ok = ~np.isnan(p)
+    bad = p[ok & ((p < 0) | (p > 1))]
+    if bad.size:
+        raise ValueError(f"p-values must lie in [0, 1], got {bad.tolist()}")
+    out = np.full(p.shape, math.nan)
+    idx = np.flatnonzero(ok)
+    m = idx.size
+    if m:
+        order = idx[np.argsort(p[idx], kind="stable")]
+        scaled = (m - np.arange(m)) * p[order]
+        out[order] = np.minimum(1.0, np.maximum.accumulate(scaled))
+    return pd.Series(out, index=index, name=getattr(pvalues, "name", None)) if index is not None else out
+
+
+def adjust_family(rows, family: str | None = None) -> pd.DataFrame:
+    """Holm-adjust one family of verdict rows and recompute their verdicts.
+
+    ``rows``: a DataFrame or a list of dicts, e.g. from :func:`verdict_row`, with at least the
+    columns ``estimate``, ``ci_lo``, ``ci_hi``, ``p_value``, ``expected_sign``; ``n`` and ``margin``
+    are used when present (``margin`` NaN/None: the default of :func:`verdict`). A family is the set
+    of comparisons shown and read together: the main comparison across losses, one review chapter,
+    the claims page; adjust each family on its own.
+
+    Returns a copy, rows in the given order, with ``p_adj`` = :func:`holm` of ``p_value`` over the
+    family (rows without a p-value do not count and keep NaN), ``m`` = the number of p-values in
+    the family, ``verdict`` recomputed with ``p_adj``, and a ``family`` column when ``family`` is
+    given. Every row's p-value enters, no-change claims included (conservative for the others).
+    """
+    if isinstance(rows, pd.DataFrame):
+        df = rows.copy()
+    elif isinstance(rows, (str, bytes, dict)) or not hasattr(rows, "__iter__"):
+        raise ValueError(f"rows must be a DataFrame or a list of row dicts, got {type(rows).__name__}")
+    else:
+        rows = list(rows)
+        bad = [i for i, r in enumerate(rows) if not isinstance(r, dict)]
+        if bad:
+            raise ValueError(f"rows must be dicts (e.g. from verdict_row); rows {bad} are not")
+        df = pd.DataFrame(rows)
+    if df.empty and not len(df.columns):   # an empty family
+        df = pd.DataFrame(columns=list(ROW_COLUMNS))
+    required = ("estimate", "ci_lo", "ci_hi", "p_value", "expected_sign")
+    _check_columns(df, required, "required columns")
+    if "verdict" in df.columns:
+        df = df.drop(columns="verdict")
+    p_adj = holm(df["p_value"].to_numpy()) if len(df) else np.array([], dtype=float)
+    df["p_adj"] = p_adj
+    df["m"] = int(np.isfinite(p_adj).sum())
+    verdicts = []
+    for i, r in enumerate(df.to_dict("records")):
+        n = r.get("n")
+        try:
+            verdicts.append(verdict(r["estimate"], r["ci_lo"], r["ci_hi"], r["expected_sign"], r.get("margin"),
+                                    n=None if _is_missing(n) else n, p_adj=r["p_adj"]))
+        except ValueError as err:
+            raise ValueError(f"row {i}: {err}") from err
+    df["verdict"] = verdicts
+    if family is not None:
+        df["family"] = family
+    return df.reset_index(drop=True)

@@ -1,0 +1,285 @@
+"""Margins, verdict rules and verdict rows: the book's verdict words (see :mod:`sec_lib.report`)."""
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from ._common import _finite, _is_missing, _t_interval, _zero_spread
+from .intervals import DEFAULT_METRICS
+from .power import min_detectable_effect
+
+#: All possible verdicts (see :func:`verdict`).
+VERDICTS = ("reproduced", "not reproduced", "inconclusive", "not testable offline")
+
+
+# -------------------------------------------------------------------------------------------- verdicts
+#
+# The book's verdict words (see DESIGN.md) and the statistics behind them:
+#
+# * MARGINS / PRIMARY_METRIC: the practical equivalence margin of each metric and which metric is primary;
+# * verdict(): the rules that turn an estimate and its interval (and the Holm-adjusted p) into a word;
+# * min_detectable_effect() (in .power): the smallest effect a design of n seeds could detect;
+# * holm() (in .multiplicity): Holm's step-down adjustment within one family of comparisons;
+# * verdict_row() here / adjust_family() (in .multiplicity): one row per comparison from the paired
+#   differences, then a family.
+
+#: The declared primary metric: the paper's headline number. Every other metric is secondary.
+PRIMARY_METRIC = "R@1"
+
+#: Practical equivalence margins, in the metric's own units (percentage points for all of
+#: :data:`DEFAULT_METRICS`). An effect whose whole interval lies inside ``±margin`` is negligible:
+#: a directional claim is then *not reproduced* and a no-change claim *reproduced*. The margins are
+#: declared in advance, not estimated from the runs: 0.5 points of R@k is one query in 200 answered
+#: differently, well below the gains the paper reports for SEC (1.7 to 7.5 points of R@1, Table 1); the
+#: same 0.5 points is used for the secondary metrics. Give a new metric its margin here.
+MARGINS = {"R@1": 0.5, "R@2": 0.5, "R@4": 0.5, "R@8": 0.5, "NMI": 0.5, "F1": 0.5, "MAP@R": 0.5}
+
+#: The metrics that are not primary, in the order of :data:`DEFAULT_METRICS`.
+SECONDARY_METRICS = tuple(m for m in DEFAULT_METRICS if m != PRIMARY_METRIC)
+
+#: What the ``n`` of a verdict row may count.
+N_COUNTS = ("seeds", "runs pooled across losses")
+
+
+def metric_role(metric: str) -> str:
+    """``"primary"`` for :data:`PRIMARY_METRIC` (R@1), ``"secondary"`` for every other metric."""
+    if not isinstance(metric, str):
+        raise ValueError(f"metric must be a metric name such as {PRIMARY_METRIC!r}, got {metric!r}")
+    return "primary" if metric == PRIMARY_METRIC else "secondary"
+
+
+def margin_for(metric: str) -> float:
+    """The practical equivalence margin of ``metric`` from :data:`MARGINS` (in the metric's units)."""
+    if metric not in MARGINS:
+        raise ValueError(f"no equivalence margin declared for metric {metric!r}; declared: {list(MARGINS)}")
+    return float(MARGINS[metric])
+
+
+def margin_table() -> pd.DataFrame:
+    """The declared margins as a table for the claims page: ``metric``, ``margin``, ``unit``,
+    ``role`` (primary / secondary), one row per metric of :data:`MARGINS`, primary first."""
+    order = sorted(MARGINS, key=lambda m: metric_role(m) != "primary")   # stable: primary first
+    return pd.DataFrame(
+        [{"metric": m, "margin": float(MARGINS[m]), "unit": "percentage points", "role": metric_role(m)} for m in order],
+        columns=["metric", "margin", "unit", "role"],
+    )
+
+
+@dataclass(frozen=True)
+class VerdictRules:
+    """The fixed settings behind :func:`verdict` and :func:`verdict_row`.
+
+    * ``level``: level of the Student-t intervals the rules read (95%);
+    * ``alpha``: a directional *reproduced* needs the Holm-adjusted p below it (0.05);
+    * ``power``: the power at which :func:`min_detectable_effect` is reported (80%);
+    * ``min_effect``: the default margin of a directional claim, 0, i.e. no negligible-effect rule
+      unless a margin is given (kept under this name for old callers);
+    * ``equivalence_margin``: the default margin of a no-change claim, that of the primary metric;
+    * ``single_run_max``: the best verdict without a usable interval (one run, or zero spread).
+    """
+
+    level: float = 0.95
+    alpha: float = 0.05
+    power: float = 0.8
+    min_effect: float = 0.0
+    equivalence_margin: float = MARGINS[PRIMARY_METRIC]
+    single_run_max: str = "inconclusive"
+
+
+#: The settings used by the book (see :class:`VerdictRules`).
+VERDICT_RULES = VerdictRules()
+
+
+
+def _check_sign(expected_sign) -> int:
+    if isinstance(expected_sign, bool) or expected_sign not in (-1, 0, 1):
+        raise ValueError(f"expected_sign must be +1 (increase), -1 (decrease) or 0 (no change), got {expected_sign!r}")
+    return int(expected_sign)
+
+
+def _check_margin(margin, expected_sign: int) -> float:
+    if margin is None or (isinstance(margin, float) and math.isnan(margin)):
+        margin = VERDICT_RULES.equivalence_margin if expected_sign == 0 else VERDICT_RULES.min_effect
+    if isinstance(margin, bool) or _is_missing(margin) or float(margin) < 0:
+        raise ValueError(f"margin must be a finite number >= 0 (or None for the default), got {margin!r}")
+    if expected_sign == 0 and float(margin) <= 0:
+        raise ValueError(f"a no-change claim (expected_sign=0) needs an equivalence margin > 0, got {margin!r}")
+    return float(margin)
+
+
+def verdict(estimate, ci_lo, ci_hi, expected_sign: int = +1, margin=None, n=None, p_adj=None) -> str:
+    """The verdict word for one claim: one of :data:`VERDICTS`.
+
+    Arguments: the ``estimate`` (e.g. the mean paired difference SEC − baseline), its confidence
+    interval ``[ci_lo, ci_hi]`` (95%), the direction the claim predicts (``expected_sign``: +1 the
+    quantity goes up, -1 it goes down, 0 it does not change), the practical equivalence ``margin``
+    (same units as the estimate; see :data:`MARGINS`), the number ``n`` of seeds or runs behind the
+    estimate, and the Holm-adjusted p-value ``p_adj`` of the test of "no difference" (see :func:`holm`).
+
+    **Directional claim** (``expected_sign`` ±1):
+
+    * *not reproduced* if the interval lies entirely on the wrong side of 0, or entirely inside
+      ``±margin`` (the effect is shown to be negligible; this is checked first, so a significant but
+      negligible effect is *not reproduced*);
+    * *reproduced* if the interval lies entirely on the predicted side of 0 and, when ``p_adj`` is
+      given, ``p_adj < 0.05``;
+    * *inconclusive* in every other case (the interval contains 0, or the adjusted p is too large).
+
+    **No-change claim** (``expected_sign`` 0), an equivalence test:
+
+    * *reproduced* if the interval lies inside ``[-margin, +margin]``;
+    * *not reproduced* if it lies entirely outside (above ``+margin`` or below ``-margin``);
+    * *inconclusive* otherwise. ``p_adj`` is not used.
+
+    **Without a usable interval** -- ``n < 2``, a missing bound, or zero spread (``ci_lo == ci_hi``
+    up to float rounding: a width below 1e-9 of the bounds' size) -- the data cannot tell: the
+    verdict is *inconclusive*.
+
+    **not testable offline**: no evidence at all (``estimate`` missing or ``n == 0``).
+
+    Defaults: ``margin=None`` means no negligible-effect rule for a directional claim and the primary
+    metric's margin (0.5 points of R@1) for a no-change claim. ``p_adj=None`` (or NaN) means no
+    multiplicity information; pass it whenever the claim belongs to a family (:func:`adjust_family`).
+    Boundaries count as inside: an interval ending exactly at 0 is not on either side of 0, one
+    ending exactly at ``margin`` is inside the margin.
+    """
+    expected_sign = _check_sign(expected_sign)
+    margin = _check_margin(margin, expected_sign)
+    if n is not None and (isinstance(n, bool) or not isinstance(n, numbers.Real) or (np.isfinite(n) and n < 0)):
+        raise ValueError(f"n must be None or a count >= 0, got {n!r}")
+    if not _is_missing(p_adj) and not (0.0 <= float(p_adj) <= 1.0):
+        raise ValueError(f"p_adj must be a p-value in [0, 1] (or None), got {p_adj!r}")
+
+    if _is_missing(estimate) or (n is not None and (not np.isfinite(n) or int(n) == 0)):
+        return "not testable offline"
+    d = float(estimate)
+    has_ci = not (_is_missing(ci_lo) or _is_missing(ci_hi))
+    if has_ci:
+        lo, hi = float(ci_lo), float(ci_hi)
+        if lo > hi:
+            raise ValueError(f"ci_lo ({lo}) must not exceed ci_hi ({hi})")
+        tol = 1e-9 * max(1.0, abs(d))
+        if not (lo - tol <= d <= hi + tol):
+            raise ValueError(f"estimate ({d}) must lie inside [ci_lo, ci_hi] = [{lo}, {hi}]")
+    usable = has_ci and (hi - lo) > 1e-9 * max(abs(lo), abs(hi)) and (n is None or n >= 2)
+    if not usable:
+        return VERDICT_RULES.single_run_max
+
+    inside_margin = -margin <= lo and hi <= margin
+    if expected_sign == 0:
+        if inside_margin:
+            return "reproduced"
+        if lo > margin or hi < -margin:
+            return "not reproduced"
+        return "inconclusive"
+
+    s_lo, s_hi = sorted((expected_sign * lo, expected_sign * hi))   # the interval with "predicted" = positive
+    if s_hi < 0 or inside_margin:
+        return "not reproduced"
+    if s_lo > 0 and (_is_missing(p_adj) or float(p_adj) < VERDICT_RULES.alpha):
+        return "reproduced"
+    return "inconclusive"
+
+
+#: Columns of :func:`verdict_row` / :func:`adjust_family`, in order.
+ROW_COLUMNS = ("estimate", "ci_lo", "ci_hi", "p_value", "p_adj", "m", "n", "n_counts", "sd", "mde",
+               "expected_sign", "margin", "verdict")
+
+
+def verdict_row(values, expected_sign: int = +1, margin=None, n_counts: str = "seeds") -> dict:
+    """One verdict row from a sample, usually the per-seed paired differences (b − a).
+
+    ``values`` is a 1-D sample (NaN entries, e.g. failed runs, are dropped); ``expected_sign`` and
+    ``margin`` are those of :func:`verdict` (``margin=None``: see there); ``n_counts`` says what one
+    value is, one of :data:`N_COUNTS` ("seeds", or "runs pooled across losses").
+
+    Returns a dict with the keys of :data:`ROW_COLUMNS`:
+
+    * ``estimate``: the mean; ``ci_lo``, ``ci_hi``: its 95% Student-t interval;
+    * ``p_value``: the raw two-sided one-sample t-test of mean 0 (for paired differences this is the
+      paired t-test, ``scipy.stats.ttest_rel``);
+    * ``n``, ``n_counts``; ``sd``: the sample SD (ddof=1) of the values;
+    * ``mde``: :func:`min_detectable_effect` of ``sd`` and ``n`` (5% two-sided, 80% power);
+    * ``p_adj``, ``m`` and ``verdict``: the row taken as a family of one (``m == 1``, ``p_adj ==
+      p_value``). A row that belongs to a family must go through :func:`adjust_family`, which
+      replaces these three.
+
+    Zero spread (all values equal, up to float rounding) or fewer than 2 values: no interval, no p, no ``mde`` (NaN) and
+    the verdict is at most *inconclusive*; no values: *not testable offline*.
+    """
+    expected_sign = _check_sign(expected_sign)
+    margin = _check_margin(margin, expected_sign)
+    if not isinstance(n_counts, str) or n_counts not in N_COUNTS:
+        raise ValueError(f"n_counts must say what n counts, one of {list(N_COUNTS)}; got {n_counts!r}")
+    if isinstance(values, (str, bytes, dict)) or np.ndim(values) > 1:
+        raise ValueError(f"values must be a 1-D sample, got {type(values).__name__}")
+    x = _finite(values)
+    mean, lo, hi, n = _t_interval(x, VERDICT_RULES.level)
+    sd = float(x.std(ddof=1)) if n >= 2 else math.nan
+    if n >= 2 and not _zero_spread(x):
+        p = float(stats.ttest_1samp(x, 0.0).pvalue)
+    else:                                   # one value or zero spread: nothing to test
+        lo = hi = p = math.nan
+    row = {"estimate": mean, "ci_lo": lo, "ci_hi": hi, "p_value": p, "p_adj": p, "m": int(not math.isnan(p)),
+           "n": n, "n_counts": n_counts, "sd": sd,
+           "mde": min_detectable_effect(sd, n, VERDICT_RULES.alpha, VERDICT_RULES.power),
+           "expected_sign": expected_sign, "margin": margin}
+    row["verdict"] = verdict(mean, lo, hi, expected_sign, margin, n=n, p_adj=p)
+    return row
+
+
+_CLAIM_REQUIRED = ("claim", "text", "estimate", "ci_lo", "ci_hi")
+_CLAIM_OPTIONAL = ("n", "paper", "link", "expected_sign", "margin", "p_adj")
+
+
+def verdict_table(rows: Sequence[dict]) -> pd.DataFrame:
+    """Claims table with a computed ``verdict`` column (never typed by hand).
+
+    Each row is a dict with the required keys ``claim`` (id), ``text``, ``estimate`` (our number,
+    e.g. a paired difference), ``ci_lo``, ``ci_hi``, and optional ``n``, ``paper`` (the paper's
+    number or None), ``link`` (where the evidence is in the book), ``expected_sign`` (default +1),
+    ``margin`` (the practical equivalence margin; default: see :func:`verdict`; the old key
+    ``min_effect`` is read as the margin), ``p_adj`` (the Holm-adjusted p, when the claims were
+    adjusted as a family with :func:`holm`). Other keys are kept as extra columns.
+    Output columns: claim, text, estimate, ci_lo, ci_hi, n, paper, link, expected_sign, verdict,
+    then the extras, one row per claim in the given order.
+    """
+    if isinstance(rows, (dict, str)) or not hasattr(rows, "__iter__"):
+        raise ValueError("rows must be a list of claim dicts")
+    rows = list(rows)
+    out = []
+    for i, r in enumerate(rows):
+        if not isinstance(r, dict):
+            raise ValueError(f"rows[{i}] must be a dict, got {type(r).__name__}")
+        missing = [k for k in _CLAIM_REQUIRED if k not in r]
+        if missing:
+            raise ValueError(
+                f"rows[{i}] lacks keys {missing}; required keys are {list(_CLAIM_REQUIRED)}, "
+                f"optional {list(_CLAIM_OPTIONAL)}"
+            )
+        if "verdict" in r:
+            raise ValueError(f"rows[{i}] has a 'verdict' key; verdicts are computed, never given")
+        rec = dict(r)
+        rec.setdefault("n", None)
+        rec.setdefault("paper", None)
+        rec.setdefault("link", None)
+        rec.setdefault("expected_sign", 1)
+        legacy = rec.pop("min_effect", None)
+        margin = rec.get("margin", legacy)
+        try:
+            rec["verdict"] = verdict(
+                rec["estimate"], rec["ci_lo"], rec["ci_hi"], expected_sign=rec["expected_sign"], margin=margin,
+                n=rec["n"], p_adj=rec.get("p_adj"),
+            )
+        except ValueError as err:
+            raise ValueError(f"claim {rec['claim']!r}: {err}") from err
+        out.append(rec)
+    base = ["claim", "text", "estimate", "ci_lo", "ci_hi", "n", "paper", "link", "expected_sign", "verdict"]
+    extras = list(dict.fromkeys(k for rec in out for k in rec if k not in base))
+    return pd.DataFrame(out, columns=base + extras)
