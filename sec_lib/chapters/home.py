@@ -58,7 +58,8 @@ def paper_headline(metric: str = "R@1", datasets=PAPER_DATASETS) -> pd.DataFrame
 
 
 def verdict_tally(profile, root=None) -> dict | None:
-    """The claims page's verdict tally ({verdict: count}), or None when it cannot be computed.
+    """The claims page's verdict tally ({verdict: count}), or None when it cannot be computed; each
+    claim is read from the tier that holds its chapter's runs, as on the claims page.
 
     Calls only the claims page's public functions (``Evidence``, ``claims_table`` and, when it exists,
     ``verdict_counts``) and otherwise counts the table's ``verdict`` column, so it survives changes to
@@ -66,7 +67,7 @@ def verdict_tally(profile, root=None) -> dict | None:
     """
     from . import claims          # imported here: the claims page pulls in every chapter
     try:
-        ev = claims.Evidence(profile, root=root)
+        ev = claims.Evidence(profile, root=root, tiers=True)
         table = claims.claims_table(ev)
     except (KeyError, FileNotFoundError, ValueError) as e:     # a missing chapter's runs
         return {"error": str(e)}
