@@ -335,12 +335,15 @@ def check_node_modules(site: Path) -> Path:
     jupyter-book starts."""
     try:
         return sitejs.find_node_modules(site)
-    except FileNotFoundError as e:
-        where = site if (site / "package-lock.json").is_file() else REPO
-        raise ParameterError(f"cannot build the book without its JavaScript (require.js, the widget manager, "
-                             f"MathJax): {e} Fix: `cd {where} && npm ci` (Node.js; package.json and "
-                             f"package-lock.json pin the versions), or set ${sitejs.ENV_NODE_MODULES} to a "
-                             "node_modules folder that has them.") from None
+    except FileNotFoundError:
+        pass
+    looked = [p for p in (os.environ.get(sitejs.ENV_NODE_MODULES), site / "node_modules", REPO / "node_modules") if p]
+    where = site if (site / "package-lock.json").is_file() else REPO
+    fix = "`make js` (npm ci) in the checkout" if where == REPO and is_checkout(REPO) else f"`cd {where} && npm ci`"
+    raise ParameterError(f"cannot build the book: the JavaScript it serves itself (require.js, the widget manager, "
+                         f"MathJax; no CDN) is not installed: no node_modules with them at {', '.join(map(str, looked))}. "
+                         f"Fix: {fix} (needs Node.js; package.json and package-lock.json pin the versions), or set "
+                         f"${sitejs.ENV_NODE_MODULES} to a node_modules folder that has them.")
 
 
 def add_launcher_options(parser) -> None:

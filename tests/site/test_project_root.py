@@ -135,3 +135,13 @@ def test_build_without_node_modules_names_npm_ci_before_jupyter_book(installed, 
     (nm / sitejs.MATHJAX_SRC / sitejs.MATHJAX_ENTRY).write_text("//")
     monkeypatch.setenv(sitejs.ENV_NODE_MODULES, str(nm))
     assert runner.check_node_modules(site) == nm
+
+
+def test_build_without_node_modules_in_a_checkout_names_make_js(tmp_path, monkeypatch):
+    monkeypatch.delenv(sitejs.ENV_NODE_MODULES, raising=False)
+    monkeypatch.setattr(sitejs, "__file__", str(tmp_path / "a" / "b" / "sitejs.py"))
+    monkeypatch.setattr(runner, "REPO", tmp_path / "checkout")
+    (tmp_path / "checkout" / "notebooks").mkdir(parents=True)
+    (tmp_path / "checkout" / "_config.yml").write_text("title: x\n")
+    with pytest.raises(ParameterError, match=r"`make js` \(npm ci\) in the checkout"):
+        runner.check_node_modules(tmp_path / "checkout")
