@@ -2,6 +2,7 @@
 the Makefile's install line, and requirements.lock; torch stays at the local CPU build's version."""
 import importlib
 import importlib.util
+import os
 import re
 import tomllib
 from pathlib import Path
@@ -194,3 +195,100 @@ def test_console_script_target_exists():
     module, func = PROJECT["scripts"]["sec-book"].split(":")
     mod = importlib.import_module(module)
     assert callable(getattr(mod, func))
+
+
+# ----------------------------------------------------------------- the wheel carries the book's sources
+
+
+def _setup_module():
+    """setup.py's PROJECT_FILES without running setup() (it does so only as __main__)."""
+    spec = importlib.util.spec_from_file_location("sec_setup", REPO / "setup.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_project_files_cover_what_the_book_build_reads():
+    """Every file the toc names outside book/nb, the static folder, the bibliography and the files the
+    pages include are matched by setup.py's PROJECT_FILES (and MANIFEST.in, for an sdist)."""
+    import fnmatch
+
+    import yaml
+
+    patterns = _setup_module().PROJECT_FILES
+    config = yaml.safe_load((REPO / "_config.yml").read_text(encoding="utf-8"))
+    toc = (REPO / "_toc.yml").read_text(encoding="utf-8")
+    needed = {"_config.yml", "_toc.yml", "package.json", "package-lock.json", *config["bibtex_bibfiles"]}
+    needed |= {f"{m}.md" for m in re.findall(r"file:\s*(book/(?!nb/)\S+)", toc)}
+    for d in config["sphinx"]["config"]["html_static_path"]:
+        needed |= {p.relative_to(REPO).as_posix() for p in (REPO / d).iterdir() if p.suffix == ".css"}
+    for page in (REPO / "book").glob("*.md"):       # {include} ../X, {literalinclude} ../X
+        needed |= {m for m in re.findall(r"\{(?:literal)?include\}\s+\.\./(\S+)", page.read_text(encoding="utf-8"))}
+    needed |= {f"notebooks/{p.name}" for p in (REPO / "notebooks").glob("*.ipynb")}
+    for f in sorted(needed):
+        assert (REPO / f).is_file(), f
+        assert any(fnmatch.fnmatch(f, pat) for pat in patterns), f"{f} is not in setup.py's PROJECT_FILES"
+    manifest = (REPO / "MANIFEST.in").read_text()
+    for pat in patterns:
+        assert pat in manifest.split(), f"MANIFEST.in lacks {pat} (an sdist's wheel would lack it)"
+
+
+@pytest.mark.timeout(180)
+def test_wheel_carries_the_book_and_runs_outside_a_checkout(tmp_path):
+    """Build a wheel from a clean copy of the checkout (pip wheel), unpack it away from the checkout,
+    and ask the installed runner where its notebooks are, from an empty folder: no --root needed."""
+    import subprocess
+    import shutil
+    import sys
+    import zipfile
+
+    from sec_lib.chapters import PAGES
+
+    pytest.importorskip("setuptools", reason="pip wheel --no-build-isolation needs setuptools in this environment")
+    src = tmp_path / "src"
+    top = {".git", ".venv", "node_modules", "data", "_build", "build", "dist", "tests", "bench", ".pytest_cache"}
+
+    def ignore(folder, names):              # the checkout's caches and outputs; sec_lib/data stays
+        skip = {n for n in names if n == "__pycache__" or n.endswith(".egg-info")}
+        if Path(folder).resolve() == REPO.resolve():
+            skip |= top & set(names)
+        if Path(folder).resolve() == (REPO / "book").resolve():
+            skip |= {"nb"} & set(names)
+        return skip
+    shutil.copytree(REPO, src, ignore=ignore)
+    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
+                           "-w", str(tmp_path / "wheel"), str(src)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    (wheel,) = (tmp_path / "wheel").glob("sec_lib-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    base = "sec_lib/site/project/"
+    for pat in _setup_module().PROJECT_FILES:
+        for f in REPO.glob(pat):
+            assert base + f.relative_to(REPO).as_posix() in names, f"the wheel lacks {f.relative_to(REPO)}"
+    assert {f"{base}notebooks/{p.source}.ipynb" for p in PAGES} <= names
+
+    site = tmp_path / "site-packages"
+    zipfile.ZipFile(wheel).extractall(site)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    probe = ("import sec_lib, sys; from sec_lib.site import runner as r; "
+             "assert not any(p and r.Path(p).resolve() == r.Path(sys.argv[1]) for p in sys.path), sys.path; "
+             "s = r.find_project(create=True); "
+             "files = sorted({m.__file__ for n, m in sys.modules.items() if n.startswith('sec_lib')}); "
+             "print(r.sources(), r.notebook_dir(s), r.notebook_cwd(s), s, *files, sep='\\n')")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SEC_")}
+    env.update(PYTHONPATH=str(site), SEC_RUNS_DIR=str(tmp_path / "runs"), SEC_DATA_DIR=str(tmp_path / "data"))
+    proc = subprocess.run([sys.executable, "-c", probe, str(REPO.resolve())], cwd=elsewhere, env=env,
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.strip().splitlines()
+    assert lines[0].startswith(f"sec-book: created the project folder {(elsewhere / 'sec-book').resolve()} ")
+    sources, notebooks, cwd, project, *modules = (Path(l) for l in lines[1:])
+    packaged = (site / "sec_lib" / "site" / "project").resolve()
+    assert len(modules) > 10
+    for m in modules:                       # not the checkout's (an editable install's finder would serve it)
+        assert m.resolve().is_relative_to(site.resolve()), f"{m} is not from the wheel"
+    assert sources == packaged and notebooks == packaged / "notebooks"
+    assert project == cwd == (elsewhere / "sec-book").resolve()
+    assert (project / "_config.yml").read_bytes() == (REPO / "_config.yml").read_bytes()
+    assert (project / "package-lock.json").is_file() and not (project / "notebooks").exists()

@@ -11,12 +11,19 @@
 progress bar per sweep in the terminal, then executes the notebooks from ``notebooks/`` into
 ``<site>/book/nb/`` (each written atomically), and prints a summary of what ran, what was reused
 and what failed, with the measured times. ``build`` calls ``jupyter-book build`` with ``-W``.
+
+The project (``--root``, default: the current folder or one above it, else the checkout holding this
+package) is a folder with ``_config.yml``. An installed package (``pip install .``) carries the book's
+sources (:data:`PACKAGED`), so ``sec-book run`` works from any folder: outside a project it creates
+``./sec-book/`` and runs there. ``build`` needs the JavaScript the site serves itself: ``npm ci`` in
+the project folder (or the checkout: ``make js``), else a clear error.
 """
 from __future__ import annotations
 
 import argparse
 import math
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -32,36 +39,110 @@ from .. import experiments as ex
 from .. import tier
 from ..chapters import PAGE_NAMES, PAGES, Page
 from ..data import get_dataset
+from ..data.glyphs import default_data_dir
 from ..params import Choice, ParameterError
 from ..store import ResultStore, run_all, run_key
 from ..tempfiles import clear_partial_notebooks, temp_prefix
 from .launch import LaunchError, as_launcher, make_launcher
+from . import sitejs
 from .nbstyle import style_notebook
 from .launch import train_stages as waves
 
 REPO = Path(__file__).resolve().parents[2]
+#: The book's sources inside an installed wheel (setup.py copies the checkout's notebooks/, _config.yml,
+#: _toc.yml, book/, CITATION.cff, CHANGELOG.md, package.json and package-lock.json there).
+PACKAGED = Path(__file__).resolve().parent / "project"
+#: The project folder ``run`` creates in the current directory when no project is found (installed package).
+PROJECT_NAME = "sec-book"
 
 
-def find_project(root: str | Path | None = None) -> Path:
+def is_checkout(path: Path) -> bool:
+    """A checkout of sec-book (or the packaged copy of its sources): ``_config.yml`` and ``notebooks/``."""
+    return (path / "_config.yml").is_file() and (path / "notebooks").is_dir()
+
+
+def sources() -> Path:
+    """Where the book's unexecuted sources are: the checkout holding this package, else the copy inside
+    the installed package (:data:`PACKAGED`); a clear error when neither has them."""
+    for c in (REPO, PACKAGED):
+        if is_checkout(c):
+            return c
+    raise ParameterError(f"sec_lib at {REPO} has no book sources: neither a checkout around it nor {PACKAGED} "
+                         "holds _config.yml and notebooks/; install sec_lib from a wheel (pip install .) or run "
+                         "from a checkout of sec-book")
+
+
+def _is_project(c: Path) -> bool:
+    return (c / "_config.yml").is_file() and notebook_dir(c).is_dir()
+
+
+def find_project(root: str | Path | None = None, create: bool = False) -> Path:
     """The sec-book site to run: ``root`` if given, else the current directory or the nearest
-    folder above it, else the checkout holding this package; a site is a folder with
-    ``_config.yml`` (its notebooks come from its own ``notebooks/`` when it has one, else from the
-    checkout's: :func:`notebook_dir`). A clear error when none is found (an installed wheel run
-    outside a checkout, say)."""
-    candidates = [Path(root)] if root is not None else [Path.cwd(), *Path.cwd().parents, REPO]
-    for c in candidates:
-        if (c / "_config.yml").is_file() and notebook_dir(c).is_dir():
+    folder above it, else the checkout holding this package, else ``./sec-book`` (:data:`PROJECT_NAME`);
+    a site is a folder with ``_config.yml`` (its notebooks come from its own ``notebooks/`` when it
+    has one, else from the checkout's or the installed package's: :func:`notebook_dir`).
+
+    With ``create`` (``run`` of an installed package, outside any project), ``./sec-book`` is made
+    from the packaged sources, saying so on stdout. A clear error when there is no project (and,
+    with ``create``, when it cannot be made)."""
+    if root is not None:
+        if _is_project(Path(root)):
+            return Path(root).resolve()
+        raise ParameterError(f"no sec-book project at {root}: a project folder holds _config.yml (and notebooks/, "
+                             "or takes them from the checkout or the installed package); pass --root DIR with a "
+                             "checkout of sec-book or a folder made by `sec-book run`")
+    here = Path.cwd()
+    for c in [here, *here.parents, REPO]:
+        if _is_project(c):
             return c.resolve()
-    where = str(root) if root is not None else f"{Path.cwd()} (or any folder above it)"
-    raise ParameterError(f"no sec-book project at {where}: a project folder holds _config.yml (and notebooks/, or "
-                         "sits beside a checkout that has them); pass --root DIR with a checkout of sec-book, "
-                         "or run from inside one")
+    local = here / PROJECT_NAME
+    if _is_project(local):
+        print(f"sec-book: using the project folder {local.resolve()}")
+        return local.resolve()
+    if create:
+        return create_project(local)
+    raise ParameterError(f"no sec-book project at {here} (or any folder above it, or {local}): a project folder "
+                         "holds _config.yml; `sec-book run` makes one here, or pass --root DIR with a checkout "
+                         "of sec-book, or run from inside one")
+
+
+def create_project(dest: Path) -> Path:
+    """Make a project folder at ``dest`` from the installed package's sources (all but the notebooks,
+    which are read from the package on each run, so an upgrade brings its notebooks); print where."""
+    if not is_checkout(PACKAGED):
+        raise ParameterError(f"no sec-book project here and none to create: this sec_lib ({REPO}) holds no "
+                             f"packaged book sources ({PACKAGED}); pass --root DIR with a checkout of sec-book")
+    dest = Path(dest)
+    if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
+        raise ParameterError(f"cannot create the sec-book project folder {dest}: it exists and is not an empty "
+                             "folder (it lacks _config.yml); move it away or pass --root DIR")
+    try:
+        shutil.copytree(PACKAGED, dest, ignore=shutil.ignore_patterns("notebooks", "__pycache__"),
+                        dirs_exist_ok=True)
+    except OSError as e:
+        raise ParameterError(f"cannot create the sec-book project folder {dest}: {e}; run from a folder you can "
+                             "write to, or pass --root DIR") from None
+    print(f"sec-book: created the project folder {dest.resolve()} (executed notebooks go to {dest.resolve()}/book/nb; "
+          f"the notebooks themselves are read from {PACKAGED / 'notebooks'})")
+    return dest.resolve()
 
 
 def notebook_dir(site: Path) -> Path:
-    """The unexecuted notebooks of ``site``: its own ``notebooks/``, else the checkout's."""
+    """The unexecuted notebooks of ``site``: its own ``notebooks/``, else the checkout's (or the
+    installed package's)."""
     own = Path(site) / "notebooks"
-    return own if own.is_dir() else REPO / "notebooks"
+    if own.is_dir():
+        return own
+    try:
+        return sources() / "notebooks"
+    except ParameterError:
+        return own                          # missing: find_project says what is wrong
+
+
+def notebook_cwd(site: Path) -> Path:
+    """The folder the notebooks run in: the site when it has its own notebooks or sits outside any
+    checkout (an installed package), else the checkout."""
+    return REPO if not (Path(site) / "notebooks").is_dir() and is_checkout(REPO) else Path(site)
 
 
 @dataclass
@@ -139,7 +220,7 @@ def execute_page(page: Page, profile: str, site: Path, extra_env: dict | None = 
     fd, tmp = tempfile.mkstemp(suffix=".ipynb", dir=out.parent, prefix=temp_prefix())
     os.close(fd)
     cmd = [sys.executable, "-m", "papermill", str(notebook_dir(site) / f"{page.source}.ipynb"), tmp,
-           "--kernel", "python3", "--cwd", str(REPO if not (site / "notebooks").is_dir() else site), "--no-progress-bar", "-p", "profile", profile]
+           "--kernel", "python3", "--cwd", str(notebook_cwd(site)), "--no-progress-bar", "-p", "profile", profile]
     for k, v in page.params.items():
         cmd += ["-p", k, str(v)]
     env = dict(os.environ, **(extra_env or {}), PYTHONHASHSEED="0")
@@ -152,6 +233,13 @@ def execute_page(page: Page, profile: str, site: Path, extra_env: dict | None = 
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)
+
+
+def kernel_env() -> dict:
+    """The result store and data folders as absolute paths, for the notebook kernels: they run in
+    :func:`notebook_cwd`, which need not be the runner's folder (an installed package, where both
+    default to ``./data`` of the current directory)."""
+    return {"SEC_RUNS_DIR": str(ResultStore().root.resolve()), "SEC_DATA_DIR": str(default_data_dir().resolve())}
 
 
 def _papermill_error(stderr: str) -> str:
@@ -167,7 +255,7 @@ def run(profile: str, only=None, jobs: int | None = None, site: Path | None = No
     """Train what the chosen pages need (with ``launcher``, default: the local pool of ``jobs``
     processes), then execute them. Returns the summary (also printed)."""
     p = ex.get_profile(profile)
-    site = find_project(site)
+    site = find_project(site, create=True)
     pages = select_pages(only)
     jobs = p.jobs if jobs is None else jobs
     if jobs < 1:
@@ -189,7 +277,7 @@ def run(profile: str, only=None, jobs: int | None = None, site: Path | None = No
 
     def one(page):
         try:
-            execute_page(page, profile, site)
+            execute_page(page, profile, site, kernel_env())
             summary.executed.append(page.output)
         except Exception as e:              # keep going; reported in the summary
             summary.failed_pages.append((page.output, str(e)))
@@ -226,6 +314,7 @@ def prepare_data(p: ex.Profile) -> None:
 def build(site: Path | None = None, strict: bool = True) -> Path:
     """``jupyter-book build`` the site (warnings are errors) into ``<site>/_build/html``."""
     site = find_project(site)
+    check_node_modules(site)
     t0 = time.perf_counter()
     jb = Path(sys.executable).with_name("jupyter-book")
     cmd = [str(jb) if jb.exists() else "jupyter-book", "build", str(site), "--path-output", str(site)]
@@ -237,6 +326,24 @@ def build(site: Path | None = None, strict: bool = True) -> Path:
     html = site / "_build" / "html"
     print(f"book built into {html} in {time.perf_counter() - t0:.0f} s; open {html / 'index.html'}")
     return html
+
+
+def check_node_modules(site: Path) -> Path:
+    """The ``node_modules`` the build copies require.js, the widget manager and MathJax from (the site
+    serves its own copies; no CDN): ``$SEC_NODE_MODULES``, ``<site>/node_modules`` or the checkout's.
+    Without it there is no fallback: a clear error naming ``npm ci`` where ``package.json`` is, before
+    jupyter-book starts."""
+    try:
+        return sitejs.find_node_modules(site)
+    except FileNotFoundError:
+        pass
+    looked = [p for p in (os.environ.get(sitejs.ENV_NODE_MODULES), site / "node_modules", REPO / "node_modules") if p]
+    where = site if (site / "package-lock.json").is_file() else REPO
+    fix = "`make js` (npm ci) in the checkout" if where == REPO and is_checkout(REPO) else f"`cd {where} && npm ci`"
+    raise ParameterError(f"cannot build the book: the JavaScript it serves itself (require.js, the widget manager, "
+                         f"MathJax; no CDN) is not installed: no node_modules with them at {', '.join(map(str, looked))}. "
+                         f"Fix: {fix} (needs Node.js; package.json and package-lock.json pin the versions), or set "
+                         f"${sitejs.ENV_NODE_MODULES} to a node_modules folder that has them.")
 
 
 def add_launcher_options(parser) -> None:
@@ -269,7 +376,8 @@ def main(argv=None) -> int:
     r.add_argument("--jobs", type=int, default=None, help="parallel training processes / notebook kernels")
     r.add_argument("--root", "--site", dest="site", type=Path, default=None,
                    help="the project folder (_config.yml, notebooks/; executed pages go to <root>/book/nb); "
-                        "default: the current directory or the nearest folder above it that is one")
+                        "default: the current directory or the nearest folder above it that is one, else the "
+                        f"checkout, else ./{PROJECT_NAME} (created from the installed package when missing)")
     add_launcher_options(r)
     t = sub.add_parser("train", help="train (or reuse) the runs of some chapters, in stages, without notebooks")
     t.add_argument("--profile", default="reference", choices=ex.PROFILE_NAMES)

@@ -356,7 +356,7 @@ def test_notebook_structure_and_parameter_check(first_cells):
     assert nb.metadata["kernelspec"]["name"] == "python3"
     code = [c for c in nb.cells if c.cell_type == "code"]
     assert "parameters" in code[0].metadata.get("tags", [])
-    assert 'mode = "auto"' in code[0].source and 'profile = "cpu"' in code[0].source
+    assert 'mode: str = "auto"' in code[0].source and 'profile: str = "cpu"' in code[0].source
     assert code[1].source.startswith("import sec_lib.params as _p, sec_lib.chapters.explore as _x")
     assert "notebook_params(globals(), _x.PARAMS)" in code[1].source
     assert all(not c.get("outputs") and c.get("execution_count") is None for c in code)

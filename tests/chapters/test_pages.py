@@ -19,7 +19,9 @@ def test_every_page_has_a_notebook_and_a_chapter_with_its_params(name):
     nb = nbformat.read(REPO / "notebooks" / f"{name}.ipynb", as_version=4)
     cells = [c for c in nb.cells if "parameters" in c.get("metadata", {}).get("tags", [])]
     assert len(cells) == 1, f"{name}.ipynb needs one cell tagged 'parameters'"
-    declared = {t.id for node in ast.parse(cells[0].source).body if isinstance(node, ast.Assign) for t in node.targets}
+    body = ast.parse(cells[0].source).body
+    declared = {t.id for node in body if isinstance(node, ast.Assign) for t in node.targets}
+    declared |= {node.target.id for node in body if isinstance(node, ast.AnnAssign)}
     assert declared == set(module.PARAMS)
     assert module.PARAMS["profile"].values == tuple(ex.PROFILE_NAMES)
 
