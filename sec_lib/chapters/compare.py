@@ -15,6 +15,7 @@ import pandas as pd
 
 from .. import experiments as ex
 from .. import reference, report
+from ..figures.tables import fold_columns
 from ..reference import RETRIEVAL_METRICS, SOURCES, comparison_label
 from ..report import format_ci
 from ..tier import store_for
@@ -90,7 +91,9 @@ def _cell(mean, lo, hi, n, metric, digits) -> str:
 
 def main_table_display(table: pd.DataFrame, digits: int = 2) -> pd.DataFrame:
     """One row per loss × variant with ``mean ± CI half-width`` cells (percent metrics with ``digits``
-    decimals, other quantities with 3 significant digits), the number of seeds and of failed runs."""
+    decimals, other quantities with 3 significant digits), the number of seeds and of failed runs.
+    Next to retrieval metrics, the norm variances are folded into a table of their own on the page
+    (:func:`sec_lib.figures.tables.fold_columns`)."""
     rows = []
     for (loss, variant), sub in table.groupby(["loss", "variant"], sort=False):
         row = {"loss": loss, "variant": variant}
@@ -100,7 +103,11 @@ def main_table_display(table: pd.DataFrame, digits: int = 2) -> pd.DataFrame:
         if "n_failed" in sub.columns:
             row["failed"] = int(sub["n_failed"].max())
         rows.append(row)
-    return order_rows(pd.DataFrame(rows))
+    out = order_rows(pd.DataFrame(rows))
+    if any(m in out.columns for m in RETRIEVAL_METRICS):
+        norms = [m for m in NORM_METRICS if m in out.columns]
+        fold_columns(out, ["loss", "variant"], {f"Norm variances: {', '.join(norms)} (mean ± 95% CI)": norms})
+    return out
 
 
 def sec_gain(frames, variants: Sequence[str] = ("sec", "l2reg"), baseline: str = "none",
@@ -191,7 +198,8 @@ def sec_gain_display(gains: pd.DataFrame, metrics: Sequence[str] | None = None, 
                      digits: int = 2) -> pd.DataFrame:
     """Display form of :func:`sec_gain`: one row per loss × comparison, one column per metric with
     ``difference [95% CI]``, then the paired t-test's p-value, and the verdict for ``key_metric``.
-    (The raw numbers of every metric are in the tidy frame itself.)"""
+    (The raw numbers of every metric are in the tidy frame itself.) On the page the other metrics are
+    folded under the table (:func:`sec_lib.figures.tables.fold_columns`): the secondary ones, then the rest."""
     g = gains if metrics is None else gains[gains["metric"].isin(metrics)]
     rows = []
     for (loss, comp), sub in g.groupby(["loss", "comparison"], sort=False):
@@ -211,7 +219,17 @@ def sec_gain_display(gains: pd.DataFrame, metrics: Sequence[str] | None = None, 
         row["n"] = f"{int(sub['n_pairs'].max())} seeds"
         row.update({f"{m} (secondary)" if m in report.MARGINS else m: c for m, c in cells.items()})
         rows.append(row)
-    return pd.DataFrame(rows)
+    out = pd.DataFrame(rows)
+    if not len(out):
+        return out
+    others = [c for c in out.columns if c not in ("loss", "comparison", "n") and not c.endswith(f"({key_metric})")
+              and c != f"{key_metric} (primary)" and c != "could detect"]
+    second = [c for c in others if c.endswith(" (secondary)")]
+    rest = [c for c in others if c not in second]
+    name = lambda cols: ", ".join(c.removesuffix(" (secondary)") for c in cols)
+    return fold_columns(out, ["loss", "comparison"],
+                        {f"Secondary metrics: {name(second)} (difference [95% CI])": second,
+                         f"Other measures: {name(rest)} (difference [95% CI])": rest})
 
 
 def gain_sentences(gains: pd.DataFrame, metric: str = "R@1", variant: str = "sec",

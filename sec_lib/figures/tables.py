@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import html
 import re
+from typing import Sequence
 
 import pandas as pd
 from IPython.display import HTML, display
@@ -36,12 +37,28 @@ def format_number(v, floatfmt: str = "{:.2f}") -> str:
 NUMERIC_CELL = re.compile(r"[\s\d.,+\-\u2212\u00b1\[\]()%eE\u00d7<>=~\u2248/]*\d[\s\d.,+\-\u2212\u00b1\[\]()%eE\u00d7<>=~\u2248/]*")
 
 
+#: Where an estimate meets its interval ("65.1 [62.9, 67.3]", "65.11 ± 2.23"): the one place a numeric
+#: cell may break when its column is short of room.
+_CI_BREAK = re.compile(r" (?=[\u00b1\[])")
+#: Where a long word of a text cell may break (after these characters): ``est_gain_semihard``,
+#: ``claims.html#question-10``.
+_WORD_BREAK = re.compile(r"([_/]|(?<!&)#)(?=\w)")   # never inside "&#39;"
+
+
 def mark_numeric_cells(table: str) -> str:
     """Give every ``<td>`` of an HTML table that holds only a number or an interval the class
-    ``sec-num`` (``book/_static/sec.css``: right-aligned, never wrapped inside the cell)."""
+    ``sec-num`` (``book/_static/sec.css``: right-aligned, never broken inside a number). A cell that
+    holds an estimate with its interval is also ``sec-wrap``: the interval is a ``<span>`` of its own
+    and may go under the estimate when the column is short of room, never break inside itself.
+    Other cells may break long words after ``_``, ``/`` and ``#`` (``<wbr>``)."""
     def repl(m):
         text = html.unescape(m.group(1)).strip()
-        return f'<td class="sec-num">{m.group(1)}</td>' if NUMERIC_CELL.fullmatch(text) else m.group(0)
+        if not NUMERIC_CELL.fullmatch(text):
+            return "<td>" + _WORD_BREAK.sub(r"\1<wbr>", m.group(1)) + "</td>"
+        parts = _CI_BREAK.split(m.group(1).strip(), maxsplit=1)
+        if len(parts) == 1:
+            return f'<td class="sec-num">{m.group(1)}</td>'
+        return f'<td class="sec-num sec-wrap"><span>{parts[0]}</span> <span>{parts[1]}</span></td>'
     return re.sub(r"<td>([^<]*)</td>", repl, table)
 
 
@@ -51,9 +68,25 @@ def breakable_header(name) -> str:
     return str(name).replace("_", "_\u200b")
 
 
-def table_html(df: pd.DataFrame, name: str, caption: str | None = None, floatfmt: str = "{:.2f}") -> str:
-    """The table as HTML (numbers formatted, intervals kept on one line, headers that may break after
-    an underscore) followed by its CSV download link (raw numbers, raw column names)."""
+#: ``DataFrame.attrs`` keys read by :func:`table_html` (set them with :func:`fold_columns`).
+KEY_COLUMNS_ATTR, FOLDED_ATTR = "sec_key_columns", "sec_folded_columns"
+
+
+def fold_columns(df: pd.DataFrame, keys: Sequence[str], groups: dict[str, Sequence[str]]) -> pd.DataFrame:
+    """Mark ``df`` so that :func:`table_html` shows each group of columns (``{title: columns}``) as a
+    table of its own, folded under its title below the main table, each row named by the ``keys``
+    columns; the main table keeps every other column. The frame itself (and its CSV) keeps every column.
+    Columns of a group that ``df`` lacks are skipped, and a group left empty is dropped."""
+    missing = [k for k in keys if k not in df.columns]
+    if missing:
+        raise ValueError(f"key columns {missing} are not in the table; columns: {list(df.columns)}")
+    folded = {str(t): [c for c in cols if c in df.columns and c not in keys] for t, cols in groups.items()}
+    df.attrs[KEY_COLUMNS_ATTR] = list(keys)
+    df.attrs[FOLDED_ATTR] = {t: cols for t, cols in folded.items() if cols}
+    return df
+
+
+def _html_table(df: pd.DataFrame, floatfmt: str) -> str:
     shown = df.copy()
     for c in shown.columns:
         if pd.api.types.is_float_dtype(shown[c]):
@@ -61,9 +94,23 @@ def table_html(df: pd.DataFrame, name: str, caption: str | None = None, floatfmt
             shown[c] = shown[c].map(lambda v: "" if pd.isna(v) else (f"{v:g}" if exact else format_number(v, floatfmt)))
     if not isinstance(shown.columns, pd.MultiIndex):
         shown.columns = [breakable_header(c) for c in shown.columns]
+    return mark_numeric_cells(shown.to_html(index=False, escape=True, border=0, classes="sec-table"))
+
+
+def table_html(df: pd.DataFrame, name: str, caption: str | None = None, floatfmt: str = "{:.2f}") -> str:
+    """The table as HTML (numbers formatted, an interval kept on one line or wholly under its estimate,
+    headers that may break after an underscore) followed by its CSV download link (raw numbers, raw
+    column names, every column). Column groups marked by :func:`fold_columns` follow the main table,
+    each in a ``<details class="sec-more">`` of its own."""
+    keys = list(df.attrs.get(KEY_COLUMNS_ATTR, []))
+    folded = dict(df.attrs.get(FOLDED_ATTR, {}))
+    gone = {c for cols in folded.values() for c in cols}
     cap = f"<p><b>{html.escape(caption)}</b></p>" if caption else ""
-    table = mark_numeric_cells(shown.to_html(index=False, escape=True, border=0, classes="sec-table"))
-    return cap + table + f"<p>{csv_link(df, name)}</p>"
+    out = cap + _html_table(df[[c for c in df.columns if c not in gone]], floatfmt)
+    for title, cols in folded.items():
+        out += (f'<details class="sec-more"><summary>{html.escape(title)}</summary>'
+                f"{_html_table(df[[*keys, *cols]], floatfmt)}</details>")
+    return out + f"<p>{csv_link(df, name)}</p>"
 
 
 def show_table(df: pd.DataFrame, name: str, caption: str | None = None, floatfmt: str = "{:.2f}") -> None:

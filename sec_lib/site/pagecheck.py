@@ -13,7 +13,8 @@ For each page it records:
 - whether every ``<img>`` loaded (``naturalWidth > 0``) and every formula was typeset by MathJax;
 - optionally, after moving the first slider (keyboard: focus the slider handle, press the arrow
   keys) or the first dropdown of the page, whether the image shown next to it changed;
-- whether every table and every cell output fits the text column, at each of the ``widths``
+- whether every table and every cell output fits the text column (tables folded in a
+  ``details.sec-more`` opened first), at each of the ``widths``
   (default 1,400, 800 and 420 px). At a phone width (below :data:`PHONE_WIDTH`) a wide table or
   output may scroll inside its own box; at the other widths it must fit. The page itself must
   never scroll sideways;
@@ -303,8 +304,11 @@ _JS_LOAD_MS = """
 
 
 def _check_layout(page, rep: PageReport, widths: Sequence[int], screenshot: str | os.PathLike | None) -> None:
-    """Resize the page to each width and record what does not fit (and a screenshot per width)."""
+    """Resize the page to each width and record what does not fit (and a screenshot per width). Tables
+    folded under a table (``details.sec-more``, :func:`sec_lib.figures.tables.fold_columns`) are opened
+    first: they must fit too."""
     height = page.viewport_size["height"] if page.viewport_size else 900
+    page.evaluate("() => document.querySelectorAll('details.sec-more').forEach((d) => { d.open = true; })")
     for w in widths:
         page.set_viewport_size({"width": int(w), "height": height})
         page.wait_for_timeout(150)

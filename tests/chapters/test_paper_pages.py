@@ -137,6 +137,7 @@ def test_main_table_failed_run_counts_in_no_mean():
     d = compare.main_table_display(t)
     cell = d[(d.loss == "ms") & (d.variant == "sec")].iloc[0]
     assert cell["seeds"] == 2 and cell["failed"] == 1
+    assert list(d.attrs["sec_folded_columns"].values()) == [["test_norm_var", "train_norm_var"]]
     assert d[(d.loss == "ms") & (d.variant == "none")]["failed"].iloc[0] == 0
     tri = d[(d.loss == "triplet") & (d.variant == "none")].iloc[0]
     assert tri["R@1"] == f"53.00 ± {4.302652729749464 * math.sqrt(13 / 3):.2f}"
@@ -229,6 +230,15 @@ def test_sec_gain_display_is_one_row_per_loss_and_comparison():
     cell = d[(d.loss == "triplet") & (d.comparison == "SEC − none")]["R@1 (primary)"].iloc[0]
     mean, lo, hi = hand_ci([3.0, 4.0, 3.0])
     assert cell == f"{mean:+.2f} [{lo:+.2f}, {hi:+.2f}]"
+    # on the page: key columns in the main table, the other metrics folded in tables of their own
+    from sec_lib.figures.tables import FOLDED_ATTR, KEY_COLUMNS_ATTR, table_html
+    folded = d.attrs[FOLDED_ATTR]
+    assert d.attrs[KEY_COLUMNS_ATTR] == ["loss", "comparison"]
+    assert [c for cols in folded.values() for c in cols] == [c for c in d.columns if c not in
+                                                           ("loss", "comparison", "R@1 (primary)", "adj. p (R@1)",
+                                                            "verdict (R@1)", "could detect", "n")]
+    assert "NMI (secondary)" in next(iter(folded.values()))
+    assert table_html(d, "g").count('<details class="sec-more">') == len(folded)
 
 
 def frames_with_norms():

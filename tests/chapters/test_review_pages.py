@@ -165,6 +165,13 @@ def test_eta_diffs_and_reading():
     assert text.count("\n") == 1                        # one line per loss
     rob = eta_ch.eta_robustness(runs)
     assert rob["estimate"] == pytest.approx(-0.4) and rob["n"] == 3     # per seed: (2 + 0.1s - 3 + 0.1s) / 2
+    shown = eta_ch.eta_diffs_display(d)
+    assert len(shown) == len(d) and list(shown.columns) == ["loss", "η", "R@1 at η = 0", "R@1 at η",
+                                                            "difference [95% CI]", "p", "adj. p", "verdict",
+                                                            "could detect", "n"]
+    r, row = d.iloc[0], shown.iloc[0]
+    assert row["difference [95% CI]"] == f"{r['diff']:+.2f} [{r['ci_lo']:+.2f}, {r['ci_hi']:+.2f}]"
+    assert row["verdict"] == r["verdict"] and row["n"] == f"{int(r['n_pairs'])} seeds"
     tbl = eta_ch.eta_table(runs)
     assert {"loss", "eta", "R@1", "runs", "failed"} <= set(tbl.columns) and len(tbl) == 6
     s = eta_ch.eta_summary(runs)

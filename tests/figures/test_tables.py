@@ -22,3 +22,29 @@ def test_small_numbers_and_settings_are_not_rounded_away():
 def test_csv_link_rejects_unsafe_names():
     with pytest.raises(ValueError, match="letters, digits"):
         csv_link(pd.DataFrame({"a": [1]}), "../evil")
+
+
+def test_an_interval_goes_whole_under_its_estimate_and_long_words_may_break():
+    df = pd.DataFrame({"loss": ["ms"], "R@1": ["65.11 ± 2.23"], "gain": ["+1.25 [-9.34, +11.84]"],
+                       "page": ["claims.html#question-10"], "fn": ["est_gain_semihard"], "q": ["it's"]})
+    html = table_html(df, "t")
+    assert '<td class="sec-num sec-wrap"><span>65.11</span> <span>± 2.23</span></td>' in html
+    assert '<td class="sec-num sec-wrap"><span>+1.25</span> <span>[-9.34, +11.84]</span></td>' in html
+    assert "claims.html#<wbr>question-10" in html and "est_<wbr>gain_<wbr>semihard" in html
+    assert "<wbr>" not in re.search(r"<td>it[^<]*s</td>", html).group(0)     # never inside an entity (&#x27;)
+
+
+def test_folded_columns_get_tables_of_their_own_and_the_csv_keeps_every_column():
+    from sec_lib.figures.tables import fold_columns
+    df = pd.DataFrame({"loss": ["ms", "npair"], "R@1": [1.0, 2.0], "NMI": [3.0, 4.0], "F1": [5.0, 6.0]})
+    out = fold_columns(df, ["loss"], {"Secondary: NMI, F1": ["NMI", "F1", "absent"], "Empty": []})
+    assert out is df and list(df.columns) == ["loss", "R@1", "NMI", "F1"]
+    html = table_html(df, "t")
+    main, more = html.split('<details class="sec-more">')
+    assert html.count("<details") == 1 and "<summary>Secondary: NMI, F1</summary>" in more
+    heads = lambda part: re.findall(r"<th>([^<]*)</th>", part)
+    assert heads(main) == ["loss", "R@1"] and heads(more) == ["loss", "NMI", "F1"]
+    payload = re.search(r"base64,([A-Za-z0-9+/=]+)", html).group(1)
+    assert base64.b64decode(payload).decode().splitlines()[0] == "loss,R@1,NMI,F1"
+    with pytest.raises(ValueError, match="key columns"):
+        fold_columns(df, ["variant"], {"x": ["NMI"]})
