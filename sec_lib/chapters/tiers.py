@@ -123,8 +123,21 @@ def preregistration(p: ex.Profile, store) -> pd.DataFrame:
                 continue
             eta = ex.chosen_eta(p, loss, mine, mu)
             score = next(r.metrics.get("R@1") for r in mine if r.config.eta == eta and r.config.mu == mu)
-            rows.append({"choice": what, "value": f"{eta:g}", "grid": _fmt_grid(grid), "held-out R@1": score})
+            zero = next((r.metrics.get("R@1") for r in mine if r.config.eta == 0), math.nan)
+            rows.append({"choice": what, "value": f"{eta:g}", "grid": _fmt_grid(grid), "held-out R@1": score,
+                         "− no regularizer": score - zero, "note": _edge_note(eta, grid)})
     return pd.DataFrame(rows)
+
+
+def _edge_note(value: float, grid) -> str:
+    """Say when a choice sits at an edge of its grid (the best value may lie beyond it)."""
+    if len(grid) < 2:
+        return ""
+    if value == min(grid):
+        return "smallest value of the grid: a smaller one was not tried"
+    if value == max(grid):
+        return "largest value of the grid: a larger one was not tried"
+    return ""
 
 
 def _fmt_grid(grid) -> str:

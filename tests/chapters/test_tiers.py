@@ -38,6 +38,9 @@ def test_choices_are_pending_until_their_runs_exist_then_computed(store):
     assert pre.loc["η (SEC), triplet", "value"] == f"{best:g}"
     assert pre.loc["η (SEC), triplet", "held-out R@1"] == 70.0
     assert pre.loc["η (SEC), ms", "value"] == f"{p.eta_grid[0]:g}"          # all tied: the smallest η
+    assert pre.loc["η (SEC), triplet", "− no regularizer"] == 10.0           # against η = 0 of the same grid
+    assert pre.loc["η (SEC), triplet", "note"] == ""
+    assert pre.loc["η (SEC), ms", "note"].startswith("smallest value of the grid")
 
 
 def test_a_refused_rate_is_shown_as_refused():
