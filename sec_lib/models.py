@@ -32,8 +32,10 @@ Backbones:
 ``freeze_bn=True`` keeps every BatchNorm of the *backbone* in eval mode with frozen affine parameters (the paper's
 frozen BN); the head's BatchNorm layers still train.
 
-One feature that reads top to bottom (heads, then each backbone, then ``build_model`` and its checks), hence
-longer than the book's other modules.
+One feature that reads top to bottom (the shared layers, each backbone, the head and :class:`EmbeddingNet`,
+then ``build_model`` with its checks and ``load_backbone_weights``), hence longer than the book's other modules:
+the backbones are reached only through ``build_model``, whose argument checks name every (arch, head) choice, so
+the table above, the classes and the checks are kept in one file to be read together.
 """
 
 from __future__ import annotations

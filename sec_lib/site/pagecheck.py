@@ -26,6 +26,10 @@ Use it from Python (:func:`check_page`, :func:`check_book`) or from the shell::
     python -m sec_lib.site.pagecheck _build/html                      # every page
     python -m sec_lib.site.pagecheck _build/html book/nb/explore.html --screenshots /tmp/shots
 
+The browser driving (Chromium, its contexts, moving a control) is :mod:`sec_lib.site.pagebrowser`; the
+report and its verdicts are :mod:`sec_lib.site.pagereport`; this module holds the in-page probes, the
+check of one page, :func:`check_book` and the command line, and re-exports the public names of both.
+
 It needs the ``playwright`` Python package and a Chromium binary (Debian's ``chromium``, found at
 ``/usr/bin/chromium`` or via ``$SEC_CHROMIUM``; ``make browser`` installs it). It never downloads
 a browser.
@@ -33,174 +37,25 @@ a browser.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import os
-import shutil
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Sequence
+
+from .pagebrowser import CHROMIUM_ARGS, ENV_CHROMIUM, Browser, find_chromium, move_control, to_url
+from .pagereport import PHONE_WIDTH, WIDTHS, Overflow, PageReport, SliderResult, format_table
+
+__all__ = [
+    "LOCAL_SCHEMES", "CHROMIUM_ARGS", "ENV_CHROMIUM", "WIDTHS", "PHONE_WIDTH", "WIDGET_VIEW_MIME",
+    "WIDGET_STATE_MIME", "CONTROL_MODELS", "find_chromium", "SliderResult", "Overflow", "PageReport",
+    "check_page", "check_book", "list_pages", "format_table", "main",
+]
 
 #: URL schemes that stay on this machine.
 LOCAL_SCHEMES = ("file:", "data:", "blob:", "about:")
 
-#: Chromium flags that work headless on a sandbox-less CI machine without a GPU or network.
-CHROMIUM_ARGS = (
-    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-)
-
-ENV_CHROMIUM = "SEC_CHROMIUM"
-
-#: Viewport widths (px) at which the layout is checked: a laptop, a narrow window, a phone.
-WIDTHS = (1400, 800, 420)
-#: Below this width a wide table or output may scroll inside its own box.
-PHONE_WIDTH = 600
 WIDGET_VIEW_MIME = "application/vnd.jupyter.widget-view+json"
 WIDGET_STATE_MIME = "application/vnd.jupyter.widget-state+json"
-
-
-def find_chromium(executable: str | None = None) -> str:
-    """Path of the Chromium binary: ``executable``, ``$SEC_CHROMIUM``, /usr/bin/chromium, or on PATH."""
-    for cand in (executable, os.environ.get(ENV_CHROMIUM), "/usr/bin/chromium"):
-        if cand and Path(cand).is_file():
-            return str(cand)
-    for name in ("chromium", "chromium-browser", "google-chrome"):
-        found = shutil.which(name)
-        if found:
-            return found
-    raise FileNotFoundError(
-        "no Chromium found (looked at the executable argument, $SEC_CHROMIUM, /usr/bin/chromium and "
-        "chromium/chromium-browser/google-chrome on PATH); install Debian's chromium (`make browser`)")
-
-
-@dataclass
-class SliderResult:
-    """What happened when the first slider (or dropdown) of the page was moved."""
-    control: str                 # "slider" or "dropdown", or "" when the page has neither
-    steps: int
-    value_before: str = ""
-    value_after: str = ""
-    images_before: list[str] = field(default_factory=list)   # content signatures of the shown images
-    images_after: list[str] = field(default_factory=list)
-    srcs_before: list[str] = field(default_factory=list)
-    srcs_after: list[str] = field(default_factory=list)
-    error: str = ""
-
-    @property
-    def moved(self) -> bool:
-        return bool(self.control) and not self.error and self.value_before != self.value_after
-
-    @property
-    def image_changed(self) -> bool:
-        return (self.moved and bool(self.images_after) and self.images_before != self.images_after
-                and all(self.images_after))
-
-
-@dataclass
-class Overflow:
-    """A table or cell output wider than the text column at one viewport width."""
-    width: int                   # viewport width, px
-    what: str                    # "table" or "output", with the start of its text
-    content_px: float            # the element's full width (including what scrolls)
-    column_px: float             # the text column's width
-    in_scroll_box: bool          # it scrolls inside its own box that fits the column
-
-    @property
-    def allowed(self) -> bool:
-        """Only at a phone width, and only inside its own scroll box."""
-        return self.width < PHONE_WIDTH and self.in_scroll_box
-
-    def __str__(self) -> str:
-        box = ", scrolls in its own box" if self.in_scroll_box else ""
-        return f"{self.what} is {self.content_px:.0f} px wide in a {self.column_px:.0f} px column at {self.width} px{box}"
-
-
-@dataclass
-class PageReport:
-    """Everything :func:`check_page` saw on one page. ``ok`` is true when ``problems`` is empty."""
-    page: str
-    url: str
-    title: str = ""
-    requests: list[str] = field(default_factory=list)
-    external_requests: list[str] = field(default_factory=list)
-    failed_requests: list[str] = field(default_factory=list)
-    console_errors: list[str] = field(default_factory=list)
-    page_errors: list[str] = field(default_factory=list)
-    widget_views: int = 0          # widget views the HTML declares
-    widgets_rendered: int = 0      # of those, rendered by the widget manager
-    widget_elements: int = 0       # elements with class jupyter-widgets / widget-* inside rendered views
-    has_widget_state: bool = False
-    formulas: int = 0              # Sphinx math elements (span/div.math) on the page
-    formulas_typeset: int = 0      # of those, typeset by MathJax (hold an mjx-container)
-    math_errors: int = 0           # of those, typeset as a MathJax error (unknown macro, missing extension)
-    images: int = 0
-    broken_images: list[str] = field(default_factory=list)
-    expect_widgets: int | None = None
-    slider: SliderResult | None = None
-    screenshot: str | None = None
-    widths: list[int] = field(default_factory=list)          # viewport widths whose layout was checked
-    overflows: list[Overflow] = field(default_factory=list)
-    page_scrolls: list[int] = field(default_factory=list)    # widths at which the page scrolls sideways
-    load_ms: float | None = None       # navigation start -> load event
-    typeset_ms: float | None = None    # navigation start -> MathJax done (and widgets rendered)
-    max_load_ms: float | None = None   # when set, a slower load is a problem
-    screenshots: list[str] = field(default_factory=list)     # one per checked width
-
-    @property
-    def problems(self) -> list[str]:
-        out = []
-        if self.external_requests:
-            out.append(f"{len(self.external_requests)} request(s) leave the machine: "
-                       + ", ".join(self.external_requests[:3]))
-        if self.failed_requests:
-            out.append(f"{len(self.failed_requests)} failed request(s): " + ", ".join(self.failed_requests[:3]))
-        if self.console_errors:
-            out.append(f"{len(self.console_errors)} console error(s): " + " | ".join(self.console_errors[:3]))
-        if self.page_errors:
-            out.append(f"{len(self.page_errors)} page error(s): " + " | ".join(self.page_errors[:3]))
-        if self.widgets_rendered < self.widget_views:
-            out.append(f"only {self.widgets_rendered} of {self.widget_views} widget view(s) rendered")
-        if self.expect_widgets is not None and self.widgets_rendered < self.expect_widgets:
-            out.append(f"expected at least {self.expect_widgets} rendered widget view(s), "
-                       f"found {self.widgets_rendered}")
-        if self.formulas_typeset < self.formulas:
-            out.append(f"only {self.formulas_typeset} of {self.formulas} formula(s) typeset by MathJax")
-        if self.math_errors:
-            out.append(f"{self.math_errors} formula(s) typeset as a MathJax error")
-        if self.broken_images:
-            out.append(f"{len(self.broken_images)} image(s) did not load: " + ", ".join(self.broken_images[:3]))
-        bad = [o for o in self.overflows if not o.allowed]
-        if bad:
-            out.append(f"{len(bad)} table(s)/output(s) wider than the text column: "
-                       + "; ".join(str(o) for o in bad[:3]))
-        if self.page_scrolls:
-            out.append(f"the page scrolls sideways at {self.page_scrolls} px")
-        if self.max_load_ms is not None and self.load_ms is not None and self.load_ms > self.max_load_ms:
-            out.append(f"the page took {self.load_ms:.0f} ms to load (limit {self.max_load_ms:.0f} ms)")
-        if self.slider is not None:
-            if not self.slider.control:
-                out.append("no slider or dropdown to move" + (f" ({self.slider.error})" if self.slider.error else ""))
-            elif not self.slider.moved:
-                out.append(f"the {self.slider.control} did not move"
-                           + (f" ({self.slider.error})" if self.slider.error else ""))
-            elif not self.slider.image_changed:
-                out.append(f"moving the {self.slider.control} did not change the shown image")
-        return out
-
-    @property
-    def ok(self) -> bool:
-        return not self.problems
-
-
-def _to_url(path_or_url: str | os.PathLike) -> str:
-    s = os.fspath(path_or_url)
-    if s.startswith(("file:", "http:", "https:")):
-        return s
-    p = Path(s)
-    if not p.is_file():
-        raise FileNotFoundError(f"page {s!r} does not exist (path_or_url must be an existing .html file or a URL)")
-    return p.resolve().as_uri()
 
 
 # JavaScript run in the page -----------------------------------------------------------------
@@ -223,40 +78,6 @@ _JS_IMAGES = """
 () => Array.from(document.images).map(img => ({
   src: img.currentSrc || img.src || '', ok: img.complete && img.naturalWidth > 0,
   lazy: img.loading === 'lazy'}))
-"""
-
-# Shown images inside the widget view that holds the control; each with a content signature:
-# the pixels (via a canvas) when the browser allows reading them, else the src.
-_JS_SHOWN_IMAGES = """
-(area) => Array.from(area.querySelectorAll('img')).filter(img => {
-    const r = img.getBoundingClientRect(); const cs = getComputedStyle(img);
-    return r.width > 0 && r.height > 0 && cs.visibility !== 'hidden' && cs.display !== 'none';
-  }).map(img => {
-    let sig = '';
-    if (img.complete && img.naturalWidth > 0) {
-      try {
-        const c = document.createElement('canvas');
-        c.width = img.naturalWidth; c.height = img.naturalHeight;
-        c.getContext('2d').drawImage(img, 0, 0);
-        sig = 'pixels:' + c.toDataURL('image/png');
-      } catch (e) { sig = 'src:' + (img.currentSrc || img.src); }
-    }
-    return {src: img.currentSrc || img.src, sig};
-  })
-"""
-
-_JS_CONTROL = """
-() => {
-  for (const area of document.querySelectorAll('.widget-subarea')) {
-    const handle = area.querySelector('.noUi-handle');
-    if (handle) return {kind: 'slider'};
-    const range = area.querySelector('input[type=range]');
-    if (range) return {kind: 'range'};
-    const sel = area.querySelector('select');
-    if (sel) return {kind: 'dropdown'};
-  }
-  return {kind: ''};
-}
 """
 
 
@@ -324,101 +145,7 @@ def _check_layout(page, rep: PageReport, widths: Sequence[int], screenshot: str 
             rep.screenshots.append(str(shot))
 
 
-def _area_with(page, selector: str):
-    """The first rendered widget view that contains ``selector``."""
-    return page.evaluate_handle(
-        """(sel) => { for (const a of document.querySelectorAll('.widget-subarea'))
-                       if (a.querySelector(sel)) return a; return null; }""", selector)
-
-
-def _readout(page, area) -> str:
-    return page.evaluate(
-        """(area) => { const h = area.querySelector('.noUi-handle');
-             const r = area.querySelector('.widget-readout');
-             const s = area.querySelector('select'); const i = area.querySelector('input[type=range]');
-             return [h ? h.getAttribute('aria-valuenow') : '', r ? r.textContent : '',
-                     s ? String(s.selectedIndex) : '', i ? i.value : ''].join('|'); }""", area)
-
-
-def _sig(shown: list[dict]) -> list[str]:
-    return [hashlib.sha256(s["sig"].encode()).hexdigest()[:16] if s["sig"] else "" for s in shown]
-
-
-def _move_control(page, steps: int, settle_ms: int) -> SliderResult:
-    kind = page.evaluate(_JS_CONTROL)["kind"]
-    if not kind:
-        return SliderResult(control="", steps=steps, error="the page has no rendered slider or dropdown")
-    selector = {"slider": ".noUi-handle", "range": "input[type=range]", "dropdown": "select"}[kind]
-    area = _area_with(page, selector)
-    res = SliderResult(control="dropdown" if kind == "dropdown" else "slider", steps=steps)
-    shown = page.evaluate(_JS_SHOWN_IMAGES, area)
-    res.images_before, res.srcs_before = _sig(shown), [s["src"][:80] for s in shown]
-    res.value_before = _readout(page, area)
-    try:
-        ctl = area.as_element().query_selector(selector)
-        if kind == "dropdown":
-            n = page.evaluate("(s) => s.options.length", ctl)
-            cur = page.evaluate("(s) => s.selectedIndex", ctl)
-            ctl.select_option(index=(cur + steps) % max(n, 1))
-        else:
-            ctl.focus()
-            keys = ("ArrowRight", "ArrowLeft") if steps >= 0 else ("ArrowLeft", "ArrowRight")
-            for _ in range(abs(steps)):
-                page.keyboard.press(keys[0])
-            if _readout(page, area) == res.value_before:     # already at the end: go the other way
-                for _ in range(abs(steps)):
-                    page.keyboard.press(keys[1])
-        page.wait_for_timeout(settle_ms)
-        # wait until the newly shown images have loaded
-        page.wait_for_function(
-            """(area) => Array.from(area.querySelectorAll('img')).every(i => i.complete)""",
-            arg=area, timeout=10_000)
-    except Exception as err:  # report, do not crash the whole check
-        res.error = f"{type(err).__name__}: {err}".splitlines()[0]
-    res.value_after = _readout(page, area)
-    shown = page.evaluate(_JS_SHOWN_IMAGES, area)
-    res.images_after, res.srcs_after = _sig(shown), [s["src"][:80] for s in shown]
-    return res
-
-
-class _Browser:
-    """One headless Chromium for several pages (a fresh context, i.e. profile, per page)."""
-
-    def __init__(self, executable: str | None = None):
-        # imported here: playwright takes 0.4 s to import (measured) and only a check needs it
-        from playwright.sync_api import sync_playwright
-
-        self._pw = sync_playwright().start()
-        try:
-            self.browser = self._pw.chromium.launch(
-                executable_path=find_chromium(executable), headless=True, args=list(CHROMIUM_ARGS))
-        except Exception:
-            self._pw.stop()
-            raise
-
-        self._contexts: dict = {}
-
-    def context(self, viewport: tuple[int, int]):
-        """A browser context (profile) per viewport size, shared by the pages checked with it."""
-        if viewport not in self._contexts:
-            self._contexts[viewport] = self.browser.new_context(
-                viewport={"width": viewport[0], "height": viewport[1]}, service_workers="block")
-        return self._contexts[viewport]
-
-    def close(self) -> None:
-        try:
-            self.browser.close()
-        finally:
-            self._pw.stop()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-
-def _check(browser: _Browser, page_name: str, url: str, *, slider: int | None, expect_widgets: int | None,
+def _check(browser: Browser, page_name: str, url: str, *, slider: int | None, expect_widgets: int | None,
            screenshot: str | os.PathLike | None, timeout_s: float, viewport: tuple[int, int],
            widths: Sequence[int] = WIDTHS, max_load_ms: float | None = None) -> PageReport:
     rep = PageReport(page=page_name, url=url, expect_widgets=expect_widgets, max_load_ms=max_load_ms)
@@ -477,7 +204,7 @@ def _check(browser: _Browser, page_name: str, url: str, *, slider: int | None, e
                     els.filter(e => e.querySelector('[data-mjx-error], mjx-merror')).length]; }""")
         rep.formulas, rep.formulas_typeset, rep.math_errors = math
         if slider is not None:
-            rep.slider = _move_control(page, slider, settle_ms=500)
+            rep.slider = move_control(page, slider, settle_ms=500)
         # Lazy images load once scrolled into view: scroll through the page before judging images.
         page.evaluate("""async () => { for (const i of document.images) { i.loading = 'eager'; } }""")
         try:
@@ -522,8 +249,8 @@ def check_page(path_or_url: str | os.PathLike, *, slider: int | None = None, exp
     if expect_widgets is not None and (not isinstance(expect_widgets, int) or expect_widgets < 0):
         raise ValueError(f"expect_widgets={expect_widgets!r} is not valid; use None or an int >= 0")
     _check_widths(widths)
-    url = _to_url(path_or_url)
-    with _Browser(executable) as browser:
+    url = to_url(path_or_url)
+    with Browser(executable) as browser:
         return _check(browser, os.fspath(path_or_url), url, slider=slider, expect_widgets=expect_widgets,
                       screenshot=screenshot, timeout_s=timeout_s, viewport=viewport, widths=widths,
                       max_load_ms=max_load_ms)
@@ -571,7 +298,7 @@ def check_book(html_dir: str | os.PathLike, pages: Iterable[str] = (), slider_pa
         raise ValueError(f"slider_pages {sorted(unknown)} are not among the checked pages {pages}")
     expect_widgets = expect_widgets or {}
     reports = []
-    with _Browser(executable) as browser:
+    with Browser(executable) as browser:
         for p in pages:
             shot = None
             if screenshot_dir is not None:
@@ -593,39 +320,6 @@ def _has_control(path: Path) -> bool:
     """Whether the page's saved widget state holds a slider or a dropdown."""
     text = path.read_text(encoding="utf-8", errors="replace")
     return WIDGET_STATE_MIME in text and any(f'"{m}"' in text for m in CONTROL_MODELS)
-
-
-def format_table(reports: Sequence[PageReport]) -> str:
-    """A plain-text summary: one line per page, then the problems."""
-    head = (f"{'page':<48} {'ok':<4} {'req':>4} {'ext':>4} {'err':>4} {'widgets':>9} {'imgs':>6} {'slider':<10} "
-            f"{'wide':>4} {'load ms':>7} {'math ms':>7}")
-    lines = [head, "-" * len(head)]
-    for r in reports:
-        errs = len(r.console_errors) + len(r.page_errors) + len(r.failed_requests)
-        sl = "-" if r.slider is None else ("changed" if r.slider.image_changed else "NO CHANGE")
-        imgs = f"{r.images - len(r.broken_images)}/{r.images}"
-        lines.append(f"{r.page[:48]:<48} {'yes' if r.ok else 'NO':<4} {len(r.requests):>4} "
-                     f"{len(r.external_requests):>4} {errs:>4} {f'{r.widgets_rendered}/{r.widget_views}':>9} "
-                     f"{imgs:>6} {sl:<10} {sum(not o.allowed for o in r.overflows):>4} "
-                     f"{_ms(r.load_ms):>7} {_ms(r.typeset_ms):>7}")
-    bad = [r for r in reports if not r.ok]
-    loads = [r for r in reports if r.load_ms is not None]
-    if loads:
-        slow = max(loads, key=lambda r: r.load_ms)
-        lines.append("")
-        lines.append(f"load time from file:// (navigation start to the load event): slowest {slow.load_ms:.0f} ms "
-                     f"({slow.page}), median {sorted(r.load_ms for r in loads)[len(loads) // 2]:.0f} ms; "
-                     f"{sum(r.load_ms < 1000 for r in loads)} of {len(loads)} pages under 1 s")
-    lines.append("")
-    lines.append(f"pages ok: {len(reports) - len(bad)} of {len(reports)}")
-    for r in bad:
-        for prob in r.problems:
-            lines.append(f"  {r.page}: {prob}")
-    return "\n".join(lines)
-
-
-def _ms(v: float | None) -> str:
-    return "-" if v is None else f"{v:.0f}"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,0 +1,239 @@
+"""The η/μ explorer's widgets: the kernel-free explorer (nested ``ipywidgets.Stack`` s of the cells' figures,
+switched by client-side ``jslink`` s, :func:`explorer_widget`) and the live panel that trains one setting in a
+running kernel (:func:`live_config`, :func:`run_live`, :func:`live_figure`, :class:`LivePanel`,
+:func:`live_section`). The grid they show comes from :mod:`sec_lib.chapters.explore_grid`; the page API is
+:mod:`sec_lib.chapters.explore`.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Callable, Mapping
+
+import ipywidgets as widgets
+import pandas as pd
+
+from .. import experiments as ex
+from ..figures import explore as fig_explore
+from ..figures.palette import eta_label, mu_label
+from ..figures.widgets import fig_to_image, linked_explorer, live_note
+from ..params import Choice, Mu, Number
+from ..store import results_to_frames
+from ..threads import torch_threads
+from ..train import TrainConfig, train
+from .explore_grid import Grid, cell_figure, mu_key, mu_value, summary_table
+
+#: Optimizers the live panel offers.
+LIVE_OPTIMIZERS = ("adam", "adamw", "sgd")
+#: Learning rate per live optimizer (None: the profile's toy ``lr``, tuned for Adam). SGD (momentum 0.9):
+#: 0.01, the best of {0.01, 0.02, 0.05, 0.1} for semihard without SEC on the cpu toy grid (larger rates
+#: lose R@1 and make large η diverge).
+LIVE_LR: dict = {"adam": None, "adamw": None, "sgd": 0.01}
+
+
+class CellFigures(Mapping):
+    """``(eta_label, mu_label, loss) -> Figure`` for every computed cell of a grid, built on access.
+
+    Lazy on purpose: :func:`sec_lib.figures.widgets.linked_explorer` renders each Figure to one Image (and
+    closes it) as it builds the Stacks, so at most one figure is alive at a time, and no throw-away
+    Image widget is created (papermill saves every widget a kernel ever opened into the page).
+    """
+    def __init__(self, grid: Grid, summary: pd.DataFrame | None = None):
+        self.grid = grid
+        self.summary = summary_table(grid) if summary is None else summary
+        ax = grid.axes
+        self._cells = {(eta_label(e), mu_label(m), loss): (e, m, loss)
+                       for loss in ax.losses for m in ax.mus for e in ax.etas if len(grid.runs_of(e, m, loss))}
+
+    def __getitem__(self, key):
+        return cell_figure(self.grid, *self._cells[key], summary=self.summary)
+
+    def __iter__(self):
+        return iter(self._cells)
+
+    def __len__(self) -> int:
+        return len(self._cells)
+
+
+def grid_figures(grid: Grid, summary: pd.DataFrame | None = None) -> CellFigures:
+    """The cells' figures, keyed by the controls' labels (a lazy :class:`CellFigures` mapping)."""
+    return CellFigures(grid, summary)
+
+
+def explorer_widget(grid: Grid, dpi: int = 72, summary: pd.DataFrame | None = None):
+    """η slider + μ dropdown + loss dropdown, jslinked to nested Stacks of the cells' figures.
+
+    Works without a kernel (the links live in the saved widget state). Cells that were not computed
+    show a placeholder. Besides ``.controls``, ``.stacks`` and ``.links`` (from ``linked_explorer``) the
+    box carries ``.grid`` and ``.cells``: ``(eta_label, mu_label, loss) -> Image`` for every cell.
+    """
+    ax = grid.axes
+    box = linked_explorer(grid_figures(grid, summary), [("η", ax.eta_labels, "slider"),
+                                                        ("μ", ax.mu_labels, "dropdown"),
+                                                        ("loss", ax.losses, "dropdown")], dpi=dpi)
+    box.grid = grid
+    outer = box.children[1]
+    box.cells = {(e, m, loss): outer.children[i].children[j].children[k]
+                 for i, e in enumerate(ax.eta_labels) for j, m in enumerate(ax.mu_labels)
+                 for k, loss in enumerate(ax.losses)}
+    return box
+
+
+def live_config(profile: str, eta: float, mu, loss: str, optimizer: str = "adam", iterations: int | None = None,
+                seed: int = 0):
+    """The toy config of ``profile`` for one live run (same data, model and length as the grid;
+    evaluation only at the end, so a cpu-profile run takes a few seconds).
+
+    ``mu``: a μ key ('batch', 'ema', 'zero', '4.0') or value; 'ema' uses momentum 0.1 as in the grid.
+    ``optimizer``: one of :data:`LIVE_OPTIMIZERS` (learning rate from :data:`LIVE_LR`).
+    """
+    Choice(ex.PROFILE_NAMES).check("profile", profile)
+    Choice(LIVE_OPTIMIZERS).check("optimizer", optimizer)
+    eta = Number(0, 1e6).check("eta", eta)
+    mu = Mu().check("mu", mu)
+    p = ex.get_profile(profile)
+    base = ex.with_variant(dict(p.toy, loss=loss, seed=seed, optimizer=optimizer, eval_every=0,
+                                eval_clustering="final"), loss, "none", eta=eta, mu=mu,
+                           momentum=0.1 if mu == "ema" else 1.0)
+    if LIVE_LR.get(optimizer) is not None:
+        base["lr"] = LIVE_LR[optimizer]
+    if iterations is not None:
+        base["iterations"] = Number(1, 10**6, True).check("iterations", iterations)
+    return TrainConfig(**base).validate()
+
+
+def run_live(cfg, progress: Callable[[int, int], None] | None = None, every: int = 10, threads: int | None = 1):
+    """Train ``cfg`` now (not through the store) and return its RunResult.
+
+    ``progress(step, total)`` is called every ``every`` steps and at the last step. ``threads``: torch
+    threads during the run (1 is fastest for the toy MLP; the previous setting is restored).
+    """
+    if not (isinstance(every, int) and every >= 1):
+        raise ValueError(f"every = {every!r} is not valid; expected an integer >= 1")
+
+    def cb(step, total):
+        if progress is not None and (step % every == 0 or step == total):
+            progress(step, total)
+
+    with torch_threads(threads):
+        return train(cfg, progress=cb)
+
+
+def _live_point(result) -> dict | None:
+    if result.status != "done":
+        return None
+    return {"eta": result.config.eta, "R@1": result.metrics.get("R@1", math.nan),
+            "NMI": result.metrics.get("NMI", math.nan), "train_norm_var": result.metrics.get("train_norm_var", 0)}
+
+
+def live_figure(result, grid: Grid | None = None, summary: pd.DataFrame | None = None):
+    """The composite figure of a live run; the grid's R@1/NMI/variance curves of the same (loss, μ)
+    are drawn for context (the live run is the star)."""
+    cfg = result.config
+    mu = mu_key(cfg) if cfg.eta > 0 else (grid.axes.mus[0] if grid else "batch")
+    fr = results_to_frames([result], tables=("steps", "tracked", "grad_scatter"))
+    key = fr.runs["key"].iloc[0]
+    steps, tracked, scatter = fig_explore.one_run(fr, key)
+    if grid is not None:
+        s = summary_table(grid) if summary is None else summary
+        curve = s[(s["loss"] == cfg.loss) & (s["mu"] == mu) & (s["status"] == "done")]
+        etas = grid.axes.etas
+    else:
+        curve, etas = pd.DataFrame(columns=["eta", "R@1", "NMI", "train_norm_var"]), (float(cfg.eta),)
+    if float(cfg.eta) not in etas:
+        etas = tuple(sorted({*etas, float(cfg.eta)}))
+    head = f"live run: {cfg.loss}, μ = {mu_label(mu)}, η = {eta_label(cfg.eta)}, {cfg.optimizer} (lr {cfg.lr:g})"
+    if result.status == "done":
+        title = (f"{head}:  R@1 {result.metrics['R@1']:.1f}%, NMI {result.metrics.get('NMI', math.nan):.1f}%, "
+                 f"{result.wall_s:.1f} s")
+        note = None
+    else:
+        title, note = f"{head}:  failed", f"run failed: {str(result.error)[:120]}"
+    return fig_explore.cell_figure(steps, tracked, scatter, curve, etas, cfg.eta, mu, cfg.loss, title,
+                      live_point=_live_point(result), note=note)
+
+
+class LivePanel:
+    """Optimizer dropdown, *Train* button, progress bar, status line and the live figure.
+
+    The η / μ / loss values are read from the static explorer's controls (``explorer.controls``),
+    so one set of controls drives both. :meth:`train_selected` does the work and can be called
+    without a frontend (tests); the button calls it.
+    """
+    def __init__(self, explorer, grid: Grid, profile: str, every: int = 10, iterations: int | None = None,
+                 dpi: int = 72):
+        Choice(ex.PROFILE_NAMES).check("profile", profile)
+        self.grid, self.profile, self.every, self.iterations, self.dpi = grid, profile, every, iterations, dpi
+        self.eta_control, self.mu_control, self.loss_control = explorer.controls[:3]
+        self.optimizer = widgets.Dropdown(options=list(LIVE_OPTIMIZERS), value="adam", description="optimizer")
+        self.button = widgets.Button(description="Train this setting", button_style="primary", icon="play")
+        self.progress = widgets.FloatProgress(value=0.0, min=0.0, max=1.0, description="progress",
+                                              layout=widgets.Layout(width="min(100%, 30em)"))
+        self.status = widgets.HTML(value="Pick η, μ and the loss above, an optimizer here, then press <b>Train</b>.")
+        self.figure_box = widgets.Box()
+        self.button.on_click(lambda _b: self.train_selected())
+        self.box = widgets.VBox([widgets.HBox([self.optimizer, self.button]), self.progress, self.status,
+                                 self.figure_box])
+        self.result = None
+
+    def selected(self) -> dict:
+        """The setting the controls show now: eta, mu (key), loss, optimizer."""
+        ax = self.grid.axes
+        return {"eta": ax.eta_of(self.eta_control.value), "mu": ax.mu_of(self.mu_control.value),
+                "loss": self.loss_control.value, "optimizer": self.optimizer.value}
+
+    def train_selected(self):
+        """Train the selected setting, updating the progress bar; then show its figure. Returns the RunResult."""
+        sel = self.selected()
+        cfg = live_config(self.profile, sel["eta"], mu_value(sel["mu"]), sel["loss"], sel["optimizer"],
+                          iterations=self.iterations)
+        self.button.disabled = True
+        self.progress.value, self.progress.bar_style = 0.0, ""
+        t0 = time.perf_counter()
+
+        def on_progress(step, total):
+            self.progress.value = step / total
+            self.status.value = (f"training {sel['loss']}, μ = {mu_label(sel['mu'])}, η = {eta_label(sel['eta'])}, "
+                                 f"{sel['optimizer']}: step {step} / {total} ({time.perf_counter() - t0:.1f} s)")
+
+        try:
+            res = run_live(cfg, on_progress, every=self.every)
+            self.status.value = ("evaluated: " if res.status == "done" else "failed: ") + (
+                f"R@1 {res.metrics['R@1']:.1f}%, NMI {res.metrics.get('NMI', math.nan):.1f}% after {cfg.iterations} "
+                f"steps in {res.wall_s:.1f} s (the star in the lower panels; the line is the precomputed grid)"
+                if res.status == "done" else str(res.error))
+            self.progress.bar_style = "success" if res.status == "done" else "danger"
+            self.figure_box.children = (fig_to_image(live_figure(res, self.grid), dpi=self.dpi),)
+            self.result = res
+            return res
+        except Exception as e:  # show it in the panel, then re-raise for the kernel log
+            self.status.value = f"<span style='color:#b00'>error: {type(e).__name__}: {e}</span>"
+            self.progress.bar_style = "danger"
+            raise
+        finally:
+            self.button.disabled = False
+
+
+def live_panel(explorer, grid: Grid, profile: str, every: int = 10, iterations: int | None = None) -> LivePanel:
+    """A :class:`LivePanel` driven by ``explorer``'s controls (display ``panel.box``)."""
+    return LivePanel(explorer, grid, profile, every=every, iterations=iterations)
+
+
+LIVE_NOTE = ("<b>Live training needs a running kernel.</b> In this static page the controls above switch between "
+             "precomputed runs only. Open <code>notebooks/explore.ipynb</code> in Jupyter and run it: a "
+             "<i>Train</i> button then appears here that trains the selected η, μ, loss and optimizer on the toy "
+             "data in a few seconds and plots the run as it finishes.")
+
+
+def live_section(explorer, grid: Grid, profile: str, mode: str):
+    """What the live section shows: the live panel in ``"live"`` mode, a note in ``"static"`` mode."""
+    Choice(("static", "live")).check("mode", mode)
+    if mode == "static":
+        return live_note(LIVE_NOTE)
+    panel = live_panel(explorer, grid, profile)
+    box = widgets.VBox([live_note("<b>Live mode</b> (a kernel is running): moving the controls above still switches "
+                                   "the precomputed figures; press <i>Train</i> to train the selected setting now."),
+                        panel.box])
+    box.panel = panel
+    return box

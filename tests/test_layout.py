@@ -1,0 +1,42 @@
+"""The library's layout rules: module size, and the old import paths of the modules that were split."""
+from __future__ import annotations
+
+import ast
+import importlib
+from pathlib import Path
+
+import pytest
+
+from sec_lib import losses
+from sec_lib.losses import LOSS_SPECS
+
+SEC_LIB = Path(__file__).resolve().parents[1] / "sec_lib"
+#: "about 600 lines": a longer module must say that it is one feature read top to bottom.
+MAX_LINES = 600
+LONG_MODULE_NOTE = "reads top to bottom"
+
+
+def test_a_long_module_says_it_reads_top_to_bottom():
+    too_long = []
+    for path in sorted(SEC_LIB.rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        if len(text.splitlines()) > MAX_LINES:
+            doc = ast.get_docstring(ast.parse(text)) or ""
+            if LONG_MODULE_NOTE not in " ".join(doc.split()):
+                too_long.append(f"{path.relative_to(SEC_LIB.parent)} ({len(text.splitlines())} lines)")
+    assert not too_long, (f"modules over {MAX_LINES} lines whose docstring does not say it is one feature that "
+                          f"{LONG_MODULE_NOTE}: {too_long}; split them (see README, Architecture)")
+
+
+@pytest.mark.parametrize("module", ["sec_lib.losses", "sec_lib.chapters.explore", "sec_lib.site.pagecheck"])
+def test_a_split_module_still_exports_its_names(module):
+    mod = importlib.import_module(module)
+    missing = [name for name in mod.__all__ if not hasattr(mod, name)]
+    assert not missing, f"{module}.__all__ names {missing}, which it does not define"
+
+
+def test_every_loss_class_lives_in_a_family_module_and_imports_from_the_package():
+    families = {"sec_lib.losses.pair", "sec_lib.losses.npair", "sec_lib.losses.contrastive", "sec_lib.losses.proxy"}
+    for name, spec in LOSS_SPECS.items():
+        assert spec.cls.__module__ in families, (name, spec.cls.__module__)
+        assert getattr(losses, spec.cls.__name__) is spec.cls and spec.cls.__name__ in losses.__all__, name
