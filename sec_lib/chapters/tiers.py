@@ -9,7 +9,8 @@ import pandas as pd
 from .. import experiments as ex
 from ..store import ResultStore
 from ..tier import TIER_PROFILES, TierStore, has_tier, tier_dir
-from . import profile_param
+from . import PAGES, profile_param
+from .evidence import evidence_profile
 
 #: The notebook's parameters (checked by ``sec_lib.params.notebook_params``).
 PARAMS = profile_param()
@@ -170,8 +171,8 @@ def status_sentence(summary: pd.DataFrame) -> str:
                      f"{row['run-hours']} run-hours on {row['device']}): {have}.")
     if not parts:
         return "No long tier is committed yet; every page shows the quick tier."
-    return " ".join(parts) + (" Until a tier's main comparison is complete, the chapters show the quick tier, "
-                              "and this page is the only place its runs appear.")
+    return " ".join(parts) + (" A page shows the reference tier as soon as that tier holds every run the page "
+                              "needs, and the quick tier until then; each page's first sentence says which.")
 
 
 def length_sentence(p: ex.Profile, store) -> str:
@@ -190,3 +191,18 @@ def length_sentence(p: ex.Profile, store) -> str:
             f"step {length} (a gain of {sm[length] - sm[before]:.2f} points, under the {p.plateau_gain} threshold), "
             f"so runs train for {length} iterations. Training on to step {end} of the pilot reached "
             f"{sm[end]:.1f} %: {sm[end] - sm[length]:+.2f} points more, the price of stopping there.")
+
+
+def page_tiers(profile: str = "cpu") -> pd.DataFrame:
+    """Which tier each chapter page shows now (:func:`sec_lib.chapters.evidence.evidence_profile`)."""
+    rows, seen = [], set()
+    for page in PAGES:
+        chapters = tuple(c for c in page.chapters if c in ex.CHAPTERS and c != "selection")   # implied
+        if page.source in seen or not chapters or page.source in ("runs", "train", "tiers", "explore", "claims"):
+            continue
+        seen.add(page.source)
+        if page.source == "home":
+            chapters = ("compare", "tuned")
+        rows.append({"page": page.source, "reads": ", ".join(chapters),
+                     "tier shown": evidence_profile(profile, chapters)})
+    return pd.DataFrame(rows)
