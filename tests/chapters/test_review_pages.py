@@ -497,7 +497,7 @@ def test_page_readings_are_computed_from_the_frames(mixed):
     text = optim.page_reading(pooled, pooled.iloc[0:0].assign(metric=[]))
     assert "**adam**" in text and "**sgd**" in text and "does the norm imbalance still hurt under Adam?" in text
     mu_r = mu_runs()
-    text = mu_ch.page_reading(mu_r, mu_ch.mu_vs_best_zero(mu_r))
+    text = mu_ch.page_reading(mu_r)
     assert "best μ = 0" in text and "picked after the fact" in text
     assert claims.counts_sentence(table).startswith(f"Of {len(table) - 2} bodies of evidence (Q3 uses the same runs as C4")
     diff = claims.difficulty_association(main.runs, main.test_norms)

@@ -1,0 +1,91 @@
+"""Each review chapter's verdicts form ONE Holm family (issue 9): on hand-made frames, the family size
+``m`` is the number of the chapter's rows with a p-value, ``p_adj`` is :func:`sec_lib.report.holm` of
+them, and every row carries its detectable effect and what its n counts."""
+import numpy as np
+import pandas as pd
+import pytest
+
+from sec_lib import report
+from sec_lib.chapters import common
+from sec_lib.chapters import mu as mu_ch
+
+from test_review_pages import mu_runs
+
+
+def assert_one_family(*tables, p_col="p_value"):
+    rows = pd.concat([t[[p_col, "p_adj", "m", "mde", "n_counts", "verdict"]] for t in tables], ignore_index=True)
+    ok = rows[p_col].notna()
+    assert ok.sum() >= 2
+    assert (rows["m"] == ok.sum()).all()
+    assert rows.loc[ok, "p_adj"].to_numpy() == pytest.approx(report.holm(rows.loc[ok, p_col].to_numpy()))
+    assert rows.loc[~ok, "p_adj"].isna().all()
+    assert rows["n_counts"].isin(report.N_COUNTS).all()
+    assert np.isfinite(rows.loc[ok, "mde"].astype(float)).all()
+    return rows
+
+
+def test_mu_page_is_one_family():
+    runs = mu_runs()
+    fam = mu_ch.mu_family(runs)
+    diffs, best, ema = fam["diffs"], fam["best"], fam["ema"]
+    assert len(diffs) == 12 and len(ema) == 1                      # 6 settings × 2 losses, + the EMA row
+    rows = assert_one_family(diffs, ema)
+    assert int(rows["m"].iloc[0]) == 13
+    # the adjustment differs from a per-table one: Holm over the paired table alone gives smaller p
+    alone = report.holm(diffs["p_value"].to_numpy())
+    assert (diffs["p_adj"].to_numpy() >= alone - 1e-15).all() and (diffs["p_adj"].to_numpy() > alone).any()
+    # n and detectable effect on every row, n counting seeds (the EMA row: seeds, each the mean over 2 losses)
+    assert (diffs["n_pairs"] == 3).all() and (diffs["n_counts"] == "seeds").all()
+    assert ema["n"].iloc[0] == 3 and ema["n_counts"].iloc[0] == "seeds" and ema["n_losses"].iloc[0] == 2
+    d = diffs.iloc[0]
+    sd = float(np.std(0.05 * np.arange(3), ddof=1))                 # ms / none: 3 + 0.05 s per seed
+    assert d["diff"] == pytest.approx(3.05) and d["mde"] == pytest.approx(report.min_detectable_effect(sd, 3), rel=1e-6)
+    # the EMA rows test "no change", the others "the batch mean is better"
+    assert set(diffs.loc[diffs["versus"].str.startswith("EMA"), "expected_sign"]) == {0}
+    assert set(diffs.loc[~diffs["versus"].str.startswith("EMA"), "expected_sign"]) == {1}
+    # each verdict is report.verdict with the family's adjusted p
+    for r in pd.concat([diffs.rename(columns={"diff": "estimate", "n_pairs": "n"}), ema]).itertuples(index=False):
+        assert r.verdict == report.verdict(r.estimate, r.ci_lo, r.ci_hi, r.expected_sign, r.margin, n=r.n, p_adj=r.p_adj)
+    # the best-μ = 0 rows repeat rows of the paired table: same numbers, not counted again
+    assert list(best["best_zero"]) == ["zero η=0.005"] * 2
+    for r in best.itertuples(index=False):
+        twin = diffs[(diffs["loss"] == r.loss) & (diffs["versus"] == r.best_zero)].iloc[0]
+        assert (r.diff, r.p_adj, r.verdict, r.mde) == (twin["diff"], twin["p_adj"], twin["verdict"], twin["mde"])
+        assert r.best_zero in r.same_runs_as
+    # the public functions return the family's rows
+    pd.testing.assert_frame_equal(mu_ch.mu_diffs(runs), diffs)
+    pd.testing.assert_frame_equal(mu_ch.mu_vs_best_zero(runs), best)
+
+
+def test_mu_reading_shows_every_measure():
+    runs = mu_runs()
+    fam = mu_ch.mu_family(runs)
+    text = mu_ch.page_reading(runs)
+    e = fam["ema"].iloc[0]
+    for r in fam["best"].itertuples(index=False):
+        assert f"Holm-adjusted p = {r.p_adj:.2g} over 13 comparisons" in text
+        assert f"could detect ≥ {r.mde:.2f}" in text and "n = 3 seeds" in text and f"**{r.verdict}**" in text
+    assert f"{e['estimate']:+.2f} (95% CI [{e['ci_lo']:+.2f}, {e['ci_hi']:+.2f}])" in text
+    assert f"Holm-adjusted p = {e['p_adj']:.2g}" in text and "each the mean over 2 losses" in text
+    assert "one Holm family of 13 comparisons" in text
+
+
+def test_mu_family_zero_spread_ema_is_not_tested():
+    runs = mu_runs()
+    runs.loc[runs["setting"] == "batch mean", "R@1"] -= 0.05 * runs.loc[runs["setting"] == "batch mean", "seed"]
+    fam = mu_ch.mu_family(runs)
+    e = fam["ema"].iloc[0]             # EMA ρ=0.01 − batch mean = +0.1 on every seed: no spread, no test
+    assert np.isnan(e["p_value"]) and np.isnan(e["p_adj"]) and e["verdict"] == "inconclusive"
+    assert (fam["diffs"]["m"] == fam["diffs"]["p_value"].notna().sum()).all()
+
+
+def test_one_family_checks_its_input():
+    with pytest.raises(ValueError, match="lacks columns"):
+        common.one_family(pd.DataFrame({"diff": [1.0]}))
+    a = pd.DataFrame({"diff": [2.0, 0.1], "ci_lo": [1.0, -0.2], "ci_hi": [3.0, 0.4], "p_value": [0.01, 0.5],
+                      "expected_sign": [1, 0], "n_pairs": [3, 3]})
+    b = pd.DataFrame([common.verdict_row_of({"estimate": 1.0, "ci_lo": 0.5, "ci_hi": 1.5, "n": 5, "p_value": 0.02}, +1)])
+    fa, fb = common.one_family(a, b, family="x")
+    assert list(fa["p_adj"]) + list(fb["p_adj"]) == pytest.approx(list(report.holm([0.01, 0.5, 0.02])))
+    assert (fa["m"] == 3).all() and fb["m"].iloc[0] == 3 and (fa["family"] == "x").all()
+    assert list(fa["verdict"]) == ["reproduced", "reproduced"] and fb["verdict"].iloc[0] == "reproduced"
