@@ -255,6 +255,24 @@ def mde_text(mde, digits: int = 2, unit: str = "") -> str:
     return f"could detect ≥ {mde:.{digits}f}{unit}"
 
 
+def measures_text(r, digits: int = 2, unit: str = "", detail: str = "", test: str = "") -> str:
+    """One verdict row's measures in words: '+2.10 points (95% CI [+1.85, +2.35]; paired t-test, Holm-adjusted
+    p = 0.003 over 5 comparisons; could detect ≥ 0.33; n = 3 seeds)'. ``r``: a row (dict or Series) with
+    ``estimate`` or ``diff``, ``ci_lo``, ``ci_hi``, ``p_adj``, ``m``, ``mde``, ``n`` or ``n_pairs``, ``n_counts``;
+    ``unit`` follows the estimate, ``detail`` what n counts, ``test`` names the test."""
+    r = dict(r)
+    est = r["estimate"] if "estimate" in r else r["diff"]
+    n = r["n"] if "n" in r else r["n_pairs"]
+    if est is None or not np.isfinite(est):
+        return f"no evidence ({n_text(n, r.get('n_counts', 'seeds'))})"
+    lo, hi = r.get("ci_lo"), r.get("ci_hi")
+    ci = (f"95% CI [{lo:+.{digits}f}, {hi:+.{digits}f}]" if lo is not None and hi is not None
+          and np.isfinite(lo) and np.isfinite(hi) else "no interval")
+    p = p_text(r.get("p_adj"), r.get("m", 0))
+    return (f"{est:+.{digits}f}{' ' + unit if unit else ''} ({ci}; {test + ', ' if test else ''}{p}; "
+            f"{mde_text(r.get('mde'), digits)}; {n_text(n, r.get('n_counts', 'seeds'), detail)})")
+
+
 def verdict_row_of(est: dict, expected_sign: int, margin=None, n_counts: str = "seeds") -> dict:
     """A verdict row (the keys of :data:`sec_lib.report.ROW_COLUMNS`) from an estimate dict of
     :func:`sec_lib.report.values_ci` / :func:`sec_lib.report.pooled_diff` (``estimate``, ``ci_lo``,

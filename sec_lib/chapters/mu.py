@@ -12,7 +12,7 @@ from .. import reference, report
 from ..report import pooled_diff, summary_table, values_ci
 from ..store import ResultStore, run_key
 from . import profile_param
-from .common import check_cols, ci_text, mde_text, n_text, name_means, one_family, p_text, paired, verdict_row_of, with_verdict
+from .common import check_cols, measures_text, name_means, one_family, paired, verdict_row_of, with_verdict
 
 #: The notebook's parameters (checked by ``sec_lib.params.notebook_params``).
 PARAMS = profile_param()
@@ -209,16 +209,15 @@ def page_reading(runs: pd.DataFrame, family: dict | None = None) -> str:
     if not isinstance(fam, dict) or not {"best", "ema"} <= set(fam):
         raise ValueError(f"family must be the dict of mu_family(runs) (keys diffs, best, ema), got {type(fam).__name__}")
     lines = []
-    for r in fam["best"].itertuples(index=False):
-        lines.append(f"- **{r.loss}**: batch-mean SEC − best μ = 0 ({r.best_zero}) = {r.diff:+.2f} R@1 points "
-                     f"(95% CI [{r.ci_lo:+.2f}, {r.ci_hi:+.2f}], paired t-test, {p_text(r.p_adj, r.m)}, "
-                     f"{mde_text(r.mde)} points, {n_text(r.n_pairs, r.n_counts)}) → *toward the mean beats toward "
-                     f"zero*: **{r.verdict}**.")
+    for r in fam["best"].to_dict("records"):
+        lines.append(f"- **{r['loss']}**: batch-mean SEC − best μ = 0 ({r['best_zero']}) = "
+                     f"{measures_text(r, 2, 'R@1 points', test='paired t-test')} → *toward the mean beats toward "
+                     f"zero*: **{r['verdict']}**.")
     e = fam["ema"].iloc[0]
-    lines.append(f"- **Batch mean or data mean?** {e['comparison']}: {ci_text(e['estimate'], e['ci_lo'], e['ci_hi'])} R@1 points "
-                 f"({p_text(e['p_adj'], e['m'])}, {mde_text(e['mde'])} points, "
-                 f"{n_text(e['n'], e['n_counts'], f'each the mean over {int(e.n_losses)} losses')}) → *the batch "
-                 f"mean is as good as a running mean* (equivalence within ±{e['margin']:g} points): **{e['verdict']}**.")
+    lines.append(f"- **Batch mean or data mean?** {e['comparison']}: "
+                 f"{measures_text(e, 2, 'R@1 points', f'each the mean over {int(e.n_losses)} losses', 't-test against 0')}"
+                 f" → *the batch mean is as good as a running mean* (equivalence within ±{e['margin']:g} points): "
+                 f"**{e['verdict']}**.")
     m = int(fam["ema"]["m"].iloc[0])
     return ("\n".join(lines) + f"\n\nEvery verdict on this page comes from one Holm family of {m} comparisons (the "
             "paired table and the EMA row; the best μ = 0 rows repeat rows of the paired table). The best μ = 0 "

@@ -65,7 +65,7 @@ def test_mu_reading_shows_every_measure():
     for r in fam["best"].itertuples(index=False):
         assert f"Holm-adjusted p = {r.p_adj:.2g} over 13 comparisons" in text
         assert f"could detect ≥ {r.mde:.2f}" in text and "n = 3 seeds" in text and f"**{r.verdict}**" in text
-    assert f"{e['estimate']:+.2f} (95% CI [{e['ci_lo']:+.2f}, {e['ci_hi']:+.2f}])" in text
+    assert f"{e['estimate']:+.2f} R@1 points (95% CI [{e['ci_lo']:+.2f}, {e['ci_hi']:+.2f}]" in text
     assert f"Holm-adjusted p = {e['p_adj']:.2g}" in text and "each the mean over 2 losses" in text
     assert "one Holm family of 13 comparisons" in text
 
@@ -89,3 +89,39 @@ def test_one_family_checks_its_input():
     assert list(fa["p_adj"]) + list(fb["p_adj"]) == pytest.approx(list(report.holm([0.01, 0.5, 0.02])))
     assert (fa["m"] == 3).all() and fb["m"].iloc[0] == 3 and (fa["family"] == "x").all()
     assert list(fa["verdict"]) == ["reproduced", "reproduced"] and fb["verdict"].iloc[0] == "reproduced"
+
+
+def normlayer_frames():
+    rows, steps = [], []
+    for h in ("paper", "normalize"):
+        for v in ("none", "sec"):
+            for s, e in zip((0, 1, 2), (0.0, 0.3, -0.3)):
+                key = f"{h}{v}{s}"
+                rows.append(dict(key=key, head=h, variant=v, seed=s, status="done",
+                                 **{"R@1": 55 + e + (2.0 + 0.1 * s) * (v == "sec") + 0.01 * s * (h == "normalize"),
+                                    "NMI": 50.0 + e + 0.1 * s * (v == "sec"), "train_norm_var": 1.0,
+                                    "test_norm_var": 1.0}))
+                steps += [dict(key=key, step=i, grad_slope=-1.0 + 0.01 * i + 0.02 * s + 0.01 * (v == "sec"))
+                          for i in range(1, 5)]
+    return pd.DataFrame(rows), pd.DataFrame(steps)
+
+
+def test_normlayer_page_is_one_family():
+    from sec_lib.chapters import normlayer
+    runs, steps = normlayer_frames()
+    fam = normlayer.normlayer_family(runs, steps)
+    diffs, slope = fam["diffs"], fam["slope"]
+    rows = assert_one_family(diffs, slope)
+    m = int(diffs["p_value"].notna().sum()) + 1            # the NMI rows between heads have no spread: no test
+    assert int(rows["m"].iloc[0]) == m and m < len(diffs) + 1
+    # the slope: per seed the mean of the normalize head's two runs (n = seeds), mean over steps
+    per_seed = [np.mean([-1.0 + 0.025 + 0.02 * s, -1.0 + 0.025 + 0.02 * s + 0.01]) for s in (0, 1, 2)]
+    sl = slope.iloc[0]
+    assert sl["estimate"] == pytest.approx(np.mean(per_seed)) and sl["n"] == 3 and sl["n_runs"] == 6
+    assert sl["n_counts"] == "seeds" and sl["mde"] == pytest.approx(
+        report.min_detectable_effect(np.std(per_seed, ddof=1), 3), rel=1e-6)
+    assert sl["verdict"] == report.verdict(sl["estimate"], sl["ci_lo"], sl["ci_hi"], -1, n=3, p_adj=sl["p_adj"])
+    text = normlayer.page_reading(runs, steps, fam)
+    assert text.count(f"over {m} comparisons") == 3 and "n = 3 seeds" in text and "could detect ≥" in text
+    with pytest.raises(ValueError, match="normlayer_family"):
+        normlayer.page_reading(runs, steps, diffs)

@@ -491,7 +491,7 @@ def test_page_readings_are_computed_from_the_frames(mixed):
     bn = bnwn.head_effect(f["bnwn"].runs, "bn_before_norm", -1)
     assert report.fmt_estimate(bn) in bn_text and f"**{bn['verdict']}**" in bn_text
     nl = f["normlayer"].runs
-    nl_text = normlayer.page_reading(nl, main.steps.iloc[0:0].assign(grad_slope=[]), normlayer.normlayer_diffs(nl))
+    nl_text = normlayer.page_reading(nl, main.steps.iloc[0:0].assign(grad_slope=[]))
     assert "normalize − paper head" in nl_text and "no evidence" in nl_text   # no steps: the slope has no evidence
     pooled = optim.optim_pooled(f["optim"].runs)
     text = optim.page_reading(pooled, pooled.iloc[0:0].assign(metric=[]))
