@@ -125,3 +125,32 @@ def test_normlayer_page_is_one_family():
     assert text.count(f"over {m} comparisons") == 3 and "n = 3 seeds" in text and "could detect ≥" in text
     with pytest.raises(ValueError, match="normlayer_family"):
         normlayer.page_reading(runs, steps, diffs)
+
+
+def test_convergence_page_is_one_family():
+    from sec_lib.chapters import convergence
+    rows, ev = [], []
+    for loss in ("triplet", "ms"):
+        for v, t_hit in (("none", 60.0), ("sec", 30.0)):
+            for s in (0, 1, 2):
+                key = f"{loss}-{v}-{s}"
+                rows.append(dict(key=key, loss=loss, variant=v, seed=s, status="done"))
+                final = 50.0 + s + (0.5 * s if v == "sec" else 0.0)
+                t90 = t_hit + (2 * s if v == "sec" else s) + (3 * s if loss == "ms" else 0)
+                ev += [dict(key=key, step=0, **{"R@1": 0.0}), dict(key=key, step=10, **{"R@1": 0.2 * final + s}),
+                       dict(key=key, step=t90, **{"R@1": 0.9 * final}), dict(key=key, step=100, **{"R@1": final})]
+    runs, ev = pd.DataFrame(rows), pd.DataFrame(ev)
+    reach = convergence.reach_table(runs, ev)
+    early = convergence.early_table(runs, ev, fracs=(0.1,))
+    fam = convergence.convergence_family(reach, early, fracs=(0.1,))
+    diffs, pooled = fam["diffs"], fam["pooled"]
+    assert_one_family(diffs, pooled)
+    p = pooled.iloc[0]
+    ref = report.pooled_diff(reach, "variant", "none", "sec", "reach")
+    assert p["estimate"] == pytest.approx(ref["estimate"]) and p["p_value"] == pytest.approx(ref["p_value"])
+    assert p["n"] == 3 and p["n_counts"] == "seeds" and p["n_losses"] == 2
+    # the pooled verdict uses the family's adjusted p, not its raw p
+    assert p["p_adj"] > p["p_value"]
+    text = convergence.page_reading(reach, fam)
+    assert f"Holm-adjusted p = {p['p_adj']:.2g} over {int(p['m'])} comparisons" in text
+    assert "each the mean over 2 losses" in text and text.count("could detect ≥") == 3

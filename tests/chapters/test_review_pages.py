@@ -480,8 +480,7 @@ def test_page_readings_are_computed_from_the_frames(mixed):
     main = f["compare"]
     runs = main.runs[main.runs["variant"].isin(["none", "sec"])]
     reach = convergence.reach_table(runs, main.evals)
-    diffs = convergence.convergence_diffs(reach)
-    text = convergence.page_reading(reach, diffs)
+    text = convergence.page_reading(reach)
     pooled = report.pooled_diff(reach, "variant", "none", "sec", "reach")
     assert f"{pooled['estimate']:+.1f}" in text and all(f"**{loss}**" in text for loss in LOSSES)
     assert "reproduced" in text                             # SEC reaches 90% 20 iterations sooner here
