@@ -269,7 +269,8 @@ def measures_text(r, digits: int = 2, unit: str = "", detail: str = "", test: st
     ci = (f"95% CI [{lo:+.{digits}f}, {hi:+.{digits}f}]" if lo is not None and hi is not None
           and np.isfinite(lo) and np.isfinite(hi) else "no interval")
     p = p_text(r.get("p_adj"), r.get("m", 0))
-    return (f"{est:+.{digits}f}{' ' + unit if unit else ''} ({ci}; {test + ', ' if test else ''}{p}; "
+    tested = test and p != "no test"
+    return (f"{est:+.{digits}f}{' ' + unit if unit else ''} ({ci}; {test + ', ' if tested else ''}{p}; "
             f"{mde_text(r.get('mde'), digits)}; {n_text(n, r.get('n_counts', 'seeds'), detail)})")
 
 

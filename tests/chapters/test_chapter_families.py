@@ -154,3 +154,35 @@ def test_convergence_page_is_one_family():
     text = convergence.page_reading(reach, fam)
     assert f"Holm-adjusted p = {p['p_adj']:.2g} over {int(p['m'])} comparisons" in text
     assert "each the mean over 2 losses" in text and text.count("could detect ≥") == 3
+
+
+def test_instability_page_is_one_family():
+    from sec_lib.chapters import instability
+    rows, steps, tracked = [], [], []
+    for loss in ("triplet", "ms"):
+        for v in ("none", "sec"):
+            for s in (0, 1, 2):
+                key = f"{loss}-{v}-{s}"
+                rows.append(dict(key=key, loss=loss, variant=v, seed=s, status="done"))
+                steps += [dict(key=key, step=i, grad_slope=-1.2 + 0.1 * s + 0.05 * (loss == "ms")) for i in (1, 2)]
+                end = 1.0 + (0.2 + 0.05 * s if v == "none" else 0.0) * (1 + (loss == "ms"))
+                tracked += [dict(key=key, step=st, sample=i, norm=(1 + 0.1 * i * (1 + s * (v == "none")))
+                                 * (end if st else 1.0)) for st in (0, 10) for i in range(3)]
+    runs = pd.DataFrame(rows)
+    steps, tracked = pd.DataFrame(steps), pd.DataFrame(tracked)
+    fam = instability.instability_family(runs, steps, tracked)
+    assert list(fam["question"]) == ["slope", "growth", "cv_end"]
+    assert_one_family(fam)
+    r = fam.set_index("question")
+    # slope and growth: one value per run without SEC (2 losses × 3 seeds), the CV change: per seed
+    assert r.loc["slope", "n"] == 6 and r.loc["slope", "n_counts"] == "runs pooled across losses"
+    assert r.loc["slope", "estimate"] == pytest.approx(np.mean([-1.2 + 0.1 * s + 0.05 * l for s in range(3) for l in (0, 1)]))
+    assert r.loc["growth", "n"] == 6 and r.loc["cv_end", "n"] == 3 and r.loc["cv_end", "n_counts"] == "seeds"
+    for q, sign in (("slope", -1), ("growth", 1), ("cv_end", -1)):
+        x = r.loc[q]
+        assert x["verdict"] == report.verdict(x["estimate"], x["ci_lo"], x["ci_hi"], sign, n=x["n"], p_adj=x["p_adj"])
+    text = instability.page_reading(runs, steps, tracked, fam)
+    assert text.count("could detect ≥") == 3 and text.count(f"over {int(r['m'].iloc[0])} comparisons") == 3
+    assert "The interval contains −1" in text            # slope −1.075 [−1.2.., −0.9..]
+    with pytest.raises(ValueError, match="instability_family"):
+        instability.page_reading(runs, steps, tracked, {"x": 1})
