@@ -186,3 +186,31 @@ def test_instability_page_is_one_family():
     assert "The interval contains −1" in text            # slope −1.075 [−1.2.., −0.9..]
     with pytest.raises(ValueError, match="instability_family"):
         instability.page_reading(runs, steps, tracked, {"x": 1})
+
+
+def test_optim_page_is_one_family():
+    from sec_lib.chapters import optim
+    rows, steps = [], []
+    for opt, gain in (("adam", 2.0), ("sgd", 0.5)):
+        for loss in ("triplet", "ms"):
+            for v in ("none", "sec"):
+                for s, e in zip((0, 1, 2), (0.0, 0.6, -0.4)):
+                    key = f"{opt}-{loss}-{v}-{s}"
+                    rows.append(dict(key=key, optimizer=opt, loss=loss, variant=v, seed=s, status="done",
+                                     **{"R@1": 50 + e + (gain + 0.3 * s) * (v == "sec")}))
+                    steps += [dict(key=key, step=i, dtheta_cv=0.6 - (0.2 + 0.01 * s * i) * (v == "sec"),
+                                   grad_norm_cv=0.5 + 0.02 * s * (v == "sec"), dtheta_mean=0.1) for i in (1, 2)]
+    runs, steps = pd.DataFrame(rows), pd.DataFrame(steps)
+    fam = optim.optim_family(runs, steps)
+    diffs, pooled, bal = fam["diffs"], fam["pooled"], fam["balance"]
+    assert (len(diffs), len(pooled), len(bal)) == (4, 2, 4)
+    rows_ = assert_one_family(diffs, pooled, bal)
+    assert int(rows_["m"].iloc[0]) == 10
+    p = pooled.set_index("optimizer").loc["adam"]
+    ref = report.pooled_diff(runs[runs.optimizer == "adam"], "variant", "none", "sec", "R@1")
+    assert p["estimate"] == pytest.approx(ref["estimate"]) and p["n"] == 3 and p["n_counts"] == "seeds"
+    assert p["verdict"] == report.verdict(p["estimate"], p["ci_lo"], p["ci_hi"], +1, 0.5, n=3, p_adj=p["p_adj"])
+    assert (bal["expected_sign"] == -1).all()
+    text = optim.page_reading(fam)
+    assert text.count("could detect ≥") == 6 and "one Holm family of 10 comparisons" in text
+    assert text.count("n = 3 seeds, each the mean over 2 losses") == 6

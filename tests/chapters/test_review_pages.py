@@ -492,8 +492,7 @@ def test_page_readings_are_computed_from_the_frames(mixed):
     nl = f["normlayer"].runs
     nl_text = normlayer.page_reading(nl, main.steps.iloc[0:0].assign(grad_slope=[]))
     assert "normalize − paper head" in nl_text and "no evidence" in nl_text   # no steps: the slope has no evidence
-    pooled = optim.optim_pooled(f["optim"].runs)
-    text = optim.page_reading(pooled, pooled.iloc[0:0].assign(metric=[]))
+    text = optim.page_reading(optim.optim_family(f["optim"].runs))
     assert "**adam**" in text and "**sgd**" in text and "does the norm imbalance still hurt under Adam?" in text
     mu_r = mu_runs()
     text = mu_ch.page_reading(mu_r)
