@@ -214,3 +214,30 @@ def test_optim_page_is_one_family():
     text = optim.page_reading(fam)
     assert text.count("could detect ≥") == 6 and "one Holm family of 10 comparisons" in text
     assert text.count("n = 3 seeds, each the mean over 2 losses") == 6
+
+
+def test_eta_page_is_one_family():
+    from sec_lib.chapters import eta as eta_ch
+    rows = []
+    gain = {0.0: 0.0, 0.01: 3.0, 0.1: 4.0, 1.0: -6.0}
+    for loss in ("triplet", "ms"):
+        for e, g in gain.items():
+            for s in range(4):
+                rows.append(dict(key=f"{loss}{e}{s}", loss=loss, eta=e, seed=s, status="done",
+                                 **{"R@1": 50 + s + (g + 0.2 * s * (e > 0) + 0.1 * s * (loss == "ms"))},
+                                 train_norm_var=1.0 / (1 + e), test_norm_var=1.0))
+    runs = pd.DataFrame(rows)
+    fam = eta_ch.eta_family(runs)
+    diffs, grid = fam["diffs"], fam["grid"]
+    assert (len(diffs), len(grid)) == (6, 3)
+    rows_ = assert_one_family(diffs, grid)
+    assert int(rows_["m"].iloc[0]) == 9
+    assert (grid["n"] == 4).all() and (grid["n_counts"] == "seeds").all() and (diffs["n_counts"] == "seeds").all()
+    # the page's family is larger than the grid's own (the claims page's Q9 reads the grid alone)
+    alone = eta_ch.eta_grid_gains(runs)
+    assert (grid["p_adj"].to_numpy() >= alone["p_adj"].to_numpy()).all() and (alone["m"] == 3).all()
+    text = eta_ch.page_reading(eta_ch.eta_summary(runs), diffs, eta_ch.eta_robustness(runs), grid)
+    assert "one Holm family of 9 comparisons" in text and text.count("could detect ≥") == 3
+    assert "n = 4 seeds" in text and "(reproduced, i.e. also with Holm-adjusted p < 0.05 over 9 comparisons" in text
+    with pytest.raises(ValueError, match="eta_family"):
+        eta_ch.page_reading(eta_ch.eta_summary(runs), eta_ch.eta_diffs(runs), {}, alone)
