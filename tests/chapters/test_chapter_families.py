@@ -241,3 +241,27 @@ def test_eta_page_is_one_family():
     assert "n = 4 seeds" in text and "(reproduced, i.e. also with Holm-adjusted p < 0.05 over 9 comparisons" in text
     with pytest.raises(ValueError, match="eta_family"):
         eta_ch.page_reading(eta_ch.eta_summary(runs), eta_ch.eta_diffs(runs), {}, alone)
+
+
+def test_bnwn_page_is_one_family():
+    from sec_lib.chapters import bnwn
+    eff = {("paper", "sec"): 4.0, ("bn_before_norm", "sec"): -10.0, ("weightnorm", "sec"): 3.0}
+    rows = []
+    for h in ("nobn", "paper", "bn_before_norm", "weightnorm"):
+        for v in ("none", "sec"):
+            for s, e in zip((0, 1, 2), (0.0, 1.0, -0.5)):
+                rows.append(dict(key=f"{h}{v}{s}", head=h, variant=v, seed=s, status="done",
+                                 **{"R@1": 60 + e + eff.get((h, v), 0.0) + 0.2 * s * (v == "sec"),
+                                    "NMI": 50.0 + 0.1 * s * (v == "sec"), "F1": 20.0, "train_norm_var": 1.0}))
+    runs = pd.DataFrame(rows)
+    fam = bnwn.bnwn_family(runs)
+    assert len(fam) == 12
+    rows_ = assert_one_family(fam)
+    assert int(rows_["m"].iloc[0]) == 8                       # F1 does not move: no spread, no test
+    signs = fam.drop_duplicates("head").set_index("head")["expected_sign"]
+    assert signs["bn_before_norm"] == -1 and (signs.drop("bn_before_norm") == 1).all()
+    bn = fam[(fam["head"] == "bn_before_norm") & (fam["metric"] == "R@1")].iloc[0]
+    assert bn["diff"] == pytest.approx(-9.8) and bn["verdict"] == "reproduced" and bn["n_pairs"] == 3
+    text = bnwn.page_reading(runs, fam)
+    assert text.count("over 8 comparisons") == 2 and text.count("could detect ≥") == 2
+    assert "one Holm family of 8 comparisons" in text

@@ -488,7 +488,8 @@ def test_page_readings_are_computed_from_the_frames(mixed):
     assert text.count("**") == 6 and "−1" in text
     bn_text = bnwn.page_reading(f["bnwn"].runs)
     bn = bnwn.head_effect(f["bnwn"].runs, "bn_before_norm", -1)
-    assert report.fmt_estimate(bn) in bn_text and f"**{bn['verdict']}**" in bn_text
+    assert f"{bn['estimate']:+.2f} points (95% CI [{bn['ci_lo']:+.2f}, {bn['ci_hi']:+.2f}]" in bn_text
+    assert "Holm-adjusted p" in bn_text and "could detect ≥" in bn_text and "n = 3 seeds" in bn_text
     nl = f["normlayer"].runs
     nl_text = normlayer.page_reading(nl, main.steps.iloc[0:0].assign(grad_slope=[]))
     assert "normalize − paper head" in nl_text and "no evidence" in nl_text   # no steps: the slope has no evidence
