@@ -265,3 +265,39 @@ def test_bnwn_page_is_one_family():
     text = bnwn.page_reading(runs, fam)
     assert text.count("over 8 comparisons") == 2 and text.count("could detect ≥") == 2
     assert "one Holm family of 8 comparisons" in text
+
+
+def test_fairness_page_is_one_family_and_its_bullets_show_every_measure():
+    from sec_lib.chapters import fairness
+    rng = np.random.default_rng(3)
+    stats = pd.DataFrame([dict(loss=l, variant=v, seed=s, eta2_excess=(0.02 if v == "none" else 0.005) + rng.normal(0, 0.002),
+                               difficulty_r=(-0.4 if v == "none" else -0.1) + rng.normal(0, 0.05),
+                               hit_gap=10.0 + rng.normal(0, 0.2))
+                          for l in ("a", "b") for v in ("none", "sec") for s in range(4)])
+    rows = fairness.verdict_rows(stats)
+    assert len(rows) == 5
+    assert_one_family(rows)
+    assert (rows["n"] == 4).all() and (rows["n_counts"] == "seeds").all()
+    text = fairness.verdict(rows)
+    assert text.count("could detect ≥") == 5 and text.count("n = 4 seeds, each the mean over the losses") == 5
+    assert text.count(f"over {int(rows['m'].iloc[0])} comparisons") == 5
+
+
+def test_review_pages_sentences_show_every_measure():
+    from sec_lib.chapters import face, review
+    rows = []
+    for loss, g in (("cosface", 3.0), ("arcface", 0.1)):
+        for v in ("none", "sec"):
+            for s, e in zip(range(3), (0.0, 0.5, -0.3)):
+                rows.append(dict(key=f"{loss}{v}{s}", loss=loss, variant=v, seed=s, status="done", eta=0.5 * (v == "sec"),
+                                 **{"R@1": 60 + e + (g + 0.1 * s) * (v == "sec")}))
+    runs = pd.DataFrame(rows)
+    fam = face.verdict_rows(runs)
+    assert_one_family(fam)
+    r = fam.set_index("loss")
+    # arcface: +0.1 ± tiny, the whole interval inside the R@1 margin: a negligible effect
+    assert r.loc["arcface", "margin"] == report.MARGINS["R@1"] and r.loc["arcface", "verdict"] == "not reproduced"
+    text = face.verdict(runs)
+    assert text.count("could detect ≥") == 2 and text.count("n = 3 seeds") == 2
+    assert text.count("Holm-adjusted p") == 2 and "paired t-test" in text
+    assert review.verdict_sentence(fam.iloc[0], "x", "y").startswith("x changes by +3.10 points (95% CI [")
