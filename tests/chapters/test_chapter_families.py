@@ -301,3 +301,18 @@ def test_review_pages_sentences_show_every_measure():
     assert text.count("could detect ≥") == 2 and text.count("n = 3 seeds") == 2
     assert text.count("Holm-adjusted p") == 2 and "paired t-test" in text
     assert review.verdict_sentence(fam.iloc[0], "x", "y").startswith("x changes by +3.10 points (95% CI [")
+
+
+def test_norms_page_is_one_family_and_its_closing_text_counts():
+    from sec_lib.chapters import norms
+    from test_review_pages import main_runs
+    runs = main_runs(dict(triplet=3.0, semihard=-2.0, npair=1.0, ms=2.0), vary_var=True)
+    red = norms.norm_reduction(runs)
+    ok = red["p_value"].notna()
+    assert ok.sum() >= 2 and red.loc[ok, "p_adj"].to_numpy() == pytest.approx(report.holm(red.loc[ok, "p_value"].to_numpy()))
+    assert (red["n_counts"] == "seeds").all() and np.isfinite(red.loc[ok, "mde"]).all()
+    corr = pd.DataFrame({"source": ["ours", "rebuttal"], "pearson_r": [0.3, -0.2], "n_losses": [4, 4]})
+    per_run = pd.DataFrame({"slope_median": [-0.8, -0.9, 0.1]})
+    text = norms.norms_verdict(red, corr, per_run)
+    assert "with 4 losses neither settles" in text and "over all 3 runs is -0.80" in text
+    assert "a description without a test" in text
