@@ -8,9 +8,9 @@ import numpy as np
 import pandas as pd
 
 from .. import reference, report
-from ..report import fmt_estimate, summary_table, values_ci
+from ..report import summary_table, values_ci
 from . import profile_param
-from .common import mde_from_ci, name_means, paired
+from .common import measures_text, name_means, one_family, paired, with_verdict
 
 #: The notebook's parameters (checked by ``sec_lib.params.notebook_params``).
 PARAMS = profile_param()
@@ -78,26 +78,56 @@ def head_effect(runs: pd.DataFrame, head: str, expected_sign: int, metric: str =
     return out
 
 
-def page_reading(runs: pd.DataFrame) -> str:
-    """The page's closing bullets: SEC with BatchNorm right before the normalization and with
-    WeightNorm (:func:`head_effect`, against the rebuttal), and whether BN there lowers the norm variance."""
-    bn = head_effect(runs, "bn_before_norm", -1)
-    wn = head_effect(runs, "weightnorm", +1)
-    fam = report.adjust_family([{**bn, "expected_sign": -1, "margin": report.MARGINS["R@1"]},
-                                {**wn, "expected_sign": +1, "margin": report.MARGINS["R@1"]}])
-    for d, (p_adj, v) in zip((bn, wn), zip(fam["p_adj"], fam["verdict"])):   # the chapter is one Holm family
-        d["p_adj"], d["verdict"] = p_adj, v
-        d["mde"] = mde_from_ci(d["ci_lo"], d["ci_hi"], d["n"])
+#: The Holm family of the BN / WN page (see :func:`bnwn_family`).
+FAMILY = "bnwn page"
+#: The direction each head's SEC − none is expected to take: SEC hurts with BatchNorm right before the
+#: normalization (the rebuttal's collapse), and helps with every other head.
+HEAD_SIGNS = {"bn_before_norm": -1}
+
+
+def bnwn_family(runs: pd.DataFrame, metrics: Sequence[str] = ("R@1", "NMI", "F1"),
+                rebuttal: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Every comparison of the page as ONE Holm family (issue 9): SEC − none per head and metric
+    (:func:`bnwn_diffs`, paired t-test over seeds), expected sign −1 for ``bn_before_norm`` and +1 for
+    the other heads (:data:`HEAD_SIGNS`), each metric's margin; with ``p_adj``, ``m``, ``mde``,
+    ``n_counts`` and ``verdict`` on every row."""
+    d = bnwn_diffs(runs, metrics, rebuttal)
+    if not len(d):
+        return d.assign(expected_sign=[], margin=[], p_adj=[], m=[], mde=[], n_counts=[], verdict=[], family=[])
+    d = d.assign(_sign=[HEAD_SIGNS.get(h, +1) for h in d["head"]])
+    out = with_verdict(d, "_sign").drop(columns="_sign")
+    return one_family(out, family=FAMILY)[0]
+
+
+def page_reading(runs: pd.DataFrame, family: pd.DataFrame | None = None) -> str:
+    """The page's closing bullets from its one Holm family (:func:`bnwn_family`, computed unless given):
+    SEC with BatchNorm right before the normalization and with WeightNorm, against the rebuttal, and
+    whether BN there lowers the norm variance."""
+    fam = bnwn_family(runs) if family is None else family
+    if not isinstance(fam, pd.DataFrame) or "head" not in fam.columns or "p_adj" not in fam.columns:
+        raise ValueError("family must be the table of bnwn_family(runs)")
+    r1 = fam[fam["metric"] == "R@1"].set_index("head")
+    out = []
+    if "bn_before_norm" in r1.index:
+        bn = r1.loc["bn_before_norm"]
+        out.append(f"- **BN before the normalization**: SEC changes R@1 by "
+                   f"{measures_text(bn, 2, 'points', test='paired t-test')} here; in the rebuttal it changed by "
+                   f"{bn['rebuttal_diff']:+.2f}. Verdict for *SEC hurts with BN before the normalization*: "
+                   f"**{bn['verdict']}**"
+                   + (f" (a drop of {abs(bn['diff']):.2f} points against the rebuttal's {abs(bn['rebuttal_diff']):.2f})."
+                      if bn["diff"] < 0 else "."))
+    if "weightnorm" in r1.index:
+        wn = r1.loc["weightnorm"]
+        out.append(f"- **WeightNorm**: SEC changes R@1 by {measures_text(wn, 2, 'points', test='paired t-test')} "
+                   f"(rebuttal {wn['rebuttal_diff']:+.2f}). Verdict for *SEC still helps with WeightNorm*: "
+                   f"**{wn['verdict']}**.")
     var = runs.groupby(["head", "variant"])["train_norm_var"].mean()
-    return (
-        f"- **BN before the normalization**: SEC changes R@1 by {fmt_estimate(bn)} points here "
-        f"(paired t-test, Holm-adjusted p = {bn['p_adj']:.2g}, could detect ≥ {bn['mde']:.2f}, n = {bn['n']} seeds); in the rebuttal it changed by {bn['rebuttal']:+.2f}. "
-        f"Verdict for *SEC hurts with BN before the normalization*: **{bn['verdict']}**"
-        + (f" (a drop of {abs(bn['estimate']):.2f} points against the rebuttal's {abs(bn['rebuttal']):.2f})."
-           if bn['estimate'] < 0 else ".")
-        + f"\n- **WeightNorm**: SEC changes R@1 by {fmt_estimate(wn)} points (Holm-adjusted p = {wn['p_adj']:.2g}, could detect ≥ {wn['mde']:.2f}; rebuttal "
-        f"{wn['rebuttal']:+.2f}). Verdict for *SEC still helps with WeightNorm*: **{wn['verdict']}**."
-        + (f"\n- Without SEC, the training norm variance with BatchNorm right before the normalization is "
-           f"{var[('bn_before_norm', 'none')]:.3g}, against {var[('paper', 'none')]:.3g} with the paper's head "
-           f"({'lower' if var[('bn_before_norm', 'none')] < var[('paper', 'none')] else 'not lower'})."
-           if ('bn_before_norm', 'none') in var and ('paper', 'none') in var else ""))
+    if ("bn_before_norm", "none") in var and ("paper", "none") in var:
+        out.append(f"- Without SEC, the training norm variance with BatchNorm right before the normalization is "
+                   f"{var[('bn_before_norm', 'none')]:.3g}, against {var[('paper', 'none')]:.3g} with the paper's head "
+                   f"({'lower' if var[('bn_before_norm', 'none')] < var[('paper', 'none')] else 'not lower'}; means "
+                   "over seeds, no test).")
+    if len(fam):
+        out.append(f"\nEvery verdict on this page, in the paired table and here, comes from one Holm family of "
+                   f"{int(fam['m'].iloc[0])} comparisons.")
+    return "\n".join(out)

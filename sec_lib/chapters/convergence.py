@@ -8,9 +8,9 @@ import numpy as np
 import pandas as pd
 
 from .. import report
-from ..report import fmt_estimate, pooled_diff
+from ..report import pooled_diff
 from . import profile_param
-from .common import check_cols, name_means, paired, with_verdict
+from .common import check_cols, measures_text, name_means, one_family, paired, verdict_row_of, with_verdict
 
 #: The notebook's parameters (checked by ``sec_lib.params.notebook_params``).
 PARAMS = profile_param()
@@ -135,12 +135,36 @@ def convergence_diffs(reach: pd.DataFrame, early: pd.DataFrame | None = None,
     return name_means(with_verdict(d, "_sign").drop(columns="_sign"), "none", "sec")
 
 
-def page_reading(reach: pd.DataFrame, diffs: pd.DataFrame) -> str:
-    """One bullet per loss (:func:`convergence_diffs`) and the gain averaged over the losses with its verdict."""
-    pooled = pooled_diff(reach, "variant", "none", "sec", "reach")
-    v = report.verdict(pooled["estimate"], pooled["ci_lo"], pooled["ci_hi"], -1, n=pooled["n"], p_adj=pooled["p_value"])
-    lines = [f"- **{r.loss}**: SEC − none = {r.diff:+.1f} iterations (95% CI [{r.ci_lo:+.1f}, {r.ci_hi:+.1f}], "
-             f"Holm-adjusted p = {r.p_adj:.2g}, could detect ≥ {r.mde:.1f} iterations, n = {r.n_pairs} seeds) → "
-             f"**{r.verdict}**" for r in diffs[diffs.metric == "reach"].itertuples(index=False)]
+#: The Holm family of the convergence page (see :func:`convergence_family`).
+FAMILY = "convergence page"
+
+
+def convergence_family(reach: pd.DataFrame, early: pd.DataFrame | None = None,
+                       fracs: Sequence[float] = EARLY_FRACTIONS) -> dict:
+    """Every verdict of the page as ONE Holm family (issue 9): the per-loss table of
+    :func:`convergence_diffs` and the iteration to 90% averaged over the losses per seed
+    (:func:`sec_lib.report.pooled_diff`, expected sign −1; n = seeds). Returns ``{"diffs": ..., "pooled":
+    one-row table}``, each row with ``p_adj`` and ``m`` of the whole family, ``mde``, n and ``n_counts``."""
+    diffs = convergence_diffs(reach, early, fracs)
+    e = pooled_diff(reach, "variant", "none", "sec", "reach")
+    pooled = pd.DataFrame([{"comparison": "SEC − none, mean over the losses", "metric": "reach",
+                            **verdict_row_of(e, -1), "n_losses": e.get("n_groups", 0)}])
+    diffs, pooled = one_family(diffs, pooled, family=FAMILY)
+    return {"diffs": diffs, "pooled": pooled}
+
+
+def page_reading(reach: pd.DataFrame, family: dict | None = None) -> str:
+    """One bullet per loss and the change averaged over the losses, each with its verdict, from the
+    page's one Holm family (:func:`convergence_family`, computed from ``reach`` unless given)."""
+    fam = convergence_family(reach) if family is None else family
+    if not isinstance(fam, dict) or not {"diffs", "pooled"} <= set(fam):
+        raise ValueError("family must be the dict of convergence_family(reach, early) (keys diffs, pooled), "
+                         f"got {type(fam).__name__}")
+    diffs, p = fam["diffs"], fam["pooled"].iloc[0]
+    lines = [f"- **{r['loss']}**: SEC − none = {measures_text(r, 1, 'iterations', test='paired t-test')} → "
+             f"**{r['verdict']}**" for r in diffs[diffs.metric == "reach"].to_dict("records")]
+    detail = f"each the mean over {int(p['n_losses'])} losses"
     return ("\n".join(lines) + f"\n\nAveraged over the losses, SEC changes the iteration to reach 90% of the "
-            f"final R@1 by {fmt_estimate(pooled, 1)} iterations: *SEC converges faster*: **{v}**.")
+            f"final R@1 by {measures_text(p, 1, 'iterations', detail, 't-test against 0')}: *SEC converges "
+            f"faster*: **{p['verdict']}**.\n\nEvery verdict on this page comes from one Holm family of "
+            f"{int(p['m'])} comparisons (the paired table and this average).")

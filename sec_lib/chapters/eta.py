@@ -9,9 +9,9 @@ import pandas as pd
 
 from .. import report
 from ..figures import sweeps, widgets
-from ..report import fmt_estimate, summary_table, values_ci
+from ..report import summary_table, values_ci
 from . import profile_param
-from .common import PERCENT_METRICS, check_cols, name_means, paired, with_verdict
+from .common import PERCENT_METRICS, check_cols, measures_text, name_means, one_family, paired, with_verdict
 
 #: The notebook's parameters (checked by ``sec_lib.params.notebook_params``).
 PARAMS = profile_param()
@@ -85,14 +85,20 @@ def eta_diffs_display(diffs: pd.DataFrame) -> pd.DataFrame:
 
 
 def eta_reading(diffs: pd.DataFrame) -> str:
-    """One sentence per loss: the η at which SEC's gain is significant (CI above 0), the η at which it
-    significantly hurts (CI below 0), and the best η by mean difference."""
+    """One sentence per loss: the η at which SEC's gain has a CI above 0, the η at which it has a CI
+    below 0, the best η by mean difference, and (given ``verdict`` and ``p_adj`` columns, e.g. from
+    :func:`eta_diffs`) the η whose gain is *reproduced*: interval above 0 and Holm-adjusted p < 0.05."""
     parts = []
     for loss, sub in diffs.groupby("loss", sort=False):
         up = [f"{e:g}" for e, lo in zip(sub["eta"], sub["ci_lo"]) if np.isfinite(lo) and lo > 0]
         down = [f"{e:g}" for e, hi in zip(sub["eta"], sub["ci_hi"]) if np.isfinite(hi) and hi < 0]
         best = sub.loc[sub["diff"].astype(float).idxmax()] if sub["diff"].notna().any() else None
         s = f"**{loss}**: SEC beats η = 0 with a CI above 0 at " + (f"η ∈ {{{', '.join(up)}}}" if up else "no η")
+        if "verdict" in sub.columns and up:
+            rep = [f"{e:g}" for e, v in zip(sub["eta"], sub["verdict"]) if v == "reproduced"]
+            m = int(sub["m"].iloc[0]) if "m" in sub.columns else 0
+            s += (f" (reproduced, i.e. also with Holm-adjusted p < 0.05 over {m} comparisons, at "
+                  + (f"η ∈ {{{', '.join(rep)}}})" if rep else "no η)"))
         s += ", and is worse with a CI below 0 at " + (f"η ∈ {{{', '.join(down)}}}" if down else "no η")
         if best is not None:
             s += f"; best η by mean difference: {best['eta']:g} ({best['diff']:+.2f})"
@@ -129,6 +135,22 @@ def eta_grid_gains(runs: pd.DataFrame, metric: str = "R@1") -> pd.DataFrame:
     return report.adjust_family(rows)
 
 
+#: The Holm family of the η page (see :func:`eta_family`).
+FAMILY = "eta page"
+
+
+def eta_family(runs: pd.DataFrame, metric: str = "R@1") -> dict:
+    """Every verdict of the η page as ONE Holm family (issue 9): the per-loss table against η = 0
+    (:func:`eta_diffs`) and the gain per η averaged over the losses per seed (:func:`eta_grid_gains`,
+    which on its own adjusts the grid alone, as the claims page's Q9 reads it). Returns
+    ``{"diffs": ..., "grid": ...}``, every row with ``p_adj`` and ``m`` of the whole family."""
+    diffs, grid = eta_diffs(runs, metric), eta_grid_gains(runs, metric)
+    tables = [t for t in (diffs, grid) if len(t)]
+    adjusted = iter(one_family(*tables, family=FAMILY))
+    diffs, grid = (next(adjusted) if len(t) else t for t in (diffs, grid))
+    return {"diffs": diffs, "grid": grid}
+
+
 def norm_var_ratios(summary: pd.DataFrame) -> tuple[float, dict]:
     """The largest η of the grid and, per loss, the training-set norm variance there divided by its
     value without SEC (η = 0), from :func:`eta_summary`."""
@@ -140,30 +162,37 @@ def norm_var_ratios(summary: pd.DataFrame) -> tuple[float, dict]:
 
 
 def range_sentence(grid: pd.DataFrame) -> str:
-    """Q9 from :func:`eta_grid_gains`: the η at which the gain over η = 0 (pooled over the losses per
-    seed, Holm over the grid) is reproduced, and the range they span."""
+    """Q9 from :func:`eta_grid_gains` (or the ``grid`` of :func:`eta_family`): the η at which the gain
+    over η = 0 (pooled over the losses per seed) is reproduced, and the range they span; each η with
+    its interval, Holm-adjusted p (over the ``m`` comparisons of its family), detectable effect and n."""
     if not len(grid):
         return "No η > 0 is paired with η = 0, so the range of η where SEC helps cannot be measured."
-    cells = "; ".join(f"η = {r.eta:g}: {fmt_estimate(r._asdict(), 2)} (Holm-adjusted p = {r.p_adj:.2g}, could detect "
-                      f"≥ {r.mde:.2f}) → {r.verdict}" for r in grid.itertuples(index=False))
+    cells = "; ".join(f"η = {r['eta']:g}: {measures_text(r, 2)} → {r['verdict']}" for r in grid.to_dict("records"))
     ok = grid[grid["verdict"] == "reproduced"]
     where = (f"the gain's interval lies above 0 (with adjusted p < 0.05) for η from {ok['eta'].min():g} to "
              f"{ok['eta'].max():g}, {len(ok)} of {len(grid)} grid values" if len(ok)
              else "no η of the grid has its gain's interval above 0 with adjusted p < 0.05")
-    return (f"Gain in R@1 over η = 0, mean over the losses per seed (n = seeds), the grid as one Holm family: {cells}. "
-            f"So {where}.")
+    return (f"Gain in R@1 over η = 0, mean over the losses per seed (n = seeds): {cells}. So {where}.")
 
 
 def page_reading(summary: pd.DataFrame, diffs: pd.DataFrame, rob: dict, grid: pd.DataFrame | None = None) -> str:
     """The page's closing paragraph: where SEC helps or hurts per loss (:func:`eta_reading`), the range of
-    η where the gain is reproduced (:func:`range_sentence`, given ``grid`` from :func:`eta_grid_gains`;
-    ``rob`` is kept for callers and no longer judged: an average over a grid lets its width decide),
-    and how far the largest η lowers the norm variance (:func:`norm_var_ratios`)."""
+    η where the gain is reproduced (:func:`range_sentence`, given ``grid``; ``rob`` is kept for callers and
+    no longer judged: an average over a grid lets its width decide), and how far the largest η lowers
+    the norm variance (:func:`norm_var_ratios`). Pass ``diffs`` and ``grid`` from :func:`eta_family`, so
+    that their verdicts are one Holm family; tables adjusted apart are refused."""
+    fams = {str(f) for t in (diffs, grid) if t is not None and len(t)
+            for f in (t["family"].unique() if "family" in t.columns else ["(none)"])}
+    if grid is not None and len(grid) and len(diffs) and fams != {FAMILY}:
+        raise ValueError(f"diffs and grid must come from eta_family(runs) (one Holm family, {FAMILY!r}); "
+                         f"their families: {sorted(fams)}")
     eta_max, ratios = norm_var_ratios(summary)
     rng = range_sentence(grid) + " " if grid is not None else ""
+    fam = (f"\n\nEvery verdict on this page comes from one Holm family of {int(diffs['m'].iloc[0])} comparisons "
+           "(the paired table and the per-η averages)." if fams == {FAMILY} and len(diffs) else "")
     return (eta_reading(diffs) + "\n\n" + rng
             + "At the largest η (" + f"{eta_max:g}" + ") the training-set norm variance is "
-            + ", ".join(f"{r:.2g}× ({loss})" for loss, r in ratios.items()) + " of its value without SEC.")
+            + ", ".join(f"{r:.2g}× ({loss})" for loss, r in ratios.items()) + " of its value without SEC." + fam)
 
 
 def eta_explorer(summary: pd.DataFrame, runs: pd.DataFrame, steps: pd.DataFrame, y: str = "norm_var", dpi: int = 100):

@@ -28,7 +28,7 @@ from ..data.fonts import instance_attributes
 from ..train import load_data
 from . import profile_param
 from . import review
-from .common import MAIN_CHAPTER, MissingChapter, check_cols
+from .common import MAIN_CHAPTER, MissingChapter, check_cols, measures_text
 
 #: The notebook's parameters (checked by ``sec_lib.params.notebook_params``).
 PARAMS = profile_param()
@@ -198,11 +198,13 @@ def opening(rows: pd.DataFrame) -> str:
 
 
 def verdict(rows: pd.DataFrame) -> str:
+    """One bullet per question of :func:`verdict_rows` (one Holm family): estimate, interval, test,
+    Holm-adjusted p, detectable effect, n (seeds, each the mean over the losses) and verdict."""
     out = []
     for r in rows.to_dict("records"):
-        p = f"Holm p = {r['p_adj']:.2g}" if np.isfinite(r["p_adj"]) else "no test"
-        out.append(f"- *{r['question']}*: {r['estimate']:+.4f} [{r['ci_lo']:+.4f}, {r['ci_hi']:+.4f}] "
-                   f"({r['n']} seeds, {p}): **{r['verdict']}**.")
+        test = "paired t-test" if str(r.get("variant", "")).startswith("sec") else "t-test against 0"
+        out.append(f"- *{r['question']}*: {measures_text(r, 4, detail='each the mean over the losses', test=test)}: "
+                   f"**{r['verdict']}**.")
     return "\n".join(out)
 
 

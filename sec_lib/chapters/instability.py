@@ -8,9 +8,9 @@ import numpy as np
 import pandas as pd
 
 from .. import report
-from ..report import fmt_estimate, pooled_diff, summary_table, values_ci
+from ..report import pooled_diff, summary_table, values_ci
 from . import profile_param
-from .common import check_cols, run_step_means
+from .common import check_cols, measures_text, one_family, run_step_means, verdict_row_of
 
 #: The notebook's parameters (checked by ``sec_lib.params.notebook_params``).
 PARAMS = profile_param()
@@ -62,21 +62,67 @@ def slope_curve(runs: pd.DataFrame, steps: pd.DataFrame, by: Sequence[str] = ("l
     return report.summarize(m, [*by, "step"], [col]).drop(columns="metric")
 
 
-def page_reading(runs: pd.DataFrame, steps: pd.DataFrame, tracked: pd.DataFrame) -> str:
-    """The page's closing bullets: the gradient-vs-norm slope and the tracked norms' growth without
-    SEC, and SEC's effect on the final spread of the tracked norms, each with its verdict."""
+#: The Holm family of the instability page (see :func:`instability_family`).
+FAMILY = "instability page"
+_POOLED = "runs pooled across losses"
+
+
+def instability_family(runs: pd.DataFrame, steps: pd.DataFrame, tracked: pd.DataFrame) -> pd.DataFrame:
+    """The page's three verdicts as ONE Holm family (issue 9), one row each (``question``, ``what``,
+    and the columns of :data:`sec_lib.report.ROW_COLUMNS`):
+
+    * ``slope``: the per-batch log-log slope of ‖∂L/∂f_i‖ against ‖f_i‖ (mean over each run's steps) of
+      the runs without SEC, one value per run (n = runs pooled across losses and seeds), expected < 0;
+    * ``growth``: log(mean tracked norm at the end / at the start) of the runs without SEC, per run, > 0;
+    * ``cv_end``: SEC − none of the final CV of the tracked norms, paired on seed and averaged over the
+      losses per seed (n = seeds), expected < 0.
+    """
     slopes = run_step_means(runs, steps, ["grad_slope"])
     tr = tracked_stats(runs, tracked)
-    sl = values_ci(slopes.loc[slopes.variant == "none", "grad_slope"])
-    gr = values_ci(np.log(tr.loc[tr.variant == "none", "growth"].astype(float)))
+    none_sl = slopes.loc[slopes.variant == "none"]
+    none_tr = tr.loc[tr.variant == "none"]
+    sl = values_ci(none_sl["grad_slope"])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        gr = values_ci(np.log(none_tr["growth"].astype(float)))
     cv = pooled_diff(tr, "variant", "none", "sec", "cv_end")
-    v_sl = report.verdict(sl["estimate"], sl["ci_lo"], sl["ci_hi"], -1, n=sl["n"])
-    v_gr = report.verdict(gr["estimate"], gr["ci_lo"], gr["ci_hi"], +1, n=gr["n"])
-    v_cv = report.verdict(cv["estimate"], cv["ci_lo"], cv["ci_hi"], -1, n=cv["n"])
+    n_losses = lambda d, col: int(d.loc[d[col].notna(), "loss"].nunique()) if "loss" in d.columns else 0
+    rows = [
+        {"question": "slope", "what": "the gradient magnitude falls with the norm",
+         **verdict_row_of(sl, -1, n_counts=_POOLED), "n_losses": n_losses(none_sl, "grad_slope")},
+        {"question": "growth", "what": "norms grow during training",
+         **verdict_row_of(gr, +1, n_counts=_POOLED), "n_losses": n_losses(none_tr, "growth")},
+        {"question": "cv_end", "what": "SEC keeps individual norms together",
+         **verdict_row_of(cv, -1, n_counts="seeds"), "n_losses": cv.get("n_groups", 0)},
+    ]
+    return one_family(pd.DataFrame(rows), family=FAMILY)[0]
+
+
+def page_reading(runs: pd.DataFrame, steps: pd.DataFrame, tracked: pd.DataFrame,
+                 family: pd.DataFrame | None = None) -> str:
+    """The page's closing bullets from its one Holm family (:func:`instability_family`, computed unless
+    given): the gradient-vs-norm slope and the tracked norms' growth without SEC, and SEC's effect on
+    the final spread of the tracked norms, each with interval, adjusted p, detectable effect, n and verdict."""
+    fam = instability_family(runs, steps, tracked) if family is None else family
+    if not isinstance(fam, pd.DataFrame) or "question" not in fam.columns:
+        raise ValueError("family must be the table of instability_family(runs, steps, tracked)")
+    r = fam.set_index("question")
+    sl, gr, cv = (r.loc[q].to_dict() for q in ("slope", "growth", "cv_end"))
+    pooled = lambda d: f"{int(d['n_losses'])} losses × their seeds, without SEC"
+    if np.isfinite(sl["ci_lo"]):
+        minus_one = ("contains −1, as a 1/‖f‖ law predicts" if sl["ci_lo"] <= -1 <= sl["ci_hi"] else
+                     "excludes −1: the gradient falls with the norm by a different power")
+        minus_one = f" The interval {minus_one}."
+    else:
+        minus_one = ""
+    cv_note = f"each the mean over {int(cv['n_losses'])} losses"
     return (
-        f"- Without SEC, the per-batch slope of log ‖∂L/∂f_i‖ against log ‖f_i‖ averages {fmt_estimate(sl, 3)} over runs "
-        f"(theory: −1 at fixed directions): *the gradient magnitude falls with the norm*: **{v_sl}**.\n"
-        f"- Without SEC, log(mean tracked norm at the end / at the start) = {fmt_estimate(gr, 3)}: "
-        f"*norms grow during training*: **{v_gr}**.\n"
-        f"- SEC − none of the final spread (CV) of the tracked norms, averaged over the losses: {fmt_estimate(cv, 3)}: "
-        f"*SEC keeps individual norms together*: **{v_cv}**.")
+        f"- Without SEC, the per-batch slope of log ‖∂L/∂f_i‖ against log ‖f_i‖ averages "
+        f"{measures_text(sl, 3, detail=pooled(sl), test='t-test against 0')} (theory: −1 at fixed directions): "
+        f"*{sl['what']}*: **{sl['verdict']}**.{minus_one}\n"
+        f"- Without SEC, log(mean tracked norm at the end / at the start) = "
+        f"{measures_text(gr, 3, detail=pooled(gr), test='t-test against 0')}: *{gr['what']}*: **{gr['verdict']}**.\n"
+        f"- SEC − none of the final spread (CV) of the tracked norms, averaged over the losses per seed: "
+        f"{measures_text(cv, 3, detail=cv_note, test='t-test against 0')}: "
+        f"*{cv['what']}*: **{cv['verdict']}**.\n\n"
+        f"The three verdicts are one Holm family ({int(fam['m'].iloc[0])} of them with a test, so m = "
+        f"{int(fam['m'].iloc[0])}).")

@@ -9,10 +9,10 @@ import pandas as pd
 
 from .. import experiments as ex
 from .. import reference, report
-from ..report import fmt_estimate, pooled_diff, summary_table, values_ci
+from ..report import pooled_diff, summary_table, values_ci
 from ..store import ResultStore, run_key
 from . import profile_param
-from .common import check_cols, name_means, paired, with_verdict
+from .common import check_cols, measures_text, name_means, one_family, paired, verdict_row_of, with_verdict
 
 #: The notebook's parameters (checked by ``sec_lib.params.notebook_params``).
 PARAMS = profile_param()
@@ -88,9 +88,18 @@ def mu_rebuttal_table(runs: pd.DataFrame, loss: str = "semihard", rebuttal: pd.D
     return pd.DataFrame(rows)
 
 
-def mu_diffs(runs: pd.DataFrame, reference: str = "batch mean", metric: str = "R@1") -> pd.DataFrame:
-    """Paired difference ``reference - setting`` per loss for every other μ setting (positive:
-    the reference, SEC toward the batch mean, is better)."""
+#: The Holm family of the μ page (every comparison on it, see :func:`mu_family`).
+FAMILY = "mu page"
+
+
+def _expected_sign(setting: str) -> int:
+    """The claim each paired row tests: the batch mean is as good as a running mean (EMA: no change, 0),
+    and better than no SEC, μ = 0 and a fixed radius (+1)."""
+    return 0 if str(setting).startswith("EMA") else +1
+
+
+def _paired_rows(runs: pd.DataFrame, reference: str, metric: str) -> pd.DataFrame:
+    """Raw paired ``reference − setting`` per loss for every other setting, with ``_sign``."""
     check_cols(runs, ["loss", "setting", "seed", metric], "runs")
     parts = []
     for setting in dict.fromkeys(runs["setting"].dropna()):
@@ -99,33 +108,75 @@ def mu_diffs(runs: pd.DataFrame, reference: str = "batch mean", metric: str = "R
         sub = runs[runs["setting"].isin([setting, reference])]
         d = paired(sub, ["loss"], "setting", setting, reference, [metric])
         if len(d):
-            parts.append(d.assign(versus=setting))
+            parts.append(d.assign(versus=setting, _sign=_expected_sign(setting)))
+    cols = ["loss", "versus", "metric", "mean_a", "mean_b", "diff", "ci_lo", "ci_hi", "p_value", "n_pairs",
+            "n_unpaired", "_sign"]
     if not parts:
-        return pd.DataFrame(columns=["loss", "versus", "metric", "diff", "ci_lo", "ci_hi", "p_value", "n_pairs", "verdict"])
+        return pd.DataFrame(columns=cols)
     out = pd.concat(parts, ignore_index=True)
     out = out[["loss", "versus", *[c for c in out.columns if c not in ("loss", "versus")]]]
-    return name_means(with_verdict(out.sort_values("loss", kind="stable").reset_index(drop=True), +1),
-                       "setting", reference)
+    return out.sort_values("loss", kind="stable").reset_index(drop=True)
+
+
+def _best_zero(runs: pd.DataFrame, metric: str) -> dict:
+    """Per loss: the μ = 0 (L2-reg) setting with the best mean ``metric``, chosen post hoc."""
+    out = {}
+    for loss, sub in runs.groupby("loss", sort=False):
+        zero = sub[sub["setting"].astype(str).str.startswith("zero")]
+        means = zero.groupby("setting")[metric].mean().dropna()
+        if len(means) and "batch mean" in set(sub["setting"]):
+            out[loss] = means.idxmax()
+    return out
+
+
+def mu_family(runs: pd.DataFrame, metric: str = "R@1", reference: str = "batch mean") -> dict:
+    """Every comparison of the μ page as ONE Holm family (issue 9: a review chapter is one family).
+
+    The family: ``reference − setting`` per loss for every other μ setting (paired on seed; expected
+    sign +1 — the batch mean is better — against no SEC, μ = 0 and the fixed radius; a no-change claim,
+    within the metric's margin, against the EMAs), and the EMA with the smallest ρ − batch mean averaged
+    over the losses per seed (:func:`ema_vs_batch`; no change). Returns a dict:
+
+    * ``diffs``: the paired table (columns of :func:`~sec_lib.chapters.common.with_verdict`: ``p_adj``
+      and ``m`` of the whole family, ``mde``, ``n_pairs`` with ``n_counts`` "seeds", ``verdict``);
+    * ``best``: per loss, batch-mean SEC − the best μ = 0 setting picked post hoc (``best_zero``). These
+      are rows of ``diffs`` (the same runs and test), so they take that row's adjusted p and verdict and
+      are not counted twice (``same_runs_as``); Holm over every μ = 0 weight covers the post hoc pick;
+    * ``ema``: a one-row table of the EMA − batch mean comparison (n = seeds, each the mean over the losses).
+    """
+    diffs = with_verdict(_paired_rows(runs, reference, metric), "_sign").drop(columns="_sign")
+    ema = ema_vs_batch(runs, metric) if reference == "batch mean" else values_ci([])
+    ema_row = pd.DataFrame([{"comparison": f"{ema.get('setting', 'EMA')} − {reference}, mean over the losses",
+                             "metric": metric, **verdict_row_of(ema, 0, report.MARGINS.get(metric)),
+                             "n_losses": ema.get("n_groups", 0)}])
+    diffs, ema_row = one_family(diffs, ema_row, family=FAMILY)
+    best = []
+    for loss, setting in _best_zero(runs, metric).items():
+        hit = diffs[(diffs["loss"] == loss) & (diffs["versus"] == setting)]
+        if len(hit):
+            r = hit.iloc[0].to_dict()
+            r.pop("versus")
+            best.append({"loss": loss, "best_zero": setting, **{k: v for k, v in r.items() if k != "loss"},
+                         "same_runs_as": f"the paired table's row {loss} / {setting}"})
+    best_cols = ["loss", "best_zero", *[c for c in diffs.columns if c not in ("loss", "versus")], "same_runs_as"]
+    return {"diffs": name_means(diffs, "setting", reference),
+            "best": name_means(pd.DataFrame(best, columns=best_cols), "best zero", reference),
+            "ema": ema_row}
+
+
+def mu_diffs(runs: pd.DataFrame, reference: str = "batch mean", metric: str = "R@1") -> pd.DataFrame:
+    """Paired difference ``reference - setting`` per loss for every other μ setting (positive:
+    the reference, SEC toward the batch mean, is better), with verdicts from the page's one Holm
+    family (:func:`mu_family`)."""
+    return mu_family(runs, metric, reference)["diffs"]
 
 
 def mu_vs_best_zero(runs: pd.DataFrame, metric: str = "R@1") -> pd.DataFrame:
     """Per loss: the best μ = 0 (L2-reg) setting chosen post hoc by mean ``metric`` (this favours μ = 0),
-    and the paired difference batch-mean SEC minus that setting, with its verdict (expected sign +1)."""
+    and the paired difference batch-mean SEC minus that setting, with its verdict (expected sign +1)
+    from the page's one Holm family (:func:`mu_family`: the rows of :func:`mu_diffs` they repeat)."""
     check_cols(runs, ["loss", "setting", "seed", metric], "runs")
-    rows = []
-    for loss, sub in runs.groupby("loss", sort=False):
-        zero = sub[sub["setting"].astype(str).str.startswith("zero")]
-        means = zero.groupby("setting")[metric].mean().dropna()
-        if not len(means) or "batch mean" not in set(sub["setting"]):
-            continue
-        best = means.idxmax()
-        d = paired(sub[sub["setting"].isin([best, "batch mean"])], [], "setting", best, "batch mean", [metric])
-        if len(d):
-            rows.append(d.assign(loss=loss, best_zero=best).iloc[0].to_dict())
-    cols = ["loss", "best_zero", "metric", "mean_a", "mean_b", "diff", "ci_lo", "ci_hi", "p_value", "n_pairs", "n_unpaired"]
-    out = pd.DataFrame(rows, columns=cols)
-    out = with_verdict(out, +1) if len(out) else out.assign(verdict=pd.Series(dtype=str))
-    return name_means(out, "best zero", "batch mean")
+    return mu_family(runs, metric)["best"]
 
 
 def ema_vs_batch(runs: pd.DataFrame, metric: str = "R@1") -> dict:
@@ -150,17 +201,24 @@ def mu_trajectory(runs: pd.DataFrame, steps: pd.DataFrame, settings: Sequence[st
     return (m.groupby(["loss", "setting", "step"], sort=False)[["mu", "norm_mean"]].mean().reset_index())
 
 
-def page_reading(runs: pd.DataFrame, best: pd.DataFrame) -> str:
-    """The page's closing bullets: batch-mean SEC against the best μ = 0 per loss (:func:`mu_vs_best_zero`)
-    and the EMA against the batch mean (:func:`ema_vs_batch`), each with its verdict."""
+def page_reading(runs: pd.DataFrame, family: dict | None = None) -> str:
+    """The page's closing bullets from the page's one Holm family (:func:`mu_family`, computed from
+    ``runs`` unless given): batch-mean SEC against the best μ = 0 per loss and the EMA against the
+    batch mean, each with its estimate, interval, adjusted p, detectable effect, n and verdict."""
+    fam = mu_family(runs) if family is None else family
+    if not isinstance(fam, dict) or not {"best", "ema"} <= set(fam):
+        raise ValueError(f"family must be the dict of mu_family(runs) (keys diffs, best, ema), got {type(fam).__name__}")
     lines = []
-    for r in best.itertuples(index=False):
-        lines.append(f"- **{r.loss}**: batch-mean SEC − best μ = 0 ({r.best_zero}) = {r.diff:+.2f} R@1 points "
-                     f"(95% CI [{r.ci_lo:+.2f}, {r.ci_hi:+.2f}], {r.n_pairs} paired seeds, paired t-test p = "
-                     f"{r.p_value:.2g}) → *toward the mean beats toward zero*: **{r.verdict}**.")
-    ema = ema_vs_batch(runs)
-    v_ema = report.verdict(ema["estimate"], ema["ci_lo"], ema["ci_hi"], 0, n=ema["n"])
-    lines.append(f"- **Batch mean or data mean?** {ema.get('setting', 'EMA')} − batch mean, averaged over the losses: "
-                 f"{fmt_estimate(ema)} R@1 points → *the batch mean is as good as a running mean* "
-                 f"(equivalence within ±{report.VERDICT_RULES.equivalence_margin:g} points): **{v_ema}**.")
-    return "\n".join(lines) + "\n\nThe best μ = 0 weight was picked after the fact, which can only help μ = 0."
+    for r in fam["best"].to_dict("records"):
+        lines.append(f"- **{r['loss']}**: batch-mean SEC − best μ = 0 ({r['best_zero']}) = "
+                     f"{measures_text(r, 2, 'R@1 points', test='paired t-test')} → *toward the mean beats toward "
+                     f"zero*: **{r['verdict']}**.")
+    e = fam["ema"].iloc[0]
+    lines.append(f"- **Batch mean or data mean?** {e['comparison']}: "
+                 f"{measures_text(e, 2, 'R@1 points', f'each the mean over {int(e.n_losses)} losses', 't-test against 0')}"
+                 f" → *the batch mean is as good as a running mean* (equivalence within ±{e['margin']:g} points): "
+                 f"**{e['verdict']}**.")
+    m = int(fam["ema"]["m"].iloc[0])
+    return ("\n".join(lines) + f"\n\nEvery verdict on this page comes from one Holm family of {m} comparisons (the "
+            "paired table and the EMA row; the best μ = 0 rows repeat rows of the paired table). The best μ = 0 "
+            "weight was picked after the fact, which can only help μ = 0.")

@@ -6,10 +6,9 @@ from typing import Sequence
 
 import pandas as pd
 
-from .. import report
-from ..report import fmt_estimate, summary_table, values_ci
+from ..report import summary_table, values_ci
 from . import profile_param
-from .common import name_means, paired, run_step_means, with_verdict
+from .common import measures_text, name_means, one_family, paired, run_step_means, verdict_row_of, with_verdict
 
 #: The notebook's parameters (checked by ``sec_lib.params.notebook_params``).
 PARAMS = profile_param()
@@ -26,8 +25,9 @@ def normlayer_table(runs: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
 
 def normlayer_diffs(runs: pd.DataFrame, metrics: Sequence[str] = ("R@1", "NMI")) -> pd.DataFrame:
     """Four paired comparisons: normalize − paper head (without and with SEC; expected: no change,
-    since every loss already normalizes) and SEC − none (per head; expected: a gain). The chapter's
-    comparisons are one Holm family (:func:`~sec_lib.chapters.common.with_verdict`)."""
+    since every loss already normalizes) and SEC − none (per head; expected: a gain), Holm-adjusted
+    together (:func:`~sec_lib.chapters.common.with_verdict`); the page's one family adds the prenorm
+    slope (:func:`normlayer_family`)."""
     parts = []
     for variant in ("none", "sec"):
         d = paired(runs[runs["variant"] == variant], [], "head", "paper", "normalize", metrics)
@@ -44,24 +44,61 @@ def normlayer_diffs(runs: pd.DataFrame, metrics: Sequence[str] = ("R@1", "NMI"))
     return out[["comparison", *[c for c in out.columns if c != "comparison"]]]
 
 
-def page_reading(runs: pd.DataFrame, steps: pd.DataFrame, diffs: pd.DataFrame) -> str:
-    """The page's closing bullets: does the normalize layer change R@1, does SEC on the prenorm still
-    help (from :func:`normlayer_diffs`), and does the prenorm gradient still fall with its norm."""
+#: The Holm family of the normalize-layer page (see :func:`normlayer_family`).
+FAMILY = "normlayer page"
+
+
+def prenorm_slope(runs: pd.DataFrame, steps: pd.DataFrame) -> dict:
+    """The normalize head's per-batch log-log slope of ‖∂L/∂z_i‖ against ‖z_i‖ (mean over each run's
+    steps), averaged per seed over the runs without and with SEC: mean, 95% interval and t-test over
+    seeds (:func:`sec_lib.report.values_ci`), plus ``n_runs`` (the runs behind the seeds' means)."""
+    slopes = run_step_means(runs, steps, ["grad_slope"])
+    s = slopes[(slopes["head"] == "normalize") & slopes["grad_slope"].notna()]
+    out = values_ci(s.groupby("seed")["grad_slope"].mean().to_numpy() if len(s) else [])
+    out["n_runs"] = int(len(s))
+    return out
+
+
+def normlayer_family(runs: pd.DataFrame, steps: pd.DataFrame, metrics: Sequence[str] = ("R@1", "NMI")) -> dict:
+    """Every verdict of the page as ONE Holm family (issue 9): the paired comparisons of
+    :func:`normlayer_diffs` and the prenorm slope of :func:`prenorm_slope` (expected sign −1: the
+    gradient falls with the norm). Returns ``{"diffs": ..., "slope": one-row table}``, each row with
+    ``p_adj`` and ``m`` of the whole family, ``mde``, ``n`` / ``n_pairs`` and ``n_counts``."""
+    diffs = normlayer_diffs(runs, metrics)
+    sl = prenorm_slope(runs, steps)
+    slope = pd.DataFrame([{"comparison": "prenorm gradient slope (normalize head)", "metric": "grad_slope",
+                           **verdict_row_of(sl, -1), "n_runs": sl["n_runs"]}])
+    diffs, slope = one_family(diffs, slope, family=FAMILY)
+    return {"diffs": diffs, "slope": slope}
+
+
+def page_reading(runs: pd.DataFrame, steps: pd.DataFrame, family: dict | None = None) -> str:
+    """The page's closing bullets from the page's one Holm family (:func:`normlayer_family`, computed
+    from ``runs`` and ``steps`` unless given): does the normalize layer change R@1, does SEC on the
+    prenorm still help, and does the prenorm gradient still fall with its norm."""
+    fam = normlayer_family(runs, steps) if family is None else family
+    if not isinstance(fam, dict) or not {"diffs", "slope"} <= set(fam):
+        raise ValueError("family must be the dict of normlayer_family(runs, steps) (keys diffs, slope), "
+                         f"got {type(fam).__name__}")
+    diffs, sl = fam["diffs"], fam["slope"].iloc[0]
     eq = diffs[(diffs.comparison == "normalize − paper head (none)") & (diffs.metric == "R@1")]
     gain = diffs[(diffs.comparison == "SEC − none (normalize head)") & (diffs.metric == "R@1")]
-    slopes = run_step_means(runs, steps, ["grad_slope"])
-    sl = values_ci(slopes.loc[slopes["head"] == "normalize", "grad_slope"])
-    v_sl = report.verdict(sl["estimate"], sl["ci_lo"], sl["ci_hi"], -1, n=sl["n"])
     out = []
     if len(eq):
         r = eq.iloc[0]
-        out.append(f"- Without SEC, normalize − paper head = {r['diff']:+.3f} R@1 points (95% CI [{r['ci_lo']:+.3f}, "
-                   f"{r['ci_hi']:+.3f}]): *the normalize layer changes nothing*: **{r['verdict']}**.")
+        out.append(f"- Without SEC, normalize − paper head = {measures_text(r, 3, 'R@1 points', test='paired t-test')}: "
+                   f"*the normalize layer changes nothing* (equivalence within ±{r['margin']:g} points): "
+                   f"**{r['verdict']}**.")
     if len(gain):
         r = gain.iloc[0]
-        out.append(f"- With the normalize layer, SEC on the prenorm changes R@1 by {r['diff']:+.2f} points "
-                   f"(95% CI [{r['ci_lo']:+.2f}, {r['ci_hi']:+.2f}], paired t-test p = {r['p_value']:.2g}): "
-                   f"*SEC still helps with a normalize layer*: **{r['verdict']}**.")
-    out.append(f"- The per-batch log-log slope of ‖∂L/∂z_i‖ against ‖z_i‖ for the normalize head is {fmt_estimate(sl)} "
-               f"(theory −1): *the gradient wrt the prenorm still falls with its norm*: **{v_sl}**.")
+        out.append(f"- With the normalize layer, SEC on the prenorm changes R@1 by "
+                   f"{measures_text(r, 2, 'points', test='paired t-test')}: *SEC still helps with a normalize layer*: "
+                   f"**{r['verdict']}**.")
+    runs_note = f"each seed the mean of its runs without and with SEC, {int(sl['n_runs'])} runs"
+    out.append(f"- The per-batch log-log slope of ‖∂L/∂z_i‖ against ‖z_i‖ for the normalize head is "
+               f"{measures_text(sl, 3, detail=runs_note, test='t-test against 0')} (theory −1): *the gradient wrt the "
+               f"prenorm still falls with its norm*: **{sl['verdict']}**.")
+    m = int(diffs["m"].iloc[0]) if len(diffs) else int(sl["m"])
+    out.append(f"\nEvery verdict on this page comes from one Holm family of {m} comparisons (the paired table "
+               "and the slope).")
     return "\n".join(out)

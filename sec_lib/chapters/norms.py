@@ -267,13 +267,15 @@ def norms_verdict(reduction: pd.DataFrame, corr: pd.DataFrame, per_run: pd.DataF
         o, r = rho.get("ours", math.nan), rho.get("rebuttal", math.nan)
         if np.isfinite(o) and np.isfinite(r):
             agree = "the same sign" if np.sign(o) == np.sign(r) and o != 0 else "different signs"
+            k = int(corr["n_losses"].max())
             out.append(f"On question 4 our correlation (r = {o:+.2f}) and the rebuttal's (r = {r:+.2f}) have "
-                       f"{agree}; with four losses neither settles the question.")
+                       f"{agree}; with {k} losses neither settles the question (a description, not a verdict).")
     if len(per_run):
         med = per_run["slope_median"].median()
-        out.append(f"The median per-batch gradient-vs-norm slope over all runs is {med:+.2f}: "
-                   + ("gradients do shrink with the norm, as Proposition 2 implies." if med < 0 else
-                      "within a batch, larger norms do not come with smaller gradients here."))
+        out.append(f"The median per-batch gradient-vs-norm slope over all {len(per_run)} runs is {med:+.2f}: "
+                   + ("in the typical run, larger norms come with smaller gradients within a batch, as Proposition 2 "
+                      "implies" if med < 0 else "in the typical run, larger norms do not come with smaller gradients "
+                      "within a batch") + " (a description without a test; the instability page tests the slope).")
     return " ".join(out) if out else "No runs to judge."
 
 

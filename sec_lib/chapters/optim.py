@@ -8,10 +8,10 @@ import numpy as np
 import pandas as pd
 
 from .. import report
-from ..report import fmt_estimate, pooled_diff, summary_table
+from ..report import pooled_diff, summary_table
 from . import profile_param
-from .common import (check_cols, name_means, paired, run_step_means,
-                     with_verdict)
+from .common import (check_cols, measures_text, name_means, one_family, paired, run_step_means,
+                     verdict_row_of, with_verdict)
 
 #: The notebook's parameters (checked by ``sec_lib.params.notebook_params``).
 PARAMS = profile_param()
@@ -51,13 +51,15 @@ def optim_diffs(runs: pd.DataFrame, metric: str = "R@1") -> pd.DataFrame:
 
 
 def optim_pooled(runs: pd.DataFrame, metric: str = "R@1") -> pd.DataFrame:
-    """Per optimizer: SEC − none averaged over the losses per seed, mean ± CI over seeds, verdict."""
+    """Per optimizer: SEC − none averaged over the losses per seed, mean ± CI over seeds (n = seeds),
+    as verdict rows (expected sign +1) taken as a family of their own; the page's one family is
+    :func:`optim_family`."""
     rows = []
     for opt, sub in runs.groupby("optimizer", sort=False):
         e = pooled_diff(sub, "variant", "none", "sec", metric)
-        rows.append({"optimizer": opt, "metric": metric, **e,
-                     "verdict": report.verdict(e["estimate"], e["ci_lo"], e["ci_hi"], +1, n=e["n"])})
-    return pd.DataFrame(rows)
+        rows.append({"optimizer": opt, "metric": metric,
+                     **verdict_row_of(e, +1, report.MARGINS.get(metric)), "n_losses": e.get("n_groups", 0)})
+    return one_family(pd.DataFrame(rows))[0] if rows else pd.DataFrame(rows)
 
 
 BALANCE_COLS = ("dtheta_cv", "grad_norm_cv", "dtheta_mean")
@@ -80,9 +82,27 @@ def balance_diffs(runs: pd.DataFrame, steps: pd.DataFrame, by: Sequence[str] = (
         key = key if isinstance(key, tuple) else (key,)
         for col in ("dtheta_cv", "grad_norm_cv"):
             e = pooled_diff(sub, "variant", "none", "sec", col)
-            rows.append({**dict(zip(by, key)), "metric": col, **e,
-                         "verdict": report.verdict(e["estimate"], e["ci_lo"], e["ci_hi"], -1, n=e["n"])})
-    return pd.DataFrame(rows)
+            rows.append({**dict(zip(by, key)), "metric": col, **verdict_row_of(e, -1),
+                         "n_losses": e.get("n_groups", 0)})
+    return one_family(pd.DataFrame(rows))[0] if rows else pd.DataFrame(rows)
+
+
+#: The Holm family of the optimizer page (see :func:`optim_family`).
+FAMILY = "optim page"
+
+
+def optim_family(runs: pd.DataFrame, steps: pd.DataFrame | None = None, metric: str = "R@1") -> dict:
+    """Every verdict of the optimizer page as ONE Holm family (issue 9): SEC − none per optimizer × loss
+    (:func:`optim_diffs`), per optimizer averaged over the losses (:func:`optim_pooled`) and, given
+    ``steps``, the balance of the per-sample updates (:func:`balance_diffs`). Returns ``{"diffs",
+    "pooled", "balance"}`` (``balance`` empty without steps), every row with ``p_adj`` and ``m`` of the
+    whole family, ``mde``, n and ``n_counts``."""
+    diffs, pooled = optim_diffs(runs, metric), optim_pooled(runs, metric)
+    balance = balance_diffs(runs, steps) if steps is not None else pd.DataFrame()
+    tables = [t for t in (diffs, pooled, balance) if len(t)]
+    adjusted = iter(one_family(*tables, family=FAMILY))
+    diffs, pooled, balance = (next(adjusted) if len(t) else t for t in (diffs, pooled, balance))
+    return {"diffs": diffs, "pooled": pooled, "balance": balance}
 
 
 def rates_sentence(runs: pd.DataFrame, pilot: pd.DataFrame) -> str:
@@ -98,21 +118,31 @@ def rates_sentence(runs: pd.DataFrame, pilot: pd.DataFrame) -> str:
                                                    if (o, a) in chosen.index) + ").")
 
 
-def page_reading(pooled: pd.DataFrame, balance: pd.DataFrame) -> str:
-    """The page's closing bullets: SEC's gain per optimizer (:func:`optim_pooled`), how balanced the
-    updates are (:func:`balance_diffs`), and the answer for Adam."""
-    def est(r):
-        return dict(estimate=r.estimate, ci_lo=r.ci_lo, ci_hi=r.ci_hi, n=r.n)
+def page_reading(family: dict) -> str:
+    """The page's closing bullets from its one Holm family (:func:`optim_family`): SEC's gain per
+    optimizer averaged over the losses, how balanced the updates are, and the answer for Adam; each with
+    interval, adjusted p, detectable effect, n and verdict."""
+    if not isinstance(family, dict) or not {"pooled", "balance"} <= set(family):
+        raise ValueError("family must be the dict of optim_family(runs, steps) (keys diffs, pooled, balance), "
+                         f"got {type(family).__name__}")
+    pooled, balance = family["pooled"], family["balance"]
     lines = []
-    for r in pooled.itertuples(index=False):
-        lines.append(f"- **{r.optimizer}**: SEC − none = {fmt_estimate(est(r))} R@1 points averaged over the losses "
-                     f"(p = {r.p_value:.2g}) → *SEC helps under {r.optimizer}*: **{r.verdict}**.")
-    for r in balance.itertuples(index=False):
-        lines.append(f"- **{r.optimizer}**, {r.metric}: SEC − none = {fmt_estimate(est(r), 3)} "
-                     f"→ *SEC makes the updates more balanced*: **{r.verdict}**.")
-    adam = pooled[pooled.optimizer == "adam"]
+    for r in pooled.to_dict("records"):
+        note = f"each the mean over {int(r['n_losses'])} losses"
+        lines.append(f"- **{r['optimizer']}**: SEC − none = "
+                     f"{measures_text(r, 2, 'R@1 points', note, 't-test against 0')} → *SEC helps under "
+                     f"{r['optimizer']}*: **{r['verdict']}**.")
+    for r in balance.to_dict("records"):
+        note = f"each the mean over {int(r['n_losses'])} losses"
+        lines.append(f"- **{r['optimizer']}**, {r['metric']}: SEC − none = "
+                     f"{measures_text(r, 3, '', note, 't-test against 0')} → *SEC makes the updates more "
+                     f"balanced*: **{r['verdict']}**.")
+    adam = pooled[pooled.optimizer == "adam"] if len(pooled) else pooled
     if len(adam):
         a = adam.iloc[0]
         lines.append(f"\nSo, *does the norm imbalance still hurt under Adam?* Measured as the gain from removing it "
                      f"with SEC: **{a.verdict}** ({a.estimate:+.2f} points).")
+    m = next((int(t["m"].iloc[0]) for t in (pooled, balance) if len(t)), 0)
+    lines.append(f"\nEvery verdict on this page, in the tables above and here, comes from one Holm family of {m} "
+                 "comparisons.")
     return "\n".join(lines)

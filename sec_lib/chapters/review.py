@@ -16,8 +16,7 @@ import numpy as np
 import pandas as pd
 
 from .. import report
-from ..report import fmt_estimate
-from .common import check_cols
+from .common import check_cols, measures_text
 
 #: Keys of a claim definition (the claims page's CLAIMS entries).
 CLAIM_KEYS = ("id", "claim", "source", "measured", "unit", "expected_sign", "estimate", "paper", "link")
@@ -43,11 +42,14 @@ def seed_diffs(runs: pd.DataFrame, metric: str = "R@1", by: str = "loss", a: str
 
 def sec_rows(runs: pd.DataFrame, metric: str = "R@1", losses: Sequence[str] | None = None, expected_sign: int = +1,
              family: str | None = None, by: str = "loss") -> pd.DataFrame:
-    """One verdict row per loss (SEC − none of ``metric`` over seeds), Holm-adjusted as one family."""
+    """One verdict row per loss (SEC − none of ``metric`` over seeds, with the metric's declared margin,
+    :data:`sec_lib.report.MARGINS`; none for a metric without one), Holm-adjusted as one family."""
     d = seed_diffs(runs, metric, by)
     levels = list(losses) if losses is not None else list(dict.fromkeys(runs[by]))
+    margin = report.MARGINS.get(metric)
     rows = [{by: lv, "metric": metric,
-             **report.verdict_row(d.loc[d[by] == lv, "diff"].to_numpy(float), expected_sign)} for lv in levels]
+             **report.verdict_row(d.loc[d[by] == lv, "diff"].to_numpy(float), expected_sign, margin)}
+            for lv in levels]
     return report.adjust_family(rows, family)
 
 
@@ -79,17 +81,16 @@ def wide_means(runs: pd.DataFrame, metrics: Sequence[str], losses: Sequence[str]
 
 
 def row_estimate(row) -> dict:
-    """A verdict row as the estimate dict of :func:`sec_lib.report.fmt_estimate`."""
+    """A verdict row as an estimate dict (:func:`sec_lib.report.fmt_estimate`)."""
     r = dict(row)
     return {"estimate": r["estimate"], "ci_lo": r["ci_lo"], "ci_hi": r["ci_hi"], "n": r["n"]}
 
 
 def verdict_sentence(row, what: str, claim: str, unit: str = "points") -> str:
-    """'<what> changes by <estimate [CI]> <unit> (p, Holm p): verdict for *claim*: **verdict**.'"""
+    """'<what> changes by <estimate> <unit> (95% CI; paired t-test, Holm-adjusted p over m comparisons;
+    could detect ≥ X; n = k seeds). Verdict for *claim*: **verdict**.' (:func:`~sec_lib.chapters.common.measures_text`)."""
     r = dict(row)
-    p = "" if not np.isfinite(r.get("p_value", np.nan)) else \
-        f" (paired t-test p = {r['p_value']:.2g}, Holm-adjusted {r['p_adj']:.2g} over {int(r['m'])} comparisons)"
-    return (f"{what} changes by {fmt_estimate(row_estimate(r))} {unit}{p}. "
+    return (f"{what} changes by {measures_text(r, 2, unit, test='paired t-test')}. "
             f"Verdict for *{claim}*: **{r['verdict']}**.")
 
 

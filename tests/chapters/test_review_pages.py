@@ -480,8 +480,7 @@ def test_page_readings_are_computed_from_the_frames(mixed):
     main = f["compare"]
     runs = main.runs[main.runs["variant"].isin(["none", "sec"])]
     reach = convergence.reach_table(runs, main.evals)
-    diffs = convergence.convergence_diffs(reach)
-    text = convergence.page_reading(reach, diffs)
+    text = convergence.page_reading(reach)
     pooled = report.pooled_diff(reach, "variant", "none", "sec", "reach")
     assert f"{pooled['estimate']:+.1f}" in text and all(f"**{loss}**" in text for loss in LOSSES)
     assert "reproduced" in text                             # SEC reaches 90% 20 iterations sooner here
@@ -489,15 +488,15 @@ def test_page_readings_are_computed_from_the_frames(mixed):
     assert text.count("**") == 6 and "−1" in text
     bn_text = bnwn.page_reading(f["bnwn"].runs)
     bn = bnwn.head_effect(f["bnwn"].runs, "bn_before_norm", -1)
-    assert report.fmt_estimate(bn) in bn_text and f"**{bn['verdict']}**" in bn_text
+    assert f"{bn['estimate']:+.2f} points (95% CI [{bn['ci_lo']:+.2f}, {bn['ci_hi']:+.2f}]" in bn_text
+    assert "Holm-adjusted p" in bn_text and "could detect ≥" in bn_text and "n = 3 seeds" in bn_text
     nl = f["normlayer"].runs
-    nl_text = normlayer.page_reading(nl, main.steps.iloc[0:0].assign(grad_slope=[]), normlayer.normlayer_diffs(nl))
+    nl_text = normlayer.page_reading(nl, main.steps.iloc[0:0].assign(grad_slope=[]))
     assert "normalize − paper head" in nl_text and "no evidence" in nl_text   # no steps: the slope has no evidence
-    pooled = optim.optim_pooled(f["optim"].runs)
-    text = optim.page_reading(pooled, pooled.iloc[0:0].assign(metric=[]))
+    text = optim.page_reading(optim.optim_family(f["optim"].runs))
     assert "**adam**" in text and "**sgd**" in text and "does the norm imbalance still hurt under Adam?" in text
     mu_r = mu_runs()
-    text = mu_ch.page_reading(mu_r, mu_ch.mu_vs_best_zero(mu_r))
+    text = mu_ch.page_reading(mu_r)
     assert "best μ = 0" in text and "picked after the fact" in text
     assert claims.counts_sentence(table).startswith(f"Of {len(table) - 2} bodies of evidence (Q3 uses the same runs as C4")
     diff = claims.difficulty_association(main.runs, main.test_norms)

@@ -1,0 +1,318 @@
+"""Each review chapter's verdicts form ONE Holm family (issue 9): on hand-made frames, the family size
+``m`` is the number of the chapter's rows with a p-value, ``p_adj`` is :func:`sec_lib.report.holm` of
+them, and every row carries its detectable effect and what its n counts."""
+import numpy as np
+import pandas as pd
+import pytest
+
+from sec_lib import report
+from sec_lib.chapters import common
+from sec_lib.chapters import mu as mu_ch
+
+from test_review_pages import mu_runs
+
+
+def assert_one_family(*tables, p_col="p_value"):
+    rows = pd.concat([t[[p_col, "p_adj", "m", "mde", "n_counts", "verdict"]] for t in tables], ignore_index=True)
+    ok = rows[p_col].notna()
+    assert ok.sum() >= 2
+    assert (rows["m"] == ok.sum()).all()
+    assert rows.loc[ok, "p_adj"].to_numpy() == pytest.approx(report.holm(rows.loc[ok, p_col].to_numpy()))
+    assert rows.loc[~ok, "p_adj"].isna().all()
+    assert rows["n_counts"].isin(report.N_COUNTS).all()
+    assert np.isfinite(rows.loc[ok, "mde"].astype(float)).all()
+    return rows
+
+
+def test_mu_page_is_one_family():
+    runs = mu_runs()
+    fam = mu_ch.mu_family(runs)
+    diffs, best, ema = fam["diffs"], fam["best"], fam["ema"]
+    assert len(diffs) == 12 and len(ema) == 1                      # 6 settings × 2 losses, + the EMA row
+    rows = assert_one_family(diffs, ema)
+    assert int(rows["m"].iloc[0]) == 13
+    # the adjustment differs from a per-table one: Holm over the paired table alone gives smaller p
+    alone = report.holm(diffs["p_value"].to_numpy())
+    assert (diffs["p_adj"].to_numpy() >= alone - 1e-15).all() and (diffs["p_adj"].to_numpy() > alone).any()
+    # n and detectable effect on every row, n counting seeds (the EMA row: seeds, each the mean over 2 losses)
+    assert (diffs["n_pairs"] == 3).all() and (diffs["n_counts"] == "seeds").all()
+    assert ema["n"].iloc[0] == 3 and ema["n_counts"].iloc[0] == "seeds" and ema["n_losses"].iloc[0] == 2
+    d = diffs.iloc[0]
+    sd = float(np.std(0.05 * np.arange(3), ddof=1))                 # ms / none: 3 + 0.05 s per seed
+    assert d["diff"] == pytest.approx(3.05) and d["mde"] == pytest.approx(report.min_detectable_effect(sd, 3), rel=1e-6)
+    # the EMA rows test "no change", the others "the batch mean is better"
+    assert set(diffs.loc[diffs["versus"].str.startswith("EMA"), "expected_sign"]) == {0}
+    assert set(diffs.loc[~diffs["versus"].str.startswith("EMA"), "expected_sign"]) == {1}
+    # each verdict is report.verdict with the family's adjusted p
+    for r in pd.concat([diffs.rename(columns={"diff": "estimate", "n_pairs": "n"}), ema]).itertuples(index=False):
+        assert r.verdict == report.verdict(r.estimate, r.ci_lo, r.ci_hi, r.expected_sign, r.margin, n=r.n, p_adj=r.p_adj)
+    # the best-μ = 0 rows repeat rows of the paired table: same numbers, not counted again
+    assert list(best["best_zero"]) == ["zero η=0.005"] * 2
+    for r in best.itertuples(index=False):
+        twin = diffs[(diffs["loss"] == r.loss) & (diffs["versus"] == r.best_zero)].iloc[0]
+        assert (r.diff, r.p_adj, r.verdict, r.mde) == (twin["diff"], twin["p_adj"], twin["verdict"], twin["mde"])
+        assert r.best_zero in r.same_runs_as
+    # the public functions return the family's rows
+    pd.testing.assert_frame_equal(mu_ch.mu_diffs(runs), diffs)
+    pd.testing.assert_frame_equal(mu_ch.mu_vs_best_zero(runs), best)
+
+
+def test_mu_reading_shows_every_measure():
+    runs = mu_runs()
+    fam = mu_ch.mu_family(runs)
+    text = mu_ch.page_reading(runs)
+    e = fam["ema"].iloc[0]
+    for r in fam["best"].itertuples(index=False):
+        assert f"Holm-adjusted p = {r.p_adj:.2g} over 13 comparisons" in text
+        assert f"could detect ≥ {r.mde:.2f}" in text and "n = 3 seeds" in text and f"**{r.verdict}**" in text
+    assert f"{e['estimate']:+.2f} R@1 points (95% CI [{e['ci_lo']:+.2f}, {e['ci_hi']:+.2f}]" in text
+    assert f"Holm-adjusted p = {e['p_adj']:.2g}" in text and "each the mean over 2 losses" in text
+    assert "one Holm family of 13 comparisons" in text
+
+
+def test_mu_family_zero_spread_ema_is_not_tested():
+    runs = mu_runs()
+    runs.loc[runs["setting"] == "batch mean", "R@1"] -= 0.05 * runs.loc[runs["setting"] == "batch mean", "seed"]
+    fam = mu_ch.mu_family(runs)
+    e = fam["ema"].iloc[0]             # EMA ρ=0.01 − batch mean = +0.1 on every seed: no spread, no test
+    assert np.isnan(e["p_value"]) and np.isnan(e["p_adj"]) and e["verdict"] == "inconclusive"
+    assert (fam["diffs"]["m"] == fam["diffs"]["p_value"].notna().sum()).all()
+
+
+def test_one_family_checks_its_input():
+    with pytest.raises(ValueError, match="lacks columns"):
+        common.one_family(pd.DataFrame({"diff": [1.0]}))
+    a = pd.DataFrame({"diff": [2.0, 0.1], "ci_lo": [1.0, -0.2], "ci_hi": [3.0, 0.4], "p_value": [0.01, 0.5],
+                      "expected_sign": [1, 0], "n_pairs": [3, 3]})
+    b = pd.DataFrame([common.verdict_row_of({"estimate": 1.0, "ci_lo": 0.5, "ci_hi": 1.5, "n": 5, "p_value": 0.02}, +1)])
+    fa, fb = common.one_family(a, b, family="x")
+    assert list(fa["p_adj"]) + list(fb["p_adj"]) == pytest.approx(list(report.holm([0.01, 0.5, 0.02])))
+    assert (fa["m"] == 3).all() and fb["m"].iloc[0] == 3 and (fa["family"] == "x").all()
+    assert list(fa["verdict"]) == ["reproduced", "reproduced"] and fb["verdict"].iloc[0] == "reproduced"
+
+
+def normlayer_frames():
+    rows, steps = [], []
+    for h in ("paper", "normalize"):
+        for v in ("none", "sec"):
+            for s, e in zip((0, 1, 2), (0.0, 0.3, -0.3)):
+                key = f"{h}{v}{s}"
+                rows.append(dict(key=key, head=h, variant=v, seed=s, status="done",
+                                 **{"R@1": 55 + e + (2.0 + 0.1 * s) * (v == "sec") + 0.01 * s * (h == "normalize"),
+                                    "NMI": 50.0 + e + 0.1 * s * (v == "sec"), "train_norm_var": 1.0,
+                                    "test_norm_var": 1.0}))
+                steps += [dict(key=key, step=i, grad_slope=-1.0 + 0.01 * i + 0.02 * s + 0.01 * (v == "sec"))
+                          for i in range(1, 5)]
+    return pd.DataFrame(rows), pd.DataFrame(steps)
+
+
+def test_normlayer_page_is_one_family():
+    from sec_lib.chapters import normlayer
+    runs, steps = normlayer_frames()
+    fam = normlayer.normlayer_family(runs, steps)
+    diffs, slope = fam["diffs"], fam["slope"]
+    rows = assert_one_family(diffs, slope)
+    m = int(diffs["p_value"].notna().sum()) + 1            # the NMI rows between heads have no spread: no test
+    assert int(rows["m"].iloc[0]) == m and m < len(diffs) + 1
+    # the slope: per seed the mean of the normalize head's two runs (n = seeds), mean over steps
+    per_seed = [np.mean([-1.0 + 0.025 + 0.02 * s, -1.0 + 0.025 + 0.02 * s + 0.01]) for s in (0, 1, 2)]
+    sl = slope.iloc[0]
+    assert sl["estimate"] == pytest.approx(np.mean(per_seed)) and sl["n"] == 3 and sl["n_runs"] == 6
+    assert sl["n_counts"] == "seeds" and sl["mde"] == pytest.approx(
+        report.min_detectable_effect(np.std(per_seed, ddof=1), 3), rel=1e-6)
+    assert sl["verdict"] == report.verdict(sl["estimate"], sl["ci_lo"], sl["ci_hi"], -1, n=3, p_adj=sl["p_adj"])
+    text = normlayer.page_reading(runs, steps, fam)
+    assert text.count(f"over {m} comparisons") == 3 and "n = 3 seeds" in text and "could detect ≥" in text
+    with pytest.raises(ValueError, match="normlayer_family"):
+        normlayer.page_reading(runs, steps, diffs)
+
+
+def test_convergence_page_is_one_family():
+    from sec_lib.chapters import convergence
+    rows, ev = [], []
+    for loss in ("triplet", "ms"):
+        for v, t_hit in (("none", 60.0), ("sec", 30.0)):
+            for s in (0, 1, 2):
+                key = f"{loss}-{v}-{s}"
+                rows.append(dict(key=key, loss=loss, variant=v, seed=s, status="done"))
+                final = 50.0 + s + (0.5 * s if v == "sec" else 0.0)
+                t90 = t_hit + (2 * s if v == "sec" else s) + (3 * s if loss == "ms" else 0)
+                ev += [dict(key=key, step=0, **{"R@1": 0.0}), dict(key=key, step=10, **{"R@1": 0.2 * final + s}),
+                       dict(key=key, step=t90, **{"R@1": 0.9 * final}), dict(key=key, step=100, **{"R@1": final})]
+    runs, ev = pd.DataFrame(rows), pd.DataFrame(ev)
+    reach = convergence.reach_table(runs, ev)
+    early = convergence.early_table(runs, ev, fracs=(0.1,))
+    fam = convergence.convergence_family(reach, early, fracs=(0.1,))
+    diffs, pooled = fam["diffs"], fam["pooled"]
+    assert_one_family(diffs, pooled)
+    p = pooled.iloc[0]
+    ref = report.pooled_diff(reach, "variant", "none", "sec", "reach")
+    assert p["estimate"] == pytest.approx(ref["estimate"]) and p["p_value"] == pytest.approx(ref["p_value"])
+    assert p["n"] == 3 and p["n_counts"] == "seeds" and p["n_losses"] == 2
+    # the pooled verdict uses the family's adjusted p, not its raw p
+    assert p["p_adj"] > p["p_value"]
+    text = convergence.page_reading(reach, fam)
+    assert f"Holm-adjusted p = {p['p_adj']:.2g} over {int(p['m'])} comparisons" in text
+    assert "each the mean over 2 losses" in text and text.count("could detect ≥") == 3
+
+
+def test_instability_page_is_one_family():
+    from sec_lib.chapters import instability
+    rows, steps, tracked = [], [], []
+    for loss in ("triplet", "ms"):
+        for v in ("none", "sec"):
+            for s in (0, 1, 2):
+                key = f"{loss}-{v}-{s}"
+                rows.append(dict(key=key, loss=loss, variant=v, seed=s, status="done"))
+                steps += [dict(key=key, step=i, grad_slope=-1.2 + 0.1 * s + 0.05 * (loss == "ms")) for i in (1, 2)]
+                end = 1.0 + (0.2 + 0.05 * s if v == "none" else 0.0) * (1 + (loss == "ms"))
+                tracked += [dict(key=key, step=st, sample=i, norm=(1 + 0.1 * i * (1 + s * (v == "none")))
+                                 * (end if st else 1.0)) for st in (0, 10) for i in range(3)]
+    runs = pd.DataFrame(rows)
+    steps, tracked = pd.DataFrame(steps), pd.DataFrame(tracked)
+    fam = instability.instability_family(runs, steps, tracked)
+    assert list(fam["question"]) == ["slope", "growth", "cv_end"]
+    assert_one_family(fam)
+    r = fam.set_index("question")
+    # slope and growth: one value per run without SEC (2 losses × 3 seeds), the CV change: per seed
+    assert r.loc["slope", "n"] == 6 and r.loc["slope", "n_counts"] == "runs pooled across losses"
+    assert r.loc["slope", "estimate"] == pytest.approx(np.mean([-1.2 + 0.1 * s + 0.05 * l for s in range(3) for l in (0, 1)]))
+    assert r.loc["growth", "n"] == 6 and r.loc["cv_end", "n"] == 3 and r.loc["cv_end", "n_counts"] == "seeds"
+    for q, sign in (("slope", -1), ("growth", 1), ("cv_end", -1)):
+        x = r.loc[q]
+        assert x["verdict"] == report.verdict(x["estimate"], x["ci_lo"], x["ci_hi"], sign, n=x["n"], p_adj=x["p_adj"])
+    text = instability.page_reading(runs, steps, tracked, fam)
+    assert text.count("could detect ≥") == 3 and text.count(f"over {int(r['m'].iloc[0])} comparisons") == 3
+    assert "The interval contains −1" in text            # slope −1.075 [−1.2.., −0.9..]
+    with pytest.raises(ValueError, match="instability_family"):
+        instability.page_reading(runs, steps, tracked, {"x": 1})
+
+
+def test_optim_page_is_one_family():
+    from sec_lib.chapters import optim
+    rows, steps = [], []
+    for opt, gain in (("adam", 2.0), ("sgd", 0.5)):
+        for loss in ("triplet", "ms"):
+            for v in ("none", "sec"):
+                for s, e in zip((0, 1, 2), (0.0, 0.6, -0.4)):
+                    key = f"{opt}-{loss}-{v}-{s}"
+                    rows.append(dict(key=key, optimizer=opt, loss=loss, variant=v, seed=s, status="done",
+                                     **{"R@1": 50 + e + (gain + 0.3 * s) * (v == "sec")}))
+                    steps += [dict(key=key, step=i, dtheta_cv=0.6 - (0.2 + 0.01 * s * i) * (v == "sec"),
+                                   grad_norm_cv=0.5 + 0.02 * s * (v == "sec"), dtheta_mean=0.1) for i in (1, 2)]
+    runs, steps = pd.DataFrame(rows), pd.DataFrame(steps)
+    fam = optim.optim_family(runs, steps)
+    diffs, pooled, bal = fam["diffs"], fam["pooled"], fam["balance"]
+    assert (len(diffs), len(pooled), len(bal)) == (4, 2, 4)
+    rows_ = assert_one_family(diffs, pooled, bal)
+    assert int(rows_["m"].iloc[0]) == 10
+    p = pooled.set_index("optimizer").loc["adam"]
+    ref = report.pooled_diff(runs[runs.optimizer == "adam"], "variant", "none", "sec", "R@1")
+    assert p["estimate"] == pytest.approx(ref["estimate"]) and p["n"] == 3 and p["n_counts"] == "seeds"
+    assert p["verdict"] == report.verdict(p["estimate"], p["ci_lo"], p["ci_hi"], +1, 0.5, n=3, p_adj=p["p_adj"])
+    assert (bal["expected_sign"] == -1).all()
+    text = optim.page_reading(fam)
+    assert text.count("could detect ≥") == 6 and "one Holm family of 10 comparisons" in text
+    assert text.count("n = 3 seeds, each the mean over 2 losses") == 6
+
+
+def test_eta_page_is_one_family():
+    from sec_lib.chapters import eta as eta_ch
+    rows = []
+    gain = {0.0: 0.0, 0.01: 3.0, 0.1: 4.0, 1.0: -6.0}
+    for loss in ("triplet", "ms"):
+        for e, g in gain.items():
+            for s in range(4):
+                rows.append(dict(key=f"{loss}{e}{s}", loss=loss, eta=e, seed=s, status="done",
+                                 **{"R@1": 50 + s + (g + 0.2 * s * (e > 0) + 0.1 * s * (loss == "ms"))},
+                                 train_norm_var=1.0 / (1 + e), test_norm_var=1.0))
+    runs = pd.DataFrame(rows)
+    fam = eta_ch.eta_family(runs)
+    diffs, grid = fam["diffs"], fam["grid"]
+    assert (len(diffs), len(grid)) == (6, 3)
+    rows_ = assert_one_family(diffs, grid)
+    assert int(rows_["m"].iloc[0]) == 9
+    assert (grid["n"] == 4).all() and (grid["n_counts"] == "seeds").all() and (diffs["n_counts"] == "seeds").all()
+    # the page's family is larger than the grid's own (the claims page's Q9 reads the grid alone)
+    alone = eta_ch.eta_grid_gains(runs)
+    assert (grid["p_adj"].to_numpy() >= alone["p_adj"].to_numpy()).all() and (alone["m"] == 3).all()
+    text = eta_ch.page_reading(eta_ch.eta_summary(runs), diffs, eta_ch.eta_robustness(runs), grid)
+    assert "one Holm family of 9 comparisons" in text and text.count("could detect ≥") == 3
+    assert "n = 4 seeds" in text and "(reproduced, i.e. also with Holm-adjusted p < 0.05 over 9 comparisons" in text
+    with pytest.raises(ValueError, match="eta_family"):
+        eta_ch.page_reading(eta_ch.eta_summary(runs), eta_ch.eta_diffs(runs), {}, alone)
+
+
+def test_bnwn_page_is_one_family():
+    from sec_lib.chapters import bnwn
+    eff = {("paper", "sec"): 4.0, ("bn_before_norm", "sec"): -10.0, ("weightnorm", "sec"): 3.0}
+    rows = []
+    for h in ("nobn", "paper", "bn_before_norm", "weightnorm"):
+        for v in ("none", "sec"):
+            for s, e in zip((0, 1, 2), (0.0, 1.0, -0.5)):
+                rows.append(dict(key=f"{h}{v}{s}", head=h, variant=v, seed=s, status="done",
+                                 **{"R@1": 60 + e + eff.get((h, v), 0.0) + 0.2 * s * (v == "sec"),
+                                    "NMI": 50.0 + 0.1 * s * (v == "sec"), "F1": 20.0, "train_norm_var": 1.0}))
+    runs = pd.DataFrame(rows)
+    fam = bnwn.bnwn_family(runs)
+    assert len(fam) == 12
+    rows_ = assert_one_family(fam)
+    assert int(rows_["m"].iloc[0]) == 8                       # F1 does not move: no spread, no test
+    signs = fam.drop_duplicates("head").set_index("head")["expected_sign"]
+    assert signs["bn_before_norm"] == -1 and (signs.drop("bn_before_norm") == 1).all()
+    bn = fam[(fam["head"] == "bn_before_norm") & (fam["metric"] == "R@1")].iloc[0]
+    assert bn["diff"] == pytest.approx(-9.8) and bn["verdict"] == "reproduced" and bn["n_pairs"] == 3
+    text = bnwn.page_reading(runs, fam)
+    assert text.count("over 8 comparisons") == 2 and text.count("could detect ≥") == 2
+    assert "one Holm family of 8 comparisons" in text
+
+
+def test_fairness_page_is_one_family_and_its_bullets_show_every_measure():
+    from sec_lib.chapters import fairness
+    rng = np.random.default_rng(3)
+    stats = pd.DataFrame([dict(loss=l, variant=v, seed=s, eta2_excess=(0.02 if v == "none" else 0.005) + rng.normal(0, 0.002),
+                               difficulty_r=(-0.4 if v == "none" else -0.1) + rng.normal(0, 0.05),
+                               hit_gap=10.0 + rng.normal(0, 0.2))
+                          for l in ("a", "b") for v in ("none", "sec") for s in range(4)])
+    rows = fairness.verdict_rows(stats)
+    assert len(rows) == 5
+    assert_one_family(rows)
+    assert (rows["n"] == 4).all() and (rows["n_counts"] == "seeds").all()
+    text = fairness.verdict(rows)
+    assert text.count("could detect ≥") == 5 and text.count("n = 4 seeds, each the mean over the losses") == 5
+    assert text.count(f"over {int(rows['m'].iloc[0])} comparisons") == 5
+
+
+def test_review_pages_sentences_show_every_measure():
+    from sec_lib.chapters import face, review
+    rows = []
+    for loss, g in (("cosface", 3.0), ("arcface", 0.1)):
+        for v in ("none", "sec"):
+            for s, e in zip(range(3), (0.0, 0.5, -0.3)):
+                rows.append(dict(key=f"{loss}{v}{s}", loss=loss, variant=v, seed=s, status="done", eta=0.5 * (v == "sec"),
+                                 **{"R@1": 60 + e + (g + 0.1 * s) * (v == "sec")}))
+    runs = pd.DataFrame(rows)
+    fam = face.verdict_rows(runs)
+    assert_one_family(fam)
+    r = fam.set_index("loss")
+    # arcface: +0.1 ± tiny, the whole interval inside the R@1 margin: a negligible effect
+    assert r.loc["arcface", "margin"] == report.MARGINS["R@1"] and r.loc["arcface", "verdict"] == "not reproduced"
+    text = face.verdict(runs)
+    assert text.count("could detect ≥") == 2 and text.count("n = 3 seeds") == 2
+    assert text.count("Holm-adjusted p") == 2 and "paired t-test" in text
+    assert review.verdict_sentence(fam.iloc[0], "x", "y").startswith("x changes by +3.10 points (95% CI [")
+
+
+def test_norms_page_is_one_family_and_its_closing_text_counts():
+    from sec_lib.chapters import norms
+    from test_review_pages import main_runs
+    runs = main_runs(dict(triplet=3.0, semihard=-2.0, npair=1.0, ms=2.0), vary_var=True)
+    red = norms.norm_reduction(runs)
+    ok = red["p_value"].notna()
+    assert ok.sum() >= 2 and red.loc[ok, "p_adj"].to_numpy() == pytest.approx(report.holm(red.loc[ok, "p_value"].to_numpy()))
+    assert (red["n_counts"] == "seeds").all() and np.isfinite(red.loc[ok, "mde"]).all()
+    corr = pd.DataFrame({"source": ["ours", "rebuttal"], "pearson_r": [0.3, -0.2], "n_losses": [4, 4]})
+    per_run = pd.DataFrame({"slope_median": [-0.8, -0.9, 0.1]})
+    text = norms.norms_verdict(red, corr, per_run)
+    assert "with 4 losses neither settles" in text and "over all 3 runs is -0.80" in text
+    assert "a description without a test" in text
