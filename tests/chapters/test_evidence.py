@@ -49,3 +49,32 @@ def test_the_quick_tier_is_shown_until_the_reference_tier_holds_every_run(monkey
     assert evidence.evidence_profile("gpu", ("compare",)) == "gpu"
     with pytest.raises(Exception, match="profile"):
         evidence.evidence_profile("fast", ("compare",))
+
+
+def test_every_chapter_page_names_its_tier_and_loads_through_it():
+    """Each chapter notebook picks its tier with evidence_profile over chapters it really reads, says
+    which with tier_sentence, and passes that tier (T), not the raw profile, to every load."""
+    import json
+    from pathlib import Path
+
+    from sec_lib.chapters import PAGES
+    repo = Path(__file__).resolve().parents[2]
+    reads = {p.source: set(p.chapters) for p in PAGES}
+    for name in ("compare", "table1", "norms", "eta", "mu", "bnwn", "normlayer", "optim", "convergence",
+                 "instability", "ssl", "npair", "face", "fairness", "home"):
+        cells = ["".join(c["source"]) for c in json.loads((repo / "notebooks" / f"{name}.ipynb").read_text())["cells"]
+                 if c["cell_type"] == "code"]
+        pick = next(c for c in cells if "evidence.evidence_profile(" in c)
+        chapters = eval(pick.split("CHAPTERS = ")[1].split("\n")[0].split("#")[0])       # noqa: S307 - our own cell
+        assert set(chapters) <= reads[name] | {"tuned"} and "selection" not in chapters, name
+        assert "evidence.tier_sentence(T" in pick, name
+        later = cells[cells.index(pick) + 1:]
+        assert not any("load(" in c and 'P["profile"]' in c.split("load(")[1].split(")")[0] for c in later), name
+
+
+def test_the_tiers_page_lists_the_tier_of_every_chapter_page(monkeypatch):
+    from sec_lib.chapters import tiers
+    monkeypatch.setattr(evidence, "has_tier", lambda name: False)
+    t = tiers.page_tiers("cpu")
+    assert set(t["tier shown"]) == {"cpu"} and {"compare", "mu", "home", "fairness"} <= set(t["page"])
+    assert not t["reads"].str.contains("selection").any()
