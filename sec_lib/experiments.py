@@ -171,7 +171,8 @@ def config(profile: Profile, loss: str, variant: str = "none", seed: int = 0, **
 
 def stored_runs(store: ResultStore, configs, what: str, profile: Profile) -> list:
     """The stored results of ``configs``; KeyError naming the runner command when one is missing."""
-    runs = [store.get(c) for c in configs]
+    get = getattr(store, "light", store.get)       # a committed tier: metrics and evaluations only
+    runs = [get(c) for c in configs]
     missing = sum(r is None for r in runs)
     if missing:
         raise KeyError(f"{what} of profile {profile.name!r} is not in the result store {store.root} "

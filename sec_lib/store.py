@@ -503,8 +503,9 @@ def load_runs(configs: Iterable[TrainConfig] | None = None, root: str | Path | N
         results = [r for r in (store.get(k) for k in store.keys()) if r is not None]
     else:
         results, absent = [], []
+        tables = tuple(tables)
         for cfg in configs:
-            r = store.get(cfg)
+            r = store.get(cfg, tables=tables) if getattr(store, "light", None) else store.get(cfg)   # a tier reads only these
             (results.append(r) if r is not None else absent.append(cfg))
         if absent and missing == "error":
             raise KeyError(f"{len(absent)} run(s) not in the store {store.root}, e.g. {absent[0]}; "

@@ -20,6 +20,7 @@ rerun KEY`` retrains it and compares its final R@1 with the committed one.
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 import tempfile
@@ -140,11 +141,35 @@ class TierStore:
         self._tables: dict = {}
 
     def table(self, name: str) -> dict:
+        """``{key: (start, stop)}`` row ranges of table ``name`` (the export writes each run's rows
+        together), with the table itself kept once; slices are cut on demand by :meth:`_rows`."""
         if name not in self._tables:
             df = pd.read_parquet(self.root / f"{name}.parquet")
-            self._tables[name] = {k: g.drop(columns="key").reset_index(drop=True)
-                                  for k, g in df.groupby("key", sort=False)} if len(df) else {}
+            spans = {}
+            if len(df):
+                keys = df["key"].to_numpy()
+                starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
+                stops = np.r_[starts[1:], len(keys)]
+                for k, a, b in zip(keys[starts], starts, stops):
+                    if k in spans:               # not contiguous (hand-written file): fall back to grouping
+                        spans = None
+                        break
+                    spans[k] = (int(a), int(b))
+            if spans is None:
+                groups = {k: g.drop(columns="key").reset_index(drop=True) for k, g in df.groupby("key", sort=False)}
+                self._tables[name] = (None, groups)
+            else:
+                self._tables[name] = (df.drop(columns="key"), spans)
         return self._tables[name]
+
+    def _rows(self, name: str, key: str) -> pd.DataFrame:
+        df, index = self.table(name)
+        if df is None:
+            return index.get(key, pd.DataFrame())
+        if key not in index:
+            return pd.DataFrame()
+        a, b = index[key]
+        return df.iloc[a:b].reset_index(drop=True)
 
     def has_key(self, key: str) -> bool:
         return key in self._by_key
@@ -165,7 +190,9 @@ class TierStore:
         row = self.runs.iloc[self._by_key[key]]
         return {"provenance": {k: row.get(k) for k in PROVENANCE}}
 
-    def get(self, cfg: TrainConfig) -> RunResult | None:
+    def get(self, cfg: TrainConfig, tables=TABLES) -> RunResult | None:
+        """The committed run of ``cfg`` (None if absent), with the per-run ``tables`` (default: all;
+        the others empty, so a page that needs only the metrics does not read the large tables)."""
         key = run_key(cfg)
         if key not in self._by_key:
             return None
@@ -173,11 +200,14 @@ class TierStore:
         skip = {"key", "config", "status", "error", "loss", "variant", "eta", "mu", "optimizer", "lr", "seed",
                 "iterations", "holdout_classes", "head", "wall_s", *PROVENANCE}
         metrics = {k: float(v) for k, v in row.items() if k not in skip and pd.notna(v)}
-        empty = pd.DataFrame()
-        tables = {t: self.table(t).get(key, empty) for t in TABLES}
-        return RunResult(self.config(key), row["status"], metrics, **tables,
+        frames = {t: (self._rows(t, key) if t in tables else pd.DataFrame()) for t in TABLES}
+        return RunResult(self.config(key), row["status"], metrics, **frames,
                          error=row["error"] if isinstance(row["error"], str) else None,
                          wall_s=float(row["wall_s"]), key=key)
+
+    def light(self, cfg: TrainConfig) -> RunResult | None:
+        """The run with its metrics and evaluations only (what the pilot and the selections read)."""
+        return self.get(cfg, tables=("evals",))
 
     def load(self, path: Path) -> RunResult:
         return self.get(self.config(Path(path).name))
@@ -191,12 +221,25 @@ def has_tier(profile: str) -> bool:
     return (tier_dir(profile) / "runs.parquet").exists()
 
 
+@functools.lru_cache(maxsize=8)
+def _open(root: str, stamp: float) -> TierStore:
+    return TierStore(root)
+
+
+def open_tier(root: str | Path) -> TierStore:
+    """The :class:`TierStore` at ``root``, opened once per process while its ``runs.parquet`` is
+    unchanged (its tables, read on first use, are then shared by every page and chapter)."""
+    root = Path(root)
+    runs = root / "runs.parquet"
+    return _open(str(root.resolve()), runs.stat().st_mtime_ns if runs.exists() else -1)
+
+
 def store_for(profile: str, root=None):
     """Where a page of ``profile`` reads its runs: the result store at ``root`` when one is given;
     else the committed tier of a long profile (reference, gpu) when it exists; else the quick
     store (``$SEC_RUNS_DIR`` or ``data/runs``)."""
     if root is None and profile in TIER_PROFILES and has_tier(profile):
-        return TierStore(tier_dir(profile))
+        return open_tier(tier_dir(profile))
     return ResultStore(root)
 
 

@@ -16,8 +16,8 @@ import numpy as np
 import pandas as pd
 
 from .. import experiments as ex
-from ..store import ResultStore, run_key
-from ..tier import TIER_PROFILES, TierStore, has_tier, tier_dir
+from ..store import run_key
+from ..tier import TIER_PROFILES, has_tier, open_tier, store_for, tier_dir
 from .compare import _num
 
 #: The tier a page shows first, when it holds the page's runs.
@@ -26,7 +26,7 @@ MAIN_TIER = "reference"
 
 @functools.lru_cache(maxsize=64)
 def _covers(tier: str, chapters: tuple, stamp: float) -> bool:
-    store = TierStore(tier_dir(tier))
+    store = open_tier(tier_dir(tier))
     try:
         return all(store.has(c) for ch in chapters for c in ex.chapter_configs(ch, tier, store))
     except (KeyError, ValueError, ex.SelectionError):
@@ -52,16 +52,10 @@ def evidence_profile(profile: str, chapters: Iterable[str], root=None) -> str:
     return MAIN_TIER if covers(MAIN_TIER, chapters) else profile
 
 
-def _store(profile: str, root=None):
-    if root is None and profile in TIER_PROFILES and has_tier(profile):
-        return TierStore(tier_dir(profile))
-    return ResultStore(root)
-
-
 def tier_runs(profile: str, chapters: Iterable[str], root=None) -> pd.DataFrame:
     """One row per distinct run of ``chapters`` in the tier of ``profile``: key, iterations,
     test_classes, wall_s, device, torch, date (provenance where the store records it)."""
-    store = _store(profile, root)
+    store = store_for(profile, root)
     rows, seen = [], set()
     for ch in chapters:
         try:

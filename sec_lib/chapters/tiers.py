@@ -8,7 +8,7 @@ import pandas as pd
 
 from .. import experiments as ex
 from ..store import ResultStore
-from ..tier import TIER_PROFILES, TierStore, has_tier, tier_dir
+from ..tier import TIER_PROFILES, TierStore, has_tier, open_tier, tier_dir
 from . import PAGES, profile_param
 from .evidence import evidence_profile
 
@@ -21,7 +21,7 @@ def stores(profile: str, root=None) -> dict:
     out = {f"quick ({profile})": (ex.get_profile(profile), ResultStore(root))}
     for name in TIER_PROFILES:
         if has_tier(name):
-            out[name] = (ex.get_profile(name), TierStore(tier_dir(name)))
+            out[name] = (ex.get_profile(name), open_tier(tier_dir(name)))
     return out
 
 
