@@ -96,8 +96,9 @@ def _describe(profile: str, runs: pd.DataFrame) -> str:
     torch_ = ", ".join(sorted(map(str, runs["torch"].dropna().unique()))) or "?"
     dates = sorted(d for d in runs["date"] if d)
     when = (dates[0] if dates[0] == dates[-1] else f"{dates[0]} to {dates[-1]}") if dates else "?"
-    return (f"{len(runs)} runs of {its} iterations scored on {classes}, {hours:.2f} run-hours on {dev} "
-            f"(torch {torch_}, one thread per run, so CPU run-hours are core-hours), trained {when}")
+    return (f"{len(runs)} runs of {its} iterations scored on {classes}, {hours:.2f} run-hours of wall time on {dev} "
+            f"(torch {torch_}, one thread per run: at most that many core-hours, less where the machine was shared), "
+            f"trained {when}")
 
 
 def tier_sentence(shown: str, quick: str, chapters: Sequence[str], root=None) -> str:
