@@ -22,6 +22,8 @@ from .compare import _num
 
 #: The tier a page shows first, when it holds the page's runs.
 MAIN_TIER = "reference"
+#: Profiles that only check the pipeline (the test suite's smoke book): their pages show their own runs.
+PIPELINE_PROFILES = ("smoke",)
 
 
 @functools.lru_cache(maxsize=64)
@@ -45,9 +47,9 @@ def covers(tier: str, chapters: Iterable[str]) -> bool:
 def evidence_profile(profile: str, chapters: Iterable[str], root=None) -> str:
     """The profile whose runs a page shows as its main evidence: :data:`MAIN_TIER` when its committed
     tier holds every run of ``chapters``; otherwise ``profile`` itself (also when a store ``root``
-    is given, or ``profile`` is already a long tier)."""
+    is given, when ``profile`` is already a long tier, and for :data:`PIPELINE_PROFILES`)."""
     ex.get_profile(profile)
-    if root is not None or profile in TIER_PROFILES:
+    if root is not None or profile in TIER_PROFILES or profile in PIPELINE_PROFILES:
         return profile
     return MAIN_TIER if covers(MAIN_TIER, chapters) else profile
 

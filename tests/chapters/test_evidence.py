@@ -78,3 +78,23 @@ def test_the_tiers_page_lists_the_tier_of_every_chapter_page(monkeypatch):
     t = tiers.page_tiers("cpu")
     assert set(t["tier shown"]) == {"cpu"} and {"compare", "mu", "home", "fairness"} <= set(t["page"])
     assert not t["reads"].str.contains("selection").any()
+
+
+def test_the_smoke_profile_checks_the_pipeline_and_shows_its_own_runs(monkeypatch):
+    monkeypatch.setattr(evidence, "covers", lambda tier, chapters: True)
+    assert evidence.evidence_profile("smoke", ("compare",)) == "smoke"
+    assert evidence.evidence_profile("cpu", ("compare",)) == "reference"
+
+
+@pytest.mark.skipif(not tier.has_tier("reference"), reason="no committed reference tier")
+def test_the_committed_reference_tier_renders_the_headline():
+    """The pages that already read the committed reference tier compute from it (the smoke book does not
+    render them: its profile shows its own runs)."""
+    from sec_lib.chapters import home
+    if not evidence.covers("reference", ("compare", "tuned")):
+        pytest.skip("the committed reference tier does not yet hold the main table")
+    g = home.headline_gains("reference")
+    assert set(g["setting"]) == {"selected", "paper"} and (g["n_pairs"] >= 5).all()
+    assert g["diff"].notna().all() and (g["ci_lo"] < g["ci_hi"]).all()
+    s = evidence.tier_sentence("reference", "cpu", ("compare", "tuned"))
+    assert s.startswith("**Evidence on this page: the reference tier**") and "5,000 iterations" in s
