@@ -102,10 +102,10 @@ def smooth(y: pd.Series) -> pd.Series:
     return y.rolling(w, center=True, min_periods=1).mean() if w > 1 else y
 
 
-def draw_line(ax, x, y, label, color=None, smooth=True):
+def draw_line(ax, x, y, label, color=None, smoothed=True):
     """A thin raw line plus its rolling mean (when there are many steps)."""
     y = pd.Series(np.asarray(y, float))
-    if smooth and len(y) > 50:
+    if smoothed and len(y) > 50:
         base = ax.plot(x, y, lw=0.6, alpha=0.35, color=color)[0]
         return ax.plot(x, smooth(y), color=base.get_color(), label=label)[0]
     return ax.plot(x, y, color=color, label=label, marker="." if len(y) <= 12 else None)[0]

@@ -310,3 +310,18 @@ def test_eval_curves_with_final_clustering_only(one):
     assert [len(l.get_xdata()) for l in a2.lines] == [1, 1]
     assert a2.get_xlim() == a1.get_xlim()
     assert "end only" in a2.get_title() and "NMI = 50.0" in legend_texts(a2)
+
+
+def test_draw_line_smooths_long_series_without_shadowing():
+    """A series longer than 50 points gets a faint raw line plus its rolling mean (the smoke profile's
+    6-step runs never reach that branch; the cpu profile's 120 steps do)."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from sec_lib.figures.style import draw_line, smooth
+    fig, ax = plt.subplots()
+    y = np.sin(np.arange(120) / 5.0)
+    line = draw_line(ax, np.arange(120), y, "loss")
+    assert len(ax.lines) == 2 and line.get_label() == "loss"
+    assert np.allclose(line.get_ydata(), smooth(__import__("pandas").Series(y)).to_numpy())
+    plt.close(fig)
