@@ -25,7 +25,7 @@ from .common import LOSS_ABBR, MAIN_CHAPTER, MissingChapter, check_cols, load, m
 from .convergence import EARLY_FRACTIONS, early_column, early_steps, early_table
 from . import face, fairness, npair, ssl
 from .eta import eta_grid_gains
-from .evidence import evidence_profile
+from .evidence import evidence_profile, same_sign
 from .normclass import (HIT_COLUMNS, class_association, class_association_summary,  # noqa: F401 (the page's API)
                         difficulty_association, difficulty_sentence)
 from .instability import tracked_stats
@@ -667,9 +667,7 @@ def tier_agreement(table: pd.DataFrame, quick: pd.DataFrame) -> pd.DataFrame:
         if not r.tier or r.tier == quick["tier"].iloc[0] or r.claim not in q.index:
             continue
         qr = q.loc[r.claim]
-        a, b = r.estimate, qr["estimate"]
-        ok = a is not None and b is not None and np.isfinite(a) and np.isfinite(b) and a != 0 and b != 0
         rows.append({"claim": r.claim, r.tier: r.evidence, f"{r.tier} verdict": r.verdict,
                      "quick": qr["evidence"], "quick verdict": qr["verdict"],
-                     "same sign": ("yes" if np.sign(a) == np.sign(b) else "no") if ok else "n/a"})
+                     "same sign": same_sign(r.estimate, qr["estimate"])})
     return pd.DataFrame(rows)

@@ -128,6 +128,13 @@ def _cell(r, metric) -> str:
     return f"{d} [{_num(r['ci_lo'], metric, 2, True)}, {_num(r['ci_hi'], metric, 2, True)}]"
 
 
+def same_sign(a, b) -> str:
+    """'yes' / 'no': whether two estimates have the same sign; 'n/a' where one is missing or zero."""
+    if a is None or b is None or not (np.isfinite(a) and np.isfinite(b)) or a == 0 or b == 0:
+        return "n/a"
+    return "yes" if np.sign(a) == np.sign(b) else "no"
+
+
 def sign_agreement(main: pd.DataFrame, quick: pd.DataFrame, metric: str = "R@1",
                    by: Sequence[str] = ("loss", "variant"), names=("reference", "quick")) -> pd.DataFrame:
     """Per comparison (``by``), the main tier's and the quick tier's paired difference in ``metric``
@@ -143,10 +150,7 @@ def sign_agreement(main: pd.DataFrame, quick: pd.DataFrame, metric: str = "R@1",
     for idx in list(dict.fromkeys([*a.index, *b.index])):
         ra = a.loc[idx] if idx in a.index else None
         rb = b.loc[idx] if idx in b.index else None
-        da = ra["diff"] if ra is not None else math.nan
-        db = rb["diff"] if rb is not None else math.nan
-        same = "n/a" if not (np.isfinite(da) and np.isfinite(db)) or da == 0 or db == 0 else \
-            ("yes" if np.sign(da) == np.sign(db) else "no")
+        same = same_sign(ra["diff"] if ra is not None else math.nan, rb["diff"] if rb is not None else math.nan)
         key = dict(zip(by, idx if isinstance(idx, tuple) else (idx,)))
         rows.append({**key, names[0]: _cell(ra, metric), f"{names[0]} verdict": ra["verdict"] if ra is not None else "n/a",
                      names[1]: _cell(rb, metric), f"{names[1]} verdict": rb["verdict"] if rb is not None else "n/a",

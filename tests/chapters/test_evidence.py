@@ -98,3 +98,15 @@ def test_the_committed_reference_tier_renders_the_headline():
     assert g["diff"].notna().all() and (g["ci_lo"] < g["ci_hi"]).all()
     s = evidence.tier_sentence("reference", "cpu", ("compare", "tuned"))
     assert s.startswith("**Evidence on this page: the reference tier**") and "5,000 iterations" in s
+
+
+def test_claims_tier_agreement_uses_the_same_sign_rule():
+    from sec_lib.chapters import claims
+    t = pd.DataFrame({"claim": ["A", "B", "C", "D"], "tier": ["reference", "reference", "reference", "cpu"],
+                      "estimate": [1.0, -0.5, math.nan, 2.0], "evidence": list("abcd"), "verdict": list("vwxy")})
+    q = pd.DataFrame({"claim": ["A", "B", "C", "D"], "tier": ["cpu"] * 4, "estimate": [2.0, 0.3, 1.0, 1.0],
+                      "evidence": list("efgh"), "verdict": list("vwxy")})
+    a = claims.tier_agreement(t, q)
+    assert a["claim"].tolist() == ["A", "B", "C"]                       # D reads the quick tier itself
+    assert a["same sign"].tolist() == ["yes", "no", "n/a"]
+    assert a["reference"].tolist() == ["a", "b", "c"] and a["quick"].tolist() == ["e", "f", "g"]
