@@ -76,6 +76,8 @@ class Profile:
     toy_etas: tuple = ()
     toy_seeds: tuple = (0,)
     review_eta_grid: tuple = ()    # η of the selection for REVIEW_LOSSES (empty: eta_grid)
+    early_iterations: int = 0      # > 0: the convergence chapter also trains each none/SEC run of the
+    early_eval_every: int = 0      # main table (over ``seeds``) this long, evaluated this often (:func:`early_twin`)
 
 
 PROFILES = {
@@ -84,7 +86,7 @@ PROFILES = {
         base=dict(dataset="glyphs", image_size=32, train_classes=40, test_classes=20, iterations=6,
                   batch_size=24, eval_every=3, kmeans_n_init=1, track_every=2, track_samples=8, dtheta_every=2,
                   width=8, embed_dim=16),
-        seeds=(0, 1), eta_grid=(0.05, 0.5, 1.0), l2_etas=(0.1, 0.005), ema_momenta=(0.1,),
+        seeds=(0, 1), eta_grid=(0.05, 0.5, 1.0), early_iterations=4, early_eval_every=1, l2_etas=(0.1, 0.005), ema_momenta=(0.1,),
         fixed_radii=(4.0,), lr_pilot={"adam": (1e-3,), "sgd": (0.05,)}, jobs=2, holdout_classes=10,
         check_grid_edges=False,
         toy=dict(dataset="toy", model="mlp", width=32, embed_dim=8, iterations=10, batch_size=24,
@@ -130,6 +132,9 @@ PROFILES = {
         lr_pilot={"adam": (3e-4, 1e-3, 3e-3, 1e-2), "sgd": (0.01, 0.03, 0.1, 0.3, 1.0)}, jobs=2,
         holdout_classes=400, pilot_iterations=6000, pilot_eval_every=250,
         iteration_grid=(2000, 3000, 4000, 5000, 6000),
+        # convergence: the runs reach 90% of their final R@1 at about 1,000-2,100 iterations, which an
+        # evaluation every 500 resolves poorly; their first 2,000 iterations are retraced, evaluated every 100
+        early_iterations=2000, early_eval_every=100,
         toy=dict(dataset="toy", model="mlp", width=64, embed_dim=16, iterations=150, batch_size=60,
                  eval_every=25, track_every=5, track_samples=24, dtheta_every=5, lr=3e-3, data_kwargs={"noise": 0.15}, eval_clustering="final", kmeans_n_init=1),
         toy_etas=(0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0), toy_seeds=(0,)),
@@ -371,6 +376,32 @@ def main_table(p: Profile, store=None) -> list[TrainConfig]:
             for loss in MAIN_LOSSES for v in VARIANTS for s in p.main_seeds]
 
 
+def early_twin(p: Profile, cfg: TrainConfig) -> TrainConfig:
+    """``cfg`` stopped at ``p.early_iterations`` and evaluated every ``p.early_eval_every`` iterations.
+
+    Under a constant learning rate the prefix retraces the first iterations of ``cfg`` exactly (evaluation
+    draws no random numbers; tests/runs/test_prefix.py), so its dense evaluations are ``cfg``'s own early
+    curve. Raises ValueError for a schedule that depends on the run length, or a prefix not shorter than
+    the run."""
+    if cfg.schedule != "constant":
+        raise ValueError(f"early_twin needs schedule='constant' (a prefix of a {cfg.schedule!r} schedule is "
+                         "another run); valid: 'constant'")
+    if not 0 < p.early_iterations < cfg.iterations:
+        raise ValueError(f"early_iterations = {p.early_iterations} must be in (0, {cfg.iterations}) "
+                         f"(the run's length) for profile {p.name!r}")
+    return dataclasses.replace(cfg, iterations=p.early_iterations, eval_every=p.early_eval_every)
+
+
+def convergence(p: Profile, store=None) -> list[TrainConfig]:
+    """The main table's runs, and, where the profile sets ``early_iterations``, the dense-early prefix
+    (:func:`early_twin`) of each run without and with SEC over the profile's ``seeds``."""
+    out = main_table(p, store)
+    if p.early_iterations:
+        out += [early_twin(p, config(p, loss, v, s)) for loss in MAIN_LOSSES for v in ("none", "sec")
+                for s in p.seeds]
+    return out
+
+
 def eta_sweep(p: Profile, store=None) -> list[TrainConfig]:
     return [config(p, loss, "sec", s, eta=eta) for loss in MAIN_LOSSES for eta in (0.0, *p.eta_grid)
             for s in p.seeds]
@@ -452,7 +483,7 @@ def toy_grid(p: Profile, store=None) -> list[TrainConfig]:
 
 CHAPTERS = {
     "compare": main_table, "tuned": tuned_sec, "selection": eta_selection, "beyond": beyond,
-    "main": main_comparison, "norms": main_table, "convergence": main_table, "instability": main_table,
+    "main": main_comparison, "norms": main_table, "convergence": convergence, "instability": main_table,
     "eta": eta_sweep, "mu": mu_ablation, "bnwn": bn_wn, "normlayer": norm_layer, "optim": optim,
     "explore": toy_grid, "ssl": ssl, "npair": npair_variants, "face": face,
 }

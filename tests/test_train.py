@@ -155,3 +155,32 @@ def test_query_gallery_evaluation_retrieves_from_the_gallery_only():
     expected = metrics.recall_at_k(qe, q_lab, ge, g_lab, ks=(1, 2, 4))
     assert scores == {f"R@{k}": v for k, v in expected.items()}
     assert emb.shape == (35, 6) and torch.equal(labels, torch.cat([q_lab, g_lab]))
+
+
+def test_a_shorter_run_with_denser_evaluation_retraces_the_longer_one():
+    """The convergence chapter's dense-early prefixes (experiments.early_twin) rely on this: under a
+    constant learning rate, evaluating more often and stopping earlier changes nothing before the stop."""
+    from dataclasses import replace
+    from sec_lib import experiments as ex
+    p = ex.get_profile("smoke")
+    full = ex.config(p, "semihard", "sec", 0, iterations=12, eval_every=4)
+    pre = ex.early_twin(replace(p, early_iterations=8, early_eval_every=1), full)
+    assert (pre.iterations, pre.eval_every) == (8, 1) and replace(pre, iterations=12, eval_every=4) == full
+    a, b = train(full), train(pre)
+    ra = dict(zip(a.evals["step"], a.evals["R@1"]))
+    rb = dict(zip(b.evals["step"], b.evals["R@1"]))
+    assert sorted(rb) == list(range(9)) and sorted(ra) == [0, 4, 8, 12]
+    assert all(ra[t] == rb[t] for t in (0, 4, 8))
+    cols = [c for c in a.steps.columns if c != "step_time"]
+    assert a.steps[a.steps["step"] <= 8][cols].reset_index(drop=True).equals(b.steps[cols].reset_index(drop=True))
+
+
+def test_early_twin_refuses_a_length_dependent_schedule_or_a_prefix_not_shorter():
+    from dataclasses import replace
+    from sec_lib import experiments as ex
+    p = replace(ex.get_profile("smoke"), early_iterations=8, early_eval_every=1)
+    cfg = ex.config(p, "semihard", "none", 0, iterations=12)
+    with pytest.raises(ValueError, match="schedule='constant'"):
+        ex.early_twin(p, replace(cfg, schedule="step", lr_milestones=(6,)))
+    with pytest.raises(ValueError, match=r"early_iterations = 8 must be in \(0, 8\)"):
+        ex.early_twin(p, replace(cfg, iterations=8))

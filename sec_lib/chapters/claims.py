@@ -22,7 +22,7 @@ from ..report import pooled_diff, values_ci
 from . import profile_param
 from .bnwn import head_effect
 from .common import LOSS_ABBR, MAIN_CHAPTER, MissingChapter, check_cols, load, mde_from_ci, run_step_means
-from .convergence import EARLY_FRACTIONS, early_column, early_steps, early_table
+from .convergence import EARLY_FRACTIONS, early_column, early_steps, early_table, splice_early
 from . import face, fairness, npair, ssl
 from .eta import eta_grid_gains
 from .evidence import evidence_profile, same_sign
@@ -122,7 +122,8 @@ def _est_balance(ev: Evidence) -> dict:
 def _est_convergence(ev: Evidence) -> dict:
     """Paired R@1 SEC − none at the fixed early fractions of the run (:data:`EARLY_FRACTIONS`), averaged
     over the fractions and the losses per seed; the note says which evaluation steps were used."""
-    e = early_table(ev.runs("convergence"), ev.table("convergence", "evals"))
+    runs, evals, _ = splice_early(ev.runs("convergence"), ev.table("convergence", "evals"))
+    e = early_table(runs, evals)
     cols = [early_column(f) for f in EARLY_FRACTIONS]
     out = pooled_diff(e.assign(early_r1=e[cols].mean(axis=1, skipna=False)), "variant", "none", "sec", "early_r1")
     out["note"] = f"R@1 at the first evaluation at or after each fraction of the run: {early_steps(e)}"

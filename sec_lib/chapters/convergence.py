@@ -44,6 +44,67 @@ def reach_step(steps, values, frac: float = 0.9) -> float:
     return float(t[j - 1] + (tau - r[j - 1]) / (r[j] - r[j - 1]) * (t[j] - t[j - 1]))
 
 
+#: The columns that identify a run apart from its length (a full run and its dense-early prefix,
+#: ``experiments.early_twin``, share them).
+TWIN_COLS = ("dataset", "model", "width", "head", "embed_dim", "loss", "optimizer", "lr", "eta", "mu",
+             "momentum", "seed", "batch_size", "image_size", "device")
+
+
+def splice_early(runs: pd.DataFrame, evals: pd.DataFrame, metric: str = "R@1"):
+    """Join each run to its dense-early prefix (the same run stopped early and evaluated more often,
+    ``experiments.early_twin``), when the chapter has prefixes.
+
+    Returns ``(runs, evals, check)``. Without prefixes (the quick profiles): the inputs and ``None``.
+    With them: only the full runs that have a prefix (so that every curve has the same resolution), each
+    curve made of its prefix's evaluations up to the prefix's length and its own after it; ``check``
+    has one row per pair with the steps both evaluated and the largest absolute ``metric`` difference
+    there (0 when the prefix retraces its run, as it does under a constant learning rate)."""
+    check_cols(evals, ["key", "step", metric], "evals")
+    if "iterations" not in runs.columns:     # hand-made frames without run lengths hold no prefixes
+        return runs, evals, None
+    cols = [c for c in TWIN_COLS if c in runs.columns]
+    check_cols(runs, ["key", *cols], "runs")
+    ident = runs[cols].astype(str).agg("|".join, axis=1)
+    longest = runs["iterations"].groupby(ident).transform("max")
+    is_prefix = runs["iterations"] < longest
+    if not is_prefix.any():
+        return runs, evals, None
+    full, pre = runs[~is_prefix], runs[is_prefix]
+    twin = dict(zip(ident[is_prefix], pre["key"]))
+    pairs = [(k, twin[i]) for k, i in zip(full["key"], ident[~is_prefix]) if i in twin]
+    by_key = dict(tuple(evals.groupby("key", sort=False)))
+    parts, rows = [], []
+    for key, pkey in pairs:
+        e, d = by_key.get(key, evals.iloc[:0]), by_key.get(pkey, evals.iloc[:0])
+        upto = d["step"].max() if len(d) else -1
+        both = e.merge(d, on="step", suffixes=("", "_prefix"))
+        rows.append({"key": key, "prefix_key": pkey, "shared_steps": ", ".join(str(int(t)) for t in both["step"]),
+                     f"max |Δ{metric}|": float((both[metric] - both[f"{metric}_prefix"]).abs().max())
+                     if len(both) else np.nan})
+        parts.append(pd.concat([d.assign(key=key), e[e["step"] > upto]], ignore_index=True))
+    spliced = pd.concat(parts, ignore_index=True) if parts else evals.iloc[:0]
+    keep = full[full["key"].isin([k for k, _ in pairs])].reset_index(drop=True)
+    return keep, spliced, pd.DataFrame(rows)
+
+
+def prefix_sentence(check: "pd.DataFrame | None", evals: pd.DataFrame, metric: str = "R@1") -> str:
+    """What :func:`splice_early` did, computed: how many runs, evaluated how densely up to which step,
+    and how well the prefixes retrace their runs. Empty without prefixes."""
+    if check is None or not len(check):
+        return ""
+    e = evals[evals["key"].isin(check["key"])].sort_values("step")
+    steps = sorted(e["step"].unique())
+    gaps = np.diff(steps)
+    dense = int(gaps.min()) if len(gaps) else 0
+    upto = max((int(t) for t, g in zip(steps[1:], gaps) if g == dense), default=0)
+    worst = check[f"max |Δ{metric}|"].max()
+    shared = check["shared_steps"].iloc[0]
+    return (f"Each of these {len(check)} runs was also retraced from the start to iteration {upto:,} and "
+            f"evaluated every {dense} iterations there; its curve uses those evaluations up to {upto:,} and its "
+            f"own every {int(gaps.max()) if len(gaps) else 0} after. The retraced runs are exact prefixes: at the "
+            f"steps both evaluated ({shared}) the {metric} differs by at most {worst:.2g} points.")
+
+
 def reach_table(runs: pd.DataFrame, evals: pd.DataFrame, frac: float = 0.9, metric: str = "R@1") -> pd.DataFrame:
     """``runs`` with ``reach`` (:func:`reach_step` of the run's ``metric`` curve), ``initial`` and
     ``final`` (first and last evaluation). Failed runs get NaN."""

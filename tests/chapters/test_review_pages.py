@@ -504,3 +504,48 @@ def test_page_readings_are_computed_from_the_frames(mixed):
     summary = eta_ch.eta_summary(f["eta"].runs.assign(test_norm_var=1.0))
     eta_max, ratios = eta_ch.norm_var_ratios(summary)
     assert eta_max == 1.0 and set(ratios) == set(LOSSES)
+
+
+def test_splice_early_joins_each_run_to_its_dense_prefix():
+    ident = dict(dataset="glyphs", model="convnet", width=16, head="paper", embed_dim=64, optimizer="adam",
+                 lr=3e-3, mu="batch", momentum=1.0, batch_size=60, image_size=32, device="cpu")
+    runs, ev = [], []
+    for v in ("none", "sec"):
+        for s in (0, 1):
+            full, pre = f"{v}{s}", f"{v}{s}-early"
+            common_ = dict(ident, loss="ms", variant=v, eta=0.0 if v == "none" else 1.0, seed=s, status="done")
+            runs += [dict(common_, key=full, iterations=100), dict(common_, key=pre, iterations=40)]
+            ev += [dict(key=full, step=t, **{"R@1": t / 2}) for t in (0, 20, 40, 60, 80, 100)]
+            ev += [dict(key=pre, step=t, **{"R@1": t / 2 + (0.25 if (v, s, t) == ("sec", 1, 20) else 0.0)})
+                   for t in range(0, 41, 5)]
+    # a full run without a prefix (seed 2) is left out, so that every curve has the same resolution
+    runs.append(dict(ident, loss="ms", variant="none", eta=0.0, seed=2, status="done", key="none2", iterations=100))
+    ev += [dict(key="none2", step=t, **{"R@1": 1.0}) for t in (0, 50, 100)]
+    runs, ev = pd.DataFrame(runs), pd.DataFrame(ev)
+    keep, spliced, check = convergence.splice_early(runs, ev)
+    assert sorted(keep["key"]) == ["none0", "none1", "sec0", "sec1"]
+    steps = spliced[spliced.key == "sec1"].sort_values("step")["step"].tolist()
+    assert steps == [0, 5, 10, 15, 20, 25, 30, 35, 40, 60, 80, 100]
+    c = check.set_index("key")
+    assert c.loc["sec1", "shared_steps"] == "0, 20, 40" and c.loc["sec1", "max |ΔR@1|"] == pytest.approx(0.25)
+    assert c.loc["none0", "max |ΔR@1|"] == 0.0 and c.loc["none0", "prefix_key"] == "none0-early"
+    text = convergence.prefix_sentence(check, spliced)
+    assert "4 runs" in text and "to iteration 40" in text and "every 5 iterations" in text and "every 20 after" in text
+    assert "at most 0.25 points" in text
+    # without prefixes: unchanged
+    plain = runs[~runs.key.str.endswith("-early")]
+    r2, e2, c2 = convergence.splice_early(plain, ev)
+    assert r2 is plain and e2 is ev and c2 is None and convergence.prefix_sentence(c2, e2) == ""
+
+
+def test_convergence_chapter_trains_prefixes_only_where_the_profile_asks():
+    from sec_lib import experiments as ex
+    from sec_lib.store import run_key
+    cpu = ex.get_profile("cpu")
+    assert ex.convergence(cpu) == ex.main_table(cpu)
+    smoke = ex.get_profile("smoke")
+    extra = ex.convergence(smoke)[len(ex.main_table(smoke)):]
+    assert len(extra) == len(ex.MAIN_LOSSES) * 2 * len(smoke.seeds)
+    assert {(c.iterations, c.eval_every) for c in extra} == {(smoke.early_iterations, smoke.early_eval_every)}
+    full = {run_key(c.replace(iterations=smoke.base["iterations"], eval_every=smoke.base["eval_every"])) for c in extra}
+    assert full <= {run_key(c) for c in ex.main_table(smoke)}
