@@ -21,7 +21,7 @@ class FakeStore:
     """Every run is done; R@1 peaks inside each grid (adam 1e-3, sgd 0.03, η 0.5) so no edge refusal."""
     root = "(fake)"
 
-    def get(self, cfg):
+    def get(self, cfg, tables=()):
         target = {"adam": 1e-3, "sgd": 0.03}.get(cfg.optimizer, 1e-3)
         score = -abs(math.log(cfg.lr / target)) - abs(math.log((cfg.eta + 1e-6) / 0.5))
         e = pd.DataFrame()

@@ -176,8 +176,7 @@ def config(profile: Profile, loss: str, variant: str = "none", seed: int = 0, **
 
 def stored_runs(store: ResultStore, configs, what: str, profile: Profile) -> list:
     """The stored results of ``configs``; KeyError naming the runner command when one is missing."""
-    get = getattr(store, "light", store.get)       # a committed tier: metrics and evaluations only
-    runs = [get(c) for c in configs]
+    runs = [store.get(c, tables=("evals",)) for c in configs]     # metrics and evaluations only
     missing = sum(r is None for r in runs)
     if missing:
         raise KeyError(f"{what} of profile {profile.name!r} is not in the result store {store.root} "
@@ -517,7 +516,7 @@ class _AnyChoice:
     the chapters can build their configs before the pilot and the selection have trained."""
     root = "(no store: checking configs)"
 
-    def get(self, cfg):
+    def get(self, cfg, tables=()):
         import pandas as pd
         from .train import RunResult
         empty = pd.DataFrame()

@@ -45,6 +45,7 @@ import threading
 import time
 import uuid
 from concurrent.futures import ProcessPoolExecutor, as_completed
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable
@@ -145,10 +146,19 @@ class ResultStore:
         checksums; :meth:`get` checks those). A record that fails is quarantined: False."""
         return self._verified(cfg_or_key, full=False) is not None
 
-    def get(self, cfg_or_key) -> RunResult | None:
-        """The stored result, checked against its manifest; None when absent or corrupt (quarantined)."""
+    def get(self, cfg_or_key, tables: Iterable[str] = TABLES) -> RunResult | None:
+        """The stored result, checked against its manifest; None when absent or corrupt (quarantined).
+
+        ``tables``: the per-run tables the caller needs; the others come back empty. Every store has this
+        ``get`` (the committed tier, :class:`sec_lib.tier.TierStore`, then reads only those tables);
+        here the whole record is read and checked either way."""
         out = self._verified(cfg_or_key, full=True)
-        return out if isinstance(out, RunResult) else None
+        if not isinstance(out, RunResult):
+            return None
+        unknown = set(tables) - set(TABLES)
+        if unknown:
+            raise ValueError(f"unknown tables {sorted(unknown)}; valid: {', '.join(TABLES)}")
+        return dataclasses.replace(out, **{t: pd.DataFrame() for t in TABLES if t not in tables})
 
     def meta(self, key: str) -> dict:
         """The record's result.json (status, metrics, error, wall time, provenance); check it first
@@ -505,7 +515,7 @@ def load_runs(configs: Iterable[TrainConfig] | None = None, root: str | Path | N
         results, absent = [], []
         tables = tuple(tables)
         for cfg in configs:
-            r = store.get(cfg, tables=tables) if getattr(store, "light", None) else store.get(cfg)   # a tier reads only these
+            r = store.get(cfg, tables=tables)
             (results.append(r) if r is not None else absent.append(cfg))
         if absent and missing == "error":
             raise KeyError(f"{len(absent)} run(s) not in the store {store.root}, e.g. {absent[0]}; "

@@ -190,10 +190,11 @@ class TierStore:
         row = self.runs.iloc[self._by_key[key]]
         return {"provenance": {k: row.get(k) for k in PROVENANCE}}
 
-    def get(self, cfg: TrainConfig, tables=TABLES) -> RunResult | None:
-        """The committed run of ``cfg`` (None if absent), with the per-run ``tables`` (default: all;
-        the others empty, so a page that needs only the metrics does not read the large tables)."""
-        key = run_key(cfg)
+    def get(self, cfg: "TrainConfig | str", tables=TABLES) -> RunResult | None:
+        """The committed run of ``cfg`` or of a store key (None if absent), with the per-run ``tables``
+        (default: all; the others empty, so a page that needs only the metrics does not read the large
+        tables): the same ``get`` as :meth:`sec_lib.store.ResultStore.get`."""
+        key = cfg if isinstance(cfg, str) else run_key(cfg)
         if key not in self._by_key:
             return None
         row = self.runs.iloc[self._by_key[key]]
@@ -204,10 +205,6 @@ class TierStore:
         return RunResult(self.config(key), row["status"], metrics, **frames,
                          error=row["error"] if isinstance(row["error"], str) else None,
                          wall_s=float(row["wall_s"]), key=key)
-
-    def light(self, cfg: TrainConfig) -> RunResult | None:
-        """The run with its metrics and evaluations only (what the pilot and the selections read)."""
-        return self.get(cfg, tables=("evals",))
 
     def load(self, path: Path) -> RunResult:
         return self.get(self.config(Path(path).name))

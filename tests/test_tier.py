@@ -53,6 +53,19 @@ def test_tier_reads_back_like_the_store(exported, toy):
     assert t.get(toy(seed=7)) is None and not t.has(toy(seed=7))
 
 
+def test_every_store_answers_get_with_only_the_tables_asked_for(exported):
+    """One interface: the store and the committed tier both take ``get(cfg or key, tables=...)``."""
+    store, configs, out, _ = exported
+    for s in (store, tier.TierStore(out)):
+        r = s.get(configs[0], tables=("evals",))
+        assert len(r.evals) and r.metrics["R@1"] == store.get(configs[0]).metrics["R@1"]
+        assert all(getattr(r, t).empty for t in tier.TABLES if t != "evals"), type(s).__name__
+        by_key = s.get(run_key(configs[0]), tables=())
+        assert by_key.config == configs[0] and by_key.evals.empty
+    with pytest.raises(ValueError, match="unknown tables.*valid: steps"):
+        store.get(configs[0], tables=("evalz",))
+
+
 def test_export_keeps_runs_the_store_no_longer_has(exported, tmp_path):
     store, configs, out, _ = exported
     again = tier.export(ResultStore(tmp_path / "empty"), configs, out)

@@ -69,7 +69,7 @@ def tier_runs(profile: str, chapters: Iterable[str], root=None) -> pd.DataFrame:
             if key in seen:
                 continue
             seen.add(key)
-            r = store.get(c)
+            r = store.get(c, tables=())
             if r is None:
                 continue
             prov = store.meta(key).get("provenance", {})

@@ -69,7 +69,7 @@ def test_new_chapters_compare_none_and_sec_at_the_selected_eta_over_the_seeds(ch
 
 def test_a_page_of_the_main_losses_does_not_wait_for_the_review_selection():
     class Partial(key_check.FakeStore):
-        def get(self, cfg):
+        def get(self, cfg, tables=()):
             return None if cfg.loss in ex.REVIEW_LOSSES else super().get(cfg)
     assert ex.chapter_configs("tuned", "smoke", Partial())
     with pytest.raises(KeyError, match="η selection"):
