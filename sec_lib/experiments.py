@@ -392,10 +392,11 @@ def early_twin(p: Profile, cfg: TrainConfig) -> TrainConfig:
 
 
 def convergence(p: Profile, store=None) -> list[TrainConfig]:
-    """The main table's runs, and, where the profile sets ``early_iterations``, the dense-early prefix
-    (:func:`early_twin`) of each run without and with SEC over the profile's ``seeds``."""
+    """The main table's runs, and, where the profile sets ``early_iterations`` below the run length,
+    the dense-early prefix (:func:`early_twin`) of each run without and with SEC over the profile's
+    ``seeds`` (a run length the pilot might choose at or under ``early_iterations`` gets none)."""
     out = main_table(p, store)
-    if p.early_iterations:
+    if 0 < p.early_iterations < p.base["iterations"]:
         out += [early_twin(p, config(p, loss, v, s)) for loss in MAIN_LOSSES for v in ("none", "sec")
                 for s in p.seeds]
     return out

@@ -549,3 +549,15 @@ def test_convergence_chapter_trains_prefixes_only_where_the_profile_asks():
     assert {(c.iterations, c.eval_every) for c in extra} == {(smoke.early_iterations, smoke.early_eval_every)}
     full = {run_key(c.replace(iterations=smoke.base["iterations"], eval_every=smoke.base["eval_every"])) for c in extra}
     assert full <= {run_key(c) for c in ex.main_table(smoke)}
+
+
+def test_no_prefixes_when_the_run_is_not_longer_than_the_prefix():
+    from dataclasses import replace
+    from sec_lib import experiments as ex
+    ref = ex.get_profile("reference")
+    short = replace(ref, base=dict(ref.base, iterations=ref.early_iterations))
+    any_choice = ex._AnyChoice()            # the selection's stand-in (every choice 'exists')
+    assert ex.convergence(short, any_choice) == ex.main_table(short, any_choice)
+    long = replace(ref, base=dict(ref.base, iterations=5000))
+    assert len(ex.convergence(long, any_choice)) == len(ex.main_table(long, any_choice)) + \
+        len(ex.MAIN_LOSSES) * 2 * len(ref.seeds)
