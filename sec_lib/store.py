@@ -523,14 +523,25 @@ def load_runs(configs: Iterable[TrainConfig] | None = None, root: str | Path | N
     return results_to_frames(results, tables)
 
 
+def worker_pool(jobs: int) -> ProcessPoolExecutor:
+    """``jobs`` spawned worker processes for :func:`run_all`, which end with the process that made them.
+    Starting one costs each worker its imports (torch, the library: seconds), so a sweep in several
+    waves passes the same pool to every wave (:class:`sec_lib.site.launch.PoolLauncher`)."""
+    return ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn"),
+                               initializer=_exit_with_parent, initargs=(os.getpid(),))
+
+
 def run_all(configs: list[TrainConfig], root: str | Path | None = None, jobs: int = 1,
-            progress: Callable[[str, int, int], None] | None = None) -> list[RunResult]:
+            progress: Callable[[str, int, int], None] | None = None,
+            pool: ProcessPoolExecutor | None = None) -> list[RunResult]:
     """Run (or load) every config and return their results in order.
 
     Completed runs are reused (each stored record is checked in full; a corrupt one is quarantined
-    and trained again); ``jobs`` > 1 trains in spawned worker processes. ``progress(event, n,
-    total)`` is called with 'reused' once, 'quarantined' once when corrupt records were found, and
-    'trained' per run. Every config is validated before any training starts.
+    and trained again); ``jobs`` > 1 trains in spawned worker processes, in ``pool``
+    (:func:`worker_pool`, left running for the caller's next call) when given, else in a pool of
+    this call's own. ``progress(event, n, total)`` is called with 'reused' once, 'quarantined' once
+    when corrupt records were found, and 'trained' per run. Every config is validated before any
+    training starts.
     """
     for cfg in configs:
         cfg.validate()
@@ -544,15 +555,19 @@ def run_all(configs: list[TrainConfig], root: str | Path | None = None, jobs: in
         progress("reused", len(unique) - len(todo), len(unique))
         if store.quarantined:
             progress("quarantined", len(store.quarantined), len(unique))
-    if jobs > 1 and len(todo) > 1:
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn"),
-                                 initializer=_exit_with_parent, initargs=(os.getpid(),)) as pool:
+    if jobs > 1 and (len(todo) > 1 or (pool is not None and todo)):
+        own = pool is None
+        pool = worker_pool(jobs) if own else pool
+        try:
             futures = {pool.submit(_worker, c, str(store.root)): k for k, c in todo.items()}
             for f in as_completed(futures):
                 f.result()
                 results[futures[f]] = store.get(futures[f])
                 if progress and results[futures[f]] is not None:
                     progress("trained", 1, len(unique))
+        finally:
+            if own:
+                pool.shutdown()
     for k, c in todo.items():             # in-process, and any record that went bad after a worker wrote it
         if results[k] is None:
             results[k] = store.run(c)

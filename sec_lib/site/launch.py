@@ -25,12 +25,13 @@ import os
 import sys
 import time
 from abc import ABC, abstractmethod
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Callable, Iterable
 
 from .. import experiments as ex
 from ..params import Choice, Number, ParameterError
-from ..store import ResultStore, default_root, run_all, run_key
+from ..store import ResultStore, default_root, run_all, run_key, worker_pool
 from ..train import TrainConfig
 
 LAUNCHERS = ("pool", "submitit")
@@ -105,6 +106,9 @@ class Launcher(ABC):
         for c in configs:
             check_config(c)
 
+    def close(self) -> None:
+        """Release what the launcher holds between waves (the local pool's worker processes)."""
+
 
 class PoolLauncher(Launcher):
     """A local process pool of ``jobs`` spawned workers (``store.run_all``); ``jobs=1`` trains in
@@ -113,11 +117,23 @@ class PoolLauncher(Launcher):
 
     def __init__(self, jobs: int = 1):
         self.jobs = Number(1, 1024, True).check("jobs", jobs)
+        self._pool = None
 
     def run(self, configs, root=None, progress=None) -> None:
         for c in configs:
             check_device(c)
-        run_all(list(configs), root=root, jobs=self.jobs, progress=progress)
+        if self.jobs > 1 and self._pool is None:
+            self._pool = worker_pool(self.jobs)     # one set of workers for every wave until close()
+        try:
+            run_all(list(configs), root=root, jobs=self.jobs, progress=progress, pool=self._pool)
+        except BrokenProcessPool:
+            self.close()                            # a worker died: the next wave starts fresh workers
+            raise
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None
 
     def __repr__(self):
         return f"PoolLauncher(jobs={self.jobs})"
@@ -375,11 +391,14 @@ def train_stages(p: ex.Profile, chapters, launcher: Launcher | int, store: Resul
             sweep(f"[{p.name}] {desc}", todo, launcher)
 
     launcher.check(ex.lr_pilot(p))         # e.g. GPU runs without GPUs: stop before the first wave
-    wave("lr pilot", ex.lr_pilot(p))
-    if SELECTION_CHAPTERS & set(chapters):
-        wave("eta selection", ex.chapter_configs("selection", p, store))
-    if launcher.one_wave_per_stage:
-        wave("chapter runs", [c for ch in chapters for c in ex.chapter_configs(ch, p, store)])
-    else:
-        for ch in chapters:
-            wave(f"{ch} runs", ex.chapter_configs(ch, p, store))
+    try:
+        wave("lr pilot", ex.lr_pilot(p))
+        if SELECTION_CHAPTERS & set(chapters):
+            wave("eta selection", ex.chapter_configs("selection", p, store))
+        if launcher.one_wave_per_stage:
+            wave("chapter runs", [c for ch in chapters for c in ex.chapter_configs(ch, p, store)])
+        else:
+            for ch in chapters:
+                wave(f"{ch} runs", ex.chapter_configs(ch, p, store))
+    finally:
+        launcher.close()

@@ -358,3 +358,42 @@ def test_two_launchers_writing_one_store_at_once_leave_every_record_complete(tmp
             mark = sync / f"{run_key(c)}.first"          #  and wrote no mark; one that trained kept it)
             if mark.exists():
                 assert store.meta(run_key(c)) == json.loads(mark.read_text())
+
+
+def _worker_pid(_):
+    return os.getpid()
+
+
+def test_the_pool_launcher_keeps_one_set_of_workers_for_every_wave_until_closed(tmp_path):
+    """Each wave of the local pool used to spawn its own workers (each importing torch and the library);
+    now the launcher's workers serve every wave, train the same runs, and end at close()."""
+    lau = PoolLauncher(2)
+    lau.run(CONFIGS[:2], tmp_path / "a")
+    first = lau._pool
+    pids = set(first.map(_worker_pid, range(8)))
+    lau.run(CONFIGS[2:3], tmp_path / "a")                       # a one-run wave goes to the same workers
+    assert lau._pool is first and set(first.map(_worker_pid, range(8))) <= pids
+    lau.close()
+    assert lau._pool is None
+    with pytest.raises(RuntimeError):
+        first.submit(_worker_pid, 0)                            # shut down
+    serial = ResultStore(tmp_path / "serial")
+    PoolLauncher(1).run(CONFIGS[:3], serial.root)
+    for c in CONFIGS[:3]:
+        assert comparable(ResultStore(tmp_path / "a").get(c).metrics) == comparable(serial.get(c).metrics)
+
+
+def test_train_stages_closes_the_launcher_even_when_a_wave_fails(tmp_path, monkeypatch):
+    closed = []
+
+    class Failing(PoolLauncher):
+        def run(self, configs, root=None, progress=None):
+            raise RuntimeError("wave failed")
+
+        def close(self):
+            closed.append(True)
+
+    from sec_lib.site.launch import train_stages
+    with pytest.raises(RuntimeError, match="wave failed"):
+        train_stages(ex.get_profile("smoke"), ["compare"], Failing(2), ResultStore(tmp_path))
+    assert closed == [True]
