@@ -1,4 +1,11 @@
-"""Shared by the core tests: a tiny toy-data training config."""
+"""Shared by the tests: a tiny toy-data training config, and the smoke sweep (every notebook executed once
+per session at smoke parameters into a temporary site; the pages' tests read its outputs)."""
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from sec_lib.train import TrainConfig
@@ -17,3 +24,29 @@ def toy_config(**kw) -> TrainConfig:
 def toy():
     """``toy(**overrides)``: see :func:`toy_config`."""
     return toy_config
+
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def smoke_site(tmp_path_factory):
+    """``python -m sec_lib.book run --profile smoke`` once per session into a temporary site and result
+    store (nothing under data/runs or book/nb is touched): {"tmp", "site", "run" (the finished process)}.
+    tests/site/test_book.py checks the sweep; the pages' tests read the executed notebooks under
+    ``site/book/nb`` instead of executing them again."""
+    tmp = tmp_path_factory.mktemp("smoke")
+    site = tmp / "site"
+    (site / "book").mkdir(parents=True)
+    for name in ("_config.yml", "_toc.yml"):
+        shutil.copy(REPO / name, site / name)
+    for f in (REPO / "book").iterdir():
+        if f.is_file():
+            shutil.copy(f, site / "book" / f.name)
+    shutil.copytree(REPO / "book" / "_static", site / "book" / "_static")   # sec.css
+    for name in ("CITATION.cff", "CHANGELOG.md"):                          # the cite and changelog pages
+        shutil.copy(REPO / name, site / name)
+    run = subprocess.run([sys.executable, "-m", "sec_lib.book", "run", "--profile", "smoke", "--site", str(site)],
+                         cwd=REPO, env=dict(os.environ, SEC_RUNS_DIR=str(tmp / "runs"), PYTHONUNBUFFERED="1"),
+                         capture_output=True, text=True)
+    return {"tmp": tmp, "site": site, "run": run}

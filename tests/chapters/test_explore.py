@@ -371,22 +371,17 @@ def test_notebook_structure_and_parameter_check(first_cells):
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(600)
-def test_notebook_runs_at_smoke_static_under_papermill(tmp_path):
-    runs = tmp_path / "runs"
-    out = tmp_path / "explore_smoke.ipynb"
-    env = dict(os.environ, SEC_RUNS_DIR=str(runs), PYTHONHASHSEED="0")
-    cmd = [sys.executable, "-m", "papermill", str(NOTEBOOK), str(out), "--kernel", "python3", "--cwd", str(ROOT),
-           "--no-progress-bar", "-p", "profile", "smoke"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+def test_notebook_runs_at_smoke_static_under_papermill(smoke_site):
+    """The page as the smoke sweep executed it (tests/conftest.py: papermill, profile smoke)."""
+    runs = smoke_site["tmp"] / "runs"
+    out = smoke_site["site"] / "book" / "nb" / "explore.ipynb"
+    assert smoke_site["run"].returncode == 0, smoke_site["run"].stderr[-3000:]
     nb = json.loads(out.read_text())
     text = "".join(str(o.get("text", "")) + str(o.get("data", {}).get("text/markdown", ""))
                    + str(o.get("data", {}).get("text/html", ""))
                    for c in nb["cells"] if c["cell_type"] == "code" for o in c.get("outputs", []))
     assert "Mode: **static**" in text and "not computed (placeholders)" in text
     assert "best R@1" in text and "optimistic" in text
-    # the smoke runs were trained by the notebook into the temporary store
     cfgs = ex.chapter_configs("explore", "smoke", ResultStore(runs))
     assert all(ResultStore(runs).has(c) for c in cfgs)
     state = nb["metadata"]["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]

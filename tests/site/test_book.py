@@ -17,29 +17,14 @@ from sec_lib import chapters
 from sec_lib.site import nbstyle, runner
 
 REPO = Path(__file__).resolve().parents[2]
-pytestmark = pytest.mark.slow
 
 
 def site_env(tmp: Path) -> dict:
+    """The environment of the smoke sweep (tests/conftest.py's smoke_site fixture) and of this file's commands."""
     return dict(os.environ, SEC_RUNS_DIR=str(tmp / "runs"), PYTHONUNBUFFERED="1")
 
 
-@pytest.fixture(scope="session")
-def smoke_site(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("smoke")
-    site = tmp / "site"
-    (site / "book").mkdir(parents=True)
-    for name in ("_config.yml", "_toc.yml"):
-        shutil.copy(REPO / name, site / name)
-    for f in (REPO / "book").iterdir():
-        if f.is_file():
-            shutil.copy(f, site / "book" / f.name)
-    shutil.copytree(REPO / "book" / "_static", site / "book" / "_static")   # sec.css
-    for name in ("CITATION.cff", "CHANGELOG.md"):                          # the cite and changelog pages
-        shutil.copy(REPO / name, site / name)
-    run = subprocess.run([sys.executable, "-m", "sec_lib.book", "run", "--profile", "smoke", "--site", str(site)],
-                         cwd=REPO, env=site_env(tmp), capture_output=True, text=True)
-    return {"tmp": tmp, "site": site, "run": run}
+pytestmark = pytest.mark.slow
 
 
 def test_every_notebook_executes_at_smoke_parameters(smoke_site):
@@ -119,11 +104,16 @@ def test_bad_papermill_parameter_fails_clearly_and_stores_nothing(tmp_path):
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
 
 
-def test_runner_rejects_bad_arguments_before_any_work(tmp_path):
-    env = site_env(tmp_path)
+def test_runner_rejects_bad_arguments_before_any_work(tmp_path, monkeypatch, capsys):
+    """In this process (the command line is ``runner.main``): no interpreter start per case."""
+    monkeypatch.setenv("SEC_RUNS_DIR", str(tmp_path / "runs"))
+    monkeypatch.chdir(tmp_path)
     for args in (["--profile", "fast"], ["--only", "nonsense"], ["--jobs", "0"]):
-        proc = subprocess.run([sys.executable, "-m", "sec_lib.book", "run", *args, "--site", str(tmp_path)],
-                              cwd=REPO, env=env, capture_output=True, text=True)
-        assert proc.returncode != 0
-        assert "invalid choice" in proc.stderr or "'jobs'" in proc.stderr, proc.stderr[-800:]
+        try:                                   # argparse exits; a checked option returns its exit code
+            code = runner.main(["run", *args, "--site", str(tmp_path)])
+        except SystemExit as e:
+            code = e.code
+        err = capsys.readouterr().err + str(code)
+        assert code not in (0, None), args
+        assert "invalid choice" in err or "'jobs'" in err, err[-800:]
     assert not (tmp_path / "runs").exists() and not (tmp_path / "book").exists()
