@@ -377,10 +377,8 @@ def test_the_pool_launcher_keeps_one_set_of_workers_for_every_wave_until_closed(
     assert lau._pool is None
     with pytest.raises(RuntimeError):
         first.submit(_worker_pid, 0)                            # shut down
-    serial = ResultStore(tmp_path / "serial")
-    PoolLauncher(1).run(CONFIGS[:3], serial.root)
-    for c in CONFIGS[:3]:
-        assert comparable(ResultStore(tmp_path / "a").get(c).metrics) == comparable(serial.get(c).metrics)
+    assert all(ResultStore(tmp_path / "a").get(c).status == "done" for c in CONFIGS[:3])
+    # (a pool's runs equal serial ones: tests/test_store.py::test_parallel_sweep_matches_serial)
 
 
 def test_train_stages_closes_the_launcher_even_when_a_wave_fails(tmp_path, monkeypatch):
