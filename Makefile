@@ -60,4 +60,4 @@ reference: setup
 	$(PY) -m sec_lib.book export --profile reference
 
 clean-book:
-	rm -rf _build book/nb
+	rm -rf _build book/nb book/_static/downloads

@@ -90,6 +90,22 @@ def committed_tiers(root=None) -> dict:
     return out
 
 
+def committed_downloads(root=None, max_steps: int = DOWNLOAD_STEPS) -> list[tuple[str, bytes, str]]:
+    """(file name, bytes, what it is) of each committed tier's runs table, evaluation curves and per-step
+    log, the last thinned to at most ``max_steps`` steps per run as for this build's tier (the full log
+    is in the repository)."""
+    out = []
+    for prof, files in committed_tiers(root).items():
+        for name, path in files.items():
+            if name.endswith("_steps.parquet"):
+                data = _parquet(_decimate_steps(pd.read_parquet(path), max_steps))
+                what = f"{prof} tier, per-step log, at most {max_steps} steps per run"
+            else:
+                data, what = path.read_bytes(), f"{prof} tier"
+            out.append((name, data, what))
+    return out
+
+
 def committed_summary(root=None) -> pd.DataFrame:
     """Per committed tier: how many runs, losses, variants and seeds its runs table holds."""
     rows = []

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import base64
 import html
+import os
 import re
+from pathlib import Path
 from typing import Sequence
 
 import pandas as pd
@@ -122,14 +124,39 @@ def show_table(df: pd.DataFrame, name: str, caption: str | None = None, floatfmt
 MIME_TYPES = {".csv": "text/csv", ".parquet": "application/vnd.apache.parquet", ".json": "application/json"}
 
 
+#: Where the runner has a page write its download files: ``$SEC_DOWNLOADS_DIR`` (the site's
+#: ``book/_static/downloads``, which the build copies to ``_static/downloads/``; see :func:`file_link`).
+DOWNLOADS_ENV = "SEC_DOWNLOADS_DIR"
+#: The downloads folder as seen from a page under ``book/nb/`` of the built site.
+DOWNLOADS_HREF = "../../_static/downloads/"
+
+
 def file_link(data: bytes, filename: str, label: str) -> str:
-    """An <a download> link carrying ``data`` in a data: URI (works from file:// with no server);
-    the MIME type comes from the extension (one of :data:`MIME_TYPES`)."""
+    """An <a download> link to ``data`` (the MIME type from the extension, one of :data:`MIME_TYPES`).
+
+    When the runner set ``$SEC_DOWNLOADS_DIR`` (:data:`DOWNLOADS_ENV`), ``data`` is written there
+    (atomically) and the link points at the copy the build serves (:data:`DOWNLOADS_HREF`), so the page
+    does not carry it; otherwise (a notebook run by hand) the link carries it in a data: URI. Both work
+    from file:// with no server."""
     if not re.fullmatch(r"[A-Za-z0-9_.-]+", filename):
         raise ValueError(f"file name {filename!r} must use letters, digits, '_', '-' and '.' only")
     ext = "." + filename.rsplit(".", 1)[-1] if "." in filename else ""
     if ext not in MIME_TYPES:
         raise ValueError(f"file name {filename!r} has extension {ext!r}; valid: {', '.join(MIME_TYPES)}")
-    payload = base64.b64encode(bytes(data)).decode()
-    return (f'<a download="{html.escape(filename)}" href="data:{MIME_TYPES[ext]};base64,{payload}" '
+    data = bytes(data)
+    folder = os.environ.get(DOWNLOADS_ENV)
+    if folder:
+        write_bytes_atomic(Path(folder) / filename, data)
+        href = DOWNLOADS_HREF + filename
+    else:
+        href = f"data:{MIME_TYPES[ext]};base64,{base64.b64encode(data).decode()}"
+    return (f'<a download="{html.escape(filename)}" href="{html.escape(href)}" '
             f'class="sec-csv-download">{html.escape(label)} ({html.escape(filename)}, {len(data) / 1024:.0f} KB)</a>')
+
+
+def write_bytes_atomic(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary file in the same folder and a rename."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".tmp-{os.getpid()}-{path.name}")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)

@@ -40,6 +40,7 @@ from .. import tier
 from ..chapters import PAGE_NAMES, PAGES, Page
 from ..data import get_dataset
 from ..data.glyphs import default_data_dir
+from ..figures.tables import DOWNLOADS_ENV
 from ..params import Choice, ParameterError
 from ..store import ResultStore, run_all, run_key
 from ..tempfiles import clear_partial_notebooks, temp_prefix
@@ -242,6 +243,12 @@ def kernel_env() -> dict:
     return {"SEC_RUNS_DIR": str(ResultStore().root.resolve()), "SEC_DATA_DIR": str(default_data_dir().resolve())}
 
 
+def downloads_dir(site: Path) -> Path:
+    """Where the pages write their download files (``$SEC_DOWNLOADS_DIR`` of their kernels): under the
+    site's static folder, which the build copies to ``_static/downloads/`` (see ``figures.tables.file_link``)."""
+    return (Path(site) / "book" / "_static" / "downloads").resolve()
+
+
 def _papermill_error(stderr: str) -> str:
     lines = [l for l in stderr.strip().splitlines() if l.strip()]
     for marker in ("ParameterError", "Error:", "Exception"):
@@ -273,11 +280,13 @@ def run(profile: str, only=None, jobs: int | None = None, site: Path | None = No
         train_stages(p, chapters, launcher or jobs, summary)
         summary.times["training"] = time.perf_counter() - t1
     t2 = time.perf_counter()
+    if any(page.output == "runs" for page in pages):      # the page that writes the downloads: no stale files
+        shutil.rmtree(downloads_dir(site), ignore_errors=True)
     bar = tqdm(total=len(pages), desc=f"[{profile}] notebooks", unit="nb", file=sys.stderr, dynamic_ncols=True)
 
     def one(page):
         try:
-            execute_page(page, profile, site, kernel_env())
+            execute_page(page, profile, site, {**kernel_env(), DOWNLOADS_ENV: str(downloads_dir(site))})
             summary.executed.append(page.output)
         except Exception as e:              # keep going; reported in the summary
             summary.failed_pages.append((page.output, str(e)))

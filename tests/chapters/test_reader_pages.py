@@ -1,6 +1,7 @@
 """The reader-facing pages: the landing page's headline numbers and sentences, Table 1 at a glance,
 run titles, the runs index and its downloads, the η and norms selectors (on small made-up frames)."""
 import base64
+import io
 import re
 from types import SimpleNamespace
 
@@ -92,7 +93,8 @@ def test_run_title_names_loss_variant_and_seed():
     assert "no regularizer" in train_page.run_title(TrainConfig(loss="ms", eta=0.0))
 
 
-def test_file_link_round_trips_and_rejects_bad_names():
+def test_file_link_round_trips_and_rejects_bad_names(monkeypatch):
+    monkeypatch.delenv("SEC_DOWNLOADS_DIR", raising=False)
     link = file_link(b"a,b\n1,2\n", "x.csv", "data")
     payload = re.search(r"base64,([^\"]+)", link).group(1)
     assert base64.b64decode(payload) == b"a,b\n1,2\n" and 'download="x.csv"' in link
@@ -100,6 +102,27 @@ def test_file_link_round_trips_and_rejects_bad_names():
         file_link(b"", "x.exe", "data")
     with pytest.raises(ValueError, match="letters"):
         file_link(b"", "a b.csv", "data")
+
+
+def test_file_link_writes_the_file_for_the_site_when_the_runner_asks(tmp_path, monkeypatch):
+    """Under the runner ($SEC_DOWNLOADS_DIR) the page links to a file the build serves instead of carrying it."""
+    monkeypatch.setenv("SEC_DOWNLOADS_DIR", str(tmp_path / "dl"))
+    link = file_link(b"a,b\n1,2\n", "x.csv", "data")
+    assert (tmp_path / "dl" / "x.csv").read_bytes() == b"a,b\n1,2\n"
+    assert 'href="../../_static/downloads/x.csv"' in link and "base64" not in link
+    assert not [p for p in (tmp_path / "dl").iterdir() if p.name.startswith(".tmp")]
+
+
+def test_committed_downloads_thin_the_step_log(tmp_path):
+    d = tmp_path / "data" / "reference" / "ref"
+    d.mkdir(parents=True)
+    pd.DataFrame({"key": ["a"], "R@1": [1.0]}).to_parquet(d / "runs.parquet")
+    pd.DataFrame({"key": "a", "step": np.arange(1, 501), "norm_var": 1.0}).to_parquet(d / "steps.parquet")
+    files = {name: (data, what) for name, data, what in runs.committed_downloads(tmp_path, 20)}
+    assert set(files) == {"ref_runs.parquet", "ref_steps.parquet"}
+    steps = pd.read_parquet(io.BytesIO(files["ref_steps.parquet"][0]))
+    assert len(steps) <= 20 and steps["step"].max() == 500 and "at most 20 steps" in files["ref_steps.parquet"][1]
+    assert files["ref_runs.parquet"][0] == (d / "runs.parquet").read_bytes()
 
 
 def test_decimated_steps_keep_first_and_last_per_run():

@@ -72,6 +72,12 @@ def test_smoke_book_builds_with_warnings_as_errors(smoke_html):
     assert not (smoke_html / "_sources").exists()
     size = sum(p.stat().st_size for p in smoke_html.rglob("*") if p.is_file())
     assert size < 25e6, f"the site is {size / 1e6:.1f} MB"
+    # the runs page links its downloads as files the site serves, instead of carrying them in data: URIs
+    page = (smoke_html / "book" / "nb" / "runs.html").read_text()
+    served = {p.name for p in (smoke_html / "_static" / "downloads").iterdir()}
+    assert {"smoke_runs.csv", "smoke_runs.parquet", "smoke_evals.parquet", "smoke_steps.parquet"} <= served
+    assert all(f'href="../../_static/downloads/{name}"' in page for name in served)
+    assert "base64" not in page.split("Per-run data to download")[-1]
 
 
 CHECKED = ["book/nb/home.html", "book/nb/table1.html", "book/nb/data.html", "book/nb/theory.html", "book/nb/compare.html",
