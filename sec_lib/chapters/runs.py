@@ -22,7 +22,7 @@ PARAMS = profile_param()
 #: Columns of the index (those present are shown).
 INDEX_COLUMNS = ("loss", "variant", "eta", "seed", "status", "R@1", "NMI", "F1", "train_norm_var")
 #: The per-step log keeps at most this many steps per run in the download (first and last kept).
-DOWNLOAD_STEPS = 100
+DOWNLOAD_STEPS = 50
 #: The committed tier files the page offers (the others are in the repository).
 TIER_FILES = ("runs", "evals", "steps")
 PAGE_SEED = 0          # the seed of the twelve run pages (chapters.TRAIN_PAGES)

@@ -5,6 +5,10 @@
   into the missing ``_sources/``; they are removed here, and "print to PDF" stays.
 - The themes' JavaScript and CSS source maps (``_static/**/*.map``, about 3.4 MB) are deleted after
   the build: a browser fetches them only for its developer tools, never to show a page.
+- The figures (``_images/*.png``, rendered by matplotlib in 24-bit colour) are stored with a palette of
+  at most 256 colours after the build (:func:`palette_png`; median cut, no dithering): charts of flat
+  colours on white look the same and take about a third of the bytes (7.6 MB → 2.9 MB in the cpu
+  build). An image with transparency, or one the palette would not make smaller, is left as it is.
 - ``{sec-bibtex} CITATION.cff``: a BibTeX entry generated at build time from the repository's
   ``CITATION.cff`` (used by ``book/cite.md``), so no number of the citation is typed twice.
 """
@@ -54,6 +58,42 @@ def drop_source_maps(static_dir: str | Path) -> list[Path]:
 def _drop_source_maps(app: Any, exception: Exception | None) -> None:
     if exception is None and getattr(app.builder, "format", None) == "html":
         drop_source_maps(Path(app.outdir) / "_static")
+
+
+#: Colours of the palette :func:`palette_png` stores an image with.
+PALETTE_COLORS = 256
+
+
+def palette_png(path: str | Path) -> tuple[int, int]:
+    """Re-store the PNG at ``path`` with a palette of at most :data:`PALETTE_COLORS` colours (median cut,
+    no dithering) when that makes it smaller and it is opaque; return its (old, new) size in bytes."""
+    import io
+
+    from PIL import Image
+
+    path = Path(path)
+    before = path.stat().st_size
+    with Image.open(path) as im:
+        im.load()
+    if im.mode in ("RGBA", "LA") and im.getchannel("A").getextrema()[0] < 255:
+        return before, before                      # transparency: a palette would flatten it
+    if im.mode == "P":
+        return before, before
+    q = im.convert("RGB").quantize(colors=PALETTE_COLORS, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE)
+    buf = io.BytesIO()
+    q.save(buf, "PNG", optimize=True)
+    if buf.tell() >= before:
+        return before, before
+    tmp = path.with_name(f".tmp-{path.name}")
+    tmp.write_bytes(buf.getvalue())
+    tmp.replace(path)
+    return before, buf.tell()
+
+
+def _palette_images(app: Any, exception: Exception | None) -> None:
+    if exception is None and getattr(app.builder, "format", None) == "html":
+        for png in sorted((Path(app.outdir) / "_images").glob("*.png")):
+            palette_png(png)
 
 
 def _bibtex_key(text: str) -> str:
@@ -115,5 +155,6 @@ def setup(app: Any) -> dict[str, Any]:
     """Sphinx entry point."""
     app.connect("html-page-context", _drop_source_buttons, priority=600)   # after sphinx-book-theme (501)
     app.connect("build-finished", _drop_source_maps)
+    app.connect("build-finished", _palette_images)
     app.add_directive("sec-bibtex", _bibtex_directive())
     return {"version": "0.1.0", "parallel_read_safe": True, "parallel_write_safe": True}

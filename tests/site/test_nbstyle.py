@@ -203,3 +203,48 @@ def test_cite_page_includes_citation_cff_and_links_the_changelog():
     assert "{include} ../CHANGELOG.md" in (REPO / "book" / "changelog.md").read_text(encoding="utf-8")
     version = yaml.safe_load((REPO / "CITATION.cff").read_text(encoding="utf-8"))["version"]
     assert str(version) not in cite, "the page must not retype CITATION.cff's numbers"
+
+
+def test_palette_png_keeps_a_chart_and_shrinks_it(tmp_path):
+    """A matplotlib chart (flat colours, faint grid, anti-aliased lines and text) stored with a 256-colour
+    palette: smaller, and no pixel moves by more than a few levels of 255."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+    from PIL import Image
+
+    from sec_lib.site.sitepages import palette_png
+
+    fig, ax = plt.subplots(figsize=(6, 4), dpi=100)
+    x = np.linspace(0, 5000, 400)
+    for i in range(12):
+        ax.plot(x, np.sin(x / 400 + i) * (1 + i / 10) + i, lw=0.8, color=plt.cm.viridis(i / 12))
+    ax.grid(color="#eeeeee")
+    ax.set_title("a chart with 12 colours and a faint grid")
+    png = tmp_path / "chart.png"
+    fig.savefig(png, facecolor="white")
+    plt.close(fig)
+    before_pixels = np.asarray(Image.open(png).convert("RGB"), dtype=int)
+    old, new = palette_png(png)
+    assert new < old and png.stat().st_size == new and Image.open(png).mode == "P"
+    after = np.asarray(Image.open(png).convert("RGB"), dtype=int)
+    assert np.abs(after - before_pixels).mean() < 1.0                  # on average under one level
+    grid = (before_pixels == [238, 238, 238]).all(axis=2)
+    assert grid.any() and (np.abs(after[grid] - 238) <= 4).all()       # the faint grid survives
+    assert not list(tmp_path.glob(".tmp-*"))
+
+
+def test_palette_png_leaves_transparent_and_palette_images_alone(tmp_path):
+    from PIL import Image
+
+    from sec_lib.site.sitepages import palette_png
+
+    clear = tmp_path / "clear.png"
+    Image.new("RGBA", (40, 40), (255, 0, 0, 0)).save(clear)
+    size = clear.stat().st_size
+    assert palette_png(clear) == (size, size) and Image.open(clear).mode == "RGBA"
+    pal = tmp_path / "pal.png"
+    Image.new("P", (40, 40)).save(pal)
+    size = pal.stat().st_size
+    assert palette_png(pal) == (size, size)
