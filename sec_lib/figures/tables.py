@@ -88,6 +88,48 @@ def fold_columns(df: pd.DataFrame, keys: Sequence[str], groups: dict[str, Sequen
     return df
 
 
+#: A verdict table (``report.with_verdict`` / ``verdict_row_of`` rows) has these columns and one of
+#: :data:`ESTIMATE_COLUMNS`; :func:`compact_verdict_table` gives it the key columns first.
+VERDICT_COLUMNS = ("ci_lo", "ci_hi", "p_adj", "verdict")
+ESTIMATE_COLUMNS = ("diff", "estimate")
+#: Its folded groups: the means and the test, then how the verdict was reached (family, margin, counts).
+_TEST_DETAILS = ("p_value", "n_unpaired", "sd", "rebuttal_diff", "n_losses", "same_runs_as")
+_FAMILY_DETAILS = ("m", "n_counts", "margin", "expected_sign", "family")
+
+
+def compact_verdict_table(df: pd.DataFrame, floatfmt: str = "{:.2f}") -> pd.DataFrame | None:
+    """A verdict table in the book's display form, or None for any other table: the naming columns, then
+    the key columns (estimate with its 95% interval in one cell, Holm-adjusted p, verdict, the smallest
+    effect the design could detect, n), and the rest folded under it (:func:`fold_columns`) in two groups:
+    the means and the test, then the family, margin and counts behind the verdict."""
+    est = next((c for c in ESTIMATE_COLUMNS if c in df.columns), None)
+    if est is None or not set(VERDICT_COLUMNS) <= set(df.columns) or not len(df):
+        return None
+    num = lambda v, sign=False: "n/a" if v is None or pd.isna(v) else (
+        ("+" if sign and v > 0 else "") + format_number(float(v), floatfmt))
+    n_col = next((c for c in ("n_pairs", "n") if c in df.columns), None)
+    # the naming columns: those before the first mean or the estimate (loss, head, metric, a setting's value)
+    first_value = min(df.columns.get_loc(c) for c in df.columns if c == est or str(c).startswith("mean "))
+    names = list(df.columns[:first_value])
+    out = df[names].copy()
+    out["estimate [95% CI]"] = [num(e, True) + ("" if pd.isna(lo) or pd.isna(hi) else f" [{num(lo, True)}, {num(hi, True)}]")
+                                for e, lo, hi in zip(df[est], df["ci_lo"], df["ci_hi"])]
+    out["adj. p"] = ["n/a" if pd.isna(p) else f"{p:.2g}" for p in df["p_adj"]]
+    out["verdict"] = df["verdict"].to_numpy()
+    if "mde" in df.columns:
+        out["could detect"] = ["" if pd.isna(v) else f"≥ {num(v)}" for v in df["mde"]]
+    if n_col:
+        out["n"] = ["" if pd.isna(v) else f"{int(v)}" for v in df[n_col]]
+    shown = {est, "ci_lo", "ci_hi", "p_adj", "verdict", "mde", n_col, *names}
+    means = [c for c in df.columns if str(c).startswith("mean ")]
+    test = means + [c for c in _TEST_DETAILS if c in df.columns]
+    fam = [c for c in _FAMILY_DETAILS if c in df.columns]
+    rest = [c for c in df.columns if c not in shown and c not in test and c not in fam]
+    for c in [*test, *fam, *rest]:
+        out[c] = df[c].to_numpy()
+    return fold_columns(out, names, {"Means and test": test + rest, "How the verdict was reached": fam})
+
+
 def _html_table(df: pd.DataFrame, floatfmt: str) -> str:
     shown = df.copy()
     for c in shown.columns:
@@ -103,7 +145,12 @@ def table_html(df: pd.DataFrame, name: str, caption: str | None = None, floatfmt
     """The table as HTML (numbers formatted, an interval kept on one line or wholly under its estimate,
     headers that may break after an underscore) followed by its CSV download link (raw numbers, raw
     column names, every column). Column groups marked by :func:`fold_columns` follow the main table,
-    each in a ``<details class="sec-more">`` of its own."""
+    each in a ``<details class="sec-more">`` of its own; a verdict table without such marks gets the
+    book's display form first (:func:`compact_verdict_table`)."""
+    raw = df
+    if FOLDED_ATTR not in df.attrs:
+        df = compact_verdict_table(df, floatfmt)
+        df = raw if df is None else df
     keys = list(df.attrs.get(KEY_COLUMNS_ATTR, []))
     folded = dict(df.attrs.get(FOLDED_ATTR, {}))
     gone = {c for cols in folded.values() for c in cols}
@@ -112,7 +159,7 @@ def table_html(df: pd.DataFrame, name: str, caption: str | None = None, floatfmt
     for title, cols in folded.items():
         out += (f'<details class="sec-more"><summary>{html.escape(title)}</summary>'
                 f"{_html_table(df[[*keys, *cols]], floatfmt)}</details>")
-    return out + f"<p>{csv_link(df, name)}</p>"
+    return out + f"<p>{csv_link(raw, name)}</p>"
 
 
 def show_table(df: pd.DataFrame, name: str, caption: str | None = None, floatfmt: str = "{:.2f}") -> None:

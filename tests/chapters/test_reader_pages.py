@@ -172,3 +172,24 @@ def test_norms_explorer_offers_every_loss_and_variant():
     assert [list(c.options) for c in box.controls] == [["triplet", "semihard"], ["none", "l2reg", "sec"]]
     fig = results.norm_panel(tn, st, r, "triplet", "sec")
     assert "CV" in fig.axes[0].get_title()
+
+
+def test_verdict_tables_show_key_columns_first_and_fold_the_rest():
+    from sec_lib.figures.tables import FOLDED_ATTR, compact_verdict_table, table_html
+    raw = pd.DataFrame({"head": ["paper", "nobn"], "metric": ["R@1", "R@1"], "mean none": [70.0, 69.0],
+                        "mean sec": [71.0, 68.5], "diff": [1.0, -0.5], "ci_lo": [0.2, np.nan], "ci_hi": [1.8, np.nan],
+                        "p_value": [0.01, 0.3], "n_pairs": [5, 5], "margin": [0.5, 0.5], "p_adj": [0.02, 0.6],
+                        "m": [2, 2], "mde": [0.9, 0.9], "n_counts": ["5", "5"], "verdict": ["reproduced", "inconclusive"],
+                        "family": ["bnwn page", "bnwn page"]})
+    t = compact_verdict_table(raw)
+    main = [c for c in t.columns if c not in sum(t.attrs[FOLDED_ATTR].values(), [])]
+    assert main == ["head", "metric", "estimate [95% CI]", "adj. p", "verdict", "could detect", "n"]
+    assert t.loc[0, "estimate [95% CI]"] == "+1.00 [+0.20, +1.80]" and t.loc[1, "estimate [95% CI]"] == "-0.50"
+    assert list(t["adj. p"]) == ["0.02", "0.6"] and t.loc[0, "could detect"] == "≥ 0.90" and t.loc[0, "n"] == "5"
+    assert t.attrs[FOLDED_ATTR] == {"Means and test": ["mean none", "mean sec", "p_value"],
+                                    "How the verdict was reached": ["m", "n_counts", "margin", "family"]}
+    page = table_html(raw, "bnwn_paired")
+    assert page.index("estimate [95% CI]") < page.index("Means and test")
+    csv = base64.b64decode(re.search(r"base64,([^\"]+)", page).group(1)).decode()
+    assert csv.splitlines()[0] == ",".join(raw.columns)            # the CSV keeps the raw table
+    assert compact_verdict_table(raw.drop(columns="verdict")) is None
