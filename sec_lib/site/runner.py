@@ -157,7 +157,8 @@ class Summary:
     failed_pages: list = field(default_factory=list)
     times: dict = field(default_factory=dict)
 
-    def print(self, out=sys.stdout):
+    def print(self, out=None):
+        out = sys.stdout if out is None else out      # looked up now: a captured or redirected stdout
         print("\n=== sec-book summary ===", file=out)
         print(f"runs: {self.trained} trained, {self.reused} reused from the store, {len(self.failed_runs)} failed", file=out)
         for key, err in self.failed_runs:
