@@ -379,7 +379,7 @@ def early_twin(p: Profile, cfg: TrainConfig) -> TrainConfig:
     """``cfg`` stopped at ``p.early_iterations`` and evaluated every ``p.early_eval_every`` iterations.
 
     Under a constant learning rate the prefix retraces the first iterations of ``cfg`` exactly (evaluation
-    draws no random numbers; tests/runs/test_prefix.py), so its dense evaluations are ``cfg``'s own early
+    draws no random numbers; tests/test_train.py), so its dense evaluations are ``cfg``'s own early
     curve. Raises ValueError for a schedule that depends on the run length, or a prefix not shorter than
     the run."""
     if cfg.schedule != "constant":

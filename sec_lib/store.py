@@ -152,12 +152,12 @@ class ResultStore:
         ``tables``: the per-run tables the caller needs; the others come back empty. Every store has this
         ``get`` (the committed tier, :class:`sec_lib.tier.TierStore`, then reads only those tables);
         here the whole record is read and checked either way."""
-        out = self._verified(cfg_or_key, full=True)
-        if not isinstance(out, RunResult):
-            return None
         unknown = set(tables) - set(TABLES)
         if unknown:
             raise ValueError(f"unknown tables {sorted(unknown)}; valid: {', '.join(TABLES)}")
+        out = self._verified(cfg_or_key, full=True)
+        if not isinstance(out, RunResult):
+            return None
         return dataclasses.replace(out, **{t: pd.DataFrame() for t in TABLES if t not in tables})
 
     def meta(self, key: str) -> dict:

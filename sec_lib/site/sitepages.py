@@ -7,7 +7,7 @@
   the build: a browser fetches them only for its developer tools, never to show a page.
 - The figures (``_images/*.png``, rendered by matplotlib in 24-bit colour) are stored with a palette of
   at most 256 colours after the build (:func:`palette_png`; median cut, no dithering): charts of flat
-  colours on white look the same and take about a third of the bytes (7.6 MB → 2.9 MB in the cpu
+  colours on white look the same and take about a third of the bytes (7.6 MB → 3.1 MB in the cpu
   build). An image with transparency, or one the palette would not make smaller, is left as it is.
 - ``{sec-bibtex} CITATION.cff``: a BibTeX entry generated at build time from the repository's
   ``CITATION.cff`` (used by ``book/cite.md``), so no number of the citation is typed twice.
