@@ -18,6 +18,7 @@ import os
 import re
 import shutil
 import socket
+import tempfile
 import time
 from pathlib import Path
 
@@ -89,3 +90,22 @@ def clear_partial_notebooks(folder: Path) -> int:
     if not folder.is_dir():
         return 0
     return sum(_remove(p) for p in folder.rglob(".tmp-*.ipynb") if p.is_file() and is_abandoned(p))
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` whole or not at all: a temporary file in the same folder (mode 0644,
+    flushed to disk), then a rename; the temporary file is removed if anything fails."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+    try:
+        os.chmod(tmp, 0o644)  # mkstemp creates 0600; these are ordinary shared files
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise

@@ -9,7 +9,6 @@ import json
 import logging
 import multiprocessing
 import os
-import tempfile
 import time
 import unicodedata
 from concurrent.futures import ProcessPoolExecutor
@@ -21,6 +20,7 @@ import numpy as np
 import torch
 
 from ..params import Choice, Number, OptionalParam
+from ..tempfiles import atomic_write_bytes as _atomic_write_bytes  # noqa: F401 (fonts, glyphs import it from here)
 from .glyph_render import (
     _OVERSAMPLE, EXCLUDED_CATEGORIES, FILL, FONT_FILES, MIN_INK, REGULAR_FONTS, _allowed_codepoints, _augment, _centered,
     _library_versions, _stretched, char_name, font_versions, render_glyph,
@@ -357,22 +357,6 @@ def _sha256(path: Path) -> str:
         for chunk in iter(lambda: fh.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
-
-
-def _atomic_write_bytes(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-    try:
-        os.chmod(tmp, 0o644)  # mkstemp creates 0600; these are ordinary shared files
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def _expected_manifest(classes: Sequence[GlyphClass], image_size, instances_per_class, seed, max_classes) -> dict:

@@ -12,6 +12,8 @@ from typing import Sequence
 import pandas as pd
 from IPython.display import HTML, display
 
+from ..tempfiles import atomic_write_bytes
+
 
 def csv_link(df: pd.DataFrame, name: str, label: str = "Download this table as CSV") -> str:
     """An <a download> link that carries the CSV in a data: URI, so it works from file:// with no server."""
@@ -193,17 +195,9 @@ def file_link(data: bytes, filename: str, label: str) -> str:
     data = bytes(data)
     folder = os.environ.get(DOWNLOADS_ENV)
     if folder:
-        write_bytes_atomic(Path(folder) / filename, data)
+        atomic_write_bytes(Path(folder) / filename, data)
         href = DOWNLOADS_HREF + filename
     else:
         href = f"data:{MIME_TYPES[ext]};base64,{base64.b64encode(data).decode()}"
     return (f'<a download="{html.escape(filename)}" href="{html.escape(href)}" '
             f'class="sec-csv-download">{html.escape(label)} ({html.escape(filename)}, {len(data) / 1024:.0f} KB)</a>')
-
-
-def write_bytes_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file in the same folder and a rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".tmp-{os.getpid()}-{path.name}")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)

@@ -20,6 +20,8 @@ from typing import Any
 
 import yaml
 
+from ..tempfiles import atomic_write_bytes
+
 #: Header buttons of sphinx-book-theme that link into ``_sources/``.
 SOURCE_BUTTONS = frozenset({"download-source-button", "download-notebook-button"})
 
@@ -84,9 +86,7 @@ def palette_png(path: str | Path) -> tuple[int, int]:
     q.save(buf, "PNG", optimize=True)
     if buf.tell() >= before:
         return before, before
-    tmp = path.with_name(f".tmp-{path.name}")
-    tmp.write_bytes(buf.getvalue())
-    tmp.replace(path)
+    atomic_write_bytes(path, buf.getvalue())
     return before, buf.tell()
 
 
