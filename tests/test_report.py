@@ -214,7 +214,8 @@ def test_verdict_cases_listed_under_why_in_issue_9():
         (1.0, 0.2, 1.8, +1, None, 4, math.nan, "reproduced"),  # NaN = no adjusted p given
         (1.0, 0.2, 1.8, +1, 0.5, 4, 0.01, "reproduced"),      # reaches past the margin: not negligible
         (-1.0, -1.8, -0.2, +1, None, 4, None, "not reproduced"),
-        (-1.0, -1.8, -0.2, +1, None, 4, 0.9, "not reproduced"),  # p_adj only gates "reproduced"
+        (-1.0, -1.8, -0.2, +1, None, 4, 0.9, "inconclusive"),    # p_adj gates both decisive words
+        (-1.0, -1.8, -0.2, +1, None, 4, 0.049, "not reproduced"),
         (0.5, -0.2, 1.2, +1, None, 4, None, "inconclusive"),
         (-0.5, -1.2, 0.2, +1, None, 4, None, "inconclusive"),   # wrong-side estimate, interval contains 0
         (0.0, -1.0, 1.0, +1, None, 4, None, "inconclusive"),
@@ -229,7 +230,8 @@ def test_verdict_cases_listed_under_why_in_issue_9():
         (-0.5, -1.2, 0.2, -1, None, 4, None, "inconclusive"),
         # no change
         (0.05, -0.2, 0.3, 0, 0.5, 4, None, "reproduced"),
-        (0.05, -0.2, 0.3, 0, 0.5, 4, 0.001, "reproduced"),      # p_adj is not used for no-change claims
+        (0.05, -0.2, 0.3, 0, 0.5, 4, 0.001, "reproduced"),      # equivalence: p_adj (difference) is not its test
+        (1.5, 1.0, 2.0, 0, 0.5, 4, 0.2, "inconclusive"),        # outside the margin, but not after Holm
         (0.05, -0.9, 1.0, 0, 0.5, 4, None, "inconclusive"),
         (0.6, 0.3, 0.9, 0, 0.5, 4, None, "inconclusive"),       # straddles the margin
         (1.5, 1.0, 2.0, 0, 0.5, 4, None, "not reproduced"),
@@ -244,6 +246,67 @@ def test_verdict_cases_listed_under_why_in_issue_9():
 )
 def test_verdict_rules_on_hand_made_intervals(est, lo, hi, sign, margin, n, p_adj, expected):
     assert R.verdict(est, lo, hi, expected_sign=sign, margin=margin, n=n, p_adj=p_adj) == expected
+
+
+@pytest.mark.parametrize(
+    "est, lo, hi, sign, margin, p_adj, p_eq_adj, expected",
+    [
+        # a negligible effect is "not reproduced" only if its equivalence test survives the family's Holm
+        (0.05, -0.3, 0.4, +1, 0.5, None, 0.01, "not reproduced"),
+        (0.05, -0.3, 0.4, +1, 0.5, None, 0.2, "inconclusive"),
+        (0.05, -0.3, 0.4, +1, 0.5, 0.9, 0.049, "not reproduced"),
+        (0.2, 0.1, 0.3, +1, 0.5, 1e-4, 0.2, "inconclusive"),    # significant and inside the margin: never reproduced
+        (-0.2, -0.3, -0.1, -1, 0.5, 0.01, 0.3, "inconclusive"),
+        # the same two gates for a no-change claim
+        (0.05, -0.2, 0.3, 0, 0.5, None, 0.01, "reproduced"),
+        (0.05, -0.2, 0.3, 0, 0.5, 0.001, 0.06, "inconclusive"),
+        (-1.5, -2.0, -0.6, 0, 0.5, 0.01, None, "not reproduced"),
+        # p_eq_adj plays no part outside the margin
+        (1.0, 0.2, 1.8, +1, 0.5, 0.01, 0.9, "reproduced"),
+        (-1.0, -1.8, -0.2, +1, 0.5, 0.01, 0.9, "not reproduced"),
+    ],
+)
+def test_both_decisive_words_answer_to_the_family(est, lo, hi, sign, margin, p_adj, p_eq_adj, expected):
+    assert R.verdict(est, lo, hi, sign, margin, n=4, p_adj=p_adj, p_eq_adj=p_eq_adj) == expected
+
+
+def test_equivalence_p_matches_statsmodels_tost():
+    from statsmodels.stats.weightstats import DescrStatsW
+    rng = np.random.default_rng(11)
+    for n in (3, 5, 8):
+        for _ in range(20):
+            x = rng.normal(rng.uniform(-1, 1), rng.uniform(0.1, 1.5), n)
+            margin = float(rng.choice([0.3, 0.5, 1.0]))
+            ci = R.values_ci(x)
+            expected = DescrStatsW(x).ttost_mean(-margin, margin)[0]
+            assert R.equivalence_p(ci["estimate"], ci["ci_lo"], ci["ci_hi"], n, margin) == pytest.approx(expected, rel=1e-9)
+            row = R.verdict_row(x, 0, margin)
+            assert row["p_eq"] == pytest.approx(expected, rel=1e-9) and row["p_eq_adj"] == row["p_eq"]
+    # a 95% interval inside the margin is a TOST at 2.5% per side
+    ci = R.values_ci([0.1, 0.2, 0.15, 0.12])
+    assert R.equivalence_p(ci["estimate"], ci["ci_lo"], ci["ci_hi"], 4, 0.5) < 0.025
+    # no test: no margin, one value, no interval
+    assert math.isnan(R.equivalence_p(0.1, -0.1, 0.3, 4, 0.0))
+    assert math.isnan(R.equivalence_p(0.1, -0.1, 0.3, 1, 0.5))
+    assert math.isnan(R.equivalence_p(0.1, None, 0.3, 4, 0.5))
+
+
+def test_adjust_family_gates_the_wrong_side_and_the_negligible_reading():
+    """Two rows that each alone would read "not reproduced" lose it when the family's Holm adjustment
+    leaves their test above 0.05; a row that survives keeps it."""
+    rng = np.random.default_rng(3)
+    wrong = R.verdict_row([-1.0, -0.6, -1.4, -0.5], +1)                  # wrong side, raw p about 0.02
+    assert wrong["verdict"] == "not reproduced" and 0.01 < wrong["p_value"] < 0.05
+    tiny = R.verdict_row([0.05, -0.15, 0.2, 0.0], +1, margin=0.5)         # negligible, TOST raw p < 0.025
+    assert tiny["verdict"] == "not reproduced"
+    noise = [R.verdict_row(rng.normal(0, 1, 4) + 5.0 * (i == 0), +1) for i in range(6)]
+    fam = R.adjust_family([wrong, tiny, *noise])
+    assert fam.loc[0, "p_adj"] >= 0.05 and fam.loc[0, "verdict"] == "inconclusive"
+    assert fam.loc[1, "p_eq"] == pytest.approx(tiny["p_eq"])
+    assert (fam.loc[1, "p_eq_adj"] < 0.05) == (fam.loc[1, "verdict"] == "not reproduced")
+    assert np.isnan(fam.loc[2:, "p_eq"]).all()                           # no margin, no equivalence test
+    # a family of one changes nothing
+    assert R.adjust_family([wrong]).loc[0, "verdict"] == "not reproduced"
 
 
 def test_verdict_invariants_on_random_intervals():

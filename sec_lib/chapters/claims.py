@@ -595,8 +595,8 @@ def rules_table(rules: report.VerdictRules | None = None) -> pd.DataFrame:
     rows = [
         {"rule": "CI level", "value": f"{r.level:g}", "meaning": "Student-t interval of the mean over seeds (or runs)"},
         {"rule": "alpha", "value": f"{r.alpha:g}",
-         "meaning": "a directional claim needs its Holm-adjusted p below this (families: the compare page, "
-                    "each review chapter, the claims page)"},
+         "meaning": "both decisive words need the Holm-adjusted p of their test below this (families: the "
+                    "compare page, each review chapter, the claims page)"},
         {"rule": "power", "value": f"{r.power:g}", "meaning": "power at which the detectable effect is given"},
         {"rule": "margin", "value": "see the margins table",
          "meaning": "practical equivalence margin per metric; inside it an effect is negligible"},
@@ -604,10 +604,11 @@ def rules_table(rules: report.VerdictRules | None = None) -> pd.DataFrame:
          "meaning": "declared primary; " + ", ".join(report.SECONDARY_METRICS) + " are secondary"},
         {"rule": "reproduced", "value": "",
          "meaning": "directional: CI entirely on the predicted side of 0 and adjusted p < alpha; "
-                    "no change: CI inside ±margin"},
+                    "no change: CI inside ±margin and the equivalence test's (TOST) adjusted p < alpha"},
         {"rule": "not reproduced", "value": "",
-         "meaning": "directional: CI entirely on the wrong side, or entirely inside ±margin; "
-                    "no change: CI entirely outside ±margin"},
+         "meaning": "directional: CI entirely on the wrong side and adjusted p < alpha, or CI entirely inside "
+                    "±margin and the equivalence test's adjusted p < alpha; no change: CI entirely outside "
+                    "±margin and adjusted p < alpha"},
         {"rule": "inconclusive", "value": r.single_run_max,
          "meaning": "every other case, and always without a usable CI (one seed, or zero spread)"},
         {"rule": "not testable offline", "value": "", "meaning": "no evidence: no runs can measure it here"},

@@ -151,7 +151,8 @@ def mde_from_ci(lo, hi, n) -> float:
 def with_verdict(diffs: pd.DataFrame, expected_sign, margin: float | None = None,
                  n_counts: str = "seeds") -> pd.DataFrame:
     """Verdicts for a table of paired differences (``diff``, ``ci_lo``, ``ci_hi``, ``p_value``,
-    ``n_pairs``) taken as ONE family: Holm-adjusted p (``p_adj``, ``m``), the minimum detectable
+    ``n_pairs``) taken as ONE family: Holm-adjusted p (``p_adj``, ``m``; ``p_eq_adj`` of the equivalence
+    test where a row has a margin), the minimum detectable
     effect (``mde``), what n counts and the verdict of :func:`sec_lib.report.verdict` with ``p_adj``.
     ``expected_sign``: one sign for every row, or a column name holding each row's sign. ``margin``:
     the practical equivalence margin of every row; None: each row's metric's declared margin
@@ -174,10 +175,11 @@ def with_verdict(diffs: pd.DataFrame, expected_sign, margin: float | None = None
                                                       "expected_sign", "n", "margin"])
     fam = report.adjust_family(rows)
     mde = [mde_from_ci(r.ci_lo, r.ci_hi, r.n_pairs) for r in diffs.itertuples(index=False)]
-    out = diffs.drop(columns=[c for c in ("verdict", "p_adj", "m", "mde", "n_counts", "expected_sign", "margin")
+    out = diffs.drop(columns=[c for c in ("verdict", "p_adj", "p_eq_adj", "m", "mde", "n_counts", "expected_sign", "margin")
                               if c in diffs.columns])
     return out.assign(expected_sign=signs, margin=[np.nan if v is None else float(v) for v in margins],
-                      p_adj=fam["p_adj"].to_numpy(), m=fam["m"].to_numpy() if len(fam) else [],
+                      p_adj=fam["p_adj"].to_numpy(), p_eq_adj=fam["p_eq_adj"].to_numpy() if len(fam) else [],
+                      m=fam["m"].to_numpy() if len(fam) else [],
                       mde=mde, n_counts=n_counts, verdict=fam["verdict"].to_numpy() if len(fam) else [])
 
 
@@ -189,8 +191,9 @@ FAMILY_COLUMNS = ("estimate", "ci_lo", "ci_hi", "p_value", "expected_sign", "n")
 def one_family(*tables: pd.DataFrame, family: str | None = None) -> tuple[pd.DataFrame, ...]:
     """Several verdict tables of one chapter adjusted as ONE Holm family (issue 9: each review chapter
     is one family): Holm over the p-values of all their rows (:func:`sec_lib.report.adjust_family`),
-    and each table comes back, rows and columns in place, with ``p_adj``, ``m`` (the family's size)
-    and ``verdict`` replaced (and ``family`` when given).
+    and each table comes back, rows and columns in place, with ``p_adj``, ``p_eq_adj`` (the equivalence
+    test's, see :func:`sec_lib.report.equivalence_p`), ``m`` (the family's size) and ``verdict``
+    replaced (and ``family`` when given).
 
     Each table holds ``estimate`` (or ``diff``), ``ci_lo``, ``ci_hi``, ``p_value``, ``expected_sign`` and
     ``n`` (or ``n_pairs``), e.g. from :func:`with_verdict` or rows of :func:`sec_lib.report.verdict_row`;
@@ -219,8 +222,8 @@ def one_family(*tables: pd.DataFrame, family: str | None = None) -> tuple[pd.Dat
         part = fam.iloc[start:start + len(t)]
         start += len(t)
         extra = {"family": part["family"].to_numpy()} if family is not None else {}
-        out.append(t.assign(p_adj=part["p_adj"].to_numpy(), m=part["m"].to_numpy(),
-                            verdict=part["verdict"].to_numpy(), **extra))
+        out.append(t.assign(p_adj=part["p_adj"].to_numpy(), p_eq_adj=part["p_eq_adj"].to_numpy(),
+                            m=part["m"].to_numpy(), verdict=part["verdict"].to_numpy(), **extra))
     return tuple(out)
 
 
@@ -288,8 +291,11 @@ def verdict_row_of(est: dict, expected_sign: int, margin=None, n_counts: str = "
            "ci_hi": hi if usable else math.nan, "p_value": p, "p_adj": p, "m": int(np.isfinite(p)), "n": n,
            "n_counts": n_counts, "mde": mde, "expected_sign": int(expected_sign),
            "margin": math.nan if margin is None else float(margin)}
+    default = report.VERDICT_RULES.equivalence_margin if int(expected_sign) == 0 else report.VERDICT_RULES.min_effect
+    row["p_eq"] = row["p_eq_adj"] = report.equivalence_p(row["estimate"], row["ci_lo"], row["ci_hi"], n,
+                                                         default if margin is None else margin)
     row["verdict"] = report.verdict(row["estimate"], row["ci_lo"], row["ci_hi"], expected_sign, margin,
-                                    n=n, p_adj=p)
+                                    n=n, p_adj=p, p_eq_adj=row["p_eq_adj"])
     return row
 
 

@@ -257,7 +257,8 @@ def gain_sentences(gains: pd.DataFrame, metric: str = "R@1", variant: str = "sec
 
 def overall_sentence(gains: pd.DataFrame, metric: str = "R@1", variant: str = "sec", baseline: str = "none") -> str:
     """A computed closing sentence: for how many losses the gain is supported by the CIs, and for
-    which losses the variant is worse with an interval entirely below zero."""
+    which losses the variant is worse with an interval entirely below zero (a finding where the
+    Holm-adjusted p is below 0.05 too, a hint where it is not)."""
     g = gains[(gains["metric"] == metric) & (gains["variant"] == variant) & (gains["baseline"] == baseline)]
     comp = comparison_label(variant, baseline)
     if not len(g):
@@ -265,9 +266,13 @@ def overall_sentence(gains: pd.DataFrame, metric: str = "R@1", variant: str = "s
     n = len(g)
     counts = g["verdict"].value_counts()
     rep, part, notr = (int(counts.get(v, 0)) for v in ("reproduced", "inconclusive", "not reproduced"))
-    worse = list(g.loc[g["ci_hi"] < 0, "loss"])
-    tail = (f" For {', '.join(worse)} the difference is negative with a 95% interval entirely below zero: "
-            f"there the regulariser hurts." if worse else "")
+    below = g["ci_hi"] < 0
+    held = below & (g["p_adj"] < report.VERDICT_RULES.alpha) if "p_adj" in g.columns else below
+    worse, hint = list(g.loc[held, "loss"]), list(g.loc[below & ~held, "loss"])
+    tail = (f" For {', '.join(worse)} the difference is negative with a 95% interval entirely below zero and "
+            f"Holm-adjusted p < 0.05: there the regulariser hurts." if worse else "")
+    tail += (f" For {', '.join(hint)} the 95% interval lies below zero, but the Holm-adjusted p does not reach "
+             f"0.05 over the page's comparisons: a hint that it hurts, not a finding." if hint else "")
     if rep == n:
         return (f"{comp} improves {metric} for all {n} losses with 95% intervals that exclude zero and Holm-adjusted "
                 "p < 0.05: the paper's "

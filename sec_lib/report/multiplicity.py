@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 
 from ._common import _check_columns, _is_missing
-from .verdicts import ROW_COLUMNS, verdict
+from .verdicts import ROW_COLUMNS, _check_margin, equivalence_p, verdict
 
 
 def holm(pvalues):
@@ -51,8 +51,11 @@ def adjust_family(rows, family: str | None = None) -> pd.DataFrame:
 
     Returns a copy, rows in the given order, with ``p_adj`` = :func:`holm` of ``p_value`` over the
     family (rows without a p-value do not count and keep NaN), ``m`` = the number of p-values in
-    the family, ``verdict`` recomputed with ``p_adj``, and a ``family`` column when ``family`` is
-    given. Every row's p-value enters, no-change claims included (conservative for the others).
+    the family, ``p_eq`` = the equivalence test's p of each row with a margin (:func:`equivalence_p`,
+    from its interval and ``n``) and ``p_eq_adj`` = :func:`holm` of those over the family, ``verdict``
+    recomputed with both adjusted p-values (so *reproduced* and both readings of *not reproduced*
+    answer to the same family), and a ``family`` column when ``family`` is given. Every row's
+    p-value enters, no-change claims included (conservative for the others).
     """
     if isinstance(rows, pd.DataFrame):
         df = rows.copy()
@@ -73,12 +76,22 @@ def adjust_family(rows, family: str | None = None) -> pd.DataFrame:
     p_adj = holm(df["p_value"].to_numpy()) if len(df) else np.array([], dtype=float)
     df["p_adj"] = p_adj
     df["m"] = int(np.isfinite(p_adj).sum())
+    recs = df.to_dict("records")
+    p_eq = []
+    for i, r in enumerate(recs):
+        try:
+            margin = _check_margin(r.get("margin"), int(r["expected_sign"]))
+        except ValueError as err:
+            raise ValueError(f"row {i}: {err}") from err
+        p_eq.append(equivalence_p(r["estimate"], r["ci_lo"], r["ci_hi"], r.get("n"), margin))
+    df["p_eq"] = np.asarray(p_eq, dtype=float)
+    df["p_eq_adj"] = holm(df["p_eq"].to_numpy()) if len(df) else np.array([], dtype=float)
     verdicts = []
-    for i, r in enumerate(df.to_dict("records")):
+    for i, (r, pe) in enumerate(zip(recs, df["p_eq_adj"].to_numpy())):
         n = r.get("n")
         try:
             verdicts.append(verdict(r["estimate"], r["ci_lo"], r["ci_hi"], r["expected_sign"], r.get("margin"),
-                                    n=None if _is_missing(n) else n, p_adj=r["p_adj"]))
+                                    n=None if _is_missing(n) else n, p_adj=r["p_adj"], p_eq_adj=pe))
         except ValueError as err:
             raise ValueError(f"row {i}: {err}") from err
     df["verdict"] = verdicts

@@ -113,29 +113,64 @@ def _check_margin(margin, expected_sign: int) -> float:
     return float(margin)
 
 
-def verdict(estimate, ci_lo, ci_hi, expected_sign: int = +1, margin=None, n=None, p_adj=None) -> str:
+def equivalence_p(estimate, ci_lo, ci_hi, n, margin, level: float | None = None) -> float:
+    """The p-value of the two one-sided tests (TOST) that the effect lies inside ``±margin``.
+
+    The larger of the one-sided Student-t p-values of H0: effect <= -margin and H0: effect >= +margin,
+    with the standard error recovered from the ``level`` (default: :data:`VERDICT_RULES`' 95%)
+    Student-t interval ``[ci_lo, ci_hi]`` of ``n`` values (its half-width is ``t_crit * se``), n - 1
+    degrees of freedom. A small p says the effect is shown to be negligible. NaN without a test:
+    ``margin <= 0`` (none declared), ``n < 2``, a missing bound or a zero-width interval.
+    For a sample ``x`` this is statsmodels' ``DescrStatsW(x).ttost_mean(-margin, margin)[0]``.
+    """
+    level = VERDICT_RULES.level if level is None else level
+    vals = (estimate, ci_lo, ci_hi, n, margin)
+    if any(_is_missing(v) for v in vals):
+        return math.nan
+    d, lo, hi, n, margin = (float(v) for v in vals)
+    if margin <= 0 or n < 2 or not hi > lo:
+        return math.nan
+    df = n - 1
+    se = (hi - lo) / 2.0 / float(stats.t.ppf(0.5 + level / 2.0, df))
+    p_low = float(stats.t.sf((d + margin) / se, df))      # H0: effect <= -margin
+    p_high = float(stats.t.cdf((d - margin) / se, df))    # H0: effect >= +margin
+    return max(p_low, p_high)
+
+
+def _passes(p) -> bool:
+    """A decisive word's multiplicity gate: no adjusted p given (None/NaN), or one below alpha."""
+    return _is_missing(p) or float(p) < VERDICT_RULES.alpha
+
+
+def verdict(estimate, ci_lo, ci_hi, expected_sign: int = +1, margin=None, n=None, p_adj=None,
+            p_eq_adj=None) -> str:
     """The verdict word for one claim: one of :data:`VERDICTS`.
 
     Arguments: the ``estimate`` (e.g. the mean paired difference SEC − baseline), its confidence
     interval ``[ci_lo, ci_hi]`` (95%), the direction the claim predicts (``expected_sign``: +1 the
     quantity goes up, -1 it goes down, 0 it does not change), the practical equivalence ``margin``
     (same units as the estimate; see :data:`MARGINS`), the number ``n`` of seeds or runs behind the
-    estimate, and the Holm-adjusted p-value ``p_adj`` of the test of "no difference" (see :func:`holm`).
+    estimate, the Holm-adjusted p-value ``p_adj`` of the test of "no difference" (see :func:`holm`),
+    and the Holm-adjusted p-value ``p_eq_adj`` of the equivalence test (:func:`equivalence_p`, "the
+    effect lies inside ±margin") over the same family.
+
+    Both decisive words answer to the family's multiplicity adjustment in the same way: each needs
+    its interval condition AND, when the adjusted p of its test is given, that p below 0.05.
 
     **Directional claim** (``expected_sign`` ±1):
 
-    * *not reproduced* if the interval lies entirely on the wrong side of 0, or entirely inside
-      ``±margin`` (the effect is shown to be negligible; this is checked first, so a significant but
-      negligible effect is *not reproduced*);
-    * *reproduced* if the interval lies entirely on the predicted side of 0 and, when ``p_adj`` is
-      given, ``p_adj < 0.05``;
+    * *not reproduced* if the interval lies entirely inside ``±margin`` (the effect is shown to be
+      negligible; checked first, so a significant but negligible effect is never *reproduced*) and
+      ``p_eq_adj < 0.05``; or if the interval lies entirely on the wrong side of 0 and ``p_adj < 0.05``;
+    * *reproduced* if the interval lies entirely on the predicted side of 0 and ``p_adj < 0.05``;
     * *inconclusive* in every other case (the interval contains 0, or the adjusted p is too large).
 
     **No-change claim** (``expected_sign`` 0), an equivalence test:
 
-    * *reproduced* if the interval lies inside ``[-margin, +margin]``;
-    * *not reproduced* if it lies entirely outside (above ``+margin`` or below ``-margin``);
-    * *inconclusive* otherwise. ``p_adj`` is not used.
+    * *reproduced* if the interval lies inside ``[-margin, +margin]`` and ``p_eq_adj < 0.05``;
+    * *not reproduced* if it lies entirely outside (above ``+margin`` or below ``-margin``) and
+      ``p_adj < 0.05``;
+    * *inconclusive* otherwise.
 
     **Without a usable interval** -- ``n < 2``, a missing bound, or zero spread (``ci_lo == ci_hi``
     up to float rounding: a width below 1e-9 of the bounds' size) -- the data cannot tell: the
@@ -144,17 +179,18 @@ def verdict(estimate, ci_lo, ci_hi, expected_sign: int = +1, margin=None, n=None
     **not testable offline**: no evidence at all (``estimate`` missing or ``n == 0``).
 
     Defaults: ``margin=None`` means no negligible-effect rule for a directional claim and the primary
-    metric's margin (0.5 points of R@1) for a no-change claim. ``p_adj=None`` (or NaN) means no
-    multiplicity information; pass it whenever the claim belongs to a family (:func:`adjust_family`).
-    Boundaries count as inside: an interval ending exactly at 0 is not on either side of 0, one
-    ending exactly at ``margin`` is inside the margin.
+    metric's margin (0.5 points of R@1) for a no-change claim. ``p_adj=None`` / ``p_eq_adj=None`` (or
+    NaN) mean no multiplicity information, and the interval alone decides; pass them whenever the
+    claim belongs to a family (:func:`adjust_family` does). Boundaries count as inside: an interval
+    ending exactly at 0 is not on either side of 0, one ending exactly at ``margin`` is inside the margin.
     """
     expected_sign = _check_sign(expected_sign)
     margin = _check_margin(margin, expected_sign)
     if n is not None and (isinstance(n, bool) or not isinstance(n, numbers.Real) or (np.isfinite(n) and n < 0)):
         raise ValueError(f"n must be None or a count >= 0, got {n!r}")
-    if not _is_missing(p_adj) and not (0.0 <= float(p_adj) <= 1.0):
-        raise ValueError(f"p_adj must be a p-value in [0, 1] (or None), got {p_adj!r}")
+    for name, p in (("p_adj", p_adj), ("p_eq_adj", p_eq_adj)):
+        if not _is_missing(p) and not (0.0 <= float(p) <= 1.0):
+            raise ValueError(f"{name} must be a p-value in [0, 1] (or None), got {p!r}")
 
     if _is_missing(estimate) or (n is not None and (not np.isfinite(n) or int(n) == 0)):
         return "not testable offline"
@@ -174,22 +210,24 @@ def verdict(estimate, ci_lo, ci_hi, expected_sign: int = +1, margin=None, n=None
     inside_margin = -margin <= lo and hi <= margin
     if expected_sign == 0:
         if inside_margin:
-            return "reproduced"
-        if lo > margin or hi < -margin:
+            return "reproduced" if _passes(p_eq_adj) else "inconclusive"
+        if (lo > margin or hi < -margin) and _passes(p_adj):
             return "not reproduced"
         return "inconclusive"
 
     s_lo, s_hi = sorted((expected_sign * lo, expected_sign * hi))   # the interval with "predicted" = positive
-    if s_hi < 0 or inside_margin:
+    if inside_margin:
+        return "not reproduced" if _passes(p_eq_adj) else "inconclusive"
+    if s_hi < 0 and _passes(p_adj):
         return "not reproduced"
-    if s_lo > 0 and (_is_missing(p_adj) or float(p_adj) < VERDICT_RULES.alpha):
+    if s_lo > 0 and _passes(p_adj):
         return "reproduced"
     return "inconclusive"
 
 
 #: Columns of :func:`verdict_row` / :func:`adjust_family`, in order.
-ROW_COLUMNS = ("estimate", "ci_lo", "ci_hi", "p_value", "p_adj", "m", "n", "n_counts", "sd", "mde",
-               "expected_sign", "margin", "verdict")
+ROW_COLUMNS = ("estimate", "ci_lo", "ci_hi", "p_value", "p_adj", "p_eq", "p_eq_adj", "m", "n", "n_counts",
+               "sd", "mde", "expected_sign", "margin", "verdict")
 
 
 def verdict_row(values, expected_sign: int = +1, margin=None, n_counts: str = "seeds") -> dict:
@@ -206,9 +244,10 @@ def verdict_row(values, expected_sign: int = +1, margin=None, n_counts: str = "s
       paired t-test, ``scipy.stats.ttest_rel``);
     * ``n``, ``n_counts``; ``sd``: the sample SD (ddof=1) of the values;
     * ``mde``: :func:`min_detectable_effect` of ``sd`` and ``n`` (5% two-sided, 80% power);
-    * ``p_adj``, ``m`` and ``verdict``: the row taken as a family of one (``m == 1``, ``p_adj ==
-      p_value``). A row that belongs to a family must go through :func:`adjust_family`, which
-      replaces these three.
+    * ``p_eq``: the equivalence test's p (:func:`equivalence_p`; NaN without a margin);
+    * ``p_adj``, ``p_eq_adj``, ``m`` and ``verdict``: the row taken as a family of one (``m == 1``,
+      ``p_adj == p_value``, ``p_eq_adj == p_eq``). A row that belongs to a family must go through
+      :func:`adjust_family`, which replaces these four.
 
     Zero spread (all values equal, up to float rounding) or fewer than 2 values: no interval, no p, no ``mde`` (NaN) and
     the verdict is at most *inconclusive*; no values: *not testable offline*.
@@ -226,11 +265,12 @@ def verdict_row(values, expected_sign: int = +1, margin=None, n_counts: str = "s
         p = float(stats.ttest_1samp(x, 0.0).pvalue)
     else:                                   # one value or zero spread: nothing to test
         lo = hi = p = math.nan
-    row = {"estimate": mean, "ci_lo": lo, "ci_hi": hi, "p_value": p, "p_adj": p, "m": int(not math.isnan(p)),
-           "n": n, "n_counts": n_counts, "sd": sd,
+    p_eq = equivalence_p(mean, lo, hi, n, margin)
+    row = {"estimate": mean, "ci_lo": lo, "ci_hi": hi, "p_value": p, "p_adj": p, "p_eq": p_eq, "p_eq_adj": p_eq,
+           "m": int(not math.isnan(p)), "n": n, "n_counts": n_counts, "sd": sd,
            "mde": min_detectable_effect(sd, n, VERDICT_RULES.alpha, VERDICT_RULES.power),
            "expected_sign": expected_sign, "margin": margin}
-    row["verdict"] = verdict(mean, lo, hi, expected_sign, margin, n=n, p_adj=p)
+    row["verdict"] = verdict(mean, lo, hi, expected_sign, margin, n=n, p_adj=p, p_eq_adj=p_eq)
     return row
 
 

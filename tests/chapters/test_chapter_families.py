@@ -45,7 +45,8 @@ def test_mu_page_is_one_family():
     assert set(diffs.loc[~diffs["versus"].str.startswith("EMA"), "expected_sign"]) == {1}
     # each verdict is report.verdict with the family's adjusted p
     for r in pd.concat([diffs.rename(columns={"diff": "estimate", "n_pairs": "n"}), ema]).itertuples(index=False):
-        assert r.verdict == report.verdict(r.estimate, r.ci_lo, r.ci_hi, r.expected_sign, r.margin, n=r.n, p_adj=r.p_adj)
+        assert r.verdict == report.verdict(r.estimate, r.ci_lo, r.ci_hi, r.expected_sign, r.margin, n=r.n, p_adj=r.p_adj,
+                                           p_eq_adj=r.p_eq_adj)
     # the best-μ = 0 rows repeat rows of the paired table: same numbers, not counted again
     assert list(best["best_zero"]) == ["zero η=0.005"] * 2
     for r in best.itertuples(index=False):
