@@ -1,4 +1,5 @@
 """Committed tiers: a compact export of a store that reads back like the store, and any row retrains."""
+import dataclasses
 import functools
 import json
 
@@ -74,8 +75,29 @@ def test_export_keeps_runs_the_store_no_longer_has(exported, tmp_path):
 
 def test_rerun_retrains_a_row_and_matches(exported, tmp_path):
     _, configs, out, _ = exported
-    committed, retrained, result = tier.rerun(run_key(configs[2]), out, ResultStore(tmp_path / "fresh"))
+    fresh = ResultStore(tmp_path / "fresh")
+    committed, retrained, result = tier.rerun(run_key(configs[2]), out, fresh)
     assert retrained == committed and result.status == "done"
+    assert fresh.get(configs[2]).metrics["R@1"] == committed                 # saved where it was missing
+
+
+def test_rerun_trains_even_when_the_store_holds_the_key(exported, tmp_path, monkeypatch):
+    """After ``make reference`` restores the tier, the local store holds every committed key: a rerun
+    that returned the stored copy would always 'match'. It must train, and leave the stored copy alone."""
+    _, configs, out, _ = exported
+    store = ResultStore(tmp_path / "restored")
+    tier.restore(out, store)
+    key = run_key(configs[2])
+    calls = []
+    real_train = tier.train
+    monkeypatch.setattr(tier, "train", lambda cfg: calls.append(run_key(cfg)) or real_train(cfg))
+    committed, retrained, result = tier.rerun(key, out, store)
+    assert calls == [key] and retrained == committed and result.status == "done"
+    # a tampered committed number is caught, not echoed back from the restored copy
+    monkeypatch.setattr(tier.TierStore, "get", lambda self, cfg, tables=(): dataclasses.replace(
+        result, metrics={**result.metrics, "R@1": result.metrics["R@1"] + 1.0}))
+    committed2, retrained2, _ = tier.rerun(key, out, store)
+    assert committed2 == retrained2 + 1.0
 
 
 def test_unknown_key_is_a_clear_error(exported):
