@@ -51,39 +51,6 @@ def eta_diffs(runs: pd.DataFrame, metric: str = "R@1") -> pd.DataFrame:
     return name_means(with_verdict(out.reset_index(drop=True), +1, report.MARGINS.get(metric)), "η = 0", "at η")
 
 
-def eta_diffs_display(diffs: pd.DataFrame) -> pd.DataFrame:
-    """Display form of :func:`eta_diffs`, narrow enough for the text column: per loss and η, the two
-    means, the difference with its 95% interval in one cell, the raw and Holm-adjusted p-values, the
-    verdict, the smallest effect the test could detect and the number of paired seeds. A single metric
-    names the columns ("R@1 at η"); several get a ``metric`` column. Percent metrics keep 2 decimals,
-    other quantities 3 significant digits. (Every raw column is in ``diffs`` itself.)"""
-    check_cols(diffs, ["loss", "eta", "metric", "mean η = 0", "mean at η", "diff", "ci_lo", "ci_hi", "p_value",
-                       "p_adj", "mde", "n_pairs", "verdict"], "diffs")
-    metrics = list(dict.fromkeys(diffs["metric"]))
-    one = metrics[0] if len(metrics) == 1 else None
-
-    def num(v, m, sign=False):
-        if v is None or not np.isfinite(v):
-            return "n/a"
-        return f"{float(v) + 0.0:{'+' if sign else ''}{'.2f' if m in PERCENT_METRICS else '.3g'}}"
-    pval = lambda v: "" if not np.isfinite(v) else f"{v:.2g}"
-    name = (lambda what: f"{one} {what}") if one else (lambda what: what)
-    rows = []
-    for d in diffs.to_dict("records"):
-        m = d["metric"]
-        ci = f" [{num(d['ci_lo'], m, True)}, {num(d['ci_hi'], m, True)}]" if np.isfinite(d["ci_lo"]) else ""
-        row = {"loss": d["loss"], "η": f"{d['eta']:g}"}
-        if not one:
-            row["metric"] = m
-        row.update({name("at η = 0"): num(d["mean η = 0"], m), name("at η"): num(d["mean at η"], m),
-                    "difference [95% CI]": num(d["diff"], m, True) + ci,
-                    "p": pval(d["p_value"]), "adj. p": pval(d["p_adj"]), "verdict": d["verdict"],
-                    "could detect": "" if not np.isfinite(d["mde"]) else f"≥ {num(d['mde'], m)}",
-                    "n": f"{int(d['n_pairs'])} seeds"})
-        rows.append(row)
-    return pd.DataFrame(rows)
-
-
 def eta_reading(diffs: pd.DataFrame) -> str:
     """One sentence per loss: the η at which SEC's gain has a CI above 0, the η at which it has a CI
     below 0, the best η by mean difference, and (given ``verdict`` and ``p_adj`` columns, e.g. from

@@ -13,6 +13,7 @@ from sec_lib.chapters import bnwn, claims, common, convergence, face, fairness, 
 from sec_lib.chapters import eta as eta_ch
 from sec_lib.chapters import mu as mu_ch
 from sec_lib.figures import sweeps as rp
+from sec_lib.figures.tables import FOLDED_ATTR, compact_verdict_table
 from sec_lib.store import Frames
 
 LOSSES = ("triplet", "semihard", "npair", "ms")
@@ -165,13 +166,13 @@ def test_eta_diffs_and_reading():
     assert text.count("\n") == 1                        # one line per loss
     rob = eta_ch.eta_robustness(runs)
     assert rob["estimate"] == pytest.approx(-0.4) and rob["n"] == 3     # per seed: (2 + 0.1s - 3 + 0.1s) / 2
-    shown = eta_ch.eta_diffs_display(d)
-    assert len(shown) == len(d) and list(shown.columns) == ["loss", "η", "R@1 at η = 0", "R@1 at η",
-                                                            "difference [95% CI]", "p", "adj. p", "verdict",
-                                                            "could detect", "n"]
+    shown = compact_verdict_table(d)         # the page shows the book's one verdict-table form
+    assert len(shown) == len(d) and list(shown.columns[:7]) == ["loss", "eta", "metric", "estimate [95% CI]",
+                                                                "adj. p", "verdict", "could detect"]
     r, row = d.iloc[0], shown.iloc[0]
-    assert row["difference [95% CI]"] == f"{r['diff']:+.2f} [{r['ci_lo']:+.2f}, {r['ci_hi']:+.2f}]"
-    assert row["verdict"] == r["verdict"] and row["n"] == f"{int(r['n_pairs'])} seeds"
+    assert row["estimate [95% CI]"] == f"{r['diff']:+.2f} [{r['ci_lo']:+.2f}, {r['ci_hi']:+.2f}]"
+    assert row["verdict"] == r["verdict"] and row["n"] == f"{int(r['n_pairs'])}"
+    assert {"mean η = 0", "mean at η", "p_value"} <= set(shown.attrs[FOLDED_ATTR]["Means and test"])
     tbl = eta_ch.eta_table(runs)
     assert {"loss", "eta", "R@1", "runs", "failed"} <= set(tbl.columns) and len(tbl) == 6
     s = eta_ch.eta_summary(runs)
