@@ -20,6 +20,28 @@ def toy_config(**kw) -> TrainConfig:
     return TrainConfig(**base)
 
 
+def run_first_cells(notebook, params: dict) -> None:
+    """Inject ``params`` the way papermill does, then run the cells up to the parameter check (in this
+    process: no kernel to start)."""
+    from papermill.iorw import load_notebook_node
+    from papermill.parameterize import parameterize_notebook
+
+    nb = parameterize_notebook(load_notebook_node(str(notebook)), params)
+    ns: dict = {}
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        exec(compile(cell.source, "<cell>", "exec"), ns)  # noqa: S102 - the notebook's own cells
+        if "notebook_params" in cell.source:
+            return
+
+
+@pytest.fixture(scope="session")
+def first_cells():
+    """``first_cells(notebook, params)``: see :func:`run_first_cells`."""
+    return run_first_cells
+
+
 @pytest.fixture(scope="session")
 def toy():
     """``toy(**overrides)``: see :func:`toy_config`."""
