@@ -2,7 +2,9 @@
 the expected number of jobs, reports a failing job with its error, refuses bad options and GPU
 indices before anything is submitted, and the dependent waves compute each wave from the last
 one's stored results. Two launchers writing one store at once leave every record complete."""
+import contextlib
 import dataclasses
+import io
 import json
 import math
 import os
@@ -192,32 +194,59 @@ def test_the_runner_validates_launcher_options_before_any_work(argv, words, caps
         assert w in err
 
 
-@pytest.mark.slow
-def test_the_runner_trains_a_smoke_chapter_through_submitit_exactly_as_through_the_pool(tmp_path, smoke_site,
-                                                                                       monkeypatch, capsys):
-    """End to end: the runner's `train --launcher submitit --cluster local` (the pilot wave, then the
-    chapter wave; ``runner.main`` in this process, each job a process of its own) stores the same runs
-    with the same metrics as the local pool stored for them in the smoke sweep (tests/conftest.py's
-    ``smoke_site``: `python -m sec_lib.book run --profile smoke`, the default pool launcher), instead of
-    training the pilot and the chapter through the pool a second time here."""
-    assert smoke_site["run"].returncode == 0, "the smoke sweep failed; see tests/site/test_book.py"
-    pool = ResultStore(smoke_site["tmp"] / "runs")
-    monkeypatch.setenv("SEC_RUNS_DIR", str(tmp_path / "runs"))
-    monkeypatch.setenv("PYTHONPATH", f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")   # the jobs' sec_lib
-    code = book.main(["train", "--profile", "smoke", "--chapters", "normlayer", "--launcher", "submitit",
-                      "--cluster", "local", "--runs-per-job", "4", "--array-parallelism", "2"])
-    out = capsys.readouterr().out
-    assert code == 0 and "0 failed" in out, out[-3000:]
-    sub = ResultStore(tmp_path / "runs")
+@pytest.fixture(scope="session")         # not module: its second user runs at the session's end
+def submitit_chapter(tmp_path_factory):
+    """The runner's `train --profile smoke --chapters normlayer --launcher submitit --cluster local` (the
+    pilot wave, then the chapter wave; ``runner.main`` in this process, each job a process of its own):
+    (its exit code, its stdout, the folder holding ``runs/`` and ``submitit/``). Its own fixture, used
+    first by a test that does not read the smoke sweep, so that it trains while the sweep does."""
+    tmp = tmp_path_factory.mktemp("submitit-chapter")
+    mp = pytest.MonkeyPatch()
+    mp.setenv("SEC_RUNS_DIR", str(tmp / "runs"))
+    mp.setenv("PYTHONPATH", f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")   # the jobs' sec_lib
+    out = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+            code = book.main(["train", "--profile", "smoke", "--chapters", "normlayer", "--launcher", "submitit",
+                              "--cluster", "local", "--runs-per-job", "4", "--array-parallelism", "2"])
+    finally:
+        mp.undo()
+    return code, out.getvalue(), tmp
+
+
+def _normlayer_keys(store):
     p = ex.get_profile("smoke")
-    want = sorted({run_key(c) for c in ex.lr_pilot(p) + ex.chapter_configs("normlayer", p, sub)})
-    assert want == sorted({run_key(c) for c in ex.lr_pilot(p) + ex.chapter_configs("normlayer", p, pool)})
-    assert sub.keys() == want and set(want) <= set(pool.keys())
+    return sorted({run_key(c) for c in ex.lr_pilot(p) + ex.chapter_configs("normlayer", p, store)})
+
+
+@pytest.mark.slow
+def test_the_runner_trains_a_smoke_chapter_through_submitit(submitit_chapter):
+    """The pilot and the chapter's runs are stored, none failed, the jobs' logs are beside the store."""
+    code, out, tmp = submitit_chapter
+    assert code == 0 and "0 failed" in out, out[-3000:]
+    sub = ResultStore(tmp / "runs")
+    assert sub.keys() == _normlayer_keys(sub) and len(sub.keys()) > len(ex.lr_pilot(ex.get_profile("smoke")))
+    assert all(sub.meta(k)["status"] == "done" for k in sub.keys())
+    assert list((tmp / "submitit").iterdir())                             # the jobs' logs, next to the store
+
+
+@pytest.mark.slow
+def test_the_runner_trains_a_smoke_chapter_through_submitit_exactly_as_through_the_pool(submitit_chapter, smoke_site):
+    """The submitit store of the test above against what the local pool stored for the same runs in the
+    smoke sweep (tests/conftest.py's ``smoke_site``: `python -m sec_lib.book run --profile smoke`, the
+    default pool launcher), instead of training the pilot and the chapter through the pool a second
+    time here: the same runs (the same chapter configs from either store's pilot), the same status and
+    bit-identical metrics."""
+    assert smoke_site["run"].returncode == 0, "the smoke sweep failed; see tests/site/test_book.py"
+    code, out, tmp = submitit_chapter
+    assert code == 0, out[-3000:]
+    pool, sub = ResultStore(smoke_site["tmp"] / "runs"), ResultStore(tmp / "runs")
+    want = _normlayer_keys(sub)
+    assert want == _normlayer_keys(pool) and sub.keys() == want and set(want) <= set(pool.keys())
     for key in want:
         a, b = pool.meta(key), sub.meta(key)
         assert comparable(b["metrics"]) == comparable(a["metrics"]) and b["status"] == a["status"]
         assert comparable(b["metrics"])                                   # (not an empty comparison)
-    assert list((tmp_path / "submitit").iterdir())                        # the jobs' logs, next to the store
 
 
 # -- dependent waves ----------------------------------------------------------------------------------
