@@ -84,13 +84,24 @@ def test_load_runs_gives_tidy_frames(tmp_path):
     assert len(load_runs(root=tmp_path).runs) == 3
 
 
-def test_parallel_sweep_matches_serial(tmp_path):
-    cfgs = [toy(seed=s) for s in (0, 1)]
-    par = run_all(cfgs, root=tmp_path / "par", jobs=2)
-    ser = run_all(cfgs, root=tmp_path / "ser", jobs=1)
+#: The runs the spawned workers train, shared by the two tests that compare them with other paths.
+POOLED = [toy(iterations=12, eval_every=6, seed=s) for s in (0, 1)]
+
+
+@pytest.fixture(scope="module")
+def pooled(tmp_path_factory):
+    """``POOLED`` trained by ``run_all(jobs=2)`` (a pool of its own: two spawned workers, each importing
+    torch and the library, once for this file): (the results, the store's folder)."""
+    root = tmp_path_factory.mktemp("pooled")
+    return run_all(POOLED, root=root, jobs=2), root
+
+
+def test_parallel_sweep_matches_serial(tmp_path, pooled):
+    par, root = pooled
+    ser = run_all(POOLED, root=tmp_path / "ser", jobs=1)
     for a, b in zip(par, ser):
         assert a.metrics["R@1"] == b.metrics["R@1"]
-    assert not any(p.name.startswith(".tmp") for p in (tmp_path / "par").iterdir())
+    assert not any(p.name.startswith(".tmp") for p in root.iterdir())
 
 
 def test_equal_configs_get_one_key_whatever_the_number_types():
@@ -111,11 +122,11 @@ def test_keys_of_correctly_typed_configs_did_not_change():
     assert run_key(toy()) == KEY_OF_TOY_BEFORE
 
 
-def test_a_run_gives_bit_identical_numbers_in_process_and_in_a_worker(tmp_path):
+def test_a_run_gives_bit_identical_numbers_in_process_and_in_a_worker(pooled):
     """Whatever path trains it (in-process under any torch thread setting, or a sweep worker),
     a config gives the same numbers, because train() pins the run's own thread count."""
     import torch
-    cfg = toy(iterations=12, eval_every=6)
+    cfg = POOLED[0]
     old = torch.get_num_threads()
     torch.set_num_threads(2)
     try:
@@ -123,9 +134,7 @@ def test_a_run_gives_bit_identical_numbers_in_process_and_in_a_worker(tmp_path):
         assert torch.get_num_threads() == 2                      # the caller's setting is restored
     finally:
         torch.set_num_threads(old)
-    a, b = ResultStore(tmp_path / "a"), ResultStore(tmp_path / "b")
-    run_all([cfg, toy(iterations=12, eval_every=6, seed=1)], root=a.root, jobs=2)   # spawned workers
-    worker = a.get(cfg)
+    worker = ResultStore(pooled[1]).get(cfg)                   # trained by a spawned worker
     numbers = lambda m: {k: v for k, v in m.items() if "time" not in k}     # wall times differ, of course
     assert numbers(worker.metrics) == numbers(in_process.metrics) and "NMI" in worker.metrics
     assert worker.evals.equals(in_process.evals)

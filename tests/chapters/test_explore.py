@@ -242,13 +242,20 @@ def test_detect_mode_from_parent_command_line(tmp_path):
 
 @pytest.mark.skipif(not pathlib.Path("/proc/self/cmdline").exists(), reason="needs Linux /proc")
 def test_detect_mode_reads_the_real_proc():
-    code = ("import os; from sec_lib.chapters.explore import detect_mode; "
-            "print(detect_mode(ppid=os.getpid()), detect_mode())")
-    # the child's own command line names papermill (an extra argv); its parent (this pytest) does not
-    out = subprocess.run([sys.executable, "-c", code, "papermill"], capture_output=True, text=True, cwd=ROOT,
-                         check=True).stdout.split()
-    here = X.parent_cmdlines(os.getpid())                    # the child's parent is this process
-    assert out == ["static", "static" if any("papermill" in line for line in here) else "live"]
+    """Against the real /proc: a process whose command line names papermill (an extra argv of a bare
+    interpreter, which imports nothing) makes a kernel under it static; this process's own ancestors
+    decide the default (the parent of this process)."""
+    child = subprocess.Popen([sys.executable, "-c", "import sys; print('up', flush=True); sys.stdin.read()",
+                              "papermill"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=ROOT)
+    try:
+        assert child.stdout.readline() == b"up\n"          # running its own command line now
+        assert "papermill" in X.parent_cmdlines(child.pid)[0]
+        assert X.detect_mode(ppid=child.pid) == "static"
+    finally:
+        child.communicate(input=b"", timeout=60)
+    here = X.parent_cmdlines()                               # this process's parent and its ancestors
+    assert here and "pytest" in X.parent_cmdlines(os.getpid())[0]      # /proc read for this process too
+    assert X.detect_mode() == ("static" if any("papermill" in line for line in here) else "live")
 
 
 # ------------------------------------------------------------------------------- live mode

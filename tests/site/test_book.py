@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from sec_lib import chapters
+from sec_lib.params import ParameterError
 from sec_lib.site import nbstyle, runner
 
 REPO = Path(__file__).resolve().parents[2]
@@ -99,16 +100,23 @@ def test_pages_work_offline_in_headless_chromium(smoke_html):
     assert all(r.widths == [1400, 800, 420] for r in reports)
 
 
-def test_bad_papermill_parameter_fails_clearly_and_stores_nothing(tmp_path):
+def test_bad_papermill_parameter_fails_clearly_and_stores_nothing(tmp_path, monkeypatch, first_cells):
+    """The papermill command line fails with the notebook's own message on stderr and stores nothing
+    (one kernel); the message of each kind of bad parameter comes from the train page's first cells,
+    run in this process the way papermill injects them (the same cells the kernel ran)."""
     env = site_env(tmp_path)
     out = tmp_path / "out.ipynb"
-    for args, fragment in [(["-p", "loss", "nonsense"], "'loss'"), (["-p", "profile", "fast"], "'profile'"),
-                           (["-p", "etta", "0.5"], "unknown parameter")]:
-        proc = subprocess.run([sys.executable, "-m", "papermill", str(REPO / "notebooks" / "train.ipynb"), str(out),
-                               "--kernel", "python3", "-p", "profile", "smoke", *args],
-                              cwd=REPO, env=env, capture_output=True, text=True)
-        assert proc.returncode != 0
-        assert fragment in proc.stderr and "valid" in proc.stderr, proc.stderr[-1500:]
+    proc = subprocess.run([sys.executable, "-m", "papermill", str(REPO / "notebooks" / "train.ipynb"), str(out),
+                           "--kernel", "python3", "-p", "profile", "smoke", "-p", "loss", "nonsense"],
+                          cwd=REPO, env=env, capture_output=True, text=True)
+    assert proc.returncode != 0
+    assert "ParameterError" in proc.stderr and "'loss'" in proc.stderr and "valid" in proc.stderr, proc.stderr[-1500:]
+    monkeypatch.setenv("SEC_RUNS_DIR", str(tmp_path / "runs"))
+    for params, fragment in [({"loss": "nonsense"}, "'loss'"), ({"profile": "fast"}, "'profile'"),
+                             ({"etta": 0.5}, "unknown parameter")]:
+        with pytest.raises(ParameterError) as err:
+            first_cells(REPO / "notebooks" / "train.ipynb", {"profile": "smoke", **params})
+        assert fragment in str(err.value) and "valid" in str(err.value), str(err.value)
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
 
 

@@ -2,12 +2,16 @@
 the expected number of jobs, reports a failing job with its error, refuses bad options and GPU
 indices before anything is submitted, and the dependent waves compute each wave from the last
 one's stored results. Two launchers writing one store at once leave every record complete."""
+import contextlib
 import dataclasses
+import io
 import json
 import math
 import os
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -190,27 +194,59 @@ def test_the_runner_validates_launcher_options_before_any_work(argv, words, caps
         assert w in err
 
 
-@pytest.mark.slow
-def test_the_runner_trains_a_smoke_chapter_through_submitit_exactly_as_through_the_pool(tmp_path):
-    """End to end: `python -m sec_lib.book train --launcher submitit --cluster local` (the pilot
-    wave, then the chapter wave) stores the same runs with the same metrics as `--launcher pool`."""
-    stores = {}
-    for kind, extra in [("pool", ["--jobs", "1"]),
-                        ("submitit", ["--cluster", "local", "--runs-per-job", "4", "--array-parallelism", "2"])]:
-        env = dict(os.environ, SEC_RUNS_DIR=str(tmp_path / kind / "runs"),
-                   PYTHONPATH=f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
-        proc = subprocess.run([sys.executable, "-m", "sec_lib.book", "train", "--profile", "smoke", "--chapters",
-                               "normlayer", "--launcher", kind, *extra], env=env, capture_output=True, text=True)
-        assert proc.returncode == 0, proc.stderr[-3000:]
-        assert "0 failed" in proc.stdout
-        stores[kind] = ResultStore(tmp_path / kind / "runs")
+@pytest.fixture(scope="session")         # not module: its second user runs at the session's end
+def submitit_chapter(tmp_path_factory):
+    """The runner's `train --profile smoke --chapters normlayer --launcher submitit --cluster local` (the
+    pilot wave, then the chapter wave; ``runner.main`` in this process, each job a process of its own):
+    (its exit code, its stdout, the folder holding ``runs/`` and ``submitit/``). Its own fixture, used
+    first by a test that does not read the smoke sweep, so that it trains while the sweep does."""
+    tmp = tmp_path_factory.mktemp("submitit-chapter")
+    mp = pytest.MonkeyPatch()
+    mp.setenv("SEC_RUNS_DIR", str(tmp / "runs"))
+    mp.setenv("PYTHONPATH", f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")   # the jobs' sec_lib
+    out = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+            code = book.main(["train", "--profile", "smoke", "--chapters", "normlayer", "--launcher", "submitit",
+                              "--cluster", "local", "--runs-per-job", "4", "--array-parallelism", "2"])
+    finally:
+        mp.undo()
+    return code, out.getvalue(), tmp
+
+
+def _normlayer_keys(store):
     p = ex.get_profile("smoke")
-    want = ex.lr_pilot(p) + ex.chapter_configs("normlayer", p, stores["pool"])
-    assert stores["submitit"].keys() == stores["pool"].keys() == sorted({run_key(c) for c in want})
-    for key in stores["pool"].keys():
-        a, b = stores["pool"].meta(key), stores["submitit"].meta(key)
+    return sorted({run_key(c) for c in ex.lr_pilot(p) + ex.chapter_configs("normlayer", p, store)})
+
+
+@pytest.mark.slow
+def test_the_runner_trains_a_smoke_chapter_through_submitit(submitit_chapter):
+    """The pilot and the chapter's runs are stored, none failed, the jobs' logs are beside the store."""
+    code, out, tmp = submitit_chapter
+    assert code == 0 and "0 failed" in out, out[-3000:]
+    sub = ResultStore(tmp / "runs")
+    assert sub.keys() == _normlayer_keys(sub) and len(sub.keys()) > len(ex.lr_pilot(ex.get_profile("smoke")))
+    assert all(sub.meta(k)["status"] == "done" for k in sub.keys())
+    assert list((tmp / "submitit").iterdir())                             # the jobs' logs, next to the store
+
+
+@pytest.mark.slow
+def test_the_runner_trains_a_smoke_chapter_through_submitit_exactly_as_through_the_pool(submitit_chapter, smoke_site):
+    """The submitit store of the test above against what the local pool stored for the same runs in the
+    smoke sweep (tests/conftest.py's ``smoke_site``: `python -m sec_lib.book run --profile smoke`, the
+    default pool launcher), instead of training the pilot and the chapter through the pool a second
+    time here: the same runs (the same chapter configs from either store's pilot), the same status and
+    bit-identical metrics."""
+    assert smoke_site["run"].returncode == 0, "the smoke sweep failed; see tests/site/test_book.py"
+    code, out, tmp = submitit_chapter
+    assert code == 0, out[-3000:]
+    pool, sub = ResultStore(smoke_site["tmp"] / "runs"), ResultStore(tmp / "runs")
+    want = _normlayer_keys(sub)
+    assert want == _normlayer_keys(pool) and sub.keys() == want and set(want) <= set(pool.keys())
+    for key in want:
+        a, b = pool.meta(key), sub.meta(key)
         assert comparable(b["metrics"]) == comparable(a["metrics"]) and b["status"] == a["status"]
-    assert list((tmp_path / "submitit" / "submitit").iterdir())            # the jobs' logs, next to the store
+        assert comparable(b["metrics"])                                   # (not an empty comparison)
 
 
 # -- dependent waves ----------------------------------------------------------------------------------
@@ -264,7 +300,8 @@ def test_waves_run_in_order_and_each_is_computed_from_the_last_ones_results(tmp_
 # Two processes each run a PoolLauncher over overlapping lists; both decide to train the shared runs
 # (neither is stored when they start). In "together" mode both finish each shared run at the same
 # moment and save it at once; in "after" mode the second writer saves only once the first one's
-# record is published (its copy must not replace it). A reader loads the shared runs all along.
+# record is published (its copy must not replace it). A reader (a thread of the test's process) loads the
+# shared runs all along.
 
 WRITER = r"""
 import glob, json, os, sys, time
@@ -298,24 +335,21 @@ S.train = train
 PoolLauncher(1).run(configs, root)
 """
 
-READER = r"""
-import json, os, sys, time
-from sec_lib.store import ResultStore
-from sec_lib.train import TrainConfig
-
-root, stop, spec = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
-store = ResultStore(root)
-configs = [TrainConfig.from_dict(d) for d in spec["configs"]]
-loads = 0
-while not os.path.exists(stop):
-    for c in configs:
-        r = store.get(c)                                 # None, or a whole record: never an error
-        if r is not None:
-            assert r.status == "done" and r.metrics and len(r.evals), r
-            loads += 1
-    time.sleep(0.02)
-print(loads)
-"""
+def read_until(root, stop, configs, out):
+    """The reader, a thread of this process (the writers are processes): loads every config again and
+    again until ``stop`` is set; appends the number of whole records it loaded, or its error, to ``out``."""
+    try:
+        store, loads = ResultStore(root), 0
+        while not stop.is_set():
+            for c in configs:
+                r = store.get(c)                             # None, or a whole record: never an error
+                if r is not None:
+                    assert r.status == "done" and r.metrics and len(r.evals), r
+                    loads += 1
+            time.sleep(0.02)
+        out.append(loads)
+    except BaseException as e:  # noqa: BLE001 - reported by the test
+        out.append(e)
 
 
 def python(code, *args, env):
@@ -327,23 +361,25 @@ def python(code, *args, env):
 def test_two_launchers_writing_one_store_at_once_leave_every_record_complete(tmp_path, mode):
     shared = [toy(seed=20), toy(seed=21, eta=0.5), toy(seed=22)]
     lists = [[toy(seed=10)] + shared, [toy(seed=11)] + shared]
-    sync, root, stop = tmp_path / "sync", tmp_path / "runs", tmp_path / "stop"
+    sync, root, stop = tmp_path / "sync", tmp_path / "runs", threading.Event()
     sync.mkdir()
     env = dict(os.environ, PYTHONPATH=f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
     spec = lambda cfgs, m: json.dumps({"configs": [c.to_dict() for c in cfgs], "shared": [run_key(c) for c in shared],
                                        "mode": m})
-    reader = python(READER, root, stop, spec(shared, None), env=env)
+    loads: list = []
+    reader = threading.Thread(target=read_until, args=(root, stop, shared, loads), daemon=True)
+    reader.start()
     modes = ["together", "together"] if mode == "together" else ["first", "after"]
     writers = [python(WRITER, root, sync, spec(cfgs, m), env=env) for cfgs, m in zip(lists, modes)]
     try:
         outs = [w.communicate(timeout=600) for w in writers]
     finally:
-        stop.touch()
-    r_out, r_err = reader.communicate(timeout=120)
+        stop.set()
+    reader.join(timeout=120)
     for w, (out, err) in zip(writers, outs):
         assert w.returncode == 0, err[-3000:]
-    assert reader.returncode == 0, r_err[-3000:]
-    assert int(r_out) > 0                                                 # the reader did see records
+    assert len(loads) == 1 and not isinstance(loads[0], BaseException), loads
+    assert loads[0] > 0                                                   # the reader did see records
     store = ResultStore(root)
     everything = {run_key(c): c for cfgs in lists for c in cfgs}
     assert store.keys() == sorted(everything)
