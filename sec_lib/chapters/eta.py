@@ -11,7 +11,7 @@ from .. import report
 from ..figures import sweeps, widgets
 from ..report import summary_table, values_ci
 from . import profile_param
-from .common import PERCENT_METRICS, check_cols, measures_text, name_means, one_family, paired, with_verdict
+from .common import check_cols, measures_text, name_means, one_family, paired, with_verdict
 
 #: The notebook's parameters (checked by ``sec_lib.params.notebook_params``).
 PARAMS = profile_param()
