@@ -10,7 +10,8 @@ import pandas as pd
 from .. import experiments as ex
 from .. import reference, report
 from ..report import pooled_diff, summary_table, values_ci
-from ..store import ResultStore, run_key
+from ..store import run_key
+from ..tier import store_for
 from . import profile_param
 from .common import check_cols, measures_text, name_means, one_family, paired, verdict_row_of, with_verdict
 
@@ -20,9 +21,10 @@ PARAMS = profile_param()
 
 def mu_labels(profile, root=None) -> dict:
     """Run key -> μ-setting label (``experiments.mu_settings``) of the "which μ" chapter's runs
-    (their keys hold the pilot's learning rate, read from the store at ``root``)."""
+    (their keys hold the pilot's learning rate, read from where the pages of ``profile`` read their runs:
+    the store at ``root``, else the committed tier of a long profile, else the quick store)."""
     p = ex.get_profile(profile) if isinstance(profile, str) else profile
-    q = ex.tuned(p, "adam", ResultStore(root))
+    q = ex.tuned(p, "adam", store_for(p.name, root))
     out = {}
     for loss in ex.MU_LOSSES:
         for label, ch in ex.mu_settings(q, loss):

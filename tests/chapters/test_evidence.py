@@ -100,6 +100,21 @@ def test_the_committed_reference_tier_renders_the_headline():
     assert s.startswith("**Evidence on this page: the reference tier**") and "5,000 iterations" in s
 
 
+@pytest.mark.skipif(not tier.has_tier("reference"), reason="no committed reference tier")
+def test_the_mu_page_labels_the_committed_tier_without_a_quick_store(tmp_path, monkeypatch):
+    """The μ page names each run's setting from keys that hold the pilot's learning rate: read from the
+    committed tier, not from the (here empty) quick store. It read the quick store, so the page failed
+    with a KeyError as soon as the tier held the chapter."""
+    from sec_lib.chapters import common, mu
+    if not evidence.covers("reference", ("mu",)):
+        pytest.skip("the committed reference tier does not yet hold the μ chapter")
+    monkeypatch.setenv("SEC_RUNS_DIR", str(tmp_path / "empty"))
+    runs = mu.label_mu(common.load("mu", "reference", tables=()).runs, "reference")
+    assert runs["setting"].notna().all()
+    assert set(runs["setting"]) == set(mu.mu_order("reference"))
+    assert (runs.groupby(["loss", "setting"]).size() == 3).all()            # 3 seeds per loss and setting
+
+
 def test_claims_tier_agreement_uses_the_same_sign_rule():
     from sec_lib.chapters import claims
     t = pd.DataFrame({"claim": ["A", "B", "C", "D"], "tier": ["reference", "reference", "reference", "cpu"],
