@@ -291,9 +291,8 @@ def verdict_row_of(est: dict, expected_sign: int, margin=None, n_counts: str = "
            "ci_hi": hi if usable else math.nan, "p_value": p, "p_adj": p, "m": int(np.isfinite(p)), "n": n,
            "n_counts": n_counts, "mde": mde, "expected_sign": int(expected_sign),
            "margin": math.nan if margin is None else float(margin)}
-    default = report.VERDICT_RULES.equivalence_margin if int(expected_sign) == 0 else report.VERDICT_RULES.min_effect
     row["p_eq"] = row["p_eq_adj"] = report.equivalence_p(row["estimate"], row["ci_lo"], row["ci_hi"], n,
-                                                         default if margin is None else margin)
+                                                         report.claim_margin(margin, int(expected_sign)))
     row["verdict"] = report.verdict(row["estimate"], row["ci_lo"], row["ci_hi"], expected_sign, margin,
                                     n=n, p_adj=p, p_eq_adj=row["p_eq_adj"])
     return row

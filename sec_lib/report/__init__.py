@@ -22,7 +22,7 @@ Modules (every name is re-exported here, so ``from sec_lib.report import X`` is 
 * :mod:`.intervals`: :func:`mean_ci`, :func:`summarize`, :func:`paired_diff`, :func:`values_ci`,
   :func:`pooled_diff`, :data:`DEFAULT_METRICS`;
 * :mod:`.verdicts`: :data:`MARGINS`, :data:`PRIMARY_METRIC`, :class:`VerdictRules`, :func:`verdict`,
-  :func:`verdict_row`, :func:`verdict_table`, :func:`equivalence_p` and their constants;
+  :func:`verdict_row`, :func:`verdict_table`, :func:`equivalence_p`, :func:`claim_margin` and their constants;
 * :mod:`.power`: :func:`min_detectable_effect`;
 * :mod:`.multiplicity`: :func:`holm`, :func:`adjust_family`;
 * :mod:`.formatting`: :func:`format_ci`, :func:`fmt_cell`, :func:`fmt_estimate`, :func:`wide`,
@@ -36,7 +36,7 @@ from .multiplicity import adjust_family, holm
 from .power import min_detectable_effect
 from .verdicts import (
     MARGINS, N_COUNTS, PRIMARY_METRIC, ROW_COLUMNS, SECONDARY_METRICS, VERDICT_RULES, VERDICTS, VerdictRules,
-    equivalence_p, margin_for, margin_table, metric_role, verdict, verdict_row, verdict_table,
+    claim_margin, equivalence_p, margin_for, margin_table, metric_role, verdict, verdict_row, verdict_table,
 )
 
 __all__ = [
@@ -62,6 +62,7 @@ __all__ = [
     "verdict",
     "verdict_table",
     "equivalence_p",
+    "claim_margin",
     "DEFAULT_METRICS",
     "format_ci",
     "fmt_cell",

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 
 from ._common import _check_columns, _is_missing
-from .verdicts import ROW_COLUMNS, _check_margin, equivalence_p, verdict
+from .verdicts import ROW_COLUMNS, claim_margin, equivalence_p, verdict
 
 
 def holm(pvalues):
@@ -80,7 +80,7 @@ def adjust_family(rows, family: str | None = None) -> pd.DataFrame:
     p_eq = []
     for i, r in enumerate(recs):
         try:
-            margin = _check_margin(r.get("margin"), int(r["expected_sign"]))
+            margin = claim_margin(r.get("margin"), int(r["expected_sign"]))
         except ValueError as err:
             raise ValueError(f"row {i}: {err}") from err
         p_eq.append(equivalence_p(r["estimate"], r["ci_lo"], r["ci_hi"], r.get("n"), margin))

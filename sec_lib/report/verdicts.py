@@ -103,7 +103,10 @@ def _check_sign(expected_sign) -> int:
     return int(expected_sign)
 
 
-def _check_margin(margin, expected_sign: int) -> float:
+def claim_margin(margin, expected_sign: int) -> float:
+    """The margin a claim is judged with: ``margin``, or where it is None/NaN the default of its kind
+    (:data:`VERDICT_RULES`: the primary metric's equivalence margin for a no-change claim, ``min_effect``
+    for a directional one). ValueError for a negative margin, or a no-change claim without one."""
     if margin is None or (isinstance(margin, float) and math.isnan(margin)):
         margin = VERDICT_RULES.equivalence_margin if expected_sign == 0 else VERDICT_RULES.min_effect
     if isinstance(margin, bool) or _is_missing(margin) or float(margin) < 0:
@@ -185,7 +188,7 @@ def verdict(estimate, ci_lo, ci_hi, expected_sign: int = +1, margin=None, n=None
     ending exactly at 0 is not on either side of 0, one ending exactly at ``margin`` is inside the margin.
     """
     expected_sign = _check_sign(expected_sign)
-    margin = _check_margin(margin, expected_sign)
+    margin = claim_margin(margin, expected_sign)
     if n is not None and (isinstance(n, bool) or not isinstance(n, numbers.Real) or (np.isfinite(n) and n < 0)):
         raise ValueError(f"n must be None or a count >= 0, got {n!r}")
     for name, p in (("p_adj", p_adj), ("p_eq_adj", p_eq_adj)):
@@ -253,7 +256,7 @@ def verdict_row(values, expected_sign: int = +1, margin=None, n_counts: str = "s
     the verdict is at most *inconclusive*; no values: *not testable offline*.
     """
     expected_sign = _check_sign(expected_sign)
-    margin = _check_margin(margin, expected_sign)
+    margin = claim_margin(margin, expected_sign)
     if not isinstance(n_counts, str) or n_counts not in N_COUNTS:
         raise ValueError(f"n_counts must say what n counts, one of {list(N_COUNTS)}; got {n_counts!r}")
     if isinstance(values, (str, bytes, dict)) or np.ndim(values) > 1:
