@@ -1,6 +1,6 @@
 """Print the store key of every run each chapter names, per profile, with a stand-in store whose
 pilot and selection runs 'exist' (interior choices). Used to check that a change to
-sec_lib/experiments.py leaves the keys of existing runs unchanged:
+sec_lib/runs/experiments.py leaves the keys of existing runs unchanged:
 
     python bench/key_check.py > before.json   # on the old code
     python bench/key_check.py --compare before.json
@@ -12,9 +12,9 @@ import sys
 
 import pandas as pd
 
-from sec_lib import experiments as ex
-from sec_lib.store import run_key
-from sec_lib.train import RunResult
+from sec_lib.runs import experiments as ex
+from sec_lib.runs.store import run_key
+from sec_lib.runs.train import RunResult
 
 
 class FakeStore:

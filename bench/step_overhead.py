@@ -13,8 +13,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from sec_lib import experiments as ex  # noqa: E402
-from sec_lib.train import train  # noqa: E402
+from sec_lib.runs import experiments as ex  # noqa: E402
+from sec_lib.runs.train import train  # noqa: E402
 
 
 def main():

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from sec_lib.train import TrainConfig
+from sec_lib.runs.train import TrainConfig
 
 
 def toy_config(**kw) -> TrainConfig:

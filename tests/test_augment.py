@@ -7,12 +7,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import sec_lib.train as train_mod
+import sec_lib.runs.train as train_mod
 from sec_lib.data.augment import (AUGMENT_KEYS, ViewAugment, ViewBatches, _gaussian_blur, _inverse_affine,
                                   _smooth_field, make_views)
 from sec_lib.params import ParameterError
-from sec_lib.store import run_key
-from sec_lib.train import OMITTED_AT_DEFAULT, TrainConfig, train
+from sec_lib.runs.store import run_key
+from sec_lib.runs.train import OMITTED_AT_DEFAULT, TrainConfig, train
 
 IDENTITY = dict(rotation_deg=0.0, scale=(1.0, 1.0), shear=0.0, shift=0.0, elastic_p=0.0, blur_p=0.0,
                 noise_std=(0.0, 0.0))

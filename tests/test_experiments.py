@@ -1,13 +1,13 @@
-"""sec_lib.experiments: the one variant rule, and selection that takes its runs explicitly (no default store)."""
+"""sec_lib.runs.experiments: the one variant rule, and selection that takes its runs explicitly (no default store)."""
 import ast
 import inspect
 
 import pandas as pd
 import pytest
 
-from sec_lib import experiments as ex
-from sec_lib.store import ResultStore, run_key
-from sec_lib.train import RunResult
+from sec_lib.runs import experiments as ex
+from sec_lib.runs.store import ResultStore, run_key
+from sec_lib.runs.train import RunResult
 
 
 def test_the_variant_rule():

@@ -1,10 +1,10 @@
-"""sec_lib.fairness on synthetic data with known answers, against direct pandas/scipy computations."""
+"""sec_lib.report.fairness on synthetic data with known answers, against direct pandas/scipy computations."""
 import numpy as np
 import pandas as pd
 import pytest
 from scipy import stats
 
-from sec_lib.fairness import (class_difficulty, class_table, correlation, effects_frame, eta_squared, gap_change,
+from sec_lib.report.fairness import (class_difficulty, class_table, correlation, effects_frame, eta_squared, gap_change,
                               group_gap, relative_to_run)
 
 
@@ -142,7 +142,7 @@ def test_helpers_and_bad_input():
 
 
 def test_with_attributes_joins_rows_of_the_same_images():
-    from sec_lib.fairness import with_attributes
+    from sec_lib.report.fairness import with_attributes
     tn = pd.DataFrame({"label": [0, 0, 1], "norm": [1.0, 2.0, 3.0], "hit@1": [True, False, True]})
     inst = pd.DataFrame({"label": [0, 0, 1], "design": ["serif", "sans", "serif"]})
     cls = pd.DataFrame({"label": [0, 1], "script": ["LATIN", "GREEK"]})

@@ -39,10 +39,10 @@ from unittest import mock  # noqa: E402
 
 import torch  # noqa: E402
 
-from sec_lib import experiments as ex  # noqa: E402
+from sec_lib.runs import experiments as ex  # noqa: E402
 from sec_lib.chapters import train as train_chapter  # noqa: E402
 from sec_lib.params import Device  # noqa: E402
-from sec_lib.train import TrainConfig  # noqa: E402
+from sec_lib.runs.train import TrainConfig  # noqa: E402
 
 
 def test_a_bad_mu_is_reported_with_the_value_given():
@@ -89,7 +89,7 @@ def test_cuda_is_checked_against_the_machine():
 
 def test_the_train_page_refuses_a_bad_device_before_the_pilot_trains(monkeypatch, tmp_path):
     monkeypatch.setenv("SEC_RUNS_DIR", str(tmp_path))
-    monkeypatch.setattr("sec_lib.store.train", lambda *a, **k: pytest.fail("nothing may train"))
+    monkeypatch.setattr("sec_lib.runs.store.train", lambda *a, **k: pytest.fail("nothing may train"))
     with pytest.raises(ParameterError, match="'device' = 'gpu'"):
         train_chapter.train_page_config("smoke", device="gpu")
     with pytest.raises(ParameterError, match="'device' = 'gpu'"):

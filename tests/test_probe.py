@@ -4,7 +4,7 @@ import pytest
 import torch
 from sklearn.linear_model import LogisticRegression
 
-from sec_lib.probe import fit_softmax_regression, linear_probe, stratified_split
+from sec_lib.metrics.probe import fit_softmax_regression, linear_probe, stratified_split
 
 
 def test_split_is_stratified_disjoint_and_seeded():

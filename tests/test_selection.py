@@ -4,8 +4,8 @@ import dataclasses
 import pandas as pd
 import pytest
 
-from sec_lib import experiments as ex
-from sec_lib.train import RunResult
+from sec_lib.runs import experiments as ex
+from sec_lib.runs.train import RunResult
 
 E = pd.DataFrame()
 

@@ -4,10 +4,10 @@ import os
 
 import pytest
 
-import sec_lib.store as S
+import sec_lib.runs.store as S
 from sec_lib.params import ParameterError
-from sec_lib.store import ResultStore, load_runs, run_all, run_key
-from sec_lib.train import TrainConfig
+from sec_lib.runs.store import ResultStore, load_runs, run_all, run_key
+from sec_lib.runs.train import TrainConfig
 
 
 KEY_OF_TOY_BEFORE = "3fd8d53f2e0ce685"   # run_key(toy()) on commit 07a626a, before canonical keys

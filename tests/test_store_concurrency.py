@@ -6,8 +6,8 @@ tables), readers keep reading: every read must be one whole result or the other,
 import multiprocessing as mp
 import time
 
-from sec_lib.store import ResultStore
-from sec_lib.train import TrainConfig, train
+from sec_lib.runs.store import ResultStore
+from sec_lib.runs.train import TrainConfig, train
 
 SECONDS = 3.0
 

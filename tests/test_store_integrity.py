@@ -10,10 +10,10 @@ import time
 
 import pytest
 
-import sec_lib.store as S
+import sec_lib.runs.store as S
 from sec_lib.site import runner as book
 from sec_lib.params import ParameterError
-from sec_lib.store import ResultStore, run_all, run_key
+from sec_lib.runs.store import ResultStore, run_all, run_key
 from sec_lib.tempfiles import clear_partial_notebooks, clear_partial_runs, host_name, temp_prefix
 
 
@@ -71,7 +71,7 @@ def test_each_kind_of_damage_is_reported_quarantined_and_retrained(tmp_path, how
     first = store.run(cfg)
     key = run_key(cfg)
     DAMAGE[how](tmp_path / key)
-    with caplog.at_level(logging.WARNING, logger="sec_lib.store"):
+    with caplog.at_level(logging.WARNING, logger="sec_lib.runs.store"):
         assert store.get(cfg) is None                       # treated as missing, never half-loaded
     assert len(store.quarantined) == 1
     qkey, qpath, reason, moved = store.quarantined[0]
@@ -230,7 +230,7 @@ def test_a_corrupt_record_that_cannot_be_moved_is_reported_and_treated_as_missin
     def read_only(src, dst):
         raise PermissionError(13, "Read-only file system")
     monkeypatch.setattr(S.os, "rename", read_only)
-    with caplog.at_level(logging.WARNING, logger="sec_lib.store"):
+    with caplog.at_level(logging.WARNING, logger="sec_lib.runs.store"):
         assert store.get(cfg) is None and not store.has(cfg)
     assert "cannot be moved" in caplog.text and run_key(cfg) in caplog.text
     assert store.path(cfg).exists()
@@ -241,7 +241,7 @@ def test_the_train_command_checks_configs_and_clears_partial_runs_first(tmp_path
     litter = tmp_path / "runs" / f".tmp-0123456789abcdef-{host_name()}-{dead_pid()}-aa"
     litter.mkdir(parents=True)
     import dataclasses
-    from sec_lib import experiments as ex
+    from sec_lib.runs import experiments as ex
     smoke = ex.get_profile("smoke")
     monkeypatch.setitem(ex.PROFILES, "smoke", dataclasses.replace(smoke, base=dict(smoke.base, device="gpu")))
     monkeypatch.setattr(book, "prepare_data", lambda p: pytest.fail("nothing may run"))
@@ -249,8 +249,9 @@ def test_the_train_command_checks_configs_and_clears_partial_runs_first(tmp_path
     assert "'device' = 'gpu'" in capfd.readouterr().err
     assert litter.exists()                          # refused before touching anything
     monkeypatch.setitem(ex.PROFILES, "smoke", smoke)
-    monkeypatch.setattr(book, "train_stages", lambda *a, **k: None)
-    monkeypatch.setattr(book, "prepare_data", lambda p: None)
+    from sec_lib.runs import commands             # the train command lives in the runs wing
+    monkeypatch.setattr(commands, "train_stages", lambda *a, **k: None)
+    monkeypatch.setattr(commands, "prepare_data", lambda p: None)
     printed = []
     monkeypatch.setattr(book.Summary, "print", lambda self, out=None: printed.append(self))
     assert book.main(["train", "--profile", "smoke", "--chapters", "compare"]) == 0

@@ -6,11 +6,11 @@ import json
 import pandas as pd
 import pytest
 
-from sec_lib import experiments as ex
-from sec_lib import tier
+from sec_lib.runs import experiments as ex
+from sec_lib.runs import tier
 from sec_lib.params import ParameterError
-from sec_lib.store import ResultStore, run_all, run_key
-from sec_lib.train import TrainConfig
+from sec_lib.runs.store import ResultStore, run_all, run_key
+from sec_lib.runs.train import TrainConfig
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from sec_lib.params import ParameterError
-from sec_lib.train import TrainConfig, batch_stats, train
+from sec_lib.runs.train import TrainConfig, batch_stats, train
 
 
 def toy(**kw):
@@ -59,7 +59,7 @@ def test_same_config_and_seed_give_identical_results():
 
 
 def test_nan_loss_stops_and_is_recorded_as_failed(monkeypatch):
-    import sec_lib.train as T
+    import sec_lib.runs.train as T
     real = T.make_loss
 
     def poisoned(cfg, ds):
@@ -110,7 +110,7 @@ def test_batch_stats_uses_autograd_gradients_of_a_normalized_loss():
 
 
 def test_holdout_classes_evaluate_on_held_out_training_classes():
-    from sec_lib.train import load_data
+    from sec_lib.runs.train import load_data
     cfg = toy(holdout_classes=20)
     tr, ev = load_data(cfg)
     full, test = load_data(toy())
@@ -130,7 +130,7 @@ def test_query_gallery_evaluation_retrieves_from_the_gallery_only():
     """In-Shop style: each query against the gallery, matching sec_lib.metrics on the same embeddings."""
     from sec_lib import metrics
     from sec_lib.models import build_model
-    from sec_lib.train import QueryGallery, embed, evaluate_model
+    from sec_lib.runs.train import QueryGallery, embed, evaluate_model
 
     class Split:
         def __init__(self, x, labels):
@@ -161,7 +161,7 @@ def test_a_shorter_run_with_denser_evaluation_retraces_the_longer_one():
     """The convergence chapter's dense-early prefixes (experiments.early_twin) rely on this: under a
     constant learning rate, evaluating more often and stopping earlier changes nothing before the stop."""
     from dataclasses import replace
-    from sec_lib import experiments as ex
+    from sec_lib.runs import experiments as ex
     p = ex.get_profile("smoke")
     full = ex.config(p, "semihard", "sec", 0, iterations=12, eval_every=4)
     pre = ex.early_twin(replace(p, early_iterations=8, early_eval_every=1), full)
@@ -177,7 +177,7 @@ def test_a_shorter_run_with_denser_evaluation_retraces_the_longer_one():
 
 def test_early_twin_refuses_a_length_dependent_schedule_or_a_prefix_not_shorter():
     from dataclasses import replace
-    from sec_lib import experiments as ex
+    from sec_lib.runs import experiments as ex
     p = replace(ex.get_profile("smoke"), early_iterations=8, early_eval_every=1)
     cfg = ex.config(p, "semihard", "none", 0, iterations=12)
     with pytest.raises(ValueError, match="schedule='constant'"):

@@ -1,7 +1,7 @@
 """The book's chapters: one module per notebook, holding that page's analysis and its ``PARAMS``.
 
 This file is the one list of the book's pages (:data:`PAGES`): which notebook, where its output goes,
-the papermill parameters it is run with and which sweeps of :data:`sec_lib.experiments.CHAPTERS` it
+the papermill parameters it is run with and which sweeps of :data:`sec_lib.runs.experiments.CHAPTERS` it
 reads. The runner (:mod:`sec_lib.site.runner`) trains those sweeps, then executes the pages. A page
 named ``X`` is ``notebooks/X.ipynb`` and its code is :mod:`sec_lib.chapters.X`.
 
@@ -11,14 +11,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .. import experiments as ex
+from ..runs import experiments as ex
 from ..params import Choice
 
 __all__ = ["Page", "PAGES", "PAGE_NAMES", "TRAIN_PAGES", "profile_param"]
 
 
 def profile_param() -> dict:
-    """The ``profile`` parameter every notebook takes: one of :data:`sec_lib.experiments.PROFILE_NAMES`."""
+    """The ``profile`` parameter every notebook takes: one of :data:`sec_lib.runs.experiments.PROFILE_NAMES`."""
     return {"profile": Choice(tuple(ex.PROFILE_NAMES))}
 
 

@@ -15,7 +15,7 @@ from typing import Callable, Sequence
 import numpy as np
 import pandas as pd
 
-from .. import experiments as ex
+from ..runs import experiments as ex
 from .. import reference, report
 from ..figures.tables import csv_link
 from ..report import pooled_diff, values_ci

@@ -2,7 +2,7 @@
 orders for losses, variants and metrics, and the paired-comparison helpers the chapters share.
 
 Nothing here trains. ``load`` reads from the store it is given (``root``); the learning-rate and η
-choices inside :func:`sec_lib.experiments.chapter_configs` read from that same store.
+choices inside :func:`sec_lib.runs.experiments.chapter_configs` read from that same store.
 """
 from __future__ import annotations
 
@@ -13,12 +13,12 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from .. import experiments as ex
+from ..runs import experiments as ex
 from .. import report
 from ..params import Choice
 from ..reference import RETRIEVAL_METRICS, comparison_label
-from ..store import load_runs, run_key
-from ..tier import store_for
+from ..runs.store import load_runs, run_key
+from ..runs.tier import store_for
 
 NORM_METRICS = ("test_norm_var", "train_norm_var")
 #: Regularised variant -> how the page names the paired comparison against ``none``.
@@ -37,7 +37,7 @@ class MissingChapter(KeyError):
 
 
 def runs_frame(frames) -> pd.DataFrame:
-    """The per-run table of a :class:`~sec_lib.store.Frames` (or a runs DataFrame itself)."""
+    """The per-run table of a :class:`~sec_lib.runs.store.Frames` (or a runs DataFrame itself)."""
     runs = getattr(frames, "runs", frames)
     if not isinstance(runs, pd.DataFrame):
         raise ValueError(f"frames must be a store.Frames or a runs DataFrame, got {type(frames).__name__}")
@@ -80,10 +80,10 @@ _DEFAULT_TABLES = ("steps", "tracked", "evals", "test_norms", "grad_scatter")
 def load(chapter: str, profile, tables: Iterable[str] = _DEFAULT_TABLES, root=None):
     """Frames of a chapter's runs from the result store at ``root`` (default: the committed tier of a
     long profile when it exists, else ``$SEC_RUNS_DIR`` or ``data/runs``: see
-    :func:`sec_lib.tier.store_for`), i.e. ``load_runs(chapter_configs(chapter, profile, store))``.
+    :func:`sec_lib.runs.tier.store_for`), i.e. ``load_runs(chapter_configs(chapter, profile, store))``.
 
     ``chapter`` is one of ``experiments.CHAPTERS``; duplicate configs are loaded once. Raises KeyError
-    (from :func:`sec_lib.store.load_runs`) when runs are missing: run ``python -m sec_lib.book run`` first.
+    (from :func:`sec_lib.runs.store.load_runs`) when runs are missing: run ``python -m sec_lib.book run`` first.
     The learning-rate and η choices inside ``chapter_configs`` read the same store.
     """
     Choice(tuple(ex.CHAPTERS)).check("chapter", chapter)

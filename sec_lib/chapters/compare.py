@@ -13,12 +13,12 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from .. import experiments as ex
+from ..runs import experiments as ex
 from .. import reference, report
 from ..figures.tables import fold_columns
 from ..reference import RETRIEVAL_METRICS, SOURCES, comparison_label
 from ..report import format_ci
-from ..tier import store_for
+from ..runs.tier import store_for
 from . import profile_param
 from .common import (EXPECTED_SIGN, NORM_METRICS, PERCENT_METRICS, TEST_NAME,
                      mde_from_ci, order_rows, runs_frame)

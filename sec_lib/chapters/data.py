@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .. import experiments as ex
+from ..runs import experiments as ex
 from . import profile_param
 
 #: The notebook's parameters (checked by ``sec_lib.params.notebook_params``).

@@ -15,9 +15,9 @@ from typing import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from .. import experiments as ex
-from ..store import run_key
-from ..tier import TIER_PROFILES, has_tier, open_tier, store_for, tier_dir
+from ..runs import experiments as ex
+from ..runs.store import run_key
+from ..runs.tier import TIER_PROFILES, has_tier, open_tier, store_for, tier_dir
 from .compare import _num
 
 #: The tier a page shows first, when it holds the page's runs.

@@ -13,7 +13,7 @@ with an MLP):
   the store are shown as a placeholder ("not computed in this profile").
 * **live** (a running Jupyter kernel): :func:`live_panel` adds an optimizer dropdown and a *Train*
   button; pressing it trains the setting the same three controls select (:func:`live_config`,
-  :func:`run_live`: ``sec_lib.train.train`` with a progress callback) and shows the same composite
+  :func:`run_live`: ``sec_lib.runs.train.train`` with a progress callback) and shows the same composite
   figure for the fresh run. In the static page :func:`live_section` shows a note instead
   (:func:`sec_lib.figures.widgets.live_note`).
 

@@ -14,11 +14,11 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from .. import experiments as ex
+from ..runs import experiments as ex
 from ..figures import explore as fig_explore
 from ..figures.palette import eta_label, mu_label
 from ..params import Choice
-from ..store import ResultStore, load_runs, run_all, run_key
+from ..runs.store import ResultStore, load_runs, run_all, run_key
 
 #: What to do with grid runs missing from the store: train them (through the store) or show placeholders.
 MISSING = ("train", "skip")
@@ -87,7 +87,7 @@ class Grid:
     profile: str
     axes: GridAxes
     cells: dict                 # (eta, mu_key, loss) -> list of run keys
-    frames: object              # sec_lib.store.Frames of the runs found in the store
+    frames: object              # sec_lib.runs.store.Frames of the runs found in the store
     configs: list = field(default_factory=list)
     train_seconds: float = 0.0  # time spent training missing runs (0 when all were stored)
     trained: int = 0            # how many runs were trained by load_grid

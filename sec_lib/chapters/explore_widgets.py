@@ -14,14 +14,14 @@ from typing import Callable, Mapping
 import ipywidgets as widgets
 import pandas as pd
 
-from .. import experiments as ex
+from ..runs import experiments as ex
 from ..figures import explore as fig_explore
 from ..figures.palette import eta_label, mu_label
 from ..figures.widgets import fig_to_image, linked_explorer, live_note
 from ..params import Choice, Mu, Number
-from ..store import results_to_frames
+from ..runs.store import results_to_frames
 from ..threads import torch_threads
-from ..train import TrainConfig, train
+from ..runs.train import TrainConfig, train
 from .explore_grid import Grid, cell_figure, mu_key, mu_value, summary_table
 
 #: Optimizers the live panel offers.

@@ -8,24 +8,24 @@ Per run (one loss, variant and seed), on its test images:
   (serif / sans / monospace / script), minus its value when the designs are shuffled within each class
   (chance); > 0: the design explains norm variance beyond chance;
 * ``difficulty_r``: Spearman correlation, over test classes, of the class's mean relative norm with its
-  difficulty (1 − hit@1 rate over the unregularized runs of the same loss, :func:`sec_lib.fairness.class_difficulty`);
+  difficulty (1 − hit@1 rate over the unregularized runs of the same loss, :func:`sec_lib.report.fairness.class_difficulty`);
 * ``hit_gap``: the largest within-class gap in hit@1 (points) between two font designs that draw at least 10% of
   the test images (who is served worse, and by how much).
 
 Claims take these per run, average them over the 4 losses per seed and compare SEC with none paired on seed
 (:func:`sec_lib.report.verdict_row`). The display table adds cluster-bootstrap intervals by class
-(:mod:`sec_lib.fairness`, the same definitions as everywhere in the book).
+(:mod:`sec_lib.report.fairness`, the same definitions as everywhere in the book).
 """
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
-from .. import experiments as ex
-from .. import fairness as fx
+from ..runs import experiments as ex
+from ..report import fairness as fx
 from .. import report
 from ..data.fonts import instance_attributes
-from ..train import load_data
+from ..runs.train import load_data
 from . import profile_param
 from . import review
 from .common import MAIN_CHAPTER, MissingChapter, check_cols, measures_text
@@ -166,7 +166,7 @@ def summary(stats: pd.DataFrame) -> pd.DataFrame:
 def design_gaps(runs: pd.DataFrame, test_norms: pd.DataFrame, attrs: pd.DataFrame, a: str = "sans", b: str = "serif",
                 n_boot: int = 500) -> pd.DataFrame:
     """Per loss: the within-class gap serif − sans of the relative norm and of hit@1 in each variant, and its
-    change with SEC (:func:`sec_lib.fairness.gap_change`, cluster bootstrap by class, pooled over seeds)."""
+    change with SEC (:func:`sec_lib.report.fairness.gap_change`, cluster bootstrap by class, pooled over seeds)."""
     d = review.done(runs)
     frames = []
     for r in d.itertuples(index=False):

@@ -7,11 +7,11 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from .. import experiments as ex
+from ..runs import experiments as ex
 from .. import reference, report
 from ..report import pooled_diff, summary_table, values_ci
-from ..store import run_key
-from ..tier import store_for
+from ..runs.store import run_key
+from ..runs.tier import store_for
 from . import profile_param
 from .common import check_cols, measures_text, name_means, one_family, paired, verdict_row_of, with_verdict
 

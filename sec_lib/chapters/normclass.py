@@ -90,4 +90,4 @@ def difficulty_sentence(diff: pd.DataFrame) -> str:
     return ("**Difficulty.** Not measurable from the stored results: the store keeps each test image's norm and label "
             "but not whether its nearest neighbour is of the same class. Testing difficulty needs that per-sample hit "
             "(or the test embeddings) stored next to the norms, e.g. a `hit@1` column in the `test_norms` table "
-            "written by `sec_lib.train.finish`.")
+            "written by `sec_lib.runs.train.finish`.")

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from .. import experiments as ex
+from ..runs import experiments as ex
 from .. import reference, report
 from ..figures import results as results_fig
 from ..figures import widgets

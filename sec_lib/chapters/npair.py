@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .. import experiments as ex
+from ..runs import experiments as ex
 from . import profile_param
 from . import review
 from .review import family_rows, loss_claim, means_table, sec_rows, verdict_sentence, wide_means

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from .. import experiments as ex
-from .. import tier
-from ..store import ResultStore, load_runs, run_key
+from ..runs import experiments as ex
+from ..runs import tier
+from ..runs.store import ResultStore, load_runs, run_key
 from . import profile_param
 from .common import MAIN_CHAPTER, load, order_rows
 

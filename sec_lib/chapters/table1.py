@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .. import experiments as ex
+from ..runs import experiments as ex
 from .. import reference, report
 from . import profile_param
 from .common import MAIN_CHAPTER, load

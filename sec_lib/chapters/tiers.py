@@ -6,9 +6,9 @@ import math
 
 import pandas as pd
 
-from .. import experiments as ex
-from ..store import ResultStore
-from ..tier import TIER_PROFILES, TierStore, has_tier, open_tier, tier_dir
+from ..runs import experiments as ex
+from ..runs.store import ResultStore
+from ..runs.tier import TIER_PROFILES, TierStore, has_tier, open_tier, tier_dir
 from . import PAGES, profile_param
 from .evidence import evidence_profile
 

@@ -8,12 +8,12 @@ import math
 import numpy as np
 import pandas as pd
 
-from .. import experiments as ex
+from ..runs import experiments as ex
 from ..losses import LOSS_NAMES, LOSS_SPECS
 from ..params import Choice, Device, Mu, Number, OptionalParam, ParameterError
 from ..report import loglog_fit
-from ..store import ResultStore, run_key
-from ..train import OPTIMIZERS, TrainConfig
+from ..runs.store import ResultStore, run_key
+from ..runs.train import OPTIMIZERS, TrainConfig
 from . import profile_param
 from .common import runs_frame
 
@@ -40,7 +40,7 @@ def train_page_config(profile: str, dataset: str = "glyphs", loss: str = "semiha
                       root=None):
     """The TrainConfig of the train page.
 
-    Glyph runs are built with :func:`sec_lib.experiments.config` on the pilot-tuned profile, as the
+    Glyph runs are built with :func:`sec_lib.runs.experiments.config` on the pilot-tuned profile, as the
     main table's sweep builds them, so with the defaults (eta, mu, iterations, device = None,
     optimizer 'adam') the page shows *the same run* as the main table (same store key). Toy runs use
     the profile's ``toy`` settings. ``eta`` / ``mu`` override the variant's regulariser (variant

@@ -1,6 +1,6 @@
 """The train page's figures: one run's instruments (losses, norms, gradients, angles, cosines, evaluations).
 
-Each function takes tidy frames (:class:`sec_lib.store.Frames` parts of one or more runs) and returns a
+Each function takes tidy frames (:class:`sec_lib.runs.store.Frames` parts of one or more runs) and returns a
 Figure; with ``ax=`` it draws into a given Axes instead.
 """
 from __future__ import annotations
@@ -247,7 +247,7 @@ def eval_curves(evals: pd.DataFrame, axes=None, ks: Sequence[str] = ("R@1", "R@2
 def run_dashboard(frames, title: str | None = None):
     """Every instrument of one run on one page-wide figure (12 panels).
 
-    ``frames``: a :class:`~sec_lib.store.Frames` holding one run (``steps``, ``tracked``, ``evals``,
+    ``frames``: a :class:`~sec_lib.runs.store.Frames` holding one run (``steps``, ``tracked``, ``evals``,
     ``cosines``, ``grad_scatter``).
     """
     for t in ("steps", "tracked", "evals", "cosines", "grad_scatter"):

@@ -21,7 +21,6 @@ the project folder (or the checkout: ``make js``), else a clear error.
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import shutil
 import subprocess
@@ -29,25 +28,23 @@ import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
 from tqdm import tqdm
 
-from .. import experiments as ex
-from .. import tier
+from ..runs import experiments as ex
 from ..chapters import PAGE_NAMES, PAGES, Page
-from ..data import get_dataset
 from ..data.glyphs import default_data_dir
 from ..figures.tables import DOWNLOADS_ENV
 from ..params import Choice, ParameterError
-from ..store import ResultStore, run_all, run_key
+from ..runs.store import ResultStore, run_all, run_key
 from ..tempfiles import clear_partial_notebooks, temp_prefix
-from .launch import LaunchError, as_launcher, make_launcher
+from ..runs import commands
+from ..runs.commands import Summary, prepare_data, train_stages, train_sweep  # noqa: F401  (train_sweep: for callers of the old name)
+from ..runs.launch import LaunchError, make_launcher
 from . import sitejs
 from .nbstyle import style_notebook
-from .launch import train_stages as waves
 
 REPO = Path(__file__).resolve().parents[2]
 #: The book's sources inside an installed wheel (setup.py copies the checkout's notebooks/, _config.yml,
@@ -146,73 +143,12 @@ def notebook_cwd(site: Path) -> Path:
     return REPO if not (Path(site) / "notebooks").is_dir() and is_checkout(REPO) else Path(site)
 
 
-@dataclass
-class Summary:
-    trained: int = 0
-    reused: int = 0
-    quarantined: int = 0          # corrupt stored runs moved aside (and trained again)
-    cleared: tuple = (0, 0)       # (partial run folders, partial notebooks) removed at the start
-    failed_runs: list = field(default_factory=list)
-    executed: list = field(default_factory=list)
-    failed_pages: list = field(default_factory=list)
-    times: dict = field(default_factory=dict)
-
-    def print(self, out=None):
-        out = sys.stdout if out is None else out      # looked up now: a captured or redirected stdout
-        print("\n=== sec-book summary ===", file=out)
-        print(f"runs: {self.trained} trained, {self.reused} reused from the store, {len(self.failed_runs)} failed", file=out)
-        for key, err in self.failed_runs:
-            print(f"  failed run {key}: {err}", file=out)
-        print(f"store: {self.quarantined} corrupt records quarantined and retrained; cleared {self.cleared[0]} partial "
-              f"run folders and {self.cleared[1]} partial notebooks left by interrupted runs", file=out)
-        print(f"notebooks: {len(self.executed)} executed, {len(self.failed_pages)} failed", file=out)
-        for name, err in self.failed_pages:
-            print(f"  failed notebook {name}: {err}", file=out)
-        for what, sec in self.times.items():
-            print(f"time {what}: {sec / 60:.1f} min ({sec:.0f} s)", file=out)
-
-
 def select_pages(only) -> list[Page]:
     if not only:
         return list(PAGES)
     for name in only:
         Choice(PAGE_NAMES).check("only", name)
     return [p for p in PAGES if p.source in only]
-
-
-def progress_bar(desc: str, total: int):
-    """A tqdm bar on the terminal (stderr); the rendered pages never see it."""
-    return tqdm(total=total, desc=desc, unit="run", file=sys.stderr, dynamic_ncols=True)
-
-
-def train_sweep(desc: str, configs, launcher, summary: Summary) -> None:
-    """Train one wave with ``launcher`` (or a job count for the local pool), with a progress bar."""
-    bar = progress_bar(desc, len(configs))     # the launcher reports the number of distinct runs
-
-    def report(event, n, total):
-        bar.total = total
-        if event == "quarantined":
-            summary.quarantined += n
-            return
-        if event == "reused":
-            summary.reused += n
-        else:
-            summary.trained += n
-        bar.update(n)
-        bar.refresh()
-
-    store = ResultStore()
-    try:
-        as_launcher(launcher).run(configs, store.root, progress=report)
-    finally:
-        bar.close()
-    failed = {k for k, _ in summary.failed_runs}
-    for c in configs:
-        r = store.get(c)
-        key = store.path(c).name
-        if key not in failed and (r is None or r.status != "done"):
-            summary.failed_runs.append((key, r.failure if r is not None else "not in the store"))
-            failed.add(key)
 
 
 def execute_page(page: Page, profile: str, site: Path, extra_env: dict | None = None) -> None:
@@ -306,19 +242,6 @@ def clear_litter(site: Path | None) -> tuple[int, int]:
     """Remove the partial run folders and (with a ``site``) notebooks that interrupted runs left
     (only this project's ``.tmp-`` names, never one a live process is writing); return both counts."""
     return ResultStore().clean_partial(), clear_partial_notebooks(site / "book" / "nb") if site else 0
-
-
-def train_stages(p: ex.Profile, chapters, launcher, summary: Summary, store=None) -> None:
-    """Train in dependent waves (pilot, η selection, chapters) with ``launcher`` (or a job count
-    for the local pool); see :func:`sec_lib.site.launch.train_stages`."""
-    waves(p, chapters, launcher, store, sweep=lambda desc, configs, lau: train_sweep(desc, configs, lau, summary))
-
-
-def prepare_data(p: ex.Profile) -> None:
-    """Render / load the dataset caches once, before worker processes start."""
-    size = p.base.get("image_size", 32)
-    for split in ("train", "test"):
-        get_dataset("glyphs", split, image_size=size)
 
 
 def build(site: Path | None = None, strict: bool = True) -> Path:
@@ -420,40 +343,11 @@ def main(argv=None) -> int:
         print(f"profile {args.profile} finished in {(time.perf_counter() - t0) / 60:.1f} min")
         return 1 if s.failed_pages else 0     # a diverged run is a result (shown in the book), not an error
     if args.cmd == "train":
-        p = ex.get_profile(args.profile)
-        chapters = args.chapters or ["main", *[c for c in ex.CHAPTERS if c not in ("main", "selection")]]
-        summary = Summary()
-        t0 = time.perf_counter()
-        try:
-            ex.check_sweeps(p, chapters)      # every config (device included) before anything trains
-            summary.cleared = (clear_litter(None)[0], 0)
-            if p.name in tier.TIER_PROFILES:       # resume from the committed runs on a fresh machine
-                restored = tier.restore(tier.tier_dir(p.name), ResultStore())
-                print(f"restored {restored} committed runs of {tier.tier_dir(p.name)} into {ResultStore().root}")
-            prepare_data(p)
-            train_stages(p, chapters, launcher, summary)
-        except (ParameterError, ex.SelectionError, LaunchError) as e:
-            print(f"error: {e}", file=sys.stderr)
-            return 2
-        summary.times["training"] = time.perf_counter() - t0
-        summary.print()
-        return 0
+        return commands.train_command(args.profile, args.chapters, launcher)
     if args.cmd == "export":
-        store = ResultStore()
-        counts = tier.export(store, tier.profile_configs(args.profile, store), tier.tier_dir(args.profile))
-        print(f"{tier.tier_dir(args.profile)}: {counts['exported']} runs exported, "
-              f"{counts['missing']} of the runs named so far not trained yet")
-        return 0
+        return commands.export_command(args.profile)
     if args.cmd == "rerun":
-        try:
-            committed, retrained, result = tier.rerun(args.key, tier.tier_dir(args.profile))
-        except (ParameterError, FileNotFoundError) as e:
-            print(f"error: {e}", file=sys.stderr)
-            return 2
-        same = committed == retrained or (math.isnan(committed) and math.isnan(retrained))
-        print(f"run {args.key}: committed R@1 {committed:.4f}, retrained R@1 {retrained:.4f} "
-              f"({'identical' if same else f'differs by {retrained - committed:+.4f}'}); stored in {ResultStore().root}")
-        return 0 if same else 1
+        return commands.rerun_command(args.key, args.profile)
     try:
         build(args.site)
     except ParameterError as e:

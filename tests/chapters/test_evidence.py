@@ -4,11 +4,11 @@ import math
 import pandas as pd
 import pytest
 
-from sec_lib import experiments as ex
-from sec_lib import tier
+from sec_lib.runs import experiments as ex
+from sec_lib.runs import tier
 from sec_lib.chapters import evidence
-from sec_lib.store import ResultStore, run_all
-from sec_lib.train import TrainConfig
+from sec_lib.runs.store import ResultStore, run_all
+from sec_lib.runs.train import TrainConfig
 
 
 def gains(rows):

@@ -25,12 +25,12 @@ from sec_lib.threads import torch_threads
 import torch
 from ipywidgets.embed import dependency_state, embed_data
 
-from sec_lib import experiments as ex
+from sec_lib.runs import experiments as ex
 from sec_lib.chapters import explore as X
 from sec_lib.figures import widgets as W
 from sec_lib.params import ParameterError
-from sec_lib.store import ResultStore, load_runs, results_to_frames, run_key
-from sec_lib.train import TrainConfig
+from sec_lib.runs.store import ResultStore, load_runs, results_to_frames, run_key
+from sec_lib.runs.train import TrainConfig
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 NOTEBOOK = ROOT / "notebooks" / "explore.ipynb"
@@ -144,7 +144,7 @@ def test_figures_small_and_placeholders(tiny):
 
 def test_diverged_cell_is_shown_and_reported(tiny):
     """A run that diverges (a non-finite loss) is a result: its cell shows what was recorded, with the error."""
-    from sec_lib.train import train
+    from sec_lib.runs.train import train
     bad = TrainConfig(**dict(TINY, loss="npair", eta=1e6, mu="zero", optimizer="sgd", lr=10.0))
     res = train(bad)
     assert res.status == "failed"

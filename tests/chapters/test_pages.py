@@ -8,7 +8,7 @@ import nbformat
 import pytest
 
 from sec_lib import chapters
-from sec_lib import experiments as ex
+from sec_lib.runs import experiments as ex
 
 REPO = Path(__file__).resolve().parents[2]
 

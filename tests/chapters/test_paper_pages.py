@@ -342,9 +342,9 @@ def test_notebook_params_specs():
 
 def test_train_page_config_has_the_sweep_key(tmp_path, monkeypatch):
     """With default settings the train page's run is exactly the main table's run (same store key)."""
-    from sec_lib import experiments as ex
-    from sec_lib.store import ResultStore, run_key
-    from sec_lib.train import RunResult
+    from sec_lib.runs import experiments as ex
+    from sec_lib.runs.store import ResultStore, run_key
+    from sec_lib.runs.train import RunResult
 
     monkeypatch.setenv("SEC_RUNS_DIR", str(tmp_path))
     store = ResultStore()
@@ -399,7 +399,7 @@ def test_data_page_tables_from_dataset_objects():
     assert list(data_page.font_table(tr)["images"]) == [2, 3]
     info = data_page.render_info(tr).set_index("setting")["value"]
     assert info["image_size"] == "8" and info["pillow version"] == "13"
-    from sec_lib import experiments as ex
+    from sec_lib.runs import experiments as ex
     text = data_page.data_sentence(tr, te, ex.get_profile("smoke"))
     assert "2 training classes" in text and "1 classes appear in both" in text
     with pytest.raises(ValueError, match="manifest"):
@@ -410,7 +410,7 @@ def test_data_page_tables_from_dataset_objects():
 
 
 def test_run_readings_and_final_metrics_from_a_hand_made_run():
-    from sec_lib.train import RunResult, TrainConfig
+    from sec_lib.runs.train import RunResult, TrainConfig
     cfg = TrainConfig(loss="semihard", eta=0.5, iterations=20)
     st = pd.DataFrame({"step": np.arange(1, 21), "loss_metric": np.linspace(2.0, 1.0, 20), "loss_sec": 0.1,
                        "norm_mean": np.linspace(3.0, 5.0, 20), "norm_var": np.linspace(4.0, 1.0, 20),

@@ -15,7 +15,7 @@ from sec_lib.chapters import train as train_page
 from sec_lib.figures import results, sweeps
 from sec_lib.figures.tables import file_link
 from sec_lib.figures.widgets import link_records
-from sec_lib.train import TrainConfig
+from sec_lib.runs.train import TrainConfig
 
 LOSSES = ("triplet", "semihard", "npair", "ms")
 

@@ -9,10 +9,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from sec_lib import experiments as ex
+from sec_lib.runs import experiments as ex
 from sec_lib.chapters import claims, face, fairness, npair, review, ssl
 from sec_lib.losses import LOSS_SPECS
-from sec_lib.store import Frames, run_key
+from sec_lib.runs.store import Frames, run_key
 
 REPO = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location("key_check", REPO / "bench" / "key_check.py")

@@ -14,7 +14,7 @@ from sec_lib.chapters import eta as eta_ch
 from sec_lib.chapters import mu as mu_ch
 from sec_lib.figures import sweeps as rp
 from sec_lib.figures.tables import FOLDED_ATTR, compact_verdict_table
-from sec_lib.store import Frames
+from sec_lib.runs.store import Frames
 
 LOSSES = ("triplet", "semihard", "npair", "ms")
 SEEDS = (0, 1, 2)
@@ -545,8 +545,8 @@ def test_splice_early_joins_each_run_to_its_dense_prefix():
 
 
 def test_convergence_chapter_trains_prefixes_only_where_the_profile_asks():
-    from sec_lib import experiments as ex
-    from sec_lib.store import run_key
+    from sec_lib.runs import experiments as ex
+    from sec_lib.runs.store import run_key
     cpu = ex.get_profile("cpu")
     assert ex.convergence(cpu) == ex.main_table(cpu)
     smoke = ex.get_profile("smoke")
@@ -559,7 +559,7 @@ def test_convergence_chapter_trains_prefixes_only_where_the_profile_asks():
 
 def test_no_prefixes_when_the_run_is_not_longer_than_the_prefix():
     from dataclasses import replace
-    from sec_lib import experiments as ex
+    from sec_lib.runs import experiments as ex
     ref = ex.get_profile("reference")
     short = replace(ref, base=dict(ref.base, iterations=ref.early_iterations))
     any_choice = ex._AnyChoice()            # the selection's stand-in (every choice 'exists')

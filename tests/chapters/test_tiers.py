@@ -2,10 +2,10 @@
 import pandas as pd
 import pytest
 
-from sec_lib import experiments as ex
+from sec_lib.runs import experiments as ex
 from sec_lib.chapters import tiers
-from sec_lib.store import ResultStore
-from sec_lib.train import RunResult
+from sec_lib.runs.store import ResultStore
+from sec_lib.runs.train import RunResult
 
 E = pd.DataFrame()
 

@@ -7,7 +7,7 @@ from scipy import stats
 
 from sec_lib import report
 from sec_lib.chapters import claims, convergence, eta as eta_ch
-from sec_lib.store import Frames
+from sec_lib.runs.store import Frames
 
 
 def _frames(runs, **tables):

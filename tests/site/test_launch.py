@@ -18,12 +18,12 @@ import pandas as pd
 import pytest
 
 import sec_lib.site.runner as book
-import sec_lib.experiments as ex
-from sec_lib.site.launch import (LaunchError, Launcher, PoolLauncher, SubmititLauncher, check_device, make_launcher,
+import sec_lib.runs.experiments as ex
+from sec_lib.runs.launch import (LaunchError, Launcher, PoolLauncher, SubmititLauncher, check_device, make_launcher,
                             pack, train_batch, train_stages)
 from sec_lib.params import ParameterError
-from sec_lib.store import TABLES, ResultStore, run_key
-from sec_lib.train import RunResult, TrainConfig
+from sec_lib.runs.store import TABLES, ResultStore, run_key
+from sec_lib.runs.train import RunResult, TrainConfig
 
 pytest.importorskip("submitit")
 
@@ -305,9 +305,9 @@ def test_waves_run_in_order_and_each_is_computed_from_the_last_ones_results(tmp_
 
 WRITER = r"""
 import glob, json, os, sys, time
-import sec_lib.store as S
-from sec_lib.site.launch import PoolLauncher
-from sec_lib.train import TrainConfig
+import sec_lib.runs.store as S
+from sec_lib.runs.launch import PoolLauncher
+from sec_lib.runs.train import TrainConfig
 
 root, sync, spec = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
 configs = [TrainConfig.from_dict(d) for d in spec["configs"]]
@@ -427,7 +427,7 @@ def test_train_stages_closes_the_launcher_even_when_a_wave_fails(tmp_path, monke
         def close(self):
             closed.append(True)
 
-    from sec_lib.site.launch import train_stages
+    from sec_lib.runs.launch import train_stages
     with pytest.raises(RuntimeError, match="wave failed"):
         train_stages(ex.get_profile("smoke"), ["compare"], Failing(2), ResultStore(tmp_path))
     assert closed == [True]

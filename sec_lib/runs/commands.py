@@ -1,0 +1,141 @@
+"""The runner's training commands: ``train``, ``export`` and ``rerun`` (``python -m sec_lib.book CMD``).
+
+``python -m sec_lib.book`` (:mod:`sec_lib.site.runner`) parses the command line and calls these; the
+``run`` command (train, then execute the notebooks) shares :class:`Summary`, :func:`train_stages` and
+:func:`prepare_data` with them. Nothing here knows about notebooks or the site.
+"""
+from __future__ import annotations
+
+import math
+import sys
+import time
+from dataclasses import dataclass, field
+
+from tqdm import tqdm
+
+from ..data import get_dataset
+from ..params import ParameterError
+from . import experiments as ex
+from . import tier
+from .launch import LaunchError, as_launcher
+from .launch import train_stages as waves
+from .store import ResultStore
+
+
+@dataclass
+class Summary:
+    trained: int = 0
+    reused: int = 0
+    quarantined: int = 0          # corrupt stored runs moved aside (and trained again)
+    cleared: tuple = (0, 0)       # (partial run folders, partial notebooks) removed at the start
+    failed_runs: list = field(default_factory=list)
+    executed: list = field(default_factory=list)
+    failed_pages: list = field(default_factory=list)
+    times: dict = field(default_factory=dict)
+
+    def print(self, out=None):
+        out = sys.stdout if out is None else out      # looked up now: a captured or redirected stdout
+        print("\n=== sec-book summary ===", file=out)
+        print(f"runs: {self.trained} trained, {self.reused} reused from the store, {len(self.failed_runs)} failed", file=out)
+        for key, err in self.failed_runs:
+            print(f"  failed run {key}: {err}", file=out)
+        print(f"store: {self.quarantined} corrupt records quarantined and retrained; cleared {self.cleared[0]} partial "
+              f"run folders and {self.cleared[1]} partial notebooks left by interrupted runs", file=out)
+        print(f"notebooks: {len(self.executed)} executed, {len(self.failed_pages)} failed", file=out)
+        for name, err in self.failed_pages:
+            print(f"  failed notebook {name}: {err}", file=out)
+        for what, sec in self.times.items():
+            print(f"time {what}: {sec / 60:.1f} min ({sec:.0f} s)", file=out)
+
+
+def progress_bar(desc: str, total: int):
+    """A tqdm bar on the terminal (stderr); the rendered pages never see it."""
+    return tqdm(total=total, desc=desc, unit="run", file=sys.stderr, dynamic_ncols=True)
+
+
+def train_sweep(desc: str, configs, launcher, summary: Summary) -> None:
+    """Train one wave with ``launcher`` (or a job count for the local pool), with a progress bar."""
+    bar = progress_bar(desc, len(configs))     # the launcher reports the number of distinct runs
+
+    def report(event, n, total):
+        bar.total = total
+        if event == "quarantined":
+            summary.quarantined += n
+            return
+        if event == "reused":
+            summary.reused += n
+        else:
+            summary.trained += n
+        bar.update(n)
+        bar.refresh()
+
+    store = ResultStore()
+    try:
+        as_launcher(launcher).run(configs, store.root, progress=report)
+    finally:
+        bar.close()
+    failed = {k for k, _ in summary.failed_runs}
+    for c in configs:
+        r = store.get(c)
+        key = store.path(c).name
+        if key not in failed and (r is None or r.status != "done"):
+            summary.failed_runs.append((key, r.failure if r is not None else "not in the store"))
+            failed.add(key)
+
+
+def train_stages(p: ex.Profile, chapters, launcher, summary: Summary, store=None) -> None:
+    """Train in dependent waves (pilot, η selection, chapters) with ``launcher`` (or a job count
+    for the local pool); see :func:`sec_lib.runs.launch.train_stages`."""
+    waves(p, chapters, launcher, store, sweep=lambda desc, configs, lau: train_sweep(desc, configs, lau, summary))
+
+
+def prepare_data(p: ex.Profile) -> None:
+    """Render / load the dataset caches once, before worker processes start."""
+    size = p.base.get("image_size", 32)
+    for split in ("train", "test"):
+        get_dataset("glyphs", split, image_size=size)
+
+
+def train_command(profile: str, chapters, launcher) -> int:
+    """Train (or reuse) the runs of ``chapters`` of ``profile`` in dependent waves, without notebooks.
+    A committed tier's runs are restored into the store first, so a fresh machine resumes."""
+    p = ex.get_profile(profile)
+    chapters = chapters or ["main", *[c for c in ex.CHAPTERS if c not in ("main", "selection")]]
+    summary = Summary()
+    t0 = time.perf_counter()
+    try:
+        ex.check_sweeps(p, chapters)      # every config (device included) before anything trains
+        summary.cleared = (ResultStore().clean_partial(), 0)
+        if p.name in tier.TIER_PROFILES:       # resume from the committed runs on a fresh machine
+            restored = tier.restore(tier.tier_dir(p.name), ResultStore())
+            print(f"restored {restored} committed runs of {tier.tier_dir(p.name)} into {ResultStore().root}")
+        prepare_data(p)
+        train_stages(p, chapters, launcher, summary)
+    except (ParameterError, ex.SelectionError, LaunchError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    summary.times["training"] = time.perf_counter() - t0
+    summary.print()
+    return 0
+
+
+def export_command(profile: str) -> int:
+    """Copy the profile's finished runs into its committed tier ``data/reference/<profile>/``."""
+    store = ResultStore()
+    counts = tier.export(store, tier.profile_configs(profile, store), tier.tier_dir(profile))
+    print(f"{tier.tier_dir(profile)}: {counts['exported']} runs exported, "
+          f"{counts['missing']} of the runs named so far not trained yet")
+    return 0
+
+
+def rerun_command(key: str, profile: str) -> int:
+    """Retrain one committed run from its row and compare its final R@1 with the committed one."""
+    try:
+        committed, retrained, result = tier.rerun(key, tier.tier_dir(profile))
+    except (ParameterError, FileNotFoundError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    same = committed == retrained or (math.isnan(committed) and math.isnan(retrained))
+    print(f"run {key}: committed R@1 {committed:.4f}, retrained R@1 {retrained:.4f} "
+          f"({'identical' if same else f'differs by {retrained - committed:+.4f}'}); stored in {ResultStore().root}")
+    return 0 if same else 1

@@ -1,0 +1,555 @@
+"""What each chapter of the book trains, per profile: the single source of truth for the sweeps.
+
+Every chapter asks this module for its list of :class:`~sec_lib.runs.train.TrainConfig` and loads the
+results from the store; the runner (``sec_lib.site.runner``) trains the union of all lists first, so a
+run shared by two chapters (the main table's runs are also points of the η sweep) trains once.
+
+Selection is explicit: :func:`chosen_lr` and :func:`chosen_eta` take the pilot / selection runs, and
+:func:`tuned`, :func:`chapter_configs` and :func:`all_configs` take the
+:class:`~sec_lib.runs.store.ResultStore` to read them from. Nothing here opens a default store or trains;
+a missing pilot or selection run is a KeyError that says which runner command makes it.
+
+Profiles:
+
+* ``smoke``: tiny settings that exercise every code path in seconds (tests);
+* ``cpu``: what ``make book`` runs on a 2-core machine within its 20-minute budget;
+* ``gpu``: larger images, a ResNet-18, more iterations and seeds; never needed for the build.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+from ..losses import LOSS_SPECS
+from ..params import Choice
+from .store import ResultStore, run_key
+from .train import TrainConfig
+
+MAIN_LOSSES = ("triplet", "semihard", "npair", "ms")
+VARIANTS = ("none", "l2reg", "sec")
+PROFILE_NAMES = ("smoke", "cpu", "gpu", "reference")
+
+# SEC weight per loss used in the main table, fixed before any run (not tuned on our test data):
+# semihard 0.5 is the rebuttal's Cars setting (rebuttal Table 2); triplet 1.0 is the authors' public
+# example (Dyfine/SphericalEmbedding, mytrain.sh: --use_loss triplet --sec_wei 1.0); the others use 1.0.
+# The eta chapter shows how the verdicts move with eta.
+# L2-reg (μ = 0) weight 0.005: the rebuttal's Table 2 row that matches the paper's main-table
+# semihard/Cars "l2reg" entry (R@1 82.60).
+ETA_SEC = {"triplet": 1.0, "semihard": 0.5, "npair": 1.0, "ms": 1.0, "tml": 1.0, "cosface": 1.0}
+# Losses the review asked about beyond the main four (tuplet margin; a cosine-softmax loss),
+# trained on glyphs with and without SEC at the η chosen on held-out classes.
+EXTRA_LOSSES = ("tml", "cosface")
+ETA_L2 = 0.005
+# The rest of the review record (issue 13), each loss without and with SEC at the η chosen on held-out
+# classes: SimCLR (NT-Xent at the rebuttal's temperature 0.5, two augmented views, no labels) and
+# supervised contrastive (Khosla et al. 2020, temperature 0.1); the four readings of N-pair; ArcFace
+# beside CosFace. REVIEW_LOSSES are the ones the η selection gains (npair, tml, cosface are in it already).
+SSL_LOSSES = ("ntxent", "supcon")
+NPAIR_VARIANTS = ("npair_ip_l2", "npair_ip", "npair", "tml")
+FACE_LOSSES = ("cosface", "arcface")
+REVIEW_LOSSES = ("ntxent", "supcon", "npair_ip_l2", "npair_ip", "arcface")
+#: TrainConfig changes a loss always trains with: NT-Xent is SimCLR (two augmented views, no labels).
+LOSS_SETTINGS = {"ntxent": {"views": 2}}
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    base: dict                     # TrainConfig fields shared by every glyph run
+    seeds: tuple
+    eta_grid: tuple                # nonzero η values of the η sweep (must include the ETA_SEC values)
+    l2_etas: tuple                 # μ = 0 weights of the "which μ" chapter (rebuttal Table 2)
+    ema_momenta: tuple
+    fixed_radii: tuple
+    lr_pilot: dict                 # optimizer -> candidate learning rates
+    pilot_seed: int = 1000         # a seed no reported run uses
+    holdout_classes: int = 200     # training classes held out for every choice (never the test classes)
+    jobs: int = 2
+    main_seeds: tuple = ()         # seeds of the main comparison (empty: ``seeds``)
+    pilot_iterations: int = 0      # > 0: the pilot trains this long and chooses the run length ...
+    pilot_eval_every: int = 0      # ... from its held-out R@1 curve, evaluated this often,
+    iteration_grid: tuple = ()     # ... among these candidate lengths
+    plateau_gain: float = 0.5      # flattened: less than this many R@1 points gained over the last quarter
+    plateau_window: int = 3        # ... of the curve smoothed by a trailing mean over this many evaluations
+    check_grid_edges: bool = True  # refuse a learning rate at either edge of its grid (smoke: off)
+    toy: dict = field(default_factory=dict)
+    toy_etas: tuple = ()
+    toy_seeds: tuple = (0,)
+    review_eta_grid: tuple = ()    # η of the selection for REVIEW_LOSSES (empty: eta_grid)
+    early_iterations: int = 0      # > 0: the convergence chapter also trains each none/SEC run of the
+    early_eval_every: int = 0      # main table (over ``seeds``) this long, evaluated this often (:func:`early_twin`)
+
+
+PROFILES = {
+    "smoke": Profile(
+        name="smoke",
+        base=dict(dataset="glyphs", image_size=32, train_classes=40, test_classes=20, iterations=6,
+                  batch_size=24, eval_every=3, kmeans_n_init=1, track_every=2, track_samples=8, dtheta_every=2,
+                  width=8, embed_dim=16),
+        seeds=(0, 1), eta_grid=(0.05, 0.5, 1.0), early_iterations=4, early_eval_every=1, l2_etas=(0.1, 0.005), ema_momenta=(0.1,),
+        fixed_radii=(4.0,), lr_pilot={"adam": (1e-3,), "sgd": (0.05,)}, jobs=2, holdout_classes=10,
+        check_grid_edges=False,
+        toy=dict(dataset="toy", model="mlp", width=32, embed_dim=8, iterations=10, batch_size=24,
+                 eval_every=5, track_every=2, track_samples=8, dtheta_every=2, lr=3e-3, data_kwargs={"noise": 0.15}, eval_clustering="final", kmeans_n_init=1),
+        toy_etas=(0.1, 1.0), toy_seeds=(0,)),
+    "cpu": Profile(
+        name="cpu",
+        base=dict(dataset="glyphs", image_size=32, test_classes=200, iterations=120, batch_size=60,
+                  eval_every=40, eval_clustering="final", kmeans_n_init=1, track_every=5, track_samples=24,
+                  dtheta_every=5, width=16, embed_dim=64),
+        seeds=(0, 1, 2), eta_grid=(0.005, 0.05, 0.1, 0.5, 1.0, 5.0), l2_etas=(0.1, 0.01, 0.005, 0.001),
+        ema_momenta=(0.1, 0.01), fixed_radii=(2.0, 8.0),
+        lr_pilot={"adam": (3e-4, 1e-3, 3e-3, 1e-2), "sgd": (0.01, 0.03, 0.1)}, jobs=2,
+        toy=dict(dataset="toy", model="mlp", width=64, embed_dim=16, iterations=150, batch_size=60,
+                 eval_every=25, track_every=5, track_samples=24, dtheta_every=5, lr=3e-3, data_kwargs={"noise": 0.15}, eval_clustering="final", kmeans_n_init=1),
+        toy_etas=(0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0), toy_seeds=(0,),
+        # the review losses choose among the paper's and the rebuttal's weights only (build time)
+        review_eta_grid=(0.1, 0.5, 1.0)),
+    "gpu": Profile(
+        name="gpu",
+        base=dict(dataset="glyphs", image_size=64, model="resnet18s", width=64, embed_dim=128, iterations=3000,
+                  batch_size=120, eval_every=250, track_every=20, track_samples=64, dtheta_every=10,
+                  schedule="step", lr_milestones=(2000,), device="cuda"),
+        seeds=(0, 1, 2), main_seeds=(0, 1, 2, 3, 4), eta_grid=(0.005, 0.05, 0.1, 0.5, 1.0),
+        l2_etas=(0.01, 0.005, 0.001), ema_momenta=(0.1, 0.01), fixed_radii=(2.0, 8.0),
+        lr_pilot={"adam": (1e-4, 3e-4, 1e-3, 3e-3), "sgd": (0.01, 0.03, 0.1, 0.3)}, jobs=8, holdout_classes=400,
+        toy=dict(dataset="toy", model="mlp", width=128, embed_dim=16, iterations=400, batch_size=120,
+                 eval_every=50, track_every=5, track_samples=32, dtheta_every=5, lr=3e-3, data_kwargs={"noise": 0.15}, eval_clustering="final", kmeans_n_init=1),
+        toy_etas=(0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0), toy_seeds=(0, 1, 2)),
+    # The reference tier: the cpu profile's network and data, trained to a plateau and scored on
+    # all 1,392 test classes. The run length, every learning rate, η and the L2 weight are chosen
+    # on 400 held-out training classes with the pilot seed, before any test run (the book shows the
+    # pre-registration table). Committed under data/reference/reference/ (see sec_lib.runs.tier).
+    "reference": Profile(
+        name="reference",
+        base=dict(dataset="glyphs", image_size=32, iterations=4000, batch_size=60, eval_every=500,
+                  eval_clustering="final", kmeans_n_init=1, track_every=50, track_samples=24,
+                  dtheta_every=25, width=16, embed_dim=64),
+        seeds=(0, 1, 2), main_seeds=(0, 1, 2, 3, 4),
+        eta_grid=(0.005, 0.05, 0.1, 0.5, 1.0), l2_etas=(0.01, 0.005, 0.001),
+        ema_momenta=(0.1, 0.01), fixed_radii=(2.0, 8.0),
+        # SGD's grid gained 1.0 after the first pilot chose 0.3, the largest rate of (0.01 ... 0.3)
+        lr_pilot={"adam": (3e-4, 1e-3, 3e-3, 1e-2), "sgd": (0.01, 0.03, 0.1, 0.3, 1.0)}, jobs=2,
+        holdout_classes=400, pilot_iterations=6000, pilot_eval_every=250,
+        iteration_grid=(2000, 3000, 4000, 5000, 6000),
+        # convergence: the runs reach 90% of their final R@1 at about 1,000-2,100 iterations, which an
+        # evaluation every 500 resolves poorly; their first 2,000 iterations are retraced, evaluated every 100
+        early_iterations=2000, early_eval_every=100,
+        toy=dict(dataset="toy", model="mlp", width=64, embed_dim=16, iterations=150, batch_size=60,
+                 eval_every=25, track_every=5, track_samples=24, dtheta_every=5, lr=3e-3, data_kwargs={"noise": 0.15}, eval_clustering="final", kmeans_n_init=1),
+        toy_etas=(0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0), toy_seeds=(0,)),
+}
+
+
+def get_profile(name: str) -> Profile:
+    Choice(PROFILE_NAMES).check("profile", name)
+    return PROFILES[name]
+
+
+def with_variant(base: dict, loss: str, variant: str = "none", **changes) -> dict:
+    """The one rule from a variant to (η, μ, momentum): ``base`` (TrainConfig fields) with the
+    variant's regulariser for ``loss`` (sec: η = ETA_SEC[loss], μ = batch mean; l2reg: η = ETA_L2,
+    μ = 0; none: no regulariser), then ``changes``. Without SEC (η = 0) the μ settings are
+    irrelevant and are reset, so a run has one store key."""
+    Choice(VARIANTS).check("variant", variant)
+    out = dict(base)
+    if variant == "sec":
+        out.update(eta=ETA_SEC.get(loss, 1.0), mu="batch")
+    elif variant == "l2reg":
+        out.update(eta=ETA_L2, mu="zero")
+    out.update(changes)
+    if out.get("eta", 0) == 0:
+        out.update(eta=0.0, mu="batch", momentum=1.0)
+    return out
+
+
+def config(profile: Profile, loss: str, variant: str = "none", seed: int = 0, **changes) -> TrainConfig:
+    """A glyph run of ``profile`` for ``loss`` in one of the paper's variants (none / l2reg / sec),
+    with the loss's :data:`LOSS_SETTINGS` (NT-Xent: two views)."""
+    base = with_variant(dict(profile.base, loss=loss, seed=seed), loss, variant,
+                        **{**LOSS_SETTINGS.get(loss, {}), **changes})
+    if not base.get("views"):             # P x K: the profile's batch rounded down to this loss's K
+        k = base.get("batch_k") or LOSS_SPECS[loss].k
+        base["batch_size"] = base.get("batch_size", 60) // k * k
+    return TrainConfig(**base)
+
+
+def stored_runs(store: ResultStore, configs, what: str, profile: Profile) -> list:
+    """The stored results of ``configs``; KeyError naming the runner command when one is missing."""
+    runs = [store.get(c, tables=("evals",)) for c in configs]     # metrics and evaluations only
+    missing = sum(r is None for r in runs)
+    if missing:
+        raise KeyError(f"{what} of profile {profile.name!r} is not in the result store {store.root} "
+                       f"({missing} of {len(runs)} runs missing); run `python -m sec_lib.book run --profile "
+                       f"{profile.name} --only PAGE` first (PAGE: the page you are building, e.g. compare)")
+    return runs
+
+
+# -- chapter sweeps -------------------------------------------------------------------------------
+
+class SelectionError(ValueError):
+    """A pre-registered choice cannot be made from its pilot (it would not be a fair choice)."""
+
+
+def _held_out(profile: Profile, **changes) -> dict:
+    """Settings of a selection run: held-out training classes and the pilot seed, never the test classes."""
+    return dict(holdout_classes=profile.holdout_classes, **changes)
+
+
+def lr_pilot(profile: Profile) -> list[TrainConfig]:
+    """Learning-rate pilot on held-out training classes, with a seed that no reported run uses:
+    semihard without SEC for every optimizer of the grid, and SGD with SEC at the paper's η (the
+    Adam-vs-SGD chapter trains SGD with and without SEC, each at its own rate). Profiles with a
+    ``pilot_iterations`` train the pilot that long and choose the run length from its curve."""
+    long = dict(iterations=profile.pilot_iterations, eval_every=profile.pilot_eval_every) \
+        if profile.pilot_iterations else {}
+    out = [config(profile, "semihard", "none", profile.pilot_seed, **_held_out(profile, optimizer=opt, lr=lr, **long))
+           for opt, lrs in profile.lr_pilot.items() for lr in lrs]
+    out += [config(profile, "semihard", "sec", profile.pilot_seed, **_held_out(profile, optimizer="sgd", lr=lr, **long))
+            for lr in profile.lr_pilot.get("sgd", ())]
+    return out
+
+
+def _best(cands):
+    """The candidate with the best score; ties go to the smaller setting. ``cands``: (score, setting)."""
+    return max(cands, key=lambda c: (c[0], -c[1]))[1]
+
+
+def _score(r, metric: str = "R@1") -> float:
+    return r.metrics.get(metric, float("-inf")) if r.status == "done" else float("-inf")
+
+
+def chosen_lr(profile: Profile, optimizer: str, pilot_runs, sec: bool = False) -> float:
+    """The pilot's learning rate with the best held-out R@1 for ``optimizer`` (ties: the smaller rate);
+    ``sec``: the SGD-with-SEC arm of the pilot. ``pilot_runs``: RunResults of :func:`lr_pilot`.
+
+    Raises :class:`SelectionError` when the best rate sits at either edge of a grid of 3 or more
+    rates (the grid does not bracket the optimum), unless the profile turns that check off."""
+    runs = [r for r in pilot_runs if r is not None and r.config.optimizer == optimizer
+            and (r.config.eta > 0) == sec]
+    if not runs:
+        raise ValueError(f"no pilot runs for optimizer {optimizer!r}" + (" with SEC" if sec else ""))
+    lr = _best([(_score(r), r.config.lr) for r in runs])
+    grid = sorted(r.config.lr for r in runs)
+    if profile.check_grid_edges and len(grid) >= 3 and lr in (grid[0], grid[-1]):
+        edge = "smallest" if lr == grid[0] else "largest"
+        raise SelectionError(
+            f"profile {profile.name!r}: the learning-rate pilot for {optimizer}{' + SEC' if sec else ''} chose "
+            f"lr = {lr:g}, the {edge} rate of its grid {tuple(grid)}; the grid does not bracket the optimum. "
+            f"Widen Profile.lr_pilot[{optimizer!r}] in sec_lib/runs/experiments.py and run again.")
+    return lr
+
+
+def curve(run, metric: str = "R@1") -> "list[tuple[int, float]]":
+    """(step, value) of a run's periodic evaluations."""
+    ev = run.evals
+    return [(int(s), float(v)) for s, v in zip(ev["step"], ev[metric])] if metric in ev else []
+
+
+def smoothed(points: "dict[int, float]", window: int) -> "dict[int, float]":
+    """Trailing mean over the last ``window`` evaluations (fewer at the start of the curve)."""
+    steps = sorted(points)
+    return {s: sum(points[t] for t in steps[max(0, i - window + 1):i + 1]) / len(steps[max(0, i - window + 1):i + 1])
+            for i, s in enumerate(steps)}
+
+
+def chosen_iterations(profile: Profile, pilot_runs) -> int:
+    """The run length: the shortest candidate T of ``iteration_grid`` at which the chosen-rate Adam
+    pilot's held-out R@1 curve has flattened, i.e. gained less than ``plateau_gain`` points from
+    0.75·T to T. The curve is first smoothed by a trailing mean over ``plateau_window``
+    evaluations: a single noisy evaluation must not decide the length. Profiles without an
+    iteration grid keep their base length."""
+    if not profile.iteration_grid:
+        return profile.base["iterations"]
+    lr = chosen_lr(profile, "adam", pilot_runs)
+    run = next(r for r in pilot_runs if r is not None and r.config.optimizer == "adam"
+               and r.config.eta == 0 and r.config.lr == lr)
+    pts = smoothed(dict(curve(run)), profile.plateau_window)
+    for t in sorted(profile.iteration_grid):
+        before = max((s for s in pts if s <= 0.75 * t), default=None)
+        if t in pts and before is not None and pts[t] - pts[before] < profile.plateau_gain:
+            return t
+    raise SelectionError(
+        f"profile {profile.name!r}: the pilot's held-out R@1 (lr {lr:g}) still gains {profile.plateau_gain} points "
+        f"or more over the last quarter at every candidate length {profile.iteration_grid}; lengthen the pilot")
+
+
+def _pilot_runs(profile: Profile, store, optimizer: str, sec: bool = False) -> list:
+    """The pilot's runs a choice for ``optimizer`` needs (that arm, and Adam's for the run length)."""
+    need = [c for c in lr_pilot(profile) if (c.optimizer, c.eta > 0) in {(optimizer, sec), ("adam", False)}]
+    what = f"the learning-rate pilot ({optimizer}{' + SEC' if sec else ''})"
+    return stored_runs(store, need, what, profile)
+
+
+def tuned(profile: Profile, optimizer: str, store, sec: bool = False) -> Profile:
+    """The profile with the pilot's choices in its base config: the learning rate for ``optimizer``
+    (with SEC: the SGD + SEC arm) and the run length. ``store`` holds the pilot's runs."""
+    runs = _pilot_runs(profile, store, optimizer, sec)
+    base = dict(profile.base, optimizer=optimizer, lr=chosen_lr(profile, optimizer, runs, sec),
+                iterations=chosen_iterations(profile, runs))
+    return dataclasses.replace(profile, base=base)
+
+
+def eta_selection(p: Profile, store=None) -> list[TrainConfig]:
+    """Choosing η and the L2-reg weight without the test classes: every loss at every η of the
+    grid (and every L2 weight), trained on the training classes minus ``holdout_classes`` and
+    evaluated on those held-out classes, with the pilot seed. ``p``: the tuned profile."""
+    etas = [config(p, loss, "sec", p.pilot_seed, **_held_out(p, eta=eta))
+            for loss in (*MAIN_LOSSES, *EXTRA_LOSSES) for eta in (0.0, *p.eta_grid)]
+    l2 = [config(p, loss, "l2reg", p.pilot_seed, **_held_out(p, eta=w))
+          for loss in (*MAIN_LOSSES, *EXTRA_LOSSES) for w in p.l2_etas] if p.main_seeds else []
+    review = [config(p, loss, "sec", p.pilot_seed, **_held_out(p, eta=eta))
+              for loss in REVIEW_LOSSES for eta in (p.review_eta_grid or p.eta_grid)]
+    return etas + l2 + review
+
+
+def selection_runs(p: Profile, store, losses=None) -> list:
+    """The stored η / L2-weight selection runs (:func:`eta_selection` at the pilot's choices);
+    ``losses``: only those losses' runs (None: every loss of the selection)."""
+    return _selection(tuned(p, "adam", store), store, losses)
+
+
+def _selection(q: Profile, store, losses=(*MAIN_LOSSES, *EXTRA_LOSSES)) -> list:
+    """The selection runs of the already tuned profile ``q`` for ``losses`` (default: the paper's
+    four, tuplet margin and CosFace, so the pages of those runs never wait for the review losses'
+    selection; None: all)."""
+    need = [c for c in eta_selection(q) if losses is None or c.loss in losses]
+    return stored_runs(store, need, "the η selection", q)
+
+
+def chosen_eta(profile: Profile, loss: str, selection_runs, mu: str = "batch") -> float:
+    """The nonzero weight of the grid with the best held-out R@1 for ``loss`` (ties: the smaller);
+    ``mu='zero'``: the L2-reg weight. ``selection_runs``: RunResults of :func:`eta_selection`."""
+    cands = [(_score(r), r.config.eta) for r in selection_runs
+             if r is not None and r.config.loss == loss and r.config.eta > 0 and r.config.mu == mu]
+    if not cands:
+        raise ValueError(f"no η selection runs for loss {loss!r} (mu={mu!r})")
+    return _best(cands)
+
+
+def tuned_sec(p: Profile, store) -> list[TrainConfig]:
+    """The main table's SEC cells again, at the η chosen on held-out classes (plus the none baseline)."""
+    sel = _selection(p, store)
+    seeds = table_seeds(p)
+    return [config(p, loss, "sec", s, eta=chosen_eta(p, loss, sel)) for loss in MAIN_LOSSES for s in seeds] + \
+        [config(p, loss, "none", s) for loss in MAIN_LOSSES for s in seeds]
+
+
+def beyond(p: Profile, store) -> list[TrainConfig]:
+    """Tuplet margin and CosFace, without and with SEC (η chosen on held-out classes)."""
+    sel = _selection(p, store)
+    seeds = table_seeds(p)
+    return [config(p, loss, "sec", s, eta=chosen_eta(p, loss, sel)) for loss in EXTRA_LOSSES for s in seeds] + \
+        [config(p, loss, "none", s) for loss in EXTRA_LOSSES for s in seeds]
+
+
+def main_comparison(p: Profile, store) -> list[TrainConfig]:
+    """The main comparison of profiles with ``main_seeds``: every main loss plus tuplet margin and
+    CosFace × {none, L2-reg at its selected weight, SEC at the selected η, SEC at the paper's η}."""
+    if not p.main_seeds:
+        return []
+    sel = _selection(p, store)
+    out = []
+    for loss in (*MAIN_LOSSES, *EXTRA_LOSSES):
+        for s in p.main_seeds:
+            out += [config(p, loss, "none", s), config(p, loss, "l2reg", s, eta=chosen_eta(p, loss, sel, "zero")),
+                    config(p, loss, "sec", s, eta=chosen_eta(p, loss, sel)), config(p, loss, "sec", s)]
+    return out
+
+
+def table_seeds(p: Profile) -> tuple:
+    """The seeds of the main table and of the chapters that reuse its runs: ``main_seeds`` where the
+    profile has a main comparison, else ``seeds``."""
+    return p.main_seeds or p.seeds
+
+
+def main_table(p: Profile, store=None) -> list[TrainConfig]:
+    """The paper's four losses × {none, L2-reg, SEC at the paper's η}. In a profile with a main
+    comparison (``main_seeds``), these are that comparison's runs: its seeds, and L2-reg at the weight
+    selected on held-out classes (so the main table, norms, convergence and instability pages train
+    nothing new); otherwise ``seeds`` and L2-reg at ``ETA_L2``."""
+    if not p.main_seeds:
+        return [config(p, loss, v, s) for loss in MAIN_LOSSES for v in VARIANTS for s in p.seeds]
+    sel = _selection(p, store)
+    return [config(p, loss, v, s, **({"eta": chosen_eta(p, loss, sel, "zero")} if v == "l2reg" else {}))
+            for loss in MAIN_LOSSES for v in VARIANTS for s in p.main_seeds]
+
+
+def early_twin(p: Profile, cfg: TrainConfig) -> TrainConfig:
+    """``cfg`` stopped at ``p.early_iterations`` and evaluated every ``p.early_eval_every`` iterations.
+
+    Under a constant learning rate the prefix retraces the first iterations of ``cfg`` exactly (evaluation
+    draws no random numbers; tests/test_train.py), so its dense evaluations are ``cfg``'s own early
+    curve. Raises ValueError for a schedule that depends on the run length, or a prefix not shorter than
+    the run."""
+    if cfg.schedule != "constant":
+        raise ValueError(f"early_twin needs schedule='constant' (a prefix of a {cfg.schedule!r} schedule is "
+                         "another run); valid: 'constant'")
+    if not 0 < p.early_iterations < cfg.iterations:
+        raise ValueError(f"early_iterations = {p.early_iterations} must be in (0, {cfg.iterations}) "
+                         f"(the run's length) for profile {p.name!r}")
+    return dataclasses.replace(cfg, iterations=p.early_iterations, eval_every=p.early_eval_every)
+
+
+def convergence(p: Profile, store=None) -> list[TrainConfig]:
+    """The main table's runs, and, where the profile sets ``early_iterations`` below the run length,
+    the dense-early prefix (:func:`early_twin`) of each run without and with SEC over the profile's
+    ``seeds`` (a run length the pilot might choose at or under ``early_iterations`` gets none)."""
+    out = main_table(p, store)
+    if 0 < p.early_iterations < p.base["iterations"]:
+        out += [early_twin(p, config(p, loss, v, s)) for loss in MAIN_LOSSES for v in ("none", "sec")
+                for s in p.seeds]
+    return out
+
+
+def eta_sweep(p: Profile, store=None) -> list[TrainConfig]:
+    return [config(p, loss, "sec", s, eta=eta) for loss in MAIN_LOSSES for eta in (0.0, *p.eta_grid)
+            for s in p.seeds]
+
+
+def with_and_without_sec(p: Profile, store, losses) -> list[TrainConfig]:
+    """``losses`` without SEC and with SEC at the η chosen on held-out classes, over the profile's seeds."""
+    sel = _selection(p, store, tuple(losses))
+    return [config(p, loss, "sec", s, eta=chosen_eta(p, loss, sel)) for loss in losses for s in p.seeds] + \
+        [config(p, loss, "none", s) for loss in losses for s in p.seeds]
+
+
+def ssl(p: Profile, store) -> list[TrainConfig]:
+    """SimCLR (NT-Xent, two views, no labels) and supervised contrastive, ± SEC."""
+    return with_and_without_sec(p, store, SSL_LOSSES)
+
+
+def npair_variants(p: Profile, store) -> list[TrainConfig]:
+    """The four N-pair readings (inner product with / without the l2 regularizer, normalized, tuplet margin), ± SEC."""
+    return with_and_without_sec(p, store, NPAIR_VARIANTS)
+
+
+def face(p: Profile, store) -> list[TrainConfig]:
+    """CosFace and ArcFace, ± SEC."""
+    return with_and_without_sec(p, store, FACE_LOSSES)
+
+
+MU_LOSSES = ("semihard", "ms")
+
+
+def mu_settings(p: Profile, loss: str) -> list[tuple[str, dict]]:
+    """(label, config changes) for the "which μ" chapter."""
+    eta = ETA_SEC[loss]
+    out = [("none", dict(eta=0.0)), ("batch mean", dict(eta=eta, mu="batch"))]
+    out += [(f"EMA ρ={m:g}", dict(eta=eta, mu="ema", momentum=m)) for m in p.ema_momenta]
+    out += [(f"zero η={e:g}", dict(eta=e, mu="zero")) for e in p.l2_etas]
+    out += [(f"fixed r={r:g}", dict(eta=eta, mu=r)) for r in p.fixed_radii]
+    return out
+
+
+def mu_ablation(p: Profile, store=None) -> list[TrainConfig]:
+    return [config(p, loss, "none", s, **ch) for loss in MU_LOSSES for _, ch in mu_settings(p, loss) for s in p.seeds]
+
+
+BN_HEADS = ("nobn", "paper", "bn_before_norm", "weightnorm")
+
+
+def bn_wn(p: Profile, store=None) -> list[TrainConfig]:
+    return [config(p, "semihard", v, s, head=h) for h in BN_HEADS for v in ("none", "sec") for s in p.seeds]
+
+
+def norm_layer(p: Profile, store=None) -> list[TrainConfig]:
+    return [config(p, "semihard", v, s, head=h) for h in ("paper", "normalize") for v in ("none", "sec")
+            for s in p.seeds]
+
+
+def optim(p: Profile, store) -> list[TrainConfig]:
+    """Every main loss, with and without SEC, under Adam and SGD; each optimizer, and SGD with and
+    without SEC, at its own pilot-chosen rate."""
+    out = []
+    for opt in ("adam", "sgd"):
+        for v in ("none", "sec"):
+            q = tuned(p, opt, store, sec=(opt == "sgd" and v == "sec"))
+            out += [config(q, loss, v, s) for loss in MAIN_LOSSES for s in p.seeds]
+    return out
+
+
+def toy_grid(p: Profile, store=None) -> list[TrainConfig]:
+    """The explorer's dense grid on the toy data: η (0 and toy_etas) × μ mode × loss."""
+    out = []
+    for loss in ("semihard", "npair"):
+        for mu in ("batch", "ema", "zero", 4.0):
+            for eta in (0.0, *p.toy_etas):
+                for s in p.toy_seeds:
+                    out.append(TrainConfig(**with_variant(dict(p.toy, loss=loss, seed=s), loss, "none", eta=eta,
+                                                          mu=mu, momentum=0.1 if mu == "ema" else 1.0)))
+    return out
+
+
+CHAPTERS = {
+    "compare": main_table, "tuned": tuned_sec, "selection": eta_selection, "beyond": beyond,
+    "main": main_comparison, "norms": main_table, "convergence": convergence, "instability": main_table,
+    "eta": eta_sweep, "mu": mu_ablation, "bnwn": bn_wn, "normlayer": norm_layer, "optim": optim,
+    "explore": toy_grid, "ssl": ssl, "npair": npair_variants, "face": face,
+}
+
+
+def chapter_configs(chapter: str, profile: "Profile | str", store) -> list[TrainConfig]:
+    """The runs a chapter shows. ``store`` holds the learning-rate pilot and the η selection
+    (run first by the runner): the Adam runs use the pilot's rate and run length, SEC at the
+    selected η uses the selection; ``optim`` and the toy grid handle rates themselves."""
+    Choice(tuple(CHAPTERS)).check("chapter", chapter)
+    p = get_profile(profile) if isinstance(profile, str) else profile
+    fn = CHAPTERS[chapter]
+    if fn is toy_grid:
+        return fn(p)
+    if fn is optim:
+        return fn(p, store)
+    return fn(tuned(p, "adam", store), store)
+
+
+def all_configs(profile: "Profile | str", store, chapters=None) -> list[TrainConfig]:
+    """The union of the chapters' runs (each run once), after the pilot and the selection have run."""
+    out = {}
+    for ch in chapters or CHAPTERS:
+        for c in chapter_configs(ch, profile, store):
+            out.setdefault(run_key(c), c)
+    return list(out.values())
+
+
+class _AnyChoice:
+    """A stand-in store for :func:`check_sweeps`: every selection run 'exists' (as a failed run), so
+    the chapters can build their configs before the pilot and the selection have trained."""
+    root = "(no store: checking configs)"
+
+    def get(self, cfg, tables=()):
+        import pandas as pd
+        from .train import RunResult
+        empty = pd.DataFrame()
+        return RunResult(cfg, "failed", {}, empty, empty, empty, empty, empty, empty, error="stand-in")
+
+
+def check_sweeps(profile: "Profile | str", chapters=None) -> int:
+    """Validate every run the runner may train for ``chapters`` (None: all) before anything trains,
+    device included; return how many configs were checked.
+
+    The chapters' runs depend on the pilot's choices (learning rate, run length) and on the η
+    selection, which exist only after those runs. Every candidate rate and run length is checked on
+    the pilot's config; the chapters' runs are built once per optimizer at one candidate (the choice
+    changes nothing else in them), with the selection standing at a value of its grid (every η of
+    the grid is checked by the selection runs themselves).
+    """
+    p = get_profile(profile) if isinstance(profile, str) else profile
+    chapters = list(CHAPTERS) if chapters is None else [Choice(tuple(CHAPTERS)).check("chapter", c) for c in chapters]
+    stand_in = _AnyChoice()
+    configs = lr_pilot(p)                  # every candidate rate
+    lengths = p.iteration_grid or (p.base.get("iterations", 200),)
+    configs += [configs[0].replace(iterations=n) for n in lengths]      # every candidate run length
+    for opt, lrs in p.lr_pilot.items():    # the chapters' runs under each optimizer (rate and length
+        q = dataclasses.replace(p, base=dict(p.base, optimizer=opt, lr=lrs[0], iterations=lengths[0]))
+        for ch in chapters:                # were checked above; they change nothing else)
+            fn = CHAPTERS[ch]
+            if fn is optim:                # builds its own tuned profiles: the same runs at this rate
+                configs += [config(q, loss, v, s) for loss in MAIN_LOSSES for v in ("none", "sec") for s in p.seeds]
+            elif fn is not toy_grid:
+                configs += fn(q, stand_in)
+    if "explore" in chapters:
+        configs += toy_grid(p)
+    for c in {run_key(c): c for c in configs}.values():
+        c.validate()
+    return len(configs)

@@ -1,0 +1,290 @@
+"""Evidence tiers committed to the repository: compact, read-only copies of a profile's runs.
+
+The quick tier lives in the result store (``data/runs``, trained by ``make book``). Longer tiers
+(``reference``, ``gpu``) take hours, so their results are committed under
+``data/reference/<profile>/`` as a handful of parquet files that pandas reads directly:
+
+    runs.parquet        one row per run: key, config (the full TrainConfig as JSON), status, error,
+                        final metrics (R@1, ...), commit, device, torch, python, machine, date, wall_s
+    evals.parquet       every periodic evaluation (key, step, R@1, ...)
+    steps.parquet       the per-step log, decimated to at most STEP_ROWS rows per run (last step kept)
+    tracked.parquet     tracked samples' norms, at most TRACK_STEPS steps per run
+    test_norms.parquet  per test sample: label, norm, hit@1 (float32 / int32 / bool)
+    cosines.parquet     sampled test pairs, at most COSINES per run
+    grad_scatter.parquet
+
+:class:`TierStore` reads such a folder with the interface of :class:`~sec_lib.runs.store.ResultStore`
+(``get``, ``has``, ``keys``), so every chapter reads a tier exactly as it reads the store.
+``TrainConfig.from_dict(json.loads(row.config))`` rebuilds any row's run; ``python -m sec_lib.book
+rerun KEY`` retrains it and compares its final R@1 with the committed one.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from . import experiments as ex
+from ..params import ParameterError
+from .store import TABLES, ResultStore, run_key
+from .train import RunResult, TrainConfig, train
+
+REPO = Path(__file__).resolve().parents[2]
+STEP_ROWS = 250
+TRACK_STEPS = 60
+COSINES = 1000
+PROVENANCE = ("commit", "device", "torch", "python", "machine", "date")
+
+
+def tier_dir(profile: str, root: str | Path | None = None) -> Path:
+    """``data/reference/<profile>`` of the repository (or of ``root``)."""
+    return Path(root or REPO) / "data" / "reference" / profile
+
+
+def _decimate(df: pd.DataFrame, col: str, max_values: int) -> pd.DataFrame:
+    """Rows at (about) ``max_values`` evenly spaced values of ``col``, first and last kept."""
+    if df.empty:
+        return df
+    values = np.unique(df[col].to_numpy())
+    if len(values) <= max_values:
+        return df
+    keep = values[np.unique(np.linspace(0, len(values) - 1, max_values).round().astype(int))]
+    return df[df[col].isin(keep)]
+
+
+def _compact(name: str, df: pd.DataFrame) -> pd.DataFrame:
+    if name == "steps":
+        df = _decimate(df, "step", STEP_ROWS)
+    elif name == "tracked":
+        df = _decimate(df, "step", TRACK_STEPS)
+    elif name == "cosines":
+        df = df.groupby("kind", group_keys=False).head(COSINES // 2) if len(df) else df
+    out = df.copy()
+    for c in out.columns:
+        if out[c].dtype == np.float64 and name in ("test_norms", "cosines", "tracked", "grad_scatter"):
+            out[c] = out[c].astype(np.float32)
+        elif out[c].dtype == np.int64 and name in ("test_norms", "tracked"):
+            out[c] = out[c].astype(np.int32)
+    return out
+
+
+def export(store: ResultStore, configs, out: str | Path) -> dict:
+    """Write the runs of ``configs`` that are in ``store`` into the tier folder ``out`` (each file
+    replaced atomically); runs already in the tier but no longer in the store are kept. Returns
+    counts: exported, missing (not trained yet)."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    old = TierStore(out) if (out / "runs.parquet").exists() else None
+    rows, parts, seen, missing = [], {t: [] for t in TABLES}, set(), 0
+    for cfg in configs:
+        key = run_key(cfg)
+        if key in seen:
+            continue
+        seen.add(key)
+        r = store.get(cfg)
+        if r is None and old is not None and old.has_key(key):
+            r = old.get(cfg)
+        if r is None:
+            missing += 1
+            continue
+        meta = store.meta(key) if store.has(cfg) else old.meta(key)
+        rows.append(_row(key, r, meta))
+        for t in TABLES:
+            df = getattr(r, t)
+            if len(df):
+                parts[t].append(_compact(t, df).assign(key=key))
+    runs = pd.DataFrame(rows)
+    _write(runs, out / "runs.parquet")
+    for t in TABLES:
+        df = pd.concat(parts[t], ignore_index=True) if parts[t] else pd.DataFrame({"key": pd.Series(dtype=str)})
+        _write(df, out / f"{t}.parquet")
+    return {"exported": len(rows), "missing": missing}
+
+
+def _row(key: str, r: RunResult, meta: dict) -> dict:
+    prov = meta.get("provenance", {})
+    c = r.config
+    return {"key": key, "config": json.dumps(c.to_dict(), sort_keys=True, default=str), "status": r.status,
+            "error": r.error, "loss": c.loss, "variant": c.variant, "eta": c.eta, "mu": str(c.mu),
+            "optimizer": c.optimizer, "lr": c.lr, "seed": c.seed, "iterations": c.iterations,
+            "holdout_classes": c.holdout_classes, "head": c.head,
+            **{k: float(v) for k, v in r.metrics.items()},
+            **{k: prov.get(k) for k in PROVENANCE}, "wall_s": r.wall_s}
+
+
+def _write(df: pd.DataFrame, path: Path) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".parquet", dir=path.parent)
+    os.close(fd)
+    try:
+        df.to_parquet(tmp, index=False, compression="zstd")
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+class TierStore:
+    """A committed tier read like a :class:`~sec_lib.runs.store.ResultStore` (read-only)."""
+
+    def __init__(self, root: str | Path):
+        self.root = Path(root)
+        if not (self.root / "runs.parquet").exists():
+            raise FileNotFoundError(f"no tier at {self.root} (runs.parquet missing); "
+                                    "train it with `make reference` or use the quick tier")
+        self.runs = pd.read_parquet(self.root / "runs.parquet")
+        self._by_key = {k: i for i, k in enumerate(self.runs["key"])}
+        self._tables: dict = {}
+
+    def table(self, name: str) -> dict:
+        """``{key: (start, stop)}`` row ranges of table ``name`` (the export writes each run's rows
+        together), with the table itself kept once; slices are cut on demand by :meth:`_rows`."""
+        if name not in self._tables:
+            df = pd.read_parquet(self.root / f"{name}.parquet")
+            spans = {}
+            if len(df):
+                keys = df["key"].to_numpy()
+                starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
+                stops = np.r_[starts[1:], len(keys)]
+                for k, a, b in zip(keys[starts], starts, stops):
+                    if k in spans:               # not contiguous (hand-written file): fall back to grouping
+                        spans = None
+                        break
+                    spans[k] = (int(a), int(b))
+            if spans is None:
+                groups = {k: g.drop(columns="key").reset_index(drop=True) for k, g in df.groupby("key", sort=False)}
+                self._tables[name] = (None, groups)
+            else:
+                self._tables[name] = (df.drop(columns="key"), spans)
+        return self._tables[name]
+
+    def _rows(self, name: str, key: str) -> pd.DataFrame:
+        df, index = self.table(name)
+        if df is None:
+            return index.get(key, pd.DataFrame())
+        if key not in index:
+            return pd.DataFrame()
+        a, b = index[key]
+        return df.iloc[a:b].reset_index(drop=True)
+
+    def has_key(self, key: str) -> bool:
+        return key in self._by_key
+
+    def has(self, cfg: TrainConfig) -> bool:
+        return run_key(cfg) in self._by_key
+
+    def keys(self) -> list[str]:
+        return sorted(self._by_key)
+
+    def config(self, key: str) -> TrainConfig:
+        if key not in self._by_key:
+            raise ParameterError(f"run {key!r} is not in the tier {self.root}; "
+                                 f"it holds {len(self._by_key)} runs (see runs.parquet)")
+        return TrainConfig.from_dict(json.loads(self.runs.iloc[self._by_key[key]]["config"]))
+
+    def meta(self, key: str) -> dict:
+        row = self.runs.iloc[self._by_key[key]]
+        return {"provenance": {k: row.get(k) for k in PROVENANCE}}
+
+    def get(self, cfg: "TrainConfig | str", tables=TABLES) -> RunResult | None:
+        """The committed run of ``cfg`` or of a store key (None if absent), with the per-run ``tables``
+        (default: all; the others empty, so a page that needs only the metrics does not read the large
+        tables): the same ``get`` as :meth:`sec_lib.runs.store.ResultStore.get`."""
+        key = cfg if isinstance(cfg, str) else run_key(cfg)
+        if key not in self._by_key:
+            return None
+        row = self.runs.iloc[self._by_key[key]]
+        skip = {"key", "config", "status", "error", "loss", "variant", "eta", "mu", "optimizer", "lr", "seed",
+                "iterations", "holdout_classes", "head", "wall_s", *PROVENANCE}
+        metrics = {k: float(v) for k, v in row.items() if k not in skip and pd.notna(v)}
+        frames = {t: (self._rows(t, key) if t in tables else pd.DataFrame()) for t in TABLES}
+        return RunResult(self.config(key), row["status"], metrics, **frames,
+                         error=row["error"] if isinstance(row["error"], str) else None,
+                         wall_s=float(row["wall_s"]), key=key)
+
+    def load(self, path: Path) -> RunResult:
+        return self.get(self.config(Path(path).name))
+
+
+TIER_PROFILES = ("reference", "gpu")
+
+
+def has_tier(profile: str) -> bool:
+    """Whether a committed tier exists for ``profile`` (``data/reference/<profile>/runs.parquet``)."""
+    return (tier_dir(profile) / "runs.parquet").exists()
+
+
+@functools.lru_cache(maxsize=8)
+def _open(root: str, stamp: float) -> TierStore:
+    return TierStore(root)
+
+
+def open_tier(root: str | Path) -> TierStore:
+    """The :class:`TierStore` at ``root``, opened once per process while its ``runs.parquet`` is
+    unchanged (its tables, read on first use, are then shared by every page and chapter)."""
+    root = Path(root)
+    runs = root / "runs.parquet"
+    return _open(str(root.resolve()), runs.stat().st_mtime_ns if runs.exists() else -1)
+
+
+def store_for(profile: str, root=None):
+    """Where a page of ``profile`` reads its runs: the result store at ``root`` when one is given;
+    else the committed tier of a long profile (reference, gpu) when it exists; else the quick
+    store (``$SEC_RUNS_DIR`` or ``data/runs``)."""
+    if root is None and profile in TIER_PROFILES and has_tier(profile):
+        return open_tier(tier_dir(profile))
+    return ResultStore(root)
+
+
+def restore(tier: str | Path, store: ResultStore | None = None) -> int:
+    """Copy the committed tier's runs that ``store`` lacks into it, each with the provenance it was
+    committed with, so that a training run on a fresh machine resumes where the committed work
+    stopped (the copies hold the tier's compacted tables, enough for every page and selection).
+    Returns how many runs were restored; a missing tier restores none."""
+    if not (Path(tier) / "runs.parquet").exists():
+        return 0
+    t = TierStore(tier)
+    store = store if store is not None else ResultStore()
+    n = 0
+    for key in t.keys():
+        if store.has(key):
+            continue
+        r = t.get(t.config(key))
+        prov = {k: (None if pd.isna(v) else str(v)) for k, v in t.meta(key)["provenance"].items()}
+        store.save(r, provenance_=prov)
+        n += 1
+    return n
+
+
+def rerun(key: str, tier: str | Path, store: ResultStore | None = None) -> tuple[float, float, RunResult]:
+    """Retrain one committed run from its row and return (committed R@1, retrained R@1, the new result).
+
+    The run is always trained afresh, even when ``store`` (default: the local result store) already
+    holds that key, as it does after :func:`restore`: comparing the committed row with its own restored
+    copy would prove nothing. The new result is saved to ``store`` only where the key is missing there."""
+    t = TierStore(tier)
+    cfg = t.config(key)
+    committed = t.get(cfg).metrics.get("R@1", float("nan"))
+    store = store or ResultStore()
+    result = train(cfg)
+    if not store.has(key):
+        store.save(result)
+    return committed, result.metrics.get("R@1", float("nan")), result
+
+
+def profile_configs(profile, store) -> list[TrainConfig]:
+    """Every run of ``profile`` that can be named now: the pilot, then (once the pilot is in
+    ``store``) the selection, then (once the selection is in) every chapter's runs."""
+    p = ex.get_profile(profile) if isinstance(profile, str) else profile
+    out = list(ex.lr_pilot(p))
+    try:
+        out += ex.chapter_configs("selection", p, store)
+        for ch in ex.CHAPTERS:
+            out += ex.chapter_configs(ch, p, store)
+    except (KeyError, ex.SelectionError):
+        pass
+    return out

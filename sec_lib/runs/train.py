@@ -1,0 +1,623 @@
+"""One readable, instrumented training loop.
+
+``train(TrainConfig(...))`` trains an embedding network with a metric loss (optionally plus SEC)
+and returns a :class:`RunResult`: final test metrics plus tidy tables of what happened at every
+step. The loop reads top to bottom; instrumentation lives in small helpers below it.
+
+What each step records (table ``steps``):
+
+* ``loss_metric``, ``loss_sec``: the two parts of the objective;
+* ``norm_mean``, ``norm_var``, ``mu``: batch statistics of the raw embedding norms ‖f_i‖ and the
+  μ that SEC used (NaN without SEC);
+* ``pos_cos``, ``neg_cos``: mean cosine of positive / negative pairs in the batch;
+* ``violations``: fraction of (a, p, n) triplets with d_an ≤ d_ap;
+* ``grad_slope``, ``grad_r2``: log-log fit of the per-sample ‖∂L_metric/∂f_i‖ against ‖f_i‖
+  (the theory predicts slope −1 at fixed directions), with gradients from autograd;
+* ``grad_norm_cv``: coefficient of variation of ‖∂L_metric/∂f_i‖ in the batch;
+* ``dtheta_mean``, ``dtheta_std``, ``dtheta_cv`` (every ``dtheta_every`` steps): the angle each
+  sample's embedding turned during the step, measured by re-embedding the same batch after the
+  update;
+* ``step_time``: wall seconds of the step (forward, backward, update; instrumentation included).
+
+"Raw embedding" means what SEC acts on: the network output before l2-normalisation (for the
+``normalize`` head, the features before its normalising layer).
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+import torch
+import torch.nn.functional as F
+
+from .. import metrics as metrics_mod
+from ..data import DATASET_NAMES, PKSampler, get_dataset
+from ..data.augment import ViewBatches, check_view_settings
+from ..data.splits import QueryGallery, holdout_split
+from ..losses import LOSS_NAMES, LOSS_SPECS, get_loss, triplet_violations
+from ..models import ARCHS, HEADS, build_model
+from ..params import Choice, Device, Mu, Number, ParameterError
+from ..metrics.probe import linear_probe
+from ..report import loglog_fit
+from ..sec import SphericalEmbeddingConstraint
+from ..threads import torch_threads
+
+OPTIMIZERS = ("adam", "adamw", "sgd")
+SCHEDULES = ("constant", "step", "cosine")
+
+
+class TrainingDiverged(RuntimeError):
+    """The loss became NaN or infinite."""
+
+
+@dataclass
+class TrainConfig:
+    """Everything that determines a run. The hash of its canonical form is the run's store key."""
+    # data
+    dataset: str = "glyphs"
+    data_root: str | None = None
+    image_size: int = 32
+    train_classes: int | None = None  # use only the first N training classes (None: all)
+    test_classes: int | None = None   # evaluate on the first N test classes (None: all)
+    holdout_classes: int = 0          # > 0: hold out the last N training classes and evaluate on them
+                                      # instead of the test split (validation, for choosing hyperparameters)
+    data_kwargs: dict = field(default_factory=dict)
+    views: int = 0                    # >= 2: self-supervised, each batch = batch_size // views unlabeled images seen
+                                      # through `views` augmentations, instance labels (sec_lib.data.augment)
+    augment: dict = field(default_factory=dict)  # ViewAugment settings for views >= 2 (default: its defaults)
+    # model
+    model: str = "smallcnn"
+    width: int = 16
+    head: str = "paper"
+    embed_dim: int = 64
+    pretrained: str | None = None
+    freeze_bn: bool = False
+    # loss and SEC
+    loss: str = "semihard"
+    loss_kwargs: dict = field(default_factory=dict)
+    eta: float = 0.0                  # SEC weight; 0 disables SEC
+    mu: str | float = "batch"         # 'batch' | 'ema' | 'zero' (L2-reg) | fixed radius > 0
+    momentum: float = 1.0             # EMA momentum ρ for mu='ema'
+    # optimisation
+    optimizer: str = "adam"
+    lr: float = 1e-3                  # backbone learning rate
+    lr_head: float | None = None      # head (and loss parameters); None: same as lr
+    weight_decay: float = 0.0
+    sgd_momentum: float = 0.9
+    schedule: str = "constant"
+    lr_milestones: tuple = ()
+    lr_decay: float = 0.1
+    iterations: int = 200
+    batch_size: int = 60              # P x K; K from the loss's paper setting unless batch_k is set
+    batch_k: int | None = None
+    seed: int = 0
+    device: str = "cpu"
+    # evaluation and instrumentation
+    eval_every: int = 50              # 0: only at the end
+    eval_ks: tuple = (1, 2, 4, 8)
+    eval_clustering: str = "all"      # NMI/F1 at every evaluation ('all') or only at the end ('final')
+    kmeans_n_init: int = 10           # k-means restarts for NMI/F1 (10 = scikit-learn's classic default)
+    instrument: bool = True
+    dtheta_every: int = 5
+    track_samples: int = 32
+    track_every: int = 10
+    num_threads: int = 1              # torch/OpenMP threads every run trains with (numbers depend on it;
+                                      # part of the key when it is not 1, see store.run_key)
+
+    def __post_init__(self):
+        # JSON has no tuples: TrainConfig(**json.loads(row.config)) must rebuild the same config
+        for name in ("lr_milestones", "eval_ks"):
+            if isinstance(getattr(self, name), list):
+                setattr(self, name, tuple(getattr(self, name)))
+
+    # -- validation ---------------------------------------------------------------------------
+    def validate(self) -> "TrainConfig":
+        """Raise ParameterError naming the bad field and its valid values; return self."""
+        Choice(DATASET_NAMES).check("dataset", self.dataset)
+        Choice(ARCHS).check("model", self.model)
+        Choice(HEADS).check("head", self.head)
+        Choice(LOSS_NAMES).check("loss", self.loss)
+        Choice(OPTIMIZERS).check("optimizer", self.optimizer)
+        Choice(SCHEDULES).check("schedule", self.schedule)
+        Choice(("all", "final")).check("eval_clustering", self.eval_clustering)
+        Number(1, 1000, True).check("kmeans_n_init", self.kmeans_n_init)
+        Mu().check("mu", self.mu)
+        for name, spec in [("image_size", Number(8, 1024, True)), ("width", Number(1, 4096, True)),
+                           ("embed_dim", Number(2, 8192, True)), ("eta", Number(0, math.inf)),
+                           ("momentum", Number(1e-9, 1.0)), ("lr", Number(1e-12, 100)),
+                           ("weight_decay", Number(0, 10)), ("sgd_momentum", Number(0, 0.999999)),
+                           ("lr_decay", Number(1e-9, 1.0)), ("iterations", Number(1, 10**8, True)),
+                           ("batch_size", Number(2, 100000, True)), ("seed", Number(0, 2**31 - 1, True)),
+                           ("eval_every", Number(0, 10**8, True)), ("dtheta_every", Number(1, 10**8, True)),
+                           ("track_samples", Number(0, 100000, True)), ("track_every", Number(1, 10**8, True)),
+                           ("num_threads", Number(1, 1024, True))]:
+            spec.check(name, getattr(self, name))
+        if self.lr_head is not None:
+            Number(1e-12, 100).check("lr_head", self.lr_head)
+        if self.batch_k is not None:
+            Number(1, 10000, True).check("batch_k", self.batch_k)
+        Number(0, 10**7, True).check("holdout_classes", self.holdout_classes)
+        for opt in ("train_classes", "test_classes"):
+            if getattr(self, opt) is not None:
+                Number(2, 10**7, True).check(opt, getattr(self, opt))
+        if self.batch_size // self.k < 2:
+            raise ParameterError(f"parameter 'batch_size' = {self.batch_size} is too small: with K = {self.k} "
+                                 f"instances per class it must hold at least 2 classes (>= {2 * self.k})")
+        views = self.views if isinstance(self.views, int) and self.views >= 2 else 0   # checked below
+        unit = views or self.k                # images per batch: P classes x K, or N images x views
+        if self.batch_size % unit:
+            lo = self.batch_size - self.batch_size % unit
+            near = [b for b in (lo, lo + unit) if b >= 2 * unit]
+            what = (f"N images x views = {unit}" if views else
+                    f"P classes x K = {unit} instances ({'batch_k' if self.batch_k else f'the {self.loss} loss'})")
+            raise ParameterError(f"parameter 'batch_size' = {self.batch_size} is not valid: a batch is {what}, so it "
+                                 f"must be a multiple of {unit}; nearest valid sizes: " + ", ".join(map(str, near)))
+        if self.momentum != 1.0 and self.mu != "ema":
+            raise ParameterError(f"parameter 'momentum' = {self.momentum!r} is only used with mu = 'ema' (got mu = "
+                                 f"{self.mu!r}); leave it at 1.0 or set mu='ema'")
+        if any(not isinstance(m, int) or m < 1 for m in self.lr_milestones):
+            raise ParameterError(f"parameter 'lr_milestones' = {self.lr_milestones!r} must be positive integers")
+        Device().check("device", self.device)
+        check_view_settings(self)
+        return self
+
+    @property
+    def k(self) -> int:
+        return self.batch_k or LOSS_SPECS[self.loss].k
+
+    @property
+    def variant(self) -> str:
+        """The paper's naming: none (no regulariser), l2reg (μ = 0), sec (μ = batch mean), or sec-ema / sec-fixed."""
+        if self.eta == 0:
+            return "none"
+        if self.mu == "zero":
+            return "l2reg"
+        if self.mu == "batch":
+            return "sec"
+        return "sec-ema" if self.mu == "ema" else "sec-fixed"
+
+    def to_dict(self) -> dict:
+        """The fields as a JSON-ready dict (the store key hashes it).
+
+        Rule: a field listed in :data:`OMITTED_AT_DEFAULT` (one added after runs were stored) is left out
+        while it equals its default, so adding a field never changes the key of an existing config;
+        :meth:`from_dict` restores the default. A new field must be added to that list."""
+        d = dataclasses.asdict(self)
+        for name, default in OMITTED_AT_DEFAULT.items():
+            if d[name] == default:
+                del d[name]
+        d["lr_milestones"] = list(self.lr_milestones)
+        d["eval_ks"] = list(self.eval_ks)
+        return d
+
+    def canonical(self) -> dict:
+        """The config as the store hashes it: numbers in their declared type (``eta=1`` and
+        ``eta=1.0`` are one run; likewise a numeric ``mu``, ``iterations=1500.0``, ...), tuples as
+        lists, and ``num_threads`` only when it is not 1 (keys from before it existed stay valid)."""
+        d = self.to_dict()
+        for f in dataclasses.fields(self):
+            if f.name not in d:                  # omitted at its default (see to_dict)
+                continue
+            v, kind = d[f.name], str(f.type)
+            if isinstance(v, bool) or v is None:
+                continue
+            if kind.startswith("float") and isinstance(v, (int, float)):
+                d[f.name] = float(v)
+            elif kind.startswith("int") and isinstance(v, float) and v.is_integer():
+                d[f.name] = int(v)
+            elif f.name == "mu" and isinstance(v, (int, float)):
+                d[f.name] = float(v)
+        d["lr_milestones"] = [int(m) for m in d["lr_milestones"]]
+        d["eval_ks"] = [int(k) for k in d["eval_ks"]]
+        if d["num_threads"] in (1, None):
+            del d["num_threads"]
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "TrainConfig":
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise ParameterError(f"unknown TrainConfig field(s) {unknown}; valid fields: {sorted(known)}")
+        d = dict(d)
+        if d.get("num_threads", 1) is None:       # records written before threads were pinned
+            d["num_threads"] = 1
+        for key in ("lr_milestones", "eval_ks"):
+            if key in d:
+                d[key] = tuple(d[key])
+        return cls(**d)
+
+    def replace(self, **changes) -> "TrainConfig":
+        return dataclasses.replace(self, **changes)
+
+
+#: Fields left out of :meth:`TrainConfig.to_dict` while they equal their default (fields added later).
+OMITTED_AT_DEFAULT: dict = {"views": 0, "augment": {}}
+
+
+@dataclass
+class RunResult:
+    """What a run produced. Tables are tidy pandas frames; ``metrics`` holds the final numbers."""
+    config: TrainConfig
+    status: str                      # "done" | "failed"
+    metrics: dict
+    steps: pd.DataFrame
+    tracked: pd.DataFrame
+    evals: pd.DataFrame
+    test_norms: pd.DataFrame         # one row per test sample: label, norm, hit@1 (nearest neighbour same class)
+    cosines: pd.DataFrame            # sampled test pairs: kind ('pos'|'neg'), cos
+    grad_scatter: pd.DataFrame       # per-sample (step, norm, grad_norm) at a few steps
+    error: str | None = None
+    wall_s: float = 0.0
+    key: str | None = None
+    failed_step: int | None = None   # the step whose loss was not finite (failed runs)
+
+    @property
+    def failure(self) -> str | None:
+        """'failed at step N: reason' for a failed run, None for a finished one."""
+        if self.status == "done":
+            return None
+        step = self.failed_step if self.failed_step is not None else failed_step_of(self.steps)
+        reason = re.sub(r"^non-finite loss at step \d+: (.*)$", r"non-finite loss, \1", self.error or "no reason recorded")
+        return f"failed at step {step}: {reason}"
+
+
+def failed_step_of(steps: pd.DataFrame) -> int:
+    """The step a run stopped at: one past the last step it recorded."""
+    return int(steps["step"].max()) + 1 if len(steps) and "step" in steps else 1
+
+
+#: Columns every table of a run has, even when empty (a run that failed at its first step). The
+#: instrument columns of ``steps`` are there when ``cfg.instrument`` is set; evals also get R@k.
+TABLE_COLUMNS = {
+    "steps": ("step", "loss_metric", "loss_sec", "mu", "step_time"),
+    "tracked": ("step", "sample", "norm"),
+    "evals": ("step",),
+    "test_norms": ("label", "norm", "hit@1"),
+    "cosines": ("kind", "cos"),
+    "grad_scatter": ("step", "norm", "grad_norm"),
+}
+INSTRUMENT_COLUMNS = ("norm_mean", "norm_var", "pos_cos", "neg_cos", "violations", "grad_slope", "grad_r2",
+                      "grad_norm_cv", "dtheta_mean", "dtheta_std", "dtheta_cv")
+_INT_COLUMNS = {"step", "sample", "label"}
+
+
+def table_columns(table: str, cfg: "TrainConfig") -> tuple:
+    """The columns ``table`` of a run of ``cfg`` always has."""
+    cols = TABLE_COLUMNS[table]
+    if table == "steps" and cfg.instrument:
+        cols = cols[:-1] + INSTRUMENT_COLUMNS + cols[-1:]
+    if table == "evals":
+        cols = cols + tuple(f"R@{k}" for k in cfg.eval_ks)
+    return cols
+
+
+def with_schema(df: pd.DataFrame, table: str, cfg: "TrainConfig") -> pd.DataFrame:
+    """``df`` with every column of :func:`table_columns` (missing ones added, empty or NaN)."""
+    missing = [c for c in table_columns(table, cfg) if c not in df.columns]
+    if not missing:
+        return df
+    df = df.copy()
+    for c in missing:
+        dtype = "int64" if (c in _INT_COLUMNS and len(df) == 0) else "object" if c == "kind" else "float64"
+        df[c] = pd.Series(index=df.index, dtype=dtype)
+    return df
+
+
+# ---------------------------------------------------------------------------------------------
+# The loop
+# ---------------------------------------------------------------------------------------------
+
+def train(cfg: TrainConfig, progress: Callable[[int, int], None] | None = None) -> RunResult:
+    """Train one model as ``cfg`` says and return its RunResult (status 'failed' on a NaN/inf loss).
+
+    The run uses exactly ``cfg.num_threads`` threads (torch and the OpenMP/BLAS pools), wherever it
+    is called from (a sweep worker, the runner in-process, a notebook), and restores the caller's
+    setting afterwards: the thread count changes the numbers, so it is part of the run's identity.
+    """
+    cfg.validate()
+    with torch_threads(cfg.num_threads):
+        return _train(cfg, progress)
+
+
+def _train(cfg: TrainConfig, progress) -> RunResult:
+    t_start = time.perf_counter()
+    device = torch.device(cfg.device)
+    torch.manual_seed(cfg.seed)
+    np_rng = np.random.default_rng(cfg.seed)
+
+    train_ds, test_ds = load_data(cfg)
+    model = build_model(cfg.model, head=cfg.head, embed_dim=cfg.embed_dim, **model_kwargs(cfg, train_ds)).to(device)
+    loss_fn = make_loss(cfg, train_ds).to(device)
+    sec = SphericalEmbeddingConstraint(eta=cfg.eta, mu=cfg.mu, momentum=cfg.momentum).to(device) if cfg.eta > 0 else None
+    opt, sched = make_optimizer(cfg, model, loss_fn)
+    sampler = iter(PKSampler(train_ds.labels, p=cfg.batch_size // cfg.k, k=cfg.k, seed=cfg.seed))
+    views = iter(ViewBatches.from_config(cfg, train_ds, device)) if cfg.views else None  # no labels used
+    loss_input = 0 if LOSS_SPECS[cfg.loss].normalized else 1    # losses that read norms get the raw embedding
+    tracked_idx = torch.as_tensor(np_rng.choice(len(train_ds), size=min(cfg.track_samples, len(train_ds)), replace=False))
+    log = Recorder()
+    if cfg.track_samples:
+        log.add_tracked(0, tracked_idx, raw_norms(model, train_ds, tracked_idx, device))
+    if cfg.eval_every:
+        log.evals.append({"step": 0, **evaluate_model(model, test_ds, cfg, device, final=False)[0]})
+
+    for step in range(1, cfg.iterations + 1):
+        t0 = time.perf_counter()
+        model.train()
+        x, y = next(views) if views is not None else get_batch(train_ds, next(sampler), device)
+        emb, raw = model.forward_with_prenorm(x)          # raw: what SEC constrains (pre-normalisation)
+        loss_metric = loss_fn((emb, raw)[loss_input], y)
+        loss_sec = sec(raw) if sec is not None else torch.zeros((), device=device)
+        loss = loss_metric + loss_sec
+        if not torch.isfinite(loss):
+            return failed(cfg, log, f"non-finite loss at step {step}: metric={loss_metric.item():.4g}, "
+                                    f"sec={loss_sec.item():.4g} (try a smaller learning rate or eta)", t_start)
+        grad_metric = torch.autograd.grad(loss_metric, raw, retain_graph=True)[0] if cfg.instrument else None
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        if sched is not None:
+            sched.step()
+
+        row = {"step": step, "loss_metric": loss_metric.item(), "loss_sec": loss_sec.item(),
+               "mu": sec.last_mu if sec is not None else math.nan}
+        if cfg.instrument:
+            row.update(batch_stats(raw.detach(), y, grad_metric))
+            if step % cfg.dtheta_every == 0:
+                row.update(angle_change(model, x, raw.detach()))
+            if step in grad_scatter_steps(cfg.iterations):
+                log.add_scatter(step, raw.detach(), grad_metric)
+        row["step_time"] = time.perf_counter() - t0
+        log.steps.append(row)
+        if cfg.track_samples and step % cfg.track_every == 0:
+            log.add_tracked(step, tracked_idx, raw_norms(model, train_ds, tracked_idx, device))
+        if step == cfg.iterations:
+            scores, test_emb, test_labels = evaluate_model(model, test_ds, cfg, device, final=True)
+            log.evals.append({"step": step, **scores})
+        elif cfg.eval_every and step % cfg.eval_every == 0:
+            log.evals.append({"step": step, **evaluate_model(model, test_ds, cfg, device, final=False)[0]})
+        if progress is not None:
+            progress(step, cfg.iterations)
+
+    return finish(cfg, model, train_ds, test_emb, test_labels, log, device, t_start)
+
+
+# ---------------------------------------------------------------------------------------------
+# Building blocks
+# ---------------------------------------------------------------------------------------------
+
+@functools.lru_cache(maxsize=8)
+def _cached_dataset(name, split, root, image_size, max_classes, extra):
+    kwargs = dict(extra)
+    if name != "toy":
+        kwargs.setdefault("image_size", image_size)
+    if max_classes is not None:
+        kwargs["max_classes"] = max_classes
+    return get_dataset(name, split, root=root, **kwargs)
+
+
+def load_data(cfg: TrainConfig):
+    """Train and evaluation datasets (zero-shot split by class); cached per process.
+
+    With ``holdout_classes`` = h > 0 the last h training classes become the evaluation set (a
+    validation split: the test classes are not touched) and training uses the others.
+    """
+    extra = tuple(sorted(cfg.data_kwargs.items()))
+    train_ds = _cached_dataset(cfg.dataset, "train", cfg.data_root, cfg.image_size, cfg.train_classes, extra)
+    if cfg.holdout_classes:
+        return holdout_split(train_ds, cfg.holdout_classes)
+    if cfg.dataset == "inshop":       # the In-Shop protocol: queries retrieve from the gallery
+        return train_ds, QueryGallery(*(_cached_dataset("inshop", s, cfg.data_root, cfg.image_size, cfg.test_classes,
+                                                        extra) for s in ("query", "gallery")))
+    test_ds = _cached_dataset(cfg.dataset, "test", cfg.data_root, cfg.image_size, cfg.test_classes, extra)
+    return train_ds, test_ds
+
+
+def model_kwargs(cfg: TrainConfig, ds) -> dict:
+    if cfg.model == "mlp":
+        return {"in_dim": int(ds.x.shape[1]), "width": cfg.width}
+    sample = ds[0][0]
+    return {"in_channels": int(sample.shape[0]), "image_size": cfg.image_size, "width": cfg.width,
+            "pretrained": cfg.pretrained, "freeze_bn": cfg.freeze_bn}
+
+
+def make_loss(cfg: TrainConfig, ds):
+    kwargs = dict(cfg.loss_kwargs)
+    required = LOSS_SPECS[cfg.loss].required          # cosine-softmax losses own class weights
+    if "num_classes" in required:
+        kwargs.setdefault("num_classes", int(ds.num_classes))
+    if "embedding_size" in required:
+        kwargs.setdefault("embedding_size", cfg.embed_dim)
+    return get_loss(cfg.loss, **kwargs)
+
+
+def make_optimizer(cfg: TrainConfig, model, loss_fn):
+    """Two parameter groups, backbone (lr) and head + loss parameters (lr_head), as in the paper."""
+    head_params = list(model.head.parameters()) + list(loss_fn.parameters())
+    head_ids = {id(p) for p in head_params}
+    backbone = [p for p in model.parameters() if id(p) not in head_ids and p.requires_grad]
+    groups = [{"params": backbone, "lr": cfg.lr},
+              {"params": [p for p in head_params if p.requires_grad], "lr": cfg.lr_head or cfg.lr}]
+    groups = [g for g in groups if g["params"]]
+    if cfg.optimizer == "adam":
+        opt = torch.optim.Adam(groups, weight_decay=cfg.weight_decay)
+    elif cfg.optimizer == "adamw":
+        opt = torch.optim.AdamW(groups, weight_decay=cfg.weight_decay)
+    else:
+        opt = torch.optim.SGD(groups, momentum=cfg.sgd_momentum, weight_decay=cfg.weight_decay)
+    if cfg.schedule == "step" and cfg.lr_milestones:
+        sched = torch.optim.lr_scheduler.MultiStepLR(opt, list(cfg.lr_milestones), gamma=cfg.lr_decay)
+    elif cfg.schedule == "cosine":
+        sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=cfg.iterations)
+    else:
+        sched = None
+    return opt, sched
+
+
+def get_batch(ds, idx, device):
+    idx = torch.as_tensor(idx)
+    if hasattr(ds, "x"):
+        return ds.x[idx].to(device), ds.labels[idx].to(device)
+    xs, ys = zip(*(ds[int(i)] for i in idx))
+    return torch.stack(xs).to(device), torch.as_tensor(ys).to(device)
+
+
+@torch.no_grad()
+def embed(model, ds, device, batch_size: int = 500, indices=None):
+    """Raw embeddings (pre-normalisation) of a dataset in eval mode, and their labels."""
+    model.eval()
+    idx = torch.arange(len(ds)) if indices is None else torch.as_tensor(indices)
+    out = []
+    for chunk in idx.split(batch_size):
+        x, _ = get_batch(ds, chunk, device)
+        out.append(model.forward_with_prenorm(x)[1].float().cpu())
+    return torch.cat(out), ds.labels[idx]
+
+
+def evaluate_model(model, ds, cfg: TrainConfig, device, final: bool):
+    """Test metrics (percent) and the raw test embeddings they came from."""
+    if isinstance(ds, QueryGallery):
+        (qe, ql), (ge, gl) = embed(model, ds.query, device), embed(model, ds.gallery, device)
+        recall = metrics_mod.recall_at_k(qe, ql, ge, gl, ks=tuple(cfg.eval_ks))
+        return {f"R@{k}": v for k, v in recall.items()}, torch.cat([qe, ge]), torch.cat([ql, gl])
+    emb, labels = embed(model, ds, device)
+    clustering = final or cfg.eval_clustering == "all"
+    scores = metrics_mod.evaluate(emb, labels, ks=tuple(cfg.eval_ks), seed=cfg.seed, clustering=clustering,
+                                  n_init=cfg.kmeans_n_init)
+    return scores, emb, labels
+
+
+def raw_norms(model, ds, idx, device) -> np.ndarray:
+    emb, _ = embed(model, ds, device, indices=idx)
+    return emb.norm(dim=1).numpy()
+
+
+def batch_stats(raw: torch.Tensor, y: torch.Tensor, grad: torch.Tensor) -> dict:
+    """Norm, cosine, violation and gradient-vs-norm statistics of one batch."""
+    norms = raw.norm(dim=1)
+    fhat = F.normalize(raw, dim=1)
+    cos = fhat @ fhat.T
+    same = y[:, None] == y[None, :]
+    eye = torch.eye(len(y), dtype=torch.bool, device=y.device)
+    gnorm = grad.norm(dim=1)
+    slope, _, r2 = loglog_fit(norms.detach().cpu(), gnorm.detach().cpu())
+    return {"norm_mean": norms.mean().item(), "norm_var": norms.var(unbiased=False).item(),
+            "pos_cos": cos[same & ~eye].mean().item(), "neg_cos": cos[~same].mean().item(),
+            "violations": float(triplet_violations(raw, y)),
+            "grad_slope": slope, "grad_r2": r2, "grad_norm_cv": cv(gnorm)}
+
+
+def cv(v: torch.Tensor) -> float:
+    m = v.mean()
+    return (v.std(unbiased=False) / m).item() if m > 0 else math.nan
+
+
+@torch.no_grad()
+def angle_change(model, x, raw_before) -> dict:
+    """Angle (radians) each sample's raw embedding turned in the last update.
+
+    The batch is re-embedded in train mode (same BatchNorm behaviour as the step) and BatchNorm
+    running statistics are restored afterwards, so measuring does not change the run.
+    """
+    buffers = {k: v.clone() for k, v in model.state_dict().items() if "running" in k or "num_batches" in k}
+    after = model.forward_with_prenorm(x)[1]
+    model.load_state_dict(buffers, strict=False)
+    cos = F.cosine_similarity(raw_before, after, dim=1).clamp(-1, 1)
+    theta = torch.arccos(cos)
+    return {"dtheta_mean": theta.mean().item(), "dtheta_std": theta.std(unbiased=False).item(), "dtheta_cv": cv(theta)}
+
+
+def grad_scatter_steps(iterations: int) -> set[int]:
+    """Steps at which every sample's (norm, grad norm) pair is kept: start, middle and end."""
+    return {1, max(1, iterations // 2), iterations}
+
+
+class Recorder:
+    """Accumulates the per-step rows, tracked norms and evaluations of one run."""
+
+    def __init__(self):
+        self.steps, self.evals, self.tracked, self.scatter = [], [], [], []
+
+    def add_tracked(self, step, idx, norms):
+        self.tracked.extend({"step": step, "sample": int(i), "norm": float(n)} for i, n in zip(idx, norms))
+
+    def add_scatter(self, step, raw, grad):
+        for n, g in zip(raw.norm(dim=1).tolist(), grad.norm(dim=1).tolist()):
+            self.scatter.append({"step": step, "norm": n, "grad_norm": g})
+
+    def frames(self, cfg: TrainConfig):
+        """(steps, tracked, evals, grad_scatter), each with its full schema even when empty."""
+        return tuple(with_schema(pd.DataFrame(rows), name, cfg) for rows, name in
+                     ((self.steps, "steps"), (self.tracked, "tracked"), (self.evals, "evals"),
+                      (self.scatter, "grad_scatter")))
+
+
+def failed(cfg: TrainConfig, log: Recorder, message: str, t_start: float) -> RunResult:
+    steps, tracked, evals, scatter = log.frames(cfg)
+    empty = {t: with_schema(pd.DataFrame(), t, cfg) for t in ("test_norms", "cosines")}
+    return RunResult(cfg, "failed", {}, steps, tracked, evals, empty["test_norms"], empty["cosines"], scatter,
+                     error=message, wall_s=time.perf_counter() - t_start, failed_step=len(log.steps) + 1)
+
+
+def finish(cfg, model, train_ds, test_emb, test_labels, log, device, t_start) -> RunResult:
+    """Final metrics, test norm histogram, positive/negative cosine samples, train norm variance."""
+    steps, tracked, evals, scatter = log.frames(cfg)
+    final = evals.iloc[-1].drop("step").dropna().to_dict()
+    test_norm = test_emb.norm(dim=1)
+    gen = torch.Generator().manual_seed(cfg.seed)
+    n_train = min(len(train_ds), 2000)
+    train_idx = torch.randperm(len(train_ds), generator=gen)[:n_train]
+    train_emb, _ = embed(model, train_ds, device, indices=train_idx)
+    metrics = {**{k: float(v) for k, v in final.items()},
+               "test_norm_mean": test_norm.mean().item(), "test_norm_var": test_norm.var(unbiased=False).item(),
+               "train_norm_mean": train_emb.norm(dim=1).mean().item(),
+               "train_norm_var": train_emb.norm(dim=1).var(unbiased=False).item()}
+    if len(steps):
+        metrics["mean_step_time"] = float(steps["step_time"].mean())
+    if cfg.views:                     # self-supervised runs: also a linear probe on the frozen test embeddings
+        metrics.update(linear_probe(test_emb, test_labels, seed=cfg.seed))
+    return RunResult(cfg, "done", metrics, steps, tracked, evals,
+                     pd.DataFrame({"label": test_labels.numpy(), "norm": test_norm.numpy(),
+                                   "hit@1": metrics_mod.nearest_neighbor_hits(test_emb, test_labels)}),
+                     sample_cosines(test_emb, test_labels, gen), scatter,
+                     wall_s=time.perf_counter() - t_start)
+
+
+def sample_cosines(emb: torch.Tensor, labels: torch.Tensor, gen, n: int = 5000) -> pd.DataFrame:
+    """Cosines of up to n random positive and n random negative test pairs."""
+    fhat = F.normalize(emb, dim=1)
+    i = torch.randint(len(emb), (8 * n,), generator=gen)
+    j = torch.randint(len(emb), (8 * n,), generator=gen)
+    keep = i != j
+    i, j = i[keep], j[keep]
+    same = labels[i] == labels[j]
+    # positives are rare among random pairs: draw them from within classes instead
+    pos_i, pos_j = positive_pairs(labels, gen, n)
+    neg_i, neg_j = i[~same][:n], j[~same][:n]
+    pos = (fhat[pos_i] * fhat[pos_j]).sum(1)
+    neg = (fhat[neg_i] * fhat[neg_j]).sum(1)
+    return pd.DataFrame({"kind": ["pos"] * len(pos) + ["neg"] * len(neg),
+                         "cos": torch.cat([pos, neg]).numpy()})
+
+
+def positive_pairs(labels: torch.Tensor, gen, n: int):
+    order = torch.argsort(labels, stable=True)
+    sorted_labels = labels[order]
+    _, counts = torch.unique_consecutive(sorted_labels, return_counts=True)
+    starts = torch.cumsum(counts, 0) - counts
+    ok = counts >= 2
+    starts, counts = starts[ok], counts[ok]
+    if len(counts) == 0:
+        return torch.empty(0, dtype=torch.long), torch.empty(0, dtype=torch.long)
+    c = torch.randint(len(counts), (n,), generator=gen)
+    a = (torch.rand(n, generator=gen) * counts[c]).long()
+    b = (torch.rand(n, generator=gen) * (counts[c] - 1)).long()
+    b = b + (b >= a).long()                                  # a different member of the same class
+    return order[starts[c] + a], order[starts[c] + b]
