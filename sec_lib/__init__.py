@@ -9,6 +9,12 @@ torch (about 3 s, measured).
 """
 import importlib
 
+from . import kernels as _kernels
+
+# The reproducibility contract: pin the CPU kernels (ATen dispatch, oneDNN, MKL) before torch runs its first
+# kernel, in every process that imports sec_lib ($SEC_KERNELS chooses the pin; see sec_lib.kernels).
+_kernels.apply()
+
 __all__ = ["SphericalEmbeddingConstraint", "SECRegularizer", "get_loss", "LOSS_NAMES"]
 __version__ = "0.1.0"
 

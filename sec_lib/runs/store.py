@@ -53,6 +53,7 @@ from typing import Callable, Iterable
 import pandas as pd
 import torch
 
+from .. import kernels
 from ..params import ParameterError
 from ..tempfiles import clear_partial_runs, temp_prefix
 from .train import RunResult, TrainConfig, failed_step_of, train, with_schema
@@ -413,12 +414,14 @@ class ResultStore:
 
 
 def provenance(cfg: TrainConfig) -> dict:
+    """Where and how a run was trained: the date, commit, device, versions, and the CPU kind with its kernel
+    settings (:func:`sec_lib.kernels.provenance`)."""
     dev = cfg.device
     if dev.startswith("cuda") and torch.cuda.is_available():
         dev = torch.cuda.get_device_name(torch.device(dev))
     return {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "torch": torch.__version__, "python": platform.python_version(), "machine": platform.machine(),
-            "device": dev, "commit": git_commit()}
+            "device": dev, "commit": git_commit(), **kernels.provenance()}
 
 
 def git_commit() -> str | None:

@@ -37,6 +37,7 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
+from .. import kernels
 from .. import metrics as metrics_mod
 from ..data import DATASET_NAMES, PKSampler, get_dataset
 from ..data.augment import ViewBatches, check_view_settings
@@ -323,6 +324,7 @@ def train(cfg: TrainConfig, progress: Callable[[int, int], None] | None = None) 
     setting afterwards: the thread count changes the numbers, so it is part of the run's identity.
     """
     cfg.validate()
+    kernels.check()                 # the pinned kernels are in force (the reproducibility contract)
     with torch_threads(cfg.num_threads):
         return _train(cfg, progress)
 

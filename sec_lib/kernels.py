@@ -1,0 +1,184 @@
+"""The CPU kernels a run uses, pinned before torch starts, and the CPU kind they define.
+
+This module carries the book's reproducibility contract (README, "Numbers that mean the same on every
+machine"; the tiers page):
+
+- **Level 1, the same CPU kind:** with the pinned kernel settings, a run retrains bit-for-bit, in this
+  process, in pool and submitit workers, in notebooks, at any number of parallel jobs.
+- **Level 2, another CPU kind:** a rerun is a fresh draw from the same distribution of runs; no verdict of
+  the book may change because of it (``python -m sec_lib.book portability`` checks that).
+
+A **CPU kind** is ``(vendor, ATen capability in force, pin)``, e.g. ``AMD/AVX2/avx2``. The evidence for that
+definition is in ``data/crosscpu/`` (the weight hashes of a 60-step CNN under six kernel settings, and the
+hash of every kind of operation a run uses, on four x86-64 machines with torch 2.13.0):
+
+- two Intel Xeons, one with AMX and one without, gave the same bits under every setting: a model name or a
+  single ISA flag does not make a kind;
+- an AMD EPYC with AVX-512 (Zen 4) and one with AVX2 only (Zen 3) gave the same bits under every setting that
+  pins ATen to AVX2 (and the Zen 3's default *is* that setting): with the pin, the AVX-512 units do not split
+  a vendor;
+- AMD against Intel: no setting gives the same weights. Under the ``avx2`` pin every operation of a run
+  matches except the vectorized ``exp``, ``log`` and ``sqrt`` and the foreach/loop Adam step (the fused Adam
+  step and ``exp`` computed in float64 match): the vendor is part of the kind.
+
+The pin is chosen by ``$SEC_KERNELS`` (default ``avx2``; ``native`` leaves every library to pick its own
+kernels, as the runs committed before the contract did). :func:`apply` writes the pin's variables into the
+process environment; ``sec_lib/__init__.py`` calls it on import, which is before torch is imported in every
+process that trains (pool workers and submitit jobs import ``sec_lib`` to unpickle their work; papermill
+kernels inherit the runner's environment). :func:`check` asserts at the start of every run that the ATen
+capability in force is the pinned one: a process that imported torch before ``sec_lib`` under another
+setting fails with a clear error instead of training under unrecorded kernels.
+"""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import re
+import sys
+
+#: The pins: environment variables read by ATen (CPU dispatch), oneDNN (convolutions) and MKL (BLAS,
+#: conditional numerical reproducibility) when they first run, so they must be set before torch starts.
+PINS: dict[str, dict[str, str]] = {
+    "avx2": {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_CBWR": "AVX2,STRICT"},
+    "native": {},
+}
+#: Every variable any pin sets (``native`` removes them, so that the libraries choose).
+KERNEL_VARS = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "MKL_CBWR")
+PIN_ENV = "SEC_KERNELS"
+DEFAULT_PIN = "avx2"
+#: The pin recorded for runs trained before the contract (no variable set, each library's own choice).
+LEGACY_PIN = "native"
+#: The ISA flags recorded in a run's provenance (from /proc/cpuinfo).
+ISA_FLAGS = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile")
+_VENDORS = {"GenuineIntel": "Intel", "AuthenticAMD": "AMD"}
+
+
+class KernelPinError(RuntimeError):
+    """The kernels in force are not the pinned ones (torch was initialized before the pin)."""
+
+
+def pin_name(env=None) -> str:
+    """The pin this process uses: ``$SEC_KERNELS``, default :data:`DEFAULT_PIN`; an unknown name is an
+    error that lists the valid ones."""
+    name = (os.environ if env is None else env).get(PIN_ENV, DEFAULT_PIN) or DEFAULT_PIN
+    if name not in PINS:
+        raise ValueError(f"${PIN_ENV} = {name!r} is not valid; valid values: {', '.join(PINS)}")
+    return name
+
+
+def pin_env(name: str) -> dict[str, str | None]:
+    """The environment of pin ``name``: each kernel variable's value, None for one to remove."""
+    if name not in PINS:
+        raise ValueError(f"kernel pin {name!r} is not valid; valid values: {', '.join(PINS)}")
+    return {k: PINS[name].get(k) for k in KERNEL_VARS}
+
+
+def child_env(name: str, base=None) -> dict[str, str]:
+    """A copy of ``base`` (default: this process's environment) set up for a child process that trains
+    under pin ``name``."""
+    env = dict(os.environ if base is None else base)
+    env[PIN_ENV] = name
+    for k, v in pin_env(name).items():
+        if v is None:
+            env.pop(k, None)
+        else:
+            env[k] = v
+    return env
+
+
+def apply(name: str | None = None) -> str:
+    """Write pin ``name`` (default: :func:`pin_name`) into this process's environment and return its
+    name. Effective only before torch runs its first kernel; :func:`check` tells whether it took."""
+    name = pin_name() if name is None else name
+    for k, v in child_env(name, {}).items():
+        os.environ[k] = v
+    for k, v in pin_env(name).items():
+        if v is None:
+            os.environ.pop(k, None)
+    return name
+
+
+def expected_capability(name: str) -> str | None:
+    """The ATen capability pin ``name`` forces (upper case, as torch reports it), or None (``native``)."""
+    cap = PINS[name].get("ATEN_CPU_CAPABILITY")
+    return cap.upper() if cap else None
+
+
+def capability() -> str:
+    """The ATen CPU capability in force in this process (``AVX2``, ``AVX512``, ``DEFAULT``, ...)."""
+    import torch
+    return torch.backends.cpu.get_cpu_capability()
+
+
+def check(name: str | None = None) -> str:
+    """Assert that the kernels in force are those of pin ``name`` (default: this process's); return the
+    ATen capability. Raises :class:`KernelPinError` naming the fix."""
+    name = pin_name() if name is None else name
+    cap = capability()
+    want = expected_capability(name)
+    if want is not None and cap != want:
+        raise KernelPinError(
+            f"the kernel pin {name!r} needs ATen capability {want}, but {cap} is in force: torch started its "
+            f"kernels before the pin was set. Import sec_lib before torch, or set "
+            f"{' '.join(f'{k}={v}' for k, v in PINS[name].items())} in the environment before Python starts.")
+    return cap
+
+
+def cpu_info() -> dict[str, str]:
+    """The CPU's vendor, model name and the ISA flags of :data:`ISA_FLAGS` it has (from /proc/cpuinfo;
+    ``platform`` where that is missing)."""
+    vendor, model, flags = "", "", []
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                key, _, val = line.partition(":")
+                key = key.strip()
+                if key == "vendor_id" and not vendor:
+                    vendor = val.strip()
+                elif key == "model name" and not model:
+                    model = val.strip()
+                elif key == "flags" and not flags:
+                    flags = val.split()
+                if vendor and model and flags:
+                    break
+    except OSError:
+        model = platform.processor()
+    return {"cpu_vendor": _VENDORS.get(vendor, vendor or "unknown"), "cpu_model": model or "unknown",
+            "cpu_isa": " ".join(f for f in ISA_FLAGS if f in flags)}
+
+
+def library_versions() -> dict[str, str]:
+    """torch's MKL and oneDNN versions, as its build configuration reports them."""
+    import torch
+    show = torch.__config__.show()
+    mkl = re.search(r"Math Kernel Library Version ([^\s]+)", show)
+    dnn = re.search(r"(?:MKL-DNN|oneDNN) v([^\s]+)", show)
+    return {"mkl": mkl.group(1) if mkl else "none", "onednn": dnn.group(1) if dnn else "none"}
+
+
+def kind(vendor: str, capability_: str, pin: str) -> str:
+    """The CPU kind's name: ``vendor/capability/pin``, e.g. ``AMD/AVX2/avx2``."""
+    return f"{vendor}/{capability_}/{pin}"
+
+
+def provenance() -> dict[str, str]:
+    """What a run records of its kernels: the CPU (vendor, model, ISA flags), the ATen capability in force,
+    the torch, MKL and oneDNN versions, the pin and its variables as set, and the CPU kind."""
+    import torch
+    name = pin_name()
+    cap = capability()
+    info = cpu_info()
+    return {**info, "aten_capability": cap, "torch": torch.__version__, **library_versions(), "kernel_pin": name,
+            "kernel_env": json.dumps({k: os.environ.get(k) for k in KERNEL_VARS}, sort_keys=True),
+            "cpu_kind": kind(info["cpu_vendor"], cap, name)}
+
+
+def this_kind() -> str:
+    """This process's CPU kind."""
+    return kind(cpu_info()["cpu_vendor"], capability(), pin_name())
+
+
+if __name__ == "__main__":          # python -m sec_lib.kernels: this machine's kind and provenance
+    json.dump(provenance(), sys.stdout, indent=1)
+    print()

@@ -1,0 +1,65 @@
+"""The kernel pin and the CPU kind (sec_lib.kernels): set before torch runs, checked at every run, recorded."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from sec_lib import kernels
+
+
+def test_this_process_runs_under_the_default_pin():
+    assert os.environ["SEC_KERNELS"] == kernels.DEFAULT_PIN == "avx2"
+    assert os.environ["ATEN_CPU_CAPABILITY"] == "avx2" and os.environ["MKL_CBWR"] == "AVX2,STRICT"
+    if "avx2" not in kernels.cpu_info()["cpu_isa"].split():
+        pytest.skip("this CPU has no AVX2: the avx2 pin cannot hold here")
+    assert kernels.check() == "AVX2"
+
+
+def test_a_bad_pin_name_is_a_clear_error():
+    with pytest.raises(ValueError, match="'avx9' is not valid; valid values: avx2, native"):
+        kernels.pin_name({"SEC_KERNELS": "avx9"})
+    out = subprocess.run([sys.executable, "-c", "import sec_lib"], capture_output=True, text=True,
+                         env={**os.environ, "SEC_KERNELS": "avx9"})
+    assert out.returncode != 0 and "valid values: avx2, native" in out.stderr
+
+
+def test_child_env_sets_or_removes_the_pins_variables():
+    env = kernels.child_env("native", {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2", "X": "1"})
+    assert env == {"X": "1", "SEC_KERNELS": "native"}
+    env = kernels.child_env("avx2", {})
+    assert env == {"SEC_KERNELS": "avx2", "ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2",
+                   "MKL_CBWR": "AVX2,STRICT"}
+
+
+def test_importing_sec_lib_pins_the_kernels_even_after_torch_is_imported():
+    """The pin is read when torch runs its first kernel, not when it is imported."""
+    code = ("import torch, sec_lib; from sec_lib import kernels; torch.ones(3).exp(); "
+            "print(kernels.capability(), kernels.pin_name())")
+    env = {k: v for k, v in os.environ.items() if k not in kernels.KERNEL_VARS}
+    env["ATEN_CPU_CAPABILITY"] = "default"          # sec_lib's import overrides it before the first kernel
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stderr
+    cap, pin = out.stdout.split()
+    assert pin == "avx2" and cap == ("AVX2" if "avx2" in kernels.cpu_info()["cpu_isa"].split() else cap)
+
+
+def test_a_run_refuses_kernels_that_are_not_the_pinned_ones():
+    """torch ran a kernel under another capability before sec_lib was imported: training must not start."""
+    code = ("import torch; torch.ones(3).exp(); import sec_lib\n"
+            "from sec_lib.runs.train import TrainConfig, train\n"
+            "train(TrainConfig(dataset='toy', model='mlp', iterations=2, batch_size=12, eval_every=0))")
+    env = {k: v for k, v in os.environ.items() if k not in kernels.KERNEL_VARS}
+    env["ATEN_CPU_CAPABILITY"] = "default"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert out.returncode != 0 and "KernelPinError" in out.stderr and "needs ATen capability AVX2" in out.stderr
+
+
+def test_provenance_names_the_cpu_kind_and_settings():
+    p = kernels.provenance()
+    assert p["cpu_kind"] == f"{p['cpu_vendor']}/{p['aten_capability']}/{p['kernel_pin']}" == kernels.this_kind()
+    assert p["torch"].startswith("2.") and p["kernel_pin"] == "avx2"
+    assert json.loads(p["kernel_env"]) == {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2,STRICT",
+                                           "ONEDNN_MAX_CPU_ISA": "AVX2"}
+    assert p["mkl"] != "" and p["onednn"] != ""
