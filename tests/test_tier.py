@@ -129,3 +129,79 @@ def test_restore_seeds_a_fresh_store_so_training_resumes(exported, tmp_path):
     run_all(configs, root=fresh.root, jobs=1, progress=lambda event, n, total: events.append(event))
     assert "trained" not in events                                     # nothing retrains
     assert tier.restore(tmp_path / "no-tier", fresh) == 0
+
+
+# --- the reproducibility contract: rerun tells the truth -------------------------------------------------
+
+def _tier_copy(out, tmp_path, **columns):
+    """A copy of the exported tier with some provenance columns rewritten (and R@1 shifted where asked)."""
+    import shutil
+    dst = tmp_path / "tier"
+    shutil.copytree(out, dst)
+    runs = pd.read_parquet(dst / "runs.parquet")
+    shift = columns.pop("shift_r1", 0.0)
+    runs["R@1"] = runs["R@1"] + shift
+    for k, v in columns.items():
+        runs[k] = v
+    runs.to_parquet(dst / "runs.parquet", index=False)
+    return dst
+
+
+def test_exported_rows_record_the_cpu_kind_and_kernel_settings(exported):
+    from sec_lib import kernels
+    runs = pd.read_parquet(exported[2] / "runs.parquet")
+    assert {"cpu_vendor", "cpu_model", "cpu_isa", "aten_capability", "mkl", "onednn", "kernel_pin", "kernel_env",
+            "cpu_kind"} <= set(runs.columns)
+    assert runs["cpu_kind"].eq(kernels.this_kind()).all() and runs["kernel_pin"].eq(kernels.pin_name()).all()
+    assert json.loads(runs["kernel_env"].iloc[0])["ATEN_CPU_CAPABILITY"] == "avx2"
+
+
+def test_rerun_on_the_same_kind_demands_identity(exported, tmp_path, capsys, monkeypatch):
+    from sec_lib.runs import commands
+    monkeypatch.setenv("SEC_RUNS_DIR", str(tmp_path / "runs"))
+    _, configs, out, _ = exported
+    key = run_key(configs[2])
+    assert commands.rerun_command(key, "smoke", out) == 0
+    said = capsys.readouterr().out
+    assert "(identical)" in said and "committed on CPU kind" in said
+    tampered = _tier_copy(out, tmp_path, shift_r1=0.5)
+    assert commands.rerun_command(key, "smoke", tampered) == 1          # same kind, other number: a failure
+    assert "same CPU kind" in capsys.readouterr().out
+
+
+def test_rerun_on_another_kind_reports_seed_sds_and_exits_0(exported, tmp_path, capsys, monkeypatch):
+    from sec_lib.runs import commands
+    monkeypatch.setenv("SEC_RUNS_DIR", str(tmp_path / "runs"))
+    _, configs, out, _ = exported
+    other = _tier_copy(out, tmp_path, shift_r1=0.5, cpu_kind="Intel/AVX2/avx2")
+    assert commands.rerun_command(run_key(configs[0]), "smoke", other) == 0
+    said = capsys.readouterr().out
+    assert "differs by -0.5000" in said and "seed SDs" in said and "not expected" in said and "Intel/AVX2/avx2" in said
+
+
+def test_a_row_from_before_the_contract_retrains_under_the_legacy_pin_in_a_child(exported, tmp_path, capfd, monkeypatch):
+    """No kernel_pin recorded: nothing was pinned then, so the rerun starts a process under the 'native' pin,
+    and its kind is what kinds.csv knows of the row's commit, else unknown."""
+    from sec_lib.runs import commands
+    monkeypatch.setenv("SEC_RUNS_DIR", str(tmp_path / "runs"))
+    _, configs, out, _ = exported
+    legacy = _tier_copy(out, tmp_path, kernel_pin=None, cpu_kind=None)
+    assert tier.committed_kind(tier.TierStore(legacy), run_key(configs[0])) == tier.UNKNOWN_KIND
+    assert commands.rerun_command(run_key(configs[0]), "smoke", legacy) == 0
+    said = capfd.readouterr().out
+    assert "under the kernel pin 'native'" in said and "committed on CPU kind unknown" in said
+    commit = pd.read_parquet(legacy / "runs.parquet")["commit"].iloc[0]
+    pd.DataFrame({"commit": [commit], "cpu_kind": ["AMD/AVX512/native"], "evidence": ["test"]}).to_csv(
+        legacy / tier.KINDS_FILE, index=False)
+    assert tier.committed_kind(tier.TierStore(legacy), run_key(configs[0])) == "AMD/AVX512/native"
+
+
+def test_seed_sd_is_the_arms_own_or_the_pooled_sd_of_its_loss(exported):
+    import numpy as np
+    _, configs, out, _ = exported
+    t = tier.TierStore(out)
+    sd, what = tier.seed_sd(t, run_key(configs[0]))          # configs 0 and 1: one arm, two seeds
+    r1 = t.runs.set_index("key").loc[[run_key(configs[0]), run_key(configs[1])], "R@1"]
+    assert sd == pytest.approx(np.std(r1, ddof=1)) and "2 seeds" in what
+    sd2, what2 = tier.seed_sd(t, run_key(configs[2]))        # a one-seed arm: the pooled SD of its loss's arms
+    assert sd2 == pytest.approx(sd) and "pooled" in what2

@@ -7,12 +7,15 @@
 from __future__ import annotations
 
 import math
+import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from tqdm import tqdm
 
+from .. import kernels
 from ..data import get_dataset
 from ..params import ParameterError
 from . import experiments as ex
@@ -128,14 +131,45 @@ def export_command(profile: str) -> int:
     return 0
 
 
-def rerun_command(key: str, profile: str) -> int:
-    """Retrain one committed run from its row and compare its final R@1 with the committed one."""
+def rerun_command(key: str, profile: str, tier_root=None) -> int:
+    """Retrain one committed run from its row and compare its final R@1 with the committed one, as the
+    reproducibility contract says (:mod:`sec_lib.kernels`).
+
+    The run retrains under the kernel pin it was trained with (in a child process started under that pin
+    when this one has another). On the same CPU kind the numbers must be identical: a difference exits 1.
+    On another kind, or where the committed kind is unknown, it reports the difference in units of that
+    arm's seed SD, says that bit-identity is not expected there, and exits 0."""
+    root = Path(tier_root) if tier_root is not None else tier.tier_dir(profile)
     try:
-        committed, retrained, result = tier.rerun(key, tier.tier_dir(profile))
+        t = tier.TierStore(root)
+        t.config(key)                      # an unknown key: a clear error before anything trains
     except (ParameterError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    pin = tier.committed_pin(t, key)
+    if pin != kernels.pin_name():
+        print(f"run {key} was trained under the kernel pin {pin!r} (this process: {kernels.pin_name()!r}); "
+              f"retraining it in a process started under {pin!r}", flush=True)
+        return subprocess.call([sys.executable, "-m", "sec_lib.book", "rerun", key, "--profile", profile,
+                                "--tier", str(root)], env=kernels.child_env(pin))
+    theirs, here = tier.committed_kind(t, key), kernels.this_kind()
+    print(f"run {key}: committed on CPU kind {theirs}; this machine is {here}", flush=True)
+    committed, retrained, result = tier.rerun(key, root)
     same = committed == retrained or (math.isnan(committed) and math.isnan(retrained))
-    print(f"run {key}: committed R@1 {committed:.4f}, retrained R@1 {retrained:.4f} "
-          f"({'identical' if same else f'differs by {retrained - committed:+.4f}'}); stored in {ResultStore().root}")
-    return 0 if same else 1
+    head = f"run {key}: committed R@1 {committed:.4f}, retrained R@1 {retrained:.4f}"
+    if same:
+        print(f"{head} (identical); stored in {ResultStore().root}")
+        return 0
+    diff = retrained - committed
+    if theirs == here:
+        print(f"{head}: differs by {diff:+.4f} on the same CPU kind {here}. The contract promises identity "
+              f"here (Level 1); this is a reproducibility failure.")
+        return 1
+    sd, what = tier.seed_sd(t, key)
+    units = f"{diff / sd:+.2f} seed SDs ({what}: {sd:.3f})" if sd == sd and sd > 0 else f"no seed SD ({what})"
+    why = ("the committed run's CPU kind is unknown (committed before the contract recorded it)"
+           if theirs == tier.UNKNOWN_KIND else f"it was trained on another CPU kind ({theirs})")
+    print(f"{head}: differs by {diff:+.4f} R@1 = {units}. Bit-identity is not expected: {why}, so this rerun "
+          f"is a fresh draw from the same distribution of runs (Level 2 of the contract). "
+          f"`python -m sec_lib.book portability` checks that no verdict depends on it.")
+    return 0

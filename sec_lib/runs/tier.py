@@ -29,8 +29,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from . import experiments as ex
+from .. import kernels
 from ..params import ParameterError
+from . import experiments as ex
 from .store import TABLES, ResultStore, run_key
 from .train import RunResult, TrainConfig, train
 
@@ -38,7 +39,11 @@ REPO = Path(__file__).resolve().parents[2]
 STEP_ROWS = 250
 TRACK_STEPS = 60
 COSINES = 1000
-PROVENANCE = ("commit", "device", "torch", "python", "machine", "date")
+#: The provenance columns of a committed tier: where and when, then the CPU kind and its kernel settings
+#: (:func:`sec_lib.kernels.provenance`; empty for rows committed before the reproducibility contract, whose
+#: kind ``kinds.csv`` beside the tier records where it is known).
+PROVENANCE = ("commit", "device", "torch", "python", "machine", "date", "cpu_vendor", "cpu_model", "cpu_isa",
+              "aten_capability", "mkl", "onednn", "kernel_pin", "kernel_env", "cpu_kind")
 
 
 def tier_dir(profile: str, root: str | Path | None = None) -> Path:
@@ -274,6 +279,74 @@ def rerun(key: str, tier: str | Path, store: ResultStore | None = None) -> tuple
     if not store.has(key):
         store.save(result)
     return committed, result.metrics.get("R@1", float("nan")), result
+
+
+#: Beside a tier: what is known of the CPU kind of rows committed before the reproducibility contract, per
+#: committing commit (columns commit, cpu_kind, evidence), established by retraining one row of each batch.
+KINDS_FILE = "kinds.csv"
+UNKNOWN_KIND = "unknown"
+
+
+def committed_pin(t: TierStore, key: str) -> str:
+    """The kernel pin a committed run was trained under: its ``kernel_pin``, else (a row committed before
+    the contract, when nothing was pinned) :data:`sec_lib.kernels.LEGACY_PIN`."""
+    pin = t.meta(key)["provenance"].get("kernel_pin")
+    return pin if isinstance(pin, str) and pin else kernels.LEGACY_PIN
+
+
+def committed_kind(t: TierStore, key: str) -> str:
+    """A committed run's CPU kind: its ``cpu_kind``; for an older row, what ``kinds.csv`` records for its
+    commit; else :data:`UNKNOWN_KIND`."""
+    prov = t.meta(key)["provenance"]
+    kind = prov.get("cpu_kind")
+    if isinstance(kind, str) and kind:
+        return kind
+    path = Path(t.root) / KINDS_FILE
+    if path.exists():
+        known = pd.read_csv(path, dtype=str).set_index("commit")["cpu_kind"]
+        if prov.get("commit") in known.index:
+            return known[prov.get("commit")]
+    return UNKNOWN_KIND
+
+
+def seed_sd(t: TierStore, key: str, metric: str = "R@1") -> tuple[float, str]:
+    """The seed-to-seed SD of ``metric`` for a committed run's arm (its config but the seed), with a phrase
+    saying what it is: the arm's own SD where it has 2 or more seeds, else the pooled within-arm SD of the
+    arms of the same loss, length and class split; NaN where there is none."""
+    runs = t.runs[t.runs["status"] == "done"].copy()
+    runs["arm"] = [json.dumps({k: v for k, v in json.loads(c).items() if k != "seed"}, sort_keys=True)
+                   for c in runs["config"]]
+    row = t.runs.iloc[t._by_key[key]]
+    arm = json.dumps({k: v for k, v in json.loads(row["config"]).items() if k != "seed"}, sort_keys=True)
+    own = runs.loc[runs["arm"] == arm, metric].dropna()
+    if len(own) >= 2:
+        return float(own.std(ddof=1)), f"the SD of this arm's {len(own)} seeds"
+    same = runs[(runs["loss"] == row["loss"]) & (runs["iterations"] == row["iterations"])
+                & (runs["holdout_classes"] == row["holdout_classes"])]
+    g = same.groupby("arm")[metric].agg(["var", "count"]).dropna()
+    g = g[g["count"] >= 2]
+    if g.empty:
+        return float("nan"), "no arm of this loss has two seeds"
+    pooled = float(np.sqrt(((g["count"] - 1) * g["var"]).sum() / (g["count"] - 1).sum()))
+    return pooled, f"the pooled seed SD of {len(g)} {row['loss']} arms (this arm has one seed)"
+
+
+def _retrain_one(root: str, key: str) -> tuple[str, float, str]:
+    t = open_tier(root)
+    r = train(t.config(key))
+    return key, float(r.metrics.get("R@1", float("nan"))), kernels.this_kind()
+
+
+def retrain(keys, tier: str | Path, jobs: int = 1) -> dict[str, tuple[float, str]]:
+    """Retrain committed runs afresh (``jobs`` processes; nothing is read from or saved to a store) and
+    return ``{key: (retrained R@1, CPU kind it ran on)}``. The caller runs under the runs' kernel pin."""
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
+    keys = list(keys)
+    if jobs <= 1:
+        return {k: v for k, *v in (_retrain_one(str(tier), k) for k in keys)}
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn")) as pool:
+        return {k: (r1, kind) for k, r1, kind in pool.map(_retrain_one, [str(tier)] * len(keys), keys)}
 
 
 def profile_configs(profile, store) -> list[TrainConfig]:

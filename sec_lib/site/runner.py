@@ -4,7 +4,9 @@
         [--launcher {pool,submitit} --slurm-partition P --gpus-per-job N --runs-per-job R ...]
     python -m sec_lib.book train --profile P [--chapters ...]   (train in stages, no notebooks)
     python -m sec_lib.book export --profile P                  (finished runs -> data/reference/P/)
-    python -m sec_lib.book rerun KEY --profile P               (retrain a committed row, compare R@1)
+    python -m sec_lib.book rerun KEY --profile P               (retrain a committed row, compare R@1 as the
+                                                               reproducibility contract says)
+    python -m sec_lib.book portability --profile reference --sample N   (does a verdict depend on the CPU?)
     python -m sec_lib.book build [--site DIR]
 
 ``run`` first trains (or reuses from the result store) every run the chosen chapters need, with a
@@ -41,6 +43,7 @@ from ..params import Choice, ParameterError
 from ..runs.store import ResultStore, run_all, run_key
 from ..tempfiles import clear_partial_notebooks, temp_prefix
 from ..runs import commands
+from ..runs import tier
 from ..runs.commands import Summary, prepare_data, train_stages, train_sweep  # noqa: F401  (train_sweep: for callers of the old name)
 from ..runs.launch import LaunchError, make_launcher
 from . import sitejs
@@ -299,6 +302,31 @@ def launcher_options(args) -> dict:
                 folder=args.submitit_folder, cluster=args.cluster)
 
 
+def portability_command(profile: str, sample: int, jobs: int) -> int:
+    """``portability``: retrain a sample of the primary comparison under the pin it was trained with (in a
+    child process started under that pin when this one has another) and write the report."""
+    from ..chapters import portability as pt
+    from .. import kernels
+    if sample < 1 or jobs < 1:
+        print(f"error: sample = {sample} and jobs = {jobs} must both be integers >= 1", file=sys.stderr)
+        return 2
+    t = tier.open_tier(tier.tier_dir(profile))
+    pins = {tier.committed_pin(t, k) for k in pt.stratified_sample(pt.primary_runs(profile), sample)}
+    if len(pins) != 1:
+        print(f"error: the sample mixes kernel pins {sorted(pins)}; retrain fewer runs", file=sys.stderr)
+        return 2
+    pin = pins.pop()
+    if pin != kernels.pin_name():
+        print(f"the sample was trained under the kernel pin {pin!r}; retraining it in a process started under it", flush=True)
+        return subprocess.call([sys.executable, "-m", "sec_lib.book", "portability", "--profile", profile,
+                                "--sample", str(sample), "--jobs", str(jobs)], env=kernels.child_env(pin))
+    rep = pt.run_check(profile, sample, jobs)
+    print(pt.reports_table([rep]).to_string(index=False))
+    print(pt.sentence(rep))
+    print(f"report written to {pt.report_path(profile, rep['cpu_kind'])}")
+    return 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m sec_lib.book", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -323,6 +351,12 @@ def main(argv=None) -> int:
     rr = sub.add_parser("rerun", help="retrain one run of a committed tier from its row and compare its final R@1")
     rr.add_argument("key", help="the run's key (the 'key' column of data/reference/<profile>/runs.parquet)")
     rr.add_argument("--profile", default="reference", choices=ex.PROFILE_NAMES)
+    rr.add_argument("--tier", type=Path, default=None, help="a committed tier folder (default: data/reference/<profile>)")
+    pt = sub.add_parser("portability", help="retrain a stratified sample of the committed primary comparison on this "
+                                            "machine and report whether any estimate leaves its interval or changes verdict")
+    pt.add_argument("--profile", default="reference", choices=("reference",))
+    pt.add_argument("--sample", type=int, default=8, help="how many runs to retrain (default 8: one seed of each arm)")
+    pt.add_argument("--jobs", type=int, default=2, help="parallel training processes")
     b = sub.add_parser("build", help="build the HTML book with jupyter-book (-W)")
     b.add_argument("--root", "--site", dest="site", type=Path, default=None, help="the project folder (as for run)")
     args = ap.parse_args(argv)
@@ -347,7 +381,9 @@ def main(argv=None) -> int:
     if args.cmd == "export":
         return commands.export_command(args.profile)
     if args.cmd == "rerun":
-        return commands.rerun_command(args.key, args.profile)
+        return commands.rerun_command(args.key, args.profile, args.tier)
+    if args.cmd == "portability":
+        return portability_command(args.profile, args.sample, args.jobs)
     try:
         build(args.site)
     except ParameterError as e:
