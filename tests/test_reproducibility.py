@@ -1,0 +1,62 @@
+"""Level 1 of the reproducibility contract (sec_lib.kernels): on one CPU kind a run's bits do not depend on
+the process, the launcher or the thread pool around it, and the golden short runs reproduce exactly."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sec_lib import kernels
+
+GOLDEN_DIR = Path(__file__).resolve().parent / "golden"
+sys.path.insert(0, str(GOLDEN_DIR))
+import short_runs  # noqa: E402
+
+IN_PROCESS = """
+import json, sys, torch
+sys.path.insert(0, sys.argv[1])
+import short_runs
+from sec_lib.runs.train import train
+torch.set_num_threads(2)                     # the caller's pool; the run uses its own 1 thread
+print(json.dumps({n: short_runs.hashes(train(c)) for n, c in short_runs.configs().items()}))
+"""
+POOL = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import short_runs
+from sec_lib.runs.launch import PoolLauncher
+from sec_lib.runs.store import ResultStore
+cfgs = short_runs.configs()
+PoolLauncher(2).run(list(cfgs.values()), sys.argv[2])
+store = ResultStore(sys.argv[2])
+print(json.dumps({n: short_runs.hashes(store.get(c)) for n, c in cfgs.items()}))
+"""
+
+
+def _child(code, *args):
+    out = subprocess.run([sys.executable, "-c", code, str(GOLDEN_DIR), *map(str, args)], capture_output=True,
+                         text=True, env={**os.environ, "PYTHONHASHSEED": "0"})
+    assert out.returncode == 0, out.stderr[-2000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_fresh_processes_with_different_launchers_and_thread_pools_give_identical_tables(tmp_path):
+    a = _child(IN_PROCESS)
+    b = _child(POOL, tmp_path / "store")
+    assert a == b
+
+
+def test_the_golden_short_runs_reproduce_exactly_on_their_cpu_kind():
+    golden = json.loads(short_runs.GOLDEN.read_text())
+    kind = kernels.this_kind()
+    if kind not in golden:
+        pytest.skip(f"no golden hashes for this CPU kind {kind} (recorded: {', '.join(sorted(golden))}); bit-identity "
+                    f"is not expected across kinds (Level 2 of the contract). To add this kind: "
+                    f"python tests/golden/short_runs.py --record")
+    from sec_lib.runs.train import train
+    for name, cfg in short_runs.configs().items():
+        got = short_runs.hashes(train(cfg))
+        want = {k: golden[kind][name][k] for k in got}
+        assert got == want, f"{name} on {kind}: {got} != {want}"
