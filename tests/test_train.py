@@ -178,12 +178,32 @@ def test_a_shorter_run_with_denser_evaluation_retraces_the_longer_one():
     assert a.steps[a.steps["step"] <= 8][cols].reset_index(drop=True).equals(b.steps[cols].reset_index(drop=True))
 
 
+def test_a_step_run_whose_first_milestone_follows_the_prefix_is_retraced_by_its_early_twin():
+    """The decisive tier's step schedule decays after the convergence chapter's early window, so its early
+    curve is still a prefix of the full run; a step whose milestone falls inside the prefix is not."""
+    from dataclasses import replace
+    from sec_lib.runs import experiments as ex
+    p = replace(ex.get_profile("smoke"), early_iterations=8, early_eval_every=1)
+    full = ex.config(p, "semihard", "sec", 0, iterations=12, eval_every=4, schedule="step", lr_milestones=(10,),
+                     lr_decay=0.1)
+    pre = ex.early_twin(p, full)
+    a, b = train(full), train(pre)
+    ra, rb = dict(zip(a.evals["step"], a.evals["R@1"])), dict(zip(b.evals["step"], b.evals["R@1"]))
+    assert all(ra[t] == rb[t] for t in (0, 4, 8))
+    cols = [c for c in a.steps.columns if c != "step_time"]
+    assert a.steps[a.steps["step"] <= 8][cols].reset_index(drop=True).equals(b.steps[cols].reset_index(drop=True))
+    assert not a.steps[a.steps["step"] > 10]["loss_metric"].equals(
+        train(replace(full, schedule="constant", lr_milestones=())).steps.query("step > 10")["loss_metric"])
+
+
 def test_early_twin_refuses_a_length_dependent_schedule_or_a_prefix_not_shorter():
     from dataclasses import replace
     from sec_lib.runs import experiments as ex
     p = replace(ex.get_profile("smoke"), early_iterations=8, early_eval_every=1)
     cfg = ex.config(p, "semihard", "none", 0, iterations=12)
-    with pytest.raises(ValueError, match="schedule='constant'"):
+    with pytest.raises(ValueError, match="first lr milestone after the prefix: 6 <= early_iterations = 8"):
         ex.early_twin(p, replace(cfg, schedule="step", lr_milestones=(6,)))
+    with pytest.raises(ValueError, match="schedule='constant' or 'step'"):
+        ex.early_twin(p, replace(cfg, schedule="cosine"))
     with pytest.raises(ValueError, match=r"early_iterations = 8 must be in \(0, 8\)"):
         ex.early_twin(p, replace(cfg, iterations=8))

@@ -173,3 +173,31 @@ def rerun_command(key: str, profile: str, tier_root=None) -> int:
           f"is a fresh draw from the same distribution of runs (Level 2 of the contract). "
           f"`python -m sec_lib.book portability` checks that no verdict depends on it.")
     return 0
+
+
+def pilot_command(jobs: int = 2, profile: str = "reference") -> int:
+    """Train the schedule pilot (:mod:`sec_lib.runs.pilot`) in chunks of ``jobs`` runs, exporting the finished
+    runs to ``data/reference/decisive/pilot/`` after each chunk (commit it as it grows; a rerun resumes from
+    the store and the committed folder), then print the convergence table and the choice."""
+    from . import pilot
+    from .store import run_all
+    if jobs < 1:
+        print(f"error: jobs = {jobs} is not valid; expected an integer >= 1", file=sys.stderr)
+        return 2
+    out = tier.tier_dir(pilot.TIER) / "pilot"
+    store = ResultStore()
+    if (out / "runs.parquet").exists():
+        print(f"restored {tier.restore(out, store)} committed pilot runs of {out} into {store.root}")
+    cfgs = pilot.configs(profile)
+    todo = [c for c in cfgs if not store.has(c)]
+    print(f"schedule pilot: {len(cfgs)} runs, {len(cfgs) - len(todo)} done; rule: {pilot.RULE}", flush=True)
+    for i in range(0, len(todo), jobs):
+        t0 = time.perf_counter()
+        run_all(todo[i:i + jobs], root=store.root, jobs=jobs)
+        counts = tier.export(store, cfgs, out)
+        print(f"  {counts['exported']} of {len(cfgs)} pilot runs exported to {out} "
+              f"({time.perf_counter() - t0:.0f} s for the last {len(todo[i:i + jobs])})", flush=True)
+    conv = pilot.convergence(pilot.table(store.get(c, tables=("evals",)) for c in cfgs))
+    print(conv.to_string(index=False))
+    print(f"chosen schedule: {pilot.choice(conv) or 'none yet (see the rule)'}")
+    return 0

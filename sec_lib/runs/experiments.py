@@ -380,11 +380,15 @@ def early_twin(p: Profile, cfg: TrainConfig) -> TrainConfig:
 
     Under a constant learning rate the prefix retraces the first iterations of ``cfg`` exactly (evaluation
     draws no random numbers; tests/test_train.py), so its dense evaluations are ``cfg``'s own early
-    curve. Raises ValueError for a schedule that depends on the run length, or a prefix not shorter than
-    the run."""
-    if cfg.schedule != "constant":
-        raise ValueError(f"early_twin needs schedule='constant' (a prefix of a {cfg.schedule!r} schedule is "
-                         "another run); valid: 'constant'")
+    curve. So does a step schedule whose first milestone comes after the prefix: the rate is constant until
+    then (the decisive tier's step shape, :mod:`sec_lib.runs.pilot`). Raises ValueError for any other
+    schedule that depends on the run length, or a prefix not shorter than the run."""
+    if cfg.schedule == "step" and cfg.lr_milestones and min(cfg.lr_milestones) <= p.early_iterations:
+        raise ValueError(f"early_twin needs the first lr milestone after the prefix: {min(cfg.lr_milestones)} <= "
+                         f"early_iterations = {p.early_iterations} (the prefix would be another run)")
+    if cfg.schedule not in ("constant", "step"):
+        raise ValueError(f"early_twin needs schedule='constant' or 'step' with its milestones after the prefix (a "
+                         f"prefix of a {cfg.schedule!r} schedule is another run); valid: 'constant', 'step'")
     if not 0 < p.early_iterations < cfg.iterations:
         raise ValueError(f"early_iterations = {p.early_iterations} must be in (0, {cfg.iterations}) "
                          f"(the run's length) for profile {p.name!r}")

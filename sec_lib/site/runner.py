@@ -357,6 +357,9 @@ def main(argv=None) -> int:
     pt.add_argument("--profile", default="reference", choices=("reference",))
     pt.add_argument("--sample", type=int, default=8, help="how many runs to retrain (default 8: one seed of each arm)")
     pt.add_argument("--jobs", type=int, default=2, help="parallel training processes")
+    pl = sub.add_parser("pilot", help="train the decisive tier's schedule pilot on held-out classes (resumable) "
+                                      "and export it to data/reference/decisive/pilot/")
+    pl.add_argument("--jobs", type=int, default=2, help="parallel training processes")
     b = sub.add_parser("build", help="build the HTML book with jupyter-book (-W)")
     b.add_argument("--root", "--site", dest="site", type=Path, default=None, help="the project folder (as for run)")
     args = ap.parse_args(argv)
@@ -382,6 +385,8 @@ def main(argv=None) -> int:
         return commands.export_command(args.profile)
     if args.cmd == "rerun":
         return commands.rerun_command(args.key, args.profile, args.tier)
+    if args.cmd == "pilot":
+        return commands.pilot_command(args.jobs)
     if args.cmd == "portability":
         return portability_command(args.profile, args.sample, args.jobs)
     try:

@@ -1,0 +1,120 @@
+"""The schedule pilot of the decisive tier: which learning-rate schedule, and how long, makes runs converge.
+
+Runs are trained on held-out training classes only (never the test classes), with pilot seeds that no
+reported run uses, and committed under ``data/reference/decisive/pilot/``. Pre-registered before any of
+them trained (this docstring is the registration; :data:`RULE` states the choice in one line):
+
+- **Shapes.** ``cosine``: cosine decay of the learning rate to 0 over the run. ``step``: ×0.1 at 60% and
+  again at 85% of the run. Both keep Adam and the reference tier's chosen rate (3e-3; chosen on held-out
+  classes by that tier's pilot).
+- **Lengths.** Each shape at ``T`` and at ``1.5 T`` (:data:`LENGTHS`). Converged means that training longer
+  would not help: the runs of length ``1.5 T`` gain less than :data:`CONVERGED_GAIN` = 0.3 R@1 points over the
+  runs of length ``T`` of the same shape, loss and seed, averaged over losses and seeds (its 95% t-interval
+  over the (loss, seed) pairs is shown beside it). A decaying schedule flattens any curve, so flatness at the
+  end of one run is not the rule.
+- **Losses and seeds.** semihard and ms (a triplet loss and a pair-weighting loss), no regularizer, seeds
+  :data:`SEEDS`, held-out R@1 evaluated every 250 iterations.
+- **Choice.** Among the shapes that converge at ``T``, the one with the higher mean held-out R@1 at ``T``;
+  if neither converges, the pilot is extended to the next length pair before anything else trains.
+
+The step shape's first milestone (60% of ``T`` = 2,400 for ``T`` = 4,000) comes after the convergence
+chapter's early window (2,000 iterations), so the early curve of a step run is still a prefix of its full run.
+"""
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from . import experiments as ex
+from .train import TrainConfig
+
+SHAPES = ("cosine", "step")
+LENGTHS = (4000, 6000)            # T and 1.5 T
+LOSSES = ("semihard", "ms")
+SEEDS = (1000, 1001, 1002)
+MILESTONES = (0.6, 0.85)
+CONVERGED_GAIN = 0.3
+EVAL_EVERY = 250
+TIER = "decisive"
+RULE = (f"a shape converges at T = {LENGTHS[0]} when its {LENGTHS[1]}-iteration runs gain less than "
+        f"{CONVERGED_GAIN} held-out R@1 points over its {LENGTHS[0]}-iteration runs (mean over {len(LOSSES)} losses x "
+        f"{len(SEEDS)} seeds); of the shapes that converge, the higher held-out R@1 at T wins")
+
+
+def schedule(shape: str, iterations: int) -> dict:
+    """The TrainConfig fields of ``shape`` for a run of ``iterations``."""
+    if shape == "cosine":
+        return dict(schedule="cosine", iterations=iterations)
+    if shape == "step":
+        return dict(schedule="step", iterations=iterations, lr_decay=0.1,
+                    lr_milestones=tuple(int(round(f * iterations)) for f in MILESTONES))
+    raise ValueError(f"shape {shape!r} is not valid; valid values: {', '.join(SHAPES)}")
+
+
+def configs(profile: str = "reference") -> list[TrainConfig]:
+    """Every run of the schedule pilot, shortest first (so the first half of the pilot is already usable)."""
+    p = ex.get_profile(profile)
+    out = []
+    for length in LENGTHS:
+        for seed in SEEDS:
+            for loss in LOSSES:
+                for shape in SHAPES:
+                    out.append(ex.config(p, loss, "none", seed, holdout_classes=p.holdout_classes, optimizer="adam",
+                                         lr=3e-3, eval_every=EVAL_EVERY, **schedule(shape, length)))
+    return out
+
+
+def table(results) -> pd.DataFrame:
+    """One row per pilot run: shape, length, loss, seed, held-out R@1 (``results``: RunResults or None)."""
+    rows = []
+    for r in results:
+        if r is None or r.status != "done":
+            continue
+        c = r.config
+        rows.append({"shape": c.schedule, "length": c.iterations, "loss": c.loss, "seed": c.seed,
+                     "R@1": r.metrics.get("R@1", math.nan)})
+    return pd.DataFrame(rows, columns=["shape", "length", "loss", "seed", "R@1"])
+
+
+def convergence(runs: pd.DataFrame) -> pd.DataFrame:
+    """Per shape: mean held-out R@1 at T and at 1.5 T, the gain (paired on loss and seed) with its 95%
+    t-interval, the pairs used, and whether it converged by :data:`RULE`."""
+    from scipy import stats
+    rows = []
+    for shape in SHAPES:
+        w = runs[runs["shape"] == shape].pivot_table(index=["loss", "seed"], columns="length", values="R@1")
+        short, long_ = LENGTHS
+        if short not in w or long_ not in w:
+            rows.append({"shape": shape, "pairs": 0})
+            continue
+        d = (w[long_] - w[short]).dropna()
+        n = len(d)
+        half = stats.t.ppf(0.975, n - 1) * d.std(ddof=1) / math.sqrt(n) if n > 1 else math.nan
+        rows.append({"shape": shape, "pairs": n, f"R@1 at {short}": float(w[short].mean()),
+                     f"R@1 at {long_}": float(w[long_].mean()), "gain": float(d.mean()) if n else math.nan,
+                     "gain_lo": float(d.mean() - half) if n > 1 else math.nan,
+                     "gain_hi": float(d.mean() + half) if n > 1 else math.nan,
+                     "converged": bool(n and d.mean() < CONVERGED_GAIN)})
+    return pd.DataFrame(rows)
+
+
+def choice(conv: pd.DataFrame) -> str | None:
+    """The chosen shape by :data:`RULE` (None while no shape has converged or pairs are missing)."""
+    full = len(LOSSES) * len(SEEDS)
+    ok = conv[(conv["pairs"] == full) & conv.get("converged", False)]
+    if ok.empty:
+        return None
+    return str(ok.sort_values(f"R@1 at {LENGTHS[0]}", ascending=False)["shape"].iloc[0])
+
+
+def last_quarter_gain(evals: pd.DataFrame, iterations: int, metric: str = "R@1") -> float:
+    """R@1 at the end of a run minus R@1 at 75% of it (the nearest evaluation at or before), NaN without one."""
+    ev = evals.dropna(subset=[metric]).sort_values("step")
+    before = ev[ev["step"] <= 0.75 * iterations]
+    end = ev[ev["step"] == ev["step"].max()]
+    if before.empty or end.empty:
+        return math.nan
+    return float(end[metric].iloc[-1] - before[metric].iloc[-1])
+
+
