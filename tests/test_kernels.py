@@ -61,5 +61,26 @@ def test_provenance_names_the_cpu_kind_and_settings():
     assert p["cpu_kind"] == f"{p['cpu_vendor']}/{p['aten_capability']}/{p['kernel_pin']}" == kernels.this_kind()
     assert p["torch"].startswith("2.") and p["kernel_pin"] == "avx2"
     assert json.loads(p["kernel_env"]) == {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2,STRICT",
-                                           "ONEDNN_MAX_CPU_ISA": "AVX2"}
+                                           "ONEDNN_MAX_CPU_ISA": "AVX2", "adam": "fused"}
     assert p["mkl"] != "" and p["onednn"] != ""
+
+
+def test_the_avx2_pin_steps_adam_with_the_fused_kernel_and_it_is_the_same_update():
+    """Fused and foreach Adam compute the same update (to rounding); only the pin's runs use the fused one."""
+    import torch
+    assert kernels.adam_kwargs("cpu", "avx2") == {"fused": True}
+    assert kernels.adam_kwargs("cpu", "native") == {} and kernels.adam_kwargs("cuda", "avx2") == {}
+    g = torch.Generator().manual_seed(0)
+    p0 = [torch.rand(8, 4, generator=g), torch.rand(4, generator=g)]
+    grads = [[torch.rand(*t.shape, generator=g) for t in p0] for _ in range(5)]
+    out = []
+    for kw in ({"fused": True}, {"foreach": True}):
+        ps = [t.clone().requires_grad_() for t in p0]
+        opt = torch.optim.Adam(ps, lr=1e-2, **kw)
+        for gs in grads:
+            for t, gr in zip(ps, gs):
+                t.grad = gr.clone()
+            opt.step()
+        out.append(ps)
+    for a, b in zip(*out):
+        assert torch.allclose(a, b, rtol=0, atol=1e-6)

@@ -449,9 +449,9 @@ def make_optimizer(cfg: TrainConfig, model, loss_fn):
               {"params": [p for p in head_params if p.requires_grad], "lr": cfg.lr_head or cfg.lr}]
     groups = [g for g in groups if g["params"]]
     if cfg.optimizer == "adam":
-        opt = torch.optim.Adam(groups, weight_decay=cfg.weight_decay)
+        opt = torch.optim.Adam(groups, weight_decay=cfg.weight_decay, **kernels.adam_kwargs(cfg.device))
     elif cfg.optimizer == "adamw":
-        opt = torch.optim.AdamW(groups, weight_decay=cfg.weight_decay)
+        opt = torch.optim.AdamW(groups, weight_decay=cfg.weight_decay, **kernels.adam_kwargs(cfg.device))
     else:
         opt = torch.optim.SGD(groups, momentum=cfg.sgd_momentum, weight_decay=cfg.weight_decay)
     if cfg.schedule == "step" and cfg.lr_milestones:
