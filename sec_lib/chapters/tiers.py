@@ -206,3 +206,77 @@ def page_tiers(profile: str = "cpu") -> pd.DataFrame:
         rows.append({"page": page.source, "reads": ", ".join(chapters),
                      "tier shown": evidence_profile(profile, chapters)})
     return pd.DataFrame(rows)
+
+
+# -- the reproducibility contract and the flatness of every reported run ------------------------------------
+
+#: A reported run whose R@1 gained more than this over its last quarter is flagged as still rising (the
+#: decisive tier's convergence margin, :data:`sec_lib.runs.pilot.CONVERGED_GAIN`).
+RISING = 0.3
+
+
+def kind_table(profile: str = "reference", root=None) -> pd.DataFrame:
+    """What is known of the CPU kind of each batch of a committed tier: the rows' own ``cpu_kind`` where they
+    record it (runs trained under the contract), else ``kinds.csv`` beside the tier; one row per committing
+    commit with its run count, first run date and evidence."""
+    from ..runs.tier import KINDS_FILE, UNKNOWN_KIND
+    d = tier_dir(profile, root)
+    if not (d / "runs.parquet").exists():
+        return pd.DataFrame(columns=["commit", "runs", "first run", "CPU kind", "evidence"])
+    runs = open_tier(d).runs
+    own = runs["cpu_kind"] if "cpu_kind" in runs else pd.Series(None, index=runs.index)
+    g = runs.assign(_kind=own).groupby("commit", sort=False).agg(runs=("key", "size"), first=("date", "min"),
+                                                                 kind=("_kind", "first")).reset_index()
+    known = pd.read_csv(d / KINDS_FILE, dtype=str).set_index("commit") if (d / KINDS_FILE).exists() else None
+    rows = []
+    for r in g.sort_values("first").itertuples():
+        kind, ev = r.kind, "recorded by each run (the contract's provenance)"
+        if not isinstance(kind, str) or not kind:
+            kind = known.loc[r.commit, "cpu_kind"] if known is not None and r.commit in known.index else UNKNOWN_KIND
+            ev = known.loc[r.commit, "evidence"] if known is not None and r.commit in known.index else "not checked"
+        rows.append({"commit": r.commit[:10], "runs": int(r.runs), "first run": str(r.first)[:16], "CPU kind": kind,
+                     "evidence": ev})
+    return pd.DataFrame(rows)
+
+
+def last_quarter(profile: str = "reference", root=None) -> pd.DataFrame:
+    """Every reported run of a committed tier (scored on the test classes) with its R@1 gain over the last
+    quarter of the run (:func:`sec_lib.runs.pilot.last_quarter_gain`) and whether it still rises
+    (gain > :data:`RISING`)."""
+    from ..runs.pilot import last_quarter_gain
+    d = tier_dir(profile, root)
+    if not (d / "runs.parquet").exists():
+        return pd.DataFrame(columns=["key", "loss", "variant", "iterations", "gain", "rising"])
+    t = open_tier(d)
+    runs = t.runs[(t.runs["status"] == "done") & (t.runs["holdout_classes"] == 0)]
+    rows = []
+    for r in runs.itertuples():
+        e = t.get(r.key, tables=("evals",)).evals
+        g = last_quarter_gain(e, int(r.iterations))
+        rows.append({"key": r.key, "loss": r.loss, "variant": r.variant, "iterations": int(r.iterations), "gain": g,
+                     "rising": bool(g > RISING) if g == g else False})
+    return pd.DataFrame(rows)
+
+
+def last_quarter_sentence(df: pd.DataFrame, profile: str = "reference") -> str:
+    """A computed sentence on :func:`last_quarter`."""
+    g = df["gain"].dropna()
+    if g.empty:
+        return f"The {profile} tier has no reported run with an evaluation at 75% of its length."
+    q1, med, q3 = g.quantile([0.25, 0.5, 0.75])
+    n = int(df["rising"].sum())
+    s = (f"Over the last quarter of each of the {len(g)} reported runs of the {profile} tier, R@1 changed by a "
+         f"median of {med:+.2f} points (IQR {q1:+.2f} to {q3:+.2f}). ")
+    s += (f"**{n} of {len(g)} runs still rise** (more than {RISING} points): they are flagged, and their final "
+          f"numbers are points on a rising curve, not plateaus." if n else
+          f"No run gains more than {RISING} points: every reported run is flat at its end.")
+    return s
+
+
+def last_quarter_summary(df: pd.DataFrame) -> pd.DataFrame:
+    """:func:`last_quarter` by loss, variant and length: runs, median and largest gain, runs still rising."""
+    if df.empty:
+        return df
+    return (df.groupby(["loss", "variant", "iterations"]).agg(runs=("key", "size"), median_gain=("gain", "median"),
+                                                             max_gain=("gain", "max"), rising=("rising", "sum"))
+            .reset_index())
