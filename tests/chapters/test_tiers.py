@@ -86,3 +86,33 @@ def test_length_sentence_reads_the_smoothed_curve(store):
     text = tiers.length_sentence(p, store)
     assert "runs train for 5000 iterations" in text and f"lr {adam[1]:g}" in text
     assert "+0.00 points more" in text
+
+
+def test_the_kind_table_reads_each_rows_kind_or_kinds_csv(tmp_path):
+    """Runs trained under the contract carry their kind; older batches take kinds.csv's, else 'unknown'."""
+    from sec_lib.chapters import tiers
+    d = tmp_path / "data" / "reference" / "reference"
+    d.mkdir(parents=True)
+    pd.DataFrame({"key": ["a", "b", "c"], "commit": ["c1" * 20, "c2" * 20, "c3" * 20],
+                  "date": ["2026-01-01", "2026-01-02", "2026-01-03"],
+                  "cpu_kind": [None, None, "AMD/AVX2/avx2"]}).to_parquet(d / "runs.parquet")
+    pd.DataFrame({"commit": ["c1" * 20], "cpu_kind": ["AMD/AVX512/native"], "evidence": ["rerun x identical"]}).to_csv(
+        d / "kinds.csv", index=False)
+    t = tiers.kind_table("reference", tmp_path)
+    assert t["CPU kind"].tolist() == ["AMD/AVX512/native", "unknown", "AMD/AVX2/avx2"]
+    assert t["evidence"].tolist()[0] == "rerun x identical" and t["runs"].tolist() == [1, 1, 1]
+
+
+def test_last_quarter_flags_the_runs_of_the_committed_tier_that_still_rise():
+    from sec_lib.chapters import tiers
+    from sec_lib.runs import tier
+    if not tier.has_tier("reference"):
+        pytest.skip("no committed reference tier")
+    lq = tiers.last_quarter("reference")
+    t = tier.open_tier(tier.tier_dir("reference"))
+    key = lq["key"].iloc[0]
+    ev = t.get(key, tables=("evals",)).evals.set_index("step")["R@1"]
+    n = int(lq["iterations"].iloc[0])
+    assert lq["gain"].iloc[0] == pytest.approx(ev.loc[n] - ev.loc[max(s for s in ev.index if s <= 0.75 * n)])
+    assert (lq["rising"] == (lq["gain"] > tiers.RISING)).all()
+    assert f"{int(lq['rising'].sum())} of {len(lq)} runs still rise" in tiers.last_quarter_sentence(lq)
