@@ -33,3 +33,12 @@ def test_seed_mean_sd_takes_the_larger_of_the_direct_and_the_per_loss_estimate()
     from_losses = math.sqrt(d.groupby("loss")["diff"].var(ddof=1).mean() / 4)
     assert out["direct"] == pytest.approx(direct) and out["from_losses"] == pytest.approx(from_losses)
     assert out["sd"] == max(direct, from_losses) and out["seeds"] == 3 and out["losses"] == 4
+
+
+def test_the_cost_plan_adds_up_in_training_order():
+    df = plan.cost_plan(n_main=9, length=4000, seconds_per_kiter=36.0, pilot_seconds=7200.0)
+    assert df["stage"].iloc[0].startswith("schedule pilot") and df["core_hours"].iloc[0] == pytest.approx(2.0)
+    main = df[df["stage"].str.startswith("main comparison: 4 losses")].iloc[0]
+    assert main["runs"] == 4 * 2 * 9 and main["core_hours"] == pytest.approx(72 * 36.0 * 4 / 3600)
+    assert df["cumulative_wall_hours"].iloc[-1] == pytest.approx(df["core_hours"].sum() / 2)
+    assert 600 <= df["runs"].sum() <= 900

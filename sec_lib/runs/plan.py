@@ -53,3 +53,39 @@ def seed_mean_sd(diffs: pd.DataFrame) -> dict:
     both = [v for v in (direct, from_losses) if v == v]
     return {"direct": direct, "from_losses": from_losses, "losses": int(L), "seeds": int(len(per_seed)),
             "per_loss_sd": {k: float(math.sqrt(v)) for k, v in var.items()}, "sd": max(both) if both else math.nan}
+
+
+#: The decisive tier's stages in training order: (stage, runs, iterations per run). ``n_main`` is the planned
+#: seed count of the primary arms; held-out selections use 3 seeds per grid point and may extend each grid by
+#: up to two points per side (budgeted as one extension per loss here).
+def stages(n_main: int, length: int, eta_grid=(0.005, 0.05, 0.1, 0.5, 1.0), l2_grid=(0.01, 0.005, 0.001)) -> list:
+    main, extra, sel_seeds, other = 4, 2, 3, 5
+    eta_pts = len(eta_grid) + 1                         # η = 0 is a grid point (it may win)
+    return [
+        ("schedule pilot (held-out)", 24, None),
+        ("η and L2 selection, 4 main losses (held-out, 3 seeds; the SD pilot)",
+         main * sel_seeds * (eta_pts + len(l2_grid) + 1), length),
+        (f"main comparison: 4 losses x {{none, SEC}} x {n_main} seeds", main * 2 * n_main, length),
+        ("main comparison: L2 and paper-η arms, 5 seeds", main * 2 * other, length),
+        ("tml and cosface: selection (held-out, 3 seeds) and 4 arms x 5 seeds",
+         extra * sel_seeds * (eta_pts + len(l2_grid)) + extra * 4 * other, length),
+        ("η sweep on the test classes: 4 losses x 5 η x 3 seeds", main * len(eta_grid) * 3, length),
+        ("μ: 2 losses x 9 settings x 5 seeds", 2 * 9 * other, length),
+        ("BN/WN: 4 heads x {none, SEC} x 5 seeds", 4 * 2 * other, length),
+        ("normalize layer and Adam vs SGD: 2 + 8 arms x 5 seeds", 10 * other, length),
+        ("convergence: dense early prefixes, 4 losses x 2 x 5 seeds (2,000 iterations)", main * 2 * other, 2000),
+        ("ssl, npair and face: review losses' selection and arms", 5 * sel_seeds * 4 + 8 * 2 * other, length),
+    ]
+
+
+def cost_plan(n_main: int, length: int, seconds_per_kiter: float, pilot_seconds: float) -> pd.DataFrame:
+    """The stages of :func:`stages` with their runs, core-hours (one core per run, ``seconds_per_kiter`` per
+    1,000 iterations, measured) and wall hours on 2 cores, cumulated in training order."""
+    rows = []
+    for stage, runs, iters in stages(n_main, length):
+        sec = pilot_seconds if iters is None else runs * seconds_per_kiter * iters / 1000
+        rows.append({"stage": stage, "runs": runs, "core_hours": sec / 3600})
+    df = pd.DataFrame(rows)
+    df["wall_hours_2_cores"] = df["core_hours"] / 2
+    df["cumulative_wall_hours"] = df["wall_hours_2_cores"].cumsum()
+    return df
