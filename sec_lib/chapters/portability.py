@@ -95,13 +95,12 @@ def run_check(profile: str = "reference", sample: int = 8, jobs: int = 2, root=N
     """Retrain ``sample`` runs of the primary comparison here and write the report (returned)."""
     runs = primary_runs(profile)
     keys = stratified_sample(runs, sample)
-    t = tier_mod.open_tier(tier_mod.tier_dir(profile, root))
-    kinds = {k: tier_mod.committed_kind(t, k) for k in keys}
     got = tier_mod.retrain(keys, tier_mod.tier_dir(profile, root), jobs)
     here = kernels.this_kind()
-    rep = {"profile": profile, "cpu_kind": here, "cpu": kernels.cpu_info(), "committed_kinds": sorted(set(kinds.values())),
+    rep = {"profile": profile, "cpu_kind": here, "cpu": kernels.cpu_info(),
            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
            "keys": keys, **compare(runs, {k: v[0] for k, v in got.items()})}
+    rep = with_committed_kinds(rep, profile, root)
     path = report_path(profile, here, root)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
@@ -110,12 +109,21 @@ def run_check(profile: str = "reference", sample: int = 8, jobs: int = 2, root=N
     return rep
 
 
+def with_committed_kinds(rep: dict, profile: str = "reference", root=None) -> dict:
+    """``rep`` with ``committed_kinds``: the CPU kind of each retrained run's committed row, as the tier knows it
+    now (its own column, else ``kinds.csv``), counted: ``{kind: runs}``."""
+    t = tier_mod.open_tier(tier_mod.tier_dir(profile, root))
+    kinds = pd.Series([tier_mod.committed_kind(t, k) for k in rep["keys"]]).value_counts()
+    return {**rep, "committed_kinds": {str(k): int(v) for k, v in kinds.items()}}
+
+
 def sentence(rep: dict) -> str:
     """One computed sentence on a report."""
     changed = [r["estimate"] for r in rep["estimates"] if not r["same_verdict"]]
     outside = [r["estimate"] for r in rep["estimates"] if not r["inside"]]
-    s = (f"On {rep['cpu_kind']}, {rep['n']} retrained runs of the primary comparison (committed on "
-         f"{', '.join(rep['committed_kinds'])}) landed {rep['mean_diff']:+.2f} R@1 from the committed ones on average "
+    kinds = rep["committed_kinds"]
+    kinds = ", ".join(f"{v} on {k}" for k, v in kinds.items()) if isinstance(kinds, dict) else ", ".join(kinds)
+    s = (f"On {rep['cpu_kind']}, {rep['n']} retrained runs of the primary comparison (committed: {kinds}) landed {rep['mean_diff']:+.2f} R@1 from the committed ones on average "
          f"(SD {rep['sd_diff']:.2f}, largest {rep['max_abs_diff']:.2f}; {rep['identical']} identical). ")
     s += ("No verdict changed" if not changed else f"The verdict changed for: {', '.join(changed)}")
     s += (", and every estimate stayed inside its committed interval." if not outside

@@ -40,4 +40,4 @@ def test_a_large_shift_of_the_sec_runs_is_reported_as_a_changed_verdict(runs):
     assert not any(r["inside"] for r in rep["estimates"])
     pooled = next(r for r in rep["estimates"] if r["estimate"] == "pooled")
     assert pooled["swapped"] == pytest.approx(pooled["committed"] - 10.0)
-    assert "The verdict changed for" in pt.sentence({**rep, "cpu_kind": "X", "committed_kinds": ["Y"]})
+    assert "The verdict changed for" in pt.sentence({**rep, "cpu_kind": "X", "committed_kinds": {"Y": 8}})
