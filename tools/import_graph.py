@@ -1,0 +1,161 @@
+"""The import graph of sec_lib, measured from the code: its levels, its cycles and its upward imports.
+
+    python tools/import_graph.py          # prints the rooms by level, then any cycle or upward import
+
+A *room* is a top-level module or subpackage of ``sec_lib`` (``sec_lib.runs``, ``sec_lib.chapters``,
+``sec_lib.sec``, ...). Room A depends on room B when a module of A imports a module of B (any import statement,
+at any depth of the file: lazy imports inside functions count). A room's *level* is 1 plus the longest chain of
+rooms below it, so the number of levels is the longest chain of dependencies. An *upward import* is one from a
+room into a room of a higher layer of :data:`LAYERS` (``../shared/DESIGN.md``'s house: data flows one way).
+The compatibility shims left at the old paths of moved modules (they only re-export) are not rooms.
+"""
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1] / "sec_lib"
+#: The layers, bottom first. A room may import rooms of its own layer or below.
+LAYERS = (
+    ("params", "threads", "tempfiles", "kernels", "report", "sec", "losses", "metrics"),   # core utilities
+    ("data", "models", "reference", "toylab"),                                            # core
+    ("runs",),                                                                            # a config becomes a result
+    ("figures",),
+    ("chapters",),
+    ("site",),
+    ("book",),
+)
+#: Modules left at their old paths by the runs-wing move (each only re-exports its new home) -> that home's room:
+#: importing an old path depends on the new home.
+SHIMS = {"train": "runs", "store": "runs", "experiments": "runs", "tier": "runs", "fairness": "report",
+         "probe": "metrics", "site.launch": "runs"}
+
+
+def _module(path: Path) -> str:
+    rel = path.relative_to(ROOT.parent).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def _room(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[0] == "sec_lib" else None
+
+
+def _is_shim(module: str) -> bool:
+    return module.removeprefix("sec_lib.") in SHIMS
+
+
+def _imports(path: Path, module: str) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            out.add(target)
+            out.update(f"{target}.{a.name}" for a in node.names)     # `from . import x` names module x
+    return {m for m in out if m.startswith("sec_lib")}
+
+
+def graph() -> dict[str, set[str]]:
+    """Room -> the rooms it imports (shims and the package's own __init__ left out)."""
+    edges: dict[str, set[str]] = {}
+    for path in sorted(ROOT.rglob("*.py")):
+        module = _module(path)
+        room = _room(module)
+        if room is None or _is_shim(module):
+            continue
+        edges.setdefault(room, set())
+        for target in _imports(path, module):
+            other = SHIMS[target.removeprefix("sec_lib.")] if _is_shim(target) else _room(target)
+            if other is None or other == room:
+                continue
+            if (ROOT / other).is_dir() or (ROOT / f"{other}.py").exists():
+                edges[room].add(other)
+    return edges
+
+
+def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Every strongly connected set of two or more rooms (Tarjan)."""
+    index, low, stack, on, out, counter = {}, {}, [], set(), [], [0]
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in edges.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def levels(edges: dict[str, set[str]]) -> dict[str, int]:
+    """Room -> level (1 for a room that imports no other room); requires no cycles."""
+    memo: dict[str, int] = {}
+
+    def level(v):
+        if v not in memo:
+            memo[v] = 1 + max((level(w) for w in edges.get(v, ())), default=0)
+        return memo[v]
+
+    return {v: level(v) for v in edges}
+
+
+def layer_of(room: str) -> int:
+    for i, layer in enumerate(LAYERS):
+        if room in layer:
+            return i
+    raise KeyError(f"room {room!r} is in no layer of tools/import_graph.py LAYERS; add it where it belongs")
+
+
+def upward(edges: dict[str, set[str]]) -> list[tuple[str, str]]:
+    """(room, imported room) pairs where the imported room sits in a higher layer."""
+    return sorted((a, b) for a, bs in edges.items() for b in bs if layer_of(b) > layer_of(a))
+
+
+def main() -> int:
+    edges = graph()
+    cyc = cycles(edges)
+    up = upward(edges)
+    if cyc:
+        print("cycles:", cyc)
+    else:
+        lv = levels(edges)
+        print(f"{max(lv.values())} levels")
+        for n in sorted(set(lv.values()), reverse=True):
+            print(f"  level {n}: {', '.join(sorted(r for r, v in lv.items() if v == n))}")
+    print("upward imports:", up or "none")
+    return 1 if cyc or up else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
