@@ -14,6 +14,8 @@ What each step records (table ``steps``):
 * ``grad_slope``, ``grad_r2``: log-log fit of the per-sample ‖∂L_metric/∂f_i‖ against ‖f_i‖
   (the theory predicts slope −1 at fixed directions), with gradients from autograd;
 * ``grad_norm_cv``: coefficient of variation of ‖∂L_metric/∂f_i‖ in the batch;
+  (the batch statistics from ``norm_mean`` to here, every ``stats_every`` steps, the first and the last step
+  included; NaN at the other steps: a run's trajectory is the same whatever ``stats_every`` is);
 * ``dtheta_mean``, ``dtheta_std``, ``dtheta_cv`` (every ``dtheta_every`` steps): the angle each
   sample's embedding turned during the step, measured by re-embedding the same batch after the
   update;
@@ -106,6 +108,7 @@ class TrainConfig:
     eval_clustering: str = "all"      # NMI/F1 at every evaluation ('all') or only at the end ('final')
     kmeans_n_init: int = 10           # k-means restarts for NMI/F1 (10 = scikit-learn's classic default)
     instrument: bool = True
+    stats_every: int = 1              # batch statistics (and their extra gradient) every this many steps
     dtheta_every: int = 5
     track_samples: int = 32
     track_every: int = 10
@@ -137,6 +140,7 @@ class TrainConfig:
                            ("lr_decay", Number(1e-9, 1.0)), ("iterations", Number(1, 10**8, True)),
                            ("batch_size", Number(2, 100000, True)), ("seed", Number(0, 2**31 - 1, True)),
                            ("eval_every", Number(0, 10**8, True)), ("dtheta_every", Number(1, 10**8, True)),
+                           ("stats_every", Number(1, 10**8, True)),
                            ("track_samples", Number(0, 100000, True)), ("track_every", Number(1, 10**8, True)),
                            ("num_threads", Number(1, 1024, True))]:
             spec.check(name, getattr(self, name))
@@ -240,7 +244,7 @@ class TrainConfig:
 
 
 #: Fields left out of :meth:`TrainConfig.to_dict` while they equal their default (fields added later).
-OMITTED_AT_DEFAULT: dict = {"views": 0, "augment": {}}
+OMITTED_AT_DEFAULT: dict = {"views": 0, "augment": {}, "stats_every": 1}
 
 
 @dataclass
@@ -361,7 +365,9 @@ def _train(cfg: TrainConfig, progress) -> RunResult:
         if not torch.isfinite(loss):
             return failed(cfg, log, f"non-finite loss at step {step}: metric={loss_metric.item():.4g}, "
                                     f"sec={loss_sec.item():.4g} (try a smaller learning rate or eta)", t_start)
-        grad_metric = torch.autograd.grad(loss_metric, raw, retain_graph=True)[0] if cfg.instrument else None
+        stats_now = cfg.instrument and (step % cfg.stats_every == 0 or step in (1, cfg.iterations)
+                                        or step in grad_scatter_steps(cfg.iterations))
+        grad_metric = torch.autograd.grad(loss_metric, raw, retain_graph=True)[0] if stats_now else None
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
@@ -370,8 +376,9 @@ def _train(cfg: TrainConfig, progress) -> RunResult:
 
         row = {"step": step, "loss_metric": loss_metric.item(), "loss_sec": loss_sec.item(),
                "mu": sec.last_mu if sec is not None else math.nan}
-        if cfg.instrument:
+        if stats_now:
             row.update(batch_stats(raw.detach(), y, grad_metric))
+        if cfg.instrument:
             if step % cfg.dtheta_every == 0:
                 row.update(angle_change(model, x, raw.detach()))
             if step in grad_scatter_steps(cfg.iterations):
