@@ -112,7 +112,7 @@ def per_run(runs: pd.DataFrame, test_norms: pd.DataFrame, attrs: pd.DataFrame) -
         cls = f.groupby("label")["norm_rel"].mean().rename("norm_rel").reset_index()
         if r.loss in diff:
             cls = cls.merge(diff[r.loss], on="label")
-            out["difficulty_r"] = fx._corr(cls["norm_rel"].to_numpy(float), cls["difficulty"].to_numpy(float),
+            out["difficulty_r"] = fx.corr(cls["norm_rel"].to_numpy(float), cls["difficulty"].to_numpy(float),
                                            "spearman")
         rows.append(out)
     return d.merge(pd.DataFrame(rows), on="key", how="left")

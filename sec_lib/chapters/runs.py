@@ -48,7 +48,7 @@ def _parquet(df: pd.DataFrame) -> bytes:
 def _decimate_steps(steps: pd.DataFrame, max_steps: int) -> pd.DataFrame:
     if steps.empty or "key" not in steps.columns:
         return steps
-    return pd.concat([tier._decimate(g, "step", max_steps) for _, g in steps.groupby("key", sort=False)],
+    return pd.concat([tier.decimate(g, "step", max_steps) for _, g in steps.groupby("key", sort=False)],
                      ignore_index=True)
 
 

@@ -95,7 +95,7 @@ def preregistration(p: ex.Profile, store) -> pd.DataFrame:
         what = f"learning rate, {opt}" + (" + SEC" if sec else "")
         grid = tuple(p.lr_pilot[opt])
         try:
-            runs = ex._pilot_runs(p, store, opt, sec)
+            runs = ex.pilot_runs(p, store, opt, sec)
             lr = ex.chosen_lr(p, opt, runs, sec)
             score = next(r.metrics.get("R@1") for r in runs if r.config.optimizer == opt
                          and (r.config.eta > 0) == sec and r.config.lr == lr)
@@ -104,7 +104,7 @@ def preregistration(p: ex.Profile, store) -> pd.DataFrame:
             rows.append({"choice": what, "value": "pending" if isinstance(e, KeyError) else "refused",
                          "grid": _fmt_grid(grid), "held-out R@1": math.nan, "note": str(e).strip('"').split(";")[0]})
     try:
-        runs = ex._pilot_runs(p, store, "adam")
+        runs = ex.pilot_runs(p, store, "adam")
         rows.append({"choice": "run length (iterations)", "value": str(ex.chosen_iterations(p, runs)),
                      "grid": _fmt_grid(p.iteration_grid or (p.base["iterations"],)), "held-out R@1": math.nan})
         q = ex.tuned(p, "adam", store)
@@ -179,7 +179,7 @@ def length_sentence(p: ex.Profile, store) -> str:
     """The run-length choice in words: the chosen rate's smoothed held-out R@1 at the chosen length,
     at three quarters of it, and at the end of the pilot."""
     try:
-        runs = ex._pilot_runs(p, store, "adam")
+        runs = ex.pilot_runs(p, store, "adam")
         lr, length = ex.chosen_lr(p, "adam", runs), ex.chosen_iterations(p, runs)
     except (KeyError, ex.SelectionError) as e:
         return f"No run length yet: {str(e).strip(chr(34))}"

@@ -211,11 +211,12 @@ def correlation(frame: pd.DataFrame, x: str, y: str, method: str = "spearman", c
         members = [np.flatnonzero(codes == c) for c in range(k)]
         draws = rng.integers(0, k, size=(n_boot, k))
         idx = [np.concatenate([members[c] for c in row]) for row in draws]
-    samples = [_corr(xv, yv, method)] + [_corr(xv[i], yv[i], method) for i in idx]
+    samples = [corr(xv, yv, method)] + [corr(xv[i], yv[i], method) for i in idx]
     return _interval(np.asarray(samples), level)
 
 
-def _corr(x, y, method):
+def corr(x, y, method: str = "spearman") -> float:
+    """The plain Spearman (ranks) or Pearson correlation coefficient of two arrays (no interval)."""
     if method == "spearman":
         x, y = stats.rankdata(x), stats.rankdata(y)
     x, y = x - x.mean(), y - y.mean()

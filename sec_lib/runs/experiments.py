@@ -274,7 +274,7 @@ def chosen_iterations(profile: Profile, pilot_runs) -> int:
         f"or more over the last quarter at every candidate length {profile.iteration_grid}; lengthen the pilot")
 
 
-def _pilot_runs(profile: Profile, store, optimizer: str, sec: bool = False) -> list:
+def pilot_runs(profile: Profile, store, optimizer: str, sec: bool = False) -> list:
     """The pilot's runs a choice for ``optimizer`` needs (that arm, and Adam's for the run length)."""
     need = [c for c in lr_pilot(profile) if (c.optimizer, c.eta > 0) in {(optimizer, sec), ("adam", False)}]
     what = f"the learning-rate pilot ({optimizer}{' + SEC' if sec else ''})"
@@ -284,7 +284,7 @@ def _pilot_runs(profile: Profile, store, optimizer: str, sec: bool = False) -> l
 def tuned(profile: Profile, optimizer: str, store, sec: bool = False) -> Profile:
     """The profile with the pilot's choices in its base config: the learning rate for ``optimizer``
     (with SEC: the SGD + SEC arm) and the run length. ``store`` holds the pilot's runs."""
-    runs = _pilot_runs(profile, store, optimizer, sec)
+    runs = pilot_runs(profile, store, optimizer, sec)
     base = dict(profile.base, optimizer=optimizer, lr=chosen_lr(profile, optimizer, runs, sec),
                 iterations=chosen_iterations(profile, runs))
     return dataclasses.replace(profile, base=base)

@@ -51,7 +51,7 @@ def tier_dir(profile: str, root: str | Path | None = None) -> Path:
     return Path(root or REPO) / "data" / "reference" / profile
 
 
-def _decimate(df: pd.DataFrame, col: str, max_values: int) -> pd.DataFrame:
+def decimate(df: pd.DataFrame, col: str, max_values: int) -> pd.DataFrame:
     """Rows at (about) ``max_values`` evenly spaced values of ``col``, first and last kept."""
     if df.empty:
         return df
@@ -64,9 +64,9 @@ def _decimate(df: pd.DataFrame, col: str, max_values: int) -> pd.DataFrame:
 
 def _compact(name: str, df: pd.DataFrame) -> pd.DataFrame:
     if name == "steps":
-        df = _decimate(df, "step", STEP_ROWS)
+        df = decimate(df, "step", STEP_ROWS)
     elif name == "tracked":
-        df = _decimate(df, "step", TRACK_STEPS)
+        df = decimate(df, "step", TRACK_STEPS)
     elif name == "cosines":
         df = df.groupby("kind", group_keys=False).head(COSINES // 2) if len(df) else df
     out = df.copy()
