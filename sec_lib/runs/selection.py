@@ -1,0 +1,108 @@
+"""The decisive tier's held-out selection: η (and the L2 weight) per loss, with 3 seeds per grid point, grids
+that grow until the choice is interior, and η = 0 allowed to win.
+
+Pre-registered (issue "evidence that decides"; ``data/reference/decisive/README.md``):
+
+- every grid point trains :data:`SEEDS` (3 pilot seeds) on the 400 held-out training classes, under the schedule
+  the pilot chose; the score of a point is its mean held-out R@1 over the seeds;
+- the η grid is :data:`ETA_GRID` with η = 0 (no regularizer) as a point of its own; the L2 grid is :data:`L2_GRID`;
+- the choice is the best point (ties: the smaller weight). When the best *nonzero* point sits at an edge of its
+  grid (its smallest or largest nonzero weight) the grid grows by one point on that side (÷10 or ×10), at most
+  :data:`MAX_EXTENSIONS` times per side; a choice still at an edge after that is used and flagged;
+- when η = 0 wins, SEC was not selected for that loss: the page says so, and still tests the best nonzero η,
+  flagged.
+
+Paired on the seed, the η = 0 runs and the chosen η's runs give the SD of the paired differences that the seed
+plan needs (:func:`sec_lib.runs.plan.seed_mean_sd`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+ETA_GRID = (0.005, 0.05, 0.1, 0.5, 1.0)
+L2_GRID = (0.001, 0.005, 0.01)
+SEEDS = (1000, 1001, 1002)
+MAX_EXTENSIONS = 2
+FACTOR = 10.0
+
+
+@dataclass(frozen=True)
+class Choice:
+    """A selection's outcome for one loss and one regularizer kind."""
+    weight: float                 # the chosen weight (0: no regularizer won)
+    best_nonzero: float           # the best nonzero weight (what is tested when 0 won)
+    scores: dict                  # weight -> mean held-out R@1 over the seeds
+    grid: tuple                   # the nonzero weights trained so far, sorted
+    edge: str | None              # 'low' / 'high' when the best nonzero weight sits at that edge, else None
+    needs: float | None           # the next weight to train (an extension), or None when the choice is final
+
+    @property
+    def flags(self) -> list[str]:
+        out = []
+        if self.weight == 0:
+            out.append("SEC not selected (no regularizer scored best); the best nonzero weight is tested")
+        if self.edge and self.needs is None:
+            out.append(f"at the {self.edge} edge of its grid after {MAX_EXTENSIONS} extensions")
+        return out
+
+
+def grid_after(base: tuple, scores: dict) -> tuple:
+    """The nonzero grid: ``base`` plus every extension point already scored."""
+    return tuple(sorted({*base, *(w for w in scores if w > 0)}))
+
+
+def choose(scores: dict, base: tuple = ETA_GRID, zero: bool = True) -> Choice:
+    """The choice from ``scores`` ({weight: mean held-out R@1}, complete points only; 0 is the no-regularizer
+    point when ``zero``). Returns the next extension to train in ``needs`` while the best nonzero weight sits at
+    an edge with extensions left on that side."""
+    grid = grid_after(base, scores)
+    missing = [w for w in grid if w not in scores] + ([0.0] if zero and 0.0 not in scores else [])
+    if missing:
+        raise ValueError(f"grid points without scores: {missing}; train them first")
+    best_nonzero = max(grid, key=lambda w: (scores[w], -w))
+    weight = max([*grid, *([0.0] if zero else [])], key=lambda w: (scores[w], -w))
+    edge = "low" if best_nonzero == grid[0] else "high" if best_nonzero == grid[-1] else None
+    used = {"low": sum(w < min(base) for w in grid), "high": sum(w > max(base) for w in grid)}
+    needs = None
+    if edge and used[edge] < MAX_EXTENSIONS:
+        needs = grid[0] / FACTOR if edge == "low" else grid[-1] * FACTOR
+    return Choice(weight, best_nonzero, dict(scores), grid, edge, needs)
+
+
+def scores_of(runs: pd.DataFrame, seeds=SEEDS, metric: str = "R@1") -> dict:
+    """{weight: mean ``metric`` over ``seeds``} from held-out runs (columns eta, seed, metric), for the weights
+    whose every seed is there."""
+    out = {}
+    for w, g in runs.groupby("eta"):
+        if set(seeds) <= set(g["seed"]):
+            out[float(w)] = float(g[g["seed"].isin(seeds)][metric].mean())
+    return out
+
+
+def paired_diffs(runs: pd.DataFrame, weight: float, metric: str = "R@1") -> pd.DataFrame:
+    """Per seed: ``metric`` at ``weight`` minus at 0 (columns seed, diff), for the seed plan's SD."""
+    w = runs.pivot_table(index="seed", columns="eta", values=metric)
+    if 0.0 not in w or weight not in w:
+        return pd.DataFrame(columns=["seed", "diff"])
+    return (w[weight] - w[0.0]).dropna().rename("diff").reset_index()
+
+
+def configs(loss: str, weights, shape: str, length: int, kind: str = "sec", profile: str = "reference") -> list:
+    """The held-out runs of ``weights`` for ``loss`` (``kind`` 'sec': η with μ the batch mean, 0 = no
+    regularizer; 'l2reg': the L2 weight, μ = 0) under the pilot's ``shape`` and ``length``, every seed of
+    :data:`SEEDS`; evaluated at the end only, batch statistics every 20 steps (the choice needs neither more)."""
+    from . import experiments as ex
+    from .pilot import schedule
+    if kind not in ("sec", "l2reg"):
+        raise ValueError(f"kind {kind!r} is not valid; valid values: sec, l2reg")
+    p = ex.get_profile(profile)
+    out = []
+    for w in weights:
+        variant = "none" if w == 0 else kind
+        for seed in SEEDS:
+            out.append(ex.config(p, loss, variant, seed, holdout_classes=p.holdout_classes, optimizer="adam", lr=3e-3,
+                                 eval_every=0, stats_every=20, **({"eta": float(w)} if w else {}),
+                                 **schedule(shape, length)))
+    return out

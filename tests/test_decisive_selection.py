@@ -1,0 +1,57 @@
+"""The decisive tier's held-out selection rule (sec_lib/runs/selection.py): 3 seeds a point, grids grow at an
+edge at most twice a side, η = 0 may win and is flagged."""
+import pandas as pd
+import pytest
+
+from sec_lib.runs import selection as sel
+
+
+def test_an_interior_choice_is_final():
+    c = sel.choose({0.0: 70.0, 0.005: 70.5, 0.05: 71.0, 0.1: 71.5, 0.5: 71.2, 1.0: 70.9})
+    assert (c.weight, c.best_nonzero, c.edge, c.needs, c.flags) == (0.1, 0.1, None, None, [])
+
+
+def test_an_edge_choice_grows_the_grid_twice_then_is_flagged():
+    s = {0.0: 70.0, 0.005: 72.0, 0.05: 71.0, 0.1: 70.5, 0.5: 70.2, 1.0: 69.0}
+    c = sel.choose(s)
+    assert c.edge == "low" and c.needs == pytest.approx(0.0005)
+    s[0.0005] = 72.5
+    c = sel.choose(s)
+    assert c.needs == pytest.approx(0.00005)
+    s[0.00005] = 73.0
+    c = sel.choose(s)
+    assert c.edge == "low" and c.needs is None and c.weight == 0.00005
+    assert c.flags == ["at the low edge of its grid after 2 extensions"]
+    assert sel.choose({0.0: 1, 0.005: 1, 0.05: 1, 0.1: 1, 0.5: 2, 1.0: 3}).needs == pytest.approx(10.0)
+
+
+def test_no_regularizer_may_win_and_the_best_nonzero_weight_is_still_tested():
+    c = sel.choose({0.0: 75.0, 0.005: 70.0, 0.05: 71.0, 0.1: 72.0, 0.5: 71.0, 1.0: 70.0})
+    assert c.weight == 0.0 and c.best_nonzero == 0.1 and c.needs is None
+    assert c.flags[0].startswith("SEC not selected")
+
+
+def test_ties_go_to_the_smaller_weight_and_missing_points_are_an_error():
+    assert sel.choose({0.0: 70.0, 0.005: 70.0, 0.05: 71.0, 0.1: 71.0, 0.5: 70.0, 1.0: 70.0}).weight == 0.05
+    with pytest.raises(ValueError, match="without scores"):
+        sel.choose({0.0: 70.0, 0.005: 70.0})
+
+
+def test_scores_need_every_seed_and_paired_diffs_pair_on_the_seed():
+    runs = pd.DataFrame([{"eta": e, "seed": s, "R@1": 70 + e + s / 1000} for e in (0.0, 0.1) for s in sel.SEEDS]
+                        + [{"eta": 0.5, "seed": 1000, "R@1": 99.0}])
+    sc = sel.scores_of(runs)
+    assert set(sc) == {0.0, 0.1} and sc[0.1] == pytest.approx(70.1 + 1.001)
+    d = sel.paired_diffs(runs, 0.1)
+    assert d["seed"].tolist() == list(sel.SEEDS) and d["diff"].tolist() == pytest.approx([0.1] * 3)
+
+
+def test_selection_runs_are_held_out_with_every_seed_and_the_pilots_schedule():
+    cfgs = sel.configs("ms", (0.0, 0.1), "step", 4000)
+    assert len(cfgs) == 6 and {c.seed for c in cfgs} == set(sel.SEEDS)
+    assert all(c.holdout_classes > 0 and c.schedule == "step" and c.lr_milestones == (2400, 3400) for c in cfgs)
+    assert [c.eta for c in cfgs] == [0.0] * 3 + [0.1] * 3 and cfgs[3].mu == "batch"
+    l2 = sel.configs("ms", (0.005,), "cosine", 4000, kind="l2reg")
+    assert all(c.mu == "zero" and c.eta == 0.005 and c.schedule == "cosine" for c in l2)
+    with pytest.raises(ValueError, match="valid values: sec, l2reg"):
+        sel.configs("ms", (0.1,), "step", 4000, kind="l3")
