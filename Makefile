@@ -13,7 +13,7 @@ help:
 	@echo "make book   - run every notebook (profile $(PROFILE)) and build _build/html"
 	@echo "make test   - run the test suite (installs what is missing)"
 	@echo "make reference - train what is missing of the reference tier and export it to data/reference/"
-	@echo "make decisive - train what is missing of the decisive tier (now: its schedule pilot) and export it"
+	@echo "make decisive - train what is missing of the decisive tier (pilot, then held-out selection) and export it"
 	@echo "make publish - push the built _build/html to the gh-pages branch (ghp-import; run make book first)"
 	@echo "make setup  - create .venv and install sec_lib editable with the [$(EXTRAS)] extras, pinned by $(LOCK)"
 	@echo "make lock   - regenerate $(LOCK) from pyproject.toml (pip-tools)"
@@ -65,7 +65,7 @@ reference: setup
 # The decisive tier (data/reference/decisive/): hours on 2 cores; resumes from the store and the committed
 # folder; commit data/reference/decisive/ as it grows. Its first stage is the schedule pilot on held-out classes.
 decisive: setup
-	$(PY) -m sec_lib.book pilot --jobs 2
+	$(PY) -m sec_lib.book decisive --jobs 2
 
 # Publish the built book by hand: _build/html becomes the gh-pages branch (with .nojekyll), force-pushed to
 # origin. The usual route is .github/workflows/pages.yml on a push to main. It refuses before anything else

@@ -55,3 +55,40 @@ def test_selection_runs_are_held_out_with_every_seed_and_the_pilots_schedule():
     assert all(c.mu == "zero" and c.eta == 0.005 and c.schedule == "cosine" for c in l2)
     with pytest.raises(ValueError, match="valid values: sec, l2reg"):
         sel.configs("ms", (0.1,), "step", 4000, kind="l3")
+
+
+def test_the_decisive_command_trains_the_grids_grows_an_edge_and_exports(tmp_path, monkeypatch, capsys):
+    """The stage driver with stand-in training: every loss's η peaks at the grid's low edge, so each η grid grows
+    twice and is then flagged; every run named is exported to the selection folder."""
+    from sec_lib.runs import commands, pilot, tier
+    from sec_lib.runs import store as S
+    from sec_lib.runs.train import RunResult
+    monkeypatch.setenv("SEC_RUNS_DIR", str(tmp_path / "runs"))
+    monkeypatch.setattr(tier, "REPO", tmp_path)
+    monkeypatch.setattr(commands, "pilot_command", lambda jobs, profile: 0)
+    monkeypatch.setattr(pilot, "configs", lambda profile="reference": [])
+    monkeypatch.setattr(pilot, "choice", lambda conv: "step")
+    from sec_lib.runs import experiments as ex
+    monkeypatch.setattr(ex, "MAIN_LOSSES", ("ms",))       # one loss: the same logic, a quarter of the writes
+    trained = []
+
+    def fake_run_all(configs, root=None, jobs=1, **kw):
+        store = S.ResultStore(root)
+        for c in configs:
+            e = pd.DataFrame({"step": [c.iterations], "R@1": [0.0]})
+            score = 70.0 - abs(c.eta - 4.5e-5) * (1 if c.mu == "batch" else -1) + c.seed / 1e4
+            store.save(RunResult(c, "done", {"R@1": score}, e.iloc[:0], e.iloc[:0], e, e.iloc[:0], e.iloc[:0],
+                                 e.iloc[:0]))
+            trained.append(c)
+        return []
+
+    monkeypatch.setattr(S, "run_all", fake_run_all)
+    assert commands.decisive_command(jobs=200) == 0          # one chunk a round: one export each
+    said = capsys.readouterr().out
+    assert "ms sec: chosen 5e-05" in said and "at the low edge of its grid after 2 extensions" in said
+    assert "growing the grid to 0.0005" in said
+    n_sec = 3 * (1 + len(sel.ETA_GRID) + 2)              # η = 0 and the grid, grown twice, 3 seeds each
+    n_l2 = 3 * (len(sel.L2_GRID) + 2)                    # L2 peaks at its high edge: grown twice
+    assert len(trained) == len({id(c) for c in trained}) == n_sec + n_l2
+    runs = pd.read_parquet(tmp_path / "data" / "reference" / "decisive" / "selection" / "runs.parquet")
+    assert len(runs) == n_sec + n_l2 and (runs["holdout_classes"] > 0).all()

@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pandas as pd
 from tqdm import tqdm
 
 from .. import kernels
@@ -201,3 +202,56 @@ def pilot_command(jobs: int = 2, profile: str = "reference") -> int:
     print(conv.to_string(index=False))
     print(f"chosen schedule: {pilot.choice(conv) or 'none yet (see the rule)'}")
     return 0
+
+
+def decisive_command(jobs: int = 2, profile: str = "reference") -> int:
+    """The decisive tier, stage by stage, resumable: the schedule pilot (:func:`pilot_command`); then, once the
+    pilot has chosen a schedule, the held-out selection of the four main losses (:mod:`sec_lib.runs.selection`:
+    η and L2 grids, 3 seeds a point, grown at an edge), exported to ``data/reference/decisive/selection/`` after
+    every ``jobs`` runs. Prints each loss's choice with its flags. Later stages are not written yet."""
+    from . import pilot, selection
+    from .store import run_all
+    rc = pilot_command(jobs, profile)
+    if rc:
+        return rc
+    store = ResultStore()
+    cfgs = pilot.configs(profile)
+    shape = pilot.choice(pilot.convergence(pilot.table(store.get(c, tables=("evals",)) for c in cfgs)))
+    if shape is None:
+        print("the schedule pilot has not chosen a schedule (see its table): the selection waits for it")
+        return 0
+    length = pilot.LENGTHS[0]
+    out = tier.tier_dir(pilot.TIER) / "selection"
+    if (out / "runs.parquet").exists():
+        print(f"restored {tier.restore(out, store)} committed selection runs of {out} into {store.root}")
+    grids = {(loss, kind): (0.0, *(selection.ETA_GRID if kind == "sec" else selection.L2_GRID))
+             for loss in ex.MAIN_LOSSES for kind in ("sec", "l2reg")}
+    named: list = []
+    while True:
+        want = [c for (loss, kind), ws in grids.items()
+                for c in selection.configs(loss, [w for w in ws if kind == "sec" or w > 0], shape, length, kind, profile)]
+        named += [c for c in want if c not in named]
+        todo = [c for c in want if not store.has(c)]
+        print(f"selection ({shape}, {length} iterations): {len(want)} runs named, {len(todo)} to train", flush=True)
+        for i in range(0, len(todo), jobs):
+            t0 = time.perf_counter()
+            run_all(todo[i:i + jobs], root=store.root, jobs=jobs)
+            counts = tier.export(store, named, out)
+            print(f"  {counts['exported']} selection runs exported to {out} ({time.perf_counter() - t0:.0f} s for "
+                  f"the last {len(todo[i:i + jobs])})", flush=True)
+        grown = False
+        for (loss, kind), ws in list(grids.items()):
+            zero = selection.configs(loss, (0.0,), shape, length, "sec", profile)     # shared by both grids
+            rows = [store.get(c, tables=()) for c in zero + selection.configs(loss, [w for w in ws if w], shape,
+                                                                               length, kind, profile)]
+            runs = pd.DataFrame([{"eta": r.config.eta, "seed": r.config.seed,       # a diverged run cannot win
+                                  "R@1": r.metrics.get("R@1") if r.status == "done" else float("-inf")}
+                                 for r in rows if r is not None], columns=["eta", "seed", "R@1"])
+            c = selection.choose(selection.scores_of(runs), selection.ETA_GRID if kind == "sec" else selection.L2_GRID)
+            print(f"  {loss} {kind}: chosen {c.weight:g} (best nonzero {c.best_nonzero:g})"
+                  + (f", growing the grid to {c.needs:g}" if c.needs else "") + "".join(f"; {f}" for f in c.flags))
+            if c.needs:
+                grids[(loss, kind)] = (*ws, c.needs)
+                grown = True
+        if not grown:
+            return 0

@@ -360,6 +360,9 @@ def main(argv=None) -> int:
     pl = sub.add_parser("pilot", help="train the decisive tier's schedule pilot on held-out classes (resumable) "
                                       "and export it to data/reference/decisive/pilot/")
     pl.add_argument("--jobs", type=int, default=2, help="parallel training processes")
+    dc = sub.add_parser("decisive", help="train the decisive tier stage by stage (resumable): the schedule pilot, "
+                                         "then the held-out selection of the four main losses")
+    dc.add_argument("--jobs", type=int, default=2, help="parallel training processes")
     b = sub.add_parser("build", help="build the HTML book with jupyter-book (-W)")
     b.add_argument("--root", "--site", dest="site", type=Path, default=None, help="the project folder (as for run)")
     args = ap.parse_args(argv)
@@ -387,6 +390,8 @@ def main(argv=None) -> int:
         return commands.rerun_command(args.key, args.profile, args.tier)
     if args.cmd == "pilot":
         return commands.pilot_command(args.jobs)
+    if args.cmd == "decisive":
+        return commands.decisive_command(args.jobs)
     if args.cmd == "portability":
         return portability_command(args.profile, args.sample, args.jobs)
     try:
