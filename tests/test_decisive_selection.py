@@ -65,9 +65,9 @@ def test_the_decisive_command_trains_the_grids_grows_an_edge_and_exports(tmp_pat
     from sec_lib.runs.train import RunResult
     monkeypatch.setenv("SEC_RUNS_DIR", str(tmp_path / "runs"))
     monkeypatch.setattr(tier, "REPO", tmp_path)
-    monkeypatch.setattr(commands, "pilot_command", lambda jobs, profile: 0)
-    monkeypatch.setattr(pilot, "configs", lambda profile="reference": [])
-    monkeypatch.setattr(pilot, "choice", lambda conv: "step")
+    monkeypatch.setattr(commands, "pilot_command", lambda jobs, profile, pairs=1: 0)
+    monkeypatch.setattr(pilot, "configs", lambda profile="reference", pairs=1: [])
+    monkeypatch.setattr(pilot, "choice", lambda conv, pair: "step")
     from sec_lib.runs import experiments as ex
     monkeypatch.setattr(ex, "MAIN_LOSSES", ("ms",))       # one loss: the same logic, a quarter of the writes
     trained = []

@@ -58,3 +58,12 @@ def test_last_quarter_gain_reads_the_curve():
     ev = pd.DataFrame({"step": [0, 1000, 2000, 3000, 4000], "R@1": [10.0, 50.0, 60.0, 64.0, 65.5]})
     assert pilot.last_quarter_gain(ev, 4000) == pytest.approx(1.5)
     assert np.isnan(pilot.last_quarter_gain(ev.iloc[[4]], 4000))
+
+
+def test_the_pilot_extends_to_its_next_length_pair():
+    two = pilot.configs(pairs=2)
+    assert sorted({c.iterations for c in two}) == [4000, 6000, 9000] and len(two) == 36
+    assert [c for c in two if c.iterations < 9000] == pilot.configs()          # the first pair's runs, same keys
+    runs = _runs(0.1, 0.1).assign(length=lambda d: d["length"].map({4000: 6000, 6000: 9000}))
+    conv = pilot.convergence(runs, (6000, 9000))
+    assert "R@1 at 6000" in conv and pilot.choice(conv, (6000, 9000)) == "cosine"

@@ -176,7 +176,7 @@ def rerun_command(key: str, profile: str, tier_root=None) -> int:
     return 0
 
 
-def pilot_command(jobs: int = 2, profile: str = "reference") -> int:
+def pilot_command(jobs: int = 2, profile: str = "reference", pairs: int = 1) -> int:
     """Train the schedule pilot (:mod:`sec_lib.runs.pilot`) in chunks of ``jobs`` runs, exporting the finished
     runs to ``data/reference/decisive/pilot/`` after each chunk (commit it as it grows; a rerun resumes from
     the store and the committed folder), then print the convergence table and the choice."""
@@ -189,7 +189,7 @@ def pilot_command(jobs: int = 2, profile: str = "reference") -> int:
     store = ResultStore()
     if (out / "runs.parquet").exists():
         print(f"restored {tier.restore(out, store)} committed pilot runs of {out} into {store.root}")
-    cfgs = pilot.configs(profile)
+    cfgs = pilot.configs(profile, pairs)
     todo = [c for c in cfgs if not store.has(c)]
     print(f"schedule pilot: {len(cfgs)} runs, {len(cfgs) - len(todo)} done; rule: {pilot.RULE}", flush=True)
     for i in range(0, len(todo), jobs):
@@ -198,29 +198,35 @@ def pilot_command(jobs: int = 2, profile: str = "reference") -> int:
         counts = tier.export(store, cfgs, out)
         print(f"  {counts['exported']} of {len(cfgs)} pilot runs exported to {out} "
               f"({time.perf_counter() - t0:.0f} s for the last {len(todo[i:i + jobs])})", flush=True)
-    conv = pilot.convergence(pilot.table(store.get(c, tables=("evals",)) for c in cfgs))
-    print(conv.to_string(index=False))
-    print(f"chosen schedule: {pilot.choice(conv) or 'none yet (see the rule)'}")
+    table = pilot.table(store.get(c, tables=("evals",)) for c in cfgs)
+    for pair in pilot.LENGTH_PAIRS[:pairs]:
+        conv = pilot.convergence(table, pair)
+        print(conv.to_string(index=False))
+        print(f"chosen schedule at T = {pair[0]}: {pilot.choice(conv, pair) or 'none (see the rule)'}")
     return 0
 
 
 def decisive_command(jobs: int = 2, profile: str = "reference") -> int:
-    """The decisive tier, stage by stage, resumable: the schedule pilot (:func:`pilot_command`); then, once the
-    pilot has chosen a schedule, the held-out selection of the four main losses (:mod:`sec_lib.runs.selection`:
+    """The decisive tier, stage by stage, resumable: the schedule pilot (:func:`pilot_command`), extended to its
+    next length pair when no shape converged; then, once it has chosen a schedule, the held-out selection of the four main losses (:mod:`sec_lib.runs.selection`:
     η and L2 grids, 3 seeds a point, grown at an edge), exported to ``data/reference/decisive/selection/`` after
     every ``jobs`` runs. Prints each loss's choice with its flags. Later stages are not written yet."""
     from . import pilot, selection
     from .store import run_all
-    rc = pilot_command(jobs, profile)
-    if rc:
-        return rc
     store = ResultStore()
-    cfgs = pilot.configs(profile)
-    shape = pilot.choice(pilot.convergence(pilot.table(store.get(c, tables=("evals",)) for c in cfgs)))
+    shape = length = None
+    for n, pair in enumerate(pilot.LENGTH_PAIRS, start=1):     # the next pair only when none converged
+        rc = pilot_command(jobs, profile, pairs=n)
+        if rc:
+            return rc
+        table = pilot.table(store.get(c, tables=("evals",)) for c in pilot.configs(profile, n))
+        shape = pilot.choice(pilot.convergence(table, pair), pair)
+        if shape is not None:
+            length = pair[0]
+            break
     if shape is None:
-        print("the schedule pilot has not chosen a schedule (see its table): the selection waits for it")
+        print("no shape converged at any length pair of the pilot: the selection waits (lengthen LENGTH_PAIRS)")
         return 0
-    length = pilot.LENGTHS[0]
     out = tier.tier_dir(pilot.TIER) / "selection"
     if (out / "runs.parquet").exists():
         print(f"restored {tier.restore(out, store)} committed selection runs of {out} into {store.root}")

@@ -15,7 +15,8 @@ them trained (this docstring is the registration; :data:`RULE` states the choice
 - **Losses and seeds.** semihard and ms (a triplet loss and a pair-weighting loss), no regularizer, seeds
   :data:`SEEDS`, held-out R@1 evaluated every 250 iterations.
 - **Choice.** Among the shapes that converge at ``T``, the one with the higher mean held-out R@1 at ``T``;
-  if neither converges, the pilot is extended to the next length pair before anything else trains.
+  if neither converges, the pilot is extended to the next length pair (:data:`LENGTH_PAIRS`: 6,000 against
+  9,000) before anything else trains.
 
 The step shape's first milestone (60% of ``T`` = 2,400 for ``T`` = 4,000) comes after the convergence
 chapter's early window (2,000 iterations), so the early curve of a step run is still a prefix of its full run.
@@ -31,6 +32,8 @@ from .train import TrainConfig
 
 SHAPES = ("cosine", "step")
 LENGTHS = (4000, 6000)            # T and 1.5 T
+#: The length pairs in the order the pilot tries them: the next pair only when no shape converged at the last.
+LENGTH_PAIRS = (LENGTHS, (6000, 9000))
 LOSSES = ("semihard", "ms")
 SEEDS = (1000, 1001, 1002)
 MILESTONES = (0.6, 0.85)
@@ -52,11 +55,12 @@ def schedule(shape: str, iterations: int) -> dict:
     raise ValueError(f"shape {shape!r} is not valid; valid values: {', '.join(SHAPES)}")
 
 
-def configs(profile: str = "reference") -> list[TrainConfig]:
-    """Every run of the schedule pilot, shortest first (so the first half of the pilot is already usable)."""
+def configs(profile: str = "reference", pairs: int = 1) -> list[TrainConfig]:
+    """Every run of the schedule pilot's first ``pairs`` length pairs, shortest first (so the first half of the
+    pilot is already usable)."""
     p = ex.get_profile(profile)
     out = []
-    for length in LENGTHS:
+    for length in sorted({n for pair in LENGTH_PAIRS[:pairs] for n in pair}):
         for seed in SEEDS:
             for loss in LOSSES:
                 for shape in SHAPES:
@@ -77,14 +81,14 @@ def table(results) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["shape", "length", "loss", "seed", "R@1"])
 
 
-def convergence(runs: pd.DataFrame) -> pd.DataFrame:
-    """Per shape: mean held-out R@1 at T and at 1.5 T, the gain (paired on loss and seed) with its 95%
+def convergence(runs: pd.DataFrame, pair: tuple = LENGTHS) -> pd.DataFrame:
+    """Per shape: mean held-out R@1 at T and at 1.5 T (``pair``), the gain (paired on loss and seed) with its 95%
     t-interval, the pairs used, and whether it converged by :data:`RULE`."""
     from scipy import stats
     rows = []
     for shape in SHAPES:
         w = runs[runs["shape"] == shape].pivot_table(index=["loss", "seed"], columns="length", values="R@1")
-        short, long_ = LENGTHS
+        short, long_ = pair
         if short not in w or long_ not in w:
             rows.append({"shape": shape, "pairs": 0})
             continue
@@ -99,13 +103,14 @@ def convergence(runs: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def choice(conv: pd.DataFrame) -> str | None:
-    """The chosen shape by :data:`RULE` (None while no shape has converged or pairs are missing)."""
+def choice(conv: pd.DataFrame, pair: tuple = LENGTHS) -> str | None:
+    """The chosen shape at the pair's ``T`` by :data:`RULE` (None while no shape has converged or pairs are
+    missing)."""
     full = len(LOSSES) * len(SEEDS)
     ok = conv[(conv["pairs"] == full) & conv.get("converged", False)]
     if ok.empty:
         return None
-    return str(ok.sort_values(f"R@1 at {LENGTHS[0]}", ascending=False)["shape"].iloc[0])
+    return str(ok.sort_values(f"R@1 at {pair[0]}", ascending=False)["shape"].iloc[0])
 
 
 def last_quarter_gain(evals: pd.DataFrame, iterations: int, metric: str = "R@1") -> float:
