@@ -176,12 +176,23 @@ def rerun_command(key: str, profile: str, tier_root=None) -> int:
     return 0
 
 
+def _train_exporting(todo, named, out, store, jobs: int, what: str) -> None:
+    """Train ``todo`` in chunks of ``jobs`` runs, exporting every run of ``named`` that is in ``store`` to the
+    tier folder ``out`` after each chunk (so a stopped session loses at most one chunk)."""
+    from .store import run_all
+    for i in range(0, len(todo), jobs):
+        t0 = time.perf_counter()
+        run_all(todo[i:i + jobs], root=store.root, jobs=jobs)
+        counts = tier.export(store, named, out)
+        print(f"  {counts['exported']} of {len(named)} {what} runs exported to {out} "
+              f"({time.perf_counter() - t0:.0f} s for the last {len(todo[i:i + jobs])})", flush=True)
+
+
 def pilot_command(jobs: int = 2, profile: str = "reference", pairs: int = 1) -> int:
     """Train the schedule pilot (:mod:`sec_lib.runs.pilot`) in chunks of ``jobs`` runs, exporting the finished
     runs to ``data/reference/decisive/pilot/`` after each chunk (commit it as it grows; a rerun resumes from
     the store and the committed folder), then print the convergence table and the choice."""
     from . import pilot
-    from .store import run_all
     if jobs < 1:
         print(f"error: jobs = {jobs} is not valid; expected an integer >= 1", file=sys.stderr)
         return 2
@@ -192,12 +203,7 @@ def pilot_command(jobs: int = 2, profile: str = "reference", pairs: int = 1) -> 
     cfgs = pilot.configs(profile, pairs)
     todo = [c for c in cfgs if not store.has(c)]
     print(f"schedule pilot: {len(cfgs)} runs, {len(cfgs) - len(todo)} done; rule: {pilot.RULE}", flush=True)
-    for i in range(0, len(todo), jobs):
-        t0 = time.perf_counter()
-        run_all(todo[i:i + jobs], root=store.root, jobs=jobs)
-        counts = tier.export(store, cfgs, out)
-        print(f"  {counts['exported']} of {len(cfgs)} pilot runs exported to {out} "
-              f"({time.perf_counter() - t0:.0f} s for the last {len(todo[i:i + jobs])})", flush=True)
+    _train_exporting(todo, cfgs, out, store, jobs, "pilot")
     table = pilot.table(store.get(c, tables=("evals",)) for c in cfgs)
     for pair in pilot.LENGTH_PAIRS[:pairs]:
         conv = pilot.convergence(table, pair)
@@ -208,11 +214,11 @@ def pilot_command(jobs: int = 2, profile: str = "reference", pairs: int = 1) -> 
 
 def decisive_command(jobs: int = 2, profile: str = "reference") -> int:
     """The decisive tier, stage by stage, resumable: the schedule pilot (:func:`pilot_command`), extended to its
-    next length pair when no shape converged; then, once it has chosen a schedule, the held-out selection of the four main losses (:mod:`sec_lib.runs.selection`:
-    η and L2 grids, 3 seeds a point, grown at an edge), exported to ``data/reference/decisive/selection/`` after
-    every ``jobs`` runs. Prints each loss's choice with its flags. Later stages are not written yet."""
+    next length pair when no shape converged; then, once it has chosen a schedule, the held-out selection of the
+    four main losses (:mod:`sec_lib.runs.selection`: η and L2 grids, 3 seeds a point, grown at an edge),
+    exported to ``data/reference/decisive/selection/`` after every ``jobs`` runs. Prints each loss's choice with
+    its flags. Later stages are not written yet."""
     from . import pilot, selection
-    from .store import run_all
     store = ResultStore()
     shape = length = None
     for n, pair in enumerate(pilot.LENGTH_PAIRS, start=1):     # the next pair only when none converged
@@ -239,12 +245,7 @@ def decisive_command(jobs: int = 2, profile: str = "reference") -> int:
         named += [c for c in want if c not in named]
         todo = [c for c in want if not store.has(c)]
         print(f"selection ({shape}, {length} iterations): {len(want)} runs named, {len(todo)} to train", flush=True)
-        for i in range(0, len(todo), jobs):
-            t0 = time.perf_counter()
-            run_all(todo[i:i + jobs], root=store.root, jobs=jobs)
-            counts = tier.export(store, named, out)
-            print(f"  {counts['exported']} selection runs exported to {out} ({time.perf_counter() - t0:.0f} s for "
-                  f"the last {len(todo[i:i + jobs])})", flush=True)
+        _train_exporting(todo, named, out, store, jobs, "selection")
         grown = False
         for (loss, kind), ws in list(grids.items()):
             zero = selection.configs(loss, (0.0,), shape, length, "sec", profile)     # shared by both grids
