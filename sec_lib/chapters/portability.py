@@ -139,5 +139,7 @@ def reports(profile: str = "reference", root=None) -> list[dict]:
 
 def reports_table(reps: list[dict]) -> pd.DataFrame:
     """One row per report and estimate: committed and swapped-in estimate, interval, verdicts."""
-    rows = [{"cpu kind": r["cpu_kind"], "runs retrained": r["n"], **e} for r in reps for e in r["estimates"]]
-    return pd.DataFrame(rows)
+    cols = ["estimate", "committed", "ci_lo", "ci_hi", "verdict", "swapped", "swapped_verdict", "inside", "same_verdict"]
+    rows = [{"cpu kind": r["cpu_kind"], "runs retrained": r["n"], **{c: e[c] for c in cols}}
+            for r in reps for e in r["estimates"]]
+    return pd.DataFrame(rows, columns=["cpu kind", "runs retrained", *cols])
