@@ -280,3 +280,26 @@ def last_quarter_summary(df: pd.DataFrame) -> pd.DataFrame:
     return (df.groupby(["loss", "variant", "iterations"]).agg(runs=("key", "size"), median_gain=("gain", "median"),
                                                              max_gain=("gain", "max"), rising=("rising", "sum"))
             .reset_index())
+
+
+def schedule_pilot(root=None) -> tuple[pd.DataFrame, str]:
+    """The decisive tier's schedule pilot as committed (``data/reference/decisive/pilot/``): its convergence
+    table at each length pair with runs (:func:`sec_lib.runs.pilot.convergence`) and a computed sentence."""
+    from ..runs import pilot
+    d = tier_dir(pilot.TIER, root) / "pilot"
+    if not (d / "runs.parquet").exists():
+        return pd.DataFrame(), "The decisive tier's schedule pilot has no committed run yet."
+    t = open_tier(d)
+    table = pilot.table(t.get(k, tables=("evals",)) for k in t.keys())
+    parts, said = [], []
+    for pair in pilot.LENGTH_PAIRS:
+        conv = pilot.convergence(table, pair)
+        if not conv.get("pairs", pd.Series(dtype=int)).gt(0).any():
+            continue
+        parts.append(conv.assign(T=pair[0]))
+        shape = pilot.choice(conv, pair)
+        said.append(f"at T = {pair[0]:,}: " + (f"**{shape}** is chosen" if shape else "no shape has converged yet"))
+    n, full = len(table), len(pilot.configs(pairs=len(pilot.LENGTH_PAIRS) if len(parts) > 1 else 1))
+    text = (f"{n} of {full} pilot runs are committed (held-out classes). Rule: {pilot.RULE}. "
+            + ("; ".join(said) if said else "No length pair is complete yet") + ".")
+    return (pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()), text

@@ -116,3 +116,16 @@ def test_last_quarter_flags_the_runs_of_the_committed_tier_that_still_rise():
     assert lq["gain"].iloc[0] == pytest.approx(ev.loc[n] - ev.loc[max(s for s in ev.index if s <= 0.75 * n)])
     assert (lq["rising"] == (lq["gain"] > tiers.RISING)).all()
     assert f"{int(lq['rising'].sum())} of {len(lq)} runs still rise" in tiers.last_quarter_sentence(lq)
+
+
+def test_the_schedule_pilot_section_reads_the_committed_pilot(tmp_path):
+    from sec_lib.chapters import tiers
+    df, text = tiers.schedule_pilot(tmp_path)
+    assert df.empty and "no committed run yet" in text
+    from sec_lib.runs import pilot, tier
+    if not (tier.tier_dir(pilot.TIER) / "pilot" / "runs.parquet").exists():
+        pytest.skip("no committed pilot")
+    df, text = tiers.schedule_pilot()
+    assert "pilot runs are committed (held-out classes)" in text and pilot.RULE in text
+    if len(df):
+        assert set(df["shape"]) <= set(pilot.SHAPES) and "gain" in df
