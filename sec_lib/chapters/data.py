@@ -70,6 +70,11 @@ def profile_table() -> pd.DataFrame:
         rows.append({"profile": name, "dataset": b.get("dataset", "glyphs"),
                      "train classes": b.get("train_classes") or "all", "test classes": b.get("test_classes") or "all",
                      "image size": b.get("image_size"), "model": b.get("model", "smallcnn"),
-                     "embedding dim": b.get("embed_dim"), "iterations": b.get("iterations"),
-                     "batch": b.get("batch_size"), "seeds": len(p.seeds), "device": b.get("device", "cpu")})
+                     "embedding dim": b.get("embed_dim"),
+                     "iterations": (f"chosen by its pilot from {', '.join(map(str, p.iteration_grid))}"
+                                    if p.iteration_grid else b.get("iterations")),
+                     "batch": b.get("batch_size"),
+                     "seeds": (f"{len(p.main_seeds)} (main comparison), {len(p.seeds)} (other chapters)"
+                               if p.main_seeds and len(p.main_seeds) != len(p.seeds) else len(p.seeds)),
+                     "device": b.get("device", "cpu")})
     return pd.DataFrame(rows)
