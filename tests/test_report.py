@@ -656,3 +656,11 @@ def test_zero_spread_up_to_float_rounding_is_zero_spread():
                            metrics=["R@1"]).iloc[0]
     assert math.isnan(pd_row.p_value) and math.isnan(pd_row.ci_lo)
     assert R.verdict_row([1e-7, 2e-7, 1.5e-7])["verdict"] == "reproduced"
+
+
+def test_fmt_metric_prints_percent_metrics_with_fixed_decimals_and_the_rest_with_3_significant_digits():
+    from sec_lib.report import fmt_metric, is_percent
+    assert [is_percent(m) for m in ("R@1", "R@100", "MAP@R", "NMI", "F1", "test_norm_var")] == [True] * 5 + [False]
+    assert fmt_metric(1.234, "R@1", 2, True) == "+1.23" and fmt_metric(-0.001, "R@1") == "0.00"
+    assert fmt_metric(0.012345, "test_norm_var") == "0.0123" and fmt_metric(float("nan"), "R@1") == "n/a"
+    assert fmt_metric(None, "F1") == "n/a"

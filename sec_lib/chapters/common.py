@@ -24,7 +24,6 @@ NORM_METRICS = ("test_norm_var", "train_norm_var")
 #: Regularised variant -> how the page names the paired comparison against ``none``.
 COMPARISONS = {v: comparison_label(v) for v in ("sec", "l2reg")}
 #: Direction each metric is expected to move under SEC (+1 up, -1 down): drives the verdicts.
-PERCENT_METRICS = (*RETRIEVAL_METRICS, "MAP@R")
 EXPECTED_SIGN = {**{m: +1 for m in (*RETRIEVAL_METRICS, "MAP@R")}, "test_norm_var": -1, "train_norm_var": -1,
                  "test_norm_cv": -1}
 TEST_NAME = "paired t-test over seeds (two-sided)"

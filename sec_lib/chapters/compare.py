@@ -17,10 +17,10 @@ from ..runs import experiments as ex
 from .. import reference, report
 from ..figures.tables import fold_columns
 from ..reference import RETRIEVAL_METRICS, SOURCES, comparison_label
-from ..report import format_ci
+from ..report import fmt_metric, format_ci
 from ..runs.tier import store_for
 from . import profile_param
-from .common import (EXPECTED_SIGN, NORM_METRICS, PERCENT_METRICS, TEST_NAME,
+from .common import (EXPECTED_SIGN, NORM_METRICS, TEST_NAME,
                      mde_from_ci, order_rows, runs_frame)
 
 #: The notebook's parameters (checked by ``sec_lib.params.notebook_params``).
@@ -74,19 +74,8 @@ def main_table(frames, metrics: Sequence[str] = (*RETRIEVAL_METRICS, *NORM_METRI
     return out
 
 
-def _num(x, metric: str, digits: int = 2, sign: bool = False) -> str:
-    """Percent metrics with ``digits`` decimals, other quantities (norm variances, CVs, slopes) with
-    3 significant digits; '−0.00' is printed as '0.00'."""
-    if x is None or not np.isfinite(x):
-        return "n/a"
-    plus = "+" if sign else ""
-    if metric in PERCENT_METRICS:
-        return f"{round(float(x), digits) + 0.0:{plus}.{digits}f}"
-    return f"{float(x) + 0.0:{plus}.3g}"
-
-
 def _cell(mean, lo, hi, n, metric, digits) -> str:
-    return format_ci(mean, lo, hi, n, number=lambda v: _num(v, metric, digits))
+    return format_ci(mean, lo, hi, n, number=lambda v: fmt_metric(v, metric, digits))
 
 
 def main_table_display(table: pd.DataFrame, digits: int = 2) -> pd.DataFrame:
@@ -207,15 +196,15 @@ def sec_gain_display(gains: pd.DataFrame, metrics: Sequence[str] | None = None, 
         key = sub[sub["metric"] == key_metric]
         cells = {}
         for r in sub.itertuples(index=False):
-            ci = (f" [{_num(r.ci_lo, r.metric, digits, True)}, {_num(r.ci_hi, r.metric, digits, True)}]"
+            ci = (f" [{fmt_metric(r.ci_lo, r.metric, digits, True)}, {fmt_metric(r.ci_hi, r.metric, digits, True)}]"
                   if np.isfinite(r.ci_lo) else "")
-            cells[r.metric] = _num(r.diff, r.metric, digits, True) + ci
+            cells[r.metric] = fmt_metric(r.diff, r.metric, digits, True) + ci
         if len(key):                      # key columns first: estimate [interval], adjusted p, verdict
             k = key.iloc[0]
             row[f"{key_metric} (primary)"] = cells.pop(key_metric)
             row[f"adj. p ({key_metric})"] = fmt_p(k["p_adj"]).replace("p = ", "").replace("p ", "")
             row[f"verdict ({key_metric})"] = k["verdict"]
-            row["could detect"] = "" if not np.isfinite(k["mde"]) else f"≥ {_num(k['mde'], key_metric, digits, False)}"
+            row["could detect"] = "" if not np.isfinite(k["mde"]) else f"≥ {fmt_metric(k['mde'], key_metric, digits, False)}"
         row["n"] = f"{int(sub['n_pairs'].max())} seeds"
         row.update({f"{m} (secondary)" if m in report.MARGINS else m: c for m, c in cells.items()})
         rows.append(row)
@@ -242,11 +231,11 @@ def gain_sentences(gains: pd.DataFrame, metric: str = "R@1", variant: str = "sec
         if r.n_pairs == 0:
             out.append(f"**{r.loss}**: no paired seeds, so {r.comparison} cannot be tested (verdict: {r.verdict}).")
             continue
-        ci = (f"95% CI [{_num(r.ci_lo, metric, 2, True)}, {_num(r.ci_hi, metric, 2, True)}]"
+        ci = (f"95% CI [{fmt_metric(r.ci_lo, metric, 2, True)}, {fmt_metric(r.ci_hi, metric, 2, True)}]"
               if np.isfinite(r.ci_lo) else "no CI with one seed")
-        s = (f"**{r.loss}**: {r.comparison} on {metric} = {_num(r.diff, metric, 2, True)} points ({ci}, "
+        s = (f"**{r.loss}**: {r.comparison} on {metric} = {fmt_metric(r.diff, metric, 2, True)} points ({ci}, "
              f"{r.n_pairs} paired seeds, {TEST_NAME}, Holm-adjusted {fmt_p(r.p_adj)}, could detect effects of ≥ "
-             f"{_num(r.mde, metric, 2, False)} points) → verdict: **{r.verdict}**")
+             f"{fmt_metric(r.mde, metric, 2, False)} points) → verdict: **{r.verdict}**")
         if paper is not None:
             pp = paper[(paper["loss"] == r.loss) & (paper["variant"] == variant) & (paper["metric"] == metric)]
             if len(pp):

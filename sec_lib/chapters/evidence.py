@@ -18,7 +18,7 @@ import pandas as pd
 from ..runs import experiments as ex
 from ..runs.store import run_key
 from ..runs.tier import TIER_PROFILES, has_tier, open_tier, store_for, tier_dir
-from .compare import _num
+from ..report import fmt_metric
 
 #: The tier a page shows first, when it holds the page's runs.
 MAIN_TIER = "reference"
@@ -122,10 +122,10 @@ def tier_sentence(shown: str, quick: str, chapters: Sequence[str], root=None) ->
 def _cell(r, metric) -> str:
     if r is None or not np.isfinite(r["diff"]):
         return "n/a"
-    d = _num(r["diff"], metric, 2, True)
+    d = fmt_metric(r["diff"], metric, 2, True)
     if not np.isfinite(r["ci_lo"]):
         return d
-    return f"{d} [{_num(r['ci_lo'], metric, 2, True)}, {_num(r['ci_hi'], metric, 2, True)}]"
+    return f"{d} [{fmt_metric(r['ci_lo'], metric, 2, True)}, {fmt_metric(r['ci_hi'], metric, 2, True)}]"
 
 
 def same_sign(a, b) -> str:

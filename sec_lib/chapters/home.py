@@ -15,7 +15,8 @@ from .. import reference, report
 from ..reference import PAPER_DATASETS
 from . import profile_param
 from .common import MAIN_CHAPTER, load, order_rows
-from .compare import _num, main_table, sec_gain
+from ..report import fmt_metric
+from .compare import main_table, sec_gain
 
 #: The notebook's parameters (checked by ``sec_lib.params.notebook_params``).
 PARAMS = profile_param()
@@ -47,6 +48,37 @@ def headline_gains(profile, root=None, metric: str = "R@1") -> pd.DataFrame:
     out.attrs["source"] = "ours"
     out.attrs["metric"] = metric
     return out
+
+
+def primary_estimate(runs: pd.DataFrame) -> dict:
+    """The primary test on ``runs`` (a ``tuned`` chapter's runs frame): SEC at the η chosen on held-out classes
+    minus no regularizer, in R@1, pooled over the four main losses. Per seed the four paired differences are
+    averaged, and the per-seed means are t-tested against 0 (:func:`sec_lib.report.pooled_diff`): ``estimate,
+    ci_lo, ci_hi, n`` (seeds), ``p_value``, ``n_groups`` (losses)."""
+    r = runs[runs["loss"].isin(ex.MAIN_LOSSES) & runs["variant"].isin(("none", "sec"))]
+    return report.pooled_diff(r, "variant", "none", "sec", "R@1")
+
+
+def primary(profile, root=None) -> dict:
+    """:func:`primary_estimate` on the ``tuned`` runs of the tier the page reads."""
+    return primary_estimate(load("tuned", profile, tables=(), root=root).runs)
+
+
+def answer_sentence(e: dict, paper: pd.DataFrame) -> str:
+    """The page's first sentence: the primary estimate with its interval, and whether it excludes the gains the
+    paper reports for the four losses on its datasets (``paper``: :func:`paper_headline`)."""
+    g = paper.loc[paper["loss"].isin(ex.MAIN_LOSSES), "paper_gain"]
+    lo_p, hi_p = float(g.min()), float(g.max())
+    if not np.isfinite(e.get("ci_hi", np.nan)):
+        return (f"**On glyphs, the change SEC makes to R@1, averaged over the four losses, cannot be computed yet: "
+                f"no loss has paired seeds with an interval (the paper's gains: {lo_p:.1f}–{hi_p:.1f} points).**")
+    num = lambda x: fmt_metric(x, "R@1", 2, True)       # noqa: E731
+    head = (f"**On glyphs, SEC changes R@1 by {num(e['estimate'])} [{num(e['ci_lo'])}, {num(e['ci_hi'])}] points, "
+            f"averaged over the four losses ({e['n']} seeds, 95% interval): the paper's gains of {lo_p:.1f}–{hi_p:.1f} "
+            f"points are ")
+    if e["ci_hi"] < lo_p:
+        return head + "excluded.**"
+    return head + f"not all excluded (gains up to {e['ci_hi']:.2f} points lie inside the interval).**"
 
 
 def paper_headline(metric: str = "R@1", datasets=PAPER_DATASETS) -> pd.DataFrame:
@@ -84,7 +116,7 @@ def verdict_tally(profile, root=None) -> dict | None:
 
 
 def _pp(x) -> str:
-    return _num(x, "R@1", 1, True)
+    return fmt_metric(x, "R@1", 1, True)
 
 
 def _interval(r) -> str:

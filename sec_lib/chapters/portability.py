@@ -22,11 +22,12 @@ from pathlib import Path
 import pandas as pd
 
 from .. import kernels
-from ..report import pooled_diff, verdict
+from ..report import verdict
 from ..runs import experiments as ex
 from ..runs import tier as tier_mod
 from .common import load, runs_frame
 from .compare import sec_gain
+from .home import primary_estimate
 
 #: The primary comparison: SEC at the held-out-chosen η against none, on the four main losses.
 PRIMARY_CHAPTER = "tuned"
@@ -60,7 +61,7 @@ def estimates(runs: pd.DataFrame) -> dict:
     g = sec_gain(runs, variants=("sec",), metrics=(METRIC,))
     per_loss = {r.loss: {"diff": float(r.diff), "ci_lo": float(r.ci_lo), "ci_hi": float(r.ci_hi),
                          "verdict": r.verdict} for r in g.itertuples()}
-    e = pooled_diff(runs, "variant", "none", "sec", METRIC)
+    e = primary_estimate(runs)
     pooled = {"diff": float(e["estimate"]), "ci_lo": float(e["ci_lo"]), "ci_hi": float(e["ci_hi"]),
               "verdict": verdict(e["estimate"], e["ci_lo"], e["ci_hi"], +1, n=e["n"], p_adj=e["p_value"])}
     return {"per_loss": per_loss, "pooled": pooled}

@@ -25,12 +25,12 @@ Modules (every name is re-exported here, so ``from sec_lib.report import X`` is 
   :func:`verdict_row`, :func:`verdict_table`, :func:`equivalence_p`, :func:`claim_margin` and their constants;
 * :mod:`.power`: :func:`min_detectable_effect`;
 * :mod:`.multiplicity`: :func:`holm`, :func:`adjust_family`;
-* :mod:`.formatting`: :func:`format_ci`, :func:`fmt_cell`, :func:`fmt_estimate`, :func:`wide`,
+* :mod:`.formatting`: :func:`format_ci`, :func:`fmt_cell`, :func:`fmt_estimate`, :func:`fmt_metric`, :func:`wide`,
   :func:`summary_table`;
 * :mod:`.fits`: :func:`loglog_fit`, :func:`loglog_fits`.
 """
 from .fits import LogLogFit, loglog_fit, loglog_fits
-from .formatting import fmt_cell, fmt_estimate, format_ci, summary_table, wide
+from .formatting import fmt_cell, fmt_estimate, fmt_metric, format_ci, is_percent, summary_table, wide
 from .intervals import DEFAULT_METRICS, mean_ci, paired_diff, pooled_diff, summarize, values_ci
 from .multiplicity import adjust_family, holm
 from .power import min_detectable_effect
@@ -67,6 +67,8 @@ __all__ = [
     "format_ci",
     "fmt_cell",
     "fmt_estimate",
+    "fmt_metric",
+    "is_percent",
     "loglog_fit",
     "loglog_fits",
     "values_ci",

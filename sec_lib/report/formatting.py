@@ -13,6 +13,23 @@ from ._common import _SUMMARY_COLS, _as_list, _check_columns, _check_frame, _gro
 from .intervals import summarize
 
 
+def is_percent(metric: str) -> bool:
+    """Whether ``metric`` is reported in percent: Recall@K, MAP@R, NMI and F1."""
+    return metric.startswith("R@") or metric in ("MAP@R", "NMI", "F1")
+
+
+def fmt_metric(x, metric: str, digits: int = 2, sign: bool = False) -> str:
+    """One number of ``metric`` as the book prints it: percent metrics (:func:`is_percent`) with ``digits``
+    decimals, other quantities (norm variances, CVs, slopes) with 3 significant digits; '−0.00' is printed as
+    '0.00', a missing or infinite value as 'n/a'."""
+    if x is None or not np.isfinite(x):
+        return "n/a"
+    plus = "+" if sign else ""
+    if is_percent(metric):
+        return f"{round(float(x), digits) + 0.0:{plus}.{digits}f}"
+    return f"{float(x) + 0.0:{plus}.3g}"
+
+
 def _finite_number(x) -> bool:
     return x is not None and isinstance(x, numbers.Real) and math.isfinite(x)
 

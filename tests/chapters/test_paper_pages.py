@@ -438,3 +438,20 @@ def test_run_readings_and_final_metrics_from_a_hand_made_run():
                        cos.iloc[:0], gs.iloc[:0], error="non-finite loss at step 3")
     assert "failed" in train_page.run_sentence(failed) and "step 3" in train_page.run_sentence(failed)
     assert all("No steps" in v for v in train_page.run_readings(failed).values())
+
+
+def test_the_answer_sentence_states_the_primary_estimate_and_what_it_excludes():
+    from sec_lib.chapters import home
+    from sec_lib.report import pooled_diff
+    runs = hand_runs()
+    e = home.primary_estimate(runs)
+    main = runs[runs["loss"].isin(("triplet", "semihard", "npair", "ms")) & runs["variant"].isin(("none", "sec"))]
+    assert e == pooled_diff(main, "variant", "none", "sec", "R@1")
+    paper = pd.DataFrame({"loss": ["triplet", "ms", "tml"], "paper_gain": [7.48, 1.66, 99.0]})
+    low = home.answer_sentence({"estimate": 0.38, "ci_lo": 0.01, "ci_hi": 0.74, "n": 5}, paper)
+    assert low.startswith("**On glyphs, SEC changes R@1 by +0.38 [+0.01, +0.74] points") and "1.7–7.5" in low
+    assert low.endswith("are excluded.**")
+    high = home.answer_sentence({"estimate": 2.0, "ci_lo": 1.0, "ci_hi": 3.0, "n": 5}, paper)
+    assert "not all excluded (gains up to 3.00 points" in high
+    assert "cannot be computed" in home.answer_sentence({"estimate": float("nan"), "ci_lo": float("nan"),
+                                                          "ci_hi": float("nan"), "n": 0}, paper)
