@@ -63,7 +63,9 @@ def render_info(ds) -> pd.DataFrame:
 
 
 def profile_table() -> pd.DataFrame:
-    """What each profile trains on: classes, image size, model, iterations, batch, seeds (from experiments.PROFILES)."""
+    """What each profile trains on: classes, image size, model, iterations (a range: the candidates its pilot
+    chooses from), batch, seeds ("5/3": the main comparison's, then the other chapters'), from
+    experiments.PROFILES."""
     rows = []
     for name, p in ex.PROFILES.items():
         b = p.base
@@ -71,10 +73,10 @@ def profile_table() -> pd.DataFrame:
                      "train classes": b.get("train_classes") or "all", "test classes": b.get("test_classes") or "all",
                      "image size": b.get("image_size"), "model": b.get("model", "smallcnn"),
                      "embedding dim": b.get("embed_dim"),
-                     "iterations": (f"chosen by its pilot from {', '.join(map(str, p.iteration_grid))}"
+                     "iterations": (f"{min(p.iteration_grid)}–{max(p.iteration_grid)}"
                                     if p.iteration_grid else b.get("iterations")),
                      "batch": b.get("batch_size"),
-                     "seeds": (f"{len(p.main_seeds)} (main comparison), {len(p.seeds)} (other chapters)"
+                     "seeds": (f"{len(p.main_seeds)}/{len(p.seeds)}"
                                if p.main_seeds and len(p.main_seeds) != len(p.seeds) else len(p.seeds)),
                      "device": b.get("device", "cpu")})
     return pd.DataFrame(rows)
