@@ -5,7 +5,8 @@ The quick tier lives in the result store (``data/runs``, trained by ``make book`
 ``data/reference/<profile>/`` as a handful of parquet files that pandas reads directly:
 
     runs.parquet        one row per run: key, config (the full TrainConfig as JSON), status, error,
-                        final metrics (R@1, ...), commit, device, torch, python, machine, date, wall_s
+                        final metrics (R@1, ...), commit, device, torch, python, machine, date, the CPU kind
+                        and kernel settings (:data:`PROVENANCE`), wall_s
     evals.parquet       every periodic evaluation (key, step, R@1, ...)
     steps.parquet       the per-step log, decimated to at most STEP_ROWS rows per run (last step kept)
     tracked.parquet     tracked samples' norms, at most TRACK_STEPS steps per run
