@@ -298,7 +298,9 @@ def schedule_pilot(root=None) -> tuple[pd.DataFrame, str]:
             continue
         parts.append(conv.assign(T=pair[0]))
         shape = pilot.choice(conv, pair)
-        said.append(f"At T = {pair[0]:,}: " + (f"**{shape}** is chosen" if shape else "no shape has converged yet"))
+        complete = bool(conv["pairs"].eq(len(pilot.LOSSES) * len(pilot.SEEDS)).all())
+        said.append(f"At T = {pair[0]:,}: " + (f"**{shape}** is chosen" if shape else
+                                                "no shape converged" if complete else "no shape has converged yet"))
     n, full = len(table), len(pilot.configs(pairs=len(pilot.LENGTH_PAIRS) if len(parts) > 1 else 1))
     text = (f"{n} of {full} pilot runs are committed (held-out classes). Rule: {pilot.RULE}. "
             + ("; ".join(said) if said else "No length pair is complete yet") + ".")
