@@ -99,11 +99,12 @@ def apply(name: str | None = None) -> str:
     """Write pin ``name`` (default: :func:`pin_name`) into this process's environment and return its
     name. Effective only before torch runs its first kernel; :func:`check` tells whether it took."""
     name = pin_name() if name is None else name
-    for k, v in child_env(name, {}).items():
-        os.environ[k] = v
+    os.environ[PIN_ENV] = name
     for k, v in pin_env(name).items():
         if v is None:
             os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
     return name
 
 

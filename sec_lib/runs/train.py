@@ -354,6 +354,7 @@ def _train(cfg: TrainConfig, progress) -> RunResult:
     if cfg.eval_every:
         log.evals.append({"step": 0, **evaluate_model(model, test_ds, cfg, device, final=False)[0]})
 
+    scatter_steps = grad_scatter_steps(cfg.iterations)
     for step in range(1, cfg.iterations + 1):
         t0 = time.perf_counter()
         model.train()
@@ -366,7 +367,7 @@ def _train(cfg: TrainConfig, progress) -> RunResult:
             return failed(cfg, log, f"non-finite loss at step {step}: metric={loss_metric.item():.4g}, "
                                     f"sec={loss_sec.item():.4g} (try a smaller learning rate or eta)", t_start)
         stats_now = cfg.instrument and (step % cfg.stats_every == 0 or step in (1, cfg.iterations)
-                                        or step in grad_scatter_steps(cfg.iterations))
+                                        or step in scatter_steps)
         grad_metric = torch.autograd.grad(loss_metric, raw, retain_graph=True)[0] if stats_now else None
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -381,7 +382,7 @@ def _train(cfg: TrainConfig, progress) -> RunResult:
         if cfg.instrument:
             if step % cfg.dtheta_every == 0:
                 row.update(angle_change(model, x, raw.detach()))
-            if step in grad_scatter_steps(cfg.iterations):
+            if step in scatter_steps:
                 log.add_scatter(step, raw.detach(), grad_metric)
         row["step_time"] = time.perf_counter() - t0
         log.steps.append(row)
