@@ -18,6 +18,33 @@ Two entry points share one computation (:meth:`SphericalEmbeddingConstraint.per_
 * :class:`SphericalEmbeddingConstraint` -- a plain ``nn.Module``: ``sec(f) -> scalar``.
 * :class:`SECRegularizer` -- the same constraint as a pytorch-metric-learning embedding
   regularizer, e.g. ``TripletMarginLoss(embedding_regularizer=SECRegularizer(eta=1.0))``.
+
+**Two mechanisms in one penalty (issue 23).** Multiply every embedding by ``s > 0`` (for a network: scale its
+last linear layer). With ``mu`` the detached batch mean of the current norms ``n_i = ||s f_i||``, the
+derivative of SEC along that direction is ::
+
+    sum_i <dL_sec/df_i, f_i> = (2 eta / N) sum_i (n_i - mu) n_i / s = 2 eta Var(n) / s  > 0,
+
+(``Var`` the population variance of the current norms), so gradient descent shrinks the scale as well as
+equalizing the norms: it lowers ``sum_i (n_i - mu)^2`` most cheaply by scaling everything down, like the
+L2 baseline ``mu = 0``. ``relative=True`` keeps only the first mechanism: it penalizes the squared coefficient
+of variation of the norms, ::
+
+    L_rel = Var(n) / mean(n)^2 = (1/N) sum_i (n_i / mu - 1)^2,     mu = mean_j n_j  NOT detached,
+
+which is homogeneous of degree 0 in ``f``; by Euler's theorem its gradient has no component along a rescaling
+(``sum_i <dL_rel/df_i, f_i> = 0``). Its gradient is still radial::
+
+    dL_rel/df_i = (2 / (N mu^2)) (n_i - mu (1 + CV^2)) f_i / n_i,       CV^2 = Var(n) / mu^2,
+
+i.e. plain SEC with weight ``1/mu^2`` and a target ``(1 + CV^2) mu`` just above the mean, which is exactly
+what cancels the contraction. With ``mu`` detached the same expression would still contract the scale, at
+``2 eta CV^2 / s``.
+
+:func:`center_invariant_penalty` is pytorch-metric-learning's ``CenterInvariantRegularizer`` (2.9.0) as a
+function, for comparison: it penalizes the spread of the *squared* norms and equals ``mu^2`` times SEC to
+leading order (exactly ``mu^2 Var + mu m3 + (m4 - Var^2)/4`` with ``m3``, ``m4`` the central moments of the
+norms).
 """
 from __future__ import annotations
 
@@ -28,19 +55,23 @@ from pytorch_metric_learning.regularizers import BaseRegularizer
 from pytorch_metric_learning.utils import common_functions as c_f
 from torch import nn
 
-__all__ = ["SphericalEmbeddingConstraint", "SECRegularizer", "MU_MODES"]
+__all__ = ["SphericalEmbeddingConstraint", "SECRegularizer", "MU_MODES", "center_invariant_penalty"]
 
 #: String choices for ``mu``; a positive float is also accepted (a fixed target radius).
 MU_MODES = ("batch", "ema", "zero")
 _MU_CHOICES = "'batch', 'ema', 'zero' or a positive finite float (fixed radius)"
+_RELATIVE_CHOICES = ("relative=True needs mu='batch' (the live batch mean norm, the scale it is relative to); "
+                     "for mu='ema', 'zero' or a fixed radius use relative=False")
 
 
 def _is_number(x) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
-def _validate(eta, mu, momentum) -> str:
+def _validate(eta, mu, momentum, relative=False) -> str:
     """Check the constructor arguments; return the mu mode ('batch'|'ema'|'zero'|'fixed')."""
+    if not isinstance(relative, bool):
+        raise ValueError(f"relative must be True or False; got relative={relative!r}")
     if not _is_number(eta) or not math.isfinite(eta) or eta < 0:
         raise ValueError(f"eta must be a finite number >= 0 (0 switches SEC off); got eta={eta!r}")
     if not _is_number(momentum) or not (0 < momentum <= 1):
@@ -58,6 +89,10 @@ def _validate(eta, mu, momentum) -> str:
             f"momentum={momentum!r} only applies to mu='ema' (a running mean of the batch mean norm); "
             f"with mu={mu!r} momentum must be 1.0. Valid mu choices: {_MU_CHOICES}"
         )
+    if relative and mode != "batch":
+        # 'zero' divides by 0; a fixed radius c gives (n - c)^2 / c^2, plain SEC with eta / c^2 (not scale-free);
+        # 'ema' lags the current batch, so the penalty is no longer homogeneous of degree 0.
+        raise ValueError(f"{_RELATIVE_CHOICES}; got relative=True with mu={mu!r}")
     return mode
 
 
@@ -89,15 +124,26 @@ class SphericalEmbeddingConstraint(nn.Module):
               which shrinks every norm.
             * a positive float: a fixed target radius.
         momentum: ``rho`` in (0, 1] for ``mu="ema"``; must be 1.0 for the other modes.
+        relative: ``False`` (default, the paper's SEC) or ``True``: the scale-free variant
+            ``eta * mean_i (||f_i|| / mu - 1)^2 = eta * Var(||f||) / mean(||f||)^2`` (the squared coefficient
+            of variation of the batch's norms) with ``mu`` the batch mean norm, **not** detached. It equalizes
+            the norms without pulling the scale down (module docstring: the plain penalty's derivative along
+            ``f -> s f`` is ``2 eta Var/s``, this one's is 0; with ``mu`` detached it would be
+            ``2 eta CV^2/s``). Only ``mu="batch"`` is allowed: with ``"zero"`` the ratio is undefined, with a
+            fixed radius ``c`` it is plain SEC with weight ``eta / c^2``, and a running mean (``"ema"``) does
+            not follow the current scale; any of them raises ``ValueError``. A batch of all-zero embeddings
+            (``mu = 0``) raises ``ValueError``; NaN embeddings give NaN, as in plain SEC.
 
     Attributes:
         last_mu: python float, the ``mu`` used by the last call (``nan`` before the first call).
         mu_mode: ``"batch" | "ema" | "zero" | "fixed"``.
+        relative: bool, the scale-free variant.
     """
 
-    def __init__(self, eta: float = 1.0, mu: str | float = "batch", momentum: float = 1.0):
+    def __init__(self, eta: float = 1.0, mu: str | float = "batch", momentum: float = 1.0, relative: bool = False):
         super().__init__()
-        self.mu_mode = _validate(eta, mu, momentum)
+        self.mu_mode = _validate(eta, mu, momentum, relative)
+        self.relative = relative
         self.eta = float(eta)
         self.mu = mu if isinstance(mu, str) else float(mu)
         self.momentum = float(momentum)
@@ -127,18 +173,32 @@ class SphericalEmbeddingConstraint(nn.Module):
         return self.running_mu.detach().clone().to(norms.dtype)
 
     def per_sample(self, f: torch.Tensor) -> torch.Tensor:
-        """Per-sample terms ``eta * (||f_i|| - mu)^2`` (shape (B,)); their mean is the constraint."""
+        """Per-sample terms ``eta * (||f_i|| - mu)^2`` (shape (B,)); their mean is the constraint.
+
+        With ``relative=True``: ``eta * (||f_i|| / mu - 1)^2`` with the batch mean ``mu`` kept in the graph.
+        """
         _check_embeddings(f)
         norms = f.norm(dim=1)
+        if self.relative:
+            return self._relative_terms(norms)
         mu = self.target_norm(norms)
         self.last_mu = float(mu)
         return self.eta * (norms - mu) ** 2
+
+    def _relative_terms(self, norms: torch.Tensor) -> torch.Tensor:
+        mu = norms.mean()  # in the graph: this is what makes the penalty scale-free
+        self.last_mu = float(mu.detach())
+        if self.last_mu == 0.0:
+            raise ValueError("relative SEC needs a batch whose mean norm is > 0 (it divides by it); "
+                             "got a batch of all-zero embeddings")
+        return self.eta * (norms / mu - 1.0) ** 2
 
     def forward(self, f: torch.Tensor) -> torch.Tensor:
         return self.per_sample(f).mean()
 
     def extra_repr(self) -> str:
-        return f"eta={self.eta}, mu={self.mu!r}, momentum={self.momentum}"
+        rel = ", relative=True" if self.relative else ""
+        return f"eta={self.eta}, mu={self.mu!r}, momentum={self.momentum}{rel}"
 
 
 class SECRegularizer(BaseRegularizer):
@@ -152,11 +212,13 @@ class SECRegularizer(BaseRegularizer):
     (including the EMA buffers, saved under ``...embedding_regularizer.constraint``) is shared.
 
     The reducer is fixed to ``MeanReducer`` on purpose: another reducer would change the value.
+    ``relative=True`` is the scale-free variant (see :class:`SphericalEmbeddingConstraint`); its per-sample
+    terms ``eta * (||f_i|| / mu - 1)^2`` also average to the constraint.
     """
 
-    def __init__(self, eta: float = 1.0, mu: str | float = "batch", momentum: float = 1.0):
+    def __init__(self, eta: float = 1.0, mu: str | float = "batch", momentum: float = 1.0, relative: bool = False):
         super().__init__()
-        self.constraint = SphericalEmbeddingConstraint(eta=eta, mu=mu, momentum=momentum)
+        self.constraint = SphericalEmbeddingConstraint(eta=eta, mu=mu, momentum=momentum, relative=relative)
 
     def compute_loss(self, embeddings):
         return {
@@ -178,3 +240,26 @@ class SECRegularizer(BaseRegularizer):
     @property
     def eta(self) -> float:
         return self.constraint.eta
+
+    @property
+    def relative(self) -> bool:
+        return self.constraint.relative
+
+
+def center_invariant_penalty(f: torch.Tensor) -> torch.Tensor:
+    """pytorch-metric-learning's ``CenterInvariantRegularizer`` (2.9.0) with its default ``MeanReducer``::
+
+        CIR(f) = (1/N) sum_i (||f_i||^2 - mean_j ||f_j||^2)^2 / 4
+
+    (nothing detached). It is homogeneous of degree 4: ``CIR(c f) = c^4 CIR(f)``, so its derivative along
+    ``f -> s f`` is ``4 CIR / s``. Writing ``n_i = ||f_i||``, ``mu = mean n``, ``d_i = n_i - mu``, and
+    ``||f_i||^2 - mean ||f||^2 = 2 mu d_i + d_i^2 - Var`` gives exactly::
+
+        CIR = mu^2 Var + mu m3 + (m4 - Var^2) / 4,      Var, m3, m4 the central moments of the norms,
+
+    i.e. ``mu^2`` times plain SEC (``eta = 1``) up to a relative error ``skew * CV + (kurt - 1) CV^2 / 4``,
+    which vanishes as the norms concentrate: SEC with a weight that grows as the square of the scale.
+    """
+    _check_embeddings(f)
+    sq = f.norm(dim=1) ** 2
+    return ((sq - sq.mean()) ** 2 / 4).mean()
