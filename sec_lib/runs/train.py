@@ -23,6 +23,11 @@ What each step records (table ``steps``):
 
 "Raw embedding" means what SEC acts on: the network output before l2-normalisation (for the
 ``normalize`` head, the features before its normalising layer).
+
+All of this instrumentation is a :class:`sec_lib.monitor.NormMonitor` (built by :func:`make_monitor`), the
+monitor anyone can attach to their own loop: the loop hands it the raw embeddings, the metric loss and the
+labels before the backward pass (``observe``) and the model after the update (``after_step``), and takes the
+step's measures back (``row``); its per-sample rows at the grad-scatter steps are the ``grad_scatter`` table.
 """
 from __future__ import annotations
 
@@ -44,11 +49,11 @@ from .. import metrics as metrics_mod
 from ..data import DATASET_NAMES, PKSampler, get_dataset
 from ..data.augment import ViewBatches, check_view_settings
 from ..data.splits import QueryGallery, holdout_split
-from ..losses import LOSS_NAMES, LOSS_SPECS, get_loss, triplet_violations
+from ..losses import LOSS_NAMES, LOSS_SPECS, get_loss
 from ..models import ARCHS, HEADS, build_model
 from ..params import Choice, Device, Mu, Number, ParameterError
 from ..metrics.probe import linear_probe
-from ..report import loglog_fit
+from ..monitor import MonitorConfig, NormMonitor, measure_batch
 from ..sec import SphericalEmbeddingConstraint
 from ..threads import torch_threads
 
@@ -348,13 +353,13 @@ def _train(cfg: TrainConfig, progress) -> RunResult:
     views = iter(ViewBatches.from_config(cfg, train_ds, device)) if cfg.views else None  # no labels used
     loss_input = 0 if LOSS_SPECS[cfg.loss].normalized else 1    # losses that read norms get the raw embedding
     tracked_idx = torch.as_tensor(np_rng.choice(len(train_ds), size=min(cfg.track_samples, len(train_ds)), replace=False))
-    log = Recorder()
+    monitor = make_monitor(cfg)
+    log = Recorder(monitor)
     if cfg.track_samples:
         log.add_tracked(0, tracked_idx, raw_norms(model, train_ds, tracked_idx, device))
     if cfg.eval_every:
         log.evals.append({"step": 0, **evaluate_model(model, test_ds, cfg, device, final=False)[0]})
 
-    scatter_steps = grad_scatter_steps(cfg.iterations)
     for step in range(1, cfg.iterations + 1):
         t0 = time.perf_counter()
         model.train()
@@ -366,24 +371,20 @@ def _train(cfg: TrainConfig, progress) -> RunResult:
         if not torch.isfinite(loss):
             return failed(cfg, log, f"non-finite loss at step {step}: metric={loss_metric.item():.4g}, "
                                     f"sec={loss_sec.item():.4g} (try a smaller learning rate or eta)", t_start)
-        stats_now = cfg.instrument and (step % cfg.stats_every == 0 or step in (1, cfg.iterations)
-                                        or step in scatter_steps)
-        grad_metric = torch.autograd.grad(loss_metric, raw, retain_graph=True)[0] if stats_now else None
+        if monitor is not None:                           # gradient of the metric loss alone, SEC's kept out
+            monitor.observe(raw, loss=loss_metric, labels=y, step=step)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
         if sched is not None:
             sched.step()
+        if monitor is not None:                           # Δθ: the same batch re-embedded after the update
+            monitor.after_step(model, x, embed=prenorm)
 
         row = {"step": step, "loss_metric": loss_metric.item(), "loss_sec": loss_sec.item(),
                "mu": sec.last_mu if sec is not None else math.nan}
-        if stats_now:
-            row.update(batch_stats(raw.detach(), y, grad_metric))
-        if cfg.instrument:
-            if step % cfg.dtheta_every == 0:
-                row.update(angle_change(model, x, raw.detach()))
-            if step in scatter_steps:
-                log.add_scatter(step, raw.detach(), grad_metric)
+        if monitor is not None:
+            row.update(step_columns(monitor.row(step)))
         row["step_time"] = time.perf_counter() - t0
         log.steps.append(row)
         if cfg.track_samples and step % cfg.track_every == 0:
@@ -509,39 +510,30 @@ def raw_norms(model, ds, idx, device) -> np.ndarray:
     return emb.norm(dim=1).numpy()
 
 
+def make_monitor(cfg: TrainConfig) -> NormMonitor | None:
+    """The run's instrumentation (None without ``cfg.instrument``): batch statistics every ``stats_every`` steps
+    and at the first, the last and the grad-scatter steps, Δθ every ``dtheta_every`` steps, per-sample rows at
+    the grad-scatter steps."""
+    if not cfg.instrument:
+        return None
+    scatter = grad_scatter_steps(cfg.iterations)
+    return NormMonitor(MonitorConfig(every=cfg.stats_every, dtheta_every=cfg.dtheta_every,
+                                     extra_steps=frozenset({1, cfg.iterations}) | scatter, sample_steps=scatter))
+
+
+def prenorm(model, x) -> torch.Tensor:
+    """The raw (pre-normalisation) embeddings of ``x``: what the monitor measures."""
+    return model.forward_with_prenorm(x)[1]
+
+
+def step_columns(measures: dict) -> dict:
+    """The monitor's measures of one step that are columns of the steps table, in the table's order."""
+    return {c: measures[c] for c in INSTRUMENT_COLUMNS if c in measures}
+
+
 def batch_stats(raw: torch.Tensor, y: torch.Tensor, grad: torch.Tensor) -> dict:
-    """Norm, cosine, violation and gradient-vs-norm statistics of one batch."""
-    norms = raw.norm(dim=1)
-    fhat = F.normalize(raw, dim=1)
-    cos = fhat @ fhat.T
-    same = y[:, None] == y[None, :]
-    eye = torch.eye(len(y), dtype=torch.bool, device=y.device)
-    gnorm = grad.norm(dim=1)
-    slope, _, r2 = loglog_fit(norms.detach().cpu(), gnorm.detach().cpu())
-    return {"norm_mean": norms.mean().item(), "norm_var": norms.var(unbiased=False).item(),
-            "pos_cos": cos[same & ~eye].mean().item(), "neg_cos": cos[~same].mean().item(),
-            "violations": float(triplet_violations(raw, y)),
-            "grad_slope": slope, "grad_r2": r2, "grad_norm_cv": cv(gnorm)}
-
-
-def cv(v: torch.Tensor) -> float:
-    m = v.mean()
-    return (v.std(unbiased=False) / m).item() if m > 0 else math.nan
-
-
-@torch.no_grad()
-def angle_change(model, x, raw_before) -> dict:
-    """Angle (radians) each sample's raw embedding turned in the last update.
-
-    The batch is re-embedded in train mode (same BatchNorm behaviour as the step) and BatchNorm
-    running statistics are restored afterwards, so measuring does not change the run.
-    """
-    buffers = {k: v.clone() for k, v in model.state_dict().items() if "running" in k or "num_batches" in k}
-    after = model.forward_with_prenorm(x)[1]
-    model.load_state_dict(buffers, strict=False)
-    cos = F.cosine_similarity(raw_before, after, dim=1).clamp(-1, 1)
-    theta = torch.arccos(cos)
-    return {"dtheta_mean": theta.mean().item(), "dtheta_std": theta.std(unbiased=False).item(), "dtheta_cv": cv(theta)}
+    """Norm, cosine, violation and gradient-vs-norm statistics of one batch (the monitor's measures)."""
+    return step_columns(measure_batch(raw, grad, y)[0])
 
 
 def grad_scatter_steps(iterations: int) -> set[int]:
@@ -550,23 +542,27 @@ def grad_scatter_steps(iterations: int) -> set[int]:
 
 
 class Recorder:
-    """Accumulates the per-step rows, tracked norms and evaluations of one run."""
+    """Accumulates the per-step rows, tracked norms and evaluations of one run; the grad scatter is the
+    monitor's per-sample rows."""
 
-    def __init__(self):
-        self.steps, self.evals, self.tracked, self.scatter = [], [], [], []
+    def __init__(self, monitor: NormMonitor | None = None):
+        self.steps, self.evals, self.tracked = [], [], []
+        self.monitor = monitor
 
     def add_tracked(self, step, idx, norms):
         self.tracked.extend({"step": step, "sample": int(i), "norm": float(n)} for i, n in zip(idx, norms))
 
-    def add_scatter(self, step, raw, grad):
-        for n, g in zip(raw.norm(dim=1).tolist(), grad.norm(dim=1).tolist()):
-            self.scatter.append({"step": step, "norm": n, "grad_norm": g})
+    def scatter(self) -> pd.DataFrame:
+        if self.monitor is None:
+            return pd.DataFrame()
+        s = self.monitor.samples()
+        return s[list(TABLE_COLUMNS["grad_scatter"])] if len(s) else pd.DataFrame()
 
     def frames(self, cfg: TrainConfig):
         """(steps, tracked, evals, grad_scatter), each with its full schema even when empty."""
-        return tuple(with_schema(pd.DataFrame(rows), name, cfg) for rows, name in
+        return tuple(with_schema(pd.DataFrame(rows) if isinstance(rows, list) else rows, name, cfg) for rows, name in
                      ((self.steps, "steps"), (self.tracked, "tracked"), (self.evals, "evals"),
-                      (self.scatter, "grad_scatter")))
+                      (self.scatter(), "grad_scatter")))
 
 
 def failed(cfg: TrainConfig, log: Recorder, message: str, t_start: float) -> RunResult:
