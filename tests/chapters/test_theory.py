@@ -220,6 +220,6 @@ def test_notebook_runs_at_smoke(smoke_site):
     nb = nbformat.read(smoke_site["site"] / "book" / "nb" / "theory.ipynb", as_version=4)
     text = "".join(o.get("text", "") + str(o.get("data", {}).get("text/markdown", ""))
                    for c in nb.cells if c.cell_type == "code" for o in c.outputs)
-    assert "5 of 5 theoretical facts held" in text
+    assert "8 of 8 theoretical facts held" in text
     state = nb.metadata["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]
     assert any(v["model_name"] == "LinkModel" for v in state.values())

@@ -2,11 +2,17 @@
 linear last layer, PML's CenterInvariantRegularizer against mu^2 SEC, and the page printing nothing to stdout."""
 from __future__ import annotations
 
+import math
+import pathlib
+
+import nbformat
 import numpy as np
 import pytest
 
 from sec_lib.chapters import theory as T
 from sec_lib.params import ParameterError
+
+NOTEBOOK = pathlib.Path(__file__).resolve().parents[2] / "notebooks" / "theory.ipynb"
 
 
 @pytest.fixture(scope="module")
@@ -149,3 +155,14 @@ def test_profiles_size_sections_6_and_7(profile):
     s = T.profile_sizes(profile)
     assert s["scale_seeds"] >= 1 and s["lin_steps"] >= 1 and 0 < s["lin_lr"] and s["cir_seeds"] >= 1
 
+
+def test_page_prints_nothing_and_has_sections_6_and_7():
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert not any("print(" in c.source for c in code), "the page shows Markdown/HTML, never stdout"
+    names = [c.metadata.get("mystnb", {}).get("figure", {}).get("name") for c in code]
+    assert "fig-theory-scale" in names
+    text = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    assert "{numref}`fig-theory-scale`" in text and "## 7." in text and "relative=True" in text
+    assert "_t.summary(facts, growth, angles, toys, scale, lin_sum, cir)" in code[-1].source
+    assert math.isclose(T.profile_sizes("smoke")["lin_lr"], 0.01)
