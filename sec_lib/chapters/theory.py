@@ -25,8 +25,9 @@ Sections 6 and 7 of the page turn to SEC itself (issue 23): its derivative along
 (``SphericalEmbeddingConstraint(relative=True)``) has derivative 0 there; pytorch-metric-learning's
 ``CenterInvariantRegularizer`` is ``mu^2`` times SEC to leading order and pulls along the scale twice as hard.
 
-The measurements are in :mod:`sec_lib.toylab` (the free-embedding lab); the page's figures are in
-:mod:`sec_lib.figures.theory`, except :func:`plot_linear_scale` (below), the one figure of section 6.
+The measurements are in :mod:`sec_lib.toylab` (the free-embedding lab) and :mod:`sec_lib.scalelab` (sections 6
+and 7); the page's figures are in :mod:`sec_lib.figures.theory`, except :func:`plot_linear_scale` (below), the
+one figure of section 6.
 The short notes under the figures (:func:`profile_note` ... :func:`angle_note`) are Markdown, so the page
 prints nothing to stdout.
 """
@@ -42,11 +43,13 @@ from ..figures.palette import VARIANT_COLORS
 from ..figures.style import figure
 from ..runs import experiments as ex
 from ..params import Choice, Number
+from ..scalelab import (  # noqa: F401  (sections 6 and 7: the page's names for the lab's)
+    LINEAR_VARIANTS, SCALE_FORMULAS, SCALE_PENALTIES, cir_relation, cir_table, linear_scale_runs,
+    linear_scale_summary, scale_derivative_autograd, scale_derivative_closed_form, scale_derivative_table,
+    scale_derivatives, scale_penalty)
 from ..toylab import (  # noqa: F401  (the lab moved out of the page; theory.X keeps working)
-    LINEAR_VARIANTS, SCALE_FORMULAS, SCALE_PENALTIES, THEORY_LOSSES, Toy2D, angle_change, cir_relation, cir_table,
-    eq1_check, fixed_direction_slopes, gradient_facts, linear_scale_runs, linear_scale_summary, make_batch,
-    scale_derivative_autograd, scale_derivative_closed_form, scale_derivative_table, scale_derivatives,
-    scale_penalty, sgd_norm_growth, simulate_2d, slope_spread, slope_summary, split_gradients, toy_2d)
+    THEORY_LOSSES, Toy2D, angle_change, eq1_check, fixed_direction_slopes, gradient_facts, make_batch, sgd_norm_growth,
+    simulate_2d, slope_spread, slope_summary, split_gradients, toy_2d)
 
 #: Sizes per profile. ``smoke`` runs the whole notebook in seconds.
 #: ``scale_seeds``: random batches of the scale-derivative check (section 6); ``lin_steps``, ``lin_lr``: plain
