@@ -52,6 +52,7 @@ PAGES = (
     Page("optim", "optim", chapters=("optim",)),
     Page("convergence", "convergence", chapters=("convergence",)),
     Page("instability", "instability", chapters=("instability",)),
+    Page("monitor", "monitor"),                           # check your own model: trains its own two short runs
     Page("ssl", "ssl", chapters=("selection", "ssl")),
     Page("npair", "npair", chapters=("selection", "npair")),
     Page("face", "face", chapters=("selection", "face")),
