@@ -8,7 +8,8 @@
   holds 0);
 * **gradient**: the mean over recorded steps of the per-batch slope of ``ln ||dL/df_i||`` on ``ln ||f_i||``, with
   its t-interval over steps, beside the -1 that Proposition 2 gives for a loss on normalized embeddings at fixed
-  directions (across a batch the directions differ, so -1 is a reference, not a promise);
+  directions (across a batch the directions differ: the slope's distance from -1 is the slope of the gradient at
+  unit norm, ``||f_i|| ||dL/df_i||``, on the norm);
 * **turning**: the mean over steps of ``dtheta_high_low``, how far the high-norm samples turned in one update
   relative to the low-norm ones, with its interval.
 
@@ -94,7 +95,9 @@ def _gradient(f: pd.DataFrame, level: float) -> str:
             f"recorded step(s) ({level:.0%} t-interval over steps {_ci(lo, hi)}, which {where} −1; last batch "
             f"{last['grad_slope']:.3f} {_ci(last['grad_slope_lo'], last['grad_slope_hi'])}, R² {last['grad_r2']:.2f}). "
             "For a loss on normalized embeddings the gradient's magnitude is exactly ∝ 1/‖f‖ at a fixed direction "
-            "(slope −1); across a batch the directions differ too, which spreads the points around that line.")
+            "(slope −1). Across a batch the directions differ too: the slope minus −1 is the slope of the gradient "
+            "at unit norm, ‖f_i‖·‖∂L/∂f_i‖, on the norm, so a slope below −1 means the samples of small norm also "
+            "had the larger gradients at unit norm.")
 
 
 def _turning(f: pd.DataFrame, level: float, tail: float) -> str:
@@ -103,11 +106,11 @@ def _turning(f: pd.DataFrame, level: float, tail: float) -> str:
         return ("**Turning.** Δθ was not measured: call `monitor.after_step(model, x)` after `optimizer.step()`, or "
                 "attach the monitor with the optimizer.")
     m, lo, hi, n = mean_ci(r, level)
-    quarter = f"{tail:.0%} of largest norm"
+    part = "quarter" if tail == 0.25 else f"{tail:.0%}"
     speed = (f"{1 / m:.2f}× slower" if m < 1 else f"{m:.2f}× faster") if m > 0 else "not at all"
-    return (f"**Turning.** In one update the {quarter} turned {m:.2f}× as far as the {tail:.0%} of smallest norm "
-            f"(mean over {n} step(s), {level:.0%} interval {_ci(lo, hi)}): {speed}. The spread of the angle "
-            f"change within a batch (CV of Δθ) averaged {f['dtheta_cv'].mean():.2f}.")
+    return (f"**Turning.** In one update, the {part} of the batch with the largest norms turned {m:.2f}× as far as "
+            f"the {part} with the smallest (mean over {n} step(s), {level:.0%} interval {_ci(lo, hi)}): {speed}. "
+            f"The spread of the angle change within a batch (CV of Δθ) averaged {f['dtheta_cv'].mean():.2f}.")
 
 
 def diagnose(frame: pd.DataFrame, level: float = 0.95, tail: float = 0.25) -> str:
