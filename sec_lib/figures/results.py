@@ -54,6 +54,138 @@ def metric_bars(table: pd.DataFrame, metric: str = "R@1", ax=None):
     return fig
 
 
+#: The columns of :func:`paired_differences`' input (one row per loss and arm).
+PAIRED_COLUMNS = ("loss", "arm", "estimate", "ci_lo", "ci_hi", "eta")
+
+
+def _eta_text(eta) -> str:
+    """η as a label shows it: one value (``0.05``), or every value when the runs of a cell differ (``0.05/0.1``)."""
+    if isinstance(eta, str):
+        return eta
+    vals = np.atleast_1d(np.asarray(eta, float))
+    vals = sorted({float(v) for v in vals if np.isfinite(v)})
+    return "/".join(f"{v:g}" for v in vals) if vals else "?"
+
+
+def paired_rows(gains: pd.DataFrame, runs: pd.DataFrame, metric: str = "R@1") -> pd.DataFrame:
+    """The input of :func:`paired_differences` from the compare page's paired differences and its runs.
+
+    ``gains``: :func:`sec_lib.chapters.compare.sec_gain` (loss, variant, baseline, comparison, metric, diff,
+    ci_lo, ci_hi, n_pairs); ``runs``: the runs frame the differences were computed from. η of each row is read
+    from the runs of that loss and variant (their ``eta`` column: SEC's weight, and the L2 weight of L2-reg,
+    which is SEC with μ = 0), never from a constant; the runs of one cell that differ in η give ``0.05/0.1``.
+
+    Columns: loss, arm (the comparison, e.g. "SEC − none"), variant, baseline, estimate, ci_lo, ci_hi, eta (text),
+    n (paired seeds).
+    """
+    need(gains, ["loss", "variant", "comparison", "metric", "diff", "ci_lo", "ci_hi"], "gains")
+    need(runs, ["loss", "variant", "eta"], "runs")
+    g = gains[gains["metric"] == metric]
+    if not len(g):
+        raise ValueError(f"metric = {metric!r} is not in the paired differences; valid: "
+                         f"{sorted(gains['metric'].unique())}")
+    etas = runs.groupby(["loss", "variant"], sort=False)["eta"].agg(lambda s: _eta_text(s.to_numpy()))
+    rows = []
+    for r in g.itertuples(index=False):
+        rows.append({"loss": r.loss, "arm": r.comparison, "variant": r.variant,
+                     "baseline": getattr(r, "baseline", "none"), "estimate": float(r.diff),
+                     "ci_lo": float(r.ci_lo), "ci_hi": float(r.ci_hi),
+                     "eta": etas.get((r.loss, r.variant), "?"),
+                     "n": int(r.n_pairs) if hasattr(r, "n_pairs") else np.nan})
+    out = pd.DataFrame(rows)
+    out.attrs["metric"] = metric
+    return out
+
+
+def paired_differences(rows: pd.DataFrame, metric: str | None = None, level: float = 0.95, ax=None):
+    """Paired differences against the baseline (SEC − none, L2-reg − none, ...) per loss: each arm's estimate
+    (dot) with its interval (whisker) around a vertical line at 0 (no effect), one row per loss and arm, η in
+    each row's label. The x axis spans every interval and 0 with a margin on both sides, so it never starts at
+    0 and a one-point effect is as wide as it is.
+
+    ``rows``: one row per loss and arm with the columns :data:`PAIRED_COLUMNS` (optionally ``variant``, which
+    picks the arm's colour, and ``n``); :func:`paired_rows` builds them from the compare page's paired differences.
+    An arm without an interval (one seed, or the same difference on every seed) is drawn hollow, without a whisker.
+    The caption to print under it is :func:`paired_caption`.
+    """
+    need(rows, list(PAIRED_COLUMNS), "rows")
+    if not len(rows):
+        raise ValueError("rows is empty: there is no paired difference to draw")
+    metric = metric or rows.attrs.get("metric", "R@1")
+    losses = _losses_in(rows)
+    arms = list(dict.fromkeys(rows["arm"]))
+    variant_of = (dict(zip(rows["arm"], rows["variant"])) if "variant" in rows.columns else {})
+    fallback = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#4d4d4d"]
+    color = {a: (variant_color(variant_of[a]) if a in variant_of and variant_of[a] in VARIANT_COLORS
+                 else fallback[i % len(fallback)]) for i, a in enumerate(arms)}
+    markers = ["o", "D", "s", "^", "v"]
+    # y positions: per loss a header row (the loss's name, bold), then its arms, η in each arm's label
+    ys, ticks, labels, heads, y = {}, [], [], [], 0.0
+    for loss in losses:
+        heads.append(y)
+        ticks.append(y)
+        labels.append(loss)
+        y += 0.85
+        for a in arms:
+            r = rows[(rows["loss"] == loss) & (rows["arm"] == a)]
+            if not len(r):
+                continue
+            ys[(loss, a)] = y
+            ticks.append(y)
+            labels.append(f"{a}, η = {_eta_text(r['eta'].iloc[0])}")
+            y += 1.0
+        y += 0.25
+    with style():
+        fig, ax = fig_ax(ax, (BOOK_WIDTH, 0.95 + 0.26 * len(ticks)))
+        for (loss, a), yy in ys.items():
+            r = rows[(rows["loss"] == loss) & (rows["arm"] == a)].iloc[0]
+            est, lo, hi = float(r["estimate"]), float(r["ci_lo"]), float(r["ci_hi"])
+            has_ci = np.isfinite(lo) and np.isfinite(hi)
+            xerr = [[est - lo], [hi - est]] if has_ci else None
+            c, m = color[a], markers[arms.index(a) % len(markers)]
+            ax.errorbar(est, yy, xerr=xerr, fmt=m, color=c, mfc=c if has_ci else "white", mec=c, ms=6,
+                        capsize=3, elinewidth=1.5, zorder=3)
+        ax.axvline(0, color="k", lw=1.0, zorder=2)
+        vals = rows[["estimate", "ci_lo", "ci_hi"]].to_numpy(float)
+        vals = vals[np.isfinite(vals)]
+        lo, hi = min(0.0, float(vals.min()) if vals.size else 0.0), max(0.0, float(vals.max()) if vals.size else 0.0)
+        pad = 0.07 * ((hi - lo) or 1.0)
+        ax.set_xlim(lo - pad, hi + pad)
+        ax.set_yticks(ticks, labels)
+        for t, yy in zip(ax.get_yticklabels(), ticks):
+            if yy in heads:
+                t.set_fontweight("bold")
+        ax.set_ylim(y - 0.25 - 0.5, -0.6)
+        ax.grid(axis="y", visible=False)
+        for yy in heads[1:]:                      # a thin rule between the losses
+            ax.axhline(yy - 0.6, color="0.85", lw=0.6, zorder=1)
+        ax.set_xlabel(f"paired difference in {metric} [points]; right of 0: the regulariser helps")
+        ax.set_title(f"{metric}: each regulariser − none, mean over seeds and {level:.0%} interval")
+    return fig
+
+
+def paired_caption(rows: pd.DataFrame, metric: str | None = None, level: float = 0.95) -> str:
+    """The caption of :func:`paired_differences` (Markdown), with η of every loss and arm read from ``rows``."""
+    need(rows, list(PAIRED_COLUMNS), "rows")
+    metric = metric or rows.attrs.get("metric", "R@1")
+    n = (f" over {int(np.nanmax(rows['n']))} paired seeds" if "n" in rows.columns and rows["n"].notna().any()
+         else " over seeds")
+    etas = []
+    for loss in _losses_in(rows):
+        d = rows[rows["loss"] == loss]
+        etas.append(f"{loss}: " + ", ".join(f"{a.split(' − ')[0]} η = {_eta_text(e)}" for a, e in zip(d["arm"], d["eta"])))
+    hollow = rows[~(np.isfinite(rows["ci_lo"].astype(float)) & np.isfinite(rows["ci_hi"].astype(float)))]
+    text = (f"**Figure.** Paired differences in {metric} against the no-regulariser baseline (runs paired on their "
+            f"seed): the mean difference{n} (dot) and its {level:.0%} Student-t interval (whisker); the vertical line "
+            f"is no effect, so an interval that does not cross it excludes zero. The x axis is in percentage points "
+            f"and spans the intervals and 0 (it does not start at 0). η per loss (the weight each arm trained with, "
+            f"read from its runs; L2-reg is SEC with μ = 0): {'; '.join(etas)}.")
+    if len(hollow):
+        text += (" Hollow markers have no interval (one seed, or the same difference on every seed): "
+                 + ", ".join(f"{r.loss} {r.arm}" for r in hollow.itertuples(index=False)) + ".")
+    return text
+
+
 def gains_vs_paper(gvp: pd.DataFrame, metric: str = "R@1", axes=None):
     """Our gain (SEC − none, L2-reg − none; with 95% CI) against the paper's gain, one panel per paper dataset.
 

@@ -1,0 +1,186 @@
+"""Issue 22, item 6: the figures a reader found hard to read at 1,400 px.
+
+* the compare page's paired differences (:func:`sec_lib.figures.results.paired_differences`): dots and
+  intervals around a line at 0, an x axis that spans the intervals and 0 and never starts at 0, η of every
+  arm in the labels and in the caption (read from the runs, :func:`~sec_lib.figures.results.paired_rows`).
+
+Labels are compared by their drawn boxes (``Text.get_window_extent`` with the figure's renderer).
+"""
+from __future__ import annotations
+
+import io
+import itertools
+
+import numpy as np
+import pandas as pd
+import pytest
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from PIL import Image
+
+from sec_lib.figures import explore as explore_fig
+from sec_lib.figures import results as results_fig
+from sec_lib.figures import sweeps
+from sec_lib.figures.style import BOOK_WIDTH, DPI
+from sec_lib.figures.widgets import _png_bytes
+
+LOSSES = ("triplet", "semihard", "npair", "ms")
+ETA_SEC = {"triplet": 0.05, "semihard": 0.1, "npair": 0.5, "ms": 1.0}
+ETA_L2 = {"triplet": 0.01, "semihard": 0.005, "npair": 0.001, "ms": 0.005}
+
+
+# ------------------------------------------------------------------------------------ helpers
+
+def renderer(fig):
+    if not isinstance(fig.canvas, FigureCanvasAgg):
+        FigureCanvasAgg(fig)
+    fig.canvas.draw()
+    return fig.canvas.get_renderer()
+
+
+def _in_view(ax, text, axis):
+    lo, hi = sorted(ax.get_xlim() if axis == "x" else ax.get_ylim())
+    pos = text.get_position()[0 if axis == "x" else 1]
+    return lo - 1e-9 <= pos <= hi + 1e-9
+
+
+def drawn_texts(fig):
+    """(name, Text) of every label drawn on the figure: tick labels in view, axis labels, titles, legend
+    texts, the suptitle and free texts."""
+    out = []
+    for i, ax in enumerate(fig.axes):
+        for axis, labels in (("x", ax.get_xticklabels()), ("y", ax.get_yticklabels())):
+            out += [(f"ax{i} {axis}tick {t.get_text()!r}", t) for t in labels
+                    if t.get_visible() and t.get_text() and _in_view(ax, t, axis)]
+        for name, t in (("xlabel", ax.xaxis.label), ("ylabel", ax.yaxis.label), ("title", ax.title),
+                        ("left title", ax._left_title), ("right title", ax._right_title)):
+            if t.get_visible() and t.get_text():
+                out.append((f"ax{i} {name} {t.get_text()!r}", t))
+        leg = ax.get_legend()
+        if leg is not None:
+            out += [(f"ax{i} legend {t.get_text()!r}", t) for t in leg.get_texts()]
+    for leg in fig.legends:
+        out += [(f"figure legend {t.get_text()!r}", t) for t in leg.get_texts()]
+    if fig._suptitle is not None and fig._suptitle.get_text():
+        out.append(("suptitle", fig._suptitle))
+    return out
+
+
+def overlaps(fig, tol: float = 1.0):
+    """Pairs of drawn labels whose boxes overlap by more than ``tol`` px in both directions."""
+    r = renderer(fig)
+    boxes = [(n, t.get_window_extent(r)) for n, t in drawn_texts(fig)]
+    bad = []
+    for (n1, b1), (n2, b2) in itertools.combinations(boxes, 2):
+        dx = min(b1.x1, b2.x1) - max(b1.x0, b2.x0)
+        dy = min(b1.y1, b2.y1) - max(b1.y0, b2.y0)
+        if dx > tol and dy > tol:
+            bad.append((n1, n2))
+    return bad
+
+
+def outside(fig, tol: float = 1.0):
+    """Labels drawn (partly) outside the figure: cut off in an image saved without cropping."""
+    r = renderer(fig)
+    W, H = fig.bbox.width, fig.bbox.height
+    return [n for n, t in drawn_texts(fig) for b in [t.get_window_extent(r)]
+            if b.x0 < -tol or b.y0 < -tol or b.x1 > W + tol or b.y1 > H + tol]
+
+
+# ------------------------------------------------------------------------- compare: paired differences
+
+def gains_and_runs(ci=True):
+    """A sec_gain-shaped frame (R@1 and NMI) and the runs it came from (η per loss and variant)."""
+    rows, runs = [], []
+    for i, loss in enumerate(LOSSES):
+        for v, comp, d in (("l2reg", "L2-reg − none", 0.6 + 0.1 * i), ("sec", "SEC − none", 1.0 + 0.2 * i)):
+            for metric in ("R@1", "NMI"):
+                rows.append(dict(loss=loss, variant=v, baseline="none", comparison=comp, metric=metric, diff=d,
+                                 ci_lo=d - 0.5 if ci else np.nan, ci_hi=d + 0.6 if ci else np.nan, n_pairs=5))
+        for seed in range(5):
+            runs += [dict(loss=loss, variant="none", seed=seed, eta=0.0),
+                     dict(loss=loss, variant="sec", seed=seed, eta=ETA_SEC[loss]),
+                     dict(loss=loss, variant="l2reg", seed=seed, eta=ETA_L2[loss])]
+    return pd.DataFrame(rows), pd.DataFrame(runs)
+
+
+def test_paired_rows_read_eta_from_the_runs():
+    gains, runs = gains_and_runs()
+    rows = results_fig.paired_rows(gains, runs, "R@1")
+    assert list(rows.columns[:4]) == ["loss", "arm", "variant", "baseline"]
+    assert set(results_fig.PAIRED_COLUMNS) <= set(rows.columns) and len(rows) == 2 * len(LOSSES)
+    got = {(r.loss, r.variant): r.eta for r in rows.itertuples()}
+    assert got == {**{(l, "sec"): f"{e:g}" for l, e in ETA_SEC.items()}, **{(l, "l2reg"): f"{e:g}" for l, e in ETA_L2.items()}}
+    # a cell whose runs differ in η says so, rather than picking one
+    mixed = runs.copy()
+    mixed.loc[(mixed["loss"] == "ms") & (mixed["variant"] == "sec") & (mixed["seed"] == 0), "eta"] = 0.5
+    assert results_fig.paired_rows(gains, mixed).set_index(["loss", "variant"]).loc[("ms", "sec"), "eta"] == "0.5/1"
+    with pytest.raises(ValueError, match="F1"):
+        results_fig.paired_rows(gains, runs, "F1")
+    with pytest.raises(ValueError, match="eta"):
+        results_fig.paired_rows(gains, runs.drop(columns="eta"))
+
+
+def _errorbars(ax):
+    """(x of the dot, (lo, hi) of the whisker or None) per errorbar container."""
+    out = []
+    for c in ax.containers:
+        x = float(c.lines[0].get_xdata()[0])
+        segs = c.lines[2][0].get_segments() if c.lines[2] else []
+        out.append((x, (float(segs[0][0][0]), float(segs[0][1][0])) if segs else None))
+    return out
+
+
+def test_paired_differences_dots_intervals_and_a_line_at_zero():
+    gains, runs = gains_and_runs()
+    rows = results_fig.paired_rows(gains, runs, "R@1")
+    fig = results_fig.paired_differences(rows)
+    (ax,) = fig.axes
+    bars = _errorbars(ax)
+    assert len(bars) == len(rows)
+    assert sorted(x for x, _ in bars) == pytest.approx(sorted(rows["estimate"]))
+    whiskers = np.array(sorted(w for _, w in bars))
+    assert whiskers == pytest.approx(np.array(sorted(zip(rows["ci_lo"], rows["ci_hi"]))))
+    # a vertical line at 0
+    assert any(list(l.get_xdata()) == [0, 0] and l.get_transform().contains_branch_seperately(ax.transData)[0]
+               for l in ax.lines), "no vertical line at 0"
+    assert rows["ci_lo"].min() > 0
+    # every value here is positive: the axis still shows 0 and the intervals, with a margin, so it does not start at 0
+    lo, hi = ax.get_xlim()
+    assert lo < 0 < hi and lo < rows["ci_lo"].min() and hi > rows["ci_hi"].max()
+    assert hi - lo < 1.3 * (rows["ci_hi"].max() - 0)          # the differences fill the axis: 1 point is visible
+    # η of each arm in its label, the loss named above its arms
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    for loss in LOSSES:
+        assert loss in labels
+        assert f"SEC − none, η = {ETA_SEC[loss]:g}" in labels and f"L2-reg − none, η = {ETA_L2[loss]:g}" in labels
+    assert "0" in ax.get_xlabel() and "R@1" in ax.get_xlabel()
+    assert overlaps(fig) == [] and fig.get_size_inches()[0] <= BOOK_WIDTH + 1e-9
+
+
+def test_paired_differences_negative_effects_and_missing_intervals():
+    gains, runs = gains_and_runs(ci=False)
+    gains["diff"] = -gains["diff"]
+    rows = results_fig.paired_rows(gains, runs)
+    fig = results_fig.paired_differences(rows)
+    ax = fig.axes[0]
+    assert all(w is None for _, w in _errorbars(ax))          # no interval: no whisker
+    lo, hi = ax.get_xlim()
+    assert lo < rows["estimate"].min() and hi > 0
+    cap = results_fig.paired_caption(rows)
+    assert "Hollow markers have no interval" in cap
+    with pytest.raises(ValueError, match="empty"):
+        results_fig.paired_differences(rows.iloc[0:0])
+    with pytest.raises(ValueError, match="ci_hi"):
+        results_fig.paired_differences(rows.drop(columns="ci_hi"))
+
+
+def test_paired_caption_states_eta_of_every_loss():
+    gains, runs = gains_and_runs()
+    rows = results_fig.paired_rows(gains, runs)
+    cap = results_fig.paired_caption(rows, level=0.95)
+    assert cap.startswith("**Figure.**") and "95%" in cap and "5 paired seeds" in cap and "0" in cap
+    for loss in LOSSES:
+        part = cap[cap.index(f"{loss}:"):]
+        part = part[:part.index(";") if ";" in part else len(part)]
+        assert f"SEC η = {ETA_SEC[loss]:g}" in part and f"L2-reg η = {ETA_L2[loss]:g}" in part, part
+    assert "Hollow" not in cap
