@@ -4,11 +4,13 @@ optimizers, convergence, instability and the claims page. Built from the tables 
 from __future__ import annotations
 
 import math
+import textwrap
 from typing import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 import seaborn as sns
+from matplotlib import ticker
 from matplotlib.figure import Figure
 
 from .. import report
@@ -419,13 +421,18 @@ def eta_panel(summary: pd.DataFrame, steps: pd.DataFrame, runs: pd.DataFrame, et
 
 @styled
 def fairness_figure(stats: pd.DataFrame, cols: Sequence[str], labels: Mapping | None = None) -> Figure:
-    """Per-run statistics (one panel per column of ``cols``): each run a dot, per loss (rows of a panel)
-    and variant (colours), with the mean over seeds as a bar tick; a dotted line at 0."""
+    """Per-run statistics (one panel per column of ``cols``): each run a dot, per loss (rows, shared by the
+    panels and named once, on the left) and variant (colours), with the mean over seeds as a bar tick; a
+    dotted line at 0. Each panel's label (``labels[col]``, else the column) is wrapped to the panel's width,
+    so neighbouring labels never run into each other."""
     labels = labels or {}
     losses = list(dict.fromkeys(stats["loss"]))
     variants = [v for v in VARIANT_COLORS if v in set(stats["variant"])]
-    fig, axes = subplots(1, len(cols), w=3.4, h=0.5 + 0.55 * len(losses))
-    for ax, col in zip(axes[0], cols):
+    fig, axes = subplots(1, len(cols), w=BOOK_WIDTH / max(len(cols), 1), h=1.3 + 0.5 * len(losses),
+                         sharey=True)
+    # characters of a 9 pt label that fit one panel (about 5.3 pt per character, 80% of the panel's width)
+    chars = max(16, int(0.8 * 72 * BOOK_WIDTH / max(len(cols), 1) / 5.3))
+    for k, (ax, col) in enumerate(zip(axes[0], cols)):
         for j, v in enumerate(variants):
             for y, loss in enumerate(losses):
                 pts = stats.loc[(stats["loss"] == loss) & (stats["variant"] == v), col].astype(float).dropna()
@@ -435,7 +442,9 @@ def fairness_figure(stats: pd.DataFrame, cols: Sequence[str], labels: Mapping | 
                     ax.plot([pts.mean()] * 2, [yy - 0.1, yy + 0.1], color=VARIANT_COLORS[v], lw=2)
         ax.axvline(0, color="0.5", ls=":", lw=1)
         ax.set_yticks(range(len(losses)), losses)
-        ax.invert_yaxis()
-        ax.set_xlabel(labels.get(col, col), fontsize=8)
-    fig.legend(handles=legend_handles(variants), loc="outside lower center", ncols=len(variants), fontsize=7.5)
+        ax.tick_params(axis="y", labelleft=k == 0)
+        ax.xaxis.set_major_locator(ticker.MaxNLocator(nbins=4))
+        ax.set_xlabel(textwrap.fill(str(labels.get(col, col)), chars), fontsize=9)
+    axes[0][0].set_ylim(len(losses) - 0.5, -0.5)
+    fig.legend(handles=legend_handles(variants), loc="outside lower center", ncols=len(variants), fontsize=9)
     return fig

@@ -2,7 +2,8 @@
 
 * the compare page's paired differences (:func:`sec_lib.figures.results.paired_differences`): dots and
   intervals around a line at 0, an x axis that spans the intervals and 0 and never starts at 0, η of every
-  arm in the labels and in the caption (read from the runs, :func:`~sec_lib.figures.results.paired_rows`).
+  arm in the labels and in the caption (read from the runs, :func:`~sec_lib.figures.results.paired_rows`);
+* the fairness figure: its three panel labels (long sentences) do not run into each other.
 
 Labels are compared by their drawn boxes (``Text.get_window_extent`` with the figure's renderer).
 """
@@ -184,3 +185,22 @@ def test_paired_caption_states_eta_of_every_loss():
         part = part[:part.index(";") if ";" in part else len(part)]
         assert f"SEC η = {ETA_SEC[loss]:g}" in part and f"L2-reg η = {ETA_L2[loss]:g}" in part, part
     assert "Hollow" not in cap
+
+
+# ------------------------------------------------------------------------------------- fairness
+
+def test_fairness_figure_labels_do_not_overlap_at_the_book_width():
+    from sec_lib.chapters.fairness import STATS
+    rng = np.random.default_rng(0)
+    stats = pd.DataFrame([dict(loss=l, variant=v, seed=s, eta2_excess=-0.01 * rng.random(),
+                               difficulty_r=-0.3 * rng.random(), hit_gap=10 * rng.random())
+                          for l in LOSSES for v in ("none", "l2reg", "sec") for s in range(3)])
+    fig = sweeps.fairness_figure(stats, list(STATS), STATS)
+    assert fig.get_size_inches()[0] <= BOOK_WIDTH + 1e-9
+    assert overlaps(fig) == []
+    # the whole label is there (wrapped, not cut), at 9 pt, the losses named once
+    for ax, col in zip(fig.axes, STATS):
+        assert " ".join(ax.get_xlabel().split()) == STATS[col] and ax.xaxis.label.get_fontsize() >= 9
+    assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == list(LOSSES)
+    assert not any(t.get_visible() and t.get_text() for ax in fig.axes[1:]
+                   for t in ax.get_yticklabels() if ax.yaxis.get_tick_params()["labelleft"])
