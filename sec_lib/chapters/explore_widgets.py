@@ -61,11 +61,12 @@ def grid_figures(grid: Grid, summary: pd.DataFrame | None = None) -> CellFigures
     return CellFigures(grid, summary)
 
 
-def explorer_widget(grid: Grid, dpi: int = 72, summary: pd.DataFrame | None = None):
+def explorer_widget(grid: Grid, dpi: int = fig_explore.CELL_DPI, summary: pd.DataFrame | None = None):
     """η slider + μ dropdown + loss dropdown, jslinked to nested Stacks of the cells' figures.
 
     Works without a kernel (the links live in the saved widget state). Cells that were not computed
-    show a placeholder. Besides ``.controls``, ``.stacks`` and ``.links`` (from ``linked_explorer``) the
+    show a placeholder. The images are drawn at the book's resolution (``dpi``, default
+    :data:`sec_lib.figures.explore.CELL_DPI`: the figure at its own size, one text column wide). Besides ``.controls``, ``.stacks`` and ``.links`` (from ``linked_explorer``) the
     box carries ``.grid`` and ``.cells``: ``(eta_label, mu_label, loss) -> Image`` for every cell.
     """
     ax = grid.axes
@@ -162,7 +163,7 @@ class LivePanel:
     without a frontend (tests); the button calls it.
     """
     def __init__(self, explorer, grid: Grid, profile: str, every: int = 10, iterations: int | None = None,
-                 dpi: int = 72):
+                 dpi: int = fig_explore.CELL_DPI):
         Choice(ex.PROFILE_NAMES).check("profile", profile)
         self.grid, self.profile, self.every, self.iterations, self.dpi = grid, profile, every, iterations, dpi
         self.eta_control, self.mu_control, self.loss_control = explorer.controls[:3]

@@ -10,10 +10,18 @@ import pandas as pd
 
 from .palette import eta_label, mu_color, mu_label
 from .run import batch_mean_norm, grad_vs_norm, norm_variance, tracked_norms
-from .style import BOOK_WIDTH, empty_panel, figure, style
+from .style import BOOK_WIDTH, DPI, empty_panel, figure, style
 
-FIG_SIZE = (9.6, 5.2)
-PANEL_GRID = dict(left=0.065, right=0.99, bottom=0.085, top=0.9, wspace=0.32, hspace=0.42)
+#: The cell figure: one text column wide (no page shrinks it, so 9 pt stays 9 pt), six panels in three rows
+#: of two (a panel is ~3 inches wide: its labels, ticks and legend fit), shown at :data:`CELL_DPI`.
+FIG_SIZE = (BOOK_WIDTH, 7.4)
+#: Fixed margins (not a layout engine: 2x faster to render, and the panels stay in place while the reader
+#: moves the controls), with room for the y labels of the log axes and the two-line titles.
+PANEL_GRID = dict(left=0.1, right=0.985, bottom=0.065, top=0.925, wspace=0.34, hspace=0.56)
+#: Resolution of the explorer's images: the book's own, so the figure is shown at its size (780 px wide).
+CELL_DPI = DPI
+#: Legends inside the panels sit on a white box, so their text stays readable over the data.
+_LEGEND = dict(fontsize=9, loc="best", frameon=True, framealpha=0.85, edgecolor="none", borderpad=0.3)
 
 
 def one_run(frames, key: str | None):
@@ -49,7 +57,7 @@ def _curve_panel(ax, curve: pd.DataFrame, etas: Sequence[float], eta: float, mu:
     ax.set_xlabel("η (SEC weight)")
     ax.set_ylabel("final test metric (%)")
     ax.set_title("R@1 and NMI against η (this μ, loss)")
-    ax.legend(fontsize=9, loc="best")
+    ax.legend(**_LEGEND)
 
 
 def _var_panel(ax, curve: pd.DataFrame, etas: Sequence[float], eta: float, mu: str, live_point=None):
@@ -74,45 +82,44 @@ def _var_panel(ax, curve: pd.DataFrame, etas: Sequence[float], eta: float, mu: s
 
 
 def cell_figure(steps, tracked, scatter, curve, etas, eta, mu, loss, title, live_point=None, note=None):
-    """The six-panel figure of one grid cell (or of a live run): the run's tracked norms, batch mean
-    norm and μ, norm variance, gradient against norm (from ``steps``, ``tracked``, ``scatter``), and
-    the grid's final metrics and norm variance against η (``curve``: summary rows of this μ and loss)."""
+    """The six-panel figure of one grid cell (or of a live run), in reading order (three rows of two): the
+    run's tracked norms and its batch mean norm with μ; the norm variance within the batch and the gradient
+    against the norm (from ``steps``, ``tracked``, ``scatter``); the grid's final metrics and final norm
+    variance against η (``curve``: summary rows of this μ and loss)."""
     with style():
-        # fixed margins (not a layout engine): 2x faster to render, and the panels stay in place while
-        # the reader moves the controls
         fig = figure(*FIG_SIZE, layout=None)
-        ax = fig.subplots(2, 3, gridspec_kw=PANEL_GRID)
+        p = fig.subplots(3, 2, gridspec_kw=PANEL_GRID).ravel()
         small = dict(fontsize=9)
         if len(tracked):
-            tracked_norms(tracked, ax=ax[0, 0])
-            ax[0, 0].set_title(f"‖f_i‖ of {tracked['sample'].nunique()} tracked samples", **small)
+            tracked_norms(tracked, ax=p[0])
+            p[0].set_title(f"‖f_i‖ of {tracked['sample'].nunique()} tracked samples", **small)
         else:
-            empty_panel(ax[0, 0], "no tracked samples")
+            empty_panel(p[0], "no tracked samples")
         if len(steps) and {"norm_mean", "norm_var"} <= set(steps.columns):
-            batch_mean_norm(steps, ax=ax[0, 1])
-            ax[0, 1].set_title("batch mean ‖f‖ ± 1 std, and μ", **small)
-            if ax[0, 1].get_legend() is not None:
-                ax[0, 1].legend(fontsize=9, loc="best")
-            norm_variance(steps, ax=ax[0, 2])
-            ax[0, 2].set_title("Var(‖f‖) within the batch", **small)
+            batch_mean_norm(steps, ax=p[1])
+            p[1].set_title("batch mean ‖f‖ ± 1 std, and μ", **small)
+            if p[1].get_legend() is not None:
+                p[1].legend(**_LEGEND)
+            norm_variance(steps, ax=p[2])
+            p[2].set_title("Var(‖f‖) within the batch", **small)
         else:
-            empty_panel(ax[0, 1], "no steps recorded")
-            empty_panel(ax[0, 2], "no steps recorded")
+            empty_panel(p[1], "no steps recorded")
+            empty_panel(p[2], "no steps recorded")
         if len(scatter):
-            grad_vs_norm(scatter, ax=ax[1, 0])
-            ax[1, 0].set_title("‖∂L/∂f_i‖ vs ‖f_i‖ (log-log, slope)", **small)
-            if ax[1, 0].get_legend() is not None:
-                ax[1, 0].legend(fontsize=9, loc="best")
+            grad_vs_norm(scatter, ax=p[3])
+            p[3].set_title("‖∂L/∂f_i‖ vs ‖f_i‖ (log-log, slope)", **small)
+            if p[3].get_legend() is not None:
+                p[3].legend(**_LEGEND)
         else:
-            empty_panel(ax[1, 0], "no gradient samples")
-        _curve_panel(ax[1, 1], curve, etas, eta, mu, live_point)
-        _var_panel(ax[1, 2], curve, etas, eta, mu, live_point)
-        for a in ax.ravel():
-            a.title.set_fontsize(8)
+            empty_panel(p[3], "no gradient samples")
+        _curve_panel(p[4], curve, etas, eta, mu, live_point)
+        _var_panel(p[5], curve, etas, eta, mu, live_point)
+        for a in p:
+            a.title.set_fontsize(9)
         if note:
-            ax[0, 0].text(0.03, 0.97, textwrap.fill(note, 42), transform=ax[0, 0].transAxes, va="top", fontsize=9,
-                          color="#b00", bbox=dict(facecolor="white", edgecolor="#b00", alpha=0.9))
-        fig.suptitle(title, fontsize=9.5)
+            p[0].text(0.03, 0.97, textwrap.fill(note, 42), transform=p[0].transAxes, va="top", fontsize=9,
+                      color="#b00", bbox=dict(facecolor="white", edgecolor="#b00", alpha=0.9))
+        fig.suptitle(title, fontsize=10)
     return fig
 
 

@@ -3,7 +3,9 @@
 * the compare page's paired differences (:func:`sec_lib.figures.results.paired_differences`): dots and
   intervals around a line at 0, an x axis that spans the intervals and 0 and never starts at 0, η of every
   arm in the labels and in the caption (read from the runs, :func:`~sec_lib.figures.results.paired_rows`);
-* the fairness figure: its three panel labels (long sentences) do not run into each other.
+* the fairness figure: its three panel labels (long sentences) do not run into each other;
+* the explorer's cell figure: one text column wide at the book's resolution, every label inside the image
+  (the widget PNG is not cropped, so a label outside it is cut off) and no two labels overlapping.
 
 Labels are compared by their drawn boxes (``Text.get_window_extent`` with the figure's renderer).
 """
@@ -204,3 +206,35 @@ def test_fairness_figure_labels_do_not_overlap_at_the_book_width():
     assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == list(LOSSES)
     assert not any(t.get_visible() and t.get_text() for ax in fig.axes[1:]
                    for t in ax.get_yticklabels() if ax.yaxis.get_tick_params()["labelleft"])
+
+
+# ------------------------------------------------------------------------------------- explore
+
+def _cell_frames(n_steps=40):
+    rng = np.random.default_rng(1)
+    st = np.arange(1, n_steps + 1)
+    steps = pd.DataFrame(dict(key="k", step=st, norm_mean=1 + 0.01 * st, norm_var=0.2 + 0.01 * rng.random(n_steps),
+                              mu=1 + 0.01 * st, loss_metric=1 / st, loss_sec=0.01 * np.ones(n_steps)))
+    tracked = pd.DataFrame([dict(key="k", step=t, sample=s, norm=0.3 + 0.01 * s + 0.001 * t)
+                            for t in range(0, n_steps + 1, 5) for s in range(8)])
+    scatter = pd.concat([pd.DataFrame(dict(key="k", step=t, norm=np.exp(rng.normal(0, 0.5, 30)),
+                                           grad_norm=np.exp(rng.normal(-2, 0.5, 30)))) for t in (1, 20, 40)])
+    etas = (0.0, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0)
+    curve = pd.DataFrame(dict(eta=etas, **{"R@1": np.linspace(60, 70, 8), "NMI": np.linspace(50, 55, 8),
+                                         "train_norm_var": np.geomspace(0.5, 0.001, 8)}))
+    return steps, tracked, scatter, curve, etas
+
+
+def test_explore_cell_figure_is_one_column_wide_and_nothing_is_cut_off():
+    steps, tracked, scatter, curve, etas = _cell_frames()
+    title = "semihard, μ = zero (L2-reg), η = 0.03:  R@1 65.4%, NMI 52.1%, final Var(‖f‖) 0.00298"
+    fig = explore_fig.cell_figure(steps, tracked, scatter, curve, etas, 0.03, "zero", "semihard", title)
+    assert len(fig.axes) >= 6
+    # the PNG the explorer stores: one text column wide at the book's resolution (shown at its own size)
+    png = Image.open(io.BytesIO(_png_bytes(fig, explore_fig.CELL_DPI, True)))
+    assert explore_fig.CELL_DPI == DPI and png.size[0] == round(BOOK_WIDTH * DPI)
+    assert png.size[1] >= 0.8 * png.size[0]                   # three rows of two panels, not squeezed
+    # every label inside the image (it is not cropped) and no two labels overlapping
+    assert outside(fig) == [] and overlaps(fig) == []
+    texts = [t for _, t in drawn_texts(fig)]
+    assert min(t.get_fontsize() for t in texts) >= 9
