@@ -15,6 +15,10 @@ from .evidence import evidence_profile
 #: The notebook's parameters (checked by ``sec_lib.params.notebook_params``).
 PARAMS = profile_param()
 
+#: What a table of this page shows where a tier has no value (no run, or a stage the tier does not have):
+#: never NaN or None (the page's caption says what it means).
+MISSING = "—"
+
 
 def stores(profile: str, root=None) -> dict:
     """Tier name -> store: the quick tier of ``profile`` and every committed tier."""
@@ -56,13 +60,18 @@ def summary_table(profile: str = "cpu", root=None) -> pd.DataFrame:
         row = {"tier": name, "runs": len(runs),
                "failed": int((runs["status"] != "done").sum()) if len(runs) else 0,
                "run-hours": round(float(runs["wall_s"].sum()) / 3600, 2) if len(runs) else 0.0,
-               "device": ", ".join(sorted(map(str, runs["device"].dropna().unique()))) if "device" in runs else "",
-               "torch": ", ".join(sorted(map(str, runs["torch"].dropna().unique()))) if "torch" in runs else "",
-               "dates": _dates(runs)}
+               "device": _joined(runs, "device"), "torch": _joined(runs, "torch"), "dates": _dates(runs) or MISSING}
         for st in stages(p, store):
             row[st["stage"]] = st["runs"]
         rows.append(row)
-    return pd.DataFrame(rows)
+    # a stage one tier has and another has not (the quick tiers' "main table", the long tiers' "main
+    # comparison") is MISSING there, not NaN
+    return pd.DataFrame(rows).fillna(MISSING)
+
+
+def _joined(runs: pd.DataFrame, col: str) -> str:
+    vals = sorted(map(str, runs[col].dropna().unique())) if col in runs else []
+    return ", ".join(vals) if vals else MISSING
 
 
 def _quick_runs(p: ex.Profile, store: ResultStore) -> pd.DataFrame:
@@ -99,17 +108,19 @@ def preregistration(p: ex.Profile, store) -> pd.DataFrame:
             lr = ex.chosen_lr(p, opt, runs, sec)
             score = next(r.metrics.get("R@1") for r in runs if r.config.optimizer == opt
                          and (r.config.eta > 0) == sec and r.config.lr == lr)
-            rows.append({"choice": what, "value": f"{lr:g}", "grid": _fmt_grid(grid), "held-out R@1": score})
+            rows.append({"choice": what, "value": f"{lr:g}", "grid": _fmt_grid(grid), "held-out R@1": score,
+                         "note": ""})
         except (KeyError, ex.SelectionError) as e:
             rows.append({"choice": what, "value": "pending" if isinstance(e, KeyError) else "refused",
                          "grid": _fmt_grid(grid), "held-out R@1": math.nan, "note": str(e).strip('"').split(";")[0]})
     try:
         runs = ex.pilot_runs(p, store, "adam")
         rows.append({"choice": "run length (iterations)", "value": str(ex.chosen_iterations(p, runs)),
-                     "grid": _fmt_grid(p.iteration_grid or (p.base["iterations"],)), "held-out R@1": math.nan})
+                     "grid": _fmt_grid(p.iteration_grid or (p.base["iterations"],)), "held-out R@1": math.nan,
+                     "note": "read from the pilot's curves (below), not from one score"})
         q = ex.tuned(p, "adam", store)
     except (KeyError, ex.SelectionError):
-        return pd.DataFrame(rows)
+        return _no_nan_text(pd.DataFrame(rows))
     sel = [store.get(c) for c in ex.eta_selection(q)]
     for loss in (*ex.MAIN_LOSSES, *ex.EXTRA_LOSSES):
         for mu, label, grid in (("batch", "η (SEC)", p.eta_grid), ("zero", "L2-reg weight", p.l2_etas if p.main_seeds else ())):
@@ -127,7 +138,14 @@ def preregistration(p: ex.Profile, store) -> pd.DataFrame:
             zero = next((r.metrics.get("R@1") for r in mine if r.config.eta == 0), math.nan)
             rows.append({"choice": what, "value": f"{eta:g}", "grid": _fmt_grid(grid), "held-out R@1": score,
                          "− no regularizer": score - zero, "note": _edge_note(eta, grid)})
-    return pd.DataFrame(rows)
+    return _no_nan_text(pd.DataFrame(rows))
+
+
+def _no_nan_text(table: pd.DataFrame) -> pd.DataFrame:
+    """The text columns of a table without NaN: a row with nothing to say there shows a blank. (The number
+    columns keep NaN, which the page shows as a blank cell and the CSV as an empty field.)"""
+    text = [c for c in table.columns if not pd.api.types.is_numeric_dtype(table[c])]
+    return table.fillna({c: "" for c in text})
 
 
 def _edge_note(value: float, grid) -> str:
@@ -165,7 +183,7 @@ def status_sentence(summary: pd.DataFrame) -> str:
         if row["tier"].startswith("quick"):
             continue
         stages_ = {k: v for k, v in row.items() if ("pilot" in k or "selection" in k or "main" in k)
-                   and isinstance(v, str)}
+                   and isinstance(v, str) and v != MISSING}
         have = "; ".join(f"{k}: {v}" for k, v in stages_.items())
         parts.append(f"The **{row['tier']}** tier holds {row['runs']} runs ({row['failed']} failed, "
                      f"{row['run-hours']} run-hours on {row['device']}): {have}.")

@@ -132,15 +132,24 @@ def compact_verdict_table(df: pd.DataFrame, floatfmt: str = "{:.2f}") -> pd.Data
     return fold_columns(out, names, {"Means and test": test + rest, "How the verdict was reached": fam})
 
 
+#: What a table cell shows for a missing value that is not a float (floats show a blank): no page shows
+#: "NaN", "None" or "<NA>".
+MISSING_CELL = "—"
+
+
 def _html_table(df: pd.DataFrame, floatfmt: str) -> str:
     shown = df.copy()
     for c in shown.columns:
         if pd.api.types.is_float_dtype(shown[c]):
             exact = str(c) in EXACT_COLUMNS
             shown[c] = shown[c].map(lambda v: "" if pd.isna(v) else (f"{v:g}" if exact else format_number(v, floatfmt)))
+        elif not pd.api.types.is_datetime64_any_dtype(shown[c]) and shown[c].isna().any():
+            # text, nullable integers: MISSING_CELL, never NaN, None or <NA> (dates: to_html's na_rep below)
+            shown[c] = shown[c].astype(object).where(shown[c].notna(), MISSING_CELL)
     if not isinstance(shown.columns, pd.MultiIndex):
         shown.columns = [breakable_header(c) for c in shown.columns]
-    return mark_numeric_cells(shown.to_html(index=False, escape=True, border=0, classes="sec-table"))
+    return mark_numeric_cells(shown.to_html(index=False, escape=True, border=0, classes="sec-table",
+                                            na_rep=MISSING_CELL))
 
 
 def table_html(df: pd.DataFrame, name: str, caption: str | None = None, floatfmt: str = "{:.2f}") -> str:

@@ -48,3 +48,19 @@ def test_folded_columns_get_tables_of_their_own_and_the_csv_keeps_every_column()
     assert base64.b64decode(payload).decode().splitlines()[0] == "loss,R@1,NMI,F1"
     with pytest.raises(ValueError, match="key columns"):
         fold_columns(df, ["variant"], {"x": ["NMI"]})
+
+
+def test_missing_values_never_read_nan_none_or_na():
+    """Issue 22: a missing value of a text, nullable-integer or date column shows MISSING_CELL ("—"), a missing
+    float a blank; no cell reads NaN, None, NaT or <NA>. The CSV keeps the missing values empty."""
+    from sec_lib.figures.tables import MISSING_CELL
+    df = pd.DataFrame({"note": ["x", None, float("nan")], "R@1": [1.0, float("nan"), 2.0],
+                       "runs": pd.array([1, None, 3], dtype="Int64"),
+                       "date": [pd.NaT, pd.Timestamp("2026-01-02"), pd.NaT]})
+    html = table_html(df, "t")
+    cells = re.findall(r"<td[^>]*>([^<]*)</td>", html)
+    assert not [c for c in cells if re.search(r"\b(nan|NaN|None|NaT)\b|&lt;NA&gt;", c)], cells
+    assert cells == ["x", "1.00", "1", MISSING_CELL, MISSING_CELL, "", MISSING_CELL, "2026-01-02",
+                     MISSING_CELL, "2.00", "3", MISSING_CELL]
+    payload = re.search(r"base64,([A-Za-z0-9+/=]+)", html).group(1)
+    assert base64.b64decode(payload).decode().splitlines()[2] == ",,,2026-01-02"
