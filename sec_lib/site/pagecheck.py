@@ -16,8 +16,9 @@ For each page it records:
 - whether every table and every cell output fits the text column (tables folded in a
   ``details.sec-more`` opened first), at each of the ``widths``
   (default 1,400, 800 and 420 px). At a phone width (below :data:`PHONE_WIDTH`) a wide table or
-  output may scroll inside its own box; at the other widths it must fit. The page itself must
-  never scroll sideways;
+  output may scroll inside its own box; at the other widths it must fit. A formula (display or
+  inline) wider than its box or the column must scroll inside its own box at every width
+  (``book/_static/sec.css`` gives it one), never be cut off. The page itself must never scroll sideways;
 - how long the page took to load (the ``load`` event) and until MathJax had typeset it, in ms. This
   is reported, not judged, unless a limit is given (``max_load_ms``, ``--max-load-ms``).
 
@@ -109,6 +110,24 @@ _JS_LAYOUT = """
     const w = fullWidth(o);
     if (w <= colW + 1 || wide.some((x) => o.contains(x.el))) continue;
     wide.push({what: 'output "' + label(o) + '"', content: w, box: inOwnBox(o), el: o});
+  }
+  // A formula (display or inline: Sphinx's div.math / span.math, MathJax 3's mjx-container, MathJax 2's
+  // .MathJax_Display) whose typeset content is wider than its box or than the column: it must scroll in its
+  // own box, else it is cut off (the theme clips span.math) or pushes the column sideways. Reported once,
+  // at the outermost box that overflows.
+  const maths = Array.from(col.querySelectorAll('div.math, span.math, mjx-container, .MathJax_Display')).filter(visible);
+  const over = [];
+  for (const m of maths) {
+    const content = Math.max(m.scrollWidth, ...Array.from(m.children).map((c) => c.getBoundingClientRect().width));
+    const room = Math.min(m.clientWidth || m.getBoundingClientRect().width, colW);
+    if (content > room + 1 && !over.some((x) => x.el.contains(m))) over.push({el: m, content: content});
+  }
+  for (const x of over) {
+    const inline = x.el.closest('span.math') !== null
+        || (x.el.tagName === 'MJX-CONTAINER' && x.el.getAttribute('display') !== 'true');
+    const tex = (x.el.querySelector('mjx-assistive-mml') || x.el).textContent.replace(/\\s+/g, ' ').trim().slice(0, 40);
+    wide.push({what: 'formula' + (inline ? ' (inline)' : '') + ' "' + tex + '"', content: x.content,
+               box: inOwnBox(x.el), el: x.el});
   }
   const article = document.querySelector('.bd-article-container');
   const pageScrolls = document.documentElement.scrollWidth > window.innerWidth + 1

@@ -267,6 +267,55 @@ def test_checker_fails_tables_and_outputs_wider_than_the_column(mini_book):
     assert "wide" in pagecheck.format_table(list(reps.values())) and "load time" in pagecheck.format_table([narrow])
 
 
+#: A display formula and an inline one, each far wider than a phone's column (and than a laptop's).
+_TERMS = " + ".join(f"a_{{{i}}} b_{{{i}}}" for i in range(70))
+LONG_DISPLAY = f'<div class="math notranslate nohighlight">\\[{_TERMS}\\]</div>'
+LONG_INLINE = f'<p>An inline formula <span class="math notranslate nohighlight">\\({_TERMS}\\)</span> in the text.</p>'
+
+
+def test_long_formulas_scroll_in_their_own_box_and_clipped_ones_fail(mini_book):
+    """Issue 22: equations were cut off at 420 px (the theme clips span.math and div.math). With the book's CSS
+    (book/_static/sec.css, section 6) a formula wider than the column, display or inline, scrolls sideways in
+    its own box at every width; one whose box clips it (overflow hidden) fails the check, and so does the page
+    without the book's CSS (its inline formula is cut off)."""
+    html = (mini_book / PAGE).read_text(encoding="utf-8")
+
+    def page_with(content: str, base: str = html) -> str:
+        m = re.search(r'<article class="bd-article"[^>]*>', base)
+        assert m, "no article element on the page"
+        return base[:m.end()] + content + base[m.end():]
+
+    clip = ('<style>.bd-article div.math, .bd-article span.math, .bd-article mjx-container '
+            '{ overflow: hidden !important; }</style>')
+    no_css = re.sub(r'<link[^>]*_static/sec\.css[^>]*>', "", html)
+    assert no_css != html
+    variants = {"mathscroll": page_with(LONG_DISPLAY + LONG_INLINE), "mathclip": page_with(clip + LONG_DISPLAY + LONG_INLINE),
+                "mathnocss": page_with(LONG_DISPLAY + LONG_INLINE, no_css)}
+    pages = {k: PAGE.replace("demo.html", f"{k}.html") for k in variants}
+    try:
+        for k, text in variants.items():
+            (mini_book / pages[k]).write_text(text, encoding="utf-8")
+        reps = dict(zip(variants, pagecheck.check_book(mini_book, list(pages.values()), timeout_s=10)))
+    finally:
+        for p in pages.values():
+            (mini_book / p).unlink(missing_ok=True)
+
+    ok, clipped, bare = reps["mathscroll"], reps["mathclip"], reps["mathnocss"]
+    for r in (ok, clipped, bare):
+        assert r.formulas == 4 and r.formulas_typeset == 4 and r.math_errors == 0, r.problems
+    formulas = lambda r, w, kind: [o for o in r.overflows if o.width == w and o.what.startswith(kind)]
+    # the book's CSS: both are wider than the column at every width, and each scrolls in its own box
+    for w in pagecheck.WIDTHS:
+        for kind in ('formula "', "formula (inline)"):
+            assert len(formulas(ok, w, kind)) == 1 and formulas(ok, w, kind)[0].allowed, (w, kind, ok.overflows)
+    assert ok.page_scrolls == [] and ok.ok, ok.problems
+    # cut off by their boxes: a problem at every width
+    assert not clipped.ok and any("formula" in p for p in clipped.problems), clipped.problems
+    assert {o.width for o in clipped.overflows if o.what.startswith("formula") and not o.allowed} == set(pagecheck.WIDTHS)
+    # without the book's CSS (the theme's alone) the inline formula is cut off at 420 px
+    assert not bare.ok and [o.allowed for o in formulas(bare, 420, "formula (inline)")] == [False], bare.overflows
+
+
 def test_load_time_is_reported_and_judged_only_on_request(mini_book):
     rep = pagecheck.check_page(mini_book / "book" / "intro.html", widths=())
     assert rep.ok and rep.widths == [] and rep.load_ms is not None and rep.load_ms > 0
