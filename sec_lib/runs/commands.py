@@ -202,7 +202,8 @@ def pilot_command(jobs: int = 2, profile: str = "reference", pairs: int = 1) -> 
         print(f"restored {tier.restore(out, store)} committed pilot runs of {out} into {store.root}")
     cfgs = pilot.configs(profile, pairs)
     todo = [c for c in cfgs if not store.has(c)]
-    print(f"schedule pilot: {len(cfgs)} runs, {len(cfgs) - len(todo)} done; rule: {pilot.RULE}", flush=True)
+    print(f"schedule pilot: {len(cfgs)} runs, {len(cfgs) - len(todo)} done; rule: "
+          f"{pilot.rule(pilot.LENGTH_PAIRS[pairs - 1])}", flush=True)
     _train_exporting(todo, cfgs, out, store, jobs, "pilot")
     table = pilot.table(store.get(c, tables=("evals",)) for c in cfgs)
     for pair in pilot.LENGTH_PAIRS[:pairs]:
