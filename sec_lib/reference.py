@@ -14,6 +14,7 @@ import io
 from importlib import resources
 from typing import Sequence
 
+import numpy as np
 import pandas as pd
 
 from .params import Choice
@@ -128,3 +129,44 @@ def rebuttal_variance() -> pd.DataFrame:
 def rebuttal_all() -> pd.DataFrame:
     """All of the rebuttal's tables in one frame with a ``table`` column."""
     return pd.concat([rebuttal_table(t).assign(table=t) for t in REBUTTAL_TABLES], ignore_index=True)
+
+
+# ---------------------------------------------------------------- the paper's number beside each claim
+
+def paper_mean_gain(loss: str | None = None, a: str = "none", b: str = "sec", dataset=("CUB", "Cars")) -> float:
+    """Table 1's R@1 of ``b`` − ``a`` averaged over ``dataset`` (and over the losses, or for ``loss``)."""
+    t = paper_table(tuple(dataset))
+    if loss is not None:
+        t = t[t["loss"] == loss]
+    w = t.pivot_table(index=["dataset", "loss"], columns="variant", values="R@1")
+    return float((w[b] - w[a]).mean())
+
+
+def paper_loss_gains_text(loss: str, dataset=("CUB", "Cars")) -> str:
+    """'CUB +1.23, Cars +4.56': Table 1's SEC − none R@1 for ``loss`` per dataset."""
+    t = paper_table(tuple(dataset))
+    t = t[t["loss"] == loss].pivot_table(index="dataset", columns="variant", values="R@1")
+    return ", ".join(f"{ds} {t.loc[ds, 'sec'] - t.loc[ds, 'none']:+.2f}" for ds in t.index)
+
+
+def rebuttal_diff(table_a: str, set_a: str, table_b: str, set_b: str, metric: str = "R@1", eta_a=None) -> float:
+    """The rebuttal's ``metric`` of (table_b, set_b) − (table_a, set_a) (``eta_a`` picks a row of set_a)."""
+    reb = rebuttal_all()
+    a = reb[(reb["table"] == table_a) & (reb["setting"] == set_a)]
+    if eta_a is not None:
+        a = a[np.isclose(a["eta"].astype(float), eta_a)]
+    b = reb[(reb["table"] == table_b) & (reb["setting"] == set_b)]
+    return float(b[metric].iloc[0]) - float(a[metric].iloc[0])
+
+
+def rebuttal_tml_text() -> str:
+    """'CUB +x, Cars +y': the rebuttal's tuplet-margin SEC − none R@1 per dataset."""
+    reb = rebuttal_all()
+    t = reb[reb["table"] == "tml"].pivot_table(index="dataset", columns="setting", values="R@1")
+    return ", ".join(f"{ds} {t.loc[ds, 'sec'] - t.loc[ds, 'none']:+.2f}" for ds in t.index)
+
+
+def rebuttal_log10_var_ratio() -> float:
+    """The rebuttal's mean over losses of log10(train-norm variance with SEC / without) on Cars."""
+    v = rebuttal_variance()
+    return float(np.mean(np.log10(v["norm_var_sec"] / v["norm_var_none"])))

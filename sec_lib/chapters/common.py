@@ -11,7 +11,6 @@ from typing import Iterable, Sequence
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from ..runs import experiments as ex
 from .. import report
@@ -19,6 +18,7 @@ from ..params import Choice
 from ..reference import RETRIEVAL_METRICS, comparison_label
 from ..runs.store import load_runs, run_key
 from ..runs.tier import store_for
+from ..report.claims import mde_from_ci as _mde_from_ci
 
 NORM_METRICS = ("test_norm_var", "train_norm_var")
 #: Regularised variant -> how the page names the paired comparison against ``none``.
@@ -138,13 +138,8 @@ def name_means(diffs: pd.DataFrame, a: str, b: str) -> pd.DataFrame:
 
 
 def mde_from_ci(lo, hi, n) -> float:
-    """:func:`sec_lib.report.min_detectable_effect` of a Student-t interval ``[lo, hi]`` of ``n`` values
-    (95%): the interval's half-width is ``t_crit · sd / sqrt(n)``, so the SD is recovered exactly."""
-    if n is None or not np.isfinite(n) or n < 2 or not (np.isfinite(lo) and np.isfinite(hi)) or hi <= lo:
-        return math.nan
-    n = int(n)
-    sd = (hi - lo) / 2.0 * math.sqrt(n) / float(stats.t.ppf(0.5 + report.VERDICT_RULES.level / 2.0, n - 1))
-    return report.min_detectable_effect(sd, n, report.VERDICT_RULES.alpha, report.VERDICT_RULES.power)
+    """:func:`sec_lib.report.claims.mde_from_ci` at the rules' α (the one statement of that arithmetic)."""
+    return _mde_from_ci(lo, hi, n)
 
 
 def with_verdict(diffs: pd.DataFrame, expected_sign, margin: float | None = None,
@@ -282,8 +277,7 @@ def verdict_row_of(est: dict, expected_sign: int, margin=None, n_counts: str = "
     ``ci_hi``, ``n``, ``p_value``): the family of one until :func:`one_family` adjusts it. A zero-width
     interval (zero spread) carries no test: p NaN, like :func:`sec_lib.report.verdict_row`."""
     lo, hi, n = est.get("ci_lo", math.nan), est.get("ci_hi", math.nan), est.get("n", 0)
-    usable = lo is not None and hi is not None and np.isfinite(lo) and np.isfinite(hi) and \
-        hi - lo > 1e-9 * max(abs(lo), abs(hi))
+    usable = report.usable_interval(lo, hi)
     p = float(est.get("p_value", math.nan)) if usable else math.nan
     mde = mde_from_ci(lo, hi, n) if usable else math.nan
     row = {"estimate": est.get("estimate", math.nan), "ci_lo": lo if usable else math.nan,

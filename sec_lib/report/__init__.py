@@ -36,7 +36,8 @@ from .multiplicity import adjust_family, holm
 from .power import min_detectable_effect
 from .verdicts import (
     MARGINS, N_COUNTS, PRIMARY_METRIC, ROW_COLUMNS, SECONDARY_METRICS, VERDICT_RULES, VERDICTS, VerdictRules,
-    claim_margin, equivalence_p, margin_for, margin_table, metric_role, verdict, verdict_row, verdict_table,
+    claim_margin, equivalence_p, margin_for, margin_table, metric_role, usable_interval, verdict, verdict_row,
+    verdict_table,
 )
 
 __all__ = [
@@ -62,6 +63,7 @@ __all__ = [
     "verdict",
     "verdict_table",
     "equivalence_p",
+    "usable_interval",
     "claim_margin",
     "DEFAULT_METRICS",
     "format_ci",

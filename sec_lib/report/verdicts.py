@@ -140,6 +140,20 @@ def equivalence_p(estimate, ci_lo, ci_hi, n, margin, level: float | None = None)
     return max(p_low, p_high)
 
 
+def usable_interval(lo, hi, n=None) -> bool:
+    """Whether ``[lo, hi]`` is an interval a verdict can use: both bounds finite, a spread wider than
+    float rounding (1e-9 of the bounds' size) and, when ``n`` is given, at least 2 values behind it.
+    The one statement of this rule (:func:`verdict`, the claims' records and the pages use it)."""
+    if _is_missing(lo) or _is_missing(hi):
+        return False
+    lo, hi = float(lo), float(hi)
+    if not (np.isfinite(lo) and np.isfinite(hi)):
+        return False
+    if n is not None and not _is_missing(n) and float(n) < 2:
+        return False
+    return (hi - lo) > 1e-9 * max(abs(lo), abs(hi))
+
+
 def _passes(p) -> bool:
     """A decisive word's multiplicity gate: no adjusted p given (None/NaN), or one below alpha."""
     return _is_missing(p) or float(p) < VERDICT_RULES.alpha
@@ -206,7 +220,7 @@ def verdict(estimate, ci_lo, ci_hi, expected_sign: int = +1, margin=None, n=None
         tol = 1e-9 * max(1.0, abs(d))
         if not (lo - tol <= d <= hi + tol):
             raise ValueError(f"estimate ({d}) must lie inside [ci_lo, ci_hi] = [{lo}, {hi}]")
-    usable = has_ci and (hi - lo) > 1e-9 * max(abs(lo), abs(hi)) and (n is None or n >= 2)
+    usable = has_ci and usable_interval(lo, hi, n)
     if not usable:
         return VERDICT_RULES.single_run_max
 

@@ -1,0 +1,275 @@
+"""Claims as records: a :class:`Claim` is defined once, by the page that shows its evidence, and
+:func:`decide` turns a page's claims into :class:`ClaimRecord` s, one decision path for every page.
+
+A claim's ``estimate(ev)`` computes our number from an evidence object (anything with
+``runs(chapter)``; the book's is :class:`sec_lib.chapters.evidence.Evidence`) and returns a dict:
+``estimate, ci_lo, ci_hi, n, p_value`` and optionally ``note``, ``mde`` and, when the page already
+tested the comparison inside a family of its own (the compare page's R@1 rows, the μ page's table),
+``p_adj`` and ``m`` of that family, or a ``verdict`` that the page's own rule gave (Q9's range of η).
+Every other claim is Holm-adjusted within its declared ``family`` (by default: the claims of its
+page) and judged by :func:`sec_lib.report.verdict`. The record is what every page shows: the claims
+page collects the records, and a page that states a claim's verdict renders that record
+(:func:`badge`), so a claim carries one verdict everywhere.
+"""
+from __future__ import annotations
+
+import html as _html
+import math
+from dataclasses import asdict, dataclass, field, replace
+from typing import Callable, Sequence
+
+import numpy as np
+from scipy import stats
+
+from .multiplicity import holm
+from .power import min_detectable_effect
+from .verdicts import (N_COUNTS, PRIMARY_METRIC, VERDICT_RULES, claim_margin, equivalence_p, margin_for,
+                       usable_interval, verdict)
+
+#: Units whose estimates are shown with three decimals (the rest with two).
+FINE_UNITS = ("r", "η²", "CV", "slope", "log10 ratio", "log ratio", "decades")
+_SIGN_WORD = {1: "increase", -1: "decrease", 0: "no change"}
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One claim of the paper or question of the review, as the page that owns it defines it.
+
+    ``page``: the owning page (its evidence is at ``<page>.html``, or ``link`` when given);
+    ``family``: the Holm family it is adjusted in (default: its page's claims); ``paper``: the paper's
+    number, a string, or a callable computing it from ``data/reference``; ``n_counts``: what n counts
+    (:data:`sec_lib.report.N_COUNTS`); ``same_runs_as``: the id of a claim whose runs it reuses (it is
+    then not counted again in the tally); ``target``: a value the interval must contain to be
+    *reproduced* (Q7a's slope −1); ``margin``: the equivalence margin (default: R@1's for ``unit`` "pp")."""
+    id: str
+    claim: str
+    estimate: Callable
+    expected_sign: int
+    page: str
+    source: str = ""
+    measured: str = ""
+    unit: str = "pp"
+    paper: object = None
+    family: str = ""
+    link: str = ""
+    n_counts: str = "seeds"
+    same_runs_as: str = ""
+    target: float = math.nan
+    margin: float | None = None
+
+    def __post_init__(self):
+        if int(self.expected_sign) not in (-1, 0, 1):
+            raise ValueError(f"claim {self.id!r}: expected_sign must be -1, 0 or +1, got {self.expected_sign!r}")
+        if self.n_counts not in N_COUNTS:
+            raise ValueError(f"claim {self.id!r}: n_counts must be one of {list(N_COUNTS)}, got {self.n_counts!r}")
+        if not callable(self.estimate):
+            raise ValueError(f"claim {self.id!r}: estimate must be a function of the evidence")
+
+    @property
+    def href(self) -> str:
+        return self.link or f"{self.page}.html"
+
+    @property
+    def family_name(self) -> str:
+        return self.family or f"{self.page} page"
+
+    def margin_value(self):
+        if self.margin is not None:
+            return self.margin
+        return margin_for(PRIMARY_METRIC) if self.unit == "pp" else None
+
+
+@dataclass(frozen=True)
+class ClaimRecord:
+    """A claim decided on the evidence: what every page shows for it."""
+    id: str
+    statement: str
+    page: str
+    href: str
+    family: str
+    unit: str
+    expected_sign: int
+    estimate: float
+    ci_lo: float
+    ci_hi: float
+    n: int | None
+    n_counts: str
+    p_value: float
+    p_adj: float
+    m: int
+    mde: float
+    verdict: str
+    tier: str = ""
+    paper: object = None
+    note: str = ""
+    source: str = ""
+    measured: str = ""
+    same_runs_as: str = ""
+    margin: float | None = None
+    extra: dict = field(default_factory=dict)
+
+    def as_dict(self) -> dict:
+        d = asdict(self)
+        d.pop("extra")
+        return {**d, **self.extra}
+
+    @property
+    def digits(self) -> int:
+        return 3 if self.unit in FINE_UNITS else 2
+
+    @property
+    def evidence(self) -> str:
+        """'estimate [lo, hi]' (or the estimate alone, or 'no evidence')."""
+        if self.estimate is None or not np.isfinite(self.estimate):
+            return "no evidence"
+        d = self.digits
+        if not (np.isfinite(self.ci_lo) and np.isfinite(self.ci_hi)):
+            return f"{self.estimate:+.{d}f}"
+        return f"{self.estimate:+.{d}f} [{self.ci_lo:+.{d}f}, {self.ci_hi:+.{d}f}]"
+
+
+def mde_from_ci(lo, hi, n, alpha: float | None = None) -> float:
+    """:func:`sec_lib.report.min_detectable_effect` of a Student-t interval ``[lo, hi]`` of ``n`` values
+    (at the rules' level): the half-width is ``t_crit · sd / sqrt(n)``, so the SD is recovered exactly.
+    ``alpha``: the test's level (default the rules' α; pass the level the verdict uses, e.g. α/m)."""
+    if n is None or not np.isfinite(n) or n < 2 or not usable_interval(lo, hi, n):
+        return math.nan
+    n = int(n)
+    sd = (hi - lo) / 2.0 * math.sqrt(n) / float(stats.t.ppf(0.5 + VERDICT_RULES.level / 2.0, n - 1))
+    return min_detectable_effect(sd, n, VERDICT_RULES.alpha if alpha is None else alpha, VERDICT_RULES.power)
+
+
+def from_row(row, note: str = "") -> dict:
+    """A row of a page's Holm family (``estimate``/``diff``, ``ci_lo``, ``ci_hi``, ``n``/``n_pairs``,
+    ``p_value``, ``p_adj``, ``m``, ``mde``, ``verdict``) as a claim's estimate: the claim then carries
+    exactly the verdict the page's own table shows."""
+    r = dict(row)
+    out = {"estimate": r["estimate"] if "estimate" in r else r["diff"], "ci_lo": r["ci_lo"], "ci_hi": r["ci_hi"],
+           "n": r["n"] if "n" in r else r.get("n_pairs"), "p_value": r["p_value"]}
+    for k in ("p_adj", "m", "p_eq_adj", "mde", "verdict"):
+        if k in r and r[k] is not None and not (isinstance(r[k], float) and math.isnan(r[k]) and k == "verdict"):
+            out[k] = r[k]
+    if note:
+        out["note"] = note
+    return out
+
+
+def _paper_value(p):
+    try:
+        return p() if callable(p) else p
+    except (FileNotFoundError, KeyError, IndexError):
+        return None
+
+
+def _number(x) -> float:
+    return math.nan if x is None else float(x)
+
+
+def decide(claims: Sequence[Claim], ev, tier_of: Callable | None = None) -> list[ClaimRecord]:
+    """The records of ``claims`` on the evidence ``ev``, in the given order.
+
+    Each estimate is computed once. A claim whose estimate gives no ``verdict`` and no ``p_adj`` is
+    Holm-adjusted with the others of its ``family`` among ``claims`` (its test and its equivalence
+    test); its detectable effect is given at the strictest level of that family, α/m. ``tier_of``:
+    a function returning which tier each claim's estimate was read from (the evidence object tells).
+    An estimate that raises ``KeyError`` (no runs for it) gives a claim without evidence."""
+    raw = []
+    for c in claims:
+        if hasattr(ev, "touched"):
+            ev.touched.clear()
+        try:
+            e = dict(c.estimate(ev))
+        except KeyError as err:
+            e = {"note": str(err).strip("\"'")}
+        e["tier"] = tier_of() if tier_of is not None else ""
+        raw.append(e)
+    fams: dict[str, list[int]] = {}
+    for i, (c, e) in enumerate(zip(claims, raw)):
+        if "verdict" not in e and "p_adj" not in e:
+            fams.setdefault(c.family_name, []).append(i)
+    adj = {}
+    for name, idx in fams.items():
+        ps = [(_number(raw[i].get("p_value")) if _usable(raw[i]) else math.nan) for i in idx]
+        peq = [equivalence_p(_number(raw[i].get("estimate")), _number(raw[i].get("ci_lo")),
+                             _number(raw[i].get("ci_hi")), raw[i].get("n"),
+                             claim_margin(claims[i].margin_value(), int(claims[i].expected_sign))) for i in idx]
+        pa, pea = holm(np.asarray(ps, float)), holm(np.asarray(peq, float))
+        m = int(np.isfinite(pa).sum())
+        for k, i in enumerate(idx):
+            adj[i] = (float(pa[k]), float(pea[k]), m)
+    return [_record(c, e, adj.get(i)) for i, (c, e) in enumerate(zip(claims, raw))]
+
+
+def _usable(e: dict) -> bool:
+    return usable_interval(e.get("ci_lo"), e.get("ci_hi"), e.get("n"))
+
+
+def _record(c: Claim, e: dict, adj) -> ClaimRecord:
+    est, lo, hi = _number(e.get("estimate")), _number(e.get("ci_lo")), _number(e.get("ci_hi"))
+    n = e.get("n")
+    n = None if n is None or (isinstance(n, float) and math.isnan(n)) else int(n)
+    usable = _usable(e)
+    p = _number(e.get("p_value")) if usable else math.nan
+    if "verdict" in e:                          # the page's own rule decided (and adjusted) it
+        v, p_adj, m = e["verdict"], _number(e.get("p_adj", p)), int(e.get("m", 1))
+    elif adj is None:                           # tested in the page's family: its adjusted p
+        p_adj, m = _number(e["p_adj"]), int(e.get("m", 1))
+        v = verdict(est, lo, hi, c.expected_sign, c.margin_value(), n=n, p_adj=p_adj,
+                    p_eq_adj=e.get("p_eq_adj"))
+    else:
+        p_adj, p_eq_adj, m = adj
+        v = verdict(est, lo, hi, c.expected_sign, c.margin_value(), n=n, p_adj=p_adj, p_eq_adj=p_eq_adj)
+    if np.isfinite(c.target) and v == "reproduced" and not (lo <= c.target <= hi):
+        v = "not reproduced"                    # the right sign, but not the predicted law
+    mde = _number(e["mde"]) if "mde" in e else mde_from_ci(lo, hi, n, VERDICT_RULES.alpha / max(m, 1))
+    known = {"estimate", "ci_lo", "ci_hi", "n", "p_value", "p_adj", "m", "mde", "verdict", "note", "tier", "p_eq_adj"}
+    return ClaimRecord(id=c.id, statement=c.claim, page=c.page, href=c.href, family=c.family_name, unit=c.unit,
+                       expected_sign=int(c.expected_sign), estimate=est, ci_lo=lo if usable else math.nan,
+                       ci_hi=hi if usable else math.nan, n=n, n_counts=c.n_counts, p_value=p, p_adj=p_adj, m=m,
+                       mde=mde, verdict=v, tier=str(e.get("tier") or ""), paper=_paper_value(c.paper),
+                       note=str(e.get("note") or ""), source=c.source, measured=c.measured,
+                       same_runs_as=c.same_runs_as, margin=c.margin_value(),
+                       extra={k: v for k, v in e.items() if k not in known})
+
+
+def with_tier(records: Sequence[ClaimRecord], tier: str) -> list[ClaimRecord]:
+    return [replace(r, tier=tier) for r in records]
+
+
+def anchor(claim_id: str) -> str:
+    """The id of a claim's row on the claims page."""
+    return f"claim-{claim_id}"
+
+
+def badge(r: ClaimRecord, claims_page: str = "claims.html") -> str:
+    """The claim's id and verdict as a link to its row on the claims page; the one way a page states a
+    claim's verdict (``data-claim`` / ``data-verdict`` let a test check every page against the others)."""
+    v = _html.escape(r.verdict)
+    return (f'<a class="claim-ref verdict-{r.verdict.replace(" ", "-")}" href="{claims_page}#{anchor(r.id)}" '
+            f'data-claim="{_html.escape(r.id)}" data-verdict="{v}">{_html.escape(r.id)}: <b>{v}</b></a>')
+
+
+def _p_text(p) -> str:
+    return "" if p is None or not np.isfinite(p) else f"{p:.2g}"
+
+
+def box(records: Sequence[ClaimRecord], claims_page: str = "claims.html") -> str:
+    """The claims a page decides, one line each: badge, statement, estimate [interval] with unit,
+    adjusted p over the family, the smallest effect the design could detect, n, tier."""
+    if not records:
+        return "<p>This page decides no claim.</p>"
+    items = []
+    for r in records:
+        det = f"; could detect ≥ {r.mde:.{r.digits}f}" if np.isfinite(r.mde) else ""
+        p = f"; Holm-adjusted p = {_p_text(r.p_adj)} over {r.m} in the family <i>{_html.escape(r.family)}</i>" \
+            if np.isfinite(r.p_adj) else ""
+        n = f"; n = {r.n} {r.n_counts}" if r.n else ""
+        tier = f"; {r.tier} tier" if r.tier else ""
+        note = f"<br><small>{_html.escape(r.note)}</small>" if r.note else ""
+        items.append(f"<li>{badge(r, claims_page)}: {_html.escape(r.statement)}. Ours: "
+                     f"{_html.escape(r.evidence)} {_html.escape(r.unit)}{p}{det}{n}{tier}.{note}</li>")
+    return f'<ul class="claims-box">{"".join(items)}</ul>'
+
+
+def sign_word(expected_sign: int) -> str:
+    return _SIGN_WORD[int(expected_sign)]
