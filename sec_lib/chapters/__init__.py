@@ -28,7 +28,13 @@ class Page:
     source: str
     output: str
     params: dict = field(default_factory=dict)
-    chapters: tuple = ()          # the experiments.CHAPTERS whose runs it reads
+    chapters: tuple = ()          # the experiments.CHAPTERS whose runs it needs trained
+    reads: tuple | None = None    # the sweeps whose tier it shows (its evidence); None: ``chapters``
+
+    @property
+    def evidence_chapters(self) -> tuple:
+        """The sweeps whose tier this page shows (:func:`sec_lib.chapters.evidence.page_evidence`)."""
+        return self.chapters if self.reads is None else self.reads
 
 
 #: The train page once per main loss and variant (the main table's runs, seed 0).
@@ -37,7 +43,8 @@ TRAIN_PAGES = tuple(Page("train", f"runs/train_{loss}_{v}", {"loss": loss, "vari
 
 #: Every page of the book, in reading order.
 PAGES = (
-    Page("home", "home", chapters=tuple(ex.CHAPTERS)),     # the landing page (the claims tally reads every chapter)
+    Page("home", "home", chapters=tuple(ex.CHAPTERS),     # the landing page (the claims tally reads every chapter)
+         reads=("compare", "tuned")),
     Page("data", "data"),
     Page("theory", "theory"),
     Page("compare", "compare", chapters=("compare", "tuned", "selection", "beyond")),
@@ -57,7 +64,7 @@ PAGES = (
     Page("npair", "npair", chapters=("selection", "npair")),
     Page("face", "face", chapters=("selection", "face")),
     Page("fairness", "fairness", chapters=("compare",)),
-    Page("claims", "claims", chapters=tuple(ex.CHAPTERS)),
+    Page("claims", "claims", chapters=tuple(ex.CHAPTERS), reads=("compare",)),   # collects every page's claims
     Page("tiers", "tiers", chapters=("selection",)),
     Page("explore", "explore", chapters=("explore",)),
 )

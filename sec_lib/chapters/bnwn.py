@@ -10,6 +10,7 @@ import pandas as pd
 from .. import reference, report
 from ..report import summary_table, values_ci
 from . import profile_param
+from ..report.claims import Claim, from_row
 from ..figures.tables import fold_columns
 from .common import measures_text, name_means, one_family, paired, with_verdict
 
@@ -136,3 +137,32 @@ def page_reading(runs: pd.DataFrame, family: pd.DataFrame | None = None) -> str:
         out.append(f"\nEvery verdict on this page, in the paired table and here, comes from one Holm family of "
                    f"{int(fam['m'].iloc[0])} comparisons.")
     return "\n".join(out)
+
+
+# ------------------------------------------------------------------------------ the claims this page decides
+
+def page_family(ev) -> pd.DataFrame:
+    """:func:`bnwn_family` on the page's evidence, exactly as the page computes it."""
+    return ev.derived("bnwn_family", lambda: bnwn_family(ev.runs("bnwn")))
+
+
+def _head(head: str):
+    def estimate(ev) -> dict:
+        f = page_family(ev)
+        r = f[(f["head"] == head) & (f["metric"] == "R@1")] if len(f) else f
+        if not len(r):
+            raise KeyError(f"no {head} runs with and without SEC")
+        return from_row(r.iloc[0])
+    estimate.__name__ = f"bnwn_{head}"
+    return estimate
+
+
+CLAIMS = [
+    Claim(id="Q5a", claim="SEC with BatchNorm right before the l2-normalization hurts (rebuttal: collapse)",
+          source="review Q5; rebuttal Table 5", measured="R@1 SEC − none, head bn_before_norm, semihard",
+          expected_sign=-1, page="bnwn", estimate=_head("bn_before_norm"),
+          paper=lambda: reference.rebuttal_diff("bn_wn", "bn", "bn_wn", "bn+sec")),
+    Claim(id="Q5b", claim="SEC still helps with WeightNorm on the last layer", source="review Q5; rebuttal Table 5",
+          measured="R@1 SEC − none, head weightnorm, semihard", expected_sign=+1, page="bnwn",
+          estimate=_head("weightnorm"), paper=lambda: reference.rebuttal_diff("bn_wn", "wn", "bn_wn", "wn+sec")),
+]

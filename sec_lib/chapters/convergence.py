@@ -10,6 +10,7 @@ import pandas as pd
 from .. import report
 from ..report import pooled_diff
 from . import profile_param
+from ..report.claims import Claim, from_row
 from .common import check_cols, measures_text, name_means, one_family, paired, verdict_row_of, with_verdict
 
 #: The notebook's parameters (checked by ``sec_lib.params.notebook_params``).
@@ -229,3 +230,23 @@ def page_reading(reach: pd.DataFrame, family: dict | None = None) -> str:
             f"final R@1 by {measures_text(p, 1, 'iterations', detail, 't-test against 0')}: *SEC converges "
             f"faster*: **{p['verdict']}**.\n\nEvery verdict on this page comes from one Holm family of "
             f"{int(p['m'])} comparisons (the paired table and this average).")
+
+
+# ------------------------------------------------------------------------------ the claims this page decides
+
+def page_family(ev) -> dict:
+    """:func:`convergence_family` on the page's evidence, exactly as the page computes it."""
+    def compute():
+        f = ev.frames("convergence")
+        runs, evals, _ = splice_early(f.runs[f.runs["variant"].isin(["none", "sec"])], f.evals)
+        return convergence_family(reach_table(runs, evals), early_table(runs, evals))
+    return ev.derived("convergence_family", compute)
+
+
+CLAIMS = [
+    Claim(id="C3", claim="SEC converges faster", source="paper Sec. 4 (training curves)",
+          measured="iterations until test R@1 first reaches 90% of the run's final R@1, SEC − none, paired on seed, "
+                   "mean over the losses per seed (the convergence page's test)",
+          unit="iterations", expected_sign=-1, page="convergence",
+          estimate=lambda ev: from_row(page_family(ev)["pooled"].iloc[0])),
+]

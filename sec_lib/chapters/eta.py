@@ -11,6 +11,7 @@ from .. import report
 from ..figures import sweeps, widgets
 from ..report import summary_table, values_ci
 from . import profile_param
+from ..report.claims import Claim
 from .common import check_cols, measures_text, name_means, one_family, paired, with_verdict
 
 #: The notebook's parameters (checked by ``sec_lib.params.notebook_params``).
@@ -170,3 +171,40 @@ def eta_explorer(summary: pd.DataFrame, runs: pd.DataFrame, steps: pd.DataFrame,
     etas = sorted(float(e) for e in runs["eta"].unique())
     figs = [sweeps.eta_panel(summary, steps, runs, e, y=y) for e in etas]
     return widgets.slider_stack(figs, [f"{e:g}" for e in etas], description="η", dpi=dpi)
+
+
+# ------------------------------------------------------------------------------ the claims this page decides
+
+def page_family(ev) -> dict:
+    """:func:`eta_family` on the page's evidence, exactly as the page computes it."""
+    return ev.derived("eta_family", lambda: eta_family(ev.runs("eta")))
+
+
+def range_verdict(grid: pd.DataFrame) -> str:
+    """Q9's rule on the page's grid rows: *reproduced* when the η whose gain is reproduced span at least
+    a factor 10; *not reproduced* when none is and every η is *not reproduced*; else *inconclusive*."""
+    ok = grid[grid["verdict"] == "reproduced"]
+    if len(ok) and np.log10(ok["eta"].max() / ok["eta"].min()) >= 1.0:
+        return "reproduced"
+    if not len(ok) and len(grid) and (grid["verdict"] == "not reproduced").all():
+        return "not reproduced"
+    return "inconclusive"
+
+
+def _est_range(ev) -> dict:
+    g = page_family(ev)["grid"]
+    if not len(g):
+        raise KeyError("no η > 0 paired with η = 0")
+    ok = g[g["verdict"] == "reproduced"]
+    span = float(np.log10(ok["eta"].max() / ok["eta"].min())) if len(ok) else 0.0
+    return {"estimate": span, "ci_lo": np.nan, "ci_hi": np.nan, "n": int(g["n"].min()), "p_value": np.nan,
+            "mde": float(g["mde"].max()), "m": int(g["m"].max()), "verdict": range_verdict(g),
+            "note": range_sentence(g) + " Estimate: decades of η spanned (no interval)."}
+
+
+CLAIMS = [
+    Claim(id="Q9", claim="SEC helps over a wide range of η", source="review Q9; paper Fig. (η sensitivity)",
+          measured="the η > 0 of the grid at which R@1 − R@1 at η = 0 (mean over the losses per seed) is reproduced "
+                   "in the η page's Holm family; reproduced if they span ≥ 10× in η",
+          unit="decades", expected_sign=+1, page="eta", estimate=_est_range),
+]

@@ -175,3 +175,149 @@ def agreement_sentence(table: pd.DataFrame, names=("reference", "quick")) -> str
 def paper_eta(gains: pd.DataFrame) -> pd.DataFrame:
     """The main table's gains with their SEC rows named for the η they use (the paper's)."""
     return gains.assign(variant=gains["variant"].replace({"sec": "sec, paper's η"}))
+
+
+# ------------------------------------------------------------------------------------------- claims
+# One evidence object per page, and the claims each page owns: a page module's ``CLAIMS``
+# (:class:`sec_lib.report.claims.Claim`) are decided by :func:`page_records`, the one path by which
+# the page itself, the claims page and the landing page get a claim's verdict.
+
+class Evidence:
+    """The frames a page's claims draw on, per chapter, loaded once on first use.
+
+    ``Evidence(profile, tiers=True)`` loads each chapter from the tier :func:`evidence_profile` picks
+    for it alone (the reference tier where it holds every run of that chapter, else ``profile``);
+    :meth:`profile_of` says which, and :attr:`touched` collects the chapters read since it was last
+    cleared (a claim's record names the tier it was read from). ``Evidence.from_frames({chapter:
+    Frames}, profile)`` wraps hand-made frames (tests)."""
+    def __init__(self, profile=None, frames: dict | None = None, loader=None, root=None, tiers: bool = False):
+        self.profile = profile
+        self.root = root
+        self._frames = dict(frames or {})
+        self._derived = {}
+        self._from_store = loader is None
+        self.tier_of: dict = {}
+        self.touched: set = set()
+        self._tiers = tiers and loader is None and profile is not None
+        self._loader = loader if loader is not None else self._load
+        self.chapters: tuple = ()     # the sweeps of the page this evidence serves (page_evidence sets them)
+
+    def _load(self, chapter: str):
+        from .common import load
+        tp = evidence_profile(self.profile, (chapter,), self.root) if self._tiers else self.profile
+        self.tier_of[chapter] = tp
+        return load(chapter, tp, root=self.root)
+
+    @classmethod
+    def from_frames(cls, frames: dict, profile=None) -> "Evidence":
+        from .common import MissingChapter
+
+        def missing(ch):
+            raise MissingChapter(f"no frames for chapter {ch!r}; given: {sorted(frames)}")
+        return cls(profile, frames, loader=missing)
+
+    def profile_of(self, chapter: str):
+        """The profile (tier) whose runs ``chapter``'s frames hold."""
+        return self.tier_of.get(chapter, self.profile)
+
+    def frames(self, chapter: str):
+        self.touched.add(chapter)
+        if chapter not in self._frames:
+            # chapters that show the same runs (compare, convergence, instability: the main table) load once
+            same = [c for c in self._frames if self._from_store and ex.CHAPTERS.get(c) is ex.CHAPTERS.get(chapter)]
+            if same:
+                self._frames[chapter] = self._frames[same[0]]
+                self.tier_of[chapter] = self.profile_of(same[0])
+            else:
+                self._frames[chapter] = self._loader(chapter)
+        return self._frames[chapter]
+
+    def runs(self, chapter: str) -> pd.DataFrame:
+        return self.frames(chapter).runs
+
+    def table(self, chapter: str, name: str) -> pd.DataFrame:
+        return getattr(self.frames(chapter), name)
+
+    def derived(self, name: str, fn):
+        """``fn()`` computed once per Evidence under ``name`` (per-run tables shared by several claims)."""
+        if name not in self._derived:
+            self._derived[name] = fn()
+        return self._derived[name]
+
+    def tier_label(self) -> str:
+        """The tier this evidence reads: its profile when fixed (a page's evidence), else the tiers of the
+        chapters touched since :attr:`touched` was last cleared, joined by '/'."""
+        if not self._tiers:
+            return "" if self.profile is None else str(self.profile)
+        return "/".join(sorted({str(self.profile_of(ch)) for ch in self.touched if self.profile_of(ch) is not None}))
+
+
+#: The pages whose modules own claims (``sec_lib.chapters.<page>.CLAIMS``), in the book's order; the
+#: claims page owns the norm-by-class questions (Q10a-c).
+def claim_pages() -> tuple:
+    from . import PAGE_NAMES
+    return tuple(p for p in PAGE_NAMES if getattr(_page_module(p), "CLAIMS", None))
+
+
+def _page_module(page: str):
+    import importlib
+    return importlib.import_module(f"{__package__}.{page}")
+
+
+def page_claims(page: str) -> list:
+    """The :class:`~sec_lib.report.claims.Claim` s that ``page`` owns."""
+    return list(getattr(_page_module(page), "CLAIMS", ()))
+
+
+def page_records(page: str, ev: Evidence) -> list:
+    """The records of the claims ``page`` owns, decided on ``ev``
+    (:func:`sec_lib.report.claims.decide`: Holm within each declared family)."""
+    from ..report.claims import decide
+    return decide(page_claims(page), ev, tier_of=ev.tier_label)
+
+
+_PAGE_EVIDENCE: dict = {}
+
+
+def page_of(name: str):
+    """The :class:`~sec_lib.chapters.Page` of page ``name`` (its first entry in ``PAGES``)."""
+    from . import PAGE_NAMES, PAGES
+    for p in PAGES:
+        if p.source == name:
+            return p
+    raise ValueError(f"unknown page {name!r}; pages: {list(PAGE_NAMES)}")
+
+
+def page_evidence(page: str, profile: str, root=None, tier: str | None = None) -> Evidence:
+    """The one evidence object of ``page``: the tier it shows (:func:`evidence_profile` over the sweeps
+    the page reads, declared once in ``PAGES``), its store, and each sweep's frames loaded once.
+    The same object (per process) serves the page itself and every other page that shows its claims,
+    so a claim is decided on the same runs wherever it appears. ``tier``: read that tier instead (the
+    claims page sets the quick tier beside the reference one)."""
+    key = (page, profile, None if root is None else str(root), tier)
+    if key not in _PAGE_EVIDENCE:
+        chapters = page_of(page).evidence_chapters
+        ev = Evidence(tier or evidence_profile(profile, chapters, root), root=root)
+        ev.chapters = chapters
+        _PAGE_EVIDENCE[key] = ev
+    return _PAGE_EVIDENCE[key]
+
+
+def claim_records(profile: str, root=None, pages=None, tier: str | None = None) -> list:
+    """The records of every claim of the book (or of ``pages``), sorted by id, each decided by the page
+    that owns it on that page's evidence (:func:`page_evidence`; ``tier`` forces one tier for all)."""
+    recs = [r for p in (pages or claim_pages()) for r in page_records(p, page_evidence(p, profile, root, tier))]
+    return sorted(recs, key=lambda r: claim_sort_key(r.id))
+
+
+def claim_sort_key(cid: str):
+    """C1 < C4 < C4a < C4v < C5 < Q1 < Q2 < Q8a < Q8a-r < Q10a (letter, number, suffix)."""
+    import re
+    m = re.match(r"([A-Z]+)(\d+)(.*)", cid)
+    return (m.group(1), int(m.group(2)), m.group(3)) if m else (cid, 0, "")
+
+
+def claims_box(page: str, profile: str, root=None) -> str:
+    """HTML: the claims ``page`` decides, each with its verdict badge linking to the claims page."""
+    from ..report.claims import box
+    return box(page_records(page, page_evidence(page, profile, root)))

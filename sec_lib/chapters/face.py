@@ -8,8 +8,8 @@ import pandas as pd
 
 from ..runs import experiments as ex
 from . import profile_param
-from . import review
-from .review import family_rows, loss_claim, means_table, sec_rows, verdict_sentence, wide_means
+from ..report.claims import Claim
+from .review import family_rows, means_table, row_claim, sec_rows, verdict_sentence, wide_means
 
 #: The notebook's parameters (checked by ``sec_lib.params.notebook_params``).
 PARAMS = profile_param()
@@ -45,19 +45,18 @@ def verdict(runs: pd.DataFrame) -> str:
                      for r in verdict_rows(runs).to_dict("records"))
 
 
-#: Claims for the claims page: Q8c replaces the old "not testable offline" face row (glyphs, not faces);
-#: Q8d (CosFace) keeps its id and now reads this page's runs (the same runs as the compare page's "beyond").
+def page_family(ev) -> pd.DataFrame:
+    """:func:`verdict_rows` on the page's evidence."""
+    return ev.derived("face_family", lambda: verdict_rows(ev.runs(CHAPTER)))
+
+
+#: The claims this page decides: Q8c (ArcFace) and Q8d (CosFace), on glyph retrieval rather than faces.
 CLAIMS = [
-    dict(id="Q8c", claim="SEC helps ArcFace, a face-recognition loss, here on glyph retrieval rather than faces",
-         source="review Q8; meta-review (face recognition); paper Sec. 4.3",
-         measured="R@1 SEC (η chosen on held-out classes) − none, ArcFace (s = 30, m = 0.5), paired on seed",
-         unit="pp", expected_sign=+1, estimate=loss_claim(CHAPTER, "arcface"), paper=None, link="face.html"),
-    dict(id="Q8d", claim="SEC helps a cosine-softmax loss (CosFace), here on glyph retrieval rather than faces",
-         source="review Q8; paper Sec. 4.3", measured="R@1 SEC (η chosen on held-out classes) − none, CosFace, "
-         "paired on seed", unit="pp", expected_sign=+1, estimate=loss_claim(CHAPTER, "cosface"), paper=None,
-         link="face.html"),
+    Claim(id="Q8c", claim="SEC helps ArcFace, a face-recognition loss, here on glyph retrieval rather than faces",
+          source="review Q8; meta-review (face recognition); paper Sec. 4.3",
+          measured="R@1 SEC (η chosen on held-out classes) − none, ArcFace (s = 30, m = 0.5), paired on seed",
+          expected_sign=+1, page="face", estimate=row_claim(page_family, loss="arcface")),
+    Claim(id="Q8d", claim="SEC helps a cosine-softmax loss (CosFace), here on glyph retrieval rather than faces",
+          source="review Q8; paper Sec. 4.3", measured="R@1 SEC (η chosen on held-out classes) − none, CosFace, "
+          "paired on seed", expected_sign=+1, page="face", estimate=row_claim(page_family, loss="cosface")),
 ]
-
-
-def claim_rows(ev) -> list[dict]:
-    return review.claim_rows(ev, CLAIMS)

@@ -27,7 +27,9 @@ from .. import report
 from ..data.fonts import instance_attributes
 from ..runs.train import load_data
 from . import profile_param
+from ..report.claims import Claim
 from . import review
+from .review import row_claim
 from .common import MAIN_CHAPTER, MissingChapter, check_cols, measures_text
 
 #: The notebook's parameters (checked by ``sec_lib.params.notebook_params``).
@@ -217,31 +219,25 @@ def _stats_of(ev) -> pd.DataFrame:
     return per_run(runs, tn, test_attributes(profile))
 
 
-def _claim(col: str, a, b, sign: int, absolute: bool = False):
-    def estimate(ev) -> dict:
-        stats = ev.derived("fairness_per_run", lambda: _stats_of(ev)) if hasattr(ev, "derived") else _stats_of(ev)
-        return report.verdict_row(seed_values(stats, col, a, b, absolute), sign)
-    estimate.__name__ = f"fairness_{col}_{a}_{b}"
-    return estimate
+def page_family(ev) -> pd.DataFrame:
+    """:func:`verdict_rows` on the page's evidence (per-run statistics of :func:`per_run`)."""
+    return ev.derived("fairness_family", lambda: verdict_rows(_stats_of(ev)))
 
 
-#: Claims for the claims page (new rows beside Q10a-c, which test the class as the attribute).
+#: The claims this page decides (beside Q10a-c, which test the class as the attribute).
 CLAIMS = [
-    dict(id="Q10d", claim="Unregularized norms differ by font design (serif / sans / monospace / script)",
-         source="meta-review (fairness)", measured="within-class η² of norm/mean norm by font design minus its "
-         "shuffled value, runs without SEC, mean over the 4 losses per seed", unit="η²", expected_sign=+1,
-         estimate=_claim("eta2_excess", None, "none", +1), paper=None, link="fairness.html"),
-    dict(id="Q10e", claim="SEC removes the font-design dependence of the norms", source="meta-review (fairness)",
-         measured="excess η² by font design, SEC − none, paired on seed", unit="η²", expected_sign=-1,
-         estimate=_claim("eta2_excess", "none", "sec", -1), paper=None, link="fairness.html"),
-    dict(id="Q10f", claim="Unregularized norms are smaller in harder classes", source="meta-review (fairness)",
-         measured="Spearman r of class mean relative norm with class difficulty, runs without SEC", unit="r",
-         expected_sign=-1, estimate=_claim("difficulty_r", None, "none", -1), paper=None, link="fairness.html"),
-    dict(id="Q10g", claim="SEC does not change who is served worse (accuracy gap between font designs)",
-         source="meta-review (fairness)", measured="largest within-class hit@1 gap between font designs, SEC − none",
-         unit="pp", expected_sign=0, estimate=_claim("hit_gap", "none", "sec", 0), paper=None, link="fairness.html"),
+    Claim(id="Q10d", claim="Unregularized norms differ by font design (serif / sans / monospace / script)",
+          source="meta-review (fairness)", measured="within-class η² of norm/mean norm by font design minus its "
+          "shuffled value, runs without SEC, mean over the 4 losses per seed", unit="η²", expected_sign=+1,
+          page="fairness", estimate=row_claim(page_family, statistic="eta2_excess", variant="none")),
+    Claim(id="Q10e", claim="SEC removes the font-design dependence of the norms", source="meta-review (fairness)",
+          measured="excess η² by font design, SEC − none, paired on seed", unit="η²", expected_sign=-1,
+          page="fairness", estimate=row_claim(page_family, statistic="eta2_excess", variant="sec − none")),
+    Claim(id="Q10f", claim="Unregularized norms are smaller in harder classes", source="meta-review (fairness)",
+          measured="Spearman r of class mean relative norm with class difficulty, runs without SEC", unit="r",
+          expected_sign=-1, page="fairness", estimate=row_claim(page_family, statistic="difficulty_r", variant="none")),
+    Claim(id="Q10g", claim="SEC does not change who is served worse (accuracy gap between font designs)",
+          source="meta-review (fairness)", measured="largest within-class hit@1 gap between font designs, SEC − none",
+          unit="pp", expected_sign=0, page="fairness",
+          estimate=row_claim(page_family, statistic="hit_gap", variant="sec − none")),
 ]
-
-
-def claim_rows(ev) -> list[dict]:
-    return review.claim_rows(ev, CLAIMS)

@@ -16,7 +16,7 @@ from ..reference import PAPER_DATASETS
 from . import profile_param
 from .common import MAIN_CHAPTER, load, order_rows
 from ..report import fmt_metric
-from .compare import main_table, sec_gain
+from .compare import sec_gain
 
 #: The notebook's parameters (checked by ``sec_lib.params.notebook_params``).
 PARAMS = profile_param()
@@ -60,8 +60,20 @@ def primary_estimate(runs: pd.DataFrame) -> dict:
 
 
 def primary(profile, root=None) -> dict:
-    """:func:`primary_estimate` on the ``tuned`` runs of the tier the page reads."""
-    return primary_estimate(load("tuned", profile, tables=(), root=root).runs)
+    """The primary test as the compare page decides it (claim C4v, :func:`primary_estimate` on that page's
+    evidence): ``estimate, ci_lo, ci_hi, n, p_value`` and the ``record``."""
+    from .evidence import page_evidence, page_records
+    rec = next(r for r in page_records("compare", page_evidence("compare", profile, root)) if r.id == "C4v")
+    return {"estimate": rec.estimate, "ci_lo": rec.ci_lo, "ci_hi": rec.ci_hi, "n": rec.n, "p_value": rec.p_value,
+            "record": rec}
+
+
+def primary_badge(e: dict) -> str:
+    """HTML: the primary test's claim id and verdict (its record's badge), with the tier it was read from."""
+    from ..report.claims import badge
+    r = e["record"]
+    return (f"<p>The primary test is claim {badge(r)} (Holm family: {r.family}; "
+            f"{r.tier or 'no'} tier; could detect ≥ {r.mde:.2f} points).</p>")
 
 
 def answer_sentence(e: dict, paper: pd.DataFrame) -> str:
@@ -89,30 +101,15 @@ def paper_headline(metric: str = "R@1", datasets=PAPER_DATASETS) -> pd.DataFrame
     return p
 
 
-def verdict_tally(profile, root=None) -> dict | None:
-    """The claims page's verdict tally ({verdict: count}), or None when it cannot be computed; each
-    claim is read from the tier that holds its chapter's runs, as on the claims page.
-
-    Calls only the claims page's public functions (``Evidence``, ``claims_table`` and, when it exists,
-    ``verdict_counts``) and otherwise counts the table's ``verdict`` column, so it survives changes to
-    that table's other columns.
-    """
+def verdict_tally(profile, root=None) -> dict:
+    """The scorecard's tally ({verdict: count} over the reference tier, and ``"quick tier only"``: the
+    rows with quick-tier evidence only), from the claims page's records; ``{"error": ...}`` when a
+    page's runs are missing."""
     from . import claims          # imported here: the claims page pulls in every chapter
     try:
-        ev = claims.Evidence(profile, root=root, tiers=True)
-        table = claims.claims_table(ev)
+        return claims.verdict_counts(claims.claims_frame(claims.records(profile, root)))
     except (KeyError, FileNotFoundError, ValueError) as e:     # a missing chapter's runs
         return {"error": str(e)}
-    counter = getattr(claims, "verdict_counts", None)
-    if counter is not None:
-        try:
-            return {k: int(v) for k, v in counter(table).items()}
-        except (KeyError, TypeError, AttributeError):
-            pass
-    if isinstance(table, pd.DataFrame) and "verdict" in table.columns:
-        c = table["verdict"].value_counts()
-        return {v: int(c.get(v, 0)) for v in (*report.VERDICTS, *[x for x in c.index if x not in report.VERDICTS])}
-    return None
 
 
 def _pp(x) -> str:
@@ -147,9 +144,13 @@ def headline_sentences(gains: pd.DataFrame, paper: pd.DataFrame, tally: dict | N
                   f"points over {paper['dataset'].nunique()} datasets")
         out.append(s + ".")
     if tally and "error" not in tally:
-        n = sum(tally.values())
-        out.append(f"Over all {n} claims and review questions on the scorecard, the verdicts are: "
-                   + ", ".join(f"**{k}** {v}" for k, v in tally.items() if v) + ".")
+        t = dict(tally)
+        quick = t.pop("quick tier only", 0)
+        s = (f"On the scorecard, the {sum(t.values())} bodies of evidence read from the reference tier give: "
+             + (", ".join(f"**{k}** {v}" for k, v in t.items() if v) or "none yet") + ".")
+        if quick:
+            s += f" {quick} more have quick-tier evidence only and are not counted."
+        out.append(s)
     elif tally and "error" in tally:
         out.append(f"The scorecard's verdict tally could not be computed here: {tally['error']}")
     else:

@@ -13,6 +13,7 @@ from ..report import pooled_diff, summary_table, values_ci
 from ..runs.store import run_key
 from ..runs.tier import store_for
 from . import profile_param
+from ..report.claims import Claim, from_row
 from .common import check_cols, measures_text, name_means, one_family, paired, verdict_row_of, with_verdict
 
 #: The notebook's parameters (checked by ``sec_lib.params.notebook_params``).
@@ -224,3 +225,36 @@ def page_reading(runs: pd.DataFrame, family: dict | None = None) -> str:
     return ("\n".join(lines) + f"\n\nEvery verdict on this page comes from one Holm family of {m} comparisons (the "
             "paired table and the EMA row; the best μ = 0 rows repeat rows of the paired table). The best μ = 0 "
             "weight was picked after the fact, which can only help μ = 0.")
+
+
+# ------------------------------------------------------------------------------ the claims this page decides
+
+def page_family(ev) -> dict:
+    """:func:`mu_family` on the page's evidence (runs labelled by :func:`label_mu`), as the page computes it."""
+    return ev.derived("mu_family", lambda: mu_family(label_mu(ev.runs("mu"), ev.profile_of("mu"), ev.root)))
+
+
+def _est_ema(ev) -> dict:
+    r = page_family(ev)["ema"].iloc[0]
+    return from_row(r, note=str(r["comparison"]))
+
+
+def _est_best_zero(ev) -> dict:
+    b = page_family(ev)["best"]
+    b = b[b["loss"] == "semihard"] if "semihard" in set(b["loss"]) else b
+    if not len(b):
+        raise KeyError("no μ = 0 setting paired with the batch mean")
+    r = b.iloc[0]
+    return from_row(r, note=f"{r['loss']}: batch mean − best μ = 0 ({r['best_zero']}, picked post hoc)")
+
+
+CLAIMS = [
+    Claim(id="Q1", claim="μ as the batch mean works as well as a running mean over the data",
+          source="review Q1; rebuttal Fig. 2",
+          measured="R@1 EMA (smallest ρ) − batch mean, mean over the losses per seed; equivalence within the margin",
+          expected_sign=0, page="mu", estimate=_est_ema),
+    Claim(id="Q2", claim="Toward the batch mean beats toward zero (L2, best η)", source="review Q2; rebuttal Table 2",
+          measured="R@1 batch-mean SEC − best μ = 0 setting (η picked post hoc, which favours μ = 0), semihard",
+          expected_sign=+1, page="mu", estimate=_est_best_zero,
+          paper=lambda: reference.rebuttal_diff("regularizers", "mu0", "regularizers", "sec", eta_a=0.005)),
+]

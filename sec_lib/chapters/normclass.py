@@ -12,7 +12,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from ..report import fmt_estimate, summary_table, values_ci
+from ..report import fmt_estimate, pooled_diff, summary_table, values_ci
+from ..report.claims import Claim
 from .common import check_cols
 
 
@@ -91,3 +92,48 @@ def difficulty_sentence(diff: pd.DataFrame) -> str:
             "but not whether its nearest neighbour is of the same class. Testing difficulty needs that per-sample hit "
             "(or the test embeddings) stored next to the norms, e.g. a `hit@1` column in the `test_norms` table "
             "written by `sec_lib.runs.train.finish`.")
+
+
+# ------------------------------------------------------------------------------ the claims (on the claims page)
+
+def _class_assoc(ev) -> pd.DataFrame:
+    return ev.derived("class_association",
+                      lambda: class_association(ev.runs("compare"), ev.table("compare", "test_norms")))
+
+
+def _est_class(ev) -> dict:
+    r = _class_assoc(ev)
+    out = values_ci(r.loc[r["variant"] == "none", "excess"])
+    out["note"] = "η² of test norm by class minus its chance value (k−1)/(N−1), runs without SEC"
+    return out
+
+
+def _est_class_sec(ev) -> dict:
+    return pooled_diff(_class_assoc(ev), "variant", "none", "sec", "excess")
+
+
+def _est_difficulty(ev) -> dict:
+    r = difficulty_association(ev.runs("compare"), ev.table("compare", "test_norms"))
+    out = values_ci(r.loc[r["variant"] == "none", "norm_hit_corr"])
+    if out["n"] == 0:
+        out["note"] = ("needs a per-sample retrieval hit (nearest neighbour of the same class) stored next to each "
+                       "test norm (test_norms column 'hit@1'); the store keeps norms and labels only")
+    return out
+
+
+_Q10 = "claims.html#question-10"
+#: Question 10 with the class as the attribute: decided and shown on the claims page.
+CLAIMS = [
+    Claim(id="Q10a", claim="Unregularized norms depend on the class", source="review Q10 (meta-review: fairness)",
+          measured="η² (share of test-norm variance between classes) minus its chance value, runs without SEC "
+                   "pooled across losses", unit="η²", expected_sign=+1, estimate=_est_class, page="claims",
+          link=_Q10, n_counts="runs pooled across losses"),
+    Claim(id="Q10b", claim="SEC reduces the class dependence of the norms", source="review Q10",
+          measured="excess η² SEC − none, mean over the 4 losses per seed", unit="η²", expected_sign=-1,
+          estimate=_est_class_sec, page="claims", link=_Q10),
+    Claim(id="Q10c", claim="Unregularized norms track difficulty: samples retrieved wrongly have smaller norms "
+                           "(as norm-as-confidence work such as Ranjan et al. 2017 suggests)", source="review Q10",
+          measured="correlation of the test norm with the sample's R@1 hit (1 = nearest neighbour of its class), "
+                   "runs without SEC pooled across losses", unit="r", expected_sign=+1,
+          n_counts="runs pooled across losses", estimate=_est_difficulty, page="claims", link=_Q10),
+]

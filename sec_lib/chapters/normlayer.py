@@ -8,6 +8,7 @@ import pandas as pd
 
 from ..report import summary_table, values_ci
 from . import profile_param
+from ..report.claims import Claim, from_row
 from .common import measures_text, name_means, one_family, paired, run_step_means, verdict_row_of, with_verdict
 
 #: The notebook's parameters (checked by ``sec_lib.params.notebook_params``).
@@ -102,3 +103,25 @@ def page_reading(runs: pd.DataFrame, steps: pd.DataFrame, family: dict | None = 
     out.append(f"\nEvery verdict on this page comes from one Holm family of {m} comparisons (the paired table "
                "and the slope).")
     return "\n".join(out)
+
+
+# ------------------------------------------------------------------------------ the claims this page decides
+
+def page_family(ev) -> dict:
+    """:func:`normlayer_family` on the page's evidence, exactly as the page computes it."""
+    return ev.derived("normlayer_family", lambda: normlayer_family(ev.runs("normlayer"), ev.table("normlayer", "steps")))
+
+
+def _est_normalize_gain(ev) -> dict:
+    d = page_family(ev)["diffs"]
+    r = d[(d["comparison"] == "SEC − none (normalize head)") & (d["metric"] == "R@1")] if len(d) else d
+    if not len(r):
+        raise KeyError("no normalize-head runs with and without SEC")
+    return from_row(r.iloc[0])
+
+
+CLAIMS = [
+    Claim(id="Q3", claim="SEC still helps when the network ends in a normalize layer", source="review Q3 (Reviewer 4)",
+          measured="R@1 SEC (on the pre-normalization features) − none, head 'normalize' (its own runs)",
+          expected_sign=+1, page="normlayer", estimate=_est_normalize_gain),
+]

@@ -16,6 +16,7 @@ from ..reference import SOURCES, VARIANT_NAMES
 from . import profile_param
 from .common import NORM_METRICS, order_rows, run_attrs, runs_frame
 from .compare import fmt_p, main_table, sec_gain
+from ..report.claims import Claim
 
 #: The notebook's parameters (checked by ``sec_lib.params.notebook_params``).
 PARAMS = profile_param()
@@ -319,3 +320,40 @@ def figure1_sentence(runs: pd.DataFrame, test_norms: pd.DataFrame) -> str:
     return (f"Without BN on the embedding, the final test norms spread with CV = {a:.3f} without SEC and {b:.3f} "
             f"with SEC (mean over {int(m.loc['none', 'count'])} seeds; SEC {'narrows' if b < a else 'does not narrow'} "
             f"the spread).")
+
+
+# ------------------------------------------------------------------------------ the claims this page decides
+
+def norm_cv(runs: pd.DataFrame) -> pd.Series:
+    """Coefficient of variation (std / mean) of the training-set norms of each run, from the stored
+    ``train_norm_var`` and ``train_norm_mean``: scale-free, unlike the variance, which shrinks with the
+    norms themselves."""
+    for col in ("train_norm_var", "train_norm_mean"):
+        if col not in runs.columns:
+            raise KeyError(f"the runs lack {col}, so the CV of the norms cannot be computed")
+    return np.sqrt(runs["train_norm_var"].astype(float)) / runs["train_norm_mean"].astype(float)
+
+
+def _est_norm_cv(ev) -> dict:
+    r = ev.runs("compare")
+    return report.pooled_diff(r.assign(train_norm_cv=norm_cv(r)), "variant", "none", "sec", "train_norm_cv",
+                              transform=np.log10)
+
+
+def _est_q4(ev) -> dict:
+    out = q4_correlation(ev.runs("compare"))
+    out["note"] = "Pearson r over the losses, per seed (norms.q4_correlation)"
+    return {k: v for k, v in out.items() if k not in ("per_seed", "definition")}
+
+
+CLAIMS = [
+    Claim(id="C1", claim="SEC lowers the relative spread (coefficient of variation) of the embedding norms",
+          source="paper Sec. 4 / Fig. 3; rebuttal (Cars train set)",
+          measured="log10(CV of the train norms with SEC / without), CV = std / mean, paired on seed, mean over the 4 "
+                   "losses (main-table runs); paper: the rebuttal's log10 variance ratio (no CV given)",
+          unit="log10 ratio", expected_sign=-1, estimate=_est_norm_cv, page="norms",
+          paper=reference.rebuttal_log10_var_ratio),
+    Claim(id="Q4", claim="Larger variance reductions give larger gains", source="review Q4; rebuttal variance numbers",
+          measured=Q4_DEFINITION, unit="r", expected_sign=+1, estimate=_est_q4, page="norms",
+          paper=q4_paper_correlation),
+]

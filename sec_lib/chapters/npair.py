@@ -13,8 +13,9 @@ import pandas as pd
 
 from ..runs import experiments as ex
 from . import profile_param
+from ..report.claims import Claim
 from . import review
-from .review import family_rows, loss_claim, means_table, sec_rows, verdict_sentence, wide_means
+from .review import family_rows, means_table, row_claim, sec_rows, verdict_sentence, wide_means
 
 #: The notebook's parameters (checked by ``sec_lib.params.notebook_params``).
 PARAMS = profile_param()
@@ -83,19 +84,20 @@ def verdict(runs: pd.DataFrame) -> str:
                      for r in rows.to_dict("records"))
 
 
-#: Claims for the claims page (new rows; Q8b, the tuplet margin loss, stays on the claims page).
+def page_family(ev) -> pd.DataFrame:
+    """:func:`verdict_rows` on the page's evidence."""
+    return ev.derived("npair_family", lambda: verdict_rows(ev.runs(CHAPTER)))
+
+
+#: The claims this page decides (Q8b, the tuplet margin loss, is the compare page's).
 CLAIMS = [
-    dict(id="Q11a", claim="SEC helps Sohn's inner-product N-pair loss with its l2 norm penalty (rebuttal's reading)",
-         source="review (reviewer 3, after the rebuttal)", measured="R@1 SEC − none, npair_ip_l2, paired on seed",
-         unit="pp", expected_sign=+1, estimate=loss_claim(CHAPTER, "npair_ip_l2"), paper=None, link="npair.html"),
-    dict(id="Q11b", claim="SEC helps the inner-product N-pair loss without a norm penalty",
-         source="review (reviewer 3)", measured="R@1 SEC − none, npair_ip, paired on seed",
-         unit="pp", expected_sign=+1, estimate=loss_claim(CHAPTER, "npair_ip"), paper=None, link="npair.html"),
-    dict(id="Q11c", claim="SEC helps the normalized N-pair loss (reviewer's reading; paper Eq. 3) at the selected η",
-         source="review (reviewer 3); paper Table 1", measured="R@1 SEC (η chosen on held-out classes) − none, npair",
-         unit="pp", expected_sign=+1, estimate=loss_claim(CHAPTER, "npair"), paper=None, link="npair.html"),
+    Claim(id="Q11a", claim="SEC helps Sohn's inner-product N-pair loss with its l2 norm penalty (rebuttal's reading)",
+          source="review (reviewer 3, after the rebuttal)", measured="R@1 SEC − none, npair_ip_l2, paired on seed",
+          expected_sign=+1, page="npair", estimate=row_claim(page_family, loss="npair_ip_l2")),
+    Claim(id="Q11b", claim="SEC helps the inner-product N-pair loss without a norm penalty",
+          source="review (reviewer 3)", measured="R@1 SEC − none, npair_ip, paired on seed",
+          expected_sign=+1, page="npair", estimate=row_claim(page_family, loss="npair_ip")),
+    Claim(id="Q11c", claim="SEC helps the normalized N-pair loss (reviewer's reading; paper Eq. 3) at the selected η",
+          source="review (reviewer 3); paper Table 1", measured="R@1 SEC (η chosen on held-out classes) − none, npair",
+          expected_sign=+1, page="npair", estimate=row_claim(page_family, loss="npair")),
 ]
-
-
-def claim_rows(ev) -> list[dict]:
-    return review.claim_rows(ev, CLAIMS)

@@ -10,6 +10,8 @@ import pandas as pd
 from .. import report
 from ..report import pooled_diff, summary_table
 from . import profile_param
+from ..report.claims import Claim, from_row
+from .. import reference
 from .common import (check_cols, measures_text, name_means, one_family, paired, run_step_means,
                      verdict_row_of, with_verdict)
 
@@ -146,3 +148,37 @@ def page_reading(family: dict) -> str:
     lines.append(f"\nEvery verdict on this page, in the tables above and here, comes from one Holm family of {m} "
                  "comparisons.")
     return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------ the claims this page decides
+
+def page_family(ev) -> dict:
+    """:func:`optim_family` on the page's evidence, exactly as the page computes it."""
+    return ev.derived("optim_family", lambda: optim_family(ev.runs("optim"), ev.table("optim", "steps")))
+
+
+def _row(table: str, optimizer: str, metric: str):
+    def estimate(ev) -> dict:
+        t = page_family(ev)[table]
+        r = t[(t["optimizer"] == optimizer) & (t["metric"] == metric)] if len(t) else t
+        if not len(r):
+            raise KeyError(f"no {optimizer} runs with and without SEC")
+        return from_row(r.iloc[0])
+    estimate.__name__ = f"optim_{table}_{optimizer}_{metric}"
+    return estimate
+
+
+CLAIMS = [
+    Claim(id="C2", claim="SEC makes the per-sample updates more balanced", source="paper Sec. 3.2",
+          measured="CV of the per-sample angle turned in a step (dtheta_cv, mean over training), SEC − none, mean "
+                   "over the losses per seed, under Adam", unit="CV", expected_sign=-1, page="optim",
+          estimate=_row("balance", "adam", "dtheta_cv")),
+    Claim(id="Q6a", claim="The norm imbalance still hurts under Adam (SEC helps)",
+          source="review Q6 (Reviewer 5, meta-review)",
+          measured="R@1 SEC − none under Adam (pilot-chosen lr), mean over the losses per seed; paper: Table 1 (Adam), mean",
+          expected_sign=+1, page="optim", estimate=_row("pooled", "adam", "R@1"),
+          paper=lambda: reference.paper_mean_gain(), same_runs_as="C4"),
+    Claim(id="Q6b", claim="SEC helps under SGD", source="review Q6 (not run in the paper)",
+          measured="R@1 SEC − none under SGD (pilot-chosen lr), mean over the losses per seed",
+          expected_sign=+1, page="optim", estimate=_row("pooled", "sgd", "R@1")),
+]

@@ -3,23 +3,19 @@ SEC − none paired on seed per loss, verdict rows and claim rows in the claims 
 
 One verdict per (loss, metric) comes from :func:`sec_lib.report.verdict_row` on the per-seed paired
 differences (SEC − none, same seed), and a page's rows form one family (:func:`sec_lib.report.adjust_family`,
-Holm). Claims are data: each chapter module holds ``CLAIMS`` (dicts with the keys of the claims page:
-id, claim, source, measured, unit, expected_sign, estimate, paper, link; ``estimate(ev)`` returns a
-verdict row computed from ``ev.runs(chapter)``) and :func:`claim_rows` turns them into the claims page's rows.
+Holm). Claims are data: each chapter module holds ``CLAIMS`` (:class:`sec_lib.report.claims.Claim`),
+whose estimates are rows of the page's own family (:func:`row_claim`).
 """
 from __future__ import annotations
 
-import math
 from typing import Sequence
 
-import numpy as np
 import pandas as pd
 
 from .. import report
+from ..report.claims import from_row
 from .common import check_cols, measures_text
 
-#: Keys of a claim definition (the claims page's CLAIMS entries).
-CLAIM_KEYS = ("id", "claim", "source", "measured", "unit", "expected_sign", "estimate", "paper", "link")
 
 
 def done(runs: pd.DataFrame) -> pd.DataFrame:
@@ -94,36 +90,16 @@ def verdict_sentence(row, what: str, claim: str, unit: str = "points") -> str:
             f"Verdict for *{claim}*: **{r['verdict']}**.")
 
 
-def claim_rows(ev, claims: Sequence[dict]) -> list[dict]:
-    """The claims page's rows (same keys as ``sec_lib.chapters.claims.claim_rows``) for ``claims``,
-    each estimate computed from ``ev`` (an object with ``runs(chapter)``, e.g. the claims page's Evidence)."""
-    rows = []
-    for c in claims:
-        missing = [k for k in ("id", "claim", "expected_sign", "estimate") if k not in c]
-        if missing:
-            raise ValueError(f"claim {c.get('id', '?')!r} lacks keys {missing}; keys: {list(CLAIM_KEYS)}")
-        e = c["estimate"](ev)
-        n = e.get("n")
-        paper = c.get("paper")
-        rows.append({"claim": c["id"], "text": c["claim"], "estimate": e.get("estimate"), "ci_lo": e.get("ci_lo"),
-                     "ci_hi": e.get("ci_hi"), "n": int(n) if n is not None and not _nan(n) else None,
-                     "paper": paper() if callable(paper) else paper, "link": c.get("link"),
-                     "expected_sign": c["expected_sign"], "source": c.get("source", ""),
-                     "measured": c.get("measured", ""), "unit": c.get("unit", ""),
-                     "p_value": e.get("p_value", math.nan), "note": e.get("note", "")})
-    return rows
-
-
-def _nan(x) -> bool:
-    return isinstance(x, float) and math.isnan(x)
-
-
-def loss_claim(chapter: str, loss: str, metric: str = "R@1", expected_sign: int = +1):
-    """An ``estimate(ev)`` for a claim: the verdict row of SEC − none of ``metric`` for ``loss``
-    in ``chapter``'s runs (a family of one; the claims page adjusts its own family)."""
+def row_claim(family, **match):
+    """An ``estimate(ev)`` for a claim the page decides: the row of the page's Holm family
+    (``family(ev)``, a table of verdict rows) whose columns equal ``match``, with that row's adjusted p
+    and verdict (:func:`sec_lib.report.claims.from_row`), so the claim reads as the page's table does."""
     def estimate(ev) -> dict:
-        runs = ev.runs(chapter)
-        d = seed_diffs(runs[runs["loss"] == loss], metric)
-        return report.verdict_row(d["diff"].to_numpy(float), expected_sign)
-    estimate.__name__ = f"sec_minus_none_{chapter}_{loss}_{metric}"
+        t = family(ev)
+        for k, v in match.items():
+            t = t[t[k] == v] if len(t) else t
+        if not len(t):
+            raise KeyError(f"no row with {match} in the page's family")
+        return from_row(t.iloc[0])
+    estimate.__name__ = "row_" + "_".join(str(v) for v in match.values())
     return estimate

@@ -9,8 +9,8 @@ import pandas as pd
 from ..runs import experiments as ex
 from .. import reference
 from . import profile_param
-from . import review
-from .review import loss_claim, sec_rows, family_rows, verdict_sentence, wide_means, means_table
+from ..report.claims import Claim
+from .review import family_rows, means_table, row_claim, sec_rows, verdict_sentence, wide_means
 
 #: The notebook's parameters (checked by ``sec_lib.params.notebook_params``).
 PARAMS = profile_param()
@@ -83,22 +83,22 @@ def verdict(runs: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
-#: Claims for the claims page (they replace the old Q8a row, "not testable offline").
+def page_family(ev) -> pd.DataFrame:
+    """:func:`verdict_rows` on the page's evidence."""
+    return ev.derived("ssl_family", lambda: verdict_rows(ev.runs(CHAPTER)))
+
+
+#: The claims this page decides (they replace the old Q8a row, "not testable offline").
 CLAIMS = [
-    dict(id="Q8a", claim="SEC helps contrastive self-supervised learning (SimCLR), here on glyphs",
-         source="review Q8 (reviewer 2); rebuttal Table 1",
-         measured="top-1 of a linear probe on frozen test embeddings, SEC (η chosen on held-out classes) − none, "
-                  "paired on seed; paper: CIFAR-10 top-1",
-         unit="pp", expected_sign=+1, estimate=loss_claim(CHAPTER, "ntxent", "probe_top1"), paper=rebuttal_gain,
-         link="ssl.html"),
-    dict(id="Q8a-r", claim="SEC helps SimCLR's zero-shot retrieval (R@1 on unseen glyph classes)",
-         source="review Q8 (reviewer 2)", measured="R@1 SEC − none, NT-Xent with two views, paired on seed",
-         unit="pp", expected_sign=+1, estimate=loss_claim(CHAPTER, "ntxent", "R@1"), paper=None, link="ssl.html"),
-    dict(id="Q8e", claim="SEC helps supervised contrastive learning (Khosla et al. 2020)",
-         source="review (reviewer 2)", measured="R@1 SEC − none, SupCon (temperature 0.1), paired on seed",
-         unit="pp", expected_sign=+1, estimate=loss_claim(CHAPTER, "supcon", "R@1"), paper=None, link="ssl.html"),
+    Claim(id="Q8a", claim="SEC helps contrastive self-supervised learning (SimCLR), here on glyphs",
+          source="review Q8 (reviewer 2); rebuttal Table 1",
+          measured="top-1 of a linear probe on frozen test embeddings, SEC (η chosen on held-out classes) − none, "
+                   "paired on seed; paper: CIFAR-10 top-1", expected_sign=+1, page="ssl",
+          estimate=row_claim(page_family, loss="ntxent", metric="probe_top1"), paper=rebuttal_gain),
+    Claim(id="Q8a-r", claim="SEC helps SimCLR's zero-shot retrieval (R@1 on unseen glyph classes)",
+          source="review Q8 (reviewer 2)", measured="R@1 SEC − none, NT-Xent with two views, paired on seed",
+          expected_sign=+1, page="ssl", estimate=row_claim(page_family, loss="ntxent", metric="R@1")),
+    Claim(id="Q8e", claim="SEC helps supervised contrastive learning (Khosla et al. 2020)",
+          source="review (reviewer 2)", measured="R@1 SEC − none, SupCon (temperature 0.1), paired on seed",
+          expected_sign=+1, page="ssl", estimate=row_claim(page_family, loss="supcon", metric="R@1")),
 ]
-
-
-def claim_rows(ev) -> list[dict]:
-    return review.claim_rows(ev, CLAIMS)

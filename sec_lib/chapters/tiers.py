@@ -212,16 +212,16 @@ def length_sentence(p: ex.Profile, store) -> str:
 
 
 def page_tiers(profile: str = "cpu") -> pd.DataFrame:
-    """Which tier each chapter page shows now (:func:`sec_lib.chapters.evidence.evidence_profile`)."""
+    """Which tier each chapter page shows now: :func:`sec_lib.chapters.evidence.evidence_profile` over the
+    sweeps the page reads, as declared in ``PAGES`` (``Page.evidence_chapters``; the selection runs they
+    need are implied and not listed)."""
     rows, seen = [], set()
     for page in PAGES:
-        chapters = tuple(c for c in page.chapters if c in ex.CHAPTERS and c != "selection")   # implied
+        chapters = tuple(c for c in page.evidence_chapters if c in ex.CHAPTERS)
         if page.source in seen or not chapters or page.source in ("runs", "train", "tiers", "explore", "claims"):
             continue
         seen.add(page.source)
-        if page.source == "home":
-            chapters = ("compare", "tuned")
-        rows.append({"page": page.source, "reads": ", ".join(chapters),
+        rows.append({"page": page.source, "reads": ", ".join(c for c in chapters if c != "selection"),
                      "tier shown": evidence_profile(profile, chapters)})
     return pd.DataFrame(rows)
 

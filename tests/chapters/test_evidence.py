@@ -4,6 +4,8 @@ import math
 import pandas as pd
 import pytest
 
+from sec_lib.chapters import PAGES
+
 from sec_lib.runs import experiments as ex
 from sec_lib.runs import tier
 from sec_lib.chapters import evidence
@@ -52,24 +54,25 @@ def test_the_quick_tier_is_shown_until_the_reference_tier_holds_every_run(monkey
 
 
 def test_every_chapter_page_names_its_tier_and_loads_through_it():
-    """Each chapter notebook picks its tier with evidence_profile over chapters it really reads, says
-    which with tier_sentence, and passes that tier (T), not the raw profile, to every load."""
+    """Each chapter notebook gets its one evidence object from page_evidence (the sweeps it reads are
+    declared once, in PAGES), says which tier with tier_sentence, and loads through that evidence or
+    its tier (T), never the raw profile (but for the quick tier set beside it)."""
     import json
     from pathlib import Path
 
-    from sec_lib.chapters import PAGES
     repo = Path(__file__).resolve().parents[2]
-    reads = {p.source: set(p.chapters) for p in PAGES}
     for name in ("compare", "table1", "norms", "eta", "mu", "bnwn", "normlayer", "optim", "convergence",
                  "instability", "ssl", "npair", "face", "fairness", "home"):
         cells = ["".join(c["source"]) for c in json.loads((repo / "notebooks" / f"{name}.ipynb").read_text())["cells"]
                  if c["cell_type"] == "code"]
-        pick = next(c for c in cells if "evidence.evidence_profile(" in c)
-        chapters = eval(pick.split("CHAPTERS = ")[1].split("\n")[0].split("#")[0])       # noqa: S307 - our own cell
-        assert set(chapters) <= reads[name] | {"tuned"} and "selection" not in chapters, name
-        assert "evidence.tier_sentence(T" in pick, name
+        pick = next(c for c in cells if "evidence.page_evidence(" in c)
+        assert f'evidence.page_evidence("{name}", P["profile"])' in pick and "T = EV.profile" in pick, name
+        assert "CHAPTERS" not in "".join(cells), name                       # no second declaration of the sweeps
+        assert "evidence.tier_sentence(T" in pick and "EV.chapters" in pick, name
         later = [c for c in cells[cells.index(pick) + 1:] if 'if T != P["profile"]' not in c]   # but the quick tier beside
         assert not any("load(" in c and 'P["profile"]' in c.split("load(")[1].split(")")[0] for c in later), name
+    reads = {p.source: p.evidence_chapters for p in PAGES}
+    assert "selection" not in reads["home"] and set(reads["home"]) == {"compare", "tuned"}
 
 
 def test_the_tiers_page_lists_the_tier_of_every_chapter_page(monkeypatch):

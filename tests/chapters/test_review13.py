@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from sec_lib.runs import experiments as ex
-from sec_lib.chapters import claims, face, fairness, npair, review, ssl
+from sec_lib.chapters import claims, evidence, face, fairness, npair, review, ssl
 from sec_lib.losses import LOSS_SPECS
 from sec_lib.runs.store import Frames, run_key
 
@@ -106,23 +106,6 @@ def test_sec_rows_estimate_is_the_mean_paired_difference_and_holm_spans_the_fami
     assert x["verdict"] != y["verdict"]
 
 
-def test_claim_rows_have_the_claims_page_keys():
-    runs = _runs({"ntxent": [1.0, 2.0, 1.5], "supcon": [0.5, 0.4, 0.6]}).assign(probe_top1=lambda d: d["R@1"])
-
-    class Ev:
-        profile = "smoke"
-
-        def runs(self, chapter):
-            assert chapter == "ssl"
-            return runs
-    rows = ssl.claim_rows(Ev())
-    assert [r["claim"] for r in rows] == [c["id"] for c in ssl.CLAIMS]
-    assert {"claim", "text", "estimate", "ci_lo", "ci_hi", "n", "paper", "link", "expected_sign", "source",
-            "measured", "unit", "p_value", "note"} <= set(rows[0])
-    assert rows[0]["estimate"] == pytest.approx(1.5) and rows[0]["n"] == 3
-    assert all(r["n"] for r in rows)                      # none of them "not testable offline"
-
-
 def test_rebuttal_simclr_numbers_come_from_the_package_data():
     t = pd.read_csv(REPO / "sec_lib" / "data" / "paper" / "rebuttal_tables.csv")
     t = t[t.iloc[:, 0] == "simclr"].set_index("setting")
@@ -170,24 +153,25 @@ def test_fairness_seed_values_average_losses_then_pair_on_seed():
 
 
 def test_face_and_ssl_claims_replace_the_offline_rows():
-    ids = {c["id"] for m in (ssl, npair, face, fairness) for c in m.CLAIMS}
+    ids = {c.id for m in (ssl, npair, face, fairness) for c in m.CLAIMS}
     assert {"Q8a", "Q8c", "Q8d"} <= ids and len(ids) == sum(len(m.CLAIMS) for m in (ssl, npair, face, fairness))
-    page = [c["id"] for c in claims.CLAIMS]
+    page = list(claims.claim_definitions()["id"])
     assert ids <= set(page) and len(page) == len(set(page))          # on the claims page, each once
-    assert page.index("Q8a") < page.index("Q8e") < page.index("Q11a") < page.index("Q9") < page.index("Q10d")
-    mine = {c["id"]: c for c in claims.CLAIMS}
-    for m in (ssl, npair, face, fairness):
-        for c in m.CLAIMS:
-            assert mine[c["id"]] is c                                 # the page module's own definition
+    assert page.index("Q8a") < page.index("Q8e") < page.index("Q9") < page.index("Q10d") < page.index("Q11a")
+    for m in (ssl, npair, face, fairness):                             # the page module's own definition
+        assert evidence.page_claims(m.__name__.rsplit(".", 1)[1]) == list(m.CLAIMS)
 
 
-def test_review_rows_get_verdicts_on_the_claims_page():
+def test_review_rows_get_verdicts_from_their_page():
     runs = _runs({"ntxent": [1.0, 2.0, 1.5], "supcon": [0.5, 0.4, 0.6]}).assign(probe_top1=lambda d: d["R@1"])
     empty = pd.DataFrame()
-    ev = claims.Evidence.from_frames({"ssl": Frames(runs, *[empty] * 6)}, profile="smoke")
-    t = claims.claims_table(ev, ssl.CLAIMS).set_index("claim")
-    assert (t["verdict"] != "not testable offline").all() and t.loc["Q8a", "n"] == 3
-    assert t.loc["Q8a", "estimate"] == pytest.approx(1.5)
+    ev = evidence.Evidence.from_frames({"ssl": Frames(runs, *[empty] * 6)}, profile="smoke")
+    t = {r.id: r for r in evidence.page_records("ssl", ev)}
+    rows = ssl.verdict_rows(runs)
+    assert all(r.verdict != "not testable offline" for r in t.values()) and t["Q8a"].n == 3
+    assert t["Q8a"].estimate == pytest.approx(1.5)
+    probe = rows[rows["metric"] == "probe_top1"].iloc[0]
+    assert t["Q8a"].verdict == probe["verdict"] and t["Q8a"].p_adj == pytest.approx(probe["p_adj"])   # the page's family
 
 
 def test_max_hit_gap_leaves_out_rare_designs():

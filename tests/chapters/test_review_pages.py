@@ -9,7 +9,9 @@ from matplotlib.figure import Figure
 from scipy import stats
 
 from sec_lib import report
-from sec_lib.chapters import bnwn, claims, common, convergence, face, fairness, instability, normlayer, npair, optim, ssl
+from sec_lib.chapters import (bnwn, claims, common, compare, convergence, evidence, face, fairness, instability,
+                              normlayer, npair, optim, ssl)
+from sec_lib.report.claims import Claim
 from sec_lib.chapters import eta as eta_ch
 from sec_lib.chapters import mu as mu_ch
 from sec_lib.figures import sweeps as rp
@@ -346,105 +348,141 @@ def chapter_frames(gains, l2_gain=None):
                                   **{"R@1": 60 + s + (g + 0.2 * s) * (v == "sec"), "NMI": 50.0, "F1": 20.0,
                                      "train_norm_var": 1.0, "test_norm_var": 1.0}))
     heads = pd.DataFrame(heads)
+    hsteps = pd.DataFrame([dict(key=k, step=i, grad_slope=-1.0 + 0.05 * sd, dtheta_cv=0.5, grad_norm_cv=0.5,
+                                dtheta_mean=0.1) for k, sd in zip(heads["key"], heads["seed"]) for i in range(1, 4)])
     opt = pd.concat([runs[runs.variant != "l2reg"].assign(optimizer="adam"),
                      runs[runs.variant != "l2reg"].assign(optimizer="sgd",
                                                           **{"R@1": runs.loc[runs.variant != "l2reg", "R@1"] - 5})])
     return {"compare": main, "convergence": main, "instability": main, "eta": frames(eta), "mu": frames(mu),
             "tuned": frames(runs[runs.variant != "l2reg"]),
-            "normlayer": frames(heads[heads["head"].isin(["paper", "normalize"])]),
-            "bnwn": frames(heads[heads["head"] != "normalize"]), "optim": frames(opt)}
+            "normlayer": frames(heads[heads["head"].isin(["paper", "normalize"])], steps=hsteps),
+            "bnwn": frames(heads[heads["head"] != "normalize"], steps=hsteps), "optim": frames(opt, steps=steps),
+            "beyond": frames(runs.iloc[0:0])}
 
 
 MIXED_GAINS = dict(triplet=3.0, semihard=-2.0, npair=1.0, ms=2.0)   # SEC loses on semihard
 
 
+def book_records(f):
+    """Every claim's record on hand-made frames, each decided by its page (as the claims page collects them)."""
+    ev = evidence.Evidence.from_frames(f)
+    recs = [r for p in evidence.claim_pages() for r in evidence.page_records(p, ev)]
+    return sorted(recs, key=lambda r: evidence.claim_sort_key(r.id))
+
+
 @pytest.fixture(scope="module")
 def mixed():
     f = chapter_frames(MIXED_GAINS, l2_gain={l: 0.5 for l in LOSSES})
-    return f, claims.claims_table(claims.Evidence.from_frames(f))
+    return f, claims.claims_frame(book_records(f))
 
 
 def test_claims_verdicts_on_hand_made_frames(mixed):
-    t = mixed[1].set_index("claim")
-    assert list(t.index) == [c["id"] for c in claims.CLAIMS]
+    f, table = mixed
+    t = table.set_index("claim")
     v = t["verdict"]
-    # semihard: SEC loses (interval below 0), but after Holm over the page the adjusted p is 0.08:
-    # "not reproduced" answers to the family's adjustment as "reproduced" does
-    assert t.loc["C4b", "ci_hi"] < 0 and t.loc["C4b", "p_adj"] >= 0.05 and v["C4b"] == "inconclusive"
-    assert t.loc["C4b", "estimate"] == pytest.approx(-2.0 + 0.3)
-    # Holm over the claims page: the interval of C4c / C4d lies above 0, but their adjusted p does not
-    # reach 0.05 among the page's comparisons, so they are inconclusive; C4a survives the adjustment
-    ok = t["p_value"].notna()
-    assert t.loc[ok, "p_adj"].to_numpy() == pytest.approx(report.holm(t.loc[ok, "p_value"].to_numpy()))
-    assert (t.loc[ok, "m"] == ok.sum()).all() and ok.sum() > 15
-    assert v["C4a"] == "reproduced" and t.loc["C4a", "p_adj"] < 0.05
-    for c in ("C4c", "C4d"):
-        assert t.loc[c, "ci_lo"] > 0 and t.loc[c, "p_value"] < 0.05 <= t.loc[c, "p_adj"] and v[c] == "inconclusive"
-    assert t.loc["C4a", "detectable"].startswith("≥ ") and t.loc["C4a", "n (counts)"] == "3 seeds"
-    assert t.loc["Q7a", "n (counts)"] == "12 runs pooled across losses"
+    ids = list(t.index)
+    assert ids == sorted(ids, key=evidence.claim_sort_key) and len(ids) == len(set(ids))
+    # C4a-d are the compare page's R@1 rows of SEC − none: Holm over exactly those four rows
+    g = compare.sec_gain(f["compare"], variants=("sec",), metrics=("R@1",)).set_index("loss")
+    for c, loss in zip("abcd", LOSSES):
+        assert t.loc[f"C4{c}", "p_adj"] == pytest.approx(g.loc[loss, "p_adj"]) and v[f"C4{c}"] == g.loc[loss, "verdict"]
+        assert t.loc[f"C4{c}", "m"] == 4 and t.loc[f"C4{c}", "family"] == "compare page"
+    four = g["p_value"].to_numpy(float)
+    assert g["p_adj"].to_numpy(float) == pytest.approx(report.holm(four))
+    assert t.loc["C4b", "estimate"] == pytest.approx(-2.0 + 0.3) and t.loc["C4b", "ci_hi"] < 0
+    assert v["C4a"] == "reproduced" and t.loc["C4a", "n (counts)"] == "3 seeds"
+    # the primary test is a family of its own
+    assert t.loc["C4v", "family"] == "primary test" and t.loc["C4v", "m"] == 1
+    assert t.loc["C4v", "p_adj"] == pytest.approx(t.loc["C4v", "p_value"])
     # C1: CV = sqrt(var) / mean with the same mean 2.0, so log10 CV ratio = log10(var ratio) / 2
-    runs = mixed[0]["compare"].runs
+    runs = f["compare"].runs
     w = runs.pivot_table(index=["seed", "loss"], columns="variant", values="train_norm_var")
     c1 = (0.5 * np.log10(w["sec"] / w["none"])).groupby(level=0).mean()
-    assert t.loc["C1", "estimate"] == pytest.approx(c1.mean()) and t.loc["C1", "estimate"] < -0.75
-    assert v["C1"] == "reproduced"
-    assert v["C2"] == "reproduced"                       # dtheta_cv 0.6 -> 0.3
-    # C3: R@1 at 10%, 25%, 50% of the run (steps 10, 25, 50): SEC 0.5 + 0.01 s of its final R@1, none 0.3 + 0.01 s
-    f = runs.pivot_table(index=["seed", "loss"], columns="variant", values="R@1")
-    s_ = f.index.get_level_values(0).to_numpy()
-    c3 = ((0.5 + 0.01 * s_) * f["sec"] - (0.3 + 0.01 * s_) * f["none"]).groupby(level=0).mean()
-    assert v["C3"] == "reproduced" and t.loc["C3", "estimate"] == pytest.approx(c3.mean())
-    assert "10% → step 10; 25% → step 25; 50% → step 50" in t.loc["C3", "note"]
+    assert t.loc["C1", "estimate"] == pytest.approx(c1.mean()) and v["C1"] == "reproduced"
     assert v["Q5a"] == "reproduced"                      # BN + SEC hurts, as the rebuttal says
     assert t.loc["Q5a", "paper"] == f"{62.46 - 80.20:+.3g}"
-    assert v["Q7a"] == "reproduced" and v["Q7b"] == "reproduced"
+    assert t.loc["Q7a", "n (counts)"] == "12 runs pooled across losses" and v["Q7b"] == "reproduced"
     assert v["Q10a"] == "reproduced" and v["Q10b"] == "reproduced"
-    for q in ("Q8b", "Q10c"):                          # no evidence -> not testable, from the logic
-        assert v[q] == "not testable offline"
-        assert t.loc[q, "note"]
-    review_ids = [c["id"] for m in (ssl, npair, face, fairness) for c in m.CLAIMS]
+    for q in ("Q8b", "Q10c"):                           # no evidence -> not testable, from the logic
+        assert v[q] == "not testable offline" and t.loc[q, "note"]
+    review_ids = [c.id for m in (ssl, npair, face, fairness) for c in m.CLAIMS]
     for q in review_ids:                                 # these frames hold no ssl/npair/face runs or profile
         assert v[q] == "not testable offline" and ("no frames for chapter" in t.loc[q, "note"]
                                                    or "profile" in t.loc[q, "note"])
-    assert v["Q6a"] == v["C4"] and t.loc["Q6a", "same_runs_as"] == "C4"   # Adam runs = main-table runs here
-    assert t.loc["C4v", "estimate"] == pytest.approx(t.loc["C4", "estimate"])   # same runs in these hand-made frames
+    assert t.loc["Q6a", "same_runs_as"] == "C4" and t.loc["Q3", "same_runs_as"] == ""   # Q3 has its own runs
     # variance reduction grows with the loss index, gains do not follow it (triplet 3, semihard -2, npair 1, ms 2)
     red = np.log10([4.0 * k / 0.04 for k in (1, 2, 3, 4)])
     assert t.loc["Q4", "estimate"] == pytest.approx(np.corrcoef(red, [3.0, -2.0, 1.0, 2.0])[0, 1], abs=0.05)
     assert v["Q2"] == "reproduced" and v["Q1"] in ("reproduced", "inconclusive")
-    counts = claims.verdict_counts(t.reset_index())
-    dup = {c["id"] for c in claims.CLAIMS if c.get("same_runs_as")}
-    assert dup == {"Q3", "Q6a"}                         # both reuse C4's runs: counted once in the tally
-    assert sum(counts.values()) == len(claims.CLAIMS) - 2 and counts["not testable offline"] == 2 + len(review_ids)
-    assert "Q6a uses the same runs as C4" in claims.counts_sentence(t.reset_index())
-    html = claims.claims_html(t.reset_index())
-    assert '<a href="eta.html">eta.html</a>' in html and "data:text/csv;base64," in html
-    assert "inconclusive" in html and "reproduced" in html
-    lost = claims.claims_html(claims.claims_table(claims.Evidence.from_frames(chapter_frames(
-        dict(triplet=-3.0, semihard=-2.0, npair=-1.0, ms=-2.5))), [c for c in claims.CLAIMS if c["id"] == "C4"]))
-    assert "not reproduced" in lost
+    # C5 names the L2 weights it compares against, from the runs
+    assert t.loc["C5", "note"].startswith("L2-reg weights: triplet")
+
+
+def test_a_page_and_the_claims_page_show_one_verdict_per_claim(mixed):
+    """Each page's own family table and its claims agree: a claim's record is that page's row."""
+    f, table = mixed
+    t = table.set_index("claim")
+    ev = evidence.Evidence.from_frames(f)
+    fam = mu_ch.page_family(ev)
+    best = fam["best"].set_index("loss").loc["semihard"]
+    assert t.loc["Q2", "verdict"] == best["verdict"] and t.loc["Q2", "p_adj"] == pytest.approx(best["p_adj"])
+    inst = instability.page_family(ev).set_index("question")
+    assert t.loc["Q7a", "verdict"] == inst.loc["slope", "verdict"]
+    text = instability.page_reading(f["instability"].runs, f["instability"].steps, f["instability"].tracked,
+                                    instability.page_family(ev))
+    assert f"**{inst.loc['slope', 'verdict']}**" in text
+    opt = optim.page_family(ev)["pooled"].set_index("optimizer")
+    assert t.loc["Q6b", "verdict"] == opt.loc["sgd", "verdict"] and t.loc["Q6b", "m"] == opt.loc["sgd", "m"]
+
+
+def test_q7a_needs_the_interval_to_hold_minus_one():
+    """A negative slope whose interval excludes −1 is *not reproduced* on the instability page and as Q7a."""
+    f = chapter_frames(MIXED_GAINS)
+    steps = f["compare"].steps.assign(grad_slope=lambda d: -0.30 - 0.01 * d.groupby("key").ngroup())   # clearly not −1
+    f["instability"] = frames(f["compare"].runs, steps=steps, tracked=f["compare"].tracked,
+                              evals=f["compare"].evals, test_norms=f["compare"].test_norms)
+    ev = evidence.Evidence.from_frames(f)
+    row = instability.page_family(ev).set_index("question").loc["slope"]
+    assert row["ci_hi"] < 0 and not (row["ci_lo"] <= -1 <= row["ci_hi"]) and row["verdict"] == "not reproduced"
+    rec = {r.id: r for r in evidence.page_records("instability", ev)}["Q7a"]
+    assert rec.verdict == "not reproduced"
 
 
 def test_claims_all_losing():
     gains = dict(triplet=-3.0, semihard=-2.0, npair=-1.0, ms=-2.5)
-    ev = claims.Evidence.from_frames(chapter_frames(gains))
-    t = claims.claims_table(ev, [c for c in claims.CLAIMS if c["id"] in ("C4", "C5", "Q9")]).set_index("claim")
-    assert set(t["verdict"]) == {"not reproduced"}
-    assert t.loc["C4", "estimate"] == pytest.approx(np.mean([-3.0, -2.0, -1.0, -2.5]) + 0.3)
+    recs = {r.id: r for r in book_records(chapter_frames(gains))}
+    assert {recs[c].verdict for c in ("C4", "C5")} == {"not reproduced"}
+    assert recs["C4"].estimate == pytest.approx(np.mean([-3.0, -2.0, -1.0, -2.5]) + 0.3)
+    html = claims.claims_html(claims.claims_frame([recs["C4"]]))
+    assert 'id="claim-C4"' in html and 'data-verdict="not reproduced"' in html
+
+
+def test_tally_counts_the_long_tier_only(mixed):
+    _, table = mixed
+    t = table.assign(tier=["reference" if c.startswith("C") else "cpu" for c in table["claim"]])
+    counts = claims.verdict_counts(t)
+    long_rows = claims.counted(t)[claims.counted(t)["claim"].str.startswith("C")]
+    assert sum(v for k, v in counts.items() if k != claims.QUICK_ONLY) == len(long_rows)
+    assert counts[claims.QUICK_ONLY] == len(claims.counted(t)) - len(long_rows)
+    s = claims.counts_sentence(t)
+    assert s.startswith(f"Of {len(long_rows)} bodies of evidence on the reference tier") and "quick tier only" in s
+    assert "Q6a uses the same runs as C4" in s
+    html = claims.claims_html(t)
+    assert '<a href="eta.html">eta</a>' in html and "data:text/csv;base64," in html and "<details>" in html
 
 
 def test_claim_definitions_are_data():
-    ids = [c["id"] for c in claims.CLAIMS]
+    defs = claims.claim_definitions()
+    ids = list(defs["id"])
     assert len(ids) == len(set(ids))
-    for c in claims.CLAIMS:
-        assert {"id", "claim", "source", "measured", "expected_sign", "estimate"} <= set(c)
-        assert c["expected_sign"] in (-1, 0, 1) and callable(c["estimate"])
     qs = {i[:2] for i in ids if i.startswith("Q")} | {i[:3] for i in ids if i.startswith("Q1")}
     assert {f"Q{k}" for k in range(1, 10)} <= qs and "Q10" in qs     # the ten questions of the review
-    with pytest.raises(ValueError, match="lacks keys"):
-        claims.claim_rows(claims.Evidence.from_frames({}), [dict(id="X", claim="x")])
+    for p in evidence.claim_pages():                                    # each claim's page owns it
+        assert all(c.page == p for c in evidence.page_claims(p)), p
+    with pytest.raises(ValueError, match="expected_sign"):
+        Claim(id="X", claim="x", estimate=lambda ev: {}, expected_sign=2, page="compare")
     with pytest.raises(KeyError, match="no frames"):
-        claims.Evidence.from_frames({}).frames("eta")
+        evidence.Evidence.from_frames({}).frames("eta")
     assert set(claims.rules_table()["rule"]) >= set(report.VERDICTS)
 
 
@@ -504,7 +542,6 @@ def test_page_readings_are_computed_from_the_frames(mixed):
     mu_r = mu_runs()
     text = mu_ch.page_reading(mu_r)
     assert "best μ = 0" in text and "picked after the fact" in text
-    assert claims.counts_sentence(table).startswith(f"Of {len(table) - 2} bodies of evidence (Q3 uses the same runs as C4")
     diff = claims.difficulty_association(main.runs, main.test_norms)
     assert claims.difficulty_sentence(diff).startswith("**Difficulty.**")
     summary = eta_ch.eta_summary(f["eta"].runs.assign(test_norm_var=1.0))

@@ -6,7 +6,7 @@ import pytest
 from scipy import stats
 
 from sec_lib import report
-from sec_lib.chapters import claims, convergence, eta as eta_ch
+from sec_lib.chapters import claims, convergence, evidence, norms, eta as eta_ch
 from sec_lib.runs.store import Frames
 
 
@@ -17,7 +17,7 @@ def _frames(runs, **tables):
 
 def test_norm_cv_is_std_over_mean():
     runs = pd.DataFrame({"train_norm_var": [4.0, 0.25], "train_norm_mean": [10.0, 1.0]})
-    assert claims.norm_cv(runs).to_numpy() == pytest.approx([0.2, 0.5])   # the variance alone would rank them the other way
+    assert norms.norm_cv(runs).to_numpy() == pytest.approx([0.2, 0.5])   # the variance alone would rank them the other way
 
 
 def test_early_table_uses_existing_eval_steps():
@@ -57,30 +57,28 @@ def test_convergence_diffs_are_one_holm_family():
                                            p_eq_adj=r.p_eq_adj)
 
 
-@pytest.mark.parametrize("lo,hi,base,want", [
-    (-1.2, -0.8, "reproduced", "reproduced"),           # contains −1, excludes 0
-    (-2.5, -2.0, "reproduced", "not reproduced"),       # the book's −2.27: negative, but not ∝ 1/‖f‖
-    (-1.5, 0.2, "inconclusive", "inconclusive"),        # contains 0
-    (0.1, 0.3, "not reproduced", "not reproduced"),
-])
-def test_slope_rule(lo, hi, base, want):
-    assert claims.slope_verdict(base, lo, hi) == want
-
-
 def _slope_evidence(slopes):
     runs = pd.DataFrame({"key": [f"k{i}" for i in range(len(slopes))], "variant": "none", "loss": "ms",
                          "seed": range(len(slopes)), "status": "done"})
     steps = pd.DataFrame({"key": runs["key"], "step": 1, "grad_slope": slopes})
-    return claims.Evidence.from_frames({"compare": _frames(runs, steps=steps)})
+    tracked = pd.DataFrame({"key": runs["key"].repeat(2).to_numpy(), "step": [0, 10] * len(slopes), "sample": 0,
+                            "norm": [1.0, 2.0] * len(slopes)})
+    return evidence.Evidence.from_frames({"instability": _frames(runs, steps=steps, tracked=tracked)})
+
+
+def _q7a(slopes):
+    return {r.id: r for r in evidence.page_records("instability", _slope_evidence(slopes))}["Q7a"]
 
 
 def test_q7a_claim_row_uses_the_slope_interval():
-    q7a = [c for c in claims.CLAIMS if c["id"] == "Q7a"]
-    t = claims.claims_table(_slope_evidence([-2.2, -2.3, -2.31, -2.27]), q7a).iloc[0]
-    assert t["ci_hi"] < -1 and t["verdict"] == "not reproduced"
-    t = claims.claims_table(_slope_evidence([-0.9, -1.05, -1.1, -0.95]), q7a).iloc[0]
-    assert t["ci_lo"] < -1 < t["ci_hi"] and t["verdict"] == "reproduced"
-    assert t["n_counts"] == "runs pooled across losses"
+    """Reproduced only if the interval holds −1 (∝ 1/‖f‖) and excludes 0: the book's −2.27 is negative, but not 1/‖f‖."""
+    t = _q7a([-2.2, -2.3, -2.31, -2.27])
+    assert t.ci_hi < -1 and t.verdict == "not reproduced"
+    t = _q7a([-0.9, -1.05, -1.1, -0.95])
+    assert t.ci_lo < -1 < t.ci_hi and t.verdict == "reproduced"
+    assert t.n_counts == "runs pooled across losses"
+    t = _q7a([-1.5, 0.2, -0.4, 0.1])
+    assert t.ci_lo < 0 < t.ci_hi and t.verdict == "inconclusive"
 
 
 def test_q9_reports_the_range_of_eta():
@@ -97,21 +95,26 @@ def test_q9_reports_the_range_of_eta():
     assert g.loc[0.01, "verdict"] == g.loc[0.1, "verdict"] == "reproduced"
     assert g.loc[1.0, "verdict"] == "not reproduced" and g.loc[0.001, "verdict"] != "reproduced"
     assert g["p_adj"].to_numpy() == pytest.approx(report.holm(g["p_value"].to_numpy()))
-    q9 = [c for c in claims.CLAIMS if c["id"] == "Q9"]
-    t = claims.claims_table(claims.Evidence.from_frames({"eta": _frames(runs)}), q9).iloc[0]
-    assert t["estimate"] == pytest.approx(1.0) and t["verdict"] == "reproduced"       # 0.01 to 0.1: one decade
-    assert "η ∈ [0.01, 0.1] (2 of 4 grid values" in t["note"]
+    q9 = lambda r: evidence.page_records("eta", evidence.Evidence.from_frames({"eta": _frames(r)}))[0]  # noqa: E731
+    fam = eta_ch.eta_family(runs)["grid"].set_index("eta")          # the page's family: the grid and the per-loss rows
+    t = q9(runs)
+    assert t.id == "Q9" and t.m == fam["m"].max()
+    ok = fam[fam["verdict"] == "reproduced"].index
+    assert t.estimate == pytest.approx(np.log10(ok.max() / ok.min())) and t.verdict == eta_ch.range_verdict(fam.reset_index())
+    assert "η from 0.01 to 0.1" in t.note and t.verdict == "reproduced"             # 0.01 to 0.1: one decade
     narrow = runs[runs["eta"].isin([0.0, 0.01, 1.0])]
-    t = claims.claims_table(claims.Evidence.from_frames({"eta": _frames(narrow)}), q9).iloc[0]
-    assert t["verdict"] == "inconclusive"                                            # one η: no range shown
+    assert q9(narrow).verdict == "inconclusive"                                     # one η: no range shown
 
 
 def test_tally_counts_each_body_of_evidence_once():
-    table = pd.DataFrame({"claim": ["C4", "Q6a", "Q3", "C1"], "verdict": ["reproduced"] * 3 + ["inconclusive"],
-                          "same_runs_as": ["", "C4", "C4", ""]})
+    table = pd.DataFrame({"claim": ["C4", "Q6a", "Q3", "C1", "Q8a"],
+                          "verdict": ["reproduced"] * 3 + ["inconclusive", "reproduced"],
+                          "same_runs_as": ["", "C4", "C4", "", ""], "tier": ["reference"] * 4 + ["cpu"]})
     assert claims.verdict_counts(table) == {"reproduced": 1, "not reproduced": 0, "inconclusive": 1,
-                                            "not testable offline": 0}
-    assert claims.counts_sentence(table).startswith("Of 2 bodies of evidence (Q6a uses the same runs as C4")
+                                            "not testable offline": 0, claims.QUICK_ONLY: 1}
+    s = claims.counts_sentence(table)
+    assert s.startswith("Of 2 bodies of evidence on the reference tier (Q6a uses the same runs as C4")
+    assert "**1** more (Q8a) have quick-tier evidence only" in s
 
 
 def test_rules_and_margins_tables():
