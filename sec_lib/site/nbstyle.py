@@ -22,6 +22,7 @@ import ast
 import html
 import json
 import os
+import re
 from pathlib import Path
 
 from ..report import VERDICTS
@@ -98,14 +99,33 @@ def run_parameters(nb) -> tuple[dict[str, str], dict[str, str]]:
     return injected, defaults
 
 
-def params_markdown(injected: dict[str, str], defaults: dict[str, str]) -> str:
-    """The text of the parameter box (MyST markdown)."""
+#: How a page states the tier it shows (``sec_lib.chapters.evidence.tier_sentence``).
+_TIER_SHOWN = re.compile(r"Evidence on this page: the (\w[\w-]*) tier")
+
+
+def shown_tier(nb) -> str | None:
+    """The tier an executed page says it shows (its tier sentence), or None."""
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            text = out.get("data", {}).get("text/markdown", "") or out.get("text", "")
+            m = _TIER_SHOWN.search("".join(text) if isinstance(text, list) else str(text))
+            if m:
+                return m.group(1)
+    return None
+
+
+def params_markdown(injected: dict[str, str], defaults: dict[str, str], tier: str | None = None) -> str:
+    """The text of the parameter box (MyST markdown); ``tier``: the evidence tier the page shows, named
+    when it is not the profile the page was run with (the reference tier where it holds the page's runs)."""
     rerun = f"{{doc}}`how to rerun it <{RERUN_DOC}>`"
     if injected:
         values = ", ".join(f"`{k} = {v}`" for k, v in injected.items())
         rest = [k for k in defaults if k not in injected]
         tail = "; every other parameter at the notebook's default" if rest else ""
-        text = f"**This page was run with:** {values}{tail} ({rerun})."
+        shows = ""
+        if tier and injected.get("profile", "").strip("\"'") != tier:
+            shows = f"; it shows the **{tier} tier**, the committed runs that hold its evidence"
+        text = f"**This page was run with:** {values}{tail}{shows} ({rerun})."
     elif defaults:
         text = f"**This page was run with the notebook's default parameters** ({rerun})."
     else:
@@ -127,7 +147,7 @@ def add_params_box(nb) -> None:
     import nbformat
 
     nb.cells = [c for c in nb.cells if PARAMS_BOX_TAG not in c.get("metadata", {}).get("tags", [])]
-    cell = nbformat.v4.new_markdown_cell(params_markdown(*run_parameters(nb)))
+    cell = nbformat.v4.new_markdown_cell(params_markdown(*run_parameters(nb), tier=shown_tier(nb)))
     cell.metadata["tags"] = [PARAMS_BOX_TAG]
     nb.cells.insert(_title_index(nb) + 1, cell)
 

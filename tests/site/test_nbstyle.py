@@ -79,7 +79,19 @@ def test_parameter_box_without_injected_values_says_defaults():
     assert "no parameters" in nbstyle.params_markdown({}, {})
     # all injected: no "every other parameter" clause
     text = nbstyle.params_markdown({"profile": '"cpu"'}, {"profile": '"cpu"'})
-    assert "every other" not in text and '`profile = "cpu"`' in text
+    assert "every other" not in text and '`profile = "cpu"`' in text and "tier" not in text
+
+
+def test_parameter_box_names_the_tier_the_page_shows():
+    """Issue 22: run with profile cpu, a page showing the reference tier says so in its banner."""
+    nb = _notebook(injected='profile = "cpu"\n')
+    nb.cells.append(nbformat.v4.new_code_cell("x", outputs=[nbformat.v4.new_output(
+        "display_data", data={"text/markdown": "**Evidence on this page: the reference tier**, 120 runs"})]))
+    assert nbstyle.shown_tier(nb) == "reference"
+    text = nbstyle.params_markdown({"profile": '"cpu"'}, {}, tier=nbstyle.shown_tier(nb))
+    assert "shows the **reference tier**" in text
+    assert "tier" not in nbstyle.params_markdown({"profile": '"cpu"'}, {}, tier="cpu")
+    assert nbstyle.shown_tier(_notebook(injected=None)) is None
 
 
 def test_parameter_values_are_read_as_written_not_evaluated():
