@@ -88,7 +88,18 @@ def run_header(result, stored: bool, profile: str, root=None) -> str:
     return (f"**{cfg.loss} loss, {reg}**, {cfg.optimizer} (lr {cfg.lr:g}), {cfg.iterations} iterations, seed "
             f"{cfg.seed}, on {cfg.dataset} ({cfg.model}, {cfg.embed_dim}-d embedding). The run was {how}; it took "
             f"{result.wall_s:.0f} s and its status is **{result.failure or result.status}**. It "
-            + ("is" if main else "is not") + f" one of the main table's runs (profile {profile}).")
+            + ("is" if main else "is not") + f" one of the {profile} profile's main-table runs"
+            + (f" (the quick tier that `make book` trains; the compare page shows the {_shown(profile, root)} tier's "
+               "runs, which may be longer and have more seeds)." if _shown(profile, root) != profile else ")."))
+
+
+def _shown(profile: str, root=None) -> str:
+    """The tier the compare page shows for ``profile``."""
+    from .evidence import evidence_profile, page_of
+    try:
+        return evidence_profile(profile, page_of("compare").evidence_chapters, root)
+    except (KeyError, ValueError):
+        return profile
 
 
 #: How a page title names a loss (the paper's names).
