@@ -27,6 +27,12 @@ Transforms (torch/PIL only, no torchvision), following the authors' code (Resize
   ``image_size`` and a horizontal flip with probability 1/2, drawn from torch's global RNG (so
   DataLoader worker seeding applies);
 * then ``[0, 1]`` scaling and ImageNet mean/std normalisation (``normalize=None`` to skip).
+
+``convention`` names the input a pretrained backbone's public weights expect (:data:`CONVENTIONS`):
+``"imagenet"`` (the default: RGB in [0, 1], ImageNet mean/std; torchvision's ResNet-50) or
+``"bninception"`` (BGR in [0, 255] minus the mean (104, 117, 128), std 1: Cadene's BN-Inception,
+:data:`sec_lib.models.PRETRAINED_INPUT`). ``crop_scale`` sets the area range of the training crop (the
+authors' code uses (0.16, 1); the default is the Inception recipe's (0.08, 1)).
 """
 from __future__ import annotations
 
@@ -41,11 +47,20 @@ import torch
 from PIL import Image
 from torch.utils.data import Dataset
 
+from ..models import PRETRAINED_INPUT
 from ..params import Choice, Number, OptionalParam
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 DEFAULT_IMAGE_SIZE = 227
+#: Input conventions of pretrained weights: name -> (channel order, value range, mean, std), mean and std
+#: in the output channel order. "imagenet" is torchvision's; "bninception" Cadene's pretrainedmodels port
+#: (models.PRETRAINED_INPUT, the weights the paper's BN-Inception starts from).
+CONVENTIONS = {
+    "imagenet": ("RGB", 1.0, IMAGENET_MEAN, IMAGENET_STD),
+    "bninception": (PRETRAINED_INPUT["bninception"]["space"], PRETRAINED_INPUT["bninception"]["range"][1],
+                    PRETRAINED_INPUT["bninception"]["mean"], PRETRAINED_INPUT["bninception"]["std"]),
+}
 
 LAYOUTS = {
     "cub": """\
@@ -109,8 +124,12 @@ def _layout_error(name: str, root, problem: str, exc=FileNotFoundError):
 # Transforms
 # =============================================================================================
 
-def _to_tensor(img, normalize) -> torch.Tensor:
+def _to_tensor(img, normalize, bgr: bool = False, value_range: float = 1.0) -> torch.Tensor:
     a = torch.from_numpy(np.array(img, dtype=np.uint8, copy=True)).permute(2, 0, 1).float().div_(255.0)
+    if bgr:
+        a = a.flip(0)
+    if value_range != 1.0:
+        a = a.mul_(value_range)
     if normalize is not None:
         mean, std = normalize
         a = (a - torch.tensor(mean).view(3, 1, 1)) / torch.tensor(std).view(3, 1, 1)
@@ -119,17 +138,24 @@ def _to_tensor(img, normalize) -> torch.Tensor:
 
 class ImageTransform:
     """PIL RGB image -> float tensor (3, size, size); ``train=True`` for the random resized crop + flip,
-    ``False`` for resize + centre crop (see the module docstring)."""
+    ``False`` for resize + centre crop (see the module docstring). ``convention`` (a key of
+    :data:`CONVENTIONS`) sets the channel order, value range and normalisation; an explicit ``normalize``
+    (mean, std) or None overrides its mean and std."""
 
     def __init__(self, train: bool, image_size: int = DEFAULT_IMAGE_SIZE, resize: int | None = None,
                  scale: tuple[float, float] = (0.08, 1.0), ratio: tuple[float, float] = (3 / 4, 4 / 3),
-                 normalize: tuple | None = (IMAGENET_MEAN, IMAGENET_STD)):
+                 normalize: "tuple | None | str" = "convention", convention: str = "imagenet"):
         Number(1, 100000, integer=True).check("image_size", image_size)
+        Choice(tuple(CONVENTIONS)).check("convention", convention)
+        _check_scale(scale)
         self.train = bool(train)
         self.image_size = int(image_size)
         self.resize = int(round(image_size * 256 / 227)) if resize is None else int(resize)
         Number(self.image_size, 100000, integer=True).check("resize", self.resize)
-        self.scale, self.ratio, self.normalize = scale, ratio, normalize
+        space, self.value_range, mean, std = CONVENTIONS[convention]
+        self.convention, self.bgr = convention, space == "BGR"
+        self.scale, self.ratio = tuple(scale), ratio
+        self.normalize = (mean, std) if isinstance(normalize, str) and normalize == "convention" else normalize
 
     def _random_crop_box(self, w: int, h: int) -> tuple[int, int, int, int]:
         area = w * h
@@ -168,16 +194,30 @@ class ImageTransform:
                 img = img.resize((nw, nh), Image.Resampling.BILINEAR)
             x0, y0 = (nw - s) // 2, (nh - s) // 2
             img = img.crop((x0, y0, x0 + s, y0 + s))
-        return _to_tensor(img, self.normalize)
+        return _to_tensor(img, self.normalize, self.bgr, self.value_range)
 
     def __repr__(self) -> str:
-        kind = "train: random resized crop + flip" if self.train else f"test: resize {self.resize} + centre crop"
-        return f"ImageTransform({kind}, size={self.image_size})"
+        kind = (f"train: random resized crop (area {self.scale[0]:g}-{self.scale[1]:g}) + flip" if self.train
+                else f"test: resize {self.resize} + centre crop")
+        return f"ImageTransform({kind}, size={self.image_size}, convention={self.convention!r})"
 
 
-def make_transform(transform, split: str, image_size: int, resize: int | None = None) -> Callable | None:
+def _check_scale(scale) -> tuple[float, float]:
+    """A crop area range (lo, hi) with 0 < lo <= hi <= 1."""
+    try:
+        lo, hi = (float(v) for v in scale)
+    except (TypeError, ValueError):
+        raise ValueError(f"crop_scale = {scale!r} is not valid; expected (lo, hi) with 0 < lo <= hi <= 1") from None
+    if not 0 < lo <= hi <= 1:
+        raise ValueError(f"crop_scale = {scale!r} is not valid; expected (lo, hi) with 0 < lo <= hi <= 1")
+    return lo, hi
+
+
+def make_transform(transform, split: str, image_size: int, resize: int | None = None, convention: str = "imagenet",
+                   crop_scale=None) -> Callable | None:
     """``transform`` = "train" | "test" | None (default: "train" for the train split, else "test") |
-    "none" (return the PIL image) | a callable."""
+    "none" (return the PIL image) | a callable. ``convention``: a key of :data:`CONVENTIONS`;
+    ``crop_scale``: the training crop's area range (None: (0.08, 1))."""
     if callable(transform):
         return transform
     if transform is None:
@@ -186,7 +226,8 @@ def make_transform(transform, split: str, image_size: int, resize: int | None = 
         return None
     if transform not in ("train", "test"):
         raise ValueError(f"transform={transform!r} is not valid; valid: 'train', 'test', 'none', None or a callable")
-    return ImageTransform(transform == "train", image_size, resize)
+    scale = (0.08, 1.0) if crop_scale is None else _check_scale(crop_scale)
+    return ImageTransform(transform == "train", image_size, resize, scale=scale, convention=convention)
 
 
 # =============================================================================================
@@ -316,7 +357,8 @@ def _check_first_image(name, root, path: str):
 # =============================================================================================
 
 def load_cub(root, split: str = "train", image_size: int = DEFAULT_IMAGE_SIZE, transform=None,
-             resize: int | None = None, max_classes: int | None = None) -> ImageListDataset:
+             resize: int | None = None, max_classes: int | None = None, convention: str = "imagenet",
+             crop_scale=None) -> ImageListDataset:
     """CUB-200-2011 (Wah et al., 2011), zero-shot split: first 100 classes train, last 100 test."""
     Choice(("train", "test")).check("split", split)
     root = _check_root("cub", root)
@@ -342,7 +384,7 @@ def load_cub(root, split: str = "train", image_size: int = DEFAULT_IMAGE_SIZE, t
     folder = {c: Path(path_of[i]).parts[0] for i, c in zip(ids, raw)}
     return _select("cub", root, split, paths, raw, _half_split(raw, split),
                    lambda c: names.get(c, folder.get(c, str(c))),
-                   make_transform(transform, split, image_size, resize), max_classes)
+                   make_transform(transform, split, image_size, resize, convention, crop_scale), max_classes)
 
 
 def _mat_field(struct, field: str) -> list:
@@ -364,7 +406,8 @@ def _load_mat(name, root, path: Path) -> dict:
 
 
 def load_cars(root, split: str = "train", image_size: int = DEFAULT_IMAGE_SIZE, transform=None,
-              resize: int | None = None, max_classes: int | None = None) -> ImageListDataset:
+              resize: int | None = None, max_classes: int | None = None, convention: str = "imagenet",
+              crop_scale=None) -> ImageListDataset:
     """Cars196 (Krause et al., 2013), zero-shot split: classes 1-98 train, 99-196 test."""
     Choice(("train", "test")).check("split", split)
     root = _check_root("cars", root)
@@ -415,11 +458,12 @@ def load_cars(root, split: str = "train", image_size: int = DEFAULT_IMAGE_SIZE, 
         raise _layout_error("cars", root, f"class ids must lie in 1..{len(names)} (the class_names)", ValueError)
     _check_first_image("cars", root, paths[0])
     return _select("cars", root, split, paths, raw, _half_split(raw, split), lambda c: names[c - 1],
-                   make_transform(transform, split, image_size, resize), max_classes)
+                   make_transform(transform, split, image_size, resize, convention, crop_scale), max_classes)
 
 
 def load_sop(root, split: str = "train", image_size: int = DEFAULT_IMAGE_SIZE, transform=None,
-             resize: int | None = None, max_classes: int | None = None) -> ImageListDataset:
+             resize: int | None = None, max_classes: int | None = None, convention: str = "imagenet",
+             crop_scale=None) -> ImageListDataset:
     """Stanford Online Products (Oh Song et al., 2016): the official Ebay_train / Ebay_test split."""
     Choice(("train", "test")).check("split", split)
     root = _check_root("sop", root)
@@ -433,11 +477,12 @@ def load_sop(root, split: str = "train", image_size: int = DEFAULT_IMAGE_SIZE, t
     _check_first_image("sop", root, paths[0])
     folder = {int(r[1]): Path(r[3]).parts[0] for r in rows}
     return _select("sop", root, split, paths, raw, sorted(set(raw)), lambda c: f"{folder[c]}/{c}",
-                   make_transform(transform, split, image_size, resize), max_classes)
+                   make_transform(transform, split, image_size, resize, convention, crop_scale), max_classes)
 
 
 def load_inshop(root, split: str = "train", image_size: int = DEFAULT_IMAGE_SIZE, transform=None,
-                resize: int | None = None, max_classes: int | None = None) -> ImageListDataset:
+                resize: int | None = None, max_classes: int | None = None, convention: str = "imagenet",
+                crop_scale=None) -> ImageListDataset:
     """In-Shop Clothes Retrieval (Liu et al., DeepFashion, 2016). Splits: "train", "query", "gallery",
     and "test" (query + gallery). The paper's protocol retrieves gallery images for each query."""
     Choice(("train", "query", "gallery", "test")).check("split", split)
@@ -463,7 +508,7 @@ def load_inshop(root, split: str = "train", image_size: int = DEFAULT_IMAGE_SIZE
     paths = [str(base / r[0]) for r in sel]
     raw = [r[1] for r in sel]
     return _select("inshop", root, split, paths, raw, item_ids, str,
-                   make_transform(transform, split, image_size, resize), max_classes)
+                   make_transform(transform, split, image_size, resize, convention, crop_scale), max_classes)
 
 
 # The only globals a CIFAR pickle needs: numpy arrays, dtypes and scalars (any numpy version and
@@ -498,7 +543,8 @@ def _unpickle(name, root, path: Path) -> dict:
 
 
 def load_cifar(root, split: str = "train", num_classes: int = 10, split_by: str = "class", image_size: int = 32,
-               transform=None, resize: int | None = None, max_classes: int | None = None) -> ArrayImageDataset:
+               transform=None, resize: int | None = None, max_classes: int | None = None, convention: str = "imagenet",
+               crop_scale=None) -> ArrayImageDataset:
     """CIFAR-10 / CIFAR-100 (Krizhevsky, 2009) from the python pickles.
 
     ``split_by="class"``: train = training-file images of the first half of the classes, test =
@@ -548,6 +594,7 @@ def load_cifar(root, split: str = "train", num_classes: int = 10, split_by: str 
     index = np.full(len(class_names), -1, dtype=np.int64)
     index[kept] = np.arange(len(kept))
     sel = np.nonzero(index[raw] >= 0)[0]
-    tf = make_transform(transform, split, image_size, image_size if resize is None else resize)
+    tf = make_transform(transform, split, image_size, image_size if resize is None else resize, convention,
+                        crop_scale)
     return ArrayImageDataset(np.ascontiguousarray(images[sel]), index[raw[sel]], [class_names[c] for c in kept],
                              split, str(root), tf, DISPLAY_NAMES[name])
