@@ -76,7 +76,8 @@ def test_the_decisive_command_trains_the_grids_grows_an_edge_and_exports(tmp_pat
         store = S.ResultStore(root)
         for c in configs:
             e = pd.DataFrame({"step": [c.iterations], "R@1": [0.0]})
-            score = 70.0 - abs(c.eta - 4.5e-5) * (1 if c.mu == "batch" else -1) + c.seed / 1e4
+            score = (70.0 - abs(c.eta - 4.5e-5) * (1 if c.mu == "batch" else -1) + c.seed / 1e4
+                     + (c.seed * 7919 + round(c.eta * 1e6)) % 13 / 1e3)        # seed noise: a paired SD > 0
             store.save(RunResult(c, "done", {"R@1": score}, e.iloc[:0], e.iloc[:0], e, e.iloc[:0], e.iloc[:0],
                                  e.iloc[:0]))
             trained.append(c)
@@ -89,6 +90,13 @@ def test_the_decisive_command_trains_the_grids_grows_an_edge_and_exports(tmp_pat
     assert "growing the grid to 0.0005" in said
     n_sec = 3 * (1 + len(sel.ETA_GRID) + 2)              # η = 0 and the grid, grown twice, 3 seeds each
     n_l2 = 3 * (len(sel.L2_GRID) + 2)                    # L2 peaks at its high edge: grown twice
-    assert len(trained) == len({id(c) for c in trained}) == n_sec + n_l2
+    assert len({id(c) for c in trained[:n_sec + n_l2]}) == n_sec + n_l2
     runs = pd.read_parquet(tmp_path / "data" / "reference" / "decisive" / "selection" / "runs.parquet")
     assert len(runs) == n_sec + n_l2 and (runs["holdout_classes"] > 0).all()
+    # then the main comparison: its plan is written first, from the final selection, and its runs export as they go
+    from sec_lib.runs import mainstage
+    plan = mainstage.Plan.from_json((tmp_path / "data" / "reference" / "decisive" / "plan.json").read_text())
+    assert plan.eta == {"ms": 5e-05} and plan.shape == "step" and "main comparison plan" in said
+    main = pd.read_parquet(tmp_path / "data" / "reference" / "decisive" / "main" / "runs.parquet")
+    assert len(main) == len(mainstage.configs(plan)) and (main["holdout_classes"] == 0).all()
+    assert len(trained) == n_sec + n_l2 + len(main)

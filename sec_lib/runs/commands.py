@@ -217,8 +217,8 @@ def decisive_command(jobs: int = 2, profile: str = "reference") -> int:
     """The decisive tier, stage by stage, resumable: the schedule pilot (:func:`pilot_command`), extended to its
     next length pair when no shape converged; then, once it has chosen a schedule, the held-out selection of the
     four main losses (:mod:`sec_lib.runs.selection`: η and L2 grids, 3 seeds a point, grown at an edge),
-    exported to ``data/reference/decisive/selection/`` after every ``jobs`` runs. Prints each loss's choice with
-    its flags. Later stages are not written yet."""
+    exported to ``data/reference/decisive/selection/`` after every ``jobs`` runs, printing each loss's choice with
+    its flags; then the main comparison (:func:`main_stage`). Later stages are not written yet."""
     from . import pilot, selection
     store = ResultStore()
     shape = length = None
@@ -240,6 +240,7 @@ def decisive_command(jobs: int = 2, profile: str = "reference") -> int:
     grids = {(loss, kind): (0.0, *(selection.ETA_GRID if kind == "sec" else selection.L2_GRID))
              for loss in ex.MAIN_LOSSES for kind in ("sec", "l2reg")}
     named: list = []
+    final: dict = {}
     while True:
         want = [c for (loss, kind), ws in grids.items()
                 for c in selection.configs(loss, [w for w in ws if kind == "sec" or w > 0], shape, length, kind, profile)]
@@ -256,10 +257,39 @@ def decisive_command(jobs: int = 2, profile: str = "reference") -> int:
                                   "R@1": r.metrics.get("R@1") if r.status == "done" else float("-inf")}
                                  for r in rows if r is not None], columns=["eta", "seed", "R@1"])
             c = selection.choose(selection.scores_of(runs), selection.ETA_GRID if kind == "sec" else selection.L2_GRID)
+            final[(loss, kind)] = (c, runs)
             print(f"  {loss} {kind}: chosen {c.weight:g} (best nonzero {c.best_nonzero:g})"
                   + (f", growing the grid to {c.needs:g}" if c.needs else "") + "".join(f"; {f}" for f in c.flags))
             if c.needs:
                 grids[(loss, kind)] = (*ws, c.needs)
                 grown = True
         if not grown:
-            return 0
+            break
+    return main_stage(final, shape, length, store, jobs, profile)
+
+
+def main_stage(final: dict, shape: str, length: int, store, jobs: int, profile: str = "reference") -> int:
+    """The main comparison (:mod:`sec_lib.runs.mainstage`): the plan computed from the final selection
+    (``final``: {(loss, kind): (Choice, held-out runs)}) is written to ``data/reference/decisive/plan.json``
+    once, before anything trains on the test classes, then its runs train in chunks of ``jobs`` and export to
+    ``data/reference/decisive/main/`` after each chunk."""
+    from . import mainstage, pilot, selection
+    sec = {loss: c for (loss, kind), (c, _) in final.items() if kind == "sec"}
+    l2 = {loss: c for (loss, kind), (c, _) in final.items() if kind == "l2reg"}
+    diffs = pd.concat([selection.paired_diffs(runs, mainstage.tested_weight(c)).assign(loss=loss)
+                       for (loss, kind), (c, runs) in final.items() if kind == "sec"], ignore_index=True)
+    path = tier.tier_dir(pilot.TIER) / "plan.json"
+    plan = mainstage.write_plan(mainstage.make_plan(sec, l2, diffs, shape, length), path)
+    print(f"main comparison plan ({path}): {plan.seeds} seeds for the primary arms (SD {plan.sd:.3f} of the "
+          f"per-seed mean paired difference, detectable effect {plan.mde:.2f} R@1 points); η "
+          + ", ".join(f"{l} {w:g}" for l, w in plan.eta.items()), flush=True)
+    out = tier.tier_dir(pilot.TIER) / "main"
+    if (out / "runs.parquet").exists():
+        print(f"restored {tier.restore(out, store)} committed main-comparison runs of {out} into {store.root}")
+    cfgs = mainstage.configs(plan, profile)
+    todo = [c for c in cfgs if not store.has(c)]
+    print(f"main comparison: {len(cfgs)} runs, {len(cfgs) - len(todo)} done", flush=True)
+    _train_exporting(todo, cfgs, out, store, jobs, "main-comparison")
+    print("the main comparison is complete; the later stages (tml and cosface, the sweeps, the review chapters) "
+          "are not written yet")
+    return 0
