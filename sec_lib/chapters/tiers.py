@@ -8,7 +8,7 @@ import pandas as pd
 
 from ..runs import experiments as ex
 from ..runs.store import ResultStore
-from ..runs.tier import TIER_PROFILES, TierStore, has_tier, open_tier, tier_dir
+from ..runs.tier import TIER_PROFILES, TierStore, has_tier, open_tier, store_for, tier_dir
 from . import PAGES, profile_param
 from .evidence import evidence_profile
 
@@ -323,3 +323,60 @@ def schedule_pilot(root=None) -> tuple[pd.DataFrame, str]:
     text = (f"{n} of {full} pilot runs are committed (held-out classes). Rule: {pilot.RULE}. "
             + ("; ".join(said) if said else "No length pair is complete yet") + ".")
     return (pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()), text
+
+
+# -- did the held-out selection predict the test classes? ----------------------------------------------------
+
+COLUMNS = ["loss", "eta", "heldout_gain", "heldout_seeds", "test_gain", "test_seeds"]
+
+
+def selection_prediction(profile: str = "reference", root=None) -> pd.DataFrame:
+    """Per loss and η > 0 of the η grid: the held-out gain over η = 0 that the selection saw (training classes
+    held out, its seeds) beside the test gain over η = 0 of the η sweep (test classes, mean of the paired
+    differences over its seeds). One row per cell that has both; empty where the tier lacks either."""
+    from .common import load
+    p = ex.get_profile(profile)
+    store = store_for(profile, root)
+    try:
+        sel = [r for r in ex.selection_runs(p, store, ex.MAIN_LOSSES) if r.config.mu == "batch"]
+        sweep = load("eta", profile, tables=(), root=root).runs
+    except (KeyError, ValueError, ex.SelectionError):
+        return pd.DataFrame(columns=COLUMNS)
+    held = pd.DataFrame([{"loss": r.config.loss, "eta": r.config.eta, "R@1": r.metrics.get("R@1", math.nan)}
+                         for r in sel if r.status == "done"])
+    h = held.groupby(["loss", "eta"])["R@1"].mean().unstack()
+    n_held = held.groupby(["loss", "eta"])["R@1"].count().unstack()
+    t = sweep[sweep["status"] == "done"].pivot_table(index=["loss", "seed"], columns="eta", values="R@1")
+    rows = []
+    for loss in ex.MAIN_LOSSES:
+        if loss not in h.index or 0.0 not in h.columns or loss not in t.index.get_level_values(0):
+            continue
+        tl = t.loc[loss]
+        for eta in [e for e in h.columns if e > 0 and e in tl.columns and 0.0 in tl.columns]:
+            d = (tl[eta] - tl[0.0]).dropna()
+            rows.append({"loss": loss, "eta": float(eta), "heldout_gain": float(h.loc[loss, eta] - h.loc[loss, 0.0]),
+                         "heldout_seeds": int(n_held.loc[loss, eta]),
+                         "test_gain": float(d.mean()) if len(d) else math.nan, "test_seeds": int(len(d))})
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def prediction_sentence(df: pd.DataFrame, profile: str = "reference") -> str:
+    """How well the held-out gains ranked the test gains: Pearson and Spearman r over the (loss, η) cells
+    (Pearson with a Fisher-z 95% interval), and per loss whether the held-out choice is the test's best η."""
+    from scipy import stats
+    d = df.dropna(subset=["heldout_gain", "test_gain"])
+    if len(d) < 4:
+        return f"The {profile} tier does not hold both the η selection and the η sweep, so this cannot be measured yet."
+    r = float(stats.pearsonr(d["heldout_gain"], d["test_gain"])[0])
+    rho = float(stats.spearmanr(d["heldout_gain"], d["test_gain"])[0])
+    z, se = math.atanh(max(min(r, 0.999999), -0.999999)), 1 / math.sqrt(len(d) - 3)
+    lo, hi = math.tanh(z - 1.96 * se), math.tanh(z + 1.96 * se)
+    same = [loss for loss, g in d.groupby("loss")
+            if g.loc[g["heldout_gain"].idxmax(), "eta"] == g.loc[g["test_gain"].idxmax(), "eta"]]
+    seeds, held = sorted(set(d["test_seeds"])), sorted(set(d["heldout_seeds"]))
+    return (f"Over the {len(d)} (loss, η) cells of the {profile} tier, the held-out gain over η = 0 (mean over "
+            f"{'/'.join(map(str, held))} selection seed{'s' if held != [1] else ''} per cell) and the test gain (mean "
+            f"over {'/'.join(map(str, seeds))} seeds) correlate at Pearson "
+            f"r = {r:+.2f} [{lo:+.2f}, {hi:+.2f}] (Spearman {rho:+.2f}). The held-out choice is also the test's best "
+            f"η for {len(same)} of {d['loss'].nunique()} losses{' (' + ', '.join(same) + ')' if same else ''}. "
+            "The decisive tier selects with 3 seeds per grid point for this reason.")

@@ -129,3 +129,22 @@ def test_the_schedule_pilot_section_reads_the_committed_pilot(tmp_path):
     assert "pilot runs are committed (held-out classes)" in text and pilot.RULE in text
     if len(df):
         assert set(df["shape"]) <= set(pilot.SHAPES) and "gain" in df
+
+
+def test_selection_prediction_against_scipy():
+    """The tiers page says how well held-out gains predicted test gains (Pearson r with a Fisher-z interval,
+    Spearman, and whether the held-out choice is the test's best η)."""
+    import math
+    from scipy import stats
+    rng = __import__("numpy").random.default_rng(3)
+    rows = [{"loss": l, "eta": e, "heldout_gain": h, "heldout_seeds": 1, "test_gain": h * 0.5 + rng.normal(0, 0.3),
+             "test_seeds": 5} for l in ("triplet", "ms") for e, h in zip((0.005, 0.05, 0.5), rng.normal(0, 1, 3))]
+    df = pd.DataFrame(rows)
+    s = tiers.prediction_sentence(df)
+    r = stats.pearsonr(df["heldout_gain"], df["test_gain"])[0]
+    z, se = math.atanh(r), 1 / math.sqrt(len(df) - 3)
+    assert f"r = {r:+.2f} [{math.tanh(z - 1.96 * se):+.2f}, {math.tanh(z + 1.96 * se):+.2f}]" in s
+    assert f"Spearman {stats.spearmanr(df['heldout_gain'], df['test_gain'])[0]:+.2f}" in s
+    assert "one selection seed" not in s and "mean over 1 selection seed per cell" in s
+    assert "cannot be measured yet" in tiers.prediction_sentence(df.iloc[:3])
+    assert list(tiers.selection_prediction("smoke", root="/nonexistent").columns) == tiers.COLUMNS
