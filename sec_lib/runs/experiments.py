@@ -14,6 +14,12 @@ Profiles:
 * ``smoke``: tiny settings that exercise every code path in seconds (tests);
 * ``cpu``: what ``make book`` runs on a 2-core machine within its 20-minute budget;
 * ``gpu``: larger images, a ResNet-18, more iterations and seeds; never needed for the build.
+
+The real-benchmark books (:data:`BENCHMARK_PROFILES`: ``cub``, ``cars``, ``sop``, ``inshop`` and the fixture-size
+``cub-smoke``) are profiles too, built in :mod:`sec_lib.runs.benchmarks` from the paper's settings: their Adam
+rates are fixed per loss (``fixed_optimizer``, ``loss_base``) instead of chosen by a pilot, and they train only
+the chapters that apply to photographs (``chapters``). :data:`PROFILES` holds the glyph profiles;
+:func:`get_profile` returns either kind.
 """
 from __future__ import annotations
 
@@ -27,7 +33,12 @@ from .train import TrainConfig
 
 MAIN_LOSSES = ("triplet", "semihard", "npair", "ms")
 VARIANTS = ("none", "l2reg", "sec")
-PROFILE_NAMES = ("smoke", "cpu", "gpu", "reference")
+#: The glyph book's profiles (:data:`PROFILES`).
+GLYPH_PROFILES = ("smoke", "cpu", "gpu", "reference")
+#: The real-benchmark books (:mod:`sec_lib.runs.benchmarks`): the paper's datasets and settings; ``cub-smoke``
+#: is the cub book at fixture size (tests).
+BENCHMARK_PROFILES = ("cub", "cars", "sop", "inshop", "cub-smoke")
+PROFILE_NAMES = GLYPH_PROFILES + BENCHMARK_PROFILES
 
 # SEC weight per loss used in the main table, fixed before any run (not tuned on our test data):
 # semihard 0.5 is the rebuttal's Cars setting (rebuttal Table 2); triplet 1.0 is the authors' public
@@ -78,6 +89,11 @@ class Profile:
     review_eta_grid: tuple = ()    # η of the selection for REVIEW_LOSSES (empty: eta_grid)
     early_iterations: int = 0      # > 0: the convergence chapter also trains each none/SEC run of the
     early_eval_every: int = 0      # main table (over ``seeds``) this long, evaluated this often (:func:`early_twin`)
+    # Fields of the real-benchmark profiles (sec_lib.runs.benchmarks); at their defaults a profile is a glyph one:
+    fixed_optimizer: str = ""      # the optimizer whose settings are fixed (the paper's), not chosen by a pilot;
+    loss_base: dict = field(default_factory=dict)   # ... its per-loss TrainConfig settings (rates, schedule)
+    chapters: tuple = ()           # the chapters this profile trains (empty: all of CHAPTERS)
+    excluded_losses: tuple = ()    # losses its η selection leaves out (they do not apply to its data)
 
 
 PROFILES = {
@@ -143,7 +159,16 @@ PROFILES = {
 
 def get_profile(name: str) -> Profile:
     Choice(PROFILE_NAMES).check("profile", name)
-    return PROFILES[name]
+    if name in PROFILES:
+        return PROFILES[name]
+    from . import benchmarks           # local: benchmarks builds its profiles from this module's Profile
+    return benchmarks.benchmark_profile(name)
+
+
+def profile_chapters(profile: "Profile | str") -> tuple:
+    """The chapters ``profile`` trains: its ``chapters``, or all of :data:`CHAPTERS`."""
+    p = get_profile(profile) if isinstance(profile, str) else profile
+    return tuple(p.chapters) or tuple(CHAPTERS)
 
 
 def with_variant(base: dict, loss: str, variant: str = "none", **changes) -> dict:
@@ -164,10 +189,13 @@ def with_variant(base: dict, loss: str, variant: str = "none", **changes) -> dic
 
 
 def config(profile: Profile, loss: str, variant: str = "none", seed: int = 0, **changes) -> TrainConfig:
-    """A glyph run of ``profile`` for ``loss`` in one of the paper's variants (none / l2reg / sec),
-    with the loss's :data:`LOSS_SETTINGS` (NT-Xent: two views)."""
-    base = with_variant(dict(profile.base, loss=loss, seed=seed), loss, variant,
-                        **{**LOSS_SETTINGS.get(loss, {}), **changes})
+    """A run of ``profile`` for ``loss`` in one of the paper's variants (none / l2reg / sec),
+    with the loss's :data:`LOSS_SETTINGS` (NT-Xent: two views). A run under the profile's
+    ``fixed_optimizer`` takes that loss's ``loss_base`` settings (the paper's rates per loss) over ``base``."""
+    settings = dict(profile.base, loss=loss, seed=seed)
+    if profile.loss_base and changes.get("optimizer", settings.get("optimizer", "adam")) == profile.fixed_optimizer:
+        settings.update(profile.loss_base.get(loss, {}))
+    base = with_variant(settings, loss, variant, **{**LOSS_SETTINGS.get(loss, {}), **changes})
     if not base.get("views"):             # P x K: the profile's batch rounded down to this loss's K
         k = base.get("batch_k") or LOSS_SPECS[loss].k
         base["batch_size"] = base.get("batch_size", 60) // k * k
@@ -283,7 +311,10 @@ def pilot_runs(profile: Profile, store, optimizer: str, sec: bool = False) -> li
 
 def tuned(profile: Profile, optimizer: str, store, sec: bool = False) -> Profile:
     """The profile with the pilot's choices in its base config: the learning rate for ``optimizer``
-    (with SEC: the SGD + SEC arm) and the run length. ``store`` holds the pilot's runs."""
+    (with SEC: the SGD + SEC arm) and the run length. ``store`` holds the pilot's runs. The profile's
+    ``fixed_optimizer`` has no pilot: its settings are the profile's own (the paper's), unchanged."""
+    if optimizer == profile.fixed_optimizer:
+        return profile
     runs = pilot_runs(profile, store, optimizer, sec)
     base = dict(profile.base, optimizer=optimizer, lr=chosen_lr(profile, optimizer, runs, sec),
                 iterations=chosen_iterations(profile, runs))
@@ -300,7 +331,7 @@ def eta_selection(p: Profile, store=None) -> list[TrainConfig]:
           for loss in (*MAIN_LOSSES, *EXTRA_LOSSES) for w in p.l2_etas] if p.main_seeds else []
     review = [config(p, loss, "sec", p.pilot_seed, **_held_out(p, eta=eta))
               for loss in REVIEW_LOSSES for eta in (p.review_eta_grid or p.eta_grid)]
-    return etas + l2 + review
+    return [c for c in etas + l2 + review if c.loss not in p.excluded_losses]
 
 
 def selection_runs(p: Profile, store, losses=None) -> list:
@@ -529,7 +560,8 @@ class _AnyChoice:
 
 
 def check_sweeps(profile: "Profile | str", chapters=None) -> int:
-    """Validate every run the runner may train for ``chapters`` (None: all) before anything trains,
+    """Validate every run the runner may train for ``chapters`` (None: the profile's, :func:`profile_chapters`)
+    before anything trains,
     device included; return how many configs were checked.
 
     The chapters' runs depend on the pilot's choices (learning rate, run length) and on the η
@@ -539,13 +571,17 @@ def check_sweeps(profile: "Profile | str", chapters=None) -> int:
     the grid is checked by the selection runs themselves).
     """
     p = get_profile(profile) if isinstance(profile, str) else profile
-    chapters = list(CHAPTERS) if chapters is None else [Choice(tuple(CHAPTERS)).check("chapter", c) for c in chapters]
+    chapters = (list(profile_chapters(p)) if chapters is None
+                else [Choice(tuple(CHAPTERS)).check("chapter", c) for c in chapters])
     stand_in = _AnyChoice()
     configs = lr_pilot(p)                  # every candidate rate
     lengths = p.iteration_grid or (p.base.get("iterations", 200),)
-    configs += [configs[0].replace(iterations=n) for n in lengths]      # every candidate run length
-    for opt, lrs in p.lr_pilot.items():    # the chapters' runs under each optimizer (rate and length
-        q = dataclasses.replace(p, base=dict(p.base, optimizer=opt, lr=lrs[0], iterations=lengths[0]))
+    configs += [c.replace(iterations=n) for c in configs[:1] for n in lengths]     # every candidate run length
+    arms = [(opt, {"lr": lrs[0]}) for opt, lrs in p.lr_pilot.items()]
+    if p.fixed_optimizer:                  # the profile's own settings (the paper's), no pilot
+        arms.insert(0, (p.fixed_optimizer, {}))
+    for opt, rate in arms:                 # the chapters' runs under each optimizer (rate and length
+        q = dataclasses.replace(p, base=dict(p.base, optimizer=opt, **rate, iterations=lengths[0]))
         for ch in chapters:                # were checked above; they change nothing else)
             fn = CHAPTERS[ch]
             if fn is optim:                # builds its own tuned profiles: the same runs at this rate
