@@ -260,3 +260,15 @@ def test_palette_png_leaves_transparent_and_palette_images_alone(tmp_path):
     Image.new("P", (40, 40)).save(pal)
     size = pal.stat().st_size
     assert palette_png(pal) == (size, size)
+
+
+def test_a_figure_cell_shows_only_its_figure():
+    """myst-nb names every output of a cell with figure metadata: a second output (a displayed note) would give
+    the book a duplicate target and fail the -W build. Notes go in the next cell."""
+    import json
+    repo = Path(__file__).resolve().parents[2]
+    for path in sorted((repo / "notebooks").glob("*.ipynb")):
+        for c in json.loads(path.read_text())["cells"]:
+            src = "".join(c["source"])
+            if c["cell_type"] == "code" and "figure" in c.get("metadata", {}).get("mystnb", {}):
+                assert "display(" not in src and "print(" not in src, (path.name, src[:200])
