@@ -10,7 +10,7 @@ import pandas as pd
 from .. import reference, report
 from ..report import summary_table, values_ci
 from . import profile_param
-from ..report.claims import Claim, from_row
+from ..report.claims import Claim, family_row
 from ..figures.tables import fold_columns
 from .common import measures_text, name_means, one_family, paired, with_verdict
 
@@ -147,14 +147,7 @@ def page_family(ev) -> pd.DataFrame:
 
 
 def _head(head: str):
-    def estimate(ev) -> dict:
-        f = page_family(ev)
-        r = f[(f["head"] == head) & (f["metric"] == "R@1")] if len(f) else f
-        if not len(r):
-            raise KeyError(f"no {head} runs with and without SEC")
-        return from_row(r.iloc[0])
-    estimate.__name__ = f"bnwn_{head}"
-    return estimate
+    return family_row(page_family, head=head, metric="R@1")
 
 
 CLAIMS = [

@@ -20,8 +20,8 @@ from ..reference import RETRIEVAL_METRICS, SOURCES, comparison_label
 from ..report import fmt_metric, format_ci
 from ..runs.tier import store_for
 from . import profile_param
-from ..report.claims import Claim, from_row, mde_from_ci as _mde
-from .common import EXPECTED_SIGN, NORM_METRICS, TEST_NAME, order_rows, runs_frame
+from ..report.claims import Claim, family_row, mde_from_ci as _mde
+from .common import EXPECTED_SIGN, NORM_CV, NORM_METRICS, TEST_NAME, order_rows, runs_frame, with_norm_cv
 
 #: The notebook's parameters (checked by ``sec_lib.params.notebook_params``).
 PARAMS = profile_param()
@@ -57,9 +57,12 @@ def main_table(frames, metrics: Sequence[str] = (*RETRIEVAL_METRICS, *NORM_METRI
 
     Columns: loss, variant, metric, mean, ci_lo, ci_hi, n (finite values: failed runs do not count),
     n_runs (runs in the cell, failed included), n_failed (runs whose status is not 'done'; only when
-    the frame has a ``status`` column). Metrics missing from the frame are left out.
+    the frame has a ``status`` column). Metrics missing from the frame are left out. The norm CVs
+    (``test_norm_cv``, ``train_norm_cv``) are computed from ``frames`` (:func:`~sec_lib.chapters.common.with_norm_cv`).
     """
     runs = runs_frame(frames)
+    if any(m in NORM_CV.values() for m in metrics):
+        runs = with_norm_cv(frames)
     metrics = [m for m in metrics if m in runs.columns]
     if not metrics:
         raise ValueError(f"none of the metrics are in the runs frame; columns: {list(runs.columns)}")
@@ -81,8 +84,8 @@ def _cell(mean, lo, hi, n, metric, digits) -> str:
 def main_table_display(table: pd.DataFrame, digits: int = 2) -> pd.DataFrame:
     """One row per loss × variant with ``mean ± CI half-width`` cells (percent metrics with ``digits``
     decimals, other quantities with 3 significant digits), the number of seeds and of failed runs.
-    Next to retrieval metrics, the norm variances are folded into a table of their own on the page
-    (:func:`sec_lib.figures.tables.fold_columns`)."""
+    Next to retrieval metrics, the norm variances, each with its CV (std / mean) beside it, are folded
+    into a table of their own on the page (:func:`sec_lib.figures.tables.fold_columns`)."""
     rows = []
     for (loss, variant), sub in table.groupby(["loss", "variant"], sort=False):
         row = {"loss": loss, "variant": variant}
@@ -95,7 +98,8 @@ def main_table_display(table: pd.DataFrame, digits: int = 2) -> pd.DataFrame:
     out = order_rows(pd.DataFrame(rows))
     if any(m in out.columns for m in RETRIEVAL_METRICS):
         norms = [m for m in NORM_METRICS if m in out.columns]
-        fold_columns(out, ["loss", "variant"], {f"Norm variances: {', '.join(norms)} (mean ± 95% CI)": norms})
+        fold_columns(out, ["loss", "variant"], {f"Norm spread, each variance with its scale-free CV = std / mean "
+                                                f"beside it: {', '.join(norms)} (mean ± 95% CI)": norms})
     return out
 
 
@@ -105,10 +109,13 @@ def sec_gain(frames, variants: Sequence[str] = ("sec", "l2reg"), baseline: str =
 
     Columns: loss, variant, baseline, comparison, metric, mean_a (baseline), mean_b (variant), diff,
     ci_lo, ci_hi, p_value, n_pairs, n_unpaired, test, verdict. The verdict (:func:`sec_lib.report.verdict`)
-    checks the paper's direction: up for the retrieval metrics, down for the norm variances.
-    Variants absent from the frame are skipped.
+    checks the paper's direction: up for the retrieval metrics, down for the norm variances and their CVs
+    (computed from ``frames``, :func:`~sec_lib.chapters.common.with_norm_cv`). Variants absent from the frame
+    are skipped.
     """
     runs = runs_frame(frames)
+    if any(m in NORM_CV.values() for m in metrics):
+        runs = with_norm_cv(frames)
     if "seed" not in runs.columns:
         raise ValueError("the runs frame has no 'seed' column to pair runs on")
     metrics = [m for m in metrics if m in runs.columns]
@@ -337,14 +344,7 @@ def gains_paragraph(gains: pd.DataFrame, metric: str = "R@1", variant: str = "se
 
 def _loss_row(loss: str):
     """C4a-d: the R@1 row of SEC − none for ``loss`` as this page's table tests it (its family: SEC − none, R@1)."""
-    def estimate(ev) -> dict:
-        g = sec_gain(ev.frames("compare"), variants=("sec",), metrics=("R@1",))
-        r = g[g["loss"] == loss]
-        if not len(r):
-            raise KeyError(f"no SEC − none pairs for {loss}")
-        return from_row(r.iloc[0])
-    estimate.__name__ = f"sec_minus_none_R1_{loss}"
-    return estimate
+    return family_row(lambda ev: sec_gain(ev.frames("compare"), variants=("sec",), metrics=("R@1",)), loss=loss)
 
 
 def _pooled(chapter: str, a: str = "none", b: str = "sec", losses=ex.MAIN_LOSSES):

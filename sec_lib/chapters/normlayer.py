@@ -8,7 +8,7 @@ import pandas as pd
 
 from ..report import summary_table, values_ci
 from . import profile_param
-from ..report.claims import Claim, from_row
+from ..report.claims import Claim, family_row
 from .common import measures_text, name_means, one_family, paired, run_step_means, verdict_row_of, with_verdict
 
 #: The notebook's parameters (checked by ``sec_lib.params.notebook_params``).
@@ -112,12 +112,8 @@ def page_family(ev) -> dict:
     return ev.derived("normlayer_family", lambda: normlayer_family(ev.runs("normlayer"), ev.table("normlayer", "steps")))
 
 
-def _est_normalize_gain(ev) -> dict:
-    d = page_family(ev)["diffs"]
-    r = d[(d["comparison"] == "SEC − none (normalize head)") & (d["metric"] == "R@1")] if len(d) else d
-    if not len(r):
-        raise KeyError("no normalize-head runs with and without SEC")
-    return from_row(r.iloc[0])
+_est_normalize_gain = family_row(lambda ev: page_family(ev)["diffs"], comparison="SEC − none (normalize head)",
+                                metric="R@1")
 
 
 CLAIMS = [

@@ -10,7 +10,7 @@ import pandas as pd
 from .. import report
 from ..report import pooled_diff, summary_table
 from . import profile_param
-from ..report.claims import Claim, from_row
+from ..report.claims import Claim, family_row
 from .. import reference
 from .common import (check_cols, measures_text, name_means, one_family, paired, run_step_means,
                      verdict_row_of, with_verdict)
@@ -158,14 +158,7 @@ def page_family(ev) -> dict:
 
 
 def _row(table: str, optimizer: str, metric: str):
-    def estimate(ev) -> dict:
-        t = page_family(ev)[table]
-        r = t[(t["optimizer"] == optimizer) & (t["metric"] == metric)] if len(t) else t
-        if not len(r):
-            raise KeyError(f"no {optimizer} runs with and without SEC")
-        return from_row(r.iloc[0])
-    estimate.__name__ = f"optim_{table}_{optimizer}_{metric}"
-    return estimate
+    return family_row(lambda ev: page_family(ev)[table], optimizer=optimizer, metric=metric)
 
 
 CLAIMS = [

@@ -13,7 +13,7 @@ from typing import Sequence
 import pandas as pd
 
 from .. import report
-from ..report.claims import from_row
+from ..report.claims import family_row
 from .common import check_cols, measures_text
 
 
@@ -90,16 +90,5 @@ def verdict_sentence(row, what: str, claim: str, unit: str = "points") -> str:
             f"Verdict for *{claim}*: **{r['verdict']}**.")
 
 
-def row_claim(family, **match):
-    """An ``estimate(ev)`` for a claim the page decides: the row of the page's Holm family
-    (``family(ev)``, a table of verdict rows) whose columns equal ``match``, with that row's adjusted p
-    and verdict (:func:`sec_lib.report.claims.from_row`), so the claim reads as the page's table does."""
-    def estimate(ev) -> dict:
-        t = family(ev)
-        for k, v in match.items():
-            t = t[t[k] == v] if len(t) else t
-        if not len(t):
-            raise KeyError(f"no row with {match} in the page's family")
-        return from_row(t.iloc[0])
-    estimate.__name__ = "row_" + "_".join(str(v) for v in match.values())
-    return estimate
+#: A claim's estimate as a row of the page's family (:func:`sec_lib.report.claims.family_row`).
+row_claim = family_row

@@ -154,6 +154,21 @@ def from_row(row, note: str = "") -> dict:
     return out
 
 
+def family_row(family: Callable, **match) -> Callable:
+    """An ``estimate(ev)`` for a claim a page decides: the row of the page's Holm family (``family(ev)``, a
+    table of verdict rows) whose columns equal ``match``, with that row's adjusted p and verdict
+    (:func:`from_row`). No such row (no runs for it): ``KeyError``, so the claim has no evidence."""
+    def estimate(ev) -> dict:
+        t = family(ev)
+        for k, v in match.items():
+            t = t[t[k] == v] if len(t) else t
+        if not len(t):
+            raise KeyError(f"no row with {match} in the page's family")
+        return from_row(t.iloc[0])
+    estimate.__name__ = "row_" + "_".join(str(v) for v in match.values())
+    return estimate
+
+
 def _paper_value(p):
     try:
         return p() if callable(p) else p
