@@ -20,12 +20,19 @@ from ..runs.store import load_runs, run_key
 from ..runs.tier import store_for
 from ..report.claims import mde_from_ci as _mde_from_ci
 
-NORM_METRICS = ("test_norm_var", "train_norm_var")
+#: Each norm variance of the runs table (absolute units) -> its scale-free counterpart, the coefficient of
+#: variation CV = std / mean of the same norms (issue 23). SEC mostly shrinks the embedding, so a variance
+#: falls with the scale; every page that shows a variance shows this CV beside it (:func:`with_norm_cv`).
+NORM_CV = {"test_norm_var": "test_norm_cv", "train_norm_var": "train_norm_cv"}
+#: The mean norm each variance's CV divides by (a column of the runs table).
+NORM_MEAN = {"test_norm_var": "test_norm_mean", "train_norm_var": "train_norm_mean"}
+#: The norm statistics of the main table and its paired differences: each variance, then its CV.
+NORM_METRICS = ("test_norm_var", "test_norm_cv", "train_norm_var", "train_norm_cv")
 #: Regularised variant -> how the page names the paired comparison against ``none``.
 COMPARISONS = {v: comparison_label(v) for v in ("sec", "l2reg")}
 #: Direction each metric is expected to move under SEC (+1 up, -1 down): drives the verdicts.
 EXPECTED_SIGN = {**{m: +1 for m in (*RETRIEVAL_METRICS, "MAP@R")}, "test_norm_var": -1, "train_norm_var": -1,
-                 "test_norm_cv": -1}
+                 "test_norm_cv": -1, "train_norm_cv": -1}
 TEST_NAME = "paired t-test over seeds (two-sided)"
 
 
@@ -61,6 +68,87 @@ def order_rows(df: pd.DataFrame, cols=("loss", "variant")) -> pd.DataFrame:
     tmp = df.assign(**{f"__k{i}": k for i, k in enumerate(keys)})
     return tmp.sort_values([f"__k{i}" for i in range(len(keys))], kind="stable").drop(
         columns=[f"__k{i}" for i in range(len(keys))]).reset_index(drop=True)
+
+
+def cv_from_var(var, mean):
+    """The coefficient of variation ``sqrt(var) / mean``: the one formula behind every norm CV of the book
+    (scalars, arrays or Series). ``var`` is the population variance of the norms, as the runs table stores
+    it (``train_norm_var``, ``test_norm_var``: ``torch.var(unbiased=False)``)."""
+    return np.sqrt(var) / mean
+
+
+def with_norm_cv(frames, test_norms: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The runs of ``frames`` (a :class:`~sec_lib.runs.store.Frames` or a runs DataFrame) with, beside each
+    norm variance, its scale-free counterpart (:data:`NORM_CV`; :func:`cv_from_var`):
+
+    * ``test_norm_cv``: std / mean of the run's stored test norms (``frames.test_norms``, population
+      std) where the frames carry them, else from the runs table's ``test_norm_var`` and ``test_norm_mean``
+      (the same numbers: ``test_norm_var`` is the variance of those norms);
+    * ``train_norm_cv``: ``sqrt(train_norm_var) / train_norm_mean`` of the runs table.
+
+    A CV whose inputs are absent is left out (no column; :func:`norm_cv_note` says why); one already in
+    the frame is kept. Failed runs (no norms) get NaN. ``test_norms`` stands for ``frames.test_norms``
+    (e.g. with a runs DataFrame)."""
+    runs = getattr(frames, "runs", frames)
+    if not isinstance(runs, pd.DataFrame):
+        raise ValueError(f"frames must be a store.Frames or a runs DataFrame, got {type(runs).__name__}")
+    out = runs.copy()
+    tn = getattr(frames, "test_norms", None) if test_norms is None else test_norms
+    per_run = None
+    if isinstance(tn, pd.DataFrame) and len(tn) and {"key", "norm"} <= set(tn.columns) and "key" in out.columns:
+        g = tn.groupby("key")["norm"]
+        per_run = cv_from_var(g.var(ddof=0), g.mean())
+    for var_col, cv_col in NORM_CV.items():
+        if cv_col in out.columns:
+            continue
+        cv, found = pd.Series(np.nan, index=out.index, dtype=float), False
+        if var_col == "test_norm_var" and per_run is not None:
+            cv, found = out["key"].map(per_run).astype(float), True
+        if var_col in out.columns and NORM_MEAN[var_col] in out.columns:
+            cv = cv.fillna(cv_from_var(pd.to_numeric(out[var_col], errors="coerce").astype(float),
+                                       pd.to_numeric(out[NORM_MEAN[var_col]], errors="coerce").astype(float)))
+            found = True
+        if found:
+            out[cv_col] = cv
+    return out
+
+
+def beside_cv(metrics: Iterable[str], columns: Iterable[str]) -> list[str]:
+    """``metrics`` with each norm variance followed by its CV (:data:`NORM_CV`) where ``columns`` (e.g. of
+    :func:`with_norm_cv`'s frame) hold it; a CV already listed is not repeated."""
+    metrics, columns = list(metrics), set(columns)
+    out = []
+    for m in metrics:
+        if m in out:
+            continue
+        out.append(m)
+        cv = NORM_CV.get(m)
+        if cv is not None and cv in columns and cv not in out:
+            out.append(cv)
+    return out
+
+
+def norm_cv_note(frames, variances: Iterable[str] = tuple(NORM_CV)) -> str:
+    """'' when every norm variance of ``variances`` in the runs of ``frames`` has its CV
+    (:func:`with_norm_cv`), else a sentence naming the variances shown without one and the column missing."""
+    runs = with_norm_cv(frames)
+    missing = [v for v in variances if v in runs.columns and NORM_CV[v] not in runs.columns]
+    if not missing:
+        return ""
+    why = "; ".join(f"{v} (the runs lack {NORM_MEAN[v]}" + (" and test norms" if v == "test_norm_var" else "") + ")"
+                    for v in missing)
+    return (f"No CV (std / mean) can be shown beside {why}: these runs store no mean norm, so only the variance, "
+            "which shrinks with the norms' scale, is shown.")
+
+
+def var_cv_text(var_a, var_b, cv_a=np.nan, cv_b=np.nan, arrow: str = "→") -> str:
+    """'variance 4.1 → 0.0021 (CV 0.18 → 0.13)': a change of a norm variance with its scale-free
+    counterpart beside it ('CV n/a' where a CV is missing), 3 significant digits."""
+    def num(v):
+        return f"{float(v):.3g}" if v is not None and np.isfinite(v) else "n/a"
+    cv = (f"CV {num(cv_a)} {arrow} {num(cv_b)}" if all(v is not None and np.isfinite(v) for v in (cv_a, cv_b))
+          else "CV n/a")
+    return f"variance {num(var_a)} {arrow} {num(var_b)} ({cv})"
 
 
 def run_attrs(runs: pd.DataFrame) -> pd.DataFrame:

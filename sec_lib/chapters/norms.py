@@ -14,7 +14,7 @@ from ..figures import results as results_fig
 from ..figures import widgets
 from ..reference import SOURCES, VARIANT_NAMES
 from . import profile_param
-from .common import NORM_METRICS, order_rows, run_attrs, runs_frame
+from .common import NORM_CV, NORM_METRICS, beside_cv, cv_from_var, order_rows, run_attrs, runs_frame, with_norm_cv
 from .compare import fmt_p, main_table, sec_gain
 from ..report.claims import Claim
 
@@ -26,28 +26,21 @@ def norm_summary(frames, level: float = 0.95) -> pd.DataFrame:
     """Per loss × variant: mean and CI over seeds of the final norm statistics of each run.
 
     Metrics: test_norm_mean, test_norm_var, test_norm_cv (std / mean, scale-free: the variance
-    shrinks with the norms themselves, e.g. under L2-reg), train_norm_var. Tidy, as :func:`main_table`.
+    shrinks with the norms themselves, e.g. under L2-reg), train_norm_var, train_norm_cv
+    (:func:`~sec_lib.chapters.common.with_norm_cv`). Tidy, as :func:`main_table`.
     """
-    runs = runs_frame(frames).copy()
-    tn = getattr(frames, "test_norms", None)
-    if tn is not None and len(tn) and "norm" in tn.columns:
-        per = tn.groupby("key")["norm"].agg(["mean", "std", "var"])
-        per = per.assign(cv=per["std"] / per["mean"])
-        runs = runs.merge(per[["cv"]].rename(columns={"cv": "test_norm_cv"}), left_on="key", right_index=True,
-                          how="left")
-    metrics = [m for m in ("test_norm_mean", "test_norm_var", "test_norm_cv", "train_norm_var") if m in runs.columns]
+    runs = with_norm_cv(runs_frame(frames), getattr(frames, "test_norms", None))
+    metrics = [m for m in beside_cv(("test_norm_mean", "test_norm_var", "train_norm_var"), runs.columns)
+               if m in runs.columns]
     return main_table(runs, metrics=metrics, level=level)
 
 
 def norm_reduction(frames, variants=("sec", "l2reg"), level: float = 0.95) -> pd.DataFrame:
-    """Paired change (variant − none) of the final norm statistics per loss, with verdicts expecting a decrease."""
-    runs = runs_frame(frames).copy()
-    tn = getattr(frames, "test_norms", None)
-    if tn is not None and len(tn) and "norm" in tn.columns:
-        per = tn.groupby("key")["norm"].agg(["mean", "std"])
-        runs = runs.merge((per["std"] / per["mean"]).rename("test_norm_cv"), left_on="key", right_index=True,
-                          how="left")
-    metrics = [m for m in ("test_norm_var", "test_norm_cv", "train_norm_var") if m in runs.columns]
+    """Paired change (variant − none) of the final norm statistics per loss, with verdicts expecting a decrease:
+    each norm variance and its CV (std / mean, :func:`~sec_lib.chapters.common.with_norm_cv`), one Holm
+    family per comparison (the norm statistics)."""
+    runs = with_norm_cv(runs_frame(frames), getattr(frames, "test_norms", None))
+    metrics = [m for m in beside_cv(("test_norm_var", "train_norm_var"), runs.columns) if m in runs.columns]
     return sec_gain(runs, variants=variants, metrics=metrics, level=level)
 
 
@@ -55,7 +48,9 @@ def variance_vs_gain(frames, metric: str = "R@1", var_col: str = "train_norm_var
                      level: float = 0.95) -> pd.DataFrame:
     """Reviewer question 4: does a larger norm-variance reduction go with a larger gain?
 
-    One row per (source, loss): ``var_none``, ``var_sec``, ``reduction`` (none − sec),
+    One row per (source, loss): ``var_none``, ``var_sec``, beside them ``cv_none``, ``cv_sec`` (the same
+    norms' scale-free CV = std / mean, :func:`~sec_lib.chapters.common.with_norm_cv`; NaN for the rebuttal,
+    which gives variances only), ``reduction`` (none − sec),
     ``ratio`` (none / sec), ``log10_ratio`` (the x of :data:`Q4_DEFINITION`), ``gain`` (SEC − none in ``metric``), with paired CIs for ours
     (``reduction_ci_*``, ``gain_ci_*``, ``n_pairs``) and NaN CIs for the rebuttal's single runs.
     Sources: ``ours`` (variances of our embeddings, glyphs) and ``rebuttal`` (training-set
@@ -66,12 +61,17 @@ def variance_vs_gain(frames, metric: str = "R@1", var_col: str = "train_norm_var
     runs = runs_frame(frames)
     if var_col not in runs.columns:
         raise ValueError(f"var_col = {var_col!r} is not a column of the runs frame; valid: {list(NORM_METRICS)}")
-    g = sec_gain(runs, variants=("sec",), metrics=[metric, var_col], level=level)
+    runs = with_norm_cv(runs, getattr(frames, "test_norms", None))
+    cv_col = NORM_CV.get(var_col)
+    g = sec_gain(runs, variants=("sec",), metrics=[metric, *beside_cv([var_col], runs.columns)], level=level)
     rows = []
     for loss, sub in g.groupby("loss", sort=False):
         gm = sub[sub["metric"] == metric].iloc[0]
         vm = sub[sub["metric"] == var_col].iloc[0]
+        cm = sub[sub["metric"] == cv_col]
+        cv_none, cv_sec = (cm["mean_a"].iloc[0], cm["mean_b"].iloc[0]) if len(cm) else (math.nan, math.nan)
         rows.append({"source": "ours", "loss": loss, "var_none": vm.mean_a, "var_sec": vm.mean_b,
+                     "cv_none": cv_none, "cv_sec": cv_sec,
                      "reduction": -vm["diff"], "reduction_ci_lo": -vm.ci_hi, "reduction_ci_hi": -vm.ci_lo,
                      "ratio": vm.mean_a / vm.mean_b if vm.mean_b else math.nan,
                      "log10_ratio": math.log10(vm.mean_a / vm.mean_b) if vm.mean_a > 0 and vm.mean_b > 0 else math.nan,
@@ -81,6 +81,7 @@ def variance_vs_gain(frames, metric: str = "R@1", var_col: str = "train_norm_var
     pg = pg[pg["variant"] == "sec"].set_index("loss")["paper_gain"]
     for r in rv.itertuples(index=False):
         rows.append({"source": "rebuttal", "loss": r.loss, "var_none": r.norm_var_none, "var_sec": r.norm_var_sec,
+                     "cv_none": math.nan, "cv_sec": math.nan,
                      "reduction": r.reduction, "reduction_ci_lo": math.nan, "reduction_ci_hi": math.nan,
                      "ratio": r.ratio, "log10_ratio": math.log10(r.ratio), "gain": pg.get(r.loss, math.nan), "gain_ci_lo": math.nan,
                      "gain_ci_hi": math.nan, "n_pairs": 1})
@@ -200,7 +201,8 @@ def grad_slope_stats(frames, skip_fraction: float = 0.0, level: float = 0.95) ->
 def norm_sentences(reduction: pd.DataFrame, metric: str = "test_norm_cv", variant: str = "sec") -> list[str]:
     """Computed sentences: does ``variant`` lower a norm statistic against none, per loss (paired, CI, verdict)?"""
     what = {"test_norm_var": "the test-set norm variance", "test_norm_cv": "the test-set norm CV (std / mean)",
-            "train_norm_var": "the training-set norm variance"}.get(metric, metric)
+            "train_norm_var": "the training-set norm variance",
+            "train_norm_cv": "the training-set norm CV (std / mean)"}.get(metric, metric)
     g = reduction[(reduction["metric"] == metric) & (reduction["variant"] == variant)]
     out = []
     for r in g.itertuples(index=False):
@@ -311,9 +313,12 @@ def figure1_runs(runs: pd.DataFrame, test_norms: pd.DataFrame, head: str = FIG1_
 
 
 def figure1_sentence(runs: pd.DataFrame, test_norms: pd.DataFrame) -> str:
-    """The coefficient of variation of the final test norms (std / mean, mean over seeds) without and with SEC."""
-    cv = test_norms.groupby("key")["norm"].agg(lambda x: x.std() / x.mean()).rename("cv").reset_index()
-    m = runs.merge(cv, on="key").groupby("variant")["cv"].agg(["mean", "count"])
+    """The coefficient of variation of the final test norms (std / mean, mean over seeds) without and with SEC
+    (:func:`~sec_lib.chapters.common.with_norm_cv`)."""
+    cv = with_norm_cv(runs.drop(columns=["test_norm_cv"], errors="ignore"), test_norms)
+    if "test_norm_cv" not in cv.columns:
+        return "These runs have neither test norms nor their mean and variance, so their CV cannot be computed."
+    m = cv.dropna(subset=["test_norm_cv"]).groupby("variant")["test_norm_cv"].agg(["mean", "count"])
     if not {"none", "sec"} <= set(m.index):
         return "Both variants are needed for the comparison; found: " + ", ".join(m.index) + "."
     a, b = m.loc["none", "mean"], m.loc["sec", "mean"]
@@ -331,7 +336,7 @@ def norm_cv(runs: pd.DataFrame) -> pd.Series:
     for col in ("train_norm_var", "train_norm_mean"):
         if col not in runs.columns:
             raise KeyError(f"the runs lack {col}, so the CV of the norms cannot be computed")
-    return np.sqrt(runs["train_norm_var"].astype(float)) / runs["train_norm_mean"].astype(float)
+    return cv_from_var(runs["train_norm_var"].astype(float), runs["train_norm_mean"].astype(float))
 
 
 def _est_norm_cv(ev) -> dict:

@@ -315,7 +315,8 @@ def test_norm_reduction_uses_scale_free_cv():
     F = frames_with_norms()
     red = norms.norm_reduction(F)
     cv = red[(red.metric == "test_norm_cv") & (red.variant == "sec") & (red.loss == "triplet")].iloc[0]
-    per = F.test_norms.groupby("key")["norm"].agg(lambda x: x.std() / x.mean())
+    # population std, like the stored test_norm_var (torch.var(unbiased=False)) whose CV it is
+    per = F.test_norms.groupby("key")["norm"].agg(lambda x: np.std(x.to_numpy()) / x.mean())
     want = np.mean([per[f"triplet-sec-{s}"] - per[f"triplet-none-{s}"] for s in range(3)])
     assert cv["diff"] == pytest.approx(want) and cv["diff"] < 0
 

@@ -1,0 +1,113 @@
+"""Issue 23, item 5: every norm variance the book shows has its scale-free counterpart, the coefficient of
+variation CV = std / mean of the same norms, beside it. One helper computes it
+(:func:`sec_lib.chapters.common.with_norm_cv`); these tests check it against numpy and check that the
+chapters' tables and sentences that show a variance show the CV next to it, on hand-made frames."""
+import numpy as np
+import pandas as pd
+import pytest
+
+from sec_lib.chapters import common, compare, norms
+from sec_lib.runs.store import Frames
+
+RNG = np.random.default_rng(23)
+#: variant -> (scale of the norms, relative spread): SEC shrinks the scale a lot, the relative spread less.
+SHAPE = {"none": (14.6, 0.18), "l2reg": (0.6, 0.22), "sec": (0.41, 0.13)}
+
+
+def _frames(losses=("triplet", "ms"), seeds=3, n_norms=40, train_mean=True):
+    """Runs whose stored norm statistics are those of real (random) norms, as the training loop stores them:
+    population variance (torch.var(unbiased=False)) and mean, of the train and of the test norms."""
+    rows, tn = [], []
+    for loss in losses:
+        for v, (scale, cv) in SHAPE.items():
+            for s in range(seeds):
+                key = f"{loss}-{v}-{s}"
+                test = scale * (1 + cv * RNG.standard_normal(n_norms))
+                train = scale * (1 + cv * RNG.standard_normal(n_norms))
+                r = dict(key=key, loss=loss, variant=v, seed=s, status="done", eta=0.1,
+                         **{"R@1": 50 + RNG.normal(0, 1), "NMI": 40.0}, test_norm_var=test.var(),
+                         test_norm_mean=test.mean(), train_norm_var=train.var(), train_norm_mean=train.mean())
+                if not train_mean:
+                    r.pop("train_norm_mean")
+                rows.append(r)
+                tn.append(pd.DataFrame({"key": key, "label": 0, "norm": test}))
+    empty = {k: pd.DataFrame() for k in ("steps", "tracked", "evals", "cosines", "grad_scatter")}
+    return Frames(runs=pd.DataFrame(rows), test_norms=pd.concat(tn, ignore_index=True), **empty)
+
+
+def test_cv_from_var_is_numpy_std_over_mean():
+    x = RNG.gamma(3.0, 2.0, size=500)
+    assert common.cv_from_var(x.var(), x.mean()) == pytest.approx(np.std(x) / np.mean(x))
+    v, m = pd.Series([4.0, 0.25]), pd.Series([10.0, 1.0])
+    assert common.cv_from_var(v, m).tolist() == pytest.approx([0.2, 0.5])   # the variance alone ranks them the other way
+
+
+def test_with_norm_cv_from_test_norms_and_runs_columns():
+    F = _frames()
+    out = common.with_norm_cv(F)
+    by_key = F.test_norms.groupby("key")["norm"]
+    want_test = {k: np.std(x.to_numpy()) / np.mean(x.to_numpy()) for k, x in by_key}
+    assert out.set_index("key")["test_norm_cv"].to_dict() == pytest.approx(want_test)
+    want_train = np.sqrt(F.runs["train_norm_var"]) / F.runs["train_norm_mean"]
+    assert out["train_norm_cv"].to_numpy() == pytest.approx(want_train.to_numpy())
+    # a runs frame alone: the test CV from test_norm_var and test_norm_mean, the same numbers
+    alone = common.with_norm_cv(F.runs)
+    assert alone["test_norm_cv"].to_numpy() == pytest.approx(out["test_norm_cv"].to_numpy())
+    assert "test_norm_cv" not in F.runs.columns                                   # the input is not changed
+    assert common.norm_cv_note(F) == ""
+
+
+def test_missing_mean_degrades_with_a_note():
+    F = _frames(train_mean=False)
+    out = common.with_norm_cv(F.runs.drop(columns=["test_norm_mean"]))
+    assert "train_norm_cv" not in out.columns and "test_norm_cv" not in out.columns
+    note = common.norm_cv_note(F)
+    assert "train_norm_var" in note and "train_norm_mean" in note and "test_norm_var" not in note
+    assert common.beside_cv(["R@1", "test_norm_var", "train_norm_var"], common.with_norm_cv(F).columns) == [
+        "R@1", "test_norm_var", "test_norm_cv", "train_norm_var"]
+
+
+def test_var_cv_text():
+    assert common.var_cv_text(14.6 ** 2 * 0.0324, 0.41 ** 2 * 0.0169, 0.18, 0.13) == "variance 6.91 → 0.00284 (CV 0.18 → 0.13)"
+    assert common.var_cv_text(1.0, 0.5) == "variance 1 → 0.5 (CV n/a)"
+
+
+def test_main_table_shows_each_cv_beside_its_variance():
+    F = _frames()
+    t = compare.main_table(F)
+    cv = t[(t.loss == "ms") & (t.variant == "sec") & (t.metric == "train_norm_cv")].iloc[0]
+    r = F.runs[(F.runs.loss == "ms") & (F.runs.variant == "sec")]
+    assert cv["mean"] == pytest.approx(np.mean(np.sqrt(r.train_norm_var) / r.train_norm_mean))
+    d = compare.main_table_display(t)
+    cols = list(d.columns)
+    for var, cv_col in common.NORM_CV.items():
+        assert cols.index(cv_col) == cols.index(var) + 1
+    (label, folded), = d.attrs["sec_folded_columns"].items()
+    assert folded == ["test_norm_var", "test_norm_cv", "train_norm_var", "train_norm_cv"] and "CV" in label
+
+
+def test_paired_gains_test_the_cv_with_the_variances():
+    g = compare.sec_gain(_frames(seeds=4))
+    norm_rows = g[g["metric"].isin(common.NORM_METRICS)]
+    assert set(norm_rows["metric"]) == set(common.NORM_METRICS)
+    fam = norm_rows[norm_rows["comparison"] == "SEC − none"]
+    assert fam["family"].nunique() == 1 and int(fam["m"].iloc[0]) == len(fam) == 2 * 4   # losses x norm statistics
+    sec_cv = fam[fam["metric"] == "train_norm_cv"]
+    assert (sec_cv["diff"] < 0).all()                                    # SEC's CV is lower, by construction
+    l2_cv = g[(g["comparison"] == "L2-reg − none") & (g["metric"] == "test_norm_cv")]
+    l2_var = g[(g["comparison"] == "L2-reg − none") & (g["metric"] == "test_norm_var")]
+    assert (l2_var["diff"] < 0).all() and (l2_cv["diff"] > 0).all()       # the variance falls with the scale only
+
+
+def test_norms_page_tables_carry_train_cv():
+    F = _frames()
+    s = norms.norm_summary(F)
+    assert {"test_norm_cv", "train_norm_cv"} <= set(s["metric"])
+    red = norms.norm_reduction(F)
+    assert {"test_norm_cv", "train_norm_cv"} <= set(red["metric"])
+    vvg = norms.variance_vs_gain(F)
+    ours = vvg[vvg.source == "ours"].set_index("loss")
+    r = F.runs[(F.runs.loss == "triplet") & (F.runs.variant == "none")]
+    assert ours.loc["triplet", "cv_none"] == pytest.approx(np.mean(np.sqrt(r.train_norm_var) / r.train_norm_mean))
+    assert vvg[vvg.source == "rebuttal"]["cv_none"].isna().all()          # the rebuttal gives variances only
+    assert list(vvg.columns[:6]) == ["source", "loss", "var_none", "var_sec", "cv_none", "cv_sec"]
