@@ -12,25 +12,38 @@ from ..figures import sweeps, widgets
 from ..report import summary_table, values_ci
 from . import profile_param
 from ..report.claims import Claim
-from .common import check_cols, measures_text, name_means, one_family, paired, with_verdict
+from .common import (NORM_CV, beside_cv, check_cols, measures_text, name_means, one_family, paired, var_cv_text,
+                     with_norm_cv, with_verdict)
 
 #: The notebook's parameters (checked by ``sec_lib.params.notebook_params``).
 PARAMS = profile_param()
 
-ETA_METRICS = ("R@1", "train_norm_var", "test_norm_var")
+#: R@1 and the norm variances, each followed by its CV (std / mean, scale-free) where the runs allow it.
+ETA_METRICS = ("R@1", "train_norm_var", "train_norm_cv", "test_norm_var", "test_norm_cv")
+
+
+def _metrics(runs: pd.DataFrame, metrics: Sequence[str]) -> tuple[pd.DataFrame, list[str]]:
+    """``runs`` with the norm CVs (:func:`~sec_lib.chapters.common.with_norm_cv`) and ``metrics`` with
+    each norm variance's CV beside it; a CV the runs cannot give is left out (no mean norm), the rest is required."""
+    runs = with_norm_cv(runs)
+    metrics = [m for m in beside_cv(metrics, runs.columns) if m in runs.columns or m not in NORM_CV.values()]
+    check_cols(runs, ["loss", "eta", *metrics], "runs")
+    return runs, metrics
 
 
 def eta_summary(runs: pd.DataFrame, metrics: Sequence[str] = ETA_METRICS) -> pd.DataFrame:
-    """Tidy mean ± CI per loss × η (η = 0: no SEC)."""
-    check_cols(runs, ["loss", "eta", *metrics], "runs")
-    return report.summarize(runs.sort_values(["eta"], kind="stable"), ["loss", "eta"], list(metrics))
+    """Tidy mean ± CI per loss × η (η = 0: no SEC); beside each norm variance its CV (std / mean)."""
+    runs, metrics = _metrics(runs, metrics)
+    return report.summarize(runs.sort_values(["eta"], kind="stable"), ["loss", "eta"], metrics)
 
 
 def eta_table(runs: pd.DataFrame) -> pd.DataFrame:
-    """Display table of R@1 and norm variances per loss × η (losses in their order, η ascending)."""
+    """Display table of R@1 and norm variances per loss × η (losses in their order, η ascending), each
+    variance with its CV (std / mean) beside it."""
+    runs, metrics = _metrics(runs, ETA_METRICS)
     rank = {l: i for i, l in enumerate(dict.fromkeys(runs["loss"]))}
     order = runs.assign(_l=runs["loss"].map(rank)).sort_values(["_l", "eta"], kind="stable").drop(columns="_l")
-    return summary_table(order, ["loss", "eta"], list(ETA_METRICS))
+    return summary_table(order, ["loss", "eta"], metrics)
 
 
 def eta_diffs(runs: pd.DataFrame, metric: str = "R@1") -> pd.DataFrame:
@@ -129,6 +142,20 @@ def norm_var_ratios(summary: pd.DataFrame) -> tuple[float, dict]:
     return eta_max, ratios
 
 
+def norm_var_ends(summary: pd.DataFrame, eta: float | None = None) -> dict:
+    """Per loss, the training-set norm variance and its CV (std / mean) without SEC (η = 0) and at ``eta``
+    (default: the largest η of the grid), means over seeds from :func:`eta_summary`:
+    {loss: (var at 0, var at η, CV at 0, CV at η)}, a CV NaN where the summary has none."""
+    eta = float(summary.loc[summary["metric"] == "train_norm_var", "eta"].max()) if eta is None else float(eta)
+
+    def at(metric, loss, e):
+        hit = summary[(summary["metric"] == metric) & (summary["loss"] == loss) & np.isclose(summary["eta"], e)]
+        return float(hit["mean"].iloc[0]) if len(hit) else np.nan
+    return {loss: (at("train_norm_var", loss, 0.0), at("train_norm_var", loss, eta),
+                   at("train_norm_cv", loss, 0.0), at("train_norm_cv", loss, eta))
+            for loss in dict.fromkeys(summary.loc[summary["metric"] == "train_norm_var", "loss"])}
+
+
 def range_sentence(grid: pd.DataFrame) -> str:
     """Q9 from :func:`eta_grid_gains` (or the ``grid`` of :func:`eta_family`): the η at which the gain
     over η = 0 (pooled over the losses per seed) is reproduced, and the range they span; each η with
@@ -147,7 +174,8 @@ def page_reading(summary: pd.DataFrame, diffs: pd.DataFrame, rob: dict, grid: pd
     """The page's closing paragraph: where SEC helps or hurts per loss (:func:`eta_reading`), the range of
     η where the gain is reproduced (:func:`range_sentence`, given ``grid``; ``rob`` is kept for callers and
     no longer judged: an average over a grid lets its width decide), and how far the largest η lowers
-    the norm variance (:func:`norm_var_ratios`). Pass ``diffs`` and ``grid`` from :func:`eta_family`, so
+    the norm variance (:func:`norm_var_ratios`), with the change of its CV (std / mean) beside it
+    (:func:`norm_var_ends`). Pass ``diffs`` and ``grid`` from :func:`eta_family`, so
     that their verdicts are one Holm family; tables adjusted apart are refused."""
     fams = {str(f) for t in (diffs, grid) if t is not None and len(t)
             for f in (t["family"].unique() if "family" in t.columns else ["(none)"])}
@@ -155,12 +183,18 @@ def page_reading(summary: pd.DataFrame, diffs: pd.DataFrame, rob: dict, grid: pd
         raise ValueError(f"diffs and grid must come from eta_family(runs) (one Holm family, {FAMILY!r}); "
                          f"their families: {sorted(fams)}")
     eta_max, ratios = norm_var_ratios(summary)
+    ends = norm_var_ends(summary, eta_max)
     rng = range_sentence(grid) + " " if grid is not None else ""
     fam = (f"\n\nEvery verdict on this page comes from one Holm family of {int(diffs['m'].iloc[0])} comparisons "
            "(the paired table and the per-η averages)." if fams == {FAMILY} and len(diffs) else "")
+    no_cv = not any(np.isfinite(e[2]) and np.isfinite(e[3]) for e in ends.values())
     return (eta_reading(diffs) + "\n\n" + rng
             + "At the largest η (" + f"{eta_max:g}" + ") the training-set norm variance is "
-            + ", ".join(f"{r:.2g}× ({loss})" for loss, r in ratios.items()) + " of its value without SEC." + fam)
+            + ", ".join(f"{r:.2g}× ({loss})" for loss, r in ratios.items()) + " of its value without SEC; "
+            + "beside it the CV (std / mean) of the same norms, which does not shrink with their scale "
+            + f"(η = 0 → η = {eta_max:g}, means over seeds): "
+            + "; ".join(f"{loss} {var_cv_text(*ends[loss])}" for loss in ratios if loss in ends) + "."
+            + (" These runs store no mean norm, so no CV can be given." if no_cv else "") + fam)
 
 
 def eta_explorer(summary: pd.DataFrame, runs: pd.DataFrame, steps: pd.DataFrame, y: str = "norm_var", dpi: int = 100):

@@ -54,6 +54,7 @@ STEP_LABELS = {"norm_var": "Var(‖f‖) in the batch", "norm_mean": "mean ‖f�
                "neg_cos": "mean negative cosine", "grad_norm_cv": "CV of ‖∂L/∂f‖"}
 #: Axis labels of the review chapters' metrics.
 METRIC_LABELS = {"R@1": "R@1 (%)", "train_norm_var": "norm variance (train)", "test_norm_var": "norm variance (test)",
+                 "train_norm_cv": "norm CV, std / mean (train)", "test_norm_cv": "norm CV, std / mean (test)",
                  "grad_slope": "slope of log‖∂L/∂f‖ vs log‖f‖", "dtheta_cv": "CV of per-sample Δθ",
                  "grad_norm_cv": "CV of per-sample ‖∂L/∂f‖"}
 

@@ -22,10 +22,12 @@ from .style import (BOOK_WIDTH, err_bars, figure, legend_handles, log_ticks, nee
 
 
 @styled
-def eta_figure(summary: pd.DataFrame, metrics: Sequence[str] = ("R@1", "train_norm_var")) -> Figure:
-    """R@1 and norm variance against η per loss, mean ± 95% CI over seeds. The η > 0 grid is on a
+def eta_figure(summary: pd.DataFrame, metrics: Sequence[str] = ("R@1", "train_norm_var", "train_norm_cv")) -> Figure:
+    """R@1, norm variance and, beside it, the norms' scale-free CV (std / mean) against η per loss, mean ±
+    95% CI over seeds (a metric the summary lacks is left out). The η > 0 grid is on a
     log axis; η = 0 (no SEC), which a log axis cannot show, gets its own narrow panel on the left
     (same y axis), and its mean is continued as a dashed line across the log panel."""
+    metrics = [m for m in metrics if m in set(summary["metric"])] or list(metrics)
     n = len(metrics)
     fig = figure(min(BOOK_WIDTH * 1.25, 4.8 * n), 3.5)
     outer = fig.add_gridspec(1, n)

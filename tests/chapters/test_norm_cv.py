@@ -111,3 +111,44 @@ def test_norms_page_tables_carry_train_cv():
     assert ours.loc["triplet", "cv_none"] == pytest.approx(np.mean(np.sqrt(r.train_norm_var) / r.train_norm_mean))
     assert vvg[vvg.source == "rebuttal"]["cv_none"].isna().all()          # the rebuttal gives variances only
     assert list(vvg.columns[:6]) == ["source", "loss", "var_none", "var_sec", "cv_none", "cv_sec"]
+
+
+def _eta_runs(losses=("semihard", "ms"), etas=(0.0, 0.1, 1.0), seeds=3, n_norms=60, train_mean=True):
+    """An η sweep whose norms shrink with η (scale / (1 + 50 η)) while their CV falls only from 0.18 to 0.13."""
+    rows = []
+    for loss in losses:
+        for e in etas:
+            for s in range(seeds):
+                scale, cv = 14.6 / (1 + 50 * e), 0.18 - 0.05 * (e > 0)
+                x = scale * (1 + cv * RNG.standard_normal(n_norms))
+                r = dict(key=f"{loss}-{e}-{s}", loss=loss, eta=e, seed=s, status="done",
+                         **{"R@1": 50 + e + 0.1 * s}, train_norm_var=x.var(), train_norm_mean=x.mean(),
+                         test_norm_var=x.var(), test_norm_mean=x.mean())
+                if not train_mean:
+                    r.pop("train_norm_mean")
+                rows.append(r)
+    return pd.DataFrame(rows)
+
+
+def test_eta_page_shows_cv_beside_the_variance():
+    from sec_lib.chapters import eta as eta_ch
+    runs = _eta_runs()
+    tbl = eta_ch.eta_table(runs)
+    cols = list(tbl.columns)
+    assert cols.index("train_norm_cv") == cols.index("train_norm_var") + 1
+    assert cols.index("test_norm_cv") == cols.index("test_norm_var") + 1
+    summary = eta_ch.eta_summary(runs)
+    ends = eta_ch.norm_var_ends(summary)
+    r = runs[(runs.loss == "ms") & (runs.eta == 1.0)]
+    v0, v1, c0, c1 = ends["ms"]
+    assert v1 == pytest.approx(r.train_norm_var.mean())
+    assert c1 == pytest.approx(np.mean(np.sqrt(r.train_norm_var) / r.train_norm_mean))
+    fam = eta_ch.eta_family(runs)
+    text = eta_ch.page_reading(summary, fam["diffs"], eta_ch.eta_robustness(runs), fam["grid"])
+    assert f"ms {common.var_cv_text(v0, v1, c0, c1)}" in text
+    # without a mean norm the page says so instead of a CV
+    bare = _eta_runs(train_mean=False).drop(columns=["test_norm_mean"])
+    s2 = eta_ch.eta_summary(bare)
+    assert set(s2["metric"]) == {"R@1", "train_norm_var", "test_norm_var"}
+    fam2 = eta_ch.eta_family(bare)
+    assert "store no mean norm" in eta_ch.page_reading(s2, fam2["diffs"], {}, fam2["grid"])
