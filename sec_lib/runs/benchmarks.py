@@ -47,7 +47,7 @@ import pandas as pd
 
 from ..data import LAYOUTS, ROOT_ENV, get_dataset
 from ..data.benchmarks import DISPLAY_NAMES
-from ..losses import LOSS_SPECS
+from ..losses import LOSS_NAMES, LOSS_SPECS
 from ..params import Choice, ParameterError
 from . import experiments as ex
 from .store import run_key
@@ -241,10 +241,12 @@ def benchmark_profile(name: str) -> ex.Profile:
                 kmeans_n_init=1 if name == "sop" else 10,
                 data_kwargs={"convention": BACKBONES[backbone], "crop_scale": c["crop_scale"].value},
                 track_every=200, track_samples=64, dtheta_every=50, stats_every=10, device="cuda",
-                **_rates(name, DEFAULT_LOSS))
+                # the schedule's shape for runs under another optimizer (the SGD arm): the triplet row's decay
+                **{k: v for k, v in _rates(name, DEFAULT_LOSS).items() if k in ("lr_decay", "lr_milestones")})
     return ex.Profile(
         name=name, base=base, seeds=(0, 1, 2), fixed_optimizer="adam",
-        loss_base={loss: _rates(name, loss) for (ds, loss) in RATES if ds == name},
+        # Adam's rates, per loss: its own (dataset, loss) row of RATES, else the triplet row
+        loss_base={loss: _rates(name, loss) for loss in LOSS_NAMES},
         # the η grid holds the paper's weights (ETA_SEC: 1.0, and 0.5 for semihard) and one smaller;
         # the μ = 0 weights are the rebuttal's Table 2 grid without 0.1 (which lost 4 points of R@1 there)
         eta_grid=(0.1, 0.5, 1.0), review_eta_grid=(0.1, 0.5, 1.0), l2_etas=(0.01, 0.005, 0.001),
@@ -270,7 +272,7 @@ def smoke_profile(dataset: str = "cub", name: str | None = None) -> ex.Profile:
     loss_base = {loss: dict(r, lr_milestones=(3,)) for loss, r in real.loss_base.items()}
     return dataclasses.replace(real, name=name or f"{dataset}-smoke", base=base, loss_base=loss_base, seeds=(0, 1),
                                eta_grid=(0.5, 1.0), review_eta_grid=(0.5, 1.0), l2_etas=(0.005,),
-                               fixed_radii=(4.0,), lr_pilot={"sgd": (0.01, 0.1)}, holdout_classes=2, jobs=2,
+                               fixed_radii=(4.0,), lr_pilot={"sgd": (0.05,)}, holdout_classes=2, jobs=2,
                                check_grid_edges=False, toy=dict(ex.PROFILES["smoke"].toy),
                                toy_etas=ex.PROFILES["smoke"].toy_etas)
 
@@ -301,7 +303,8 @@ def configure(profile: str, data_root=None, pretrained=None, backbone=None) -> N
              if v is not None}
     if profile not in DATASET_OF:
         if given:
-            raise ParameterError(f"{', '.join(given)} only apply to the real-benchmark profiles "
+            raise ParameterError(f"{', '.join(given)} {'applies' if len(given) == 1 else 'apply'} only to the "
+                                 f"real-benchmark profiles "
                                  f"({', '.join(DATASET_OF)}); profile {profile!r} trains on generated data")
         return
     if backbone is not None:
@@ -321,7 +324,7 @@ def _check_classes(p: ex.Profile, n_train: int) -> None:
     """Enough training classes for every loss's P x K batch, with and without the held-out classes."""
     need = max(p.base["batch_size"] // LOSS_SPECS[loss].k for loss in (*ex.MAIN_LOSSES, *ex.EXTRA_LOSSES))
     if n_train - p.holdout_classes < need:
-        raise ParameterError(f"{DISPLAY_NAMES[DATASET_OF[p.name]]}: {n_train} training classes, {p.holdout_classes} "
+        raise ParameterError(f"{DISPLAY_NAMES[p.base['dataset']]}: {n_train} training classes, {p.holdout_classes} "
                              f"of them held out for the η selection, leave {n_train - p.holdout_classes}; a batch of "
                              f"{p.base['batch_size']} with K = 2 needs {need}. Is the folder the whole dataset?")
 
@@ -333,7 +336,8 @@ def check_weights(p: ex.Profile) -> str:
     from ..models import build_model
     path, arch = p.base.get("pretrained"), p.base["model"]
     if not path:
-        raise ParameterError(f"profile {p.name!r} fine-tunes an ImageNet-pretrained {arch} as the paper does: pass "
+        raise ParameterError(f"profile {p.name!r} fine-tunes an ImageNet-pretrained backbone ({arch}), as the paper "
+                             "does: pass "
                              f"--pretrained PATH (or set ${PRETRAINED_ENV}) with its weights, a plain state_dict "
                              "file; nothing is downloaded. BN-Inception: Cadene's pretrainedmodels file "
                              "bn_inception-52deb4733.pth; ResNet-50: torchvision's resnet50-*.pth with --backbone "
@@ -365,7 +369,7 @@ def preflight(profile: "str | ex.Profile", weights: bool = True) -> dict:
     weights file against the backbone. Raises ParameterError with the expected on-disk layout, the missing
     files or the mismatching keys; returns the split sizes."""
     p = ex.get_profile(profile) if isinstance(profile, str) else profile
-    name = DATASET_OF[p.name]
+    name = p.base["dataset"]
     root = os.environ.get(ROOT_ENV) or None
     if root is None:
         raise ParameterError(f"profile {p.name!r} reads {DISPLAY_NAMES[name]} from disk: pass --data-root DIR (or set "

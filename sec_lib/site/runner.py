@@ -2,6 +2,8 @@
 
     python -m sec_lib.book run --profile {smoke,cpu,gpu} [--only CHAPTER ...] [--jobs N] [--site DIR]
         [--launcher {pool,submitit} --slurm-partition P --gpus-per-job N --runs-per-job R ...]
+    python -m sec_lib.book run --profile {cub,cars,sop,inshop} --data-root DIR --pretrained FILE
+        [--backbone {bninception,resnet50}]      (the book from a real benchmark: sec_lib.runs.benchmarks)
     python -m sec_lib.book train --profile P [--chapters ...]   (train in stages, no notebooks)
     python -m sec_lib.book export --profile P                  (finished runs -> data/reference/P/)
     python -m sec_lib.book rerun KEY --profile P               (retrain a committed row, compare R@1 as the
@@ -42,6 +44,7 @@ from ..figures.tables import DOWNLOADS_ENV
 from ..params import Choice, ParameterError
 from ..runs.store import ResultStore, run_all, run_key
 from ..tempfiles import clear_partial_notebooks, temp_prefix
+from ..runs import benchmarks as bench
 from ..runs import commands
 from ..runs import tier
 from ..runs.commands import Summary, prepare_data, train_stages, train_sweep  # noqa: F401  (train_sweep: for callers of the old name)
@@ -200,7 +203,11 @@ def _papermill_error(stderr: str) -> str:
 
 def run(profile: str, only=None, jobs: int | None = None, site: Path | None = None, launcher=None) -> Summary:
     """Train what the chosen pages need (with ``launcher``, default: the local pool of ``jobs``
-    processes), then execute them. Returns the summary (also printed)."""
+    processes), then execute them. Returns the summary (also printed).
+
+    A real-benchmark profile (:mod:`sec_lib.runs.benchmarks`) first checks its folders, images and weights
+    (:func:`~sec_lib.runs.benchmarks.preflight`), trains only the chapters it has, and writes each page that
+    does not apply to its data as a note saying why (:func:`write_note_page`) instead of executing it."""
     p = ex.get_profile(profile)
     site = find_project(site, create=True)
     pages = select_pages(only)
@@ -208,12 +215,18 @@ def run(profile: str, only=None, jobs: int | None = None, site: Path | None = No
     if jobs < 1:
         raise ParameterError(f"parameter 'jobs' = {jobs} is not valid; expected an integer >= 1")
     summary = Summary()
-    chapters = sorted({ch for page in pages for ch in page.chapters})
+    notes = {page.output: bench.page_note(profile, page.source) for page in pages}
+    chapters = sorted({ch for page in pages if not notes[page.output] for ch in page.chapters}
+                      & set(ex.profile_chapters(p)))
     if chapters:
         ex.check_sweeps(p, chapters)      # every config (device included) before anything trains
+    is_benchmark = profile in ex.BENCHMARK_PROFILES
+    if is_benchmark and (chapters or not all(notes.values())):
+        bench.preflight(p)                # folders, every image, the weights: before anything trains
     summary.cleared = clear_litter(site)
     t0 = time.perf_counter()
-    prepare_data(p)
+    if not is_benchmark:
+        prepare_data(p)
     summary.times["data"] = time.perf_counter() - t0
     if chapters:
         t1 = time.perf_counter()
@@ -226,7 +239,10 @@ def run(profile: str, only=None, jobs: int | None = None, site: Path | None = No
 
     def one(page):
         try:
-            execute_page(page, profile, site, {**kernel_env(), DOWNLOADS_ENV: str(downloads_dir(site))})
+            if notes[page.output]:
+                write_note_page(page, site, notes[page.output])
+            else:
+                execute_page(page, profile, site, {**kernel_env(), DOWNLOADS_ENV: str(downloads_dir(site))})
             summary.executed.append(page.output)
         except Exception as e:              # keep going; reported in the summary
             summary.failed_pages.append((page.output, str(e)))
@@ -239,6 +255,39 @@ def run(profile: str, only=None, jobs: int | None = None, site: Path | None = No
     summary.times["total"] = time.perf_counter() - t0
     summary.print()
     return summary
+
+
+def page_title(page: Page, site: Path) -> str:
+    """The title of ``page``: the first heading of its notebook's first markdown cell (else its name)."""
+    try:
+        nb = nbformat.read(str(notebook_dir(site) / f"{page.source}.ipynb"), as_version=4)
+    except (OSError, ValueError):
+        return page.source
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            for line in cell.source.splitlines():
+                if line.startswith("# "):
+                    return line[2:].strip()
+    return page.source
+
+
+def write_note_page(page: Page, site: Path, reason: str) -> Path:
+    """Write ``<site>/book/nb/<output>.ipynb`` as the page's title and a note that it does not apply to this
+    book, and why (a real-benchmark book's glyph-only pages); atomically, like an executed page."""
+    out = site / "book" / "nb" / f"{page.output}.ipynb"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell(f"# {page_title(page, site)}\n\n```{{note}}\nThis chapter does not "
+                                              f"apply to this book: {reason}\n```\n")]
+    fd, tmp = tempfile.mkstemp(suffix=".ipynb", dir=out.parent, prefix=temp_prefix())
+    os.close(fd)
+    try:
+        nbformat.write(nb, tmp)
+        os.replace(tmp, out)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+    return out
 
 
 def clear_litter(site: Path | None) -> tuple[int, int]:
@@ -296,10 +345,46 @@ def add_launcher_options(parser) -> None:
                                                     "default: auto-detect")
 
 
+def add_benchmark_options(parser) -> None:
+    """The real-benchmark books' inputs (profiles cub, cars, sop, inshop; see the GPU page)."""
+    g = parser.add_argument_group("real benchmarks", "the folders and weights of profiles cub, cars, sop, inshop "
+                                                     "(nothing is downloaded)")
+    g.add_argument("--data-root", type=Path, default=None,
+                   help=f"the folder holding the unpacked dataset (default: ${bench.ROOT_ENV})")
+    g.add_argument("--pretrained", type=Path, default=None,
+                   help=f"the backbone's ImageNet weights, a state_dict file (default: ${bench.PRETRAINED_ENV})")
+    g.add_argument("--backbone", default=None, choices=tuple(bench.BACKBONES),
+                   help="bninception (the paper's, default) or resnet50: the network the weights are for")
+
+
 def launcher_options(args) -> dict:
     return dict(partition=args.slurm_partition, gpus_per_job=args.gpus_per_job, timeout_min=args.time_min,
                 array_parallelism=args.array_parallelism, runs_per_job=args.runs_per_job,
                 folder=args.submitit_folder, cluster=args.cluster)
+
+
+def benchmark_train(profile: str, chapters, launcher) -> int:
+    """``train`` for a real-benchmark profile: the checks of :func:`run`, then its chapters (default: all it
+    has, in their order) in dependent waves, without notebooks."""
+    p = ex.get_profile(profile)
+    chapters = list(chapters or ex.profile_chapters(p))
+    summary = Summary()
+    t0 = time.perf_counter()
+    try:
+        skipped = sorted(set(chapters) - set(ex.profile_chapters(p)))
+        if skipped:
+            raise ParameterError(f"profile {profile!r} does not train the chapter(s) {skipped}: they do not apply to "
+                                 f"its data; its chapters: {', '.join(ex.profile_chapters(p))}")
+        ex.check_sweeps(p, chapters)
+        bench.preflight(p)
+        summary.cleared = (ResultStore().clean_partial(), 0)
+        train_stages(p, chapters, launcher, summary)
+    except (ParameterError, ex.SelectionError, LaunchError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    summary.times["training"] = time.perf_counter() - t0
+    summary.print()
+    return 0
 
 
 def portability_command(profile: str, sample: int, jobs: int) -> int:
@@ -340,12 +425,14 @@ def main(argv=None) -> int:
                         "default: the current directory or the nearest folder above it that is one, else the "
                         f"checkout, else ./{PROJECT_NAME} (created from the installed package when missing)")
     add_launcher_options(r)
+    add_benchmark_options(r)
     t = sub.add_parser("train", help="train (or reuse) the runs of some chapters, in stages, without notebooks")
     t.add_argument("--profile", default="reference", choices=ex.PROFILE_NAMES)
     t.add_argument("--chapters", nargs="*", default=None, choices=tuple(ex.CHAPTERS),
                    help="chapters in the order to train them (default: all, the main comparison first)")
     t.add_argument("--jobs", type=int, default=None, help="parallel training processes")
     add_launcher_options(t)
+    add_benchmark_options(t)
     e = sub.add_parser("export", help="copy a profile's finished runs into its committed tier data/reference/<profile>/")
     e.add_argument("--profile", default="reference", choices=ex.PROFILE_NAMES)
     rr = sub.add_parser("rerun", help="retrain one run of a committed tier from its row and compare its final R@1")
@@ -368,6 +455,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if args.cmd in ("run", "train"):
         try:                                  # every option checked before anything trains or is submitted
+            bench.configure(args.profile, args.data_root, args.pretrained, args.backbone)
             jobs = ex.get_profile(args.profile).jobs if args.jobs is None else args.jobs
             launcher = make_launcher(args.launcher, jobs, **launcher_options(args))
         except ParameterError as e:
@@ -383,6 +471,8 @@ def main(argv=None) -> int:
         print(f"profile {args.profile} finished in {(time.perf_counter() - t0) / 60:.1f} min")
         return 1 if s.failed_pages else 0     # a diverged run is a result (shown in the book), not an error
     if args.cmd == "train":
+        if args.profile in ex.BENCHMARK_PROFILES:
+            return benchmark_train(args.profile, args.chapters, launcher)
         return commands.train_command(args.profile, args.chapters, launcher)
     if args.cmd == "export":
         return commands.export_command(args.profile)
