@@ -12,7 +12,8 @@ from ..report import summary_table, values_ci
 from . import profile_param
 from ..report.claims import Claim, family_row
 from ..figures.tables import fold_columns
-from .common import measures_text, name_means, one_family, paired, with_verdict
+from .common import (beside_cv, measures_text, name_means, one_family, paired, var_cv_text, with_norm_cv,
+                     with_verdict)
 
 #: The notebook's parameters (checked by ``sec_lib.params.notebook_params``).
 PARAMS = profile_param()
@@ -32,21 +33,24 @@ BNWN_METRICS = ("R@1", "NMI", "F1", "train_norm_var")
 
 def bnwn_table(runs: pd.DataFrame, rebuttal: pd.DataFrame | None = None) -> pd.DataFrame:
     """Ours per head × variant next to the rebuttal's Table 5 (Cars, semihard). On the page, R@1 and the
-    norm variance stay beside the rebuttal's; NMI, F1 and the run counts are folded under the table
+    norm variance, with its CV (std / mean, scale-free; :func:`~sec_lib.chapters.common.with_norm_cv`) beside it,
+    stay beside the rebuttal's (variances only); NMI, F1 and the run counts are folded under the table
     (:func:`sec_lib.figures.tables.fold_columns`; the frame and its CSV keep every column)."""
     reb = reference.rebuttal_all() if rebuttal is None else rebuttal
-    ours = summary_table(runs, ["head", "variant"], list(BNWN_METRICS))
+    runs = with_norm_cv(runs)
+    metrics = beside_cv(BNWN_METRICS, runs.columns)
+    ours = summary_table(runs, ["head", "variant"], metrics)
     rows = []
     for r in ours.to_dict("records"):
         k = BNWN_REBUTTAL.get((r["head"], r["variant"]))
         hit = reb[(reb["table"] == k[0]) & (reb["setting"] == k[1])] if k else pd.DataFrame()
         h = hit.iloc[0] if len(hit) else None
-        rows.append({**{c: r[c] for c in ("head", "variant", *BNWN_METRICS, "runs", "failed")},
+        rows.append({**{c: r[c] for c in ("head", "variant", *metrics, "runs", "failed")},
                      "rebuttal R@1": float(h["R@1"]) if h is not None else np.nan,
                      "rebuttal NMI": float(h["NMI"]) if h is not None else np.nan,
                      "rebuttal F1": float(h["F1"]) if h is not None else np.nan,
                      "rebuttal norm var": float(h["mean_norm_var"]) if h is not None else np.nan})
-    out = pd.DataFrame(rows).rename(columns={"train_norm_var": "norm var (train)"})
+    out = pd.DataFrame(rows).rename(columns={"train_norm_var": "norm var (train)", "train_norm_cv": "norm CV (train)"})
     return fold_columns(out, ["head", "variant"], {"NMI and F1, ours and the rebuttal's; runs":
                                                    ["NMI", "F1", "rebuttal NMI", "rebuttal F1", "runs", "failed"]})
 
@@ -108,7 +112,7 @@ def bnwn_family(runs: pd.DataFrame, metrics: Sequence[str] = ("R@1", "NMI", "F1"
 def page_reading(runs: pd.DataFrame, family: pd.DataFrame | None = None) -> str:
     """The page's closing bullets from its one Holm family (:func:`bnwn_family`, computed unless given):
     SEC with BatchNorm right before the normalization and with WeightNorm, against the rebuttal, and
-    whether BN there lowers the norm variance."""
+    whether BN there lowers the norm variance (with its CV, std / mean, beside it)."""
     fam = bnwn_family(runs) if family is None else family
     if not isinstance(fam, pd.DataFrame) or "head" not in fam.columns or "p_adj" not in fam.columns:
         raise ValueError("family must be the table of bnwn_family(runs)")
@@ -127,12 +131,17 @@ def page_reading(runs: pd.DataFrame, family: pd.DataFrame | None = None) -> str:
         out.append(f"- **WeightNorm**: SEC changes R@1 by {measures_text(wn, 2, 'points', test='paired t-test')} "
                    f"(rebuttal {wn['rebuttal_diff']:+.2f}). Verdict for *SEC still helps with WeightNorm*: "
                    f"**{wn['verdict']}**.")
-    var = runs.groupby(["head", "variant"])["train_norm_var"].mean()
-    if ("bn_before_norm", "none") in var and ("paper", "none") in var:
-        out.append(f"- Without SEC, the training norm variance with BatchNorm right before the normalization is "
-                   f"{var[('bn_before_norm', 'none')]:.3g}, against {var[('paper', 'none')]:.3g} with the paper's head "
-                   f"({'lower' if var[('bn_before_norm', 'none')] < var[('paper', 'none')] else 'not lower'}; means "
-                   "over seeds, no test).")
+    r = with_norm_cv(runs)
+    var = r.groupby(["head", "variant"])["train_norm_var"].mean()
+    cv = r.groupby(["head", "variant"])["train_norm_cv"].mean() if "train_norm_cv" in r.columns else pd.Series(dtype=float)
+    bn, pa = ("bn_before_norm", "none"), ("paper", "none")
+    if bn in var and pa in var:
+        c_bn, c_pa = cv.get(bn, np.nan), cv.get(pa, np.nan)
+        scale_free = (f"; its CV (std / mean, scale-free) is {'lower' if c_bn < c_pa else 'not lower'}"
+                      if np.isfinite(c_bn) and np.isfinite(c_pa) else "")
+        out.append(f"- Without SEC, from the paper's head to BatchNorm right before the normalization, the training "
+                   f"norms' {var_cv_text(var[pa], var[bn], c_pa, c_bn)}: the variance is "
+                   f"{'lower' if var[bn] < var[pa] else 'not lower'} with BN there{scale_free} (means over seeds, no test).")
     if len(fam):
         out.append(f"\nEvery verdict on this page, in the paired table and here, comes from one Holm family of "
                    f"{int(fam['m'].iloc[0])} comparisons.")

@@ -14,7 +14,8 @@ from ..runs.store import run_key
 from ..runs.tier import store_for
 from . import profile_param
 from ..report.claims import Claim, from_row
-from .common import check_cols, measures_text, name_means, one_family, paired, verdict_row_of, with_verdict
+from .common import (beside_cv, check_cols, measures_text, name_means, one_family, paired, verdict_row_of,
+                     with_norm_cv, with_verdict)
 
 #: The notebook's parameters (checked by ``sec_lib.params.notebook_params``).
 PARAMS = profile_param()
@@ -53,8 +54,11 @@ MU_METRICS = ("R@1", "NMI", "F1", "train_norm_var")
 
 
 def mu_table(runs: pd.DataFrame) -> pd.DataFrame:
-    """Display table per loss × μ setting (needs the ``setting`` column, see :func:`label_mu`)."""
-    return summary_table(runs, ["loss", "setting"], list(MU_METRICS))
+    """Display table per loss × μ setting (needs the ``setting`` column, see :func:`label_mu`); beside the
+    training-set norm variance its CV (std / mean, ``train_norm_cv``) where the runs store the mean norm
+    (:func:`~sec_lib.chapters.common.with_norm_cv`)."""
+    runs = with_norm_cv(runs)
+    return summary_table(runs, ["loss", "setting"], beside_cv(MU_METRICS, runs.columns))
 
 
 def _rebuttal_mu_key(setting: str):
@@ -69,7 +73,8 @@ def _rebuttal_mu_key(setting: str):
 
 def mu_rebuttal_table(runs: pd.DataFrame, loss: str = "semihard", rebuttal: pd.DataFrame | None = None) -> pd.DataFrame:
     """Our numbers for ``loss`` per μ setting next to the rebuttal's Table 2 (Cars, semihard;
-    ``sec_lib/data/paper/rebuttal_tables.csv``, table = regularizers). Settings the rebuttal did not run are blank there."""
+    ``sec_lib/data/paper/rebuttal_tables.csv``, table = regularizers). Settings the rebuttal did not run are blank there.
+    Our norm variance has its CV (std / mean) beside it where the runs allow; the rebuttal gives variances only."""
     reb = reference.rebuttal_all() if rebuttal is None else rebuttal
     reb = reb[reb["table"] == "regularizers"]
     ours = mu_table(runs[runs["loss"] == loss])
@@ -83,7 +88,8 @@ def mu_rebuttal_table(runs: pd.DataFrame, loss: str = "semihard", rebuttal: pd.D
                 hit = hit[np.isclose(hit["eta"].astype(float), k[1])]
         h = hit.iloc[0] if len(hit) else None
         rows.append({"setting": r["setting"], "R@1": r["R@1"], "NMI": r["NMI"], "F1": r["F1"],
-                     "norm var (train)": r["train_norm_var"], "runs": r["runs"],
+                     "norm var (train)": r["train_norm_var"],
+                     **({"norm CV (train)": r["train_norm_cv"]} if "train_norm_cv" in r else {}), "runs": r["runs"],
                      "rebuttal R@1": float(h["R@1"]) if h is not None else np.nan,
                      "rebuttal NMI": float(h["NMI"]) if h is not None else np.nan,
                      "rebuttal F1": float(h["F1"]) if h is not None else np.nan,

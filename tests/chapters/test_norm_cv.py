@@ -152,3 +152,43 @@ def test_eta_page_shows_cv_beside_the_variance():
     assert set(s2["metric"]) == {"R@1", "train_norm_var", "test_norm_var"}
     fam2 = eta_ch.eta_family(bare)
     assert "store no mean norm" in eta_ch.page_reading(s2, fam2["diffs"], {}, fam2["grid"])
+
+
+def _head_runs(col="head", groups=("paper", "bn_before_norm", "weightnorm", "nobn"), seeds=3):
+    """Semihard runs per head (or μ setting) × variant with stored norm statistics of random norms; with BN
+    right before the normalization the norms are 3× smaller at the same relative spread."""
+    rows = []
+    for g in groups:
+        for v in ("none", "sec"):
+            scale, cv = SHAPE[v]
+            scale = scale / 3 if g == "bn_before_norm" else scale
+            for s in range(seeds):
+                x = scale * (1 + cv * RNG.standard_normal(80))
+                rows.append({"key": f"{g}-{v}-{s}", col: g, "variant": v, "loss": "semihard", "seed": s,
+                             "status": "done", "R@1": 60.0 + s, "NMI": 50.0, "F1": 20.0,
+                             "train_norm_var": x.var(), "train_norm_mean": x.mean()})
+    return pd.DataFrame(rows)
+
+
+def test_bnwn_table_and_reading_show_cv_beside_the_variance():
+    from sec_lib.chapters import bnwn
+    runs = _head_runs()
+    t = bnwn.bnwn_table(runs)
+    cols = list(t.columns)
+    assert cols.index("norm CV (train)") == cols.index("norm var (train)") + 1
+    text = bnwn.page_reading(runs)
+    r = common.with_norm_cv(runs).groupby(["head", "variant"])[["train_norm_var", "train_norm_cv"]].mean()
+    pa, bn = r.loc[("paper", "none")], r.loc[("bn_before_norm", "none")]
+    assert common.var_cv_text(pa.train_norm_var, bn.train_norm_var, pa.train_norm_cv, bn.train_norm_cv) in text
+    assert "its CV (std / mean, scale-free) is" in text
+
+
+def test_mu_tables_show_cv_beside_the_variance():
+    from sec_lib.chapters import mu as mu_ch
+    runs = _head_runs("setting", ("none", "batch mean", "zero η=0.005")).drop(columns="variant")
+    t = mu_ch.mu_table(runs)
+    cols = list(t.columns)
+    assert cols.index("train_norm_cv") == cols.index("train_norm_var") + 1
+    reb = mu_ch.mu_rebuttal_table(runs)
+    cols = list(reb.columns)
+    assert cols.index("norm CV (train)") == cols.index("norm var (train)") + 1
