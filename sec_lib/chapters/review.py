@@ -14,7 +14,7 @@ import pandas as pd
 
 from .. import report
 from ..report.claims import family_row
-from .common import check_cols, measures_text
+from .common import beside_cv, check_cols, measures_text, with_norm_cv
 
 
 
@@ -68,8 +68,11 @@ def means_table(runs: pd.DataFrame, metrics: Sequence[str], losses: Sequence[str
 
 
 def wide_means(runs: pd.DataFrame, metrics: Sequence[str], losses: Sequence[str] | None = None) -> pd.DataFrame:
-    """:func:`means_table` as one row per loss × variant, cells "mean ± half-width (n)"."""
-    t = means_table(runs, metrics, losses)
+    """:func:`means_table` as one row per loss × variant, cells "mean ± half-width (n)"; each norm variance
+    among ``metrics`` has its CV (std / mean, scale-free; :func:`~sec_lib.chapters.common.with_norm_cv`)
+    in the next column where the runs store the mean norm."""
+    runs = with_norm_cv(runs)
+    t = means_table(runs, beside_cv(metrics, runs.columns), losses)
     t = t.assign(cell=[report.format_ci(r.mean, r.ci_lo, r.ci_hi, r.n) for r in t.itertuples(index=False)])
     w = t.pivot_table(index=["loss", "variant"], columns="metric", values="cell", aggfunc="first", sort=False)
     w.columns.name = None

@@ -192,3 +192,26 @@ def test_mu_tables_show_cv_beside_the_variance():
     reb = mu_ch.mu_rebuttal_table(runs)
     cols = list(reb.columns)
     assert cols.index("norm CV (train)") == cols.index("norm var (train)") + 1
+
+
+@pytest.mark.parametrize("page", ["ssl", "npair", "face"])
+def test_review_page_tables_show_cv_beside_the_test_variance(page):
+    import importlib
+    mod = importlib.import_module(f"sec_lib.chapters.{page}")
+    rows = []
+    for loss in mod.LOSSES:
+        for v in ("none", "sec"):
+            scale, cv = SHAPE[v]
+            for s in range(3):
+                x = scale * (1 + cv * RNG.standard_normal(50))
+                rows.append({"key": f"{loss}-{v}-{s}", "loss": loss, "variant": v, "seed": s, "status": "done",
+                             "eta": 0.1, "R@1": 50.0 + s, "NMI": 40.0, "F1": 20.0, "probe_top1": 30.0,
+                             "test_norm_var": x.var(), "test_norm_mean": x.mean()})
+    runs = pd.DataFrame(rows)
+    t = mod.table(runs)
+    cols = list(t.columns)
+    assert "test_norm_var" in mod.METRICS and cols.index("test_norm_cv") == cols.index("test_norm_var") + 1
+    one = runs[(runs.loss == mod.LOSSES[0]) & (runs.variant == "sec")]
+    want = np.mean(np.sqrt(one.test_norm_var) / one.test_norm_mean)
+    cell = t[(t.loss == mod.LOSSES[0]) & (t.variant == "sec")]["test_norm_cv"].iloc[0]
+    assert cell.startswith(f"{want:.2f}")
