@@ -9,7 +9,8 @@ import pandas as pd
 from ..report import summary_table, values_ci
 from . import profile_param
 from ..report.claims import Claim, family_row
-from .common import measures_text, name_means, one_family, paired, run_step_means, verdict_row_of, with_verdict
+from .common import (beside_cv, measures_text, name_means, one_family, paired, run_step_means, verdict_row_of,
+                     with_norm_cv, with_verdict)
 
 #: The notebook's parameters (checked by ``sec_lib.params.notebook_params``).
 PARAMS = profile_param()
@@ -18,10 +19,11 @@ NORMLAYER_METRICS = ("R@1", "NMI", "train_norm_var", "test_norm_var", "grad_slop
 
 
 def normlayer_table(runs: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
-    """Per head × variant: retrieval, prenorm norm variances and the mean log-log slope of the
+    """Per head × variant: retrieval, prenorm norm variances, each with its CV (std / mean, scale-free;
+    :func:`~sec_lib.chapters.common.with_norm_cv`) beside it, and the mean log-log slope of the
     per-sample gradient norm wrt the prenorm features against their norm."""
-    r = run_step_means(runs, steps, ["grad_slope"])
-    return summary_table(r, ["head", "variant"], list(NORMLAYER_METRICS), digits=3)
+    r = with_norm_cv(run_step_means(runs, steps, ["grad_slope"]))
+    return summary_table(r, ["head", "variant"], beside_cv(NORMLAYER_METRICS, r.columns), digits=3)
 
 
 def normlayer_diffs(runs: pd.DataFrame, metrics: Sequence[str] = ("R@1", "NMI")) -> pd.DataFrame:

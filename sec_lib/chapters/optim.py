@@ -12,8 +12,8 @@ from ..report import pooled_diff, summary_table
 from . import profile_param
 from ..report.claims import Claim, family_row
 from .. import reference
-from .common import (check_cols, measures_text, name_means, one_family, paired, run_step_means,
-                     verdict_row_of, with_verdict)
+from .common import (beside_cv, check_cols, measures_text, name_means, one_family, paired, run_step_means,
+                     verdict_row_of, with_norm_cv, with_verdict)
 
 #: The notebook's parameters (checked by ``sec_lib.params.notebook_params``).
 PARAMS = profile_param()
@@ -40,8 +40,10 @@ def pilot_table(pilot_runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def optim_table(runs: pd.DataFrame) -> pd.DataFrame:
-    """Per optimizer × loss × variant: R@1, NMI, train norm variance, and the learning rate used."""
-    t = summary_table(runs, ["optimizer", "loss", "variant"], ["R@1", "NMI", "train_norm_var"])
+    """Per optimizer × loss × variant: R@1, NMI, train norm variance with its CV (std / mean, scale-free;
+    :func:`~sec_lib.chapters.common.with_norm_cv`) beside it, and the learning rate used."""
+    cv = with_norm_cv(runs)
+    t = summary_table(cv, ["optimizer", "loss", "variant"], beside_cv(["R@1", "NMI", "train_norm_var"], cv.columns))
     lr = runs.groupby(["optimizer", "loss", "variant"], sort=False)["lr"].first().reset_index()
     return t.merge(lr, on=["optimizer", "loss", "variant"], how="left")
 

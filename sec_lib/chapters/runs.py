@@ -14,13 +14,13 @@ from ..runs import experiments as ex
 from ..runs import tier
 from ..runs.store import ResultStore, load_runs, run_key
 from . import profile_param
-from .common import MAIN_CHAPTER, load, order_rows
+from .common import MAIN_CHAPTER, beside_cv, load, order_rows, with_norm_cv
 
 #: The notebook's parameters (checked by ``sec_lib.params.notebook_params``).
 PARAMS = profile_param()
 
-#: Columns of the index (those present are shown).
-INDEX_COLUMNS = ("loss", "variant", "eta", "seed", "status", "R@1", "NMI", "F1", "train_norm_var")
+#: Columns of the index (those present are shown); the train norm variance has its CV (std / mean) beside it.
+INDEX_COLUMNS = ("loss", "variant", "eta", "seed", "status", "R@1", "NMI", "F1", "train_norm_var", "train_norm_cv")
 #: The per-step log keeps at most this many steps per run in the download (first and last kept).
 DOWNLOAD_STEPS = 50
 #: The committed tier files the page offers (the others are in the repository).
@@ -31,8 +31,8 @@ PAGE_SEED = 0          # the seed of the twelve run pages (chapters.TRAIN_PAGES)
 def run_index(profile, root=None) -> pd.DataFrame:
     """Every run of the main table (every loss, variant and seed) with its final numbers, and whether
     a run page shows it (only seed 0 has one)."""
-    runs = load(MAIN_CHAPTER, profile, tables=(), root=root).runs
-    cols = [c for c in INDEX_COLUMNS if c in runs.columns]
+    runs = with_norm_cv(load(MAIN_CHAPTER, profile, tables=(), root=root).runs)
+    cols = [c for c in beside_cv(INDEX_COLUMNS, runs.columns) if c in runs.columns]
     out = order_rows(runs[cols + ["key"]].sort_values("seed", kind="stable"))
     out["run page"] = ["yes" if s == PAGE_SEED else "" for s in out["seed"]]
     out["key"] = out["key"].str[:12]

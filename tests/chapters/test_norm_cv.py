@@ -215,3 +215,30 @@ def test_review_page_tables_show_cv_beside_the_test_variance(page):
     want = np.mean(np.sqrt(one.test_norm_var) / one.test_norm_mean)
     cell = t[(t.loss == mod.LOSSES[0]) & (t.variant == "sec")]["test_norm_cv"].iloc[0]
     assert cell.startswith(f"{want:.2f}")
+
+
+def test_normlayer_and_optim_tables_show_cv_beside_the_variances():
+    from sec_lib.chapters import normlayer, optim
+    runs = _head_runs(groups=("paper", "normalize")).assign(
+        test_norm_var=lambda d: d["train_norm_var"] * 1.1, test_norm_mean=lambda d: d["train_norm_mean"])
+    steps = pd.DataFrame([dict(key=k, step=i, grad_slope=-1.0) for k in runs["key"] for i in range(1, 4)])
+    t = normlayer.normlayer_table(runs, steps)
+    cols = list(t.columns)
+    for var, cv in common.NORM_CV.items():
+        assert cols.index(cv) == cols.index(var) + 1
+    o = optim.optim_table(runs.assign(optimizer="adam", lr=1e-3))
+    cols = list(o.columns)
+    assert cols.index("train_norm_cv") == cols.index("train_norm_var") + 1
+
+
+def test_run_index_shows_train_cv(monkeypatch):
+    from types import SimpleNamespace
+    from sec_lib.chapters import runs as runs_ch
+    F = _frames()
+    monkeypatch.setattr(runs_ch, "load", lambda *a, **k: SimpleNamespace(runs=F.runs))
+    idx = runs_ch.run_index("smoke")
+    cols = list(idx.columns)
+    assert cols.index("train_norm_cv") == cols.index("train_norm_var") + 1
+    row = idx.iloc[0]
+    assert row["train_norm_cv"] == pytest.approx(np.sqrt(row["train_norm_var"]) / F.runs.set_index("key").loc[
+        F.runs["key"][F.runs["key"].str[:12] == row["key"]].iloc[0], "train_norm_mean"])
