@@ -89,6 +89,8 @@ def test_each_profile_trains_with_the_papers_settings_and_cites_them(name):
     assert sgd and all(c.optimizer == "sgd" and c.lr_head is None and c.holdout_classes == p.holdout_classes
                        for c in sgd)
     assert ex.tuned(p, "adam", store=None) is p                   # the paper's rates: no Adam pilot
+    assert ex.pilot_configs(p, ["compare", "eta"]) == [] and ex.pilot_configs(p, ["optim"]) == sgd
+    assert ex.pilot_configs(ex.get_profile("cpu"), ["compare"]) == ex.lr_pilot(ex.get_profile("cpu"))
     # every setting names its source; the paper's Table 1 has a column for each of the profile's K
     table = B.settings_table(name)
     assert table["source"].str.len().min() > 10 and len(table) >= 20

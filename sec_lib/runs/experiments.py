@@ -15,11 +15,9 @@ Profiles:
 * ``cpu``: what ``make book`` runs on a 2-core machine within its 20-minute budget;
 * ``gpu``: larger images, a ResNet-18, more iterations and seeds; never needed for the build.
 
-The real-benchmark books (:data:`BENCHMARK_PROFILES`: ``cub``, ``cars``, ``sop``, ``inshop`` and the fixture-size
-``cub-smoke``) are profiles too, built in :mod:`sec_lib.runs.benchmarks` from the paper's settings: their Adam
-rates are fixed per loss (``fixed_optimizer``, ``loss_base``) instead of chosen by a pilot, and they train only
-the chapters that apply to photographs (``chapters``). :data:`PROFILES` holds the glyph profiles;
-:func:`get_profile` returns either kind.
+The real-benchmark books (:data:`BENCHMARK_PROFILES`) are profiles too, built in :mod:`sec_lib.runs.benchmarks`
+from the paper's settings: Adam's rates fixed per loss (``fixed_optimizer``, ``loss_base``) instead of chosen by a
+pilot, only the chapters that apply to photographs (``chapters``). :data:`PROFILES` holds the glyph profiles.
 """
 from __future__ import annotations
 
@@ -236,6 +234,12 @@ def lr_pilot(profile: Profile) -> list[TrainConfig]:
     out += [config(profile, "semihard", "sec", profile.pilot_seed, **_held_out(profile, optimizer="sgd", lr=lr, **long))
             for lr in profile.lr_pilot.get("sgd", ())]
     return out
+
+
+def pilot_configs(profile: Profile, chapters) -> list[TrainConfig]:
+    """The pilot runs ``chapters`` need: all of :func:`lr_pilot`; for a profile with a ``fixed_optimizer``
+    (the paper's Adam rates) only when the optimizer chapter, whose SGD arm uses the pilot, is among them."""
+    return lr_pilot(profile) if not profile.fixed_optimizer or "optim" in chapters else []
 
 
 def _best(cands):

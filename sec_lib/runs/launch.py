@@ -392,7 +392,7 @@ def train_stages(p: ex.Profile, chapters, launcher: Launcher | int, store: Resul
 
     launcher.check(ex.lr_pilot(p))         # e.g. GPU runs without GPUs: stop before the first wave
     try:
-        wave("lr pilot", ex.lr_pilot(p))
+        wave("lr pilot", ex.pilot_configs(p, chapters))
         if SELECTION_CHAPTERS & set(chapters):
             wave("eta selection", ex.chapter_configs("selection", p, store))
         if launcher.one_wave_per_stage:
