@@ -113,6 +113,18 @@ def with_norm_cv(frames, test_norms: pd.DataFrame | None = None) -> pd.DataFrame
     return out
 
 
+def with_batch_cv(steps: pd.DataFrame) -> pd.DataFrame:
+    """A steps table with ``norm_cv``, the CV (std / mean) of the norms within each logged batch, beside its
+    ``norm_var`` (:func:`cv_from_var` of ``norm_var`` and ``norm_mean``, both population statistics of the
+    batch, as the monitor logs them); unchanged when it lacks either column or already has ``norm_cv``."""
+    if not isinstance(steps, pd.DataFrame):
+        raise ValueError(f"steps must be a DataFrame, got {type(steps).__name__}")
+    if "norm_cv" in steps.columns or not {"norm_var", "norm_mean"} <= set(steps.columns):
+        return steps
+    var = pd.to_numeric(steps["norm_var"], errors="coerce").astype(float).clip(lower=0)
+    return steps.assign(norm_cv=cv_from_var(var, pd.to_numeric(steps["norm_mean"], errors="coerce").astype(float)))
+
+
 def beside_cv(metrics: Iterable[str], columns: Iterable[str]) -> list[str]:
     """``metrics`` with each norm variance followed by its CV (:data:`NORM_CV`) where ``columns`` (e.g. of
     :func:`with_norm_cv`'s frame) hold it; a CV already listed is not repeated."""

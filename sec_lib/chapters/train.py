@@ -15,7 +15,7 @@ from ..report import loglog_fit
 from ..runs.store import ResultStore, run_key
 from ..runs.train import OPTIMIZERS, TrainConfig
 from . import profile_param
-from .common import runs_frame
+from .common import runs_frame, var_cv_text, with_batch_cv, with_norm_cv
 
 #: The notebook's parameters (checked by ``sec_lib.params.notebook_params``).
 PARAMS = {**profile_param(), "dataset": Choice(("glyphs", "toy")), "loss": Choice(tuple(LOSS_NAMES)),
@@ -173,6 +173,12 @@ def run_readings(result) -> dict:
         out["norm_var"] = (f"The within-batch norm variance went from {head['norm_var'].mean():.3g} to "
                            f"{tail['norm_var'].mean():.3g} ({'down' if tail['norm_var'].mean() < head['norm_var'].mean() else 'up'}"
                            f" by {_factor(head['norm_var'].mean(), tail['norm_var'].mean())}, first vs last {steps_word}).")
+        cv = with_batch_cv(st)
+        if "norm_cv" in cv.columns and cv["norm_cv"].notna().any():
+            c0, c1 = cv["norm_cv"].iloc[:k].mean(), cv["norm_cv"].iloc[-k:].mean()
+            out["norm_var"] += (f" Beside it, the scale-free spread of the same norms, their CV (std / mean), went from "
+                                f"{c0:.3g} to {c1:.3g} ({'down' if c1 < c0 else 'up'} by {_factor(c0, c1)}): the "
+                                "variance also falls when the norms merely shrink, the CV does not.")
     gs = result.grad_scatter
     if len(gs):
         fits = [(int(s_), loglog_fit(d["norm"], d["grad_norm"]).slope) for s_, d in gs.groupby("step")]
@@ -213,18 +219,21 @@ def run_readings(result) -> dict:
     return out
 
 
-_RUN_METRICS = ("R@1", "R@2", "R@4", "R@8", "NMI", "F1", "MAP@R", "test_norm_mean", "test_norm_var",
-                "train_norm_mean", "train_norm_var", "mean_step_time")
+_RUN_METRICS = ("R@1", "R@2", "R@4", "R@8", "NMI", "F1", "MAP@R", "test_norm_mean", "test_norm_var", "test_norm_cv",
+                "train_norm_mean", "train_norm_var", "train_norm_cv", "mean_step_time")
 
 
 def final_metrics(result) -> pd.DataFrame:
     """The final numbers of one run (a RunResult, or a Frames/runs frame with one run) as a
-    two-column table: metric, value."""
+    two-column table: metric, value; each norm variance with its CV (std / mean) in the next row
+    (:func:`~sec_lib.chapters.common.with_norm_cv`)."""
     if hasattr(result, "metrics") and hasattr(result, "config"):
         metrics = dict(result.metrics)
+        metrics.update(with_norm_cv(pd.DataFrame([metrics])).iloc[0].to_dict() if metrics else {})
         wall = result.wall_s
     else:
-        runs = runs_frame(result)
+        runs_frame(result)
+        runs = with_norm_cv(result)
         if len(runs) != 1:
             raise ValueError(f"final_metrics needs exactly one run, got {len(runs)}")
         metrics = runs.iloc[0].to_dict()
@@ -249,9 +258,11 @@ def run_sentence(result) -> str:
     if len(st) and "norm_var" in st and st["norm_var"].notna().any():
         first, last = st["norm_var"].iloc[0], st["norm_var"].iloc[-1]
         nm0, nm1 = st["norm_mean"].iloc[0], st["norm_mean"].iloc[-1]
-        out.append(f"The batch mean norm went from {nm0:.3g} to {nm1:.3g} and the batch norm variance from "
-                   f"{first:.3g} to {last:.3g} ({'down' if last < first else 'up'} by a factor "
-                   f"{max(first, last) / max(min(first, last), 1e-12):.3g}).")
+        cv = with_batch_cv(st)
+        c0, c1 = (cv["norm_cv"].iloc[0], cv["norm_cv"].iloc[-1]) if "norm_cv" in cv.columns else (math.nan, math.nan)
+        out.append(f"The batch mean norm went from {nm0:.3g} to {nm1:.3g} and the batch norms' "
+                   f"{var_cv_text(first, last, c0, c1)}, the variance {'down' if last < first else 'up'} by a factor "
+                   f"{max(first, last) / max(min(first, last), 1e-12):.3g}.")
     if "grad_slope" in st and st["grad_slope"].notna().any():
         out.append(f"The median log-log slope of ‖∂L/∂f‖ against ‖f‖ within a batch is "
                    f"{st['grad_slope'].median():.2f} (theory: −1 at a fixed direction).")

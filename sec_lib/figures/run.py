@@ -14,7 +14,7 @@ import pandas as pd
 from ..report import loglog_fit
 from .palette import METRIC_STYLES, NEG_COLOR, POS_COLOR, REF_COLOR
 from .style import (BOOK_WIDTH, by_key, draw_line, empty_panel, fig_ax,
-                    fig_axes, figure, finish_legend, log_ticks, need, style)
+                    fig_axes, figure, finish_legend, log_ticks, need, smooth, style)
 
 
 def loss_parts(steps: pd.DataFrame, ax=None, labels: Mapping | None = None):
@@ -81,19 +81,33 @@ def batch_mean_norm(steps: pd.DataFrame, ax=None, labels: Mapping | None = None)
 
 
 def norm_variance(steps: pd.DataFrame, ax=None, labels: Mapping | None = None, log: bool = True):
-    """Variance of ‖f_i‖ within each training batch, per iteration."""
+    """Variance of ‖f_i‖ within each training batch, per iteration; where ``steps`` has ``norm_cv`` (the
+    batch CV = std / mean, :func:`sec_lib.chapters.common.with_batch_cv`), that scale-free spread beside it,
+    dashed, on a right-hand axis (the variance also falls when the norms merely shrink)."""
     need(steps, ["step", "norm_var"], "steps")
     with style():
         fig, ax = fig_ax(ax)
+        colors = {}
         for lab, s in by_key(steps, labels):
-            draw_line(ax, s["step"], s["norm_var"], lab or None)
+            colors[lab] = draw_line(ax, s["step"], s["norm_var"], lab or None).get_color()
         if log and (steps["norm_var"] > 0).any():
             ax.set_yscale("log")
             log_ticks(ax)
         ax.set_xlabel("iteration")
         ax.set_ylabel("Var(‖f_i‖) in the batch")
         ax.set_title("Norm variance within the batch per iteration")
-        finish_legend(ax)
+        with_cv = "norm_cv" in steps.columns and steps["norm_cv"].notna().any()
+        if with_cv:
+            right = ax.twinx()
+            for lab, s in by_key(steps, labels):
+                cv = pd.Series(s["norm_cv"].to_numpy(float))
+                right.plot(s["step"], smooth(cv) if len(cv) > 50 else cv, ls="--", lw=1.1,
+                           color=colors.get(lab, REF_COLOR), label=f"{lab + ': ' if lab else ''}CV = std / mean")
+            right.set_ylim(bottom=0)
+            right.set_ylabel("CV of ‖f_i‖ in the batch (dashed)")
+            ax.set_title("Norm variance (solid, left) and CV (dashed, right) within the batch")
+            finish_legend(right, loc="upper right", fontsize=8)
+        finish_legend(ax, **({"loc": "upper left"} if with_cv else {}))
     return fig
 
 

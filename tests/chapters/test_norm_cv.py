@@ -242,3 +242,40 @@ def test_run_index_shows_train_cv(monkeypatch):
     row = idx.iloc[0]
     assert row["train_norm_cv"] == pytest.approx(np.sqrt(row["train_norm_var"]) / F.runs.set_index("key").loc[
         F.runs["key"][F.runs["key"].str[:12] == row["key"]].iloc[0], "train_norm_mean"])
+
+
+def test_train_page_shows_batch_and_final_cv_beside_the_variance():
+    from sec_lib.chapters import train as train_page
+    from sec_lib.figures import run as run_fig
+    from sec_lib.runs.train import RunResult, TrainConfig
+    n = 40
+    mean = np.geomspace(14.6, 0.41, n)                     # the norms shrink ...
+    cvs = np.linspace(0.18, 0.13, n)                       # ... their relative spread falls far less
+    st = pd.DataFrame({"step": np.arange(1, n + 1), "loss_metric": 1.0, "loss_sec": 0.1, "norm_mean": mean,
+                       "norm_var": (cvs * mean) ** 2, "mu": mean, "violations": 0.1, "grad_slope": -1.0,
+                       "dtheta_mean": np.nan, "dtheta_std": np.nan, "dtheta_cv": np.nan})
+    x = RNG.gamma(20.0, 0.02, size=300)
+    res = RunResult(TrainConfig(loss="semihard", eta=1.0, iterations=n), "done",
+                    {"R@1": 42.5, "test_norm_var": 0.25, "test_norm_mean": 2.0, "train_norm_var": x.var(),
+                     "train_norm_mean": x.mean()}, st, pd.DataFrame(columns=["step", "sample", "norm"]),
+                    pd.DataFrame({"step": [n], "R@1": [42.5]}), pd.DataFrame(columns=["label", "norm"]),
+                    pd.DataFrame(columns=["kind", "cos"]), pd.DataFrame(columns=["step", "norm", "grad_norm"]),
+                    wall_s=1.0)
+    fm = train_page.final_metrics(res)
+    names = list(fm["metric"])
+    assert names.index("test_norm_cv") == names.index("test_norm_var") + 1
+    assert names.index("train_norm_cv") == names.index("train_norm_var") + 1
+    v = fm.set_index("metric")["value"]
+    assert v["test_norm_cv"] == pytest.approx(0.25)                         # sqrt(0.25) / 2
+    assert v["train_norm_cv"] == pytest.approx(np.std(x) / np.mean(x))
+    k = n // 10
+    reading = train_page.run_readings(res)["norm_var"]
+    assert f"went from {cvs[:k].mean():.3g} to {cvs[-k:].mean():.3g}" in reading and "CV (std / mean)" in reading
+    assert common.var_cv_text(st.norm_var.iloc[0], st.norm_var.iloc[-1], cvs[0], cvs[-1]) in train_page.run_sentence(res)
+    # the figure: the batch CV on a right-hand axis beside the variance
+    steps = common.with_batch_cv(st)
+    assert steps["norm_cv"].to_numpy() == pytest.approx(cvs)
+    fig = run_fig.norm_variance(steps)
+    left, right = fig.axes[:2]
+    assert np.allclose(left.lines[0].get_ydata(), st["norm_var"]) and "CV" in right.get_ylabel()
+    assert len(run_fig.norm_variance(st).axes) == 1                        # no norm_cv column: the variance alone
