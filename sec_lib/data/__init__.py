@@ -63,8 +63,8 @@ def get_dataset(name: str, split: str, root: str | os.PathLike | None = None, **
         **kw: passed to the loader: :func:`~sec_lib.data.glyphs.load_glyphs` (image_size,
             instances_per_class, seed, max_classes, ...), :func:`~sec_lib.data.toy.make_toy`
             (num_classes, per_class, dim, noise, seed, max_classes, ...), or the benchmark loaders
-            (image_size — ``size`` is accepted as an alias —, transform, resize, max_classes; CIFAR also
-            split_by).
+            (image_size — ``size`` is accepted as an alias —, transform, resize, max_classes, convention — the
+            pretrained backbone's input, "imagenet" or "bninception" —, crop_scale; CIFAR also split_by).
     """
     if name not in DATASET_NAMES:
         raise ValueError(f"unknown dataset name={name!r}; valid names: {', '.join(DATASET_NAMES)}")
