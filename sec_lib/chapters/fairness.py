@@ -48,37 +48,40 @@ def test_attributes(profile) -> pd.DataFrame:
     return instance_attributes(load_data(ex.config(p, "semihard"))[1])
 
 
-def _eta2(values: np.ndarray, groups: np.ndarray) -> float:
-    codes, inv = np.unique(groups, return_inverse=True)
-    if len(codes) < 2:
+def _eta2(values: np.ndarray, codes: np.ndarray, k: int) -> float:
+    """η² of ``values`` across the groups ``codes`` (integers 0..k-1; fewer than 2 present: NaN)."""
+    n = np.bincount(codes, minlength=k)
+    if (n > 0).sum() < 2:
         return np.nan
     mean = values.mean()
     ss_tot = float(((values - mean) ** 2).sum())
     if ss_tot <= 0:
         return np.nan
-    n = np.bincount(inv)
-    m = np.bincount(inv, weights=values) / n
-    return float((n * (m - mean) ** 2).sum() / ss_tot)
+    m = np.bincount(codes, weights=values, minlength=k)[n > 0] / n[n > 0]
+    return float((n[n > 0] * (m - mean) ** 2).sum() / ss_tot)
 
 
 def within_eta2(frame: pd.DataFrame, value: str, group: str = GROUP, cluster: str = "label",
                 n_perm: int = N_PERM, seed: int = 0) -> dict:
     """η² of ``value`` (centred on each class's mean) across ``group``, its chance value (``group`` shuffled
-    within each class, mean over ``n_perm`` shuffles) and the excess (η² − chance)."""
+    within each class, mean over ``n_perm`` shuffles) and the excess (η² − chance).
+
+    A shuffle within classes is one sort: members grouped by class in a random order (``lexsort`` on a
+    random key within the class) take the groups of the members grouped by class in their own order."""
     check_cols(frame, [value, group, cluster], "frame")
     f = frame[[value, group, cluster]].dropna()
     v = (f[value] - f.groupby(cluster)[value].transform("mean")).to_numpy(float)
-    g = f[group].astype(str).to_numpy()
-    eta = _eta2(v, g)
+    codes, levels = pd.factorize(f[group].astype(str))
+    k = len(levels)
+    eta = _eta2(v, codes, k)
     rng = np.random.default_rng(seed)
-    order = np.argsort(f[cluster].to_numpy(), kind="stable")
-    bounds = np.flatnonzero(np.diff(f[cluster].to_numpy()[order])) + 1
+    cl = pd.factorize(f[cluster])[0]
+    base = np.argsort(cl, kind="stable")
     chance = []
     for _ in range(n_perm):
-        gp = g.copy()
-        for idx in np.split(order, bounds):
-            gp[idx] = g[rng.permutation(idx)]
-        chance.append(_eta2(v, gp))
+        gp = np.empty_like(codes)
+        gp[base] = codes[np.lexsort((rng.random(len(cl)), cl))]
+        chance.append(_eta2(v, gp, k))
     c = float(np.mean(chance))
     return {"eta2": eta, "eta2_chance": c, "eta2_excess": eta - c}
 
@@ -102,12 +105,14 @@ def per_run(runs: pd.DataFrame, test_norms: pd.DataFrame, attrs: pd.DataFrame) -
     ``attrs``: :func:`test_attributes` (one row per test image, the order of every run's ``test_norms``)."""
     check_cols(test_norms, ["key", "label", "norm", "hit@1"], "test_norms")
     d = review.done(runs)
-    diff = {loss: fx.class_difficulty([test_norms[test_norms["key"] == k] for k in
+    by_key = {k: t.reset_index(drop=True) for k, t in test_norms.groupby("key", sort=False)}
+    empty = test_norms.iloc[0:0]
+    diff = {loss: fx.class_difficulty([by_key.get(k, empty) for k in
                                        d[(d["loss"] == loss) & (d["variant"] == "none")]["key"]])
             for loss in d["loss"].unique() if ((d["loss"] == loss) & (d["variant"] == "none")).any()}
     rows = []
     for r in d.itertuples(index=False):
-        tn = test_norms[test_norms["key"] == r.key].reset_index(drop=True)
+        tn = by_key.get(r.key, empty).reset_index(drop=True)
         f = fx.with_attributes(tn, attrs)
         f = f.assign(norm_rel=f["norm"] / f["norm"].mean())
         out = {"key": r.key, **within_eta2(f, "norm_rel"), "hit_gap": max_hit_gap(f)}

@@ -180,3 +180,26 @@ def test_max_hit_gap_leaves_out_rare_designs():
     rare = pd.DataFrame({"label": [0], "design": ["script"], "hit@1": [0]})
     assert fairness.max_hit_gap(pd.concat([f, rare], ignore_index=True)) == pytest.approx(0.0)
     assert fairness.max_hit_gap(pd.concat([f, rare], ignore_index=True), min_share=0.0) > 50
+
+
+def test_within_eta2_chance_is_the_mean_over_within_class_shuffles():
+    """The chance value against a brute-force loop: each shuffle permutes the groups inside every class only,
+    so it keeps each class's multiset of groups, and the mean of η² over shuffles is the chance value."""
+    rng = np.random.default_rng(1)
+    f = _glyph_frame(0.3, rng, n_classes=12, per_class=6)
+    out = fairness.within_eta2(f, "norm_rel", n_perm=200, seed=3)
+    v = (f["norm_rel"] - f.groupby("label")["norm_rel"].transform("mean")).to_numpy()
+    codes = pd.factorize(f["design"])[0]
+    brute = []
+    r2 = np.random.default_rng(7)
+    for _ in range(2000):
+        gp = codes.copy()
+        for lab in np.unique(f["label"]):
+            idx = np.flatnonzero(f["label"].to_numpy() == lab)
+            gp[idx] = codes[r2.permutation(idx)]
+        brute.append(fairness._eta2(v, gp, 2))
+    assert out["eta2_chance"] == pytest.approx(np.mean(brute), abs=0.01)
+    assert out["eta2"] == pytest.approx(fairness._eta2(v, codes, 2))
+    grand = v.mean()
+    ssb = sum((codes == c).sum() * (v[codes == c].mean() - grand) ** 2 for c in (0, 1))
+    assert out["eta2"] == pytest.approx(ssb / ((v - grand) ** 2).sum())

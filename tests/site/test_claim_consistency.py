@@ -6,8 +6,8 @@ Pages mark each verdict they state with ``data-claim`` / ``data-verdict`` (the b
 
 * on the committed reference tier (profile ``cpu`` with an empty quick store: each page reads the
   reference tier where it holds the page's runs, and has no evidence where it does not), every page's
-  claims box, the claims page's scorecard and the landing page's primary-test badge are rendered, each
-  from fresh evidence objects (as separate notebook processes would), and compared;
+  claims box (from that page's own evidence object, as its notebook makes it), the claims page's
+  scorecard and the landing page's primary-test badge are rendered, and compared;
 * in the smoke book that ``test_book.py`` builds, every built page is read the same way.
 """
 import re
@@ -44,25 +44,22 @@ def test_marks_are_found_and_disagreements_caught():
 
 @pytest.fixture()
 def fresh(monkeypatch, tmp_path):
-    """Each render starts from new evidence objects, as a separate notebook process would."""
-    monkeypatch.setenv("SEC_RUNS_DIR", str(tmp_path / "quick"))      # no quick-tier runs: only the committed tier
-    def clear():
-        evidence._PAGE_EVIDENCE.clear()
-    return clear
+    """No quick-tier runs (only the committed tier), and no evidence object left from another test."""
+    monkeypatch.setenv("SEC_RUNS_DIR", str(tmp_path / "quick"))
+    evidence._PAGE_EVIDENCE.clear()
+    yield
+    evidence._PAGE_EVIDENCE.clear()
 
 
 @pytest.mark.slow
 def test_every_claim_has_one_verdict_across_pages_on_the_reference_tier(fresh):
     if not evidence.has_tier(evidence.MAIN_TIER):
         pytest.skip("no committed reference tier")
-    pages = {}
-    for p in evidence.claim_pages():
-        fresh()
-        pages[p] = evidence.claims_box(p, "cpu")
-    fresh()
+    # each page renders its claims box from its own evidence object, as its notebook does; the scorecard and
+    # the landing page's primary badge go through the claims page's and the landing page's own calls
+    pages = {p: evidence.claims_box(p, "cpu") for p in evidence.claim_pages()}
     table = claims.claims_frame(claims.records("cpu"))
     pages["claims (scorecard)"] = claims.claims_html(table)
-    fresh()
     pages["home"] = home.primary_badge(home.primary("cpu"))
     seen = one_verdict_each(pages)
     split = {c: dict(v) for c, v in seen.items() if len(v) > 1}
