@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from .. import report
-from ..figures.tables import csv_link
+from ..figures.tables import csv_link, fold_columns
 from ..report.claims import anchor, sign_word
 from ..runs.tier import TIER_PROFILES
 from . import evidence, profile_param
@@ -60,7 +60,10 @@ def claim_definitions(claims: Sequence | None = None) -> pd.DataFrame:
     rows = [{"id": c.id, "claim": c.claim, "source": c.source, "measured": c.measured, "unit": c.unit,
              "expected": sign_word(c.expected_sign), "function": getattr(c.estimate, "__name__", "").lstrip("_"),
              "page": c.href, "family": c.family_name} for c in claims]
-    return pd.DataFrame(rows).sort_values("id", key=lambda s: s.map(evidence.claim_sort_key)).reset_index(drop=True)
+    out = pd.DataFrame(rows).sort_values("id", key=lambda s: s.map(evidence.claim_sort_key)).reset_index(drop=True)
+    # on the page: id, claim, unit, expected, page; how it is measured and decided folded under it
+    return fold_columns(out, ["id"], {"How each claim is measured and decided (source, measure, function, family)":
+                                      ["source", "measured", "function", "family"]})
 
 
 # ------------------------------------------------------------------------------------------- tally

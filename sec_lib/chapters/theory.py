@@ -156,6 +156,15 @@ CIR_COLUMNS = {"width": "width w", "batches": "batches", "cv_median": "CV (media
                "scaling_dev_max": "c⁴ law residual"}
 
 
+def cir_display(cir: pd.DataFrame) -> pd.DataFrame:
+    """:func:`cir_table` with the reader's headers, the residual checks of the derivation folded under it (so
+    the table fits the text column)."""
+    from ..figures.tables import fold_columns
+    t = cir.rename(columns=CIR_COLUMNS)
+    return fold_columns(t, [CIR_COLUMNS["width"]], {"Checks of the derivation (largest residuals)": [
+        CIR_COLUMNS[c] for c in ("identity_dev_max", "d_ratio_pred_dev_max", "scaling_dev_max")]})
+
+
 def linear_table(summary_df: pd.DataFrame) -> pd.DataFrame:
     """The reader's columns of :func:`linear_scale_summary` (scale and CV at both ends, the change of ``||W||^2``
     split into its first- and second-order parts and measured), with readable headers."""
