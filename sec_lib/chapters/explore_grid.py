@@ -19,6 +19,7 @@ from ..figures import explore as fig_explore
 from ..figures.palette import eta_label, mu_label
 from ..params import Choice
 from ..runs.store import ResultStore, load_runs, run_all, run_key
+from .common import var_cv_text, with_batch_cv, with_norm_cv
 
 #: What to do with grid runs missing from the store: train them (through the store) or show placeholders.
 MISSING = ("train", "skip")
@@ -135,31 +136,37 @@ def load_grid(profile: str = "cpu", missing: str = "train", root=None, jobs: int
     return g
 
 
-def _final_batch_var(steps: pd.DataFrame) -> pd.Series:
-    """Mean batch norm variance over the last 10% of steps, per run key."""
-    if not len(steps) or "norm_var" not in steps.columns:
+def _final_batch_var(steps: pd.DataFrame, col: str = "norm_var") -> pd.Series:
+    """Mean batch norm variance (``col = "norm_cv"``: its CV, std / mean, :func:`~sec_lib.chapters.common.with_batch_cv`)
+    over the last 10% of steps, per run key."""
+    steps = with_batch_cv(steps) if len(steps) else steps
+    if not len(steps) or col not in steps.columns:
         return pd.Series(dtype=float)
     out = {}
     for k, s in steps.groupby("key"):
         n = max(1, len(s) // 10)
-        out[k] = float(s.sort_values("step")["norm_var"].tail(n).mean())
+        out[k] = float(s.sort_values("step")[col].tail(n).mean())
     return pd.Series(out, dtype=float)
 
 
-SUMMARY_METRICS = ("R@1", "NMI", "train_norm_var", "test_norm_var", "batch_norm_var")
+#: Each norm variance is followed by its CV (std / mean), the spread without the norms' scale.
+SUMMARY_METRICS = ("R@1", "NMI", "train_norm_var", "train_norm_cv", "test_norm_var", "test_norm_cv",
+                   "batch_norm_var", "batch_norm_cv")
 
 
 def summary_table(grid: Grid) -> pd.DataFrame:
     """One row per grid cell: loss, μ, η, status ('done' / 'diverged' / 'not computed'), runs, and the
     mean over its finished seeds of final R@1, NMI (percent), train/test norm variance and the batch
-    norm variance over the last 10% of steps."""
+    norm variance over the last 10% of steps, each variance followed by its CV (std / mean; NaN where the
+    runs store no mean norm)."""
     runs = grid.frames.runs
     if len(runs):
-        runs = runs.copy()
-        for m in ("R@1", "NMI", "train_norm_var", "test_norm_var"):
+        runs = with_norm_cv(runs)
+        for m in ("R@1", "NMI", "train_norm_var", "train_norm_cv", "test_norm_var", "test_norm_cv"):
             if m not in runs.columns:
                 runs[m] = np.nan
         runs["batch_norm_var"] = runs["key"].map(_final_batch_var(grid.frames.steps))
+        runs["batch_norm_cv"] = runs["key"].map(_final_batch_var(grid.frames.steps, "norm_cv"))
     rows = []
     for loss in grid.axes.losses:
         for mu in grid.axes.mus:
@@ -179,7 +186,8 @@ def summary_table(grid: Grid) -> pd.DataFrame:
 def _cell_title(row: Mapping, loss: str, mu: str, eta: float) -> str:
     head = f"{loss}, μ = {mu_label(mu)}, η = {eta_label(eta)}"
     if row.get("status") == "done":
-        return (f"{head}:  R@1 {row['R@1']:.1f}%, NMI {row['NMI']:.1f}%, final Var(‖f‖) {row['train_norm_var']:.3g}"
+        return (f"{head}:  R@1 {row['R@1']:.1f}%, NMI {row['NMI']:.1f}%, final Var(‖f‖) {row['train_norm_var']:.3g} "
+                f"(CV {row.get('train_norm_cv', math.nan):.2g})"
                 + (f"  (mean of {row['done']} seeds; plots: seed of the first)" if row.get("done", 1) > 1 else ""))
     return f"{head}:  {row.get('status', 'not computed')}"
 
@@ -193,6 +201,7 @@ def cell_figure(grid: Grid, eta: float, mu: str, loss: str, summary: pd.DataFram
     done = r[r["status"] == "done"]
     key = (done if len(done) else r)["key"].iloc[0]
     steps, tracked, scatter = fig_explore.one_run(grid.frames, key)
+    steps = with_batch_cv(steps) if len(steps) else steps        # the batch CV beside the batch variance
     curve = summary[(summary["loss"] == loss) & (summary["mu"] == mu) & (summary["status"] == "done")]
     row = summary[(summary["loss"] == loss) & (summary["mu"] == mu) & (summary["eta"] == float(eta))]
     row = row.iloc[0].to_dict() if len(row) else {}
@@ -247,8 +256,20 @@ def _trends(done: pd.DataFrame, axes: GridAxes) -> pd.DataFrame:
             if d["eta"].nunique() >= 3:
                 rows.append({"loss": loss, "mu": mu,
                              "rho_R@1": d["eta"].corr(d["R@1"], method="spearman"),
-                             "rho_var": d["eta"].corr(d["train_norm_var"], method="spearman")})
-    return pd.DataFrame(rows).dropna() if rows else pd.DataFrame(columns=["loss", "mu", "rho_R@1", "rho_var"])
+                             "rho_var": d["eta"].corr(d["train_norm_var"], method="spearman"),
+                             "rho_cv": (d["eta"].corr(d["train_norm_cv"], method="spearman")
+                                        if "train_norm_cv" in d else math.nan)})
+    return (pd.DataFrame(rows).dropna(subset=["rho_R@1", "rho_var"]) if rows
+            else pd.DataFrame(columns=["loss", "mu", "rho_R@1", "rho_var", "rho_cv"]))
+
+
+def _cv_trend(trends: pd.DataFrame) -> str:
+    """', and its CV (std / mean) in k of n (ρ from a to b)': the scale-free trend beside the variance's."""
+    cv = trends["rho_cv"].dropna() if "rho_cv" in trends.columns else pd.Series(dtype=float)
+    if not len(cv):
+        return ", and its CV (std / mean) cannot be given (the runs store no mean norm)"
+    return (f", and its CV (std / mean, scale-free) in {int((cv < 0).sum())} of {len(cv)} (ρ from {cv.min():+.2f} "
+            f"to {cv.max():+.2f})")
 
 
 def _trend_words(r1_down: int, var_falls: int, n: int) -> str:
@@ -276,6 +297,7 @@ def reading(grid: Grid, summary: pd.DataFrame | None = None) -> str:
         base = done[(done["loss"] == loss) & (done["eta"] == 0)]
         base_r1 = float(base["R@1"].mean()) if len(base) else math.nan
         base_var = float(base["train_norm_var"].mean()) if len(base) else math.nan
+        base_cv = float(base["train_norm_cv"].mean()) if len(base) and "train_norm_cv" in base else math.nan
         parts = []
         best_of_loss = None
         for mu in grid.axes.mus:
@@ -292,14 +314,16 @@ def reading(grid: Grid, summary: pd.DataFrame | None = None) -> str:
             if best_of_loss is None or b["R@1"] > best_of_loss[1]:
                 best_of_loss = (mu, float(b["R@1"]), float(b["eta"]))
             parts.append(f"μ = {mu_label(mu)}: best R@1 {b['R@1']:.1f}% at η = {eta_label(b['eta'])} "
-                         f"({gain:+.1f} points vs η = 0); smallest final norm variance {v['train_norm_var']:.3g} "
-                         f"at η = {eta_label(v['eta'])} ({v['train_norm_var'] / base_var:.2g}× that of η = 0)"
+                         f"({gain:+.1f} points vs η = 0); smallest final norm variance at η = {eta_label(v['eta'])}, "
+                         f"from η = 0 {var_cv_text(base_var, v['train_norm_var'], base_cv, v.get('train_norm_cv', math.nan))}"
+                         f" ({v['train_norm_var'] / base_var:.2g}× the variance of η = 0)"
                          if np.isfinite(base_var) and base_var > 0 else
                          f"μ = {mu_label(mu)}: best R@1 {b['R@1']:.1f}% at η = {eta_label(b['eta'])}; smallest "
-                         f"final norm variance {v['train_norm_var']:.3g} at η = {eta_label(v['eta'])}")
+                         f"final norm variance {v['train_norm_var']:.3g} (CV {v.get('train_norm_cv', math.nan):.3g}) "
+                         f"at η = {eta_label(v['eta'])}")
         if best_of_loss:
             best_mu[loss] = best_of_loss
-        head = (f"**{loss}** (η = 0: R@1 {base_r1:.1f}%, final norm variance {base_var:.3g})"
+        head = (f"**{loss}** (η = 0: R@1 {base_r1:.1f}%, final norm variance {base_var:.3g}, CV {base_cv:.3g})"
                 if np.isfinite(base_r1) else f"**{loss}** (the η = 0 run is missing)")
         lines.append(f"- {head}:\n" + "\n".join(f"  - {p}" for p in parts))
     n_div = int((s["status"] == "diverged").sum())
@@ -316,7 +340,7 @@ def reading(grid: Grid, summary: pd.DataFrame | None = None) -> str:
             f"Across η (η = 0 included) R@1 falls as η grows in {r1_down} of {len(trends)} settings (Spearman ρ "
             f"from {trends['rho_R@1'].min():+.2f} to {trends['rho_R@1'].max():+.2f}), while the final norm variance "
             f"falls in {var_falls} of {len(trends)} (ρ from {trends['rho_var'].min():+.2f} to "
-            f"{trends['rho_var'].max():+.2f}). " + _trend_words(r1_down, var_falls, len(trends)))
+            f"{trends['rho_var'].max():+.2f})" + _cv_trend(trends) + ". " + _trend_words(r1_down, var_falls, len(trends)))
     for loss, (mu, r1, eta) in best_mu.items():
         summary_lines.append(f"For {loss} the highest R@1 with SEC on (η > 0) is {r1:.1f}%, with μ = "
                              f"{mu_label(mu)} at η = {eta_label(eta)}.")

@@ -22,6 +22,7 @@ from ..params import Choice, Mu, Number
 from ..runs.store import results_to_frames
 from ..threads import torch_threads
 from ..runs.train import TrainConfig, train
+from .common import with_batch_cv, with_norm_cv
 from .explore_grid import Grid, cell_figure, mu_key, mu_value, summary_table
 
 #: Optimizers the live panel offers.
@@ -124,8 +125,10 @@ def run_live(cfg, progress: Callable[[int, int], None] | None = None, every: int
 def _live_point(result) -> dict | None:
     if result.status != "done":
         return None
+    cv = with_norm_cv(pd.DataFrame([dict(result.metrics)])) if result.metrics else pd.DataFrame()
     return {"eta": result.config.eta, "R@1": result.metrics.get("R@1", math.nan),
-            "NMI": result.metrics.get("NMI", math.nan), "train_norm_var": result.metrics.get("train_norm_var", 0)}
+            "NMI": result.metrics.get("NMI", math.nan), "train_norm_var": result.metrics.get("train_norm_var", 0),
+            "train_norm_cv": float(cv["train_norm_cv"].iloc[0]) if "train_norm_cv" in cv.columns else math.nan}
 
 
 def live_figure(result, grid: Grid | None = None, summary: pd.DataFrame | None = None):
@@ -136,12 +139,13 @@ def live_figure(result, grid: Grid | None = None, summary: pd.DataFrame | None =
     fr = results_to_frames([result], tables=("steps", "tracked", "grad_scatter"))
     key = fr.runs["key"].iloc[0]
     steps, tracked, scatter = fig_explore.one_run(fr, key)
+    steps = with_batch_cv(steps) if len(steps) else steps        # the batch CV beside the batch variance
     if grid is not None:
         s = summary_table(grid) if summary is None else summary
         curve = s[(s["loss"] == cfg.loss) & (s["mu"] == mu) & (s["status"] == "done")]
         etas = grid.axes.etas
     else:
-        curve, etas = pd.DataFrame(columns=["eta", "R@1", "NMI", "train_norm_var"]), (float(cfg.eta),)
+        curve, etas = pd.DataFrame(columns=["eta", "R@1", "NMI", "train_norm_var", "train_norm_cv"]), (float(cfg.eta),)
     if float(cfg.eta) not in etas:
         etas = tuple(sorted({*etas, float(cfg.eta)}))
     head = f"live run: {cfg.loss}, μ = {mu_label(mu)}, η = {eta_label(cfg.eta)}, {cfg.optimizer} (lr {cfg.lr:g})"

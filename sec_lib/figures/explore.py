@@ -79,6 +79,18 @@ def _var_panel(ax, curve: pd.DataFrame, etas: Sequence[float], eta: float, mu: s
     ax.set_xlabel("η (SEC weight)")
     ax.set_ylabel("Var(‖f‖), train, end")
     ax.set_title("Final norm variance against η")
+    cv = ok[ok["train_norm_cv"].notna()] if len(ok) and "train_norm_cv" in ok.columns else ok.iloc[:0]
+    live_cv = live_point is not None and np.isfinite(live_point.get("train_norm_cv", np.nan)) and float(live_point["eta"]) in pos
+    if len(cv) or live_cv:                      # the scale-free spread beside the variance, dashed, right axis
+        right = ax.twinx()
+        if len(cv):
+            right.plot([pos[float(e)] for e in cv["eta"]], cv["train_norm_cv"], "--s", ms=3, color=mu_color(mu),
+                       alpha=0.8)
+        if live_cv:
+            right.plot([pos[float(live_point["eta"])]], [live_point["train_norm_cv"]], "P", ms=10, color="k")
+        right.set_ylim(bottom=0)
+        right.set_ylabel("CV = std / mean (dashed)", fontsize=9)
+        ax.set_title("Final norm variance (solid) and CV (dashed) against η")
 
 
 def cell_figure(steps, tracked, scatter, curve, etas, eta, mu, loss, title, live_point=None, note=None):
@@ -101,7 +113,8 @@ def cell_figure(steps, tracked, scatter, curve, etas, eta, mu, loss, title, live
             if p[1].get_legend() is not None:
                 p[1].legend(**_LEGEND)
             norm_variance(steps, ax=p[2])
-            p[2].set_title("Var(‖f‖) within the batch", **small)
+            p[2].set_title("Var(‖f‖) (solid) and CV (dashed) within the batch" if "norm_cv" in steps.columns
+                           else "Var(‖f‖) within the batch", **small)
         else:
             empty_panel(p[1], "no steps recorded")
             empty_panel(p[2], "no steps recorded")
@@ -124,15 +137,17 @@ def cell_figure(steps, tracked, scatter, curve, etas, eta, mu, loss, title, live
 
 
 def overview_figure(summary: pd.DataFrame, axes_of_grid):
-    """R@1 (top) and final norm variance (bottom) against η, one line per μ mode, one column per loss.
+    """R@1 (top), final norm variance (middle) and, beside it, the same norms' CV = std / mean (bottom, where
+    the summary has ``train_norm_cv``) against η, one line per μ mode, one column per loss.
 
     ``summary``: the explore chapter's summary table; ``axes_of_grid``: its GridAxes (etas, mus, losses)."""
     s = summary
     etas = axes_of_grid.etas
+    with_cv = "train_norm_cv" in s.columns and s["train_norm_cv"].notna().any()
     with style():
         n = len(axes_of_grid.losses)
-        fig = figure(min(BOOK_WIDTH * 1.2, 4.6 * n), 5.2)
-        axes = fig.subplots(2, n, squeeze=False)
+        fig = figure(min(BOOK_WIDTH * 1.2, 4.6 * n), 7.6 if with_cv else 5.2)
+        axes = fig.subplots(3 if with_cv else 2, n, squeeze=False)
         for j, loss in enumerate(axes_of_grid.losses):
             for mu in axes_of_grid.mus:
                 d = s[(s["loss"] == loss) & (s["mu"] == mu) & (s["status"] == "done")].sort_values("eta")
@@ -141,9 +156,15 @@ def overview_figure(summary: pd.DataFrame, axes_of_grid):
                 ok = d["train_norm_var"] > 0
                 axes[1, j].plot(np.asarray(x)[ok.to_numpy()], d["train_norm_var"][ok], "-o", ms=3,
                                 color=mu_color(mu), label=mu_label(mu))
+                if with_cv:
+                    axes[2, j].plot(x, d["train_norm_cv"], "-o", ms=3, color=mu_color(mu), label=mu_label(mu))
             axes[0, j].set_title(f"{loss}: final R@1 against η")
             axes[1, j].set_title(f"{loss}: final norm variance against η")
             axes[1, j].set_yscale("log")
+            if with_cv:
+                axes[2, j].set_title(f"{loss}: final norm CV (std / mean) against η")
+                axes[2, j].set_ylabel("CV of ‖f‖, train, end")
+                axes[2, j].set_ylim(bottom=0)
             for a in axes[:, j]:
                 a.set_xticks(range(len(etas)))
                 a.set_xticklabels([eta_label(e) for e in etas], fontsize=9)

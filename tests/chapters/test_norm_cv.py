@@ -279,3 +279,40 @@ def test_train_page_shows_batch_and_final_cv_beside_the_variance():
     left, right = fig.axes[:2]
     assert np.allclose(left.lines[0].get_ydata(), st["norm_var"]) and "CV" in right.get_ylabel()
     assert len(run_fig.norm_variance(st).axes) == 1                        # no norm_cv column: the variance alone
+
+
+def test_explore_grid_shows_cv_beside_the_variance():
+    from sec_lib.chapters import explore as X
+    from sec_lib.figures import explore as fig_explore
+    from sec_lib.runs.store import run_key
+    from sec_lib.runs.train import TrainConfig
+    from sec_lib.runs import experiments as ex
+    toy = dict(ex.PROFILES["smoke"].toy, iterations=6, eval_every=0)
+    cfgs = [TrainConfig(**dict(toy, loss=loss, eta=e, mu=mu if e else "batch"))
+            for loss in ("semihard",) for mu in ("batch", "zero") for e in (0.0, 0.1, 1.0)]
+    rows, steps = [], []
+    for c in {run_key(c): c for c in cfgs}.values():
+        scale = 14.6 / (1 + 20 * c.eta)
+        cv = 0.18 - 0.05 * (c.eta > 0)
+        x = scale * (1 + cv * RNG.standard_normal(100))
+        rows.append({"key": run_key(c), "loss": c.loss, "eta": c.eta, "mu": c.mu, "seed": 0, "status": "done",
+                     "R@1": 50 + c.eta, "NMI": 40.0, "train_norm_var": x.var(), "train_norm_mean": x.mean(),
+                     "test_norm_var": x.var(), "test_norm_mean": x.mean()})
+        steps += [{"key": run_key(c), "step": i, "norm_mean": scale, "norm_var": (cv * scale) ** 2} for i in range(1, 11)]
+    empty = {k: pd.DataFrame() for k in ("tracked", "evals", "test_norms", "cosines", "grad_scatter")}
+    grid = X.build_grid(cfgs, Frames(runs=pd.DataFrame(rows), steps=pd.DataFrame(steps), **empty), "tiny")
+    s = X.summary_table(grid)
+    cols = list(s.columns)
+    for var in ("train_norm_var", "test_norm_var", "batch_norm_var"):
+        assert cols.index(var.replace("_var", "_cv")) == cols.index(var) + 1
+    r = s[(s["mu"] == "zero") & (s["eta"] == 1.0)].iloc[0]
+    assert r["batch_norm_cv"] == pytest.approx(0.13)
+    assert r["train_norm_cv"] == pytest.approx(np.sqrt(r["train_norm_var"]) / rows[-1]["train_norm_mean"])
+    text = X.reading(grid, s)
+    base = s[s["eta"] == 0].iloc[0]
+    assert common.var_cv_text(base["train_norm_var"], r["train_norm_var"], base["train_norm_cv"], r["train_norm_cv"]) in text
+    assert "its CV (std / mean, scale-free) in" in text
+    fig = X.overview_figure(grid, s)
+    assert any("CV" in a.get_title() for a in fig.axes)
+    cell = X.cell_figure(grid, 1.0, "zero", "semihard", s)
+    assert any("CV" in a.get_ylabel() for a in cell.axes)                # the batch CV and the final CV, right axes
