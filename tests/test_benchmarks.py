@@ -95,8 +95,9 @@ def test_each_profile_trains_with_the_papers_settings_and_cites_them(name):
     table = B.settings_table(name)
     assert table["source"].str.len().min() > 10 and len(table) >= 20
     assert (table["authors' code"].str.len() > 0).sum() >= 5      # where the authors' code differs
-    paper = reference.paper_table(B.PAPER_DATASET[name])
-    assert {f"R@{k}" for k in PAPER_KS[name]} <= set(paper.columns) and len(paper) == 12
+    paper = reference.paper_table(B.paper_datasets(name))
+    assert list(paper.columns[3:-1]) == ["NMI", "F1"] * (name != "inshop") + [f"R@{k}" for k in PAPER_KS[name]]
+    assert B.paper_metrics(name) == tuple(paper.columns[3:-1]) and len(paper) == 12
     assert ("NMI" in paper.columns) == (name != "inshop") == B.DATASETS[name]["clustering"].value
 
 
@@ -108,6 +109,10 @@ def test_benchmark_profiles_leave_the_glyph_book_alone():
         assert (p.fixed_optimizer, p.loss_base, p.chapters, p.excluded_losses) == ("", {}, (), ())
         assert ex.profile_chapters(p) == tuple(ex.CHAPTERS)
         assert B.page_note(name, "fairness") is None
+    assert (B.data_name("cpu"), B.paper_datasets("cpu"), B.data_name("cub-smoke")) == \
+        ("glyphs", ("CUB", "Cars"), "CUB-200-2011")
+    assert B.paper_metrics("cpu") == ("NMI", "F1", "R@1", "R@2", "R@4", "R@8")
+    assert ex.chapter_configs("ssl", "cub", store=None) == []          # a chapter it does not train: no runs
     cub = ex.get_profile("cub")
     assert "ssl" not in ex.profile_chapters(cub) and not {c.loss for c in ex.eta_selection(cub)} & set(ex.SSL_LOSSES)
     assert B.page_note("cub", "fairness") and B.page_note("cub", "compare") is None

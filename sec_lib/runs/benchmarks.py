@@ -55,7 +55,7 @@ from .train import RunResult
 
 __all__ = ["Cited", "COMMON", "DATASETS", "RATES", "NOT_APPLICABLE", "PAPER_DATASET", "BACKBONES", "PRETRAINED_ENV",
            "BACKBONE_ENV", "benchmark_profile", "smoke_profile", "settings_table", "configure", "preflight",
-           "page_note", "plan", "estimate"]
+           "page_note", "data_name", "paper_datasets", "paper_metrics", "plan", "estimate"]
 
 PRETRAINED_ENV = "SEC_PRETRAINED"
 BACKBONE_ENV = "SEC_BACKBONE"
@@ -402,6 +402,27 @@ def page_note(profile: str, page: str) -> str | None:
         return None
     name = DATASET_OF[profile]
     return NOT_APPLICABLE[page].format(name=DISPLAY_NAMES[name], split=DATASETS[name]["split"].value)
+
+
+def data_name(profile: str) -> str:
+    """What a page calls the profile's data: "glyphs" for the glyph profiles, else the dataset's name
+    ("CUB-200-2011", ...)."""
+    Choice(ex.PROFILE_NAMES).check("profile", profile)
+    return DISPLAY_NAMES[DATASET_OF[profile]] if profile in DATASET_OF else "glyphs"
+
+
+def paper_datasets(profile: str) -> tuple:
+    """The datasets of the paper's Table 1 a page sets beside the profile's numbers (names of
+    :func:`sec_lib.reference.paper_table`): the book's own dataset for a benchmark profile, CUB and Cars (the
+    two fine-grained ones, closest to what a CPU can run) for the glyph profiles."""
+    return (PAPER_DATASET[profile],) if profile in PAPER_DATASET else ("CUB", "Cars")
+
+
+def paper_metrics(profile: str) -> tuple:
+    """The metric columns of the paper's Table 1 for the profile's dataset, in the table's order: NMI and F1
+    where the paper reports them (not for In-Shop), then R@K at the paper's K (CUB's for the glyph profiles)."""
+    d = DATASETS[DATASET_OF.get(profile, "cub")]
+    return ("NMI", "F1") * d["clustering"].value + tuple(f"R@{k}" for k in d["eval_ks"].value)
 
 
 # -------------------------------------------------------------------------------------------------- cost

@@ -87,8 +87,7 @@ class Profile:
     review_eta_grid: tuple = ()    # η of the selection for REVIEW_LOSSES (empty: eta_grid)
     early_iterations: int = 0      # > 0: the convergence chapter also trains each none/SEC run of the
     early_eval_every: int = 0      # main table (over ``seeds``) this long, evaluated this often (:func:`early_twin`)
-    # Fields of the real-benchmark profiles (sec_lib.runs.benchmarks); at their defaults a profile is a glyph one:
-    fixed_optimizer: str = ""      # the optimizer whose settings are fixed (the paper's), not chosen by a pilot;
+    fixed_optimizer: str = ""      # real benchmarks: the optimizer whose settings are the paper's (no pilot);
     loss_base: dict = field(default_factory=dict)   # ... its per-loss TrainConfig settings (rates, schedule)
     chapters: tuple = ()           # the chapters this profile trains (empty: all of CHAPTERS)
     excluded_losses: tuple = ()    # losses its η selection leaves out (they do not apply to its data)
@@ -534,6 +533,8 @@ def chapter_configs(chapter: str, profile: "Profile | str", store) -> list[Train
     selected η uses the selection; ``optim`` and the toy grid handle rates themselves."""
     Choice(tuple(CHAPTERS)).check("chapter", chapter)
     p = get_profile(profile) if isinstance(profile, str) else profile
+    if chapter not in profile_chapters(p):     # a chapter the profile does not train (a benchmark's ssl) has no runs
+        return []
     fn = CHAPTERS[chapter]
     if fn is toy_grid:
         return fn(p)
