@@ -22,8 +22,9 @@ from ..report import fmt_metric
 
 #: The tier a page shows first, when it holds the page's runs.
 MAIN_TIER = "reference"
-#: Profiles that only check the pipeline (the test suite's smoke book): their pages show their own runs.
-PIPELINE_PROFILES = ("smoke",)
+#: Profiles whose pages show their own runs: the test suite's smoke book, and the real-benchmark books (their
+#: data is not the glyphs', so the glyph book's committed tiers never stand in for them).
+PIPELINE_PROFILES = ("smoke", *ex.BENCHMARK_PROFILES)
 
 
 @functools.lru_cache(maxsize=64)
@@ -306,7 +307,9 @@ def page_evidence(page: str, profile: str, root=None, tier: str | None = None) -
 def claim_records(profile: str, root=None, pages=None, tier: str | None = None) -> list:
     """The records of every claim of the book (or of ``pages``), sorted by id, each decided by the page
     that owns it on that page's evidence (:func:`page_evidence`; ``tier`` forces one tier for all)."""
-    recs = [r for p in (pages or claim_pages()) for r in page_records(p, page_evidence(p, profile, root, tier))]
+    from ..runs.benchmarks import page_note
+    recs = [r for p in (pages or claim_pages()) if page_note(profile, p) is None     # a page that does not apply
+            for r in page_records(p, page_evidence(p, profile, root, tier))]          # to a benchmark book: no claims
     return sorted(recs, key=lambda r: claim_sort_key(r.id))
 
 
