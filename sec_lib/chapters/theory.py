@@ -42,6 +42,7 @@ import pandas as pd
 from ..figures.palette import VARIANT_COLORS
 from ..figures.style import figure
 from ..runs import experiments as ex
+from .common import cv_from_var
 from ..params import Choice, Number
 from ..scalelab import (  # noqa: F401  (sections 6 and 7: the page's names for the lab's)
     LINEAR_VARIANTS, SCALE_FORMULAS, SCALE_PENALTIES, cir_relation, cir_table, linear_scale_runs,
@@ -281,6 +282,7 @@ def summary(facts: pd.DataFrame, growth: pd.DataFrame, angles: pd.DataFrame,
     for key, t in toys.items():
         out[f"toy_norm_var_start_{key}"] = float(t.norm_var()[0])
         out[f"toy_norm_var_end_{key}"] = float(t.norm_var()[-1])
+        out[f"toy_norm_cv_end_{key}"] = float(cv_from_var(t.norm_var()[-1], t.norms()[-1].mean()))
         out[f"toy_norm_var_mean_{key}"] = float(t.norm_var().mean())
         out[f"toy_loss_end_{key}"] = float(t.loss_values[-1])
         out[f"toy_steps_{key}"] = int(t.steps)
@@ -342,8 +344,11 @@ def verdict_lines(s: Mapping, tol: float = 1e-3, cos_tol: float = 1e-5) -> list[
     if "toy_norm_var_end_none" in s and "toy_norm_var_end_sec" in s:
         vn, vs = s["toy_norm_var_end_none"], s["toy_norm_var_end_sec"]
         ok = vs < vn
+        cvs = (f"; beside it the CV (std / mean, scale-free) {s['toy_norm_cv_end_none']:.3g} without vs "
+               f"{s['toy_norm_cv_end_sec']:.3g} with SEC" if "toy_norm_cv_end_none" in s and "toy_norm_cv_end_sec" in s
+               else "")
         out.append((ok, f"2-D toy after {s['toy_steps_none']} steps: norm variance {vn:.3g} without SEC vs "
-                        f"{vs:.3g} with SEC ({'lower' if ok else 'NOT lower'} with SEC); final metric loss "
+                        f"{vs:.3g} with SEC ({'lower' if ok else 'NOT lower'} with SEC{cvs}); final metric loss "
                         f"{s['toy_loss_end_none']:.3g} without vs {s['toy_loss_end_sec']:.3g} with SEC."))
     if "scale_max_rel_diff" in s:
         ok = s["scale_max_rel_diff"] < 1e-9 and s["scale_rel_max_cos"] < 1e-9

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.colors import LogNorm
 
+from ..chapters.common import cv_from_var
 from ..params import Number
 from ..report import loglog_fit, loglog_fits
 from .palette import REF_COLOR, VARIANT_COLORS, class_color
@@ -147,7 +148,8 @@ def plot_norm_growth(growth: pd.DataFrame):
             ax.legend(fontsize=9, loc="upper right")
         ax.set_yscale("log")
         ax.set_title(f"{'no SEC' if v == 'none' else f'SEC η={eta:g}'}: var(‖f‖) {first.var(ddof=0):.3f} → "
-                     f"{last.var(ddof=0):.3f}", fontsize=9)
+                     f"{last.var(ddof=0):.3f}\n(CV = std / mean {cv_from_var(first.var(ddof=0), first.mean()):.3f} → "
+                     f"{cv_from_var(last.var(ddof=0), last.mean()):.3f})", fontsize=9)
         ax.set_xscale("symlog", linthresh=1.0)
         ax.set_xlim(0, g["step"].max())
         ax.set_xlabel("SGD step on the embeddings (symlog)")
@@ -218,7 +220,8 @@ def _draw_toy(ax, toy, step: int, lim: float, arrow_k: float, trail: int | None 
     n = toy.norms()[step]
     turn = np.degrees(toy.turn_angles()[min(step, toy.steps - 1)])
     small, big = int(np.argmin(n)), int(np.argmax(n))
-    ax.set_title(f"{toy.name}, step {step}\nnorms {n.min():.2f}…{n.max():.2f}, var {n.var():.3f}\n"
+    ax.set_title(f"{toy.name}, step {step}\nnorms {n.min():.2f}…{n.max():.2f}, var {n.var():.3f} "
+                 f"(CV {cv_from_var(n.var(), n.mean()):.3f})\n"
                  f"next turn: smallest ‖f‖ {turn[small]:.2g}°, largest ‖f‖ {turn[big]:.2g}°", fontsize=9)
 
 
@@ -234,11 +237,16 @@ def plot_toy(toys: Mapping | Sequence):
     colors = [VARIANT_COLORS["none"] if getattr(t, "eta", 0) == 0 else VARIANT_COLORS["sec"] for t in toys]
     av = fig.add_subplot(gs[0, -1])
     al = fig.add_subplot(gs[1, -1], sharex=av)
+    acv = av.twinx()                          # the scale-free spread beside the variance, dashed
     for t, c in zip(toys, colors):
         av.plot(np.arange(t.steps + 1), t.norm_var(), color=c, label=t.name)
+        acv.plot(np.arange(t.steps + 1), cv_from_var(t.norm_var(), t.norms().mean(axis=1)), color=c, ls="--", lw=1)
         al.plot(np.arange(t.steps + 1), t.loss_values, color=c, label=t.name)
     av.set_yscale("symlog", linthresh=1e-3)
-    av.set_ylabel("var(‖f‖)", fontsize=9)
+    av.set_ylabel("var(‖f‖) (solid)", fontsize=9)
+    acv.set_ylabel("CV = std / mean (dashed)", fontsize=9)
+    acv.set_ylim(bottom=0)
+    acv.tick_params(labelsize=9)
     al.set_ylabel("metric loss", fontsize=9)
     al.set_xlabel("step")
     av.legend(fontsize=9)

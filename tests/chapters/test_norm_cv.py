@@ -316,3 +316,23 @@ def test_explore_grid_shows_cv_beside_the_variance():
     assert any("CV" in a.get_title() for a in fig.axes)
     cell = X.cell_figure(grid, 1.0, "zero", "semihard", s)
     assert any("CV" in a.get_ylabel() for a in cell.axes)                # the batch CV and the final CV, right axes
+
+
+def test_theory_toy_reports_cv_beside_the_variance():
+    from sec_lib.chapters import theory as T
+    from sec_lib.figures import theory as theory_fig
+    small = dict(n_classes=3, dim=6, seed=1)
+    facts = T.gradient_facts("triplet", scales=(0.5, 1.0, 2.0), **small)
+    growth = T.sgd_norm_growth("triplet", steps=5, lr=0.5, **small)
+    angles = T.angle_change("triplet", lr=0.5, scales=(0.5, 1.0, 2.0), **small)
+    toys = T.toy_2d(steps=5, lr=0.5)
+    s = T.summary(facts, growth, angles, toys)
+    for key, t in toys.items():
+        n = t.norms()[-1]
+        assert s[f"toy_norm_cv_end_{key}"] == pytest.approx(np.std(n) / np.mean(n))
+    line = next(text for _, text in T.verdict_lines(s) if text.startswith("2-D toy"))
+    assert f"CV (std / mean, scale-free) {s['toy_norm_cv_end_none']:.3g} without" in line
+    fig = theory_fig.plot_norm_growth(growth)
+    assert all("var(‖f‖)" in a.get_title() and "CV" in a.get_title() for a in fig.axes if a.get_title())
+    fig = theory_fig.plot_toy(toys)
+    assert any("CV" in a.get_ylabel() for a in fig.axes)
