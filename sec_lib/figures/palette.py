@@ -48,7 +48,8 @@ REF_COLOR = "#000000"
 POS_COLOR, NEG_COLOR = "#1B7837", "#B2182B"
 
 #: Axis labels of the steps table's columns.
-STEP_LABELS = {"norm_var": "Var(‖f‖) in the batch", "norm_mean": "mean ‖f‖ in the batch", "mu": "μ",
+STEP_LABELS = {"norm_var": "Var(‖f‖) in the batch", "norm_cv": "CV (std / mean) of ‖f‖ in the batch",
+               "norm_mean": "mean ‖f‖ in the batch", "mu": "μ",
                "grad_slope": "gradient-vs-norm slope", "dtheta_cv": "CV of Δθ", "dtheta_mean": "mean Δθ [rad]",
                "violations": "violating triplets", "loss_metric": "metric loss", "pos_cos": "mean positive cosine",
                "neg_cos": "mean negative cosine", "grad_norm_cv": "CV of ‖∂L/∂f‖"}

@@ -336,3 +336,13 @@ def test_theory_toy_reports_cv_beside_the_variance():
     assert all("var(‖f‖)" in a.get_title() and "CV" in a.get_title() for a in fig.axes if a.get_title())
     fig = theory_fig.plot_toy(toys)
     assert any("CV" in a.get_ylabel() for a in fig.axes)
+
+
+def test_batch_cv_trajectory_figure():
+    from sec_lib.figures import results
+    F = _frames(losses=("ms",), seeds=2)
+    steps = pd.DataFrame([{"key": k, "step": i, "norm_mean": 2.0 / i, "norm_var": (0.2 * 2.0 / i) ** 2}
+                          for k in F.runs["key"] for i in range(1, 6)])
+    fig = results.norm_trajectories(common.with_batch_cv(steps), F.runs, "norm_cv", log=False)
+    assert "CV" in fig.axes[0].get_ylabel()
+    assert np.allclose(fig.axes[0].lines[0].get_ydata(), 0.2)           # the same relative spread at every scale
