@@ -13,7 +13,7 @@ from ..report import summary_table, values_ci
 from . import profile_param
 from ..report.claims import Claim
 from .common import (NORM_CV, beside_cv, check_cols, measures_text, name_means, one_family, paired, var_cv_text,
-                     with_norm_cv, with_verdict)
+                     with_batch_cv, with_norm_cv, with_verdict)
 
 #: The notebook's parameters (checked by ``sec_lib.params.notebook_params``).
 PARAMS = profile_param()
@@ -199,9 +199,11 @@ def page_reading(summary: pd.DataFrame, diffs: pd.DataFrame, rob: dict, grid: pd
 
 def eta_explorer(summary: pd.DataFrame, runs: pd.DataFrame, steps: pd.DataFrame, y: str = "norm_var", dpi: int = 100):
     """A kernel-free slider over the η sweep (η = 0 first): for each η, the batch norm statistic ``y``
-    over training per loss and R@1 against η with that η marked (:func:`sec_lib.figures.sweeps.eta_panel`),
-    precomputed and switched in the browser (:func:`sec_lib.figures.widgets.slider_stack`)."""
+    over training per loss (the batch variance with its CV, std / mean, dashed beside it) and R@1 against η
+    with that η marked (:func:`sec_lib.figures.sweeps.eta_panel`), precomputed and switched in the browser
+    (:func:`sec_lib.figures.widgets.slider_stack`)."""
     check_cols(runs, ["key", "loss", "eta", "seed"], "runs")
+    steps = with_batch_cv(steps)
     etas = sorted(float(e) for e in runs["eta"].unique())
     figs = [sweeps.eta_panel(summary, steps, runs, e, y=y) for e in etas]
     return widgets.slider_stack(figs, [f"{e:g}" for e in etas], description="η", dpi=dpi)

@@ -406,6 +406,14 @@ def eta_panel(summary: pd.DataFrame, steps: pd.DataFrame, runs: pd.DataFrame, et
     a1.set_xlabel("iteration")
     a1.set_ylabel(STEP_LABELS.get(y, y))
     a1.set_title(f"η = {eta:g}: during training")
+    if y == "norm_var" and "norm_cv" in st.columns and st["norm_cv"].notna().any():
+        right = a1.twinx()                  # the scale-free spread beside the variance: mean over seeds, dashed
+        m = st.groupby(["loss", "step"], sort=False)["norm_cv"].mean().reset_index()
+        for loss, g in m.groupby("loss", sort=False):
+            right.plot(g["step"], g["norm_cv"], ls="--", lw=1.0, color=LOSS_COLORS.get(loss, REF_COLOR))
+        right.set_ylim(bottom=0)
+        right.set_ylabel("CV = std / mean (dashed)")
+        a1.set_title(f"η = {eta:g}: during training (solid: Var, dashed: CV)")
     s = summary[summary["metric"] == "R@1"]
     xs = {e: i for i, e in enumerate(sorted(s["eta"].unique()))}
     for loss in losses:

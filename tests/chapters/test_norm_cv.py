@@ -346,3 +346,15 @@ def test_batch_cv_trajectory_figure():
     fig = results.norm_trajectories(common.with_batch_cv(steps), F.runs, "norm_cv", log=False)
     assert "CV" in fig.axes[0].get_ylabel()
     assert np.allclose(fig.axes[0].lines[0].get_ydata(), 0.2)           # the same relative spread at every scale
+
+
+def test_eta_slider_panel_draws_the_batch_cv_beside_the_variance():
+    from sec_lib.chapters import eta as eta_ch
+    from sec_lib.figures import sweeps
+    runs = _eta_runs(losses=("ms",), etas=(0.0, 1.0), seeds=2)
+    steps = pd.DataFrame([{"key": k, "step": i, "norm_mean": 3.0, "norm_var": 0.09 * (1 + e)}
+                          for k, e in zip(runs["key"], runs["eta"]) for i in range(1, 6)])
+    fig = sweeps.eta_panel(eta_ch.eta_summary(runs), common.with_batch_cv(steps), runs, 1.0)
+    right = [a for a in fig.axes if "CV" in a.get_ylabel()]
+    assert len(right) == 1 and np.allclose(right[0].lines[0].get_ydata(), np.sqrt(0.18) / 3.0)
+    assert eta_ch.eta_explorer(eta_ch.eta_summary(runs), runs, steps) is not None
