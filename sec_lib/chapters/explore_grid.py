@@ -291,7 +291,7 @@ def reading(grid: Grid, summary: pd.DataFrame | None = None) -> str:
     s = summary_table(grid) if summary is None else summary
     done = s[s["status"] == "done"]
     lines = []
-    wins, settings, var_down = 0, 0, 0
+    wins, settings, var_down, cv_down, cv_known = 0, 0, 0, 0, 0
     best_mu = {}
     for loss in grid.axes.losses:
         base = done[(done["loss"] == loss) & (done["eta"] == 0)]
@@ -311,6 +311,9 @@ def reading(grid: Grid, summary: pd.DataFrame | None = None) -> str:
             gain = b["R@1"] - base_r1
             wins += bool(gain > 0)
             var_down += bool(v["train_norm_var"] < base_var)
+            cv_min = float(d["train_norm_cv"].min()) if "train_norm_cv" in d and d["train_norm_cv"].notna().any() else math.nan
+            cv_known += bool(np.isfinite(cv_min) and np.isfinite(base_cv))
+            cv_down += bool(np.isfinite(cv_min) and np.isfinite(base_cv) and cv_min < base_cv)
             if best_of_loss is None or b["R@1"] > best_of_loss[1]:
                 best_of_loss = (mu, float(b["R@1"]), float(b["eta"]))
             parts.append(f"μ = {mu_label(mu)}: best R@1 {b['R@1']:.1f}% at η = {eta_label(b['eta'])} "
@@ -331,7 +334,9 @@ def reading(grid: Grid, summary: pd.DataFrame | None = None) -> str:
     if settings:
         summary_lines.append(f"In {wins} of {settings} (loss, μ) settings the best η > 0 on this grid beats η = 0 "
                              f"on R@1, and in {var_down} of {settings} some η > 0 ends with a smaller norm "
-                             f"variance than η = 0.")
+                             f"variance than η = 0 ("
+                             + (f"a smaller CV, std / mean, in {cv_down} of {cv_known})." if cv_known else
+                                "no CV, std / mean, beside it: the runs store no mean norm)."))
     trends = _trends(done, grid.axes)
     if len(trends):
         r1_down = int((trends["rho_R@1"] < 0).sum())

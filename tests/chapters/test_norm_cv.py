@@ -244,11 +244,10 @@ def test_run_index_shows_train_cv(monkeypatch):
         F.runs["key"][F.runs["key"].str[:12] == row["key"]].iloc[0], "train_norm_mean"])
 
 
-def test_train_page_shows_batch_and_final_cv_beside_the_variance():
-    from sec_lib.chapters import train as train_page
-    from sec_lib.figures import run as run_fig
+def _run_result(n=40):
+    """One finished run whose batch norms shrink 36× while their CV falls from 0.18 to 0.13; returns
+    (result, per-step CVs, the train norms behind train_norm_var / train_norm_mean)."""
     from sec_lib.runs.train import RunResult, TrainConfig
-    n = 40
     mean = np.geomspace(14.6, 0.41, n)                     # the norms shrink ...
     cvs = np.linspace(0.18, 0.13, n)                       # ... their relative spread falls far less
     st = pd.DataFrame({"step": np.arange(1, n + 1), "loss_metric": 1.0, "loss_sec": 0.1, "norm_mean": mean,
@@ -261,6 +260,14 @@ def test_train_page_shows_batch_and_final_cv_beside_the_variance():
                     pd.DataFrame({"step": [n], "R@1": [42.5]}), pd.DataFrame(columns=["label", "norm"]),
                     pd.DataFrame(columns=["kind", "cos"]), pd.DataFrame(columns=["step", "norm", "grad_norm"]),
                     wall_s=1.0)
+    return res, cvs, x
+
+
+def test_train_page_shows_batch_and_final_cv_beside_the_variance():
+    from sec_lib.chapters import train as train_page
+    from sec_lib.figures import run as run_fig
+    res, cvs, x = _run_result()
+    st, n = res.steps, len(res.steps)
     fm = train_page.final_metrics(res)
     names = list(fm["metric"])
     assert names.index("test_norm_cv") == names.index("test_norm_var") + 1
@@ -281,9 +288,9 @@ def test_train_page_shows_batch_and_final_cv_beside_the_variance():
     assert len(run_fig.norm_variance(st).axes) == 1                        # no norm_cv column: the variance alone
 
 
-def test_explore_grid_shows_cv_beside_the_variance():
+def _explore_grid():
+    """A toy grid (semihard; μ batch / zero; η 0, 0.1, 1) of hand-made runs whose norms shrink with η."""
     from sec_lib.chapters import explore as X
-    from sec_lib.figures import explore as fig_explore
     from sec_lib.runs.store import run_key
     from sec_lib.runs.train import TrainConfig
     from sec_lib.runs import experiments as ex
@@ -300,7 +307,12 @@ def test_explore_grid_shows_cv_beside_the_variance():
                      "test_norm_var": x.var(), "test_norm_mean": x.mean()})
         steps += [{"key": run_key(c), "step": i, "norm_mean": scale, "norm_var": (cv * scale) ** 2} for i in range(1, 11)]
     empty = {k: pd.DataFrame() for k in ("tracked", "evals", "test_norms", "cosines", "grad_scatter")}
-    grid = X.build_grid(cfgs, Frames(runs=pd.DataFrame(rows), steps=pd.DataFrame(steps), **empty), "tiny")
+    return X.build_grid(cfgs, Frames(runs=pd.DataFrame(rows), steps=pd.DataFrame(steps), **empty), "tiny"), rows
+
+
+def test_explore_grid_shows_cv_beside_the_variance():
+    from sec_lib.chapters import explore as X
+    grid, rows = _explore_grid()
     s = X.summary_table(grid)
     cols = list(s.columns)
     for var in ("train_norm_var", "test_norm_var", "batch_norm_var"):
@@ -358,3 +370,256 @@ def test_eta_slider_panel_draws_the_batch_cv_beside_the_variance():
     right = [a for a in fig.axes if "CV" in a.get_ylabel()]
     assert len(right) == 1 and np.allclose(right[0].lines[0].get_ydata(), np.sqrt(0.18) / 3.0)
     assert eta_ch.eta_explorer(eta_ch.eta_summary(runs), runs, steps) is not None
+
+
+# ------------------------------------------------------------------ the repository check: every page, every place
+#
+# Which functions must show a CV: every function a notebook calls on a chapter or figure module whose source reads
+# a norm variance (the column, a Var(‖f‖) label, or a module constant listing a norm variance, such as
+# ssl.METRICS). Each must have a case below that calls it on hand-made frames as its page does; the case's output
+# (a table, a tidy table or CSV frame, sentences, figures) is then checked: no norm variance without its CV.
+
+import ast
+import importlib
+import inspect
+import json
+import pathlib
+import re
+
+from matplotlib.figure import Figure
+
+NOTEBOOKS = pathlib.Path(__file__).resolve().parents[2] / "notebooks"
+_VAR_NAMES = ("train_norm_var", "test_norm_var", "norm_var")
+
+
+def _reads_a_variance(fn) -> bool:
+    """Whether ``fn``'s source reads a norm variance: the name itself, a Var(‖f‖) label, or a constant of its
+    module whose value lists a norm variance."""
+    try:
+        src = inspect.getsource(fn)
+    except (OSError, TypeError):
+        return False
+    if re.search(r"norm_var|[vV]ar\(‖", src):
+        return True
+    mod = inspect.getmodule(fn)
+    consts = {k for k, v in vars(mod).items() if k.isupper() and isinstance(v, (tuple, list, frozenset, set))
+              and any(isinstance(x, str) and x in _VAR_NAMES for x in v)}      # metric lists, not label maps
+    return any(re.search(rf"\b{re.escape(c)}\b", src) for c in consts)
+
+
+def notebook_functions() -> dict:
+    """{'module.function': {notebooks}} for every sec_lib function the notebooks call through a module alias."""
+    calls = {}
+    for path in sorted(NOTEBOOKS.glob("*.ipynb")):
+        nb, aliases = json.loads(path.read_text()), {}
+        for cell in nb["cells"]:
+            if cell["cell_type"] != "code":
+                continue
+            src = "\n".join(l for l in "".join(cell["source"]).splitlines() if not l.lstrip().startswith(("%", "!")))
+            tree = ast.parse(src)
+            for n in ast.walk(tree):
+                if isinstance(n, ast.ImportFrom) and (n.module or "").startswith("sec_lib"):
+                    aliases.update({a.asname or a.name: f"{n.module}.{a.name}" for a in n.names})
+                elif isinstance(n, ast.Import):
+                    aliases.update({a.asname or a.name: a.name for a in n.names if a.name.startswith("sec_lib")})
+            for n in ast.walk(tree):
+                if (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and isinstance(n.func.value, ast.Name)
+                        and n.func.value.id in aliases):
+                    calls.setdefault(f"{aliases[n.func.value.id]}.{n.func.attr}", set()).add(path.name)
+    return calls
+
+
+def variance_functions() -> dict:
+    out = {}
+    for name, pages in notebook_functions().items():
+        mod, attr = name.rsplit(".", 1)
+        try:
+            fn = getattr(importlib.import_module(mod), attr)
+        except (ImportError, AttributeError):
+            continue
+        if callable(fn) and _reads_a_variance(fn):
+            out[name] = pages
+    return out
+
+
+_VAR_TEXT = re.compile(r"variance|[vV]ar\(‖|norm_var|norm var", re.I)
+_CV_TEXT = re.compile(r"\bCV\b|_cv\b|norm CV")
+
+
+def _cv_name(name: str) -> str:
+    return name.replace("norm_var", "norm_cv").replace("norm var", "norm CV").replace("var_", "cv_")
+
+
+def problems(out) -> list[str]:
+    """Where ``out`` shows a norm variance without its CV beside it (empty: none)."""
+    if isinstance(out, pd.DataFrame):
+        bad = []
+        if "metric" in out.columns:                           # a tidy table (and its CSV download)
+            metrics = set(out["metric"].astype(str))
+            bad += [f"metric {m} without {_cv_name(m)}" for m in sorted(metrics)
+                    if re.search(r"norm_var", m) and _cv_name(m) not in metrics]
+        cols = [str(c) for c in out.columns]
+        bad += [f"column {c!r} without {_cv_name(c)!r}" for c in cols
+                if (re.search(r"norm_var|norm var", c) or c.startswith("var_")) and not c.startswith("rebuttal")
+                and _cv_name(c) not in cols]                 # the rebuttal gives variances only
+        return bad
+    if isinstance(out, Figure) or (isinstance(out, list) and out and all(isinstance(o, Figure) for o in out)):
+        figs = out if isinstance(out, list) else [out]      # one display unit: a page's figures shown together
+        texts = [t for f in figs for a in f.axes for t in (a.get_title(), a.get_ylabel(), a.get_xlabel(),
+                 *(x.get_text() for x in (a.get_legend().get_texts() if a.get_legend() else ())))]
+        texts += [f._suptitle.get_text() for f in figs if f._suptitle is not None]
+        shows_var = any(_VAR_TEXT.search(t) for t in texts)
+        return ["a figure shows a norm variance and no CV"] if shows_var and not any(_CV_TEXT.search(t) for t in texts) else []
+    if isinstance(out, dict):
+        return [p for v in out.values() for p in problems(v)]
+    if isinstance(out, (list, tuple)):
+        return [p for v in out for p in problems(v[1] if isinstance(v, tuple) else v)]
+    if isinstance(out, str):                                  # sentences: a line with a variance's number has a CV
+        return [f"sentence without a CV: {line[:160]!r}" for line in out.splitlines()
+                if _VAR_TEXT.search(line) and re.search(r"\d", line) and not _CV_TEXT.search(line)]
+    return []
+
+
+def _eta_case(monkeypatch):
+    from sec_lib.chapters import eta as eta_ch
+    runs = _eta_runs()
+    summary = eta_ch.eta_summary(runs)
+    fam = eta_ch.eta_family(runs)
+    steps = pd.DataFrame([{"key": k, "step": i, "norm_mean": 3.0 / (1 + e), "norm_var": (0.2 * 3.0 / (1 + e)) ** 2}
+                          for k, e in zip(runs["key"], runs["eta"]) for i in range(1, 6)])
+    monkeypatch.setattr(eta_ch.widgets, "slider_stack", lambda figs, *a, **k: figs)
+    return dict(summary=summary, table=eta_ch.eta_table(runs),
+                reading=eta_ch.page_reading(summary, fam["diffs"], eta_ch.eta_robustness(runs), fam["grid"]),
+                explorer=eta_ch.eta_explorer(summary, runs, steps), figure=__import__(
+                    "sec_lib.figures.sweeps", fromlist=["x"]).eta_figure(summary))
+
+
+def _norms_case(monkeypatch):
+    from types import SimpleNamespace
+    from sec_lib.chapters import norms as N
+    F = _frames(losses=("triplet", "semihard", "npair", "ms"))
+    steps = pd.DataFrame([{"key": k, "step": i, "norm_mean": 2.0 / i, "norm_var": (0.2 * 2.0 / i) ** 2,
+                           "grad_slope": -1.0, "grad_r2": 0.5} for k in F.runs["key"] for i in range(1, 6)])
+    F = SimpleNamespace(runs=F.runs, test_norms=F.test_norms, steps=steps)
+    red = N.norm_reduction(F)
+    corr = N.q4_table(F.runs)
+    per_run = N.grad_slopes_per_run(F)
+    monkeypatch.setattr(N.widgets, "linked_explorer", lambda grid, *a, **k: list(grid.values()))
+    from sec_lib.figures import results
+    return dict(summary=N.norm_summary(F), shown=compare.main_table_display(N.norm_summary(F), digits=3),
+                reduction=red, sentences=N.norm_sentences(red, "test_norm_cv", "sec"), q4=corr,
+                vvg=N.variance_vs_gain(F), verdict=N.norms_verdict(red, corr, per_run),
+                explorer=N.norms_explorer(F),
+                trajectories=[results.norm_trajectories(steps, F.runs, "norm_var"),
+                              results.norm_trajectories(common.with_batch_cv(steps), F.runs, "norm_cv", log=False)])
+
+
+def _train_case(monkeypatch):
+    from sec_lib.chapters import train as train_page
+    from sec_lib.figures import run as run_fig
+    res, _, _ = _run_result()
+    return dict(metrics=train_page.final_metrics(res), readings=train_page.run_readings(res),
+                sentence=train_page.run_sentence(res), mean=run_fig.batch_mean_norm(res.steps),
+                variance=run_fig.norm_variance(common.with_batch_cv(res.steps)))
+
+
+def _explore_case(monkeypatch):
+    from sec_lib.chapters import explore as X
+    grid, _ = _explore_grid()
+    s = X.summary_table(grid)
+    return dict(summary=s, reading=X.reading(grid, s), overview=X.overview_figure(grid, s),
+                cell=X.cell_figure(grid, 1.0, "zero", "semihard", s))
+
+
+def _theory_case(monkeypatch):
+    from sec_lib.chapters import theory as T
+    from sec_lib.figures import theory as theory_fig
+    small = dict(n_classes=3, dim=6, seed=1)
+    growth = T.sgd_norm_growth("triplet", steps=5, lr=0.5, **small)
+    toys = T.toy_2d(steps=5, lr=0.5)
+    s = T.summary(T.gradient_facts("triplet", scales=(0.5, 1.0, 2.0), **small), growth,
+                  T.angle_change("triplet", lr=0.5, scales=(0.5, 1.0, 2.0), **small), toys)
+    lin = T.linear_scale_runs("triplet", steps=8, lr=0.01, eta=1.0, seed=0)
+    return dict(verdict=T.verdict_lines(s), growth=theory_fig.plot_norm_growth(growth), toy=theory_fig.plot_toy(toys),
+                linear=T.plot_linear_scale(lin))
+
+
+def _tables_case(monkeypatch):
+    from types import SimpleNamespace
+    from sec_lib.chapters import bnwn, mu as mu_ch, normlayer, optim, runs as runs_ch, face, npair, ssl
+    heads = _head_runs()
+    mu_runs = _head_runs("setting", ("none", "batch mean", "zero η=0.005")).drop(columns="variant")
+    nl = _head_runs(groups=("paper", "normalize")).assign(test_norm_var=lambda d: d["train_norm_var"],
+                                                          test_norm_mean=lambda d: d["train_norm_mean"])
+    nl_steps = pd.DataFrame([dict(key=k, step=i, grad_slope=-1.0) for k in nl["key"] for i in range(1, 3)])
+    F = _frames()
+    monkeypatch.setattr(runs_ch, "load", lambda *a, **k: SimpleNamespace(runs=F.runs))
+    out = dict(bnwn=bnwn.bnwn_table(heads), bnwn_reading=bnwn.page_reading(heads), mu=mu_ch.mu_table(mu_runs),
+               mu_rebuttal=mu_ch.mu_rebuttal_table(mu_runs), normlayer=normlayer.normlayer_table(nl, nl_steps),
+               optim=optim.optim_table(nl.assign(optimizer="adam", lr=1e-3)), index=runs_ch.run_index("smoke"),
+               main=compare.main_table(F), main_shown=compare.main_table_display(compare.main_table(F)),
+               gains=compare.sec_gain(F))
+    for mod in (face, npair, ssl):
+        rows = [{"key": f"{l}-{v}-{s}", "loss": l, "variant": v, "seed": s, "status": "done", "eta": 0.1,
+                 "R@1": 50.0, "NMI": 40.0, "F1": 20.0, "probe_top1": 30.0, "test_norm_var": 0.04 * (1 + s),
+                 "test_norm_mean": 1.0 + s} for l in mod.LOSSES for v in ("none", "sec") for s in range(2)]
+        out[mod.__name__] = mod.table(pd.DataFrame(rows))
+    return out
+
+
+#: Each function the notebooks call that reads a norm variance -> the case whose output shows it as its page does.
+COVERED = {
+    "sec_lib.chapters.bnwn.bnwn_table": _tables_case, "sec_lib.chapters.bnwn.page_reading": _tables_case,
+    "sec_lib.chapters.compare.main_table": _tables_case, "sec_lib.chapters.compare.main_table_display": _tables_case,
+    "sec_lib.chapters.compare.sec_gain": _tables_case, "sec_lib.chapters.mu.mu_table": _tables_case,
+    "sec_lib.chapters.mu.mu_rebuttal_table": _tables_case, "sec_lib.chapters.normlayer.normlayer_table": _tables_case,
+    "sec_lib.chapters.optim.optim_table": _tables_case, "sec_lib.chapters.runs.run_index": _tables_case,
+    "sec_lib.chapters.face.table": _tables_case, "sec_lib.chapters.npair.table": _tables_case,
+    "sec_lib.chapters.ssl.table": _tables_case,
+    "sec_lib.chapters.eta.eta_summary": _eta_case, "sec_lib.chapters.eta.eta_table": _eta_case,
+    "sec_lib.chapters.eta.page_reading": _eta_case, "sec_lib.chapters.eta.eta_explorer": _eta_case,
+    "sec_lib.figures.sweeps.eta_figure": _eta_case,
+    "sec_lib.chapters.norms.norm_summary": _norms_case, "sec_lib.chapters.norms.norm_reduction": _norms_case,
+    "sec_lib.chapters.norms.norm_sentences": _norms_case, "sec_lib.chapters.norms.norms_explorer": _norms_case,
+    "sec_lib.chapters.norms.norms_verdict": _norms_case, "sec_lib.chapters.norms.q4_table": _norms_case,
+    "sec_lib.chapters.norms.variance_vs_gain": _norms_case,
+    "sec_lib.figures.results.norm_trajectories": _norms_case,
+    "sec_lib.chapters.train.final_metrics": _train_case, "sec_lib.chapters.train.run_readings": _train_case,
+    "sec_lib.chapters.train.run_sentence": _train_case, "sec_lib.figures.run.batch_mean_norm": _train_case,
+    "sec_lib.figures.run.norm_variance": _train_case,
+    "sec_lib.chapters.explore.reading": _explore_case, "sec_lib.chapters.explore.summary_table": _explore_case,
+    "sec_lib.chapters.theory.verdict_lines": _theory_case, "sec_lib.figures.theory.plot_toy": _theory_case,
+    "sec_lib.figures.theory.plot_norm_growth": _theory_case, "sec_lib.chapters.theory.plot_linear_scale": _theory_case,
+}
+#: Functions that read a norm variance but show none themselves, and why.
+NOT_SHOWN = {
+    "sec_lib.chapters.common.norm_cv_note": "the note that says which CV is missing",
+    "sec_lib.chapters.common.with_batch_cv": "adds the batch CV; the figures it feeds are covered",
+    "sec_lib.chapters.theory.summary": "the numbers verdict_lines states; its lines are covered",
+}
+
+
+def test_every_function_a_page_calls_on_a_norm_variance_is_checked():
+    found = variance_functions()
+    assert {"sec_lib.chapters.ssl.table", "sec_lib.chapters.compare.main_table_display",
+            "sec_lib.figures.run.norm_variance"} <= set(found)        # the scan sees constants, columns and labels
+    unchecked = {f: sorted(p) for f, p in found.items() if f not in COVERED and f not in NOT_SHOWN}
+    assert not unchecked, f"add a case for these (their pages show a norm variance): {unchecked}"
+
+
+@pytest.mark.parametrize("case", sorted({c.__name__ for c in COVERED.values()}))
+def test_no_page_shows_a_norm_variance_without_its_cv(case, monkeypatch):
+    out = globals()[case](monkeypatch)
+    bad = {k: problems(v) for k, v in out.items()}
+    assert not {k: v for k, v in bad.items() if v}
+
+
+def test_the_check_fails_a_variance_alone():
+    runs = _frames().runs
+    assert problems(runs[["loss", "train_norm_var"]]) and not problems(common.with_norm_cv(runs)[
+        ["loss", "train_norm_var", "train_norm_cv"]])
+    assert problems("The variance went from 4.1 to 0.002.") and not problems(common.var_cv_text(4.1, 0.002, 0.18, 0.13))
+    assert problems(pd.DataFrame({"metric": ["test_norm_var"], "mean": [1.0]}))
+    from sec_lib.figures import run as run_fig
+    res, _, _ = _run_result()
+    assert problems(run_fig.norm_variance(res.steps)) and not problems(run_fig.norm_variance(common.with_batch_cv(res.steps)))
