@@ -19,6 +19,7 @@ from ..reference import RETRIEVAL_METRICS, comparison_label
 from ..runs.store import load_runs, run_key
 from ..runs.tier import store_for
 from ..report.claims import mde_from_ci as _mde_from_ci
+from ..report import cv_from_var  # noqa: F401 (the chapters' name for it)
 
 #: Each norm variance of the runs table (absolute units) -> its scale-free counterpart, the coefficient of
 #: variation CV = std / mean of the same norms (issue 23). SEC mostly shrinks the embedding, so a variance
@@ -68,13 +69,6 @@ def order_rows(df: pd.DataFrame, cols=("loss", "variant")) -> pd.DataFrame:
     tmp = df.assign(**{f"__k{i}": k for i, k in enumerate(keys)})
     return tmp.sort_values([f"__k{i}" for i in range(len(keys))], kind="stable").drop(
         columns=[f"__k{i}" for i in range(len(keys))]).reset_index(drop=True)
-
-
-def cv_from_var(var, mean):
-    """The coefficient of variation ``sqrt(var) / mean``: the one formula behind every norm CV of the book
-    (scalars, arrays or Series). ``var`` is the population variance of the norms, as the runs table stores
-    it (``train_norm_var``, ``test_norm_var``: ``torch.var(unbiased=False)``)."""
-    return np.sqrt(var) / mean
 
 
 def with_norm_cv(frames, test_norms: pd.DataFrame | None = None) -> pd.DataFrame:

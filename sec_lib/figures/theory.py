@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.colors import LogNorm
 
-from ..chapters.common import cv_from_var
+from ..report import cv_from_var
 from ..params import Number
 from ..report import loglog_fit, loglog_fits
 from .palette import REF_COLOR, VARIANT_COLORS, class_color

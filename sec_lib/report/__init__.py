@@ -31,7 +31,7 @@ Modules (every name is re-exported here, so ``from sec_lib.report import X`` is 
 """
 from .fits import LogLogFit, loglog_fit, loglog_fits
 from .formatting import fmt_cell, fmt_estimate, fmt_metric, format_ci, is_percent, summary_table, wide
-from .intervals import DEFAULT_METRICS, mean_ci, paired_diff, pooled_diff, summarize, values_ci
+from .intervals import DEFAULT_METRICS, cv_from_var, mean_ci, paired_diff, pooled_diff, summarize, values_ci
 from .multiplicity import adjust_family, holm
 from .power import min_detectable_effect
 from .verdicts import (
@@ -75,5 +75,6 @@ __all__ = [
     "loglog_fits",
     "values_ci",
     "pooled_diff",
+    "cv_from_var",
     "summary_table",
 ]

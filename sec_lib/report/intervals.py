@@ -207,3 +207,10 @@ def pooled_diff(runs: pd.DataFrame, compare_col: str, a, b, metric: str, pool: S
     out = values_ci(per_seed.to_numpy(), level)
     out["n_groups"] = int(d.reset_index()[pool].drop_duplicates().shape[0]) if pool else int(len(d) > 0)
     return out
+
+
+def cv_from_var(var, mean):
+    """The coefficient of variation ``sqrt(var) / mean``: the one formula behind every norm CV of the book
+    (scalars, arrays or Series). ``var`` is the population variance of the norms, as the runs table stores
+    it (``train_norm_var``, ``test_norm_var``: ``torch.var(unbiased=False)``)."""
+    return np.sqrt(var) / mean
