@@ -242,9 +242,15 @@ def sec_gain_display(gains: pd.DataFrame, metrics: Sequence[str] | None = None, 
     second = [c for c in others if c.endswith(" (secondary)")]
     rest = [c for c in others if c not in second]
     name = lambda cols: ", ".join(c.removesuffix(" (secondary)") for c in cols)
+    # the other measures in tables of two or three columns, so each fits the text column at 800 px
+    test = [c for c in rest if c.startswith("test_")]
+    train = [c for c in rest if c.startswith("train_")]
+    other = [c for c in rest if c not in test and c not in train]
     return fold_columns(out, ["loss", "comparison"],
                         {f"Secondary metrics: {name(second)} (difference [95% CI])": second,
-                         f"Other measures: {name(rest)} (difference [95% CI])": rest})
+                         f"Test-set norms: {name(test)} (difference [95% CI])": test,
+                         f"Training-set norms: {name(train)} (difference [95% CI])": train,
+                         f"Other measures: {name(other)} (difference [95% CI])": other})
 
 
 #: The per-loss claims this page decides: SEC − none in R@1 on the main table's runs.
