@@ -72,8 +72,8 @@ def primary_badge(e: dict) -> str:
     """HTML: the primary test's claim id and verdict (its record's badge), with the tier it was read from."""
     from ..report.claims import badge
     r = e["record"]
-    return (f"<p>The primary test is claim {badge(r)} (Holm family: {r.family}; "
-            f"{r.tier or 'no'} tier; could detect ≥ {r.mde:.2f} points).</p>")
+    detect = f"could detect ≥ {r.mde:.2f} points" if np.isfinite(r.mde) else "no detectable effect without a spread"
+    return f"<p>The primary test is claim {badge(r)} (Holm family: {r.family}; {r.tier or 'no'} tier; {detect}).</p>"
 
 
 def answer_sentence(e: dict, paper: pd.DataFrame) -> str:
