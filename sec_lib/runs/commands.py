@@ -102,18 +102,31 @@ def prepare_data(p: ex.Profile) -> None:
 
 def train_command(profile: str, chapters, launcher) -> int:
     """Train (or reuse) the runs of ``chapters`` of ``profile`` in dependent waves, without notebooks.
-    A committed tier's runs are restored into the store first, so a fresh machine resumes."""
+    A committed tier's runs are restored into the store first, so a fresh machine resumes. A real-benchmark
+    profile trains only the chapters it has (default: all of them, in their order), after its folders and
+    weights pass :func:`sec_lib.runs.benchmarks.preflight`; its data is read from disk, not rendered."""
     p = ex.get_profile(profile)
-    chapters = chapters or ["main", *[c for c in ex.CHAPTERS if c not in ("main", "selection")]]
+    benchmark = profile in ex.BENCHMARK_PROFILES
+    default = ex.profile_chapters(p) if benchmark else \
+        ["main", *[c for c in ex.CHAPTERS if c not in ("main", "selection")]]
+    chapters = list(chapters or default)
     summary = Summary()
     t0 = time.perf_counter()
     try:
+        skipped = sorted(set(chapters) - set(ex.profile_chapters(p)))
+        if skipped:
+            raise ParameterError(f"profile {profile!r} does not train the chapter(s) {skipped}: they do not apply to "
+                                 f"its data; its chapters: {', '.join(ex.profile_chapters(p))}")
         ex.check_sweeps(p, chapters)      # every config (device included) before anything trains
+        if benchmark:
+            from .benchmarks import preflight
+            preflight(p)                  # folders, every image, the weights: before anything trains
         summary.cleared = (ResultStore().clean_partial(), 0)
         if p.name in tier.TIER_PROFILES:       # resume from the committed runs on a fresh machine
             restored = tier.restore(tier.tier_dir(p.name), ResultStore())
             print(f"restored {restored} committed runs of {tier.tier_dir(p.name)} into {ResultStore().root}")
-        prepare_data(p)
+        if not benchmark:
+            prepare_data(p)
         train_stages(p, chapters, launcher, summary)
     except (ParameterError, ex.SelectionError, LaunchError) as e:
         print(f"error: {e}", file=sys.stderr)

@@ -363,30 +363,6 @@ def launcher_options(args) -> dict:
                 folder=args.submitit_folder, cluster=args.cluster)
 
 
-def benchmark_train(profile: str, chapters, launcher) -> int:
-    """``train`` for a real-benchmark profile: the checks of :func:`run`, then its chapters (default: all it
-    has, in their order) in dependent waves, without notebooks."""
-    p = ex.get_profile(profile)
-    chapters = list(chapters or ex.profile_chapters(p))
-    summary = Summary()
-    t0 = time.perf_counter()
-    try:
-        skipped = sorted(set(chapters) - set(ex.profile_chapters(p)))
-        if skipped:
-            raise ParameterError(f"profile {profile!r} does not train the chapter(s) {skipped}: they do not apply to "
-                                 f"its data; its chapters: {', '.join(ex.profile_chapters(p))}")
-        ex.check_sweeps(p, chapters)
-        bench.preflight(p)
-        summary.cleared = (ResultStore().clean_partial(), 0)
-        train_stages(p, chapters, launcher, summary)
-    except (ParameterError, ex.SelectionError, LaunchError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    summary.times["training"] = time.perf_counter() - t0
-    summary.print()
-    return 0
-
-
 def portability_command(profile: str, sample: int, jobs: int) -> int:
     """``portability``: retrain a sample of the primary comparison under the pin it was trained with (in a
     child process started under that pin when this one has another) and write the report."""
@@ -471,8 +447,6 @@ def main(argv=None) -> int:
         print(f"profile {args.profile} finished in {(time.perf_counter() - t0) / 60:.1f} min")
         return 1 if s.failed_pages else 0     # a diverged run is a result (shown in the book), not an error
     if args.cmd == "train":
-        if args.profile in ex.BENCHMARK_PROFILES:
-            return benchmark_train(args.profile, args.chapters, launcher)
         return commands.train_command(args.profile, args.chapters, launcher)
     if args.cmd == "export":
         return commands.export_command(args.profile)
