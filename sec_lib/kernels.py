@@ -24,6 +24,11 @@ hash of every kind of operation a run uses, on four x86-64 machines with torch 2
   Xeons. The glyph runs also use ``logsumexp``/``softplus`` (multi-similarity, tuplet margin, the contrastive
   losses), not yet shown portable, so until a golden run matches on both vendors the vendor stays part of the
   kind.
+- numpy dispatches its own SIMD kernels (``np.log``, ``np.exp``, sorting) by the CPU it finds, whatever ATen
+  was told: on an AVX-512 EPYC (Zen 4) the golden semihard run's step table (its log-log gradient slope,
+  computed with ``np.log``) differed in the last bits from the AVX2-only EPYC (Zen 3) that recorded it, while
+  its weights and evaluations matched. The pin therefore also stops numpy at its AVX2 level (``X86_V3``):
+  with it the Zen 4 reproduces the Zen 3's golden hashes (tests/golden/short_runs.json).
 
 The pin is chosen by ``$SEC_KERNELS`` (default ``avx2``; ``native`` leaves every library to pick its own
 kernels, as the runs committed before the contract did). :func:`apply` writes the pin's variables into the
@@ -41,10 +46,14 @@ import platform
 import re
 import sys
 
-#: The pins: environment variables read by ATen (CPU dispatch), oneDNN (convolutions) and MKL (BLAS,
-#: conditional numerical reproducibility) when they first run, so they must be set before torch starts.
+#: numpy's dispatch targets above AVX2 (numpy 2.4 names; a name numpy does not know is ignored by it).
+NUMPY_ABOVE_AVX2 = ("X86_V4", "AVX512_ICL", "AVX512_SPR")
+#: The pins: environment variables read by ATen (CPU dispatch), oneDNN (convolutions), MKL (BLAS,
+#: conditional numerical reproducibility) and numpy (its own SIMD dispatch) when they first run, so they must
+#: be set before torch and numpy start.
 PINS: dict[str, dict[str, str]] = {
-    "avx2": {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_CBWR": "AVX2,STRICT"},
+    "avx2": {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_CBWR": "AVX2,STRICT",
+             "NPY_DISABLE_CPU_FEATURES": " ".join(NUMPY_ABOVE_AVX2)},
     "native": {},
 }
 #: Whether a pin steps Adam/AdamW with the fused CPU kernel. The op tables show the fused step bit-identical on
@@ -52,7 +61,7 @@ PINS: dict[str, dict[str, str]] = {
 #: with it the probe CNN trains to the same bits on both vendors (data/reference/crosscpu/README.md).
 FUSED_ADAM = {"avx2": True, "native": False}
 #: Every variable any pin sets (``native`` removes them, so that the libraries choose).
-KERNEL_VARS = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "MKL_CBWR")
+KERNEL_VARS = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "MKL_CBWR", "NPY_DISABLE_CPU_FEATURES")
 PIN_ENV = "SEC_KERNELS"
 DEFAULT_PIN = "avx2"
 #: The pin recorded for runs trained before the contract (no variable set, each library's own choice).
@@ -120,17 +129,29 @@ def capability() -> str:
     return torch.backends.cpu.get_cpu_capability()
 
 
+def numpy_above_avx2() -> list[str]:
+    """numpy's dispatch targets above AVX2 that are in force in this process (empty where the machine lacks
+    them or the pin disabled them before numpy started)."""
+    from numpy._core._multiarray_umath import __cpu_features__
+    return [f for f in NUMPY_ABOVE_AVX2 if __cpu_features__.get(f)]
+
+
 def check(name: str | None = None) -> str:
-    """Assert that the kernels in force are those of pin ``name`` (default: this process's); return the
-    ATen capability. Raises :class:`KernelPinError` naming the fix."""
+    """Assert that the kernels in force are those of pin ``name`` (default: this process's): ATen's
+    capability and, where the pin stops numpy at AVX2, numpy's dispatch; return the ATen capability. Raises
+    :class:`KernelPinError` naming the fix."""
     name = pin_name() if name is None else name
     cap = capability()
     want = expected_capability(name)
+    fix = (f"Import sec_lib before torch and numpy, or set {' '.join(f'{k}={v!r}' for k, v in PINS[name].items())} "
+           f"in the environment before Python starts.")
     if want is not None and cap != want:
-        raise KernelPinError(
-            f"the kernel pin {name!r} needs ATen capability {want}, but {cap} is in force: torch started its "
-            f"kernels before the pin was set. Import sec_lib before torch, or set "
-            f"{' '.join(f'{k}={v}' for k, v in PINS[name].items())} in the environment before Python starts.")
+        raise KernelPinError(f"the kernel pin {name!r} needs ATen capability {want}, but {cap} is in force: torch "
+                             f"started its kernels before the pin was set. {fix}")
+    above = numpy_above_avx2() if "NPY_DISABLE_CPU_FEATURES" in PINS[name] else []
+    if above:
+        raise KernelPinError(f"the kernel pin {name!r} stops numpy at AVX2, but numpy dispatches to "
+                             f"{', '.join(above)}: numpy was imported before the pin was set. {fix}")
     return cap
 
 

@@ -30,11 +30,12 @@ def test_child_env_sets_or_removes_the_pins_variables():
     assert env == {"X": "1", "SEC_KERNELS": "native"}
     env = kernels.child_env("avx2", {})
     assert env == {"SEC_KERNELS": "avx2", "ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2",
-                   "MKL_CBWR": "AVX2,STRICT"}
+                   "MKL_CBWR": "AVX2,STRICT", "NPY_DISABLE_CPU_FEATURES": "X86_V4 AVX512_ICL AVX512_SPR"}
 
 
 def test_importing_sec_lib_pins_the_kernels_even_after_torch_is_imported():
-    """The pin is read when torch runs its first kernel, not when it is imported."""
+    """ATen's pin is read when torch runs its first kernel, not when it is imported (numpy's is read at its
+    import: see the test below)."""
     code = ("import torch, sec_lib; from sec_lib import kernels; torch.ones(3).exp(); "
             "print(kernels.capability(), kernels.pin_name())")
     env = {k: v for k, v in os.environ.items() if k not in kernels.KERNEL_VARS}
@@ -56,12 +57,33 @@ def test_a_run_refuses_kernels_that_are_not_the_pinned_ones():
     assert out.returncode != 0 and "KernelPinError" in out.stderr and "needs ATen capability AVX2" in out.stderr
 
 
+def test_numpy_runs_at_its_avx2_level_under_the_pin():
+    """numpy's own SIMD dispatch is stopped at X86_V3 (AVX2): in this process no target above it is in force."""
+    from numpy._core._multiarray_umath import __cpu_dispatch__
+    assert set(kernels.NUMPY_ABOVE_AVX2) <= set(__cpu_dispatch__) | {"AVX512_SPR"}   # names numpy 2.4 knows
+    assert kernels.numpy_above_avx2() == []
+
+
+def test_a_run_refuses_numpy_imported_before_the_pin_on_an_avx512_cpu():
+    """numpy, unlike ATen, picks its kernels when it is imported: a process that imported it before sec_lib on a
+    CPU with AVX-512 would compute the step table's np.log with other bits than an AVX2-only CPU of its kind."""
+    if "avx512f" not in kernels.cpu_info()["cpu_isa"].split():
+        pytest.skip("this CPU has no AVX-512: numpy's dispatch is at most AVX2 whatever the import order")
+    code = ("import numpy, sec_lib\n"
+            "from sec_lib.runs.train import TrainConfig, train\n"
+            "train(TrainConfig(dataset='toy', model='mlp', iterations=2, batch_size=12, eval_every=0))")
+    env = {k: v for k, v in os.environ.items() if k not in kernels.KERNEL_VARS}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert out.returncode != 0 and "KernelPinError" in out.stderr and "stops numpy at AVX2" in out.stderr
+
+
 def test_provenance_names_the_cpu_kind_and_settings():
     p = kernels.provenance()
     assert p["cpu_kind"] == f"{p['cpu_vendor']}/{p['aten_capability']}/{p['kernel_pin']}" == kernels.this_kind()
     assert p["torch"].startswith("2.") and p["kernel_pin"] == "avx2"
     assert json.loads(p["kernel_env"]) == {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2,STRICT",
-                                           "ONEDNN_MAX_CPU_ISA": "AVX2", "adam": "fused"}
+                                           "ONEDNN_MAX_CPU_ISA": "AVX2", "adam": "fused",
+                                           "NPY_DISABLE_CPU_FEATURES": "X86_V4 AVX512_ICL AVX512_SPR"}
     assert p["mkl"] != "" and p["onednn"] != ""
 
 
