@@ -31,14 +31,16 @@ PIPELINE_PROFILES = ("smoke", *ex.BENCHMARK_PROFILES)
 def _covers(tier: str, chapters: tuple, stamp: float) -> bool:
     store = open_tier(tier_dir(tier))
     try:
-        return all(store.has(c) for ch in chapters for c in ex.chapter_configs(ch, tier, store))
+        named = [ex.chapter_configs(ch, tier, store) for ch in chapters]
+        # a chapter that names no runs in this tier (the scale chapter before its grid is planned there) is not held
+        return all(named) and all(store.has(c) for configs in named for c in configs)
     except (KeyError, ValueError, ex.SelectionError):
         return False
 
 
 def covers(tier: str, chapters: Iterable[str]) -> bool:
     """Whether the committed tier ``tier`` holds every run of ``chapters`` (its pilot and selection
-    included, since the chapters' configs are derived from them)."""
+    included, since the chapters' configs are derived from them); a chapter that names no runs there is not held."""
     if not has_tier(tier):
         return False
     stamp = (tier_dir(tier) / "runs.parquet").stat().st_mtime

@@ -126,7 +126,8 @@ def preregistration(p: ex.Profile, store) -> pd.DataFrame:
         for mu, label, grid in (("batch", "η (SEC)", p.eta_grid), ("zero", "L2-reg weight", p.l2_etas if p.main_seeds else ())):
             if not grid:
                 continue
-            mine = [r for r, c in zip(sel, ex.eta_selection(q)) if c.loss == loss and (c.eta == 0 or c.mu == mu)]
+            mine = [r for r, c in zip(sel, ex.eta_selection(q)) if c.loss == loss and (c.eta == 0 or c.mu == mu)
+                    and not c.relative]
             what = f"{label}, {loss}"
             if any(r is None for r in mine):
                 done = sum(r is not None for r in mine)

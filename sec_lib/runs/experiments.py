@@ -24,6 +24,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from ..losses import LOSS_SPECS
 from ..params import Choice
 from .store import ResultStore, run_key
@@ -91,6 +93,7 @@ class Profile:
     loss_base: dict = field(default_factory=dict)   # ... its per-loss TrainConfig settings (rates, schedule)
     chapters: tuple = ()           # the chapters this profile trains (empty: all of CHAPTERS)
     excluded_losses: tuple = ()    # losses its η selection leaves out (they do not apply to its data)
+    relative_eta_grid: tuple = ()  # η of relative SEC's held-out selection (the scale chapter; empty: no such chapter)
 
 
 PROFILES = {
@@ -104,7 +107,7 @@ PROFILES = {
         check_grid_edges=False,
         toy=dict(dataset="toy", model="mlp", width=32, embed_dim=8, iterations=10, batch_size=24,
                  eval_every=5, track_every=2, track_samples=8, dtheta_every=2, lr=3e-3, data_kwargs={"noise": 0.15}, eval_clustering="final", kmeans_n_init=1),
-        toy_etas=(0.1, 1.0), toy_seeds=(0,)),
+        toy_etas=(0.1, 1.0), toy_seeds=(0,), relative_eta_grid=(1.0, 10.0)),
     "cpu": Profile(
         name="cpu",
         base=dict(dataset="glyphs", image_size=32, test_classes=200, iterations=120, batch_size=60,
@@ -117,7 +120,10 @@ PROFILES = {
                  eval_every=25, track_every=5, track_samples=24, dtheta_every=5, lr=3e-3, data_kwargs={"noise": 0.15}, eval_clustering="final", kmeans_n_init=1),
         toy_etas=(0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0), toy_seeds=(0,),
         # the review losses choose among the paper's and the rebuttal's weights only (build time)
-        review_eta_grid=(0.1, 0.5, 1.0)),
+        review_eta_grid=(0.1, 0.5, 1.0),
+        # relative SEC penalizes CV² (about 0.03 where plain SEC's Var is about 6, issue 23): its weights sit about
+        # two decades above plain SEC's; three of them keep the scale chapter's selection to 12 runs (build time)
+        relative_eta_grid=(1.0, 10.0, 100.0)),
     "gpu": Profile(
         name="gpu",
         base=dict(dataset="glyphs", image_size=64, model="resnet18s", width=64, embed_dim=128, iterations=3000,
@@ -128,7 +134,7 @@ PROFILES = {
         lr_pilot={"adam": (1e-4, 3e-4, 1e-3, 3e-3), "sgd": (0.01, 0.03, 0.1, 0.3)}, jobs=8, holdout_classes=400,
         toy=dict(dataset="toy", model="mlp", width=128, embed_dim=16, iterations=400, batch_size=120,
                  eval_every=50, track_every=5, track_samples=32, dtheta_every=5, lr=3e-3, data_kwargs={"noise": 0.15}, eval_clustering="final", kmeans_n_init=1),
-        toy_etas=(0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0), toy_seeds=(0, 1, 2)),
+        toy_etas=(0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0), toy_seeds=(0, 1, 2), relative_eta_grid=(1.0, 10.0, 100.0)),
     # The reference tier: the cpu profile's network and data, trained to a plateau and scored on
     # all 1,392 test classes. The run length, every learning rate, η and the L2 weight are chosen
     # on 400 held-out training classes with the pilot seed, before any test run (the book shows the
@@ -182,6 +188,7 @@ def with_variant(base: dict, loss: str, variant: str = "none", **changes) -> dic
     out.update(changes)
     if out.get("eta", 0) == 0:
         out.update(eta=0.0, mu="batch", momentum=1.0)
+        out.pop("relative", None)
     return out
 
 
@@ -334,7 +341,16 @@ def eta_selection(p: Profile, store=None) -> list[TrainConfig]:
           for loss in (*MAIN_LOSSES, *EXTRA_LOSSES) for w in p.l2_etas] if p.main_seeds else []
     review = [config(p, loss, "sec", p.pilot_seed, **_held_out(p, eta=eta))
               for loss in REVIEW_LOSSES for eta in (p.review_eta_grid or p.eta_grid)]
-    return [c for c in etas + l2 + review if c.loss not in p.excluded_losses]
+    return [c for c in etas + l2 + review + relative_selection(p) if c.loss not in p.excluded_losses]
+
+
+def relative_selection(p: Profile) -> list[TrainConfig]:
+    """Relative SEC's own η selection (the scale chapter, issue 23): every main loss at every η of
+    ``relative_eta_grid``, on the held-out classes with the pilot seed, like :func:`eta_selection`, whose η = 0
+    runs are its baseline. Trained in the selection wave; :func:`_selection` leaves these runs out, so the
+    pages of the plain η selection never wait for them."""
+    return [config(p, loss, "sec", p.pilot_seed, **_held_out(p, eta=eta, relative=True))
+            for loss in MAIN_LOSSES for eta in p.relative_eta_grid]
 
 
 def selection_runs(p: Profile, store, losses=None) -> list:
@@ -347,7 +363,7 @@ def _selection(q: Profile, store, losses=(*MAIN_LOSSES, *EXTRA_LOSSES)) -> list:
     """The selection runs of the already tuned profile ``q`` for ``losses`` (default: the paper's
     four, tuplet margin and CosFace, so the pages of those runs never wait for the review losses'
     selection; None: all)."""
-    need = [c for c in eta_selection(q) if losses is None or c.loss in losses]
+    need = [c for c in eta_selection(q) if (losses is None or c.loss in losses) and not c.relative]
     return stored_runs(store, need, "the η selection", q)
 
 
@@ -355,7 +371,8 @@ def chosen_eta(profile: Profile, loss: str, selection_runs, mu: str = "batch") -
     """The nonzero weight of the grid with the best held-out R@1 for ``loss`` (ties: the smaller);
     ``mu='zero'``: the L2-reg weight. ``selection_runs``: RunResults of :func:`eta_selection`."""
     cands = [(_score(r), r.config.eta) for r in selection_runs
-             if r is not None and r.config.loss == loss and r.config.eta > 0 and r.config.mu == mu]
+             if r is not None and r.config.loss == loss and r.config.eta > 0 and r.config.mu == mu
+             and not r.config.relative]
     if not cands:
         raise ValueError(f"no η selection runs for loss {loss!r} (mu={mu!r})")
     return _best(cands)
@@ -507,6 +524,70 @@ def optim(p: Profile, store) -> list[TrainConfig]:
     return out
 
 
+# -- shrink or equalize? (the scale chapter, issue 23) -----------------------------------------------------------
+
+#: The scale chapter's arms (``TrainConfig.variant``), in the page's order: no regularizer, L2-reg (μ = 0), plain
+#: SEC at its selected η, relative SEC (scale-free, ``relative=True``) at its own selected η, and the fixed-scale
+#: control (SEC toward a fixed radius, the loss's median norm without a regularizer, at plain SEC's η).
+SCALE_ARMS = ("none", "l2reg", "sec", "sec-relative", "sec-fixed")
+
+
+def relative_selection_runs(p: Profile, store) -> list:
+    """The stored runs of relative SEC's η selection (:func:`relative_selection`) with their η = 0 baselines."""
+    need = [c for c in eta_selection(p) if c.loss in MAIN_LOSSES and (c.relative or c.eta == 0)]
+    return stored_runs(store, need, "relative SEC's η selection", p)
+
+
+def chosen_relative_eta(profile: Profile, loss: str, selection_runs) -> float:
+    """Relative SEC's weight of ``relative_eta_grid`` with the best held-out R@1 for ``loss`` (ties: the smaller),
+    by the rule of :func:`chosen_eta`. ``selection_runs``: RunResults of :func:`relative_selection`."""
+    cands = [(_score(r), r.config.eta) for r in selection_runs
+             if r is not None and r.config.loss == loss and r.config.relative and r.config.eta > 0]
+    if not cands:
+        raise ValueError(f"no relative-SEC selection runs for loss {loss!r} (profile {profile.name!r}, "
+                         f"relative_eta_grid {profile.relative_eta_grid})")
+    return _best(cands)
+
+
+def fixed_scale_mu(p: Profile, loss: str, store) -> float:
+    """The fixed-scale control's radius for ``loss``: the median raw-embedding norm of the η = 0 run of the η
+    selection (held-out training classes, pilot seed: never the test classes), to 3 significant digits. SEC toward
+    it equalizes the norms at the scale the loss reaches without a regularizer, so it does not shrink them."""
+    if isinstance(store, _AnyChoice):      # checking configs before the selection exists: any radius will do
+        return 1.0
+    cfg = config(p, loss, "none", p.pilot_seed, **_held_out(p))
+    r = store.get(cfg, tables=("test_norms",))
+    if r is None:
+        raise KeyError(f"the η = 0 selection run of {loss!r} (profile {p.name!r}) is not in the result store "
+                       f"{store.root}; run `python -m sec_lib.book run --profile {p.name} --only scale` first")
+    norms = r.test_norms["norm"] if r.status == "done" and "norm" in r.test_norms else []
+    med = float(np.median(np.asarray(norms, float))) if len(norms) else float("nan")
+    if not (np.isfinite(med) and med > 0):
+        raise SelectionError(f"profile {p.name!r}: the η = 0 selection run of {loss!r} has no positive median norm "
+                             f"(status {r.status!r}, {len(norms)} norms): the fixed-scale control has no radius")
+    return float(f"{med:.3g}")
+
+
+def scale(p: Profile, store) -> list[TrainConfig]:
+    """Shrink or equalize? Every main loss over the table's seeds in the :data:`SCALE_ARMS`: none, L2-reg (the main
+    table's weight), plain SEC at the η chosen on held-out classes, relative SEC at its own held-out choice
+    (:func:`chosen_relative_eta`) and the fixed-scale control (:func:`fixed_scale_mu`, at plain SEC's η). The
+    none, L2-reg and plain-SEC runs are those of the main table and the tuned chapter. A profile without a
+    ``relative_eta_grid`` has no such chapter (no runs)."""
+    if not p.relative_eta_grid:
+        return []
+    sel, rel = _selection(p, store), relative_selection_runs(p, store)
+    out = []
+    for loss in MAIN_LOSSES:
+        eta = chosen_eta(p, loss, sel)
+        l2 = {"eta": chosen_eta(p, loss, sel, "zero")} if p.main_seeds else {}
+        arms = [("none", {}), ("l2reg", l2), ("sec", {"eta": eta}),
+                ("sec", {"eta": chosen_relative_eta(p, loss, rel), "relative": True}),
+                ("sec", {"eta": eta, "mu": fixed_scale_mu(p, loss, store)})]
+        out += [config(p, loss, v, s, **ch) for v, ch in arms for s in table_seeds(p)]
+    return out
+
+
 def toy_grid(p: Profile, store=None) -> list[TrainConfig]:
     """The explorer's dense grid on the toy data: η (0 and toy_etas) × μ mode × loss."""
     out = []
@@ -523,7 +604,7 @@ CHAPTERS = {
     "compare": main_table, "tuned": tuned_sec, "selection": eta_selection, "beyond": beyond,
     "main": main_comparison, "norms": main_table, "convergence": convergence, "instability": main_table,
     "eta": eta_sweep, "mu": mu_ablation, "bnwn": bn_wn, "normlayer": norm_layer, "optim": optim,
-    "explore": toy_grid, "ssl": ssl, "npair": npair_variants, "face": face,
+    "explore": toy_grid, "ssl": ssl, "npair": npair_variants, "face": face, "scale": scale,
 }
 
 

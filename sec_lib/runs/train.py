@@ -93,6 +93,8 @@ class TrainConfig:
     eta: float = 0.0                  # SEC weight; 0 disables SEC
     mu: str | float = "batch"         # 'batch' | 'ema' | 'zero' (L2-reg) | fixed radius > 0
     momentum: float = 1.0             # EMA momentum ρ for mu='ema'
+    relative: bool = False            # scale-free SEC: eta * mean((||f_i|| / mu - 1)^2), mu the live batch mean
+                                      # (sec.SphericalEmbeddingConstraint(relative=True); needs mu='batch', eta > 0)
     # optimisation
     optimizer: str = "adam"
     lr: float = 1e-3                  # backbone learning rate
@@ -172,6 +174,11 @@ class TrainConfig:
         if self.momentum != 1.0 and self.mu != "ema":
             raise ParameterError(f"parameter 'momentum' = {self.momentum!r} is only used with mu = 'ema' (got mu = "
                                  f"{self.mu!r}); leave it at 1.0 or set mu='ema'")
+        if not isinstance(self.relative, bool):
+            raise ParameterError(f"parameter 'relative' = {self.relative!r} must be True or False")
+        if self.relative and (self.eta == 0 or self.mu != "batch"):
+            raise ParameterError(f"parameter 'relative' = True needs SEC with mu = 'batch' and eta > 0 (got eta = "
+                                 f"{self.eta!r}, mu = {self.mu!r}); leave it False otherwise")
         if any(not isinstance(m, int) or m < 1 for m in self.lr_milestones):
             raise ParameterError(f"parameter 'lr_milestones' = {self.lr_milestones!r} must be positive integers")
         Device().check("device", self.device)
@@ -184,13 +191,14 @@ class TrainConfig:
 
     @property
     def variant(self) -> str:
-        """The paper's naming: none (no regulariser), l2reg (μ = 0), sec (μ = batch mean), or sec-ema / sec-fixed."""
+        """The paper's naming: none (no regulariser), l2reg (μ = 0), sec (μ = batch mean), or sec-ema / sec-fixed /
+        sec-relative (the scale-free SEC, ``relative``)."""
         if self.eta == 0:
             return "none"
         if self.mu == "zero":
             return "l2reg"
         if self.mu == "batch":
-            return "sec"
+            return "sec-relative" if self.relative else "sec"
         return "sec-ema" if self.mu == "ema" else "sec-fixed"
 
     def to_dict(self) -> dict:
@@ -249,7 +257,7 @@ class TrainConfig:
 
 
 #: Fields left out of :meth:`TrainConfig.to_dict` while they equal their default (fields added later).
-OMITTED_AT_DEFAULT: dict = {"views": 0, "augment": {}, "stats_every": 1}
+OMITTED_AT_DEFAULT: dict = {"views": 0, "augment": {}, "stats_every": 1, "relative": False}
 
 
 @dataclass
@@ -347,7 +355,8 @@ def _train(cfg: TrainConfig, progress) -> RunResult:
     train_ds, test_ds = load_data(cfg)
     model = build_model(cfg.model, head=cfg.head, embed_dim=cfg.embed_dim, **model_kwargs(cfg, train_ds)).to(device)
     loss_fn = make_loss(cfg, train_ds).to(device)
-    sec = SphericalEmbeddingConstraint(eta=cfg.eta, mu=cfg.mu, momentum=cfg.momentum).to(device) if cfg.eta > 0 else None
+    sec = SphericalEmbeddingConstraint(eta=cfg.eta, mu=cfg.mu, momentum=cfg.momentum,
+                                       relative=cfg.relative).to(device) if cfg.eta > 0 else None
     opt, sched = make_optimizer(cfg, model, loss_fn)
     sampler = iter(PKSampler(train_ds.labels, p=cfg.batch_size // cfg.k, k=cfg.k, seed=cfg.seed))
     views = iter(ViewBatches.from_config(cfg, train_ds, device)) if cfg.views else None  # no labels used

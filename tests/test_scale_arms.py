@@ -1,0 +1,136 @@
+"""The scale chapter's runs (issue 23): relative SEC as a TrainConfig field that leaves every existing store key
+unchanged, its own η selection on held-out classes, the fixed-scale control's radius, and the chapter's arms."""
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from sec_lib.params import ParameterError
+from sec_lib.runs import experiments as ex
+from sec_lib.runs.store import run_key
+from sec_lib.runs.train import RunResult, TrainConfig
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+class Store:
+    """Every run is done; R@1 peaks at η 0.5 for plain SEC and at relative η 10 (interior choices); the held-out
+    norms of every run are 10.2, 11.7, 12.34 and 40 (median 12.02)."""
+    root = "(hand-made)"
+
+    def __init__(self, missing=()):
+        self.missing = set(missing)
+        self.asked = []
+
+    def get(self, cfg, tables=()):
+        self.asked.append((cfg, tuple(tables)))
+        if run_key(cfg) in self.missing:
+            return None
+        target = 10.0 if cfg.relative else 0.5
+        score = -abs(math.log(cfg.lr / 1e-3)) - abs(math.log((cfg.eta + 1e-6) / target))
+        e = pd.DataFrame()
+        norms = pd.DataFrame({"label": [0, 1, 2, 3], "norm": [10.2, 11.7, 12.34, 40.0], "hit@1": [1, 0, 1, 1]})
+        return RunResult(cfg, "done", {"R@1": score}, e, e, e, norms, e, e)
+
+
+def test_relative_is_left_out_of_the_key_at_its_default():
+    c = TrainConfig(eta=1.0)
+    assert "relative" not in c.to_dict() and "relative" not in c.canonical()
+    assert TrainConfig.from_dict(c.to_dict()) == c
+    r = c.replace(relative=True)
+    assert r.to_dict()["relative"] is True and run_key(r) != run_key(c)
+    assert TrainConfig.from_dict(json.loads(json.dumps(r.to_dict()))) == r
+    assert (c.variant, r.variant) == ("sec", "sec-relative")
+
+
+@pytest.mark.parametrize("changes, match", [(dict(eta=0.0), "eta > 0"), (dict(eta=1.0, mu="zero"), "mu = 'batch'"),
+                                            (dict(eta=1.0, mu=4.0), "mu = 'batch'"),
+                                            (dict(eta=1.0, relative=1), "True or False")])
+def test_relative_needs_sec_toward_the_batch_mean(changes, match):
+    with pytest.raises(ParameterError, match=match):
+        TrainConfig(**{"relative": True, **changes}).validate()
+
+
+def test_without_sec_the_relative_switch_is_reset():
+    p = ex.get_profile("smoke")
+    assert ex.config(p, "ms", "sec", 0, eta=0.0, relative=True) == ex.config(p, "ms", "none", 0)
+
+
+def test_relative_selection_is_its_own_and_the_plain_selection_never_waits_for_it():
+    q = ex.tuned(ex.get_profile("cpu"), "adam", Store())
+    rel = ex.relative_selection(q)
+    assert len(rel) == len(ex.MAIN_LOSSES) * len(q.relative_eta_grid) == 12
+    assert all(c.relative and c.holdout_classes == q.holdout_classes and c.seed == q.pilot_seed for c in rel)
+    assert {run_key(c) for c in rel} <= {run_key(c) for c in ex.eta_selection(q)}
+    # the plain selection (every page that chooses η) asks nothing of the relative runs
+    store = Store(missing={run_key(c) for c in rel})
+    assert not any(r.config.relative for r in ex._selection(q, store))
+    assert ex.chapter_configs("tuned", "cpu", store)
+    with pytest.raises(KeyError, match="relative SEC's η selection"):
+        ex.chapter_configs("scale", "cpu", store)
+    runs = ex.relative_selection_runs(q, Store())
+    assert {r.config.eta for r in runs} == {0.0, *q.relative_eta_grid}
+    assert ex.chosen_relative_eta(q, "ms", runs) == 10.0
+    with pytest.raises(ValueError, match="no relative-SEC selection runs for loss 'tml'"):
+        ex.chosen_relative_eta(q, "tml", runs)
+
+
+def test_the_fixed_scale_radius_is_the_median_held_out_norm_without_a_regularizer():
+    q = ex.tuned(ex.get_profile("cpu"), "adam", Store())
+    store = Store()
+    assert ex.fixed_scale_mu(q, "semihard", store) == 12.0          # median 12.02, 3 significant digits
+    cfg, tables = store.asked[-1]
+    assert cfg.eta == 0 and cfg.holdout_classes == q.holdout_classes and cfg.seed == q.pilot_seed
+    assert tables == ("test_norms",)
+    with pytest.raises(KeyError, match="--only scale"):
+        ex.fixed_scale_mu(q, "semihard", Store(missing={run_key(cfg)}))
+
+
+def test_the_fixed_scale_radius_refuses_a_run_without_norms():
+    class Failed(Store):
+        def get(self, cfg, tables=()):
+            e = pd.DataFrame()
+            return RunResult(cfg, "failed", {}, e, e, e, e, e, e)
+    q = ex.tuned(ex.get_profile("cpu"), "adam", Store())
+    with pytest.raises(ex.SelectionError, match="no positive median norm"):
+        ex.fixed_scale_mu(q, "ms", Failed())
+
+
+def test_the_scale_chapter_has_five_arms_per_loss_and_seed():
+    configs = ex.chapter_configs("scale", "cpu", Store())
+    q = ex.tuned(ex.get_profile("cpu"), "adam", Store())
+    assert len(configs) == len(ex.MAIN_LOSSES) * len(ex.SCALE_ARMS) * len(q.seeds) == 60
+    by = {}
+    for c in configs:
+        by.setdefault((c.loss, c.variant), []).append(c)
+    assert {v for _, v in by} == set(ex.SCALE_ARMS)
+    assert all(len(v) == len(q.seeds) and not any(c.holdout_classes for c in v) for v in by.values())
+    for loss in ex.MAIN_LOSSES:
+        sec, rel, fixed = by[(loss, "sec")][0], by[(loss, "sec-relative")][0], by[(loss, "sec-fixed")][0]
+        assert sec.eta == 0.5 and rel.eta == 10.0 and rel.relative and fixed.eta == sec.eta and fixed.mu == 12.0
+    # none, L2-reg and plain SEC are the main table's and the tuned chapter's runs: 24 new runs only
+    old = {run_key(c) for ch in ("compare", "tuned") for c in ex.chapter_configs(ch, "cpu", Store())}
+    assert sum(run_key(c) not in old for c in configs) == 24
+
+
+def test_a_profile_without_a_relative_grid_trains_no_scale_chapter():
+    assert not ex.get_profile("reference").relative_eta_grid
+    assert ex.scale(ex.get_profile("reference"), Store()) == []
+    assert not ex.relative_selection(ex.get_profile("reference"))
+    assert ex.check_sweeps("reference", ["scale"]) > 0         # the stand-in store checks without a radius
+
+
+def test_existing_store_keys_are_unchanged():
+    """bench/key_check.py: every key each chapter named before relative SEC existed is still named (committed
+    snapshot of the smoke and cpu keys, written by `python bench/key_check.py` before the change)."""
+    before = REPO / "tests" / "fixtures" / "keys_before_scale.json"
+    out = subprocess.run([sys.executable, str(REPO / "bench" / "key_check.py"), "--compare", str(before)],
+                         capture_output=True, text=True, cwd=REPO)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "keys unchanged" in out.stdout
+    assert "cpu/selection: all 57 keys kept (12 new)" in out.stdout
