@@ -117,10 +117,15 @@ def _file_sha256(path: Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
+#: The code the pretraining run executes (a change to any of it, uncommitted, marks the commit "+dirty").
+CODE_PATHS = ("sec_lib/runs/pretrain.py", "sec_lib/data", "sec_lib/models.py", "sec_lib/kernels.py", "sec_lib/metrics",
+              "sec_lib/params.py", "sec_lib/threads.py", "sec_lib/tempfiles.py", "sec_lib/__init__.py")
+
+
 def _git_commit() -> str:
     try:
         out = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
-        dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--", "sec_lib"],
+        dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--", *CODE_PATHS],
                                capture_output=True, text=True, timeout=10)
         return out.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "") if out.returncode == 0 else "unknown"
     except (OSError, subprocess.SubprocessError):
