@@ -57,9 +57,11 @@ def test_selection_runs_are_held_out_with_every_seed_and_the_pilots_schedule():
         sel.configs("ms", (0.1,), "step", 4000, kind="l3")
 
 
-def test_the_decisive_command_trains_the_grids_grows_an_edge_and_exports(tmp_path, monkeypatch, capsys):
+@pytest.mark.parametrize("via", ["choice", "fallback"])
+def test_the_decisive_command_trains_the_grids_grows_an_edge_and_exports(tmp_path, monkeypatch, capsys, via):
     """The stage driver with stand-in training: every loss's η peaks at the grid's low edge, so each η grid grows
-    twice and is then flagged; every run named is exported to the selection folder."""
+    twice and is then flagged; every run named is exported to the selection folder. The schedule comes from the
+    pilot's choice, or (``fallback``) from its registered fallback at the last pair's T when nothing converged."""
     from sec_lib.runs import commands, pilot, tier
     from sec_lib.runs import store as S
     from sec_lib.runs.train import RunResult
@@ -67,7 +69,8 @@ def test_the_decisive_command_trains_the_grids_grows_an_edge_and_exports(tmp_pat
     monkeypatch.setattr(tier, "REPO", tmp_path)
     monkeypatch.setattr(commands, "pilot_command", lambda jobs, profile, pairs=1: 0)
     monkeypatch.setattr(pilot, "configs", lambda profile="reference", pairs=1: [])
-    monkeypatch.setattr(pilot, "choice", lambda conv, pair: "step")
+    monkeypatch.setattr(pilot, "choice", lambda conv, pair: "step" if via == "choice" else None)
+    monkeypatch.setattr(pilot, "fallback", lambda conv, pair: "step")
     from sec_lib.runs import experiments as ex
     monkeypatch.setattr(ex, "MAIN_LOSSES", ("ms",))       # one loss: the same logic, a quarter of the writes
     trained = []
@@ -97,6 +100,8 @@ def test_the_decisive_command_trains_the_grids_grows_an_edge_and_exports(tmp_pat
     from sec_lib.runs import mainstage
     plan = mainstage.Plan.from_json((tmp_path / "data" / "reference" / "decisive" / "plan.json").read_text())
     assert plan.eta == {"ms": 5e-05} and plan.shape == "step" and "main comparison plan" in said
+    assert plan.length == (pilot.LENGTHS[0] if via == "choice" else pilot.LENGTH_PAIRS[-1][0])
+    assert ("by the registered fallback the tier trains step at 13500" in said) == (via == "fallback")
     main = pd.read_parquet(tmp_path / "data" / "reference" / "decisive" / "main" / "runs.parquet")
     assert len(main) == len(mainstage.configs(plan)) and (main["holdout_classes"] == 0).all()
     assert len(trained) == n_sec + n_l2 + len(main)

@@ -67,3 +67,13 @@ def test_the_pilot_extends_to_its_next_length_pair():
     runs = _runs(0.1, 0.1).assign(length=lambda d: d["length"].map({4000: 6000, 6000: 9000}))
     conv = pilot.convergence(runs, (6000, 9000))
     assert "R@1 at 6000" in conv and pilot.choice(conv, (6000, 9000)) == "cosine"
+
+
+def test_the_pilot_stops_at_its_fourth_pair_and_falls_back_to_the_last_t_when_nothing_converged():
+    assert pilot.LENGTH_PAIRS[-1] == (13500, 20250) and len(pilot.configs(pairs=4)) == 5 * 12
+    runs = _runs(0.6, 0.5, r_cos=80.0, r_step=81.0).assign(length=lambda d: d["length"].map({4000: 13500, 6000: 20250}))
+    conv = pilot.convergence(runs, (13500, 20250))
+    assert pilot.choice(conv, (13500, 20250)) is None and pilot.fallback(conv) == "step"   # higher R@1 at T
+    assert pilot.fallback(pilot.convergence(runs.iloc[:-1], (13500, 20250))) is None       # incomplete: wait
+    ok = _runs(0.1, 0.5).assign(length=lambda d: d["length"].map({4000: 13500, 6000: 20250}))
+    assert pilot.fallback(pilot.convergence(ok, (13500, 20250))) is None                   # the rule decides

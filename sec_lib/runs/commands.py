@@ -245,8 +245,14 @@ def decisive_command(jobs: int = 2, profile: str = "reference") -> int:
             length = pair[0]
             break
     if shape is None:
-        print("no shape converged at any length pair of the pilot: the selection waits (lengthen LENGTH_PAIRS)")
-        return 0
+        last = pilot.LENGTH_PAIRS[-1]
+        shape = pilot.fallback(pilot.convergence(table, last), last)
+        if shape is None:
+            print("the pilot's last length pair is incomplete: the selection waits")
+            return 0
+        length = last[0]
+        print(f"no shape converged at any length pair of the pilot: by the registered fallback the tier trains "
+              f"{shape} at {length} iterations (not converged by the rule; see the tiers page)", flush=True)
     out = tier.tier_dir(pilot.TIER) / "selection"
     if (out / "runs.parquet").exists():
         print(f"restored {tier.restore(out, store)} committed selection runs of {out} into {store.root}")

@@ -16,12 +16,22 @@ them trained (this docstring is the registration; :data:`RULE` states the choice
   :data:`SEEDS`, held-out R@1 evaluated every 250 iterations.
 - **Choice.** Among the shapes that converge at ``T``, the one with the higher mean held-out R@1 at ``T``;
   if neither converges, the pilot is extended to the next length pair (:data:`LENGTH_PAIRS`: 6,000 against
-  9,000, then 9,000 against 13,500) before anything else trains.
+  9,000, then 9,000 against 13,500, then 13,500 against 20,250) before anything else trains.
+- **If no shape converges at the last pair** (:func:`fallback`): the tier trains at the last pair's ``T``
+  (13,500), with the shape of higher mean held-out R@1 there, and says on every page that reads it that its runs
+  are not converged by this rule, with the measured remaining gain (the last pair's gain and interval) beside.
 
 The third pair was added on 2026-11-25, when 6 of the 12 runs of 9,000 iterations were done and gained about
 0.5 held-out R@1 over their 6,000-iteration twins: it continues the registered rule (each pair 1.5x the last,
 same shapes, losses, seeds and margin) so that the pilot does not stop when the second pair fails too; nothing
 else about the pilot changed.
+
+The fourth pair and the fallback were added on 2026-11-26, when 4 of the 12 runs of 13,500 iterations were
+done (seed 1000 of each shape and loss; their gains over 9,000 were +0.29 to +1.02, mean +0.60): the gains had
+fallen from +1.44/+1.07 (first pair) to +0.75/+0.76 (second) and seemed to fall by less than half each time, so
+the rule might never be met within a tier that can be trained (a 20,250-iteration run takes about 20 minutes of
+one core on the AVX-512 EPYC, 50 on the AVX2 one). The pilot stops at the fourth pair: the fallback above bounds
+the tier's cost and keeps its runs comparable, and nothing else about the pilot changed.
 
 The step shape's first milestone (60% of ``T`` = 2,400 for ``T`` = 4,000) comes after the convergence
 chapter's early window (2,000 iterations), so the early curve of a step run is still a prefix of its full run.
@@ -38,7 +48,7 @@ from .train import TrainConfig
 SHAPES = ("cosine", "step")
 LENGTHS = (4000, 6000)            # T and 1.5 T
 #: The length pairs in the order the pilot tries them: the next pair only when no shape converged at the last.
-LENGTH_PAIRS = (LENGTHS, (6000, 9000), (9000, 13500))
+LENGTH_PAIRS = (LENGTHS, (6000, 9000), (9000, 13500), (13500, 20250))
 LOSSES = ("semihard", "ms")
 SEEDS = (1000, 1001, 1002)
 MILESTONES = (0.6, 0.85)
@@ -122,6 +132,15 @@ def choice(conv: pd.DataFrame, pair: tuple = LENGTHS) -> str | None:
     if ok.empty:
         return None
     return str(ok.sort_values(f"R@1 at {pair[0]}", ascending=False)["shape"].iloc[0])
+
+
+def fallback(conv: pd.DataFrame, pair: tuple = LENGTH_PAIRS[-1]) -> str | None:
+    """The shape the tier trains when no shape converged at the last length pair: the higher mean held-out R@1 at
+    the pair's ``T``; None while the pair is incomplete or when a shape converged (then :func:`choice` decides)."""
+    full = len(LOSSES) * len(SEEDS)
+    if not (conv.get("pairs", pd.Series(dtype=int)) == full).all() or conv["converged"].any():
+        return None
+    return str(conv.sort_values(f"R@1 at {pair[0]}", ascending=False)["shape"].iloc[0])
 
 
 def last_quarter_gain(evals: pd.DataFrame, iterations: int, metric: str = "R@1") -> float:
