@@ -56,6 +56,7 @@ PAGES = (
     Page("mu", "mu", chapters=("mu",)),
     Page("bnwn", "bnwn", chapters=("bnwn",)),
     Page("normlayer", "normlayer", chapters=("normlayer",)),
+    Page("scale", "scale", chapters=("selection", "scale")),     # shrink or equalize? (issue 23)
     Page("optim", "optim", chapters=("optim",)),
     Page("convergence", "convergence", chapters=("convergence",)),
     Page("instability", "instability", chapters=("instability",)),

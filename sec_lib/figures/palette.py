@@ -2,7 +2,7 @@
 
 * Variants and μ targets share one set of colours, because they are the same thing seen twice:
   none (grey), L2-reg / μ = 0 (blue), SEC with the batch mean (vermilion), SEC with an EMA (green),
-  SEC with a fixed radius (pink). These are Okabe-Ito colours.
+  SEC with a fixed radius (pink), relative (scale-free) SEC (orange). These are Okabe-Ito colours.
 * Losses, optimizers and verdicts each have their own colours, none of which is a variant colour, so
   a vermilion line is always SEC and never "semihard".
 
@@ -16,9 +16,9 @@ __all__ = ["VARIANT_COLORS", "VARIANT_LABELS", "MU_COLORS", "MU_LABELS", "LOSS_C
 
 #: Okabe-Ito colours per variant (the same on every page); the order is the book's variant order.
 VARIANT_COLORS = {"none": "#4d4d4d", "l2reg": "#0072B2", "sec": "#D55E00", "sec-ema": "#009E73",
-                  "sec-fixed": "#CC79A7"}
+                  "sec-fixed": "#CC79A7", "sec-relative": "#E69F00"}
 VARIANT_LABELS = {"none": "none", "l2reg": "L2-reg (μ = 0)", "sec": "SEC (μ = batch mean)",
-                  "sec-ema": "SEC (μ = EMA)", "sec-fixed": "SEC (fixed μ)"}
+                  "sec-ema": "SEC (μ = EMA)", "sec-fixed": "SEC (fixed μ)", "sec-relative": "relative SEC (CV²)"}
 #: One colour per μ mode: the variant colour of that target.
 MU_COLORS = {"batch": VARIANT_COLORS["sec"], "ema": VARIANT_COLORS["sec-ema"], "zero": VARIANT_COLORS["l2reg"],
              "fixed": VARIANT_COLORS["sec-fixed"]}

@@ -567,6 +567,14 @@ def _tables_case(monkeypatch):
     return out
 
 
+def _scale_case(monkeypatch):
+    from sec_lib.chapters import scale
+    from test_scale import arm_frames
+    runs, _ = arm_frames()
+    reb = scale.rebuttal_cv_table(runs)
+    return dict(arms=scale.arm_table(runs), rebuttal=reb, rebuttal_sentence=scale.rebuttal_sentence(reb))
+
+
 #: Each function the notebooks call that reads a norm variance -> the case whose output shows it as its page does.
 COVERED = {
     "sec_lib.chapters.bnwn.bnwn_table": _tables_case, "sec_lib.chapters.bnwn.page_reading": _tables_case,
@@ -590,6 +598,8 @@ COVERED = {
     "sec_lib.chapters.explore.reading": _explore_case, "sec_lib.chapters.explore.summary_table": _explore_case,
     "sec_lib.chapters.theory.verdict_lines": _theory_case, "sec_lib.figures.theory.plot_toy": _theory_case,
     "sec_lib.figures.theory.plot_norm_growth": _theory_case, "sec_lib.chapters.theory.plot_linear_scale": _theory_case,
+    "sec_lib.chapters.scale.arm_table": _scale_case, "sec_lib.chapters.scale.rebuttal_cv_table": _scale_case,
+    "sec_lib.chapters.scale.rebuttal_sentence": _scale_case,
 }
 #: Functions that read a norm variance but show none themselves, and why.
 NOT_SHOWN = {
