@@ -18,7 +18,7 @@ from ..runs import experiments as ex
 from ..figures import explore as fig_explore
 from ..figures.palette import eta_label, mu_label
 from ..figures.widgets import fig_to_image, linked_explorer, live_note
-from ..params import Choice, Mu, Number
+from ..params import Choice, Mu, Number, ParameterError
 from ..runs.store import results_to_frames
 from ..threads import torch_threads
 from ..runs.train import TrainConfig, train
@@ -83,13 +83,17 @@ def explorer_widget(grid: Grid, dpi: int = fig_explore.CELL_DPI, summary: pd.Dat
 
 
 def live_config(profile: str, eta: float, mu, loss: str, optimizer: str = "adam", iterations: int | None = None,
-                seed: int = 0):
+                seed: int = 0, relative: bool = False):
     """The toy config of ``profile`` for one live run (same data, model and length as the grid;
     evaluation only at the end, so a cpu-profile run takes a few seconds).
 
     ``mu``: a μ key ('batch', 'ema', 'zero', '4.0') or value; 'ema' uses momentum 0.1 as in the grid.
     ``optimizer``: one of :data:`LIVE_OPTIMIZERS` (learning rate from :data:`LIVE_LR`).
+    ``relative``: the scale-free SEC (``TrainConfig.relative``: η·mean((‖f_i‖/μ − 1)²), μ the live batch mean;
+    the scale page); it needs μ = 'batch' and η > 0, and is ignored at η = 0 (no SEC).
     """
+    if not isinstance(relative, bool):
+        raise ParameterError(f"parameter 'relative' = {relative!r} must be True or False")
     Choice(ex.PROFILE_NAMES).check("profile", profile)
     Choice(LIVE_OPTIMIZERS).check("optimizer", optimizer)
     eta = Number(0, 1e6).check("eta", eta)
@@ -97,7 +101,7 @@ def live_config(profile: str, eta: float, mu, loss: str, optimizer: str = "adam"
     p = ex.get_profile(profile)
     base = ex.with_variant(dict(p.toy, loss=loss, seed=seed, optimizer=optimizer, eval_every=0,
                                 eval_clustering="final"), loss, "none", eta=eta, mu=mu,
-                           momentum=0.1 if mu == "ema" else 1.0)
+                           momentum=0.1 if mu == "ema" else 1.0, relative=relative)
     if LIVE_LR.get(optimizer) is not None:
         base["lr"] = LIVE_LR[optimizer]
     if iterations is not None:
@@ -148,7 +152,8 @@ def live_figure(result, grid: Grid | None = None, summary: pd.DataFrame | None =
         curve, etas = pd.DataFrame(columns=["eta", "R@1", "NMI", "train_norm_var", "train_norm_cv"]), (float(cfg.eta),)
     if float(cfg.eta) not in etas:
         etas = tuple(sorted({*etas, float(cfg.eta)}))
-    head = f"live run: {cfg.loss}, μ = {mu_label(mu)}, η = {eta_label(cfg.eta)}, {cfg.optimizer} (lr {cfg.lr:g})"
+    head = (f"live run: {cfg.loss}, {'relative SEC, ' if cfg.relative else ''}μ = {mu_label(mu)}, "
+            f"η = {eta_label(cfg.eta)}, {cfg.optimizer} (lr {cfg.lr:g})")
     if result.status == "done":
         title = (f"{head}:  R@1 {result.metrics['R@1']:.1f}%, NMI {result.metrics.get('NMI', math.nan):.1f}%, "
                  f"{result.wall_s:.1f} s")
@@ -172,34 +177,42 @@ class LivePanel:
         self.grid, self.profile, self.every, self.iterations, self.dpi = grid, profile, every, iterations, dpi
         self.eta_control, self.mu_control, self.loss_control = explorer.controls[:3]
         self.optimizer = widgets.Dropdown(options=list(LIVE_OPTIMIZERS), value="adam", description="optimizer")
+        # the scale page's relative (scale-free) SEC: η·CV² of the batch's norms, with μ = batch mean only
+        self.relative = widgets.Checkbox(value=False, description="relative SEC (scale-free; μ = batch mean)",
+                                         indent=False)
         self.button = widgets.Button(description="Train this setting", button_style="primary", icon="play")
         self.progress = widgets.FloatProgress(value=0.0, min=0.0, max=1.0, description="progress",
                                               layout=widgets.Layout(width="min(100%, 30em)"))
         self.status = widgets.HTML(value="Pick η, μ and the loss above, an optimizer here, then press <b>Train</b>.")
         self.figure_box = widgets.Box()
         self.button.on_click(lambda _b: self.train_selected())
-        self.box = widgets.VBox([widgets.HBox([self.optimizer, self.button]), self.progress, self.status,
+        self.box = widgets.VBox([widgets.HBox([self.optimizer, self.relative, self.button]), self.progress, self.status,
                                  self.figure_box])
         self.result = None
 
     def selected(self) -> dict:
-        """The setting the controls show now: eta, mu (key), loss, optimizer."""
+        """The setting the controls show now: eta, mu (key), loss, optimizer, relative."""
         ax = self.grid.axes
         return {"eta": ax.eta_of(self.eta_control.value), "mu": ax.mu_of(self.mu_control.value),
-                "loss": self.loss_control.value, "optimizer": self.optimizer.value}
+                "loss": self.loss_control.value, "optimizer": self.optimizer.value, "relative": self.relative.value}
 
     def train_selected(self):
         """Train the selected setting, updating the progress bar; then show its figure. Returns the RunResult."""
         sel = self.selected()
-        cfg = live_config(self.profile, sel["eta"], mu_value(sel["mu"]), sel["loss"], sel["optimizer"],
-                          iterations=self.iterations)
+        try:
+            cfg = live_config(self.profile, sel["eta"], mu_value(sel["mu"]), sel["loss"], sel["optimizer"],
+                              iterations=self.iterations, relative=sel["relative"])
+        except ParameterError as e:               # e.g. relative SEC with a μ other than the batch mean
+            self.status.value = f"<span style='color:#b00'>{e}</span>"
+            raise
         self.button.disabled = True
         self.progress.value, self.progress.bar_style = 0.0, ""
         t0 = time.perf_counter()
 
         def on_progress(step, total):
             self.progress.value = step / total
-            self.status.value = (f"training {sel['loss']}, μ = {mu_label(sel['mu'])}, η = {eta_label(sel['eta'])}, "
+            self.status.value = (f"training {sel['loss']}, {'relative SEC, ' if cfg.relative else ''}"
+                                 f"μ = {mu_label(sel['mu'])}, η = {eta_label(sel['eta'])}, "
                                  f"{sel['optimizer']}: step {step} / {total} ({time.perf_counter() - t0:.1f} s)")
 
         try:
@@ -227,8 +240,9 @@ def live_panel(explorer, grid: Grid, profile: str, every: int = 10, iterations: 
 
 LIVE_NOTE = ("<b>Live training needs a running kernel.</b> In this static page the controls above switch between "
              "precomputed runs only. Open <code>notebooks/explore.ipynb</code> in Jupyter and run it: a "
-             "<i>Train</i> button then appears here that trains the selected η, μ, loss and optimizer on the toy "
-             "data in a few seconds and plots the run as it finishes.")
+             "<i>Train</i> button then appears here that trains the selected η, μ, loss and optimizer (optionally "
+             "relative SEC, the scale-free SEC of the scale page) on the toy data in a few seconds and plots the run "
+             "as it finishes.")
 
 
 def live_section(explorer, grid: Grid, profile: str, mode: str):

@@ -303,7 +303,7 @@ def test_live_panel_trains_what_the_controls_select(tiny):
     box.controls[1].value = "zero (L2-reg)"
     box.controls[2].value = "npair"
     panel.optimizer.value = "adamw"
-    assert panel.selected() == {"eta": 0.5, "mu": "zero", "loss": "npair", "optimizer": "adamw"}
+    assert panel.selected() == {"eta": 0.5, "mu": "zero", "loss": "npair", "optimizer": "adamw", "relative": False}
     seen = []
     panel.progress.observe(lambda ch: seen.append(ch["new"]), "value")
     res = panel.train_selected()
@@ -314,6 +314,27 @@ def test_live_panel_trains_what_the_controls_select(tiny):
     (img,) = panel.figure_box.children
     assert isinstance(img, widgets.Image) and img.value[:8] == PNG_MAGIC
     assert not panel.button.disabled
+
+
+def test_the_live_panel_trains_relative_sec_and_refuses_it_off_the_batch_mean(tiny):
+    """The explorer's relative switch (issue 23): the scale page's scale-free SEC, live, with μ = batch mean only."""
+    c = X.live_config("smoke", 5.0, "batch", "semihard", relative=True, iterations=4)
+    assert c.relative and c.variant == "sec-relative" and (c.eta, c.mu) == (5.0, "batch")
+    assert not X.live_config("smoke", 0.0, "batch", "semihard", relative=True).relative   # η = 0: no SEC to make relative
+    with pytest.raises(ParameterError, match="relative"):
+        X.live_config("smoke", 1.0, "batch", "semihard", relative="yes")
+    g = tiny["grid"]
+    box = X.explorer_widget(tiny["empty"])
+    panel = X.live_panel(box, g, "smoke", every=2, iterations=4)
+    box.controls[0].value, box.controls[1].value, box.controls[2].value = "0.5", "batch mean", "semihard"
+    panel.relative.value = True
+    res = panel.train_selected()
+    assert res.config.relative and res.status == "done" and "R@1" in panel.status.value
+    assert res.steps["loss_sec"].gt(0).any()
+    box.controls[1].value = "zero (L2-reg)"
+    with pytest.raises(ParameterError, match="mu = 'batch'"):
+        panel.train_selected()
+    assert "mu = &#x27;batch&#x27;" in panel.status.value or "mu = 'batch'" in panel.status.value
 
 
 def test_live_section_static_note_or_live_button(tiny):
