@@ -45,57 +45,14 @@ def comparable(metrics: dict) -> dict:
     return {k: v for k, v in metrics.items() if "time" not in k}
 
 
-@pytest.fixture(scope="module")
-def both(tmp_path_factory):
-    """The same configs trained by the pool (in this process) and by submitit's local executor
-    (3 distinct runs, 2 per job: 2 jobs, both alive at once)."""
-    base = tmp_path_factory.mktemp("launch")
-    pool_events, sub_events = [], []
-    PoolLauncher(1).run(CONFIGS, base / "pool", progress=lambda *e: pool_events.append(e))
-    sub = SubmititLauncher(folder=base / "submitit", cluster="local", runs_per_job=2, array_parallelism=2,
-                           poll_s=0.2)
-    sub.run(CONFIGS, base / "sub", progress=lambda *e: sub_events.append(e))
-    return dict(base=base, sub=sub, pool=ResultStore(base / "pool"), store=ResultStore(base / "sub"),
-                pool_events=pool_events, sub_events=sub_events)
-
-
-def test_submitit_local_trains_the_same_runs_bit_for_bit_as_the_pool(both):
-    pool, sub = both["pool"], both["store"]
-    assert sub.keys() == pool.keys() == sorted({run_key(c) for c in CONFIGS})
-    for cfg in CONFIGS:
-        a, b = pool.get(cfg), sub.get(cfg)
-        assert b.status == a.status == "done"
-        assert comparable(b.metrics) == comparable(a.metrics)          # exact, not approx
-        assert comparable(b.metrics)                                      # (not an empty comparison)
-        pd.testing.assert_frame_equal(b.evals.drop(columns=[c for c in b.evals if "time" in c]),
-                                      a.evals.drop(columns=[c for c in a.evals if "time" in c]))
-        pd.testing.assert_frame_equal(b.tracked, a.tracked)
-        assert sub.meta(run_key(cfg))["provenance"]["device"] == "cpu"
-
-
-def test_progress_counts_each_distinct_run_once(both):
-    for events in (both["pool_events"], both["sub_events"]):
-        assert events[0] == ("reused", 0, 3)
-        assert sum(n for e, n, _ in events if e == "trained") == 3
-        assert {t for _, _, t in events} == {3}
-
-
-def test_runs_per_job_packs_runs_into_ceil_n_over_r_jobs(both):
-    assert len(both["sub"].jobs) == 2                                    # 3 distinct runs, 2 per job
-    assert sorted(len(j.result()) for j in both["sub"].jobs) == [1, 2]  # each job returns the keys it trained
+def test_runs_per_job_packs_runs_into_ceil_n_over_r_jobs():
     for n in range(0, 12):
         for r in range(1, 6):
             groups = pack(list(range(n)), r)
             assert len(groups) == math.ceil(n / r)
             assert [x for g in groups for x in g] == list(range(n))      # every run once, in order
             assert all(1 <= len(g) <= r for g in groups)
-
-
-def test_a_rerun_submits_nothing_and_reuses_every_run(both):
-    events = []
-    again = SubmititLauncher(folder=both["base"] / "submitit", cluster="local", poll_s=0.2)
-    again.run(CONFIGS, both["base"] / "sub", progress=lambda *e: events.append(e))
-    assert again.jobs == [] and events == [("reused", 3, 3)]
+    # the jobs a launcher really submitted: test_the_runner_packs_runs_into_ceil_n_over_r_jobs_and_reports_each_run_once
 
 
 def test_a_failing_job_is_reported_with_its_error_and_its_other_runs_are_stored(tmp_path):
@@ -198,12 +155,30 @@ def test_the_runner_validates_launcher_options_before_any_work(argv, words, caps
 def submitit_chapter(tmp_path_factory):
     """The runner's `train --profile smoke --chapters normlayer --launcher submitit --cluster local` (the
     pilot wave, then the chapter wave; ``runner.main`` in this process, each job a process of its own):
-    (its exit code, its stdout, the folder holding ``runs/`` and ``submitit/``). Its own fixture, used
-    first by a test that does not read the smoke sweep, so that it trains while the sweep does."""
+    {"code": its exit code, "out": its stdout, "tmp": the folder holding ``runs/`` and ``submitit/``,
+    "waves": per wave the launcher, its configs, its jobs and the progress events it reported}. Its own
+    fixture, used first by a test that does not read the smoke sweep, so that it trains while the sweep
+    does. It is also this file's only training through submitit that succeeds: the packing, progress and
+    rerun checks read it instead of training a sweep of their own."""
     tmp = tmp_path_factory.mktemp("submitit-chapter")
     mp = pytest.MonkeyPatch()
     mp.setenv("SEC_RUNS_DIR", str(tmp / "runs"))
     mp.setenv("PYTHONPATH", f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")   # the jobs' sec_lib
+    waves, real_run = [], SubmititLauncher.run
+
+    def recording_run(self, configs, root=None, progress=None):    # the real run; its progress also recorded
+        configs, events = list(configs), []
+
+        def record(*e):
+            events.append(e)
+            if progress is not None:
+                progress(*e)
+        try:
+            real_run(self, configs, root, record)
+        finally:
+            waves.append(dict(launcher=self, configs=configs, jobs=list(self.jobs), events=events))
+
+    mp.setattr(SubmititLauncher, "run", recording_run)
     out = io.StringIO()
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
@@ -211,23 +186,65 @@ def submitit_chapter(tmp_path_factory):
                               "--cluster", "local", "--runs-per-job", "4", "--array-parallelism", "2"])
     finally:
         mp.undo()
-    return code, out.getvalue(), tmp
+    return dict(code=code, out=out.getvalue(), tmp=tmp, waves=waves)
+
+
+def _normlayer_configs(store):
+    p = ex.get_profile("smoke")
+    return ex.lr_pilot(p) + ex.chapter_configs("normlayer", p, store)
 
 
 def _normlayer_keys(store):
-    p = ex.get_profile("smoke")
-    return sorted({run_key(c) for c in ex.lr_pilot(p) + ex.chapter_configs("normlayer", p, store)})
+    return sorted({run_key(c) for c in _normlayer_configs(store)})
 
 
 @pytest.mark.slow
 def test_the_runner_trains_a_smoke_chapter_through_submitit(submitit_chapter):
     """The pilot and the chapter's runs are stored, none failed, the jobs' logs are beside the store."""
-    code, out, tmp = submitit_chapter
+    code, out, tmp = submitit_chapter["code"], submitit_chapter["out"], submitit_chapter["tmp"]
     assert code == 0 and "0 failed" in out, out[-3000:]
     sub = ResultStore(tmp / "runs")
     assert sub.keys() == _normlayer_keys(sub) and len(sub.keys()) > len(ex.lr_pilot(ex.get_profile("smoke")))
     assert all(sub.meta(k)["status"] == "done" for k in sub.keys())
+    assert all(sub.meta(k)["provenance"]["device"] == "cpu" for k in sub.keys())
     assert list((tmp / "submitit").iterdir())                             # the jobs' logs, next to the store
+
+
+@pytest.mark.slow
+def test_the_runner_packs_runs_into_ceil_n_over_r_jobs_and_reports_each_run_once(submitit_chapter):
+    """Two waves (the pilot, then the chapter), each packed into ceil(runs / 4) jobs (the chapter's two
+    jobs alive at once: --array-parallelism 2); each job returns the keys it trained; progress reports
+    the wave's distinct runs once each."""
+    waves = submitit_chapter["waves"]
+    assert submitit_chapter["code"] == 0, submitit_chapter["out"][-3000:]
+    assert len(waves) == 2 and len(waves[1]["configs"]) > 1
+    stored = set(ResultStore(submitit_chapter["tmp"] / "runs").keys())
+    for w in waves:
+        n = len({run_key(c) for c in w["configs"]})
+        assert n == len(w["configs"])                                    # the runner sends each run once
+        assert w["launcher"].runs_per_job == 4 and w["launcher"].array_parallelism == 2
+        assert len(w["jobs"]) == math.ceil(n / 4)
+        results = [j.result() for j in w["jobs"]]                        # each job returns the keys it trained
+        assert sorted(len(r) for r in results) == sorted(len(g) for g in pack(list(range(n)), 4))
+        assert sorted(k for r in results for k in r) == sorted(run_key(c) for c in w["configs"])
+        assert set(k for r in results for k in r) <= stored
+        events = w["events"]
+        assert events[0] == ("reused", 0, n)
+        assert sum(k for e, k, _ in events if e == "trained") == n
+        assert {t for _, _, t in events} == {n}
+
+
+@pytest.mark.slow
+def test_a_rerun_submits_nothing_and_reuses_every_run(submitit_chapter):
+    """Every run of the chapter again (one of them twice): counted once, reused, no job submitted."""
+    tmp = submitit_chapter["tmp"]
+    assert submitit_chapter["code"] == 0, submitit_chapter["out"][-3000:]
+    configs = _normlayer_configs(ResultStore(tmp / "runs"))
+    n = len({run_key(c) for c in configs})
+    events = []
+    again = SubmititLauncher(folder=tmp / "submitit", cluster="local", poll_s=0.2)
+    again.run(configs + configs[:1], tmp / "runs", progress=lambda *e: events.append(e))
+    assert again.jobs == [] and events == [("reused", n, n)]
 
 
 @pytest.mark.slow
@@ -235,18 +252,23 @@ def test_the_runner_trains_a_smoke_chapter_through_submitit_exactly_as_through_t
     """The submitit store of the test above against what the local pool stored for the same runs in the
     smoke sweep (tests/conftest.py's ``smoke_site``: `python -m sec_lib.book run --profile smoke`, the
     default pool launcher), instead of training the pilot and the chapter through the pool a second
-    time here: the same runs (the same chapter configs from either store's pilot), the same status and
-    bit-identical metrics."""
+    time here: the same runs (the same chapter configs from either store's pilot), the same status,
+    bit-identical metrics and bit-identical evaluation and tracked-sample tables (timings aside)."""
     assert smoke_site["run"].returncode == 0, "the smoke sweep failed; see tests/site/test_book.py"
-    code, out, tmp = submitit_chapter
+    code, out, tmp = submitit_chapter["code"], submitit_chapter["out"], submitit_chapter["tmp"]
     assert code == 0, out[-3000:]
     pool, sub = ResultStore(smoke_site["tmp"] / "runs"), ResultStore(tmp / "runs")
     want = _normlayer_keys(sub)
     assert want == _normlayer_keys(pool) and sub.keys() == want and set(want) <= set(pool.keys())
+    untimed = lambda df: df.drop(columns=[c for c in df if "time" in c])
     for key in want:
         a, b = pool.meta(key), sub.meta(key)
         assert comparable(b["metrics"]) == comparable(a["metrics"]) and b["status"] == a["status"]
         assert comparable(b["metrics"])                                   # (not an empty comparison)
+        ra, rb = pool.get(key), sub.get(key)
+        assert len(rb.evals) and len(rb.tracked)                          # (not empty comparisons)
+        pd.testing.assert_frame_equal(untimed(rb.evals), untimed(ra.evals))    # exact, not approx
+        pd.testing.assert_frame_equal(rb.tracked, ra.tracked)
 
 
 # -- dependent waves ----------------------------------------------------------------------------------
@@ -301,7 +323,8 @@ def test_waves_run_in_order_and_each_is_computed_from_the_last_ones_results(tmp_
 # (neither is stored when they start). In "together" mode both finish each shared run at the same
 # moment and save it at once; in "after" mode the second writer saves only once the first one's
 # record is published (its copy must not replace it). A reader (a thread of the test's process) loads the
-# shared runs all along.
+# shared runs all along. The same two processes write both modes, one store each, one mode after the
+# other (two processes instead of four, each importing torch and the library once).
 
 WRITER = r"""
 import glob, json, os, sys, time
@@ -309,10 +332,8 @@ import sec_lib.runs.store as S
 from sec_lib.runs.launch import PoolLauncher
 from sec_lib.runs.train import TrainConfig
 
-root, sync, spec = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
-configs = [TrainConfig.from_dict(d) for d in spec["configs"]]
-shared, mode = set(spec["shared"]), spec["mode"]
 real = S.train
+root = sync = mode = shared = None
 
 def train(cfg, progress=None):
     result = real(cfg, progress)
@@ -332,8 +353,13 @@ def train(cfg, progress=None):
     return result
 
 S.train = train
-PoolLauncher(1).run(configs, root)
+for phase in json.loads(sys.argv[1]):                 # [{"root", "sync", "mode", "configs", "shared"}, ...]
+    root, sync, mode, shared = phase["root"], phase["sync"], phase["mode"], set(phase["shared"])
+    PoolLauncher(1).run([TrainConfig.from_dict(d) for d in phase["configs"]], root)
 """
+
+TWO_WRITER_MODES = {"together": ["together", "together"], "after": ["first", "after"]}   # each writer's mode
+
 
 def read_until(root, stop, configs, out):
     """The reader, a thread of this process (the writers are processes): loads every config again and
@@ -357,31 +383,44 @@ def python(code, *args, env):
                             stderr=subprocess.PIPE, text=True)
 
 
-@pytest.mark.parametrize("mode", ["together", "after"])
-def test_two_launchers_writing_one_store_at_once_leave_every_record_complete(tmp_path, mode):
+@pytest.fixture(scope="module")
+def two_writers(tmp_path_factory):
+    """Both modes, written by the same two writer processes ("together", then "after"), each mode into a
+    store of its own read all along by a reader thread: {mode: {"root", "sync", "loads"}, "lists",
+    "shared", "writers": [(returncode, stderr)]}."""
+    tmp = tmp_path_factory.mktemp("two-writers")
     shared = [toy(seed=20), toy(seed=21, eta=0.5), toy(seed=22)]
     lists = [[toy(seed=10)] + shared, [toy(seed=11)] + shared]
-    sync, root, stop = tmp_path / "sync", tmp_path / "runs", threading.Event()
-    sync.mkdir()
     env = dict(os.environ, PYTHONPATH=f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
-    spec = lambda cfgs, m: json.dumps({"configs": [c.to_dict() for c in cfgs], "shared": [run_key(c) for c in shared],
-                                       "mode": m})
-    loads: list = []
-    reader = threading.Thread(target=read_until, args=(root, stop, shared, loads), daemon=True)
-    reader.start()
-    modes = ["together", "together"] if mode == "together" else ["first", "after"]
-    writers = [python(WRITER, root, sync, spec(cfgs, m), env=env) for cfgs, m in zip(lists, modes)]
+    stop, readers, got = threading.Event(), [], {}
+    for mode in TWO_WRITER_MODES:
+        got[mode] = dict(root=tmp / mode / "runs", sync=tmp / mode / "sync", loads=[])
+        got[mode]["sync"].mkdir(parents=True)
+        readers.append(threading.Thread(target=read_until, args=(got[mode]["root"], stop, shared, got[mode]["loads"]),
+                                        daemon=True))
+        readers[-1].start()
+    phases = [[dict(root=str(got[mode]["root"]), sync=str(got[mode]["sync"]), mode=modes[i],
+                    configs=[c.to_dict() for c in cfgs], shared=[run_key(c) for c in shared])
+               for mode, modes in TWO_WRITER_MODES.items()] for i, cfgs in enumerate(lists)]
+    writers = [python(WRITER, json.dumps(ph), env=env) for ph in phases]
     try:
         outs = [w.communicate(timeout=600) for w in writers]
     finally:
         stop.set()
-    reader.join(timeout=120)
-    for w, (out, err) in zip(writers, outs):
-        assert w.returncode == 0, err[-3000:]
+    for r in readers:
+        r.join(timeout=120)
+    return dict(got, lists=lists, shared=shared, writers=[(w.returncode, err) for w, (_, err) in zip(writers, outs)])
+
+
+@pytest.mark.parametrize("mode", list(TWO_WRITER_MODES))
+def test_two_launchers_writing_one_store_at_once_leave_every_record_complete(two_writers, mode):
+    for code, err in two_writers["writers"]:
+        assert code == 0, err[-3000:]
+    root, sync, loads = two_writers[mode]["root"], two_writers[mode]["sync"], two_writers[mode]["loads"]
     assert len(loads) == 1 and not isinstance(loads[0], BaseException), loads
     assert loads[0] > 0                                                   # the reader did see records
     store = ResultStore(root)
-    everything = {run_key(c): c for cfgs in lists for c in cfgs}
+    everything = {run_key(c): c for cfgs in two_writers["lists"] for c in cfgs}
     assert store.keys() == sorted(everything)
     for key, cfg in everything.items():
         folder = store.root / key
@@ -389,8 +428,11 @@ def test_two_launchers_writing_one_store_at_once_leave_every_record_complete(tmp
         result = store.load(folder)                                   # every table is there and readable
         assert result.status == "done" and result.metrics and len(result.evals)
         assert store.meta(key)["key"] == key
+    if mode == "together":                               # both writers did meet at every shared run
+        for c in two_writers["shared"]:
+            assert len(list(sync.glob(f"{run_key(c)}.*"))) == 2
     if mode == "after":                                  # the first published record was never replaced
-        for c in shared:                                 # (a second writer that found it complete reused it
+        for c in two_writers["shared"]:                  # (a second writer that found it complete reused it
             mark = sync / f"{run_key(c)}.first"          #  and wrote no mark; one that trained kept it)
             if mark.exists():
                 assert store.meta(run_key(c)) == json.loads(mark.read_text())
@@ -402,9 +444,12 @@ def _worker_pid(_):
 
 def test_the_pool_launcher_keeps_one_set_of_workers_for_every_wave_until_closed(tmp_path):
     """Each wave of the local pool used to spawn its own workers (each importing torch and the library);
-    now the launcher's workers serve every wave, train the same runs, and end at close()."""
-    lau = PoolLauncher(2)
-    lau.run(CONFIGS[:2], tmp_path / "a")
+    now the launcher's workers serve every wave, train the same runs, and end at close(). Progress counts
+    each distinct run once, in the workers and in this process (``PoolLauncher(1)``)."""
+    lau, events = PoolLauncher(2), []
+    lau.run(CONFIGS[:2] + CONFIGS[:1], tmp_path / "a", progress=lambda *e: events.append(e))   # one run twice
+    assert events[0] == ("reused", 0, 2) and sum(n for e, n, _ in events if e == "trained") == 2
+    assert {t for _, _, t in events} == {2}
     first = lau._pool
     pids = set(first.map(_worker_pid, range(8)))
     lau.run(CONFIGS[2:3], tmp_path / "a")                       # a one-run wave goes to the same workers
@@ -414,6 +459,11 @@ def test_the_pool_launcher_keeps_one_set_of_workers_for_every_wave_until_closed(
     with pytest.raises(RuntimeError):
         first.submit(_worker_pid, 0)                            # shut down
     assert all(ResultStore(tmp_path / "a").get(c).status == "done" for c in CONFIGS[:3])
+    # in this process: two runs stored above, one run twice, one new run trained here
+    events, here = [], [CONFIGS[0], toy(seed=2), CONFIGS[1], CONFIGS[0]]
+    PoolLauncher(1).run(here, tmp_path / "a", progress=lambda *e: events.append(e))
+    assert events == [("reused", 2, 3), ("trained", 1, 3)]
+    assert ResultStore(tmp_path / "a").get(toy(seed=2)).status == "done"
     # (a pool's runs equal serial ones: tests/test_store.py::test_parallel_sweep_matches_serial)
 
 
