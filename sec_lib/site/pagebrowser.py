@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import threading
 from pathlib import Path
 
 from .pagereport import SliderResult
@@ -137,19 +138,42 @@ def move_control(page, steps: int, settle_ms: int) -> SliderResult:
     return res
 
 
-class Browser:
-    """One headless Chromium for several pages (a fresh context, i.e. profile, per page)."""
+#: The playwright driver of each thread while some :class:`Browser` of it is open: [driver, open browsers].
+#: Playwright's sync API refuses a second driver in a thread that runs one, so a Browser opened while
+#: another is open (a page check inside a caller's own session) shares its driver.
+_DRIVERS: dict[int, list] = {}
 
-    def __init__(self, executable: str | None = None):
+
+def _driver():
+    """This thread's playwright driver, started on first use; release it with :func:`_release`."""
+    entry = _DRIVERS.get(threading.get_ident())
+    if entry is None:
         # imported here: playwright takes 0.4 s to import (measured) and only a check needs it
         from playwright.sync_api import sync_playwright
 
-        self._pw = sync_playwright().start()
+        entry = _DRIVERS[threading.get_ident()] = [sync_playwright().start(), 0]
+    entry[1] += 1
+    return entry[0]
+
+
+def _release() -> None:
+    entry = _DRIVERS[threading.get_ident()]
+    entry[1] -= 1
+    if entry[1] == 0:
+        del _DRIVERS[threading.get_ident()]
+        entry[0].stop()
+
+
+class Browser:
+    """One headless Chromium for several pages (a browser context, i.e. profile, per viewport size)."""
+
+    def __init__(self, executable: str | None = None):
+        self._pw = _driver()
         try:
             self.browser = self._pw.chromium.launch(
                 executable_path=find_chromium(executable), headless=True, args=list(CHROMIUM_ARGS))
-        except Exception:
-            self._pw.stop()
+        except BaseException:
+            _release()
             raise
 
         self._contexts: dict = {}
@@ -162,10 +186,13 @@ class Browser:
         return self._contexts[viewport]
 
     def close(self) -> None:
+        if self._pw is None:
+            return
         try:
             self.browser.close()
         finally:
-            self._pw.stop()
+            self._pw = None
+            _release()
 
     def __enter__(self):
         return self

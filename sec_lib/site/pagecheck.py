@@ -38,6 +38,7 @@ a browser.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 from pathlib import Path
@@ -48,7 +49,7 @@ from .pagereport import PHONE_WIDTH, WIDTHS, Overflow, PageReport, SliderResult,
 
 __all__ = [
     "LOCAL_SCHEMES", "CHROMIUM_ARGS", "ENV_CHROMIUM", "WIDTHS", "PHONE_WIDTH", "WIDGET_VIEW_MIME",
-    "WIDGET_STATE_MIME", "CONTROL_MODELS", "find_chromium", "SliderResult", "Overflow", "PageReport",
+    "WIDGET_STATE_MIME", "CONTROL_MODELS", "find_chromium", "Browser", "SliderResult", "Overflow", "PageReport",
     "check_page", "check_book", "list_pages", "format_table", "main",
 ]
 
@@ -248,7 +249,8 @@ def _check(browser: Browser, page_name: str, url: str, *, slider: int | None, ex
 def check_page(path_or_url: str | os.PathLike, *, slider: int | None = None, expect_widgets: int | None = None,
                screenshot: str | os.PathLike | None = None, timeout_s: float = 20.0,
                viewport: tuple[int, int] = (1280, 900), executable: str | None = None,
-               widths: Sequence[int] = WIDTHS, max_load_ms: float | None = None) -> PageReport:
+               widths: Sequence[int] = WIDTHS, max_load_ms: float | None = None,
+               browser: Browser | None = None) -> PageReport:
     """Open one page in headless Chromium from ``file://`` and report what it did.
 
     - ``slider``: None leaves the controls alone; an int moves the first slider of the page by that
@@ -262,6 +264,8 @@ def check_page(path_or_url: str | os.PathLike, *, slider: int | None = None, exp
       :data:`PHONE_WIDTH` they may scroll in their own box); ``()`` skips the layout check.
     - ``max_load_ms``: when given, a page whose ``load`` event comes later is a problem (the load
       time is always reported in ``load_ms``).
+    - ``browser``: an open :class:`Browser` to check the page in (left open, for the caller's next
+      checks); None starts Chromium (``executable``) for this check and closes it.
     """
     if slider is not None and (not isinstance(slider, int) or isinstance(slider, bool)):
         raise ValueError(f"slider={slider!r} is not valid; use None (do not move) or an int number of steps")
@@ -269,10 +273,15 @@ def check_page(path_or_url: str | os.PathLike, *, slider: int | None = None, exp
         raise ValueError(f"expect_widgets={expect_widgets!r} is not valid; use None or an int >= 0")
     _check_widths(widths)
     url = to_url(path_or_url)
-    with Browser(executable) as browser:
+    with _open(browser, executable) as browser:
         return _check(browser, os.fspath(path_or_url), url, slider=slider, expect_widgets=expect_widgets,
                       screenshot=screenshot, timeout_s=timeout_s, viewport=viewport, widths=widths,
                       max_load_ms=max_load_ms)
+
+
+def _open(browser: Browser | None, executable: str | None):
+    """The caller's open browser, left open; else a Chromium of this call's own, closed at its end."""
+    return contextlib.nullcontext(browser) if browser is not None else Browser(executable)
 
 
 def _check_widths(widths) -> None:
@@ -293,14 +302,14 @@ def list_pages(html_dir: str | os.PathLike) -> list[str]:
 def check_book(html_dir: str | os.PathLike, pages: Iterable[str] = (), slider_pages: Iterable[str] | str = (), *,
                expect_widgets: dict[str, int] | None = None, screenshot_dir: str | os.PathLike | None = None,
                timeout_s: float = 20.0, executable: str | None = None, widths: Sequence[int] = WIDTHS,
-               max_load_ms: float | None = None) -> list[PageReport]:
+               max_load_ms: float | None = None, browser: Browser | None = None) -> list[PageReport]:
     """Check several pages of a built book with one browser.
 
     - ``pages``: paths relative to ``html_dir`` (e.g. ``"book/intro.html"``); empty = every page.
     - ``slider_pages``: pages on which to move the first slider one step and require the shown image
       to change; the string ``"auto"`` means every checked page that has a rendered slider/dropdown.
     - ``expect_widgets``: {page: minimum number of rendered widget views}.
-    - ``widths``, ``max_load_ms``: as in :func:`check_page`.
+    - ``widths``, ``max_load_ms``, ``browser``: as in :func:`check_page`.
     """
     _check_widths(widths)
     root = Path(html_dir)
@@ -317,7 +326,7 @@ def check_book(html_dir: str | os.PathLike, pages: Iterable[str] = (), slider_pa
         raise ValueError(f"slider_pages {sorted(unknown)} are not among the checked pages {pages}")
     expect_widgets = expect_widgets or {}
     reports = []
-    with Browser(executable) as browser:
+    with _open(browser, executable) as browser:
         for p in pages:
             shot = None
             if screenshot_dir is not None:

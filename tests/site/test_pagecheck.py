@@ -122,6 +122,14 @@ def mini_book(tmp_path_factory) -> Path:
     return src / "_build" / "html"
 
 
+@pytest.fixture(scope="module")
+def browser():
+    """One headless Chromium for this file's page checks (each launch costs about a second of CPU); the
+    command line and one ``check_page`` below still start Chromium of their own."""
+    with pagecheck.Browser() as b:
+        yield b
+
+
 def test_scripts_are_served_by_the_book(mini_book):
     html = (mini_book / PAGE).read_text(encoding="utf-8")
     srcs = re.findall(r'<script[^>]*\bsrc="([^"]+)"', html)
@@ -143,9 +151,9 @@ def test_scripts_are_served_by_the_book(mini_book):
     assert "embed-amd.js" not in intro and "require.js" not in intro
 
 
-def test_widgets_render_offline_and_slider_changes_image(mini_book, tmp_path):
+def test_widgets_render_offline_and_slider_changes_image(mini_book, tmp_path, browser):
     shot = tmp_path / "demo.png"
-    rep = pagecheck.check_page(mini_book / PAGE, slider=1, expect_widgets=1, screenshot=shot)
+    rep = pagecheck.check_page(mini_book / PAGE, slider=1, expect_widgets=1, screenshot=shot, browser=browser)
     assert rep.external_requests == [], rep.external_requests
     assert all(u.startswith(pagecheck.LOCAL_SCHEMES) for u in rep.requests)
     assert any(u.endswith("embed-amd.js") or "embed-amd.js?" in u for u in rep.requests)
@@ -170,26 +178,22 @@ def test_widgets_render_offline_and_slider_changes_image(mini_book, tmp_path):
     assert rep.load_ms is not None and rep.load_ms > 0 and rep.typeset_ms is not None
 
 
-def test_code_is_folded_and_the_parameters_are_shown(mini_book):
+def test_code_is_folded_and_the_parameters_are_shown(mini_book, browser):
     """In the built page every code cell sits in a closed toggle, and the box states the injected value."""
-    from playwright.sync_api import sync_playwright
-
     html = (mini_book / PAGE).read_text(encoding="utf-8")
     assert "tag_injected-parameters" not in html            # removed: the box shows its assignment
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=pagecheck.find_chromium(), args=list(pagecheck.CHROMIUM_ARGS))
-        try:
-            page = browser.new_page(viewport={"width": 1400, "height": 900})
-            page.goto((mini_book / PAGE).resolve().as_uri(), wait_until="load")
-            cells = page.evaluate("""() => Array.from(document.querySelectorAll('div.cell')).map(c => ({
-                toggle: !!c.querySelector(':scope > details.hide.above-input:not([open]) > summary'),
-                codeShown: Array.from(c.querySelectorAll('div.cell_input')).some(e => e.checkVisibility()),
-                summary: (c.querySelector('summary') || {}).innerText || ''}))""")
-            box = page.evaluate("""() => { const b = document.querySelector('div.sec-run-params');
-                return b && b.checkVisibility() ? b.innerText : null; }""")
-            link = page.evaluate("() => document.querySelector('div.sec-run-params a').getAttribute('href')")
-        finally:
-            browser.close()
+    page = browser.browser.new_page(viewport={"width": 1400, "height": 900})    # a fresh context of its own
+    try:
+        page.goto((mini_book / PAGE).resolve().as_uri(), wait_until="load")
+        cells = page.evaluate("""() => Array.from(document.querySelectorAll('div.cell')).map(c => ({
+            toggle: !!c.querySelector(':scope > details.hide.above-input:not([open]) > summary'),
+            codeShown: Array.from(c.querySelectorAll('div.cell_input')).some(e => e.checkVisibility()),
+            summary: (c.querySelector('summary') || {}).innerText || ''}))""")
+        box = page.evaluate("""() => { const b = document.querySelector('div.sec-run-params');
+            return b && b.checkVisibility() ? b.innerText : null; }""")
+        link = page.evaluate("() => document.querySelector('div.sec-run-params a').getAttribute('href')")
+    finally:
+        page.close()
     assert len(cells) == 3, cells                            # the parameters, the widget and the figure
     assert all(c["toggle"] and not c["codeShown"] for c in cells), cells
     assert all("Show code cell source" in c["summary"] for c in cells)
@@ -223,7 +227,7 @@ def _output(inner: str) -> str:
     return f'<div class="cell_output docutils container"><div class="output text_html">{inner}</div></div>'
 
 
-def test_checker_fails_tables_and_outputs_wider_than_the_column(mini_book):
+def test_checker_fails_tables_and_outputs_wider_than_the_column(mini_book, browser):
     html = (mini_book / PAGE).read_text(encoding="utf-8")
     m = re.search(r'<article class="bd-article"[^>]*>', html)
     assert m, "no article element on the page"
@@ -241,7 +245,8 @@ def test_checker_fails_tables_and_outputs_wider_than_the_column(mini_book):
     try:
         for k, text in variants.items():
             (mini_book / pages[k]).write_text(text, encoding="utf-8")
-        reps = dict(zip(variants, pagecheck.check_book(mini_book, list(pages.values()), timeout_s=10)))
+        reps = dict(zip(variants, pagecheck.check_book(mini_book, list(pages.values()), timeout_s=10,
+                                                       browser=browser)))
     finally:
         for p in pages.values():
             (mini_book / p).unlink(missing_ok=True)
@@ -273,7 +278,7 @@ LONG_DISPLAY = f'<div class="math notranslate nohighlight">\\[{_TERMS}\\]</div>'
 LONG_INLINE = f'<p>An inline formula <span class="math notranslate nohighlight">\\({_TERMS}\\)</span> in the text.</p>'
 
 
-def test_long_formulas_scroll_in_their_own_box_and_clipped_ones_fail(mini_book):
+def test_long_formulas_scroll_in_their_own_box_and_clipped_ones_fail(mini_book, browser):
     """Issue 22: equations were cut off at 420 px (the theme clips span.math and div.math). With the book's CSS
     (book/_static/sec.css, section 6) a formula wider than the column, display or inline, scrolls sideways in
     its own box at every width; one whose box clips it (overflow hidden) fails the check, and so does the page
@@ -295,7 +300,8 @@ def test_long_formulas_scroll_in_their_own_box_and_clipped_ones_fail(mini_book):
     try:
         for k, text in variants.items():
             (mini_book / pages[k]).write_text(text, encoding="utf-8")
-        reps = dict(zip(variants, pagecheck.check_book(mini_book, list(pages.values()), timeout_s=10)))
+        reps = dict(zip(variants, pagecheck.check_book(mini_book, list(pages.values()), timeout_s=10,
+                                                       browser=browser)))
     finally:
         for p in pages.values():
             (mini_book / p).unlink(missing_ok=True)
@@ -316,17 +322,17 @@ def test_long_formulas_scroll_in_their_own_box_and_clipped_ones_fail(mini_book):
     assert not bare.ok and [o.allowed for o in formulas(bare, 420, "formula (inline)")] == [False], bare.overflows
 
 
-def test_load_time_is_reported_and_judged_only_on_request(mini_book):
-    rep = pagecheck.check_page(mini_book / "book" / "intro.html", widths=())
-    assert rep.ok and rep.widths == [] and rep.load_ms is not None and rep.load_ms > 0
-    strict = pagecheck.check_page(mini_book / "book" / "intro.html", widths=(), max_load_ms=0.001)
+def test_load_time_is_reported_and_judged_only_on_request(mini_book, browser):
+    rep = pagecheck.check_page(mini_book / "book" / "intro.html", widths=())     # in a Chromium of its own,
+    assert rep.ok and rep.widths == [] and rep.load_ms is not None and rep.load_ms > 0   # while `browser` is open
+    strict = pagecheck.check_page(mini_book / "book" / "intro.html", widths=(), max_load_ms=0.001, browser=browser)
     assert not strict.ok and any("to load" in p for p in strict.problems)
     for bad in ((100,), "1400", (1400.0,), (True,)):
         with pytest.raises(ValueError, match="widths"):
             pagecheck.check_page(mini_book / "book" / "intro.html", widths=bad)
 
 
-def test_checker_catches_network_broken_images_and_missing_manager(mini_book, tmp_path):
+def test_checker_catches_network_broken_images_and_missing_manager(mini_book, tmp_path, browser):
     page = mini_book / PAGE
     html = page.read_text(encoding="utf-8")
     # 1. a CDN script, a missing image and a remote image
@@ -349,7 +355,8 @@ def test_checker_catches_network_broken_images_and_missing_manager(mini_book, tm
         for k, text in names.items():
             (mini_book / pages[k]).write_text(text, encoding="utf-8")
         reps = pagecheck.check_book(mini_book, list(pages.values()),
-                                    slider_pages=[pages["nomanager"], pages["unlinked"]], timeout_s=6)
+                                    slider_pages=[pages["nomanager"], pages["unlinked"]], timeout_s=6,
+                                    browser=browser)
     finally:
         for p in pages.values():
             (mini_book / p).unlink(missing_ok=True)
@@ -367,6 +374,7 @@ def test_checker_catches_network_broken_images_and_missing_manager(mini_book, tm
 
     with pytest.raises(ValueError, match="slider"):
         pagecheck.check_page(page, slider="yes")
+    browser.browser.new_page().close()                      # a caller's browser stays open after its checks
     with pytest.raises(FileNotFoundError, match="does not exist"):
         pagecheck.check_page(tmp_path / "nope.html")
     with pytest.raises(ValueError, match="slider_pages"):
