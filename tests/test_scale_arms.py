@@ -19,7 +19,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 class Store:
-    """Every run is done; R@1 peaks at η 0.5 for plain SEC and at relative η 10 (interior choices); the held-out
+    """Every run is done; R@1 peaks at η 0.5 for plain SEC and at relative η 1 (interior choices); the held-out
     norms of every run are 10.2, 11.7, 12.34 and 40 (median 12.02)."""
     root = "(hand-made)"
 
@@ -31,7 +31,7 @@ class Store:
         self.asked.append((cfg, tuple(tables)))
         if run_key(cfg) in self.missing:
             return None
-        target = 10.0 if cfg.relative else 0.5
+        target = 1.0 if cfg.relative else 0.5
         score = -abs(math.log(cfg.lr / 1e-3)) - abs(math.log((cfg.eta + 1e-6) / target))
         e = pd.DataFrame()
         norms = pd.DataFrame({"label": [0, 1, 2, 3], "norm": [10.2, 11.7, 12.34, 40.0], "hit@1": [1, 0, 1, 1]})
@@ -75,7 +75,7 @@ def test_relative_selection_is_its_own_and_the_plain_selection_never_waits_for_i
         ex.chapter_configs("scale", "cpu", store)
     runs = ex.relative_selection_runs(q, Store())
     assert {r.config.eta for r in runs} == {0.0, *q.relative_eta_grid}
-    assert ex.chosen_relative_eta(q, "ms", runs) == 10.0
+    assert ex.chosen_relative_eta(q, "ms", runs) == 1.0
     with pytest.raises(ValueError, match="no relative-SEC selection runs for loss 'tml'"):
         ex.chosen_relative_eta(q, "tml", runs)
 
@@ -112,7 +112,7 @@ def test_the_scale_chapter_has_five_arms_per_loss_and_seed():
     assert all(len(v) == len(q.seeds) and not any(c.holdout_classes for c in v) for v in by.values())
     for loss in ex.MAIN_LOSSES:
         sec, rel, fixed = by[(loss, "sec")][0], by[(loss, "sec-relative")][0], by[(loss, "sec-fixed")][0]
-        assert sec.eta == 0.5 and rel.eta == 10.0 and rel.relative and fixed.eta == sec.eta and fixed.mu == 12.0
+        assert sec.eta == 0.5 and rel.eta == 1.0 and rel.relative and fixed.eta == sec.eta and fixed.mu == 12.0
     # none, L2-reg and plain SEC are the main table's and the tuned chapter's runs: 24 new runs only
     old = {run_key(c) for ch in ("compare", "tuned") for c in ex.chapter_configs(ch, "cpu", Store())}
     assert sum(run_key(c) not in old for c in configs) == 24
