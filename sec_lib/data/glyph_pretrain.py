@@ -88,7 +88,8 @@ def _analysis_render(font: str, cp: int) -> np.ndarray | None:
 
 def _benchmark_renders() -> tuple[torch.Tensor, list[int]]:
     """(binarised renders float32 (M, 1024), the committed class (representative code point) of each row): every
-    representative and member of every committed class in every font whose allowed set has it and draws ink."""
+    representative and member of every committed class in every font whose allowed set has it and draws ink,
+    each distinct render once (the first class that has it)."""
     allowed = {f: _allowed_codepoints(f) for f in FONT_FILES}
     rows, owner = [], []
     for c in glyph_classes():
@@ -99,11 +100,14 @@ def _benchmark_renders() -> tuple[torch.Tensor, list[int]]:
                     if r is not None:
                         rows.append(r)
                         owner.append(c.codepoint)
-    return torch.from_numpy(np.stack(rows)).to(torch.float32), owner
+    # identical renders (a class in two styles that draw it alike, a member drawn like its representative) once
+    _, first = np.unique(np.packbits(np.stack(rows), axis=1), axis=0, return_index=True)
+    first = np.sort(first)
+    return torch.from_numpy(np.stack([rows[i] for i in first])).to(torch.float32), [owner[i] for i in first]
 
 
 def _nearest(a: torch.Tensor, b: torch.Tensor, window: int, exact: bool = True,
-             chunk: int = 256) -> tuple[torch.Tensor, torch.Tensor]:
+             chunk: int = 1024) -> tuple[torch.Tensor, torch.Tensor]:
     """For each row of ``a`` (binary float32), the Hamming distance to the nearest row of ``b`` and its index.
 
     Exact, with pruning: ``|ink(x) - ink(y)|`` is a lower bound of the distance, so a chunk of rows of ``a``

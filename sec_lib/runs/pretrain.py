@@ -261,6 +261,7 @@ def build_checkpoint(cfg: PretrainConfig = PretrainConfig(), out: Path | None = 
     """Train (resuming where a previous attempt stopped), then write the checkpoint and its provenance
     (each atomically; the weights first). Returns the provenance."""
     out = REPO / CHECKPOINT if out is None else Path(out)
+    commit = _git_commit()                  # the code as the run starts (others may commit while it trains)
     res = pretrain(cfg, state_path=_state_path(), log_every=log_every)
     buf = io.BytesIO()
     torch.save(res["trunk"], buf)
@@ -271,7 +272,7 @@ def build_checkpoint(cfg: PretrainConfig = PretrainConfig(), out: Path | None = 
         "description": "smallcnn trunk (the reference profile's model) pretrained by softmax classification on "
                        "glyph classes no split uses (sec_lib.data.glyph_pretrain); a plain state_dict of SmallCNN",
         "config": cfg.to_dict(),
-        "git_commit": _git_commit(),
+        "git_commit": commit,
         "classes": {"file": str(PRETRAIN_JSON.relative_to(REPO)), "sha256": _file_sha256(PRETRAIN_JSON),
                     "count": res["num_classes"], "stats": man["stats"], "rule": man["rule"]},
         "data": {"sha256": res["data_sha256"], "images": res["num_images"],

@@ -1,0 +1,114 @@
+"""The backbone pretrained here (issue 24): its classes are disjoint from every split by code point and by look,
+its checkpoint is a plain local weights file with provenance, and retraining reproduces it on the same CPU kind."""
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from sec_lib import kernels
+from sec_lib.data.glyph_pool import GlyphClass, glyph_classes, split_classes
+from sec_lib.data.glyph_pretrain import (
+    NEAR_MAX_PIXELS, PRETRAIN_MIN_FONTS, benchmark_codepoints, pixel_disjointness, pretrain_classes, pretrain_manifest,
+)
+from sec_lib.data.glyph_render import char_name
+from sec_lib.models import build_model
+from sec_lib.params import ParameterError
+from sec_lib.runs import pretrain as pt
+from sec_lib.runs.train import TrainConfig
+
+GOLDEN_DIR = Path(__file__).resolve().parent / "golden"
+sys.path.insert(0, str(GOLDEN_DIR))
+import pretrain_prefix  # noqa: E402
+
+CKPT = pt.REPO / pt.CHECKPOINT
+
+
+def test_pretraining_classes_use_no_code_point_of_any_split():
+    classes = pretrain_classes()
+    assert len(classes) >= 500
+    used = benchmark_codepoints()
+    # every split: the train half (its last classes are the held-out classes of every profile) and the test half
+    assert len(split_classes("train")) + len(split_classes("test")) == len(glyph_classes())
+    for c in glyph_classes():
+        assert c.codepoint in used and set(c.members) <= used
+    mine = [cp for c in classes for cp in (c.codepoint, *c.members)]
+    assert len(mine) == len(set(mine))
+    assert not set(mine) & used
+    assert all(len(c.fonts) >= PRETRAIN_MIN_FONTS for c in classes)
+
+
+def test_pretraining_classes_are_disjoint_from_every_committed_class_by_look():
+    """Recomputed on the rendered pixels: no render of a pretraining class (any font) lies within NEAR_MAX_PIXELS
+    of a render of a committed class (any font). The same check flags the textbook homoglyphs of Latin "o"."""
+    homoglyphs = [GlyphClass(cp, char_name(cp), ()) for cp in (0x043E, 0x03BF)]   # Cyrillic о, Greek ο
+    classes = pretrain_classes()
+    check = pixel_disjointness(classes + homoglyphs, exact=False)
+    bad = [f"U+{c['codepoint']:04X} ({c['distance']} px from U+{c['nearest']:04X})"
+           for c in check[:len(classes)] if not c["disjoint"]]
+    assert not bad, bad
+    assert [c["disjoint"] for c in check[len(classes):]] == [False, False]
+    assert {c["nearest"] for c in check[len(classes):]} <= {0x006F, 0x043E, 0x03BF}   # the class of Latin o
+    man = pretrain_manifest()
+    assert man["rule"]["near_max_pixels"] == NEAR_MAX_PIXELS
+    assert all(e["distance"] > NEAR_MAX_PIXELS for e in man["classes"])
+    assert man["stats"]["classes"] == len(classes)
+
+
+def test_pixel_disjointness_refuses_a_bad_threshold():
+    with pytest.raises(ParameterError, match="threshold"):
+        pixel_disjointness(pretrain_classes()[:1], threshold=-1)
+
+
+def test_the_checkpoint_is_a_plain_weights_file_that_pretrained_reads():
+    state = torch.load(CKPT, map_location="cpu", weights_only=True)
+    prov = pt.committed_provenance()
+    assert pt.weights_hash(state) == prov["weights_hash"]
+    assert pt._file_sha256(CKPT) == prov["file_sha256"]
+    assert CKPT.stat().st_size < 1_000_000
+    for key in ("config", "git_commit", "data", "seed", "kernels", "test_features", "classes"):
+        assert key in prov
+    assert prov["kernels"]["cpu_kind"] and prov["data"]["sha256"]
+    assert prov["classes"]["count"] == len(pretrain_classes())
+    assert prov["classes"]["sha256"] == pt._file_sha256(pt.PRETRAIN_JSON)
+    assert 0 < prov["test_features"]["pretrained"]["R@1"] <= 100
+    cfg = pt.committed_config()
+    model = build_model(cfg.arch, width=cfg.width, image_size=cfg.image_size, pretrained=str(CKPT))
+    got = model.backbone.state_dict()
+    assert all(torch.equal(got[k], state[k]) for k in state)
+    TrainConfig(pretrained=str(pt.CHECKPOINT), freeze_bn=True).validate()
+
+
+def test_the_pretraining_prefix_retrains_to_its_recorded_hash_on_this_cpu_kind():
+    golden = json.loads(pretrain_prefix.GOLDEN.read_text())
+    kind = kernels.this_kind()
+    if kind not in golden:
+        pytest.skip(f"no golden pretraining hash for this CPU kind {kind} (recorded: {', '.join(sorted(golden))}); "
+                    "bit-identity holds on the same kind only. Record it with python tests/golden/pretrain_prefix.py "
+                    "--record")
+    got = pretrain_prefix.prefix_hash()
+    assert got["steps"] == golden[kind]["steps"] == pt.PREFIX_STEPS
+    assert got["weights_hash"] == golden[kind]["weights_hash"]
+
+
+def test_a_resumed_pretraining_ends_with_the_same_bits(tmp_path, monkeypatch):
+    monkeypatch.setattr(pt, "CHECKPOINT_EVERY", 4)
+    cfg = pt.PretrainConfig(iterations=10, batch_size=32)
+    whole = pt.pretrain(cfg)
+    state = tmp_path / "state.pt"
+    pt.pretrain(cfg, steps=6, state_path=state)           # interrupted after step 6; its state is from step 4
+    assert state.exists()
+    resumed = pt.pretrain(cfg, state_path=state)
+    assert pt.weights_hash(resumed["trunk"]) == pt.weights_hash(whole["trunk"])
+    with pytest.raises(ValueError, match="another pretraining config"):
+        pt.pretrain(pt.PretrainConfig(iterations=10, batch_size=32, lr=0.05), state_path=state)
+
+
+def test_bad_pretraining_settings_name_the_valid_choices():
+    with pytest.raises(ParameterError, match="sgd"):
+        pt.PretrainConfig(optimizer="adam").validate()
+    with pytest.raises(ParameterError, match="valid fields"):
+        pt.PretrainConfig.from_dict({"lr": 0.1, "learning_rate": 0.1})
+    with pytest.raises(ParameterError, match="steps"):
+        pt.pretrain(pt.PretrainConfig(iterations=10), steps=11)
