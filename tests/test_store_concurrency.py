@@ -2,8 +2,12 @@
 
 Writers keep saving two different results for each key (same config, different numbers and
 tables), readers keep reading: every read must be one whole result or the other, never a mix.
+The two writers and one reader are processes of their own; the other reader is a thread of the
+test's process (a process too, other than the writers', without a third interpreter importing torch).
 """
+import copy
 import multiprocessing as mp
+import threading
 import time
 
 from sec_lib.runs.store import ResultStore
@@ -21,7 +25,7 @@ def toy(seed):
 def variants(seed):
     """Two results of one config that differ in every file but config.json."""
     a = train(toy(seed))
-    b = train(toy(seed))
+    b = copy.deepcopy(a)                   # the same run: every table but config.json is changed below
     b.metrics = {k: v + 1.0 for k, v in a.metrics.items()}
     b.wall_s = a.wall_s + 100.0
     for t in ("steps", "tracked", "evals", "test_norms", "grad_scatter"):
@@ -90,12 +94,16 @@ def test_concurrent_writers_and_readers_never_see_an_error_or_a_torn_record(tmp_
     ctx = mp.get_context("spawn")
     out, start = ctx.Queue(), ctx.Barrier(4)
     procs = [ctx.Process(target=writer, args=(phases, results[i::2] + results, start, out)) for i in range(2)]
-    procs += [ctx.Process(target=reader, args=(phases, expected, start, out)) for _ in range(2)]
+    procs += [ctx.Process(target=reader, args=(phases, expected, start, out))]
+    here = threading.Thread(target=reader, args=(phases, expected, start, out), daemon=True)
     for p in procs:
         p.start()
-    reports = [out.get(timeout=600) for _ in range(len(procs) * len(phases))]
+    here.start()
+    reports = [out.get(timeout=600) for _ in range((len(procs) + 1) * len(phases))]
     for p in procs:
         p.join(timeout=60)
+    here.join(timeout=60)
+    assert sorted(kind for _, kind, *_ in reports) == ["reader"] * 4 + ["writer"] * 4
     assert not [r for r in reports if r[3]], reports
     assert all(n > 0 for _, _, n, _, _ in reports), reports               # everyone did real work
     assert sum(q for *_, q in reports) == 0                                # no complete record called corrupt
