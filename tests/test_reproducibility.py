@@ -14,24 +14,19 @@ GOLDEN_DIR = Path(__file__).resolve().parent / "golden"
 sys.path.insert(0, str(GOLDEN_DIR))
 import short_runs  # noqa: E402
 
-IN_PROCESS = """
+BOTH = """
 import json, sys, torch
-sys.path.insert(0, sys.argv[1])
-import short_runs
-from sec_lib.runs.train import train
-torch.set_num_threads(2)                     # the caller's pool; the run uses its own 1 thread
-print(json.dumps({n: short_runs.hashes(train(c)) for n, c in short_runs.configs().items()}))
-"""
-POOL = """
-import json, sys
 sys.path.insert(0, sys.argv[1])
 import short_runs
 from sec_lib.runs.launch import PoolLauncher
 from sec_lib.runs.store import ResultStore
+from sec_lib.runs.train import train
 cfgs = short_runs.configs()
-PoolLauncher(2).run(list(cfgs.values()), sys.argv[2])
+torch.set_num_threads(2)                     # the caller's pool; the run uses its own 1 thread
+here = {n: short_runs.hashes(train(c)) for n, c in cfgs.items()}
+PoolLauncher(2).run(list(cfgs.values()), sys.argv[2])     # fresh spawned workers, the local pool launcher
 store = ResultStore(sys.argv[2])
-print(json.dumps({n: short_runs.hashes(store.get(c)) for n, c in cfgs.items()}))
+print(json.dumps([here, {n: short_runs.hashes(store.get(c)) for n, c in cfgs.items()}]))
 """
 
 
@@ -43,9 +38,11 @@ def _child(code, *args):
 
 
 def test_fresh_processes_with_different_launchers_and_thread_pools_give_identical_tables(tmp_path):
-    a = _child(IN_PROCESS)
-    b = _child(POOL, tmp_path / "store")
-    assert a == b
+    """A fresh process trains the runs itself (with a 2-thread pool of its own), then its local pool's
+    freshly spawned workers train them again into a store (one child process for both, instead of one
+    per launcher: each costs an interpreter importing torch)."""
+    a, b = _child(BOTH, tmp_path / "store")
+    assert a == b and set(a) == set(short_runs.RUNS)
 
 
 def test_the_golden_short_runs_reproduce_exactly_on_their_cpu_kind():
