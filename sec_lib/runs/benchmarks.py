@@ -192,6 +192,9 @@ DEFAULT_LOSS = "triplet"
 
 #: Pages of the glyph book that a benchmark book does not train, and why; the runner writes each as a note.
 NOT_APPLICABLE = {
+    "scale": "this page's runs (relative SEC with its own held-out η, and the fixed-scale control) are planned for the "
+             "glyph book only so far (issue 23): the {name} book has no relative-SEC η grid "
+             "(Profile.relative_eta_grid), so it trains none of them.",
     "data": "this page describes the generated glyph benchmark (its fonts, classes and images). The {name} "
             "book's data are the photographs under --data-root, read with the dataset's own split ({split}).",
     "fairness": "this page asks whether the embedding norms follow the fonts' attributes (family, design, weight, "
