@@ -33,16 +33,33 @@ def test_child_env_sets_or_removes_the_pins_variables():
                    "MKL_CBWR": "AVX2,STRICT", "NPY_DISABLE_CPU_FEATURES": "X86_V4 AVX512_ICL AVX512_SPR"}
 
 
-def test_importing_sec_lib_pins_the_kernels_even_after_torch_is_imported():
-    """ATen's pin is read when torch runs its first kernel, not when it is imported (numpy's is read at its
-    import: see the test below)."""
-    code = ("import torch, sec_lib; from sec_lib import kernels; torch.ones(3).exp(); "
-            "print(kernels.capability(), kernels.pin_name())")
+#: numpy and torch imported before sec_lib, under an environment asking ATen for its default kernels: the pin
+#: still decides ATen's kernels (it is read at torch's first kernel), then a run refuses numpy's (read at its
+#: import) where the CPU has AVX-512. One child for both checks (each child imports torch and the library).
+IMPORTED_FIRST = """
+import numpy, torch, sec_lib
+from sec_lib import kernels
+torch.ones(3).exp()
+print(kernels.capability(), kernels.pin_name())
+from sec_lib.runs.train import TrainConfig, train
+train(TrainConfig(dataset='toy', model='mlp', iterations=2, batch_size=12, eval_every=0))
+print('trained')
+"""
+
+
+@pytest.fixture(scope="module")
+def imported_first():
     env = {k: v for k, v in os.environ.items() if k not in kernels.KERNEL_VARS}
     env["ATEN_CPU_CAPABILITY"] = "default"          # sec_lib's import overrides it before the first kernel
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
-    assert out.returncode == 0, out.stderr
-    cap, pin = out.stdout.split()
+    return subprocess.run([sys.executable, "-c", IMPORTED_FIRST], capture_output=True, text=True, env=env)
+
+
+def test_importing_sec_lib_pins_the_kernels_even_after_torch_is_imported(imported_first):
+    """ATen's pin is read when torch runs its first kernel, not when it is imported (numpy's is read at its
+    import: see test_a_run_refuses_numpy_imported_before_the_pin_on_an_avx512_cpu, the same child)."""
+    out = imported_first
+    assert out.stdout.strip(), out.stderr
+    cap, pin = out.stdout.splitlines()[0].split()
     assert pin == "avx2" and cap == ("AVX2" if "avx2" in kernels.cpu_info()["cpu_isa"].split() else cap)
 
 
@@ -64,17 +81,16 @@ def test_numpy_runs_at_its_avx2_level_under_the_pin():
     assert kernels.numpy_above_avx2() == []
 
 
-def test_a_run_refuses_numpy_imported_before_the_pin_on_an_avx512_cpu():
+def test_a_run_refuses_numpy_imported_before_the_pin_on_an_avx512_cpu(imported_first):
     """numpy, unlike ATen, picks its kernels when it is imported: a process that imported it before sec_lib on a
-    CPU with AVX-512 would compute the step table's np.log with other bits than an AVX2-only CPU of its kind."""
+    CPU with AVX-512 would compute the step table's np.log with other bits than an AVX2-only CPU of its kind.
+    (The child's ATen kernels are the pinned ones: the refusal is numpy's.)"""
+    out = imported_first
     if "avx512f" not in kernels.cpu_info()["cpu_isa"].split():
+        assert out.returncode == 0 and "trained" in out.stdout, out.stderr   # at most AVX2 whatever the order
         pytest.skip("this CPU has no AVX-512: numpy's dispatch is at most AVX2 whatever the import order")
-    code = ("import numpy, sec_lib\n"
-            "from sec_lib.runs.train import TrainConfig, train\n"
-            "train(TrainConfig(dataset='toy', model='mlp', iterations=2, batch_size=12, eval_every=0))")
-    env = {k: v for k, v in os.environ.items() if k not in kernels.KERNEL_VARS}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
-    assert out.returncode != 0 and "KernelPinError" in out.stderr and "stops numpy at AVX2" in out.stderr
+    assert out.returncode != 0 and "KernelPinError" in out.stderr and "stops numpy at AVX2" in out.stderr, out.stderr
+    assert "trained" not in out.stdout
 
 
 def test_provenance_names_the_cpu_kind_and_settings():
