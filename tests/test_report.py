@@ -423,6 +423,21 @@ def test_min_detectable_effect_against_gpower_table():
     assert R.min_detectable_effect(1.0, 34) < 0.5 < R.min_detectable_effect(1.0, 33)
 
 
+def test_a_familys_detectable_effect_is_at_its_holm_level():
+    """adjust_family puts beside every row the effect it could detect at the level its verdict uses, α/m: from
+    the row's SD where it has one, else from its Student-t interval (the same number)."""
+    rows = [R.verdict_row([0.5, 1.0, 1.5, 0.2, 0.9]), R.verdict_row([0.1, -0.2, 0.3, 0.0, 0.1]),
+            R.verdict_row([1.0, 1.0])]                                   # zero spread: no test, no mde
+    fam = R.adjust_family(rows)
+    assert int(fam["m"].iloc[0]) == 2
+    for r, fr in zip(rows[:2], fam.itertuples()):
+        assert fr.mde == pytest.approx(R.min_detectable_effect(r["sd"], 5, 0.05 / 2), rel=1e-9)
+        assert fr.mde > r["mde"]                                          # stricter than the unadjusted α
+    assert math.isnan(fam["mde"].iloc[2])
+    no_sd = R.adjust_family(pd.DataFrame(rows[:2]).drop(columns="sd"))  # from the interval: the same number
+    assert no_sd["mde"].to_numpy() == pytest.approx(fam["mde"].to_numpy()[:2], rel=1e-9)
+
+
 def test_min_detectable_effect_shape_and_edge_cases():
     mdes = [R.min_detectable_effect(1.0, n) for n in (2, 3, 5, 10, 100)]
     assert all(a > b for a, b in zip(mdes, mdes[1:]))         # more seeds detect smaller effects

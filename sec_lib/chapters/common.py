@@ -241,7 +241,7 @@ def with_verdict(diffs: pd.DataFrame, expected_sign, margin: float | None = None
     """Verdicts for a table of paired differences (``diff``, ``ci_lo``, ``ci_hi``, ``p_value``,
     ``n_pairs``) taken as ONE family: Holm-adjusted p (``p_adj``, ``m``; ``p_eq_adj`` of the equivalence
     test where a row has a margin), the minimum detectable
-    effect (``mde``), what n counts and the verdict of :func:`sec_lib.report.verdict` with ``p_adj``.
+    effect at the family's level α/m (``mde``, :func:`sec_lib.report.adjust_family`), what n counts and the verdict of :func:`sec_lib.report.verdict` with ``p_adj``.
     ``expected_sign``: one sign for every row, or a column name holding each row's sign. ``margin``:
     the practical equivalence margin of every row; None: each row's metric's declared margin
     (:data:`sec_lib.report.MARGINS`; none for a metric without one). The output keeps each row's
@@ -262,13 +262,13 @@ def with_verdict(diffs: pd.DataFrame, expected_sign, margin: float | None = None
                          "margin": margins}, columns=["estimate", "ci_lo", "ci_hi", "p_value",
                                                       "expected_sign", "n", "margin"])
     fam = report.adjust_family(rows)
-    mde = [mde_from_ci(r.ci_lo, r.ci_hi, r.n_pairs) for r in diffs.itertuples(index=False)]
     out = diffs.drop(columns=[c for c in ("verdict", "p_adj", "p_eq_adj", "m", "mde", "n_counts", "expected_sign", "margin")
                               if c in diffs.columns])
     return out.assign(expected_sign=signs, margin=[np.nan if v is None else float(v) for v in margins],
                       p_adj=fam["p_adj"].to_numpy(), p_eq_adj=fam["p_eq_adj"].to_numpy() if len(fam) else [],
                       m=fam["m"].to_numpy() if len(fam) else [],
-                      mde=mde, n_counts=n_counts, verdict=fam["verdict"].to_numpy() if len(fam) else [])
+                      mde=fam["mde"].to_numpy() if len(fam) else [], n_counts=n_counts,
+                      verdict=fam["verdict"].to_numpy() if len(fam) else [])
 
 
 #: Columns every table given to :func:`one_family` needs (``diff``/``n_pairs`` may stand for
@@ -280,8 +280,8 @@ def one_family(*tables: pd.DataFrame, family: str | None = None) -> tuple[pd.Dat
     """Several verdict tables of one chapter adjusted as ONE Holm family (issue 9: each review chapter
     is one family): Holm over the p-values of all their rows (:func:`sec_lib.report.adjust_family`),
     and each table comes back, rows and columns in place, with ``p_adj``, ``p_eq_adj`` (the equivalence
-    test's, see :func:`sec_lib.report.equivalence_p`), ``m`` (the family's size) and ``verdict``
-    replaced (and ``family`` when given).
+    test's, see :func:`sec_lib.report.equivalence_p`), ``m`` (the family's size), ``mde`` (at the
+    family's level α/m) and ``verdict`` replaced (and ``family`` when given).
 
     Each table holds ``estimate`` (or ``diff``), ``ci_lo``, ``ci_hi``, ``p_value``, ``expected_sign`` and
     ``n`` (or ``n_pairs``), e.g. from :func:`with_verdict` or rows of :func:`sec_lib.report.verdict_row`;
@@ -311,7 +311,8 @@ def one_family(*tables: pd.DataFrame, family: str | None = None) -> tuple[pd.Dat
         start += len(t)
         extra = {"family": part["family"].to_numpy()} if family is not None else {}
         out.append(t.assign(p_adj=part["p_adj"].to_numpy(), p_eq_adj=part["p_eq_adj"].to_numpy(),
-                            m=part["m"].to_numpy(), verdict=part["verdict"].to_numpy(), **extra))
+                            m=part["m"].to_numpy(), mde=part["mde"].to_numpy(), verdict=part["verdict"].to_numpy(),
+                            **extra))
     return tuple(out)
 
 

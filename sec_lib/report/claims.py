@@ -23,6 +23,7 @@ from scipy import stats
 
 from .multiplicity import holm
 from .power import min_detectable_effect
+from .verdicts import mde_from_ci  # noqa: F401 - re-exported: pages import it from here
 from .verdicts import (N_COUNTS, PRIMARY_METRIC, VERDICT_RULES, claim_margin, equivalence_p, margin_for,
                        usable_interval, verdict)
 
@@ -126,17 +127,6 @@ class ClaimRecord:
         if not (np.isfinite(self.ci_lo) and np.isfinite(self.ci_hi)):
             return f"{self.estimate:+.{d}f}"
         return f"{self.estimate:+.{d}f} [{self.ci_lo:+.{d}f}, {self.ci_hi:+.{d}f}]"
-
-
-def mde_from_ci(lo, hi, n, alpha: float | None = None) -> float:
-    """:func:`sec_lib.report.min_detectable_effect` of a Student-t interval ``[lo, hi]`` of ``n`` values
-    (at the rules' level): the half-width is ``t_crit · sd / sqrt(n)``, so the SD is recovered exactly.
-    ``alpha``: the test's level (default the rules' α; pass the level the verdict uses, e.g. α/m)."""
-    if n is None or not np.isfinite(n) or n < 2 or not usable_interval(lo, hi, n):
-        return math.nan
-    n = int(n)
-    sd = (hi - lo) / 2.0 * math.sqrt(n) / float(stats.t.ppf(0.5 + VERDICT_RULES.level / 2.0, n - 1))
-    return min_detectable_effect(sd, n, VERDICT_RULES.alpha if alpha is None else alpha, VERDICT_RULES.power)
 
 
 def from_row(row, note: str = "") -> dict:

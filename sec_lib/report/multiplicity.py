@@ -7,7 +7,8 @@ import numpy as np
 import pandas as pd
 
 from ._common import _check_columns, _is_missing
-from .verdicts import ROW_COLUMNS, claim_margin, equivalence_p, verdict
+from .power import min_detectable_effect
+from .verdicts import VERDICT_RULES, ROW_COLUMNS, claim_margin, equivalence_p, mde_from_ci, verdict
 
 
 def holm(pvalues):
@@ -54,8 +55,12 @@ def adjust_family(rows, family: str | None = None) -> pd.DataFrame:
     the family, ``p_eq`` = the equivalence test's p of each row with a margin (:func:`equivalence_p`,
     from its interval and ``n``) and ``p_eq_adj`` = :func:`holm` of those over the family, ``verdict``
     recomputed with both adjusted p-values (so *reproduced* and both readings of *not reproduced*
-    answer to the same family), and a ``family`` column when ``family`` is given. Every row's
-    p-value enters, no-change claims included (conservative for the others).
+    answer to the same family), ``mde`` = the smallest effect each row could detect at the level its
+    verdict uses, the strictest step of Holm's procedure over this family, α/m (from the row's ``sd`` and
+    ``n`` where it has them, else from its Student-t interval and ``n``: :func:`mde_from_ci`; NaN without
+    ``n``), and a ``family`` column when ``family`` is given. Every row's p-value enters, no-change claims
+    included (conservative for the others). This is the one place a detectable effect beside a verdict is
+    computed: every page's family passes through here.
     """
     if isinstance(rows, pd.DataFrame):
         df = rows.copy()
@@ -95,6 +100,19 @@ def adjust_family(rows, family: str | None = None) -> pd.DataFrame:
         except ValueError as err:
             raise ValueError(f"row {i}: {err}") from err
     df["verdict"] = verdicts
+    alpha = VERDICT_RULES.alpha / max(int(df["m"].iloc[0]) if len(df) else 0, 1)
+    df["mde"] = [_mde(r, alpha) for r in recs]
     if family is not None:
         df["family"] = family
     return df.reset_index(drop=True)
+
+
+def _mde(r: dict, alpha: float) -> float:
+    """A row's detectable effect at level ``alpha`` (see :func:`adjust_family`)."""
+    n = r.get("n")
+    if _is_missing(n):
+        return math.nan
+    sd = r.get("sd")
+    if not _is_missing(sd) and np.isfinite(float(sd)):
+        return min_detectable_effect(float(sd), int(n), alpha, VERDICT_RULES.power) if float(n) >= 2 else math.nan
+    return mde_from_ci(r["ci_lo"], r["ci_hi"], float(n), alpha)

@@ -154,6 +154,17 @@ def usable_interval(lo, hi, n=None) -> bool:
     return (hi - lo) > 1e-9 * max(abs(lo), abs(hi))
 
 
+def mde_from_ci(lo, hi, n, alpha: float | None = None) -> float:
+    """:func:`sec_lib.report.min_detectable_effect` of a Student-t interval ``[lo, hi]`` of ``n`` values
+    (at the rules' level): the half-width is ``t_crit · sd / sqrt(n)``, so the SD is recovered exactly.
+    ``alpha``: the test's level (default the rules' α; pass the level the verdict uses, e.g. α/m)."""
+    if n is None or _is_missing(n) or not np.isfinite(n) or n < 2 or not usable_interval(lo, hi, n):
+        return math.nan
+    n = int(n)
+    sd = (hi - lo) / 2.0 * math.sqrt(n) / float(stats.t.ppf(0.5 + VERDICT_RULES.level / 2.0, n - 1))
+    return min_detectable_effect(sd, n, VERDICT_RULES.alpha if alpha is None else alpha, VERDICT_RULES.power)
+
+
 def _passes(p) -> bool:
     """A decisive word's multiplicity gate: no adjusted p given (None/NaN), or one below alpha."""
     return _is_missing(p) or float(p) < VERDICT_RULES.alpha

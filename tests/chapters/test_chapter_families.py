@@ -39,7 +39,9 @@ def test_mu_page_is_one_family():
     assert ema["n"].iloc[0] == 3 and ema["n_counts"].iloc[0] == "seeds" and ema["n_losses"].iloc[0] == 2
     d = diffs.iloc[0]
     sd = float(np.std(0.05 * np.arange(3), ddof=1))                 # ms / none: 3 + 0.05 s per seed
-    assert d["diff"] == pytest.approx(3.05) and d["mde"] == pytest.approx(report.min_detectable_effect(sd, 3), rel=1e-6)
+    m = int(rows["m"].iloc[0])                                        # detectable at the family's level, α/m
+    assert d["diff"] == pytest.approx(3.05) and d["mde"] == pytest.approx(
+        report.min_detectable_effect(sd, 3, 0.05 / m), rel=1e-6)
     # the EMA rows test "no change", the others "the batch mean is better"
     assert set(diffs.loc[diffs["versus"].str.startswith("EMA"), "expected_sign"]) == {0}
     assert set(diffs.loc[~diffs["versus"].str.startswith("EMA"), "expected_sign"]) == {1}
@@ -120,7 +122,7 @@ def test_normlayer_page_is_one_family():
     sl = slope.iloc[0]
     assert sl["estimate"] == pytest.approx(np.mean(per_seed)) and sl["n"] == 3 and sl["n_runs"] == 6
     assert sl["n_counts"] == "seeds" and sl["mde"] == pytest.approx(
-        report.min_detectable_effect(np.std(per_seed, ddof=1), 3), rel=1e-6)
+        report.min_detectable_effect(np.std(per_seed, ddof=1), 3, 0.05 / m), rel=1e-6)
     assert sl["verdict"] == report.verdict(sl["estimate"], sl["ci_lo"], sl["ci_hi"], -1, n=3, p_adj=sl["p_adj"])
     text = normlayer.page_reading(runs, steps, fam)
     assert text.count(f"over {m} comparisons") == 3 and "n = 3 seeds" in text and "could detect ≥" in text
