@@ -76,21 +76,29 @@ def primary_badge(e: dict) -> str:
     return f"<p>The primary test is claim {badge(r)} (Holm family: {r.family}; {r.tier or 'no'} tier; {detect}).</p>"
 
 
-def answer_sentence(e: dict, paper: pd.DataFrame) -> str:
+def answer_sentence(e: dict, paper: pd.DataFrame, data: str = "glyphs") -> str:
     """The page's first sentence: the primary estimate with its interval, and whether it excludes the gains the
-    paper reports for the four losses on its datasets (``paper``: :func:`paper_headline`)."""
+    paper reports for the four losses on its datasets (``paper``: :func:`paper_headline`); ``data`` names what our
+    runs trained on (:func:`sec_lib.runs.benchmarks.data_name`)."""
     g = paper.loc[paper["loss"].isin(ex.MAIN_LOSSES), "paper_gain"]
     lo_p, hi_p = float(g.min()), float(g.max())
     if not np.isfinite(e.get("ci_hi", np.nan)):
-        return (f"**On glyphs, the change SEC makes to R@1, averaged over the four losses, cannot be computed yet: "
+        return (f"**On {data}, the change SEC makes to R@1, averaged over the four losses, cannot be computed yet: "
                 f"no loss has paired seeds with an interval (the paper's gains: {lo_p:.1f}–{hi_p:.1f} points).**")
     num = lambda x: fmt_metric(x, "R@1", 2, True)       # noqa: E731
-    head = (f"**On glyphs, SEC changes R@1 by {num(e['estimate'])} [{num(e['ci_lo'])}, {num(e['ci_hi'])}] points, "
+    head = (f"**On {data}, SEC changes R@1 by {num(e['estimate'])} [{num(e['ci_lo'])}, {num(e['ci_hi'])}] points, "
             f"averaged over the four losses ({e['n']} seeds, 95% interval): the paper's gains of {lo_p:.1f}–{hi_p:.1f} "
             f"points are ")
     if e["ci_hi"] < lo_p:
         return head + "excluded.**"
     return head + f"not all excluded (gains up to {e['ci_hi']:.2f} points lie inside the interval).**"
+
+
+def paper_sets(profile: str) -> tuple:
+    """The paper's datasets whose gains the landing page sets beside ours: all four of its Table 1 for a glyph
+    book, the book's own dataset for a real-benchmark one (:data:`sec_lib.runs.benchmarks.PAPER_DATASET`)."""
+    from ..runs import benchmarks
+    return (benchmarks.PAPER_DATASET[profile],) if profile in benchmarks.PAPER_DATASET else PAPER_DATASETS
 
 
 def paper_headline(metric: str = "R@1", datasets=PAPER_DATASETS) -> pd.DataFrame:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..runs import benchmarks
 from ..runs import experiments as ex
 from .. import reference, report
 from . import profile_param
@@ -20,27 +21,32 @@ TABLE1_METRICS = ("NMI", "F1", "R@1", "R@2", "R@4", "R@8")
 METRIC_GROUPS = {"Recall@K": ("R@1", "R@2", "R@4", "R@8"), "Clustering: NMI and F1": ("NMI", "F1")}
 
 
-def table1_glance(profile, root=None, datasets=("CUB", "Cars"), metrics=TABLE1_METRICS,
-                  digits: int = 1) -> dict:
+def table1_glance(profile, root=None, datasets=None, metrics=None, digits: int = 1) -> dict:
     """The paper's Table 1 and ours in the same layout: {block name: table}, one block per paper
-    dataset and one for ours on glyphs, each with rows loss × variant and the same metric columns
-    (ours as 'mean [95% CI]' over seeds)."""
+    dataset and one for ours, each with rows loss × variant and the same metric columns (ours as
+    'mean [95% CI]' over seeds). ``datasets`` / ``metrics`` default to the profile's
+    (:func:`sec_lib.runs.benchmarks.paper_datasets` / :func:`~sec_lib.runs.benchmarks.paper_metrics`: the book's
+    own dataset and the paper's metrics for it on a real benchmark; CUB and Cars, NMI, F1 and R@1–8 on glyphs)."""
+    name = profile if isinstance(profile, str) else profile.name
+    datasets = benchmarks.paper_datasets(name) if datasets is None else datasets
+    metrics = benchmarks.paper_metrics(name) if metrics is None else metrics
     frames = load(MAIN_CHAPTER, profile, tables=(), root=root)
     return glance_tables(reference.paper_table(list(datasets)), main_table(frames, metrics=metrics), datasets,
-                         metrics, digits)
+                         metrics, digits, ours_name=benchmarks.data_name(name))
 
 
 def glance_tables(ref: pd.DataFrame, ours: pd.DataFrame, datasets=("CUB", "Cars"), metrics=TABLE1_METRICS,
-                  digits: int = 1) -> dict:
+                  digits: int = 1, ours_name: str = "glyphs") -> dict:
     """:func:`table1_glance` from frames: ``ref`` = :func:`sec_lib.reference.paper_table`, ``ours`` =
-    :func:`sec_lib.chapters.compare.main_table` (tidy)."""
+    :func:`sec_lib.chapters.compare.main_table` (tidy); ``ours_name`` names our data in the block's title."""
     reference.check_datasets(datasets)
 
     def number(v):                       # no "-0.0"
         return f"{round(float(v), digits) + 0.0:.{digits}f}"
     metrics = [m for m in metrics if m in ref.columns or m in set(ours["metric"])]
+    ours_block = f"ours, {ours_name}"
     blocks = {f"paper, {d}": [] for d in datasets}
-    blocks["ours, glyphs"] = []
+    blocks[ours_block] = []
     for loss in ex.MAIN_LOSSES:
         for v in ex.VARIANTS:
             head = {"loss": loss, "variant": reference.VARIANT_NAMES.get(v, v)}
@@ -56,7 +62,7 @@ def glance_tables(ref: pd.DataFrame, ours: pd.DataFrame, datasets=("CUB", "Cars"
             for m in metrics:
                 row[m] = (report.format_ci(o.loc[m, "mean"], o.loc[m, "ci_lo"], o.loc[m, "ci_hi"], None,
                                            style="interval", number=number) if m in o.index else "")
-            blocks["ours, glyphs"].append(row)
+            blocks[ours_block].append(row)
     return {k: pd.DataFrame(v) for k, v in blocks.items()}
 
 

@@ -90,6 +90,34 @@ def test_table1_glance_same_layout_for_paper_and_ours():
     assert "ours, glyphs: SEC is best for 4 of 4 losses" in table1.glance_sentence(best)
 
 
+def test_a_real_benchmark_book_names_its_dataset_and_sets_the_papers_numbers_for_it_beside_ours():
+    """Issue 25: table1, compare and the landing page of a cub/cars/sop/inshop book name that dataset and show
+    the paper's numbers for it, at its K values (SOP: R@1-1000, no clustering for In-Shop)."""
+    from sec_lib.chapters import compare
+    from sec_lib.runs import benchmarks
+    assert benchmarks.paper_datasets("sop") == ("SOP",) and home.paper_sets("sop") == ("SOP",)
+    assert home.paper_sets("cpu") == reference.PAPER_DATASETS                 # a glyph book: all four of Table 1
+    metrics = benchmarks.paper_metrics("sop")
+    assert metrics == ("NMI", "F1", "R@1", "R@10", "R@100", "R@1000")
+    assert not {"NMI", "F1"} & set(benchmarks.paper_metrics("inshop"))
+    ours = pd.DataFrame([dict(loss=loss, variant=v, metric=m, mean=60.0, ci_lo=59.0, ci_hi=61.0, n=3)
+                         for loss in LOSSES for v in ("none", "l2reg", "sec") for m in metrics])
+    name = benchmarks.data_name("sop")
+    t = table1.glance_tables(reference.paper_table(["SOP"]), ours, ("SOP",), metrics, ours_name=name)
+    assert list(t) == ["paper, SOP", f"ours, {name}"] and "R@1000" in t["paper, SOP"].columns
+    sop = reference.paper_table("SOP").set_index(["loss", "variant"])
+    assert t["paper, SOP"].loc[0, "R@1000"] == f"{sop.loc[('triplet', 'none'), 'R@1000']:.1f}"
+    assert t[f"ours, {name}"].loc[0, "R@100"] == "60.0 [59.0, 61.0]"
+    paper = home.paper_headline(datasets=home.paper_sets("sop"))
+    assert set(paper["dataset"]) == {"SOP"}
+    assert home.answer_sentence({"estimate": 0.1, "ci_lo": -0.2, "ci_hi": 0.4, "n": 5}, paper, name).startswith(
+        f"**On {name}, SEC changes R@1")
+    g = pd.DataFrame([dict(loss=loss, variant="sec", baseline="none", comparison="SEC − none", metric="R@1",
+                           diff=0.5, ci_lo=0.1, ci_hi=0.9, p_value=0.03, n_pairs=5) for loss in LOSSES])
+    gvp = compare.gains_vs_paper(None, dataset=("SOP",), metrics=("R@1",), gains=g, data=name)
+    assert set(gvp["dataset"]) == {"SOP"} and gvp["source"].iloc[0].startswith(f"ours ({name}) vs")
+
+
 def test_run_title_names_loss_variant_and_seed():
     cfg = TrainConfig(loss="npair", eta=0.5, mu="batch", seed=3)
     assert train_page.run_title(cfg) == "Run: Normalized N-pair, SEC (η = 0.5), seed 3"
