@@ -177,6 +177,8 @@ def load(chapter: str, profile, tables: Iterable[str] = _DEFAULT_TABLES, root=No
 
     ``chapter`` is one of ``experiments.CHAPTERS``; duplicate configs are loaded once. Raises KeyError
     (from :func:`sec_lib.runs.store.load_runs`) when runs are missing: run ``python -m sec_lib.book run`` first.
+    The runs frame carries the chapter's sweep labels as columns (:func:`sec_lib.runs.experiments.chapter_labels`,
+    e.g. the μ chapter's ``setting``).
     The learning-rate and η choices inside ``chapter_configs`` read the same store.
     """
     Choice(tuple(ex.CHAPTERS)).check("chapter", chapter)
@@ -185,7 +187,13 @@ def load(chapter: str, profile, tables: Iterable[str] = _DEFAULT_TABLES, root=No
     store = store_for(profile if isinstance(profile, str) else profile.name, root)
     for c in ex.chapter_configs(chapter, profile, store):
         uniq.setdefault(run_key(c), c)
-    return load_runs(list(uniq.values()), tables=tables, store=store)
+    frames = load_runs(list(uniq.values()), tables=tables, store=store)
+    labels = ex.chapter_labels(chapter, profile, store)       # the sweep labels the runs were made with
+    if labels and len(frames.runs):
+        cols = list(dict.fromkeys(k for lab in labels.values() for k in lab))
+        frames.runs = frames.runs.assign(**{c: frames.runs["key"].map(lambda k, c=c: labels.get(k, {}).get(c))
+                                            for c in cols})
+    return frames
 
 
 def load_pilot(profile, root=None):

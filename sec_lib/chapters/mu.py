@@ -10,8 +10,6 @@ import pandas as pd
 from ..runs import experiments as ex
 from .. import reference, report
 from ..report import pooled_diff, summary_table, values_ci
-from ..runs.store import run_key
-from ..runs.tier import store_for
 from . import profile_param
 from ..report.claims import Claim, from_row
 from .common import (beside_cv, check_cols, measures_text, name_means, one_family, paired, verdict_row_of,
@@ -21,33 +19,18 @@ from .common import (beside_cv, check_cols, measures_text, name_means, one_famil
 PARAMS = profile_param()
 
 
-def mu_labels(profile, root=None) -> dict:
-    """Run key -> μ-setting label (``experiments.mu_settings``) of the "which μ" chapter's runs
-    (their keys hold the pilot's learning rate, read from where the pages of ``profile`` read their runs:
-    the store at ``root``, else the committed tier of a long profile, else the quick store)."""
-    p = ex.get_profile(profile) if isinstance(profile, str) else profile
-    q = ex.tuned(p, "adam", store_for(p.name, root))
-    out = {}
-    for loss in ex.MU_LOSSES:
-        for label, ch in ex.mu_settings(q, loss):
-            for s in q.seeds:
-                out[run_key(ex.config(q, loss, "none", s, **ch))] = label
-    return out
-
-
 def mu_order(profile) -> list[str]:
     """The μ-setting labels in the chapter's order."""
     p = ex.get_profile(profile) if isinstance(profile, str) else profile
     return list(dict.fromkeys(label for loss in ex.MU_LOSSES for label, _ in ex.mu_settings(p, loss)))
 
 
-def label_mu(runs: pd.DataFrame, profile, root=None) -> pd.DataFrame:
-    """``runs`` with a ``setting`` column (the μ label); keeps an existing ``setting`` column."""
-    if "setting" in runs.columns:
-        return runs
-    check_cols(runs, ["key"], "runs")
-    labels = mu_labels(profile, root)
-    return runs.assign(setting=runs["key"].map(labels))
+def label_mu(runs: pd.DataFrame, profile=None, root=None) -> pd.DataFrame:
+    """``runs`` with its ``setting`` column (the μ label), which :func:`sec_lib.chapters.common.load` adds from the
+    labels :func:`sec_lib.runs.experiments.mu_runs` made the runs with. A frame without it (not loaded through
+    the chapter) is an error naming the fix. ``profile`` and ``root`` are accepted for old notebooks."""
+    check_cols(runs, ["key", "setting"], "runs (load them with sec_lib.chapters.common.load('mu', ...))")
+    return runs
 
 
 MU_METRICS = ("R@1", "NMI", "F1", "train_norm_var")
@@ -236,8 +219,9 @@ def page_reading(runs: pd.DataFrame, family: dict | None = None) -> str:
 # ------------------------------------------------------------------------------ the claims this page decides
 
 def page_family(ev) -> dict:
-    """:func:`mu_family` on the page's evidence (runs labelled by :func:`label_mu`), as the page computes it."""
-    return ev.derived("mu_family", lambda: mu_family(label_mu(ev.runs("mu"), ev.profile_of("mu"), ev.root)))
+    """:func:`mu_family` on the page's evidence (its runs carry the μ labels they were made with), as the page
+    computes it."""
+    return ev.derived("mu_family", lambda: mu_family(label_mu(ev.runs("mu"))))
 
 
 def _est_ema(ev) -> dict:

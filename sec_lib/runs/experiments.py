@@ -499,8 +499,15 @@ def mu_settings(p: Profile, loss: str) -> list[tuple[str, dict]]:
     return out
 
 
+def mu_runs(p: Profile, store=None) -> list[tuple[TrainConfig, dict]]:
+    """The "which μ" chapter's runs, each with its sweep label ``{"setting": label}`` (:func:`mu_settings`): the
+    label is emitted here, where the run is made, so a page never has to recover it from the config."""
+    return [(config(p, loss, "none", s, **ch), {"setting": label})
+            for loss in MU_LOSSES for label, ch in mu_settings(p, loss) for s in p.seeds]
+
+
 def mu_ablation(p: Profile, store=None) -> list[TrainConfig]:
-    return [config(p, loss, "none", s, **ch) for loss in MU_LOSSES for _, ch in mu_settings(p, loss) for s in p.seeds]
+    return [c for c, _ in mu_runs(p, store)]
 
 
 BN_HEADS = ("nobn", "paper", "bn_before_norm", "weightnorm")
@@ -624,6 +631,22 @@ def chapter_configs(chapter: str, profile: "Profile | str", store) -> list[Train
     if fn is optim:
         return fn(p, store)
     return fn(tuned(p, "adam", store), store)
+
+
+#: The chapters whose runs carry sweep labels that their configs' fields do not name (e.g. the μ chapter's
+#: setting "EMA ρ=0.9"): chapter -> a function of (tuned profile, store) giving (config, labels) pairs.
+LABELED = {"mu": mu_runs}
+
+
+def chapter_labels(chapter: str, profile: "Profile | str", store) -> dict[str, dict]:
+    """Run key -> the sweep labels the chapter's runs were made with ({} for a chapter without labels), from
+    the same function that makes the runs; :func:`sec_lib.chapters.common.load` adds them as columns of the
+    runs frame."""
+    Choice(tuple(CHAPTERS)).check("chapter", chapter)
+    p = get_profile(profile) if isinstance(profile, str) else profile
+    if chapter not in LABELED or chapter not in profile_chapters(p):
+        return {}
+    return {run_key(c): labels for c, labels in LABELED[chapter](tuned(p, "adam", store), store)}
 
 
 def all_configs(profile: "Profile | str", store, chapters=None) -> list[TrainConfig]:

@@ -128,3 +128,28 @@ def test_claims_tier_agreement_uses_the_same_sign_rule():
     assert a["claim"].tolist() == ["A", "B", "C"]                       # D reads the quick tier itself
     assert a["same sign"].tolist() == ["yes", "no", "n/a"]
     assert a["reference"].tolist() == ["a", "b", "c"] and a["quick"].tolist() == ["e", "f", "g"]
+
+
+def test_a_chapters_runs_carry_the_sweep_labels_they_were_made_with(tmp_path, monkeypatch):
+    """Issue 22: experiments emits each μ run's setting with the run (mu_runs); load() adds it as a column, so the
+    μ page reads it instead of recovering it from the configs. A frame without it is refused, naming the fix."""
+    from sec_lib.chapters import common, mu
+    from sec_lib.runs import experiments as ex
+    from sec_lib.runs.store import ResultStore, run_key
+    from sec_lib.runs.train import RunResult
+    p = ex.get_profile("smoke")
+    made = ex.mu_runs(p)
+    assert [c for c, _ in made] == ex.mu_ablation(p)                           # the same runs, labelled
+    assert {lab["setting"] for _, lab in made} == set(mu.mu_order(p))
+    store = ResultStore(tmp_path)
+    monkeypatch.setattr(ex, "tuned", lambda prof, opt, st: prof)            # no pilot: the profile's own rate
+    monkeypatch.setattr(common, "store_for", lambda name, root=None: store)
+    e = pd.DataFrame({"step": [1], "R@1": [1.0]})
+    for c, _ in made:
+        store.save(RunResult(c, "done", {"R@1": 1.0}, e.iloc[:0], e.iloc[:0], e, e.iloc[:0], e.iloc[:0], e.iloc[:0]))
+    runs = common.load("mu", p, tables=()).runs
+    want = {run_key(c): lab["setting"] for c, lab in made}
+    assert dict(zip(runs["key"], runs["setting"])) == want and mu.label_mu(runs) is runs
+    assert ex.chapter_labels("compare", p, store) == {}                      # no labels: no columns added
+    with pytest.raises(ValueError, match="setting"):
+        mu.label_mu(runs.drop(columns="setting"))
