@@ -48,8 +48,8 @@ import torch
 
 from ..params import Number
 from .glyph_pool import (
-    ANALYSIS_SIZE, DUP_MAX_PIXELS, GENERATOR_VERSION, PACKAGE_DIR, GlyphClass, _atomic_write_bytes, _pair_distances,
-    _try_load, _UnionFind, default_cache_dir, glyph_classes, render_pool,
+    ANALYSIS_SIZE, CLASS_JSON, DUP_MAX_PIXELS, GENERATOR_VERSION, PACKAGE_DIR, GlyphClass, _atomic_write_bytes,
+    _pair_distances, _try_load, _UnionFind, default_cache_dir, glyph_classes, render_pool,
 )
 from .glyph_render import (
     EXCLUDED_CATEGORIES, FONT_FILES, MIN_INK, _allowed_codepoints, _centered, _library_versions, char_name,
@@ -86,10 +86,27 @@ def _analysis_render(font: str, cp: int) -> np.ndarray | None:
     return None if g is None else _centered(g, ANALYSIS_SIZE).ravel() > 0.5
 
 
-def _benchmark_renders() -> tuple[torch.Tensor, list[int]]:
+def _benchmark_renders(cache: bool = True) -> tuple[torch.Tensor, list[int]]:
     """(binarised renders float32 (M, 1024), the committed class (representative code point) of each row): every
     representative and member of every committed class in every font whose allowed set has it and draws ink,
-    each distinct render once (the first class that has it)."""
+    each distinct render once (the first class that has it).
+
+    With ``cache`` they are kept (bit-packed, about 4 MB) in ``<cache>/benchmark_renders_<key>.npz``, the key
+    hashing the committed class list, the font and library versions and the analysis size: rendering them takes
+    10-40 s on the 2-core machine, and a changed font or class list makes a new key."""
+    key = hashlib.sha256(json.dumps({"classes": hashlib.sha256(Path(CLASS_JSON).read_bytes()).hexdigest(),
+                                     "fonts": font_versions(), "versions": _library_versions(),
+                                     "analysis_size": ANALYSIS_SIZE, "min_ink": MIN_INK, "format": 1},
+                                    sort_keys=True).encode()).hexdigest()[:16]
+    path = default_cache_dir() / f"benchmark_renders_{key}.npz"
+    if cache and path.exists():
+        try:
+            with np.load(path) as z:
+                bits, owner = z["bits"], z["owner"]
+            rows = np.unpackbits(bits, axis=1, count=ANALYSIS_SIZE * ANALYSIS_SIZE).astype(np.float32)
+            return torch.from_numpy(rows), [int(o) for o in owner]
+        except Exception as exc:  # noqa: BLE001 - any failure means "render again"
+            logger.warning("benchmark render cache %s is unusable (%s); rendering again", path, exc)
     allowed = {f: _allowed_codepoints(f) for f in FONT_FILES}
     rows, owner = [], []
     for c in glyph_classes():
@@ -101,8 +118,13 @@ def _benchmark_renders() -> tuple[torch.Tensor, list[int]]:
                         rows.append(r)
                         owner.append(c.codepoint)
     # identical renders (a class in two styles that draw it alike, a member drawn like its representative) once
-    _, first = np.unique(np.packbits(np.stack(rows), axis=1), axis=0, return_index=True)
+    packed = np.packbits(np.stack(rows), axis=1)
+    _, first = np.unique(packed, axis=0, return_index=True)
     first = np.sort(first)
+    if cache:
+        buf = io.BytesIO()
+        np.savez(buf, bits=packed[first], owner=np.asarray([owner[i] for i in first], np.int64))
+        _atomic_write_bytes(path, buf.getvalue())
     return torch.from_numpy(np.stack([rows[i] for i in first])).to(torch.float32), [owner[i] for i in first]
 
 
