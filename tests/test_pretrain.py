@@ -112,3 +112,14 @@ def test_bad_pretraining_settings_name_the_valid_choices():
         pt.PretrainConfig.from_dict({"lr": 0.1, "learning_rate": 0.1})
     with pytest.raises(ParameterError, match="steps"):
         pt.pretrain(pt.PretrainConfig(iterations=10), steps=11)
+
+
+def test_a_run_fine_tunes_from_the_checkpoint_through_trainconfig_pretrained():
+    from sec_lib.runs.train import train
+    cfg = TrainConfig(dataset="glyphs", train_classes=40, test_classes=20, iterations=2, batch_size=24, width=16,
+                      embed_dim=16, pretrained=str(CKPT), freeze_bn=True, lr=1e-4, lr_head=1e-3, eval_every=0,
+                      instrument=False, track_samples=0, kmeans_n_init=1, eval_clustering="final")
+    res = train(cfg)
+    assert res.status == "done" and 0 < res.metrics["R@1"] <= 100
+    with pytest.raises(ValueError, match="does not fit"):      # a trunk of another width is refused, with the keys
+        build_model("smallcnn", width=8, pretrained=str(CKPT))
