@@ -19,6 +19,7 @@ import pytest
 
 import sec_lib.site.runner as book
 import sec_lib.runs.experiments as ex
+import sec_lib.runs.store as store_module
 from sec_lib.runs.launch import (LaunchError, Launcher, PoolLauncher, SubmititLauncher, check_device, make_launcher,
                             pack, train_batch, train_stages)
 from sec_lib.params import ParameterError
@@ -295,7 +296,10 @@ class Recording(Launcher):
 
 
 @pytest.mark.parametrize("one_wave", [True, False])
-def test_waves_run_in_order_and_each_is_computed_from_the_last_ones_results(tmp_path, one_wave):
+def test_waves_run_in_order_and_each_is_computed_from_the_last_ones_results(tmp_path, monkeypatch, one_wave):
+    # the made-up records need not reach the disk before they are published (hundreds of fsyncs: most of
+    # this test's time); the store's own writes are tests/test_store*.py's
+    monkeypatch.setattr(store_module.os, "fsync", lambda fd: None)
     p = dataclasses.replace(ex.get_profile("smoke"), lr_pilot={"adam": (1e-3, 3e-3), "sgd": (0.05,)})
     chapters = ["main", "compare", "tuned", "eta"]
     store = ResultStore(tmp_path)
