@@ -123,3 +123,11 @@ def test_a_run_fine_tunes_from_the_checkpoint_through_trainconfig_pretrained():
     assert res.status == "done" and 0 < res.metrics["R@1"] <= 100
     with pytest.raises(ValueError, match="does not fit"):      # a trunk of another width is refused, with the keys
         build_model("smallcnn", width=8, pretrained=str(CKPT))
+
+
+def test_a_repository_relative_checkpoint_path_opens_from_any_working_directory(tmp_path, monkeypatch):
+    from sec_lib.runs.train import weights_path
+    monkeypatch.chdir(tmp_path)
+    rel = str(pt.CHECKPOINT)
+    assert not Path(rel).exists() and weights_path(rel) == str(CKPT)
+    assert weights_path(None) is None and weights_path("no/such.pt") == "no/such.pt"

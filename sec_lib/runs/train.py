@@ -34,9 +34,11 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import os
 import re
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable
 
 import numpy as np
@@ -440,12 +442,23 @@ def load_data(cfg: TrainConfig):
     return train_ds, test_ds
 
 
+def weights_path(path: str | None) -> str | None:
+    """``cfg.pretrained`` as a file to open: an absolute path or one that exists from the working directory as it
+    is; else, if it exists relative to the repository (a committed checkpoint such as
+    ``data/reference/pretrained/glyph_smallcnn.pt``, named that way so that the store key does not depend on
+    where the checkout lies), that file. Otherwise unchanged (build_model then names the missing file)."""
+    if path is None or os.path.isabs(path) or os.path.isfile(path):
+        return path
+    in_repo = Path(__file__).resolve().parents[2] / path
+    return str(in_repo) if in_repo.is_file() else path
+
+
 def model_kwargs(cfg: TrainConfig, ds) -> dict:
     if cfg.model == "mlp":
         return {"in_dim": int(ds.x.shape[1]), "width": cfg.width}
     sample = ds[0][0]
     return {"in_channels": int(sample.shape[0]), "image_size": cfg.image_size, "width": cfg.width,
-            "pretrained": cfg.pretrained, "freeze_bn": cfg.freeze_bn}
+            "pretrained": weights_path(cfg.pretrained), "freeze_bn": cfg.freeze_bn}
 
 
 def make_loss(cfg: TrainConfig, ds):
