@@ -58,11 +58,12 @@ def seed_mean_sd(diffs: pd.DataFrame) -> dict:
 #: The decisive tier's stages in training order: (stage, runs, iterations per run). ``n_main`` is the planned
 #: seed count of the primary arms; held-out selections use 3 seeds per grid point and may extend each grid by
 #: up to two points per side (budgeted as one extension per loss here).
-def stages(n_main: int, length: int, eta_grid=(0.005, 0.05, 0.1, 0.5, 1.0), l2_grid=(0.01, 0.005, 0.001)) -> list:
+def stages(n_main: int, length: int, eta_grid=(0.005, 0.05, 0.1, 0.5, 1.0), l2_grid=(0.01, 0.005, 0.001),
+           pilot_runs: int = 24) -> list:
     main, extra, sel_seeds, other = 4, 2, 3, 5
     eta_pts = len(eta_grid) + 1                         # η = 0 is a grid point (it may win)
     return [
-        ("schedule pilot (held-out)", 24, None),
+        ("schedule pilot (held-out)", pilot_runs, None),
         ("η and L2 selection, 4 main losses (held-out, 3 seeds; the SD pilot)",
          main * sel_seeds * (eta_pts + len(l2_grid) + 1), length),
         (f"main comparison: 4 losses x {{none, SEC}} x {n_main} seeds", main * 2 * n_main, length),
@@ -78,11 +79,13 @@ def stages(n_main: int, length: int, eta_grid=(0.005, 0.05, 0.1, 0.5, 1.0), l2_g
     ]
 
 
-def cost_plan(n_main: int, length: int, seconds_per_kiter: float, pilot_seconds: float) -> pd.DataFrame:
+def cost_plan(n_main: int, length: int, seconds_per_kiter: float, pilot_seconds: float,
+              pilot_runs: int = 24) -> pd.DataFrame:
     """The stages of :func:`stages` with their runs, core-hours (one core per run, ``seconds_per_kiter`` per
-    1,000 iterations, measured) and wall hours on 2 cores, cumulated in training order."""
+    1,000 iterations, measured; the pilot's ``pilot_runs`` runs cost ``pilot_seconds`` core-seconds) and wall
+    hours on 2 cores, cumulated in training order."""
     rows = []
-    for stage, runs, iters in stages(n_main, length):
+    for stage, runs, iters in stages(n_main, length, pilot_runs=pilot_runs):
         sec = pilot_seconds if iters is None else runs * seconds_per_kiter * iters / 1000
         rows.append({"stage": stage, "runs": runs, "core_hours": sec / 3600})
     df = pd.DataFrame(rows)
