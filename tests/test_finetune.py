@@ -1,0 +1,75 @@
+"""The fine-tuning arm of issue 24 (sec_lib.runs.finetune): the paper's protocol on the backbone pretrained here,
+its rates chosen on held-out classes, and a from-scratch twin for every run."""
+import dataclasses
+from types import SimpleNamespace
+
+import pytest
+
+from sec_lib.params import ParameterError
+from sec_lib.runs import experiments as ex
+from sec_lib.runs import finetune as ft
+from sec_lib.runs.pretrain import CHECKPOINT
+from sec_lib.runs.store import run_key
+from sec_lib.runs.train import train
+
+
+class FakeStore:
+    """Held-out R@1 by (trunk lr, head ratio) for the selection runs."""
+    root = "fake"
+
+    def __init__(self, score):
+        self.score = score
+
+    def get(self, cfg, tables=()):
+        return SimpleNamespace(status="done", config=cfg, metrics={"R@1": self.score(cfg.lr, cfg.lr_head / cfg.lr)})
+
+
+def test_the_grids_come_from_the_rebuttal_and_the_authors_code():
+    assert ft.HEAD_RATIOS == (0.2, 0.5, 1.0, 2.0)
+    assert ft.REBUTTAL_TABLE3[("CUB", "T, SHT")][:2] == (5e-6, 2.5e-6)
+    assert "Table 3" in ft.SOURCE
+
+
+def test_the_selection_trains_on_held_out_classes_with_the_protocol():
+    p = ex.get_profile("cpu")
+    sel = ft.selection(p)
+    assert len(sel) == len(ft.TRUNK_LRS) * len(ft.HEAD_RATIOS) == len({run_key(c) for c in sel})
+    for c in sel:
+        assert c.holdout_classes == p.holdout_classes and c.seed == p.pilot_seed and c.loss == "semihard"
+        assert c.pretrained == str(CHECKPOINT) and c.freeze_bn and c.schedule == "step"
+        assert c.lr_milestones == (75,) and c.lr_decay == 0.1 and c.optimizer == "adam" and c.eta == 0
+
+
+def test_the_chosen_rates_are_the_best_held_out_pair_and_feed_every_run():
+    p = ex.get_profile("cpu")
+    store = FakeStore(lambda lr, ratio: 50 - abs(lr - 1e-4) * 1e4 - abs(ratio - 0.5))
+    assert ft.chosen_rates(p, store) == (1e-4, 5e-5)
+    fine = ft.runs(p, store)
+    assert len(fine) == len(ex.MAIN_LOSSES) * len(ex.VARIANTS) * len(p.seeds)
+    for c in fine:
+        assert (c.lr, c.lr_head, c.pretrained, c.freeze_bn) == (1e-4, 5e-5, str(CHECKPOINT), True)
+        assert c.holdout_classes == 0 and c.test_classes == p.base["test_classes"]
+        scratch = ft.twin(p, c)
+        assert scratch in ex.main_table(p) and scratch.pretrained is None
+        assert dataclasses.replace(c, **{f: getattr(scratch, f) for f in (
+            "pretrained", "freeze_bn", "schedule", "lr_milestones", "lr", "lr_head")}) == scratch
+
+
+def test_a_choice_at_the_edge_of_a_grid_is_refused():
+    p = ex.get_profile("cpu")
+    with pytest.raises(ex.SelectionError, match="head/trunk ratio 2"):
+        ft.chosen_rates(p, FakeStore(lambda lr, ratio: 50 - abs(lr - 1e-4) * 1e4 + ratio))
+    with pytest.raises(ex.SelectionError, match="trunk rate 0.001"):
+        ft.chosen_rates(p, FakeStore(lambda lr, ratio: lr * 1e4 - abs(ratio - 0.5)))
+
+
+def test_only_the_quick_tier_has_a_fine_tuning_arm():
+    with pytest.raises(ParameterError, match="'smoke', 'cpu'"):
+        ft.selection("reference")
+
+
+def test_a_smoke_fine_tuning_run_trains():
+    p = ex.get_profile("smoke")
+    cfg = dataclasses.replace(ft.selection(p)[0], iterations=4, lr_milestones=(3,))
+    res = train(cfg)
+    assert res.status == "done" and res.metrics["R@1"] > 0
