@@ -73,3 +73,27 @@ def test_a_smoke_fine_tuning_run_trains():
     cfg = dataclasses.replace(ft.selection(p)[0], iterations=4, lr_milestones=(3,))
     res = train(cfg)
     assert res.status == "done" and res.metrics["R@1"] > 0
+
+
+def test_the_summary_pairs_each_fine_tuned_run_with_its_twin_by_seed():
+    import pandas as pd
+    p = ex.get_profile("cpu")
+
+    class Store(FakeStore):
+        def get(self, cfg, tables=()):
+            if cfg.holdout_classes:
+                return super().get(cfg, tables)
+            fine = cfg.pretrained is not None
+            r1 = 50 + (2 if cfg.variant == "sec" and fine else 0) + 0.1 * cfg.seed
+            steps = pd.DataFrame({"norm_mean": [8.0 if fine else 1.0], "norm_var": [16.0 if fine else 0.01]})
+            return SimpleNamespace(status="done", config=cfg, steps=steps,
+                                   metrics={"R@1": r1, "test_norm_mean": 2.0, "test_norm_var": 1.0})
+
+    out = ft.summary(p, Store(lambda lr, ratio: 50 - abs(lr - 1e-4) * 1e4 - abs(ratio - 0.5)))
+    assert len(out["runs"]) == 2 * len(ex.MAIN_LOSSES) * len(ex.VARIANTS) * len(p.seeds)
+    fine = out["runs"][out["runs"].regime == "fine-tuned"]
+    assert (fine.start_norm_cv == 0.5).all()
+    e = out["effects"].set_index(["loss", "variant", "effect"])
+    assert e.loc[("ms", "sec", "interaction"), "mean"] == pytest.approx(2.0)
+    assert e.loc[("ms", "l2reg", "fine-tuned"), "mean"] == pytest.approx(0.0)
+    assert e.loc[("ms", "sec", "interaction"), "seeds"] == len(p.seeds)

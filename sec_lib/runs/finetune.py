@@ -31,6 +31,7 @@ import json
 import sys
 
 import numpy as np
+import pandas as pd
 
 from ..params import Choice
 from . import experiments as ex
@@ -120,6 +121,54 @@ def twin(profile, cfg: TrainConfig) -> TrainConfig:
     return ex.config(p, cfg.loss, cfg.variant, cfg.seed, **({"eta": cfg.eta} if cfg.variant == "l2reg" else {}))
 
 
+def _t_interval(x: np.ndarray, level: float = 0.95) -> tuple[float, float, float]:
+    """(mean, lower, upper) of a t interval over ``x`` (NaN bounds with fewer than 2 values)."""
+    from scipy import stats
+    x = np.asarray(x, float)
+    m = float(x.mean())
+    if len(x) < 2:
+        return m, float("nan"), float("nan")
+    h = float(stats.t.ppf(0.5 + level / 2, len(x) - 1) * x.std(ddof=1) / np.sqrt(len(x)))
+    return m, m - h, m + h
+
+
+def summary(profile, store) -> dict[str, pd.DataFrame]:
+    """The fine-tuning runs beside their from-scratch twins, from the store (KeyError naming the command when one
+    is missing). Returns ``{"runs": one row per run (regime, loss, variant, seed, R@1, the raw-norm mean, variance
+    and CV of the first step's batch and of the test embeddings), "effects": per loss, variant (L2-reg, SEC) and
+    regime the effect on R@1 against no regularizer, paired by seed (mean and 95% t interval), and per loss and
+    variant the interaction (fine-tuned effect - from-scratch effect), also paired by seed}``. A summary for the
+    quick tier, not the page's declared analysis."""
+    p = _profile(profile)
+    rows = []
+    for c in runs(p, store):
+        for regime, cfg in (("fine-tuned", c), ("from scratch", twin(p, c))):
+            r = store.get(cfg, tables=("steps",))
+            if r is None:
+                raise KeyError(f"run not in the store {store.root}: {cfg}; train it with `python -m "
+                               f"sec_lib.runs.finetune --profile {p.name} --scratch`")
+            first = r.steps.iloc[0]
+            m = r.metrics
+            rows.append({"regime": regime, "loss": cfg.loss, "variant": cfg.variant, "seed": cfg.seed, "R@1": m["R@1"],
+                         "start_norm_mean": float(first["norm_mean"]), "start_norm_var": float(first["norm_var"]),
+                         "start_norm_cv": float(np.sqrt(first["norm_var"]) / first["norm_mean"]),
+                         "test_norm_mean": m["test_norm_mean"], "test_norm_var": m["test_norm_var"],
+                         "test_norm_cv": float(np.sqrt(m["test_norm_var"]) / m["test_norm_mean"])})
+    df = pd.DataFrame(rows)
+    wide = df.pivot_table(index=["loss", "seed"], columns=["regime", "variant"], values="R@1")
+    eff = []
+    for loss in ex.MAIN_LOSSES:
+        w = wide.loc[loss]
+        for variant in ("l2reg", "sec"):
+            d = {g: (w[(g, variant)] - w[(g, "none")]).to_numpy() for g in ("fine-tuned", "from scratch")}
+            for what, x in (("fine-tuned", d["fine-tuned"]), ("from scratch", d["from scratch"]),
+                            ("interaction", d["fine-tuned"] - d["from scratch"])):
+                mean, lo, hi = _t_interval(x)
+                eff.append({"loss": loss, "variant": variant, "effect": what, "mean": mean, "ci_low": lo, "ci_high": hi,
+                            "seeds": len(x)})
+    return {"runs": df, "effects": pd.DataFrame(eff)}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m sec_lib.runs.finetune", description=__doc__.split("\n")[0])
     ap.add_argument("--profile", default="cpu", help=f"one of {', '.join(FINETUNE_PROFILES)}")
@@ -137,6 +186,12 @@ def main(argv=None) -> int:
     if args.scratch:
         todo += [twin(p, c) for c in todo]
     run_all(todo, root=store.root, jobs=args.jobs)
+    if args.scratch:
+        out = summary(p, store)
+        pd.set_option("display.width", 160)
+        print(out["runs"].groupby(["regime", "variant"])[["R@1", "start_norm_mean", "start_norm_var", "start_norm_cv",
+                                                         "test_norm_cv"]].mean().round(3).to_string())
+        print(out["effects"].round(2).to_string(index=False))
     return 0
 
 
