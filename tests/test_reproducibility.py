@@ -37,23 +37,31 @@ def _child(code, *args):
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def test_fresh_processes_with_different_launchers_and_thread_pools_give_identical_tables(tmp_path):
+@pytest.fixture(scope="module")
+def fresh_hashes(tmp_path_factory):
+    """The golden short runs' hashes from a fresh process: [trained in it, trained by its local pool's workers]
+    (one child process for both, instead of one per launcher: each costs an interpreter importing torch)."""
+    return _child(BOTH, tmp_path_factory.mktemp("repro") / "store")
+
+
+def test_fresh_processes_with_different_launchers_and_thread_pools_give_identical_tables(fresh_hashes):
     """A fresh process trains the runs itself (with a 2-thread pool of its own), then its local pool's
-    freshly spawned workers train them again into a store (one child process for both, instead of one
-    per launcher: each costs an interpreter importing torch)."""
-    a, b = _child(BOTH, tmp_path / "store")
+    freshly spawned workers train them again into a store: the same tables."""
+    a, b = fresh_hashes
     assert a == b and set(a) == set(short_runs.RUNS)
 
 
-def test_the_golden_short_runs_reproduce_exactly_on_their_cpu_kind():
+def test_the_golden_short_runs_reproduce_exactly_on_their_cpu_kind(fresh_hashes):
+    """The fresh process's runs (the same bits in its pool's workers: the test above) against the recorded
+    hashes, as ``python tests/golden/short_runs.py`` records them (a fresh process)."""
     golden = json.loads(short_runs.GOLDEN.read_text())
     kind = kernels.this_kind()
     if kind not in golden:
         pytest.skip(f"no golden hashes for this CPU kind {kind} (recorded: {', '.join(sorted(golden))}); bit-identity "
                     f"is not expected across kinds (Level 2 of the contract). To add this kind: "
                     f"python tests/golden/short_runs.py --record")
-    from sec_lib.runs.train import train
-    for name, cfg in short_runs.configs().items():
-        got = short_runs.hashes(train(cfg))
-        want = {k: golden[kind][name][k] for k in got}
-        assert got == want, f"{name} on {kind}: {got} != {want}"
+    for got_in in fresh_hashes:
+        assert set(got_in) == set(short_runs.RUNS)
+        for name, got in got_in.items():
+            want = {k: golden[kind][name][k] for k in got}
+            assert got == want, f"{name} on {kind}: {got} != {want}"
