@@ -184,3 +184,26 @@ def test_the_figures_draw_from_the_pages_tables():
     assert {t.get_text() for t in fig.axes[0].get_legend().get_texts()} == set(scale.ARM_LABELS.values())
     fig = scale_fig.arm_figure(scale.arm_runs(runs), list(scale.ARM_LABELS.values()))
     assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == list(scale.ARM_LABELS.values())
+
+
+def test_the_pml_question_is_answered_on_the_runs_own_norms():
+    """CIR / (mu^2 SEC) - 1 from a run's test-set norms equals PML's penalty (sec_lib.sec.center_invariant_penalty)
+    over mu^2 times plain SEC on embeddings with those norms, and the moment identity."""
+    import torch
+    from sec_lib.sec import SphericalEmbeddingConstraint, center_invariant_penalty
+    rng = np.random.default_rng(0)
+    norms = {"k1": rng.lognormal(1.0, 0.3, 200), "k2": rng.lognormal(0.0, 0.05, 200)}
+    runs = pd.DataFrame({"key": ["k1", "k2"], "arm": ["none", "SEC"], "loss": ["ms", "ms"]})
+    tn = pd.concat([pd.DataFrame({"key": k, "norm": v}) for k, v in norms.items()], ignore_index=True)
+    gaps = scale.cir_gaps(runs, tn).set_index("key")
+    for k, n in norms.items():
+        d = torch.randn(len(n), 8, dtype=torch.float64)
+        f = d / d.norm(dim=1, keepdim=True) * torch.as_tensor(n).unsqueeze(1)
+        mu = float(f.norm(dim=1).mean())
+        want = float(center_invariant_penalty(f)) / (mu ** 2 * float(SphericalEmbeddingConstraint(eta=1.0)(f))) - 1
+        assert gaps.loc[k, "gap"] == pytest.approx(want, rel=1e-6)
+        assert gaps.loc[k, "gap"] == pytest.approx(gaps.loc[k, "gap_formula"], abs=1e-9)
+    assert abs(gaps.loc["k2", "gap"]) < abs(gaps.loc["k1", "gap"])           # concentrated norms: closer to μ²·SEC
+    t = scale.cir_table(gaps.reset_index())
+    assert list(t["arm"]) == ["none", "SEC"] and (t["runs"] == 1).all()
+    assert "not already in pytorch-metric-learning" in scale.cir_sentence(gaps.reset_index())
