@@ -131,6 +131,24 @@ def test_the_schedule_pilot_section_reads_the_committed_pilot(tmp_path):
         assert set(df["shape"]) <= set(pilot.SHAPES) and "gain" in df
 
 
+def test_the_schedule_pilot_section_names_the_fallback_when_nothing_converged(tmp_path):
+    """Every length pair complete, no shape converged: the page says which shape the tier trains, at which
+    length, and that it is not converged."""
+    from sec_lib.chapters import tiers
+    from sec_lib.runs import pilot, tier
+    from sec_lib.runs.store import ResultStore
+    from sec_lib.runs.train import RunResult
+    store = ResultStore(tmp_path / "store")
+    e = pd.DataFrame({"step": [1], "R@1": [1.0]})
+    for c in pilot.configs(pairs=len(pilot.LENGTH_PAIRS)):
+        score = 80.0 + c.iterations / 1000 + (0.5 if c.schedule == "step" else 0.0) + c.seed / 1e4   # +1 per 1.5x
+        store.save(RunResult(c, "done", {"R@1": score}, e.iloc[:0], e.iloc[:0], e, e.iloc[:0], e.iloc[:0], e.iloc[:0]))
+    tier.export(store, pilot.configs(pairs=len(pilot.LENGTH_PAIRS)), tier.tier_dir(pilot.TIER, tmp_path) / "pilot")
+    df, text = tiers.schedule_pilot(tmp_path)
+    assert len(df) == 2 * len(pilot.LENGTH_PAIRS) and not df["converged"].any()
+    assert "By the registered fallback" in text and "trains **step** at 13,500 iterations" in text
+
+
 def test_selection_prediction_against_scipy():
     """The tiers page says how well held-out gains predicted test gains (Pearson r with a Fisher-z interval,
     Spearman, and whether the held-out choice is the test's best η)."""
