@@ -14,13 +14,15 @@ from sec_lib.runs.train import train
 
 
 class FakeStore:
-    """Held-out R@1 by (trunk lr, head ratio) for the selection runs."""
+    """Held-out R@1 by (trunk lr, head ratio) for the selection runs; the from-scratch Adam pilot peaks at 3e-3."""
     root = "fake"
 
     def __init__(self, score):
         self.score = score
 
     def get(self, cfg, tables=()):
+        if cfg.pretrained is None:                     # the profile's own learning-rate pilot
+            return SimpleNamespace(status="done", config=cfg, metrics={"R@1": -abs(cfg.lr - 3e-3)}, evals=None)
         return SimpleNamespace(status="done", config=cfg, metrics={"R@1": self.score(cfg.lr, cfg.lr_head / cfg.lr)})
 
 
@@ -49,8 +51,9 @@ def test_the_chosen_rates_are_the_best_held_out_pair_and_feed_every_run():
     for c in fine:
         assert (c.lr, c.lr_head, c.pretrained, c.freeze_bn) == (3e-4, 1.5e-4, str(CHECKPOINT), True)
         assert c.holdout_classes == 0 and c.test_classes == p.base["test_classes"]
-        scratch = ft.twin(p, c)
-        assert scratch in ex.main_table(p) and scratch.pretrained is None
+        scratch = ft.twin(p, c, store)
+        assert scratch in ex.main_table(ex.tuned(p, "adam", store)) and scratch.pretrained is None
+        assert scratch.lr == 3e-3
         assert dataclasses.replace(c, **{f: getattr(scratch, f) for f in (
             "pretrained", "freeze_bn", "schedule", "lr_milestones", "lr", "lr_head")}) == scratch
 
@@ -82,6 +85,7 @@ def test_the_summary_pairs_each_fine_tuned_run_with_its_twin_by_seed():
         def get(self, cfg, tables=()):
             if cfg.holdout_classes:
                 return super().get(cfg, tables)
+            assert cfg.pretrained or cfg.lr == 3e-3          # the twin runs at the pilot's rate
             fine = cfg.pretrained is not None
             r1 = 50 + (2 if cfg.variant == "sec" and fine else 0) + 0.1 * cfg.seed
             steps = pd.DataFrame({"norm_mean": [8.0 if fine else 1.0], "norm_var": [16.0 if fine else 0.01]})

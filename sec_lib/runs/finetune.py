@@ -19,7 +19,8 @@ the backbone and the head, frozen BatchNorm and a step schedule. On glyphs the b
   (:data:`REBUTTAL_TABLE3`) from ``../shared/reference/rebuttal_hyperparameters.md``; nothing reads that file.
 
 Tiers: the quick tier (profile ``cpu``; ``smoke`` for the tests) only, so far. The from-scratch twin of every run
-is the profile's main-table run (same loss, variant, seed, run length and data).
+is the profile's main-table run (same loss, variant, seed, run length and data; the Adam rate of the profile's
+own learning-rate pilot).
 
     python -m sec_lib.runs.finetune --profile cpu            # train the selection, then the fine-tuning runs
 """
@@ -118,10 +119,17 @@ def runs(profile, store: ResultStore) -> list[TrainConfig]:
     return [dataclasses.replace(c, **settings(p), lr=lr, lr_head=lr_head) for c in ex.main_table(p, store)]
 
 
-def twin(profile, cfg: TrainConfig) -> TrainConfig:
-    """The from-scratch run of the profile's main table that ``cfg`` (a fine-tuning run) is compared with."""
-    p = _profile(profile)
+def twin(profile, cfg: TrainConfig, store) -> TrainConfig:
+    """The from-scratch run of the profile's main table that ``cfg`` (a fine-tuning run) is compared with: the
+    book's own run, at the Adam rate and run length its learning-rate pilot chose on held-out classes
+    (:func:`~sec_lib.runs.experiments.tuned`; ``store`` holds that pilot)."""
+    p = ex.tuned(_profile(profile), "adam", store)
     return ex.config(p, cfg.loss, cfg.variant, cfg.seed, **({"eta": cfg.eta} if cfg.variant == "l2reg" else {}))
+
+
+def scratch_pilot(profile) -> list[TrainConfig]:
+    """The learning-rate pilot runs the from-scratch twins need (the Adam arm of the profile's pilot)."""
+    return [c for c in ex.lr_pilot(_profile(profile)) if c.optimizer == "adam" and c.eta == 0]
 
 
 def _t_interval(x: np.ndarray, level: float = 0.95) -> tuple[float, float, float]:
@@ -145,7 +153,7 @@ def summary(profile, store) -> dict[str, pd.DataFrame]:
     p = _profile(profile)
     rows = []
     for c in runs(p, store):
-        for regime, cfg in (("fine-tuned", c), ("from scratch", twin(p, c))):
+        for regime, cfg in (("fine-tuned", c), ("from scratch", twin(p, c, store))):
             r = store.get(cfg, tables=("steps",))
             if r is None:
                 raise KeyError(f"run not in the store {store.root}: {cfg}; train it with `python -m "
@@ -177,7 +185,8 @@ def main(argv=None) -> int:
     ap.add_argument("--profile", default="cpu", help=f"one of {', '.join(FINETUNE_PROFILES)}")
     ap.add_argument("--jobs", type=int, default=1)
     ap.add_argument("--root", default=None, help="result store folder (default: $SEC_RUNS_DIR or data/runs)")
-    ap.add_argument("--scratch", action="store_true", help="also train the from-scratch twins (the main table)")
+    ap.add_argument("--scratch", action="store_true",
+                    help="also train the from-scratch twins (the main table, after the Adam arm of its rate pilot)")
     args = ap.parse_args(argv)
     from .store import run_all
     p = _profile(args.profile)
@@ -187,7 +196,8 @@ def main(argv=None) -> int:
     print(json.dumps({"profile": p.name, "lr": lr, "lr_head": lr_head, "ratio": lr_head / lr}), flush=True)
     todo = runs(p, store)
     if args.scratch:
-        todo += [twin(p, c) for c in todo]
+        run_all(scratch_pilot(p), root=store.root, jobs=args.jobs)
+        todo += [twin(p, c, store) for c in todo]
     run_all(todo, root=store.root, jobs=args.jobs)
     if args.scratch:
         out = summary(p, store)
