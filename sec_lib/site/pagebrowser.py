@@ -156,11 +156,12 @@ def _driver():
     return entry[0]
 
 
-def _release() -> None:
-    entry = _DRIVERS[threading.get_ident()]
+def _release(thread: int) -> None:
+    """One open browser of ``thread`` fewer; the last one stops the thread's driver."""
+    entry = _DRIVERS[thread]
     entry[1] -= 1
     if entry[1] == 0:
-        del _DRIVERS[threading.get_ident()]
+        del _DRIVERS[thread]
         entry[0].stop()
 
 
@@ -168,12 +169,13 @@ class Browser:
     """One headless Chromium for several pages (a browser context, i.e. profile, per viewport size)."""
 
     def __init__(self, executable: str | None = None):
+        self._thread = threading.get_ident()
         self._pw = _driver()
         try:
             self.browser = self._pw.chromium.launch(
                 executable_path=find_chromium(executable), headless=True, args=list(CHROMIUM_ARGS))
         except BaseException:
-            _release()
+            _release(self._thread)
             raise
 
         self._contexts: dict = {}
@@ -192,7 +194,7 @@ class Browser:
             self.browser.close()
         finally:
             self._pw = None
-            _release()
+            _release(self._thread)
 
     def __enter__(self):
         return self
