@@ -66,8 +66,9 @@ def within_eta2(frame: pd.DataFrame, value: str, group: str = GROUP, cluster: st
     """η² of ``value`` (centred on each class's mean) across ``group``, its chance value (``group`` shuffled
     within each class, mean over ``n_perm`` shuffles) and the excess (η² − chance).
 
-    A shuffle within classes is one sort: members grouped by class in a random order (``lexsort`` on a
-    random key within the class) take the groups of the members grouped by class in their own order."""
+    A shuffle within classes is one sort: members grouped by class in a random order (a stable sort on the class
+    plus a random key in [0, 1), all ``n_perm`` shuffles in one batched sort) take the groups of the members
+    grouped by class in their own order."""
     check_cols(frame, [value, group, cluster], "frame")
     f = frame[[value, group, cluster]].dropna()
     v = (f[value] - f.groupby(cluster)[value].transform("mean")).to_numpy(float)
@@ -77,12 +78,10 @@ def within_eta2(frame: pd.DataFrame, value: str, group: str = GROUP, cluster: st
     rng = np.random.default_rng(seed)
     cl = pd.factorize(f[cluster])[0]
     base = np.argsort(cl, kind="stable")
-    chance = []
-    for _ in range(n_perm):
-        gp = np.empty_like(codes)
-        gp[base] = codes[np.lexsort((rng.random(len(cl)), cl))]
-        chance.append(_eta2(v, gp, k))
-    c = float(np.mean(chance))
+    order = np.argsort(cl[None, :] + rng.random((n_perm, len(cl))), axis=1, kind="stable")
+    gp = np.empty((n_perm, len(cl)), dtype=codes.dtype)
+    gp[:, base] = codes[order]
+    c = float(np.mean([_eta2(v, g, k) for g in gp]))
     return {"eta2": eta, "eta2_chance": c, "eta2_excess": eta - c}
 
 

@@ -203,3 +203,21 @@ def test_within_eta2_chance_is_the_mean_over_within_class_shuffles():
     grand = v.mean()
     ssb = sum((codes == c).sum() * (v[codes == c].mean() - grand) ** 2 for c in (0, 1))
     assert out["eta2"] == pytest.approx(ssb / ((v - grand) ** 2).sum())
+
+
+def test_within_eta2_batched_shuffles_are_the_sequential_lexsort_ones():
+    """The batched sort draws the same random keys in the same order as one lexsort per shuffle did, so the
+    chance value is bit-identical to the loop it replaced (committed pages keep their numbers)."""
+    rng = np.random.default_rng(2)
+    f = _glyph_frame(0.3, rng, n_classes=30, per_class=7)
+    out = fairness.within_eta2(f, "norm_rel", n_perm=25, seed=5)
+    v = (f["norm_rel"] - f.groupby("label")["norm_rel"].transform("mean")).to_numpy(float)
+    codes, levels = pd.factorize(f["design"].astype(str))
+    cl = pd.factorize(f["label"])[0]
+    base, r = np.argsort(cl, kind="stable"), np.random.default_rng(5)
+    chance = []
+    for _ in range(25):
+        gp = np.empty_like(codes)
+        gp[base] = codes[np.lexsort((r.random(len(cl)), cl))]
+        chance.append(fairness._eta2(v, gp, len(levels)))
+    assert out["eta2_chance"] == float(np.mean(chance))
