@@ -35,7 +35,9 @@ def test_the_grids_come_from_the_rebuttal_and_the_authors_code():
 def test_the_selection_trains_on_held_out_classes_with_the_protocol():
     p = ex.get_profile("cpu")
     sel = ft.selection(p)
-    assert len(sel) == len(ft.TRUNK_LRS) * len(ft.HEAD_RATIOS) == len({run_key(c) for c in sel})
+    lrs, ratios = ft.grid(p)
+    assert (lrs, ratios) == (ft.TRUNK_LRS[1:4], ft.HEAD_RATIOS)        # the cpu cut: the middle three trunk rates
+    assert len(sel) == len(lrs) * len(ratios) == len({run_key(c) for c in sel}) == 12
     for c in sel:
         assert c.holdout_classes == p.holdout_classes and c.seed == p.pilot_seed and c.loss == "semihard"
         assert c.pretrained == str(CHECKPOINT) and c.freeze_bn and c.schedule == "step"
@@ -44,12 +46,12 @@ def test_the_selection_trains_on_held_out_classes_with_the_protocol():
 
 def test_the_chosen_rates_are_the_best_held_out_pair_and_feed_every_run():
     p = ex.get_profile("cpu")
-    store = FakeStore(lambda lr, ratio: 50 - abs(lr - 3e-4) * 1e4 - abs(ratio - 0.5))
-    assert ft.chosen_rates(p, store) == (3e-4, 1.5e-4)
+    store = FakeStore(lambda lr, ratio: 50 - abs(lr - 1e-3) * 1e3 - abs(ratio - 0.5))
+    assert ft.chosen_rates(p, store) == (1e-3, 5e-4)
     fine = ft.runs(p, store)
     assert len(fine) == len(ex.MAIN_LOSSES) * len(ex.VARIANTS) * len(p.seeds)
     for c in fine:
-        assert (c.lr, c.lr_head, c.pretrained, c.freeze_bn) == (3e-4, 1.5e-4, str(CHECKPOINT), True)
+        assert (c.lr, c.lr_head, c.pretrained, c.freeze_bn) == (1e-3, 5e-4, str(CHECKPOINT), True)
         assert c.holdout_classes == 0 and c.test_classes == p.base["test_classes"]
         scratch = ft.twin(p, c, store)
         assert scratch in ex.main_table(ex.tuned(p, "adam", store)) and scratch.pretrained is None
@@ -61,7 +63,7 @@ def test_the_chosen_rates_are_the_best_held_out_pair_and_feed_every_run():
 def test_a_trunk_rate_at_the_edge_of_its_grid_is_refused_a_ratio_at_the_edge_of_the_conventions_is_not():
     p = ex.get_profile("cpu")
     assert ft.chosen_rates(p, FakeStore(lambda lr, ratio: 50 - abs(lr - 1e-3) * 1e3 + ratio)) == (1e-3, 2e-3)
-    with pytest.raises(ex.SelectionError, match="trunk rate 0.01"):
+    with pytest.raises(ex.SelectionError, match="trunk rate 0.003"):
         ft.chosen_rates(p, FakeStore(lambda lr, ratio: lr * 1e4 - abs(ratio - 0.5)))
 
 
@@ -92,7 +94,7 @@ def test_the_summary_pairs_each_fine_tuned_run_with_its_twin_by_seed():
             return SimpleNamespace(status="done", config=cfg, steps=steps,
                                    metrics={"R@1": r1, "test_norm_mean": 2.0, "test_norm_var": 1.0})
 
-    out = ft.summary(p, Store(lambda lr, ratio: 50 - abs(lr - 3e-4) * 1e4 - abs(ratio - 0.5)))
+    out = ft.summary(p, Store(lambda lr, ratio: 50 - abs(lr - 1e-3) * 1e3 - abs(ratio - 0.5)))
     assert len(out["runs"]) == 2 * len(ex.MAIN_LOSSES) * len(ex.VARIANTS) * len(p.seeds)
     fine = out["runs"][out["runs"].regime == "fine-tuned"]
     assert (fine.start_norm_cv == 0.5).all()
@@ -100,3 +102,67 @@ def test_the_summary_pairs_each_fine_tuned_run_with_its_twin_by_seed():
     assert e.loc[("ms", "sec", "interaction"), "mean"] == pytest.approx(2.0)
     assert e.loc[("ms", "l2reg", "fine-tuned"), "mean"] == pytest.approx(0.0)
     assert e.loc[("ms", "sec", "interaction"), "seeds"] == len(p.seeds)
+
+
+def test_the_chapter_pairs_each_fine_tuned_run_with_the_main_tables_own_run():
+    """experiments.CHAPTERS['pretrained']: the fine-tuning runs labelled 'fine-tuned', their twins labelled 'from
+    scratch' and identical to the main table's runs; the selection is its own sweep ('ftrates'), trained in a wave
+    before the chapters; profiles without the arm (the long tiers, the benchmark books) name none."""
+    store = FakeStore(lambda lr, ratio: 50 - abs(lr - 1e-3) * 1e3 - abs(ratio - 0.5))
+    labeled = ex.pretrained_runs(ex.tuned(ex.get_profile("cpu"), "adam", store), store)
+    assert [lab["regime"] for _, lab in labeled] == ["fine-tuned"] * 36 + ["from scratch"] * 36
+    main = {run_key(c) for c in ex.chapter_configs("compare", "cpu", store)}
+    assert {run_key(c) for c, lab in labeled if lab["regime"] == "from scratch"} == main
+    assert all(c.pretrained == str(CHECKPOINT) for c, lab in labeled if lab["regime"] == "fine-tuned")
+    assert {run_key(c) for c in ex.chapter_configs("ftrates", "cpu", store)} == {run_key(c) for c in
+                                                                                  ft.selection("cpu")}
+    labels = ex.chapter_labels("pretrained", "cpu", store)
+    assert len(labels) == 72 and set(map(str, labels.values())) == {"{'regime': 'fine-tuned'}",
+                                                                     "{'regime': 'from scratch'}"}
+    for name in ("reference", "gpu"):
+        p = ex.get_profile(name)
+        assert ex.pretrained(p, store) == [] == ex.finetune_rates(p, store)
+    assert ex.check_sweeps("cpu", ["ftrates", "pretrained"]) > 0      # the stand-in store: an interior rate pair
+
+
+def test_the_launcher_trains_the_rate_selection_before_the_chapter():
+    from sec_lib.runs.launch import train_stages
+    from sec_lib.runs.store import ResultStore
+    waves = []
+
+    class Store(FakeStore):
+        def get(self, cfg, tables=()):
+            if cfg.pretrained and cfg.holdout_classes and not any("fine-tuning rate" in w for w, _ in waves):
+                return None                       # the selection does not exist before its wave
+            return super().get(cfg, tables)
+    store = Store(lambda lr, ratio: 50 - abs(lr - 1e-3) * 1e3 - abs(ratio - 0.5))
+    store.root = "fake"
+    train_stages(ex.get_profile("cpu"), ["ftrates", "pretrained"], 1, store,
+                 sweep=lambda desc, configs, lau: waves.append((desc, len(configs))))
+    assert [w for w, _ in waves] == ["[cpu] lr pilot", "[cpu] fine-tuning rate selection", "[cpu] pretrained runs"]
+    assert dict(waves)["[cpu] fine-tuning rate selection"] == 12 and dict(waves)["[cpu] pretrained runs"] == 72
+
+
+def test_a_pretrained_runs_store_key_follows_the_checkpoints_content(tmp_path):
+    """The staleness fix: the key of a run with ``pretrained`` set holds its weights file's sha256, so retraining the
+    checkpoint in place gives its runs new keys; configs without (pretrained=None) keep theirs (no entry; the key
+    snapshot of tests/test_scale_arms.py checks every chapter's keys)."""
+    import json
+    import os
+    import shutil
+    from sec_lib.runs.train import TrainConfig, weights_path, weights_sha256
+    committed = TrainConfig(pretrained=str(CHECKPOINT))
+    prov = json.loads(CHECKPOINT.with_suffix(".json").read_text())
+    assert committed.canonical()["pretrained_sha256"] == prov["file_sha256"]
+    assert "pretrained_sha256" not in TrainConfig().canonical() and "pretrained_sha256" not in TrainConfig().to_dict()
+    w = tmp_path / "w.pt"
+    shutil.copyfile(weights_path(str(CHECKPOINT)), w)
+    cfg = TrainConfig(pretrained=str(w))
+    before = run_key(cfg)
+    assert before != run_key(committed.replace(pretrained=str(tmp_path / "other.pt")))   # another file's name
+    data = bytearray(w.read_bytes())
+    data[-1] ^= 1                                 # retrained in place: same name, same size, other content
+    w.write_bytes(bytes(data))
+    os.utime(w, ns=(1, 1))
+    assert run_key(cfg) != before and weights_sha256(str(w)) != prov["file_sha256"]
+    assert TrainConfig(pretrained=str(tmp_path / "missing.pt")).canonical()["pretrained_sha256"] == "missing"

@@ -468,11 +468,29 @@ def toy_grid(p: Profile, store=None) -> list[TrainConfig]:
     return out
 
 
+def finetune_rates(p: Profile, store=None) -> list[TrainConfig]:
+    """The fine-tuning arm's held-out rate selection (issue 24; :func:`sec_lib.runs.finetune.selection_runs`)."""
+    from . import finetune
+    return finetune.selection_runs(p, store)
+
+
+def pretrained_runs(p: Profile, store) -> list[tuple[TrainConfig, dict]]:
+    """The ``pretrained`` chapter's runs with their ``regime`` label (:func:`sec_lib.runs.finetune.chapter_runs`)."""
+    from . import finetune
+    return finetune.chapter_runs(p, store)
+
+
+def pretrained(p: Profile, store) -> list[TrainConfig]:
+    """Fine-tuned from the backbone pretrained here, and the main-table twin of each run (issue 24)."""
+    return [c for c, _ in pretrained_runs(p, store)]
+
+
 CHAPTERS = {
     "compare": main_table, "tuned": tuned_sec, "selection": eta_selection, "beyond": beyond,
     "main": main_comparison, "norms": main_table, "convergence": convergence, "instability": main_table,
     "eta": eta_sweep, "mu": mu_ablation, "bnwn": bn_wn, "normlayer": norm_layer, "optim": optim,
     "explore": toy_grid, "ssl": ssl, "npair": npair_variants, "face": face, "scale": scale,
+    "ftrates": finetune_rates, "pretrained": pretrained,
 }
 
 
@@ -494,7 +512,7 @@ def chapter_configs(chapter: str, profile: "Profile | str", store) -> list[Train
 
 #: The chapters whose runs carry sweep labels that their configs' fields do not name (e.g. the μ chapter's
 #: setting "EMA ρ=0.9"): chapter -> a function of (tuned profile, store) giving (config, labels) pairs.
-LABELED = {"mu": mu_runs}
+LABELED = {"mu": mu_runs, "pretrained": pretrained_runs}
 
 
 def chapter_labels(chapter: str, profile: "Profile | str", store) -> dict[str, dict]:

@@ -18,7 +18,8 @@ the backbone and the head, frozen BatchNorm and a step schedule. On glyphs the b
   defaults (CUB head 1e-5, backbone 0.5e-5), which the rebuttal does not use. The numbers are copied below
   (:data:`REBUTTAL_TABLE3`) from ``../shared/reference/rebuttal_hyperparameters.md``; nothing reads that file.
 
-Tiers: the quick tier (profile ``cpu``; ``smoke`` for the tests) only, so far. The from-scratch twin of every run
+Tiers: the quick tier (profile ``cpu``; ``smoke`` for the tests) only, so far: the book's ``pretrained`` chapter
+(:func:`chapter_runs`, after the selection's own wave, :func:`selection_runs`). The from-scratch twin of every run
 is the profile's main-table run (same loss, variant, seed, run length and data; the Adam rate of the profile's
 own learning-rate pilot).
 
@@ -60,6 +61,13 @@ HEAD_RATIOS = tuple(sorted({round(h / b, 6) for b, h, *_ in REBUTTAL_TABLE3.valu
 #: weights that start trained); the quick tier chose 1e-3, its edge, so the grid now spans the from-scratch pilot's
 #: rates too.
 TRUNK_LRS = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2)
+#: The grid each profile's held-out selection trains: (trunk rates, head/trunk ratios). ``cpu`` (``make book``) keeps
+#: the middle three trunk rates of :data:`TRUNK_LRS`, for the book's build time (12 runs instead of 20): on the full
+#: grid (cpu profile, semihard, 200 held-out classes, pilot seed; trained once in a scratch store before the cut),
+#: held-out R@1 peaked at trunk 1e-3 with ratio 0.2 (89.3) and both rates outside the kept three lost at every
+#: ratio (1e-4: 87.2-87.6; 1e-2: 60.8-78.3), so the edge rule still brackets the choice. ``smoke`` (tests) trains
+#: one rate and two ratios.
+GRIDS = {"smoke": ((1e-3,), (0.2, AUTHORS_CODE_RATIO)), "cpu": (TRUNK_LRS[1:4], HEAD_RATIOS)}
 #: The step schedule: one decay at this fraction of the run, by :data:`DECAY` (the rebuttal's CUB rows: 0.1 at 5k of 8k).
 MILESTONE_FRACTION = 5 / 8
 DECAY = 0.1
@@ -85,12 +93,18 @@ def settings(profile, iterations: int | None = None) -> dict:
                 lr_decay=DECAY)
 
 
+def grid(profile) -> tuple[tuple, tuple]:
+    """(trunk rates, head/trunk ratios) that ``profile``'s selection trains (:data:`GRIDS`)."""
+    return GRIDS[_profile(profile).name]
+
+
 def selection(profile) -> list[TrainConfig]:
-    """The held-out choice of the two rates: semihard without SEC, every (trunk rate, head ratio) pair, on the
-    profile's held-out training classes with its pilot seed (never the test classes)."""
+    """The held-out choice of the two rates: semihard without SEC, every (trunk rate, head ratio) pair of the
+    profile's :func:`grid`, on its held-out training classes with its pilot seed (never the test classes)."""
     p = _profile(profile)
+    lrs, ratios = grid(p)
     return [ex.config(p, "semihard", "none", p.pilot_seed, **settings(p), holdout_classes=p.holdout_classes,
-                      lr=lr, lr_head=lr * r) for lr in TRUNK_LRS for r in HEAD_RATIOS]
+                      lr=lr, lr_head=lr * r) for lr in lrs for r in ratios]
 
 
 def chosen_rates(profile, store: ResultStore) -> tuple[float, float]:
@@ -100,13 +114,16 @@ def chosen_rates(profile, store: ResultStore) -> tuple[float, float]:
     search: its grid is the set of conventions the sources give (the rebuttal's ratios and the authors' code's),
     and the choice is among them."""
     p = _profile(profile)
+    lrs, ratios = grid(p)
+    if isinstance(store, ex._AnyChoice):      # checking configs before the selection exists: an interior pair
+        return lrs[len(lrs) // 2], lrs[len(lrs) // 2] * ratios[0]
     runs = ex.stored_runs(store, selection(p), "the fine-tuning rate selection", p)
     best = max(runs, key=lambda r: (ex._score(r), -r.config.lr, -(r.config.lr_head / r.config.lr)))
     lr, ratio = best.config.lr, best.config.lr_head / best.config.lr
     if p.check_grid_edges:
-        if np.isclose(lr, TRUNK_LRS[0]) or np.isclose(lr, TRUNK_LRS[-1]):
+        if np.isclose(lr, lrs[0]) or np.isclose(lr, lrs[-1]):
             raise ex.SelectionError(f"profile {p.name!r}: the fine-tuning selection chose trunk rate {lr:g} (head/trunk "
-                                    f"ratio {ratio:g}), at an edge of its grid {TRUNK_LRS}; widen TRUNK_LRS in "
+                                    f"ratio {ratio:g}), at an edge of its grid {lrs}; widen GRIDS[{p.name!r}] in "
                                     "sec_lib/runs/finetune.py")
     return lr, best.config.lr_head
 
@@ -125,6 +142,29 @@ def twin(profile, cfg: TrainConfig, store) -> TrainConfig:
     (:func:`~sec_lib.runs.experiments.tuned`; ``store`` holds that pilot)."""
     p = ex.tuned(_profile(profile), "adam", store)
     return ex.config(p, cfg.loss, cfg.variant, cfg.seed, **({"eta": cfg.eta} if cfg.variant == "l2reg" else {}))
+
+
+#: The two regimes of the chapter's runs (its sweep label ``regime``), in the page's order.
+REGIMES = ("fine-tuned", "from scratch")
+
+
+def chapter_runs(q: ex.Profile, store) -> list[tuple[TrainConfig, dict]]:
+    """The ``pretrained`` chapter's runs with their sweep label ``{"regime": ...}``: each fine-tuning run of
+    :func:`runs` and its from-scratch twin, the main-table run of the same loss, variant and seed at ``q``, the
+    profile already tuned by its learning-rate pilot (``experiments.chapter_configs`` passes it), so the twins are
+    the main table's own runs. A profile without a fine-tuning arm (not in :data:`FINETUNE_PROFILES`) has none."""
+    if q.name not in FINETUNE_PROFILES:
+        return []
+    fine = runs(q, store)
+    scratch = [ex.config(q, c.loss, c.variant, c.seed, **({"eta": c.eta} if c.variant == "l2reg" else {}))
+               for c in fine]
+    return [(c, {"regime": REGIMES[0]}) for c in fine] + [(c, {"regime": REGIMES[1]}) for c in scratch]
+
+
+def selection_runs(q: ex.Profile, store=None) -> list[TrainConfig]:
+    """The held-out rate selection as a sweep (``experiments.CHAPTERS['ftrates']``; trained in its own wave before
+    the chapters' runs); none for a profile without a fine-tuning arm."""
+    return selection(q) if q.name in FINETUNE_PROFILES else []
 
 
 def scratch_pilot(profile) -> list[TrainConfig]:

@@ -367,7 +367,8 @@ def as_launcher(launcher_or_jobs: Launcher | int) -> Launcher:
 def train_stages(p: ex.Profile, chapters, launcher: Launcher | int, store: ResultStore | None = None,
                  sweep: Callable[[str, list, Launcher], None] | None = None) -> None:
     """Train in dependent waves: the learning-rate (and run-length) pilot, then the η / L2-weight
-    selection on held-out classes (at the pilot's choices), then the chapters' runs (some use the
+    selection on held-out classes (at the pilot's choices), the fine-tuning rate selection where ``chapters``
+    holds ``ftrates``, then the chapters' runs (some use the
     selection). Each wave waits for the previous one: its configs are computed from the previous
     waves' stored results. Every run is counted once. A launcher with ``one_wave_per_stage``
     (submitit) submits all chapters' runs as one wave; the local pool trains chapter by chapter,
@@ -395,6 +396,8 @@ def train_stages(p: ex.Profile, chapters, launcher: Launcher | int, store: Resul
         wave("lr pilot", ex.pilot_configs(p, chapters))
         if SELECTION_CHAPTERS & set(chapters):
             wave("eta selection", ex.chapter_configs("selection", p, store))
+        if "ftrates" in chapters:          # the fine-tuning rates, chosen before the pretrained chapter's runs
+            wave("fine-tuning rate selection", ex.chapter_configs("ftrates", p, store))
         if launcher.one_wave_per_stage:
             wave("chapter runs", [c for ch in chapters for c in ex.chapter_configs(ch, p, store)])
         else:

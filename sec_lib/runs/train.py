@@ -220,7 +220,9 @@ class TrainConfig:
     def canonical(self) -> dict:
         """The config as the store hashes it: numbers in their declared type (``eta=1`` and
         ``eta=1.0`` are one run; likewise a numeric ``mu``, ``iterations=1500.0``, ...), tuples as
-        lists, and ``num_threads`` only when it is not 1 (keys from before it existed stay valid)."""
+        lists, and ``num_threads`` only when it is not 1 (keys from before it existed stay valid). A config with
+        ``pretrained`` set also holds its weights file's sha256 (:func:`weights_sha256`), so its key follows the
+        file's content; one without (``pretrained=None``) keeps its key."""
         d = self.to_dict()
         for f in dataclasses.fields(self):
             if f.name not in d:                  # omitted at its default (see to_dict)
@@ -238,6 +240,8 @@ class TrainConfig:
         d["eval_ks"] = [int(k) for k in d["eval_ks"]]
         if d["num_threads"] in (1, None):
             del d["num_threads"]
+        if self.pretrained is not None:         # the weights' content, not only their name (None: no entry)
+            d["pretrained_sha256"] = weights_sha256(self.pretrained)
         return d
 
     @classmethod
@@ -451,6 +455,32 @@ def weights_path(path: str | None) -> str | None:
         return path
     in_repo = Path(__file__).resolve().parents[2] / path
     return str(in_repo) if in_repo.is_file() else path
+
+
+#: Size and mtime of each weights file hashed by :func:`weights_sha256` in this process, with its sha256.
+_WEIGHTS_SHA256: dict = {}
+
+
+def weights_sha256(path: str) -> str:
+    """The sha256 of the weights file ``path`` names (:func:`weights_path`), part of the store key of every run
+    with ``pretrained`` set (:meth:`TrainConfig.canonical`): retraining a checkpoint in place gives its runs new
+    keys, so a run fine-tuned from the old weights is never read as one of the new. Hashed once per process while
+    the file's size and mtime stay the same. A file that is not there hashes to ``"missing"`` (such a run cannot
+    train: :func:`~sec_lib.models.build_model` names the missing file)."""
+    f = weights_path(path)
+    try:
+        st = os.stat(f)
+    except (OSError, TypeError):
+        return "missing"
+    stamp = (os.path.realpath(f), st.st_size, st.st_mtime_ns)
+    if stamp not in _WEIGHTS_SHA256:
+        import hashlib
+        h = hashlib.sha256()
+        with open(f, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                h.update(block)
+        _WEIGHTS_SHA256[stamp] = h.hexdigest()
+    return _WEIGHTS_SHA256[stamp]
 
 
 def model_kwargs(cfg: TrainConfig, ds) -> dict:
