@@ -57,6 +57,7 @@ PAGES = (
     Page("bnwn", "bnwn", chapters=("bnwn",)),
     Page("normlayer", "normlayer", chapters=("normlayer",)),
     Page("scale", "scale", chapters=("selection", "scale")),     # shrink or equalize? (issue 23)
+    Page("pretrained", "pretrained", chapters=("ftrates", "pretrained")),   # the paper's regime (issue 24)
     Page("optim", "optim", chapters=("optim",)),
     Page("convergence", "convergence", chapters=("convergence",)),
     Page("instability", "instability", chapters=("instability",)),

@@ -1,0 +1,384 @@
+"""The pretrained page (issue 24): does SEC's effect change in the paper's regime, fine-tuning a pretrained
+backbone, against training from scratch?
+
+Its runs (``experiments.CHAPTERS['pretrained']``, :func:`sec_lib.runs.finetune.chapter_runs`): the four main losses
+× {none, L2-reg, SEC} × the main table's seeds fine-tuned from the glyph backbone pretrained here (a new head,
+frozen trunk BN, Adam with trunk and head rates chosen on held-out classes, one step decay), each beside its
+from-scratch twin, the main table's run of the same loss, variant and seed. Every run carries its ``regime``
+("fine-tuned" / "from scratch", the chapter's sweep label). Two Holm families are declared here, before any run:
+SEC − none fine-tuned per loss (:data:`FAMILY_EFFECT`) and the regime interaction, (SEC − none fine-tuned) −
+(SEC − none from scratch), per loss and averaged over the losses (:data:`FAMILY_INTERACTION`).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from ..runs import experiments as ex
+from ..runs import finetune as ft
+from ..params import Choice
+from ..report import paired_diff, summary_table, values_ci
+from ..report.claims import Claim, from_row
+from . import profile_param
+from .common import check_cols, cv_from_var, measures_text, one_family, verdict_row_of, with_batch_cv, with_norm_cv
+
+#: The notebook's parameters (checked by ``sec_lib.params.notebook_params``).
+PARAMS = profile_param()
+#: The two regimes (the runs' ``regime`` label), fine-tuned first.
+REGIMES = ft.REGIMES
+#: The regularised variants each regime compares with ``none``.
+EFFECT_VARIANTS = ("l2reg", "sec")
+#: The Holm family of SEC − none, fine-tuned, one row per main loss (expected sign +1: the paper's gain).
+FAMILY_EFFECT = "pretrained page: SEC − none, fine-tuned"
+#: The Holm family of the regime interaction: one row per main loss and their mean over the losses per seed
+#: (expected sign +1: SEC gains more in the paper's regime than from scratch, the skeptic's "different regime").
+FAMILY_INTERACTION = "pretrained page: regime interaction"
+#: The interaction family's row for the mean over the losses.
+POOLED = "mean over the losses"
+#: The per-step measures of the trajectories: the batch's mean norm, its CV, the gradient-vs-norm slope.
+TRAJECTORY_COLUMNS = ("norm_mean", "norm_cv", "grad_slope")
+#: The start-of-training measures (the first logged step's batch) and the end (the test embeddings).
+START_METRICS = ("start_norm_mean", "start_norm_var", "start_norm_cv", "test_norm_mean", "test_norm_var",
+                 "test_norm_cv")
+
+
+def has_arm(profile: str) -> bool:
+    """Whether ``profile`` trains the fine-tuning arm (:data:`sec_lib.runs.finetune.FINETUNE_PROFILES`)."""
+    Choice(tuple(ex.PROFILE_NAMES)).check("profile", profile)
+    return profile in ft.FINETUNE_PROFILES
+
+
+def regime_runs(frames) -> pd.DataFrame:
+    """The runs of ``frames`` (a store ``Frames`` or a runs DataFrame) with each norm variance's CV; every run
+    must carry a ``regime`` of :data:`REGIMES` and a variant of ``experiments.VARIANTS`` (others are refused with
+    the valid ones named). KeyError when there are no runs (a profile without the fine-tuning arm)."""
+    runs = with_norm_cv(frames)
+    if not len(runs):
+        raise KeyError("no fine-tuning runs: this profile has no fine-tuning arm (profiles with one: "
+                       f"{', '.join(ft.FINETUNE_PROFILES)})")
+    check_cols(runs, ["regime", "variant", "loss", "seed", "R@1"], "runs")
+    for col, valid in (("regime", REGIMES), ("variant", ex.VARIANTS)):
+        bad = sorted(set(runs[col].dropna().astype(str)) - set(valid))
+        if bad:
+            raise ValueError(f"runs of {col} {bad} are not shown on the pretrained page; valid: {list(valid)}")
+    return runs
+
+
+def start_norms(runs: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
+    """``runs`` (:func:`regime_runs`) with the first logged step's batch norms: ``start_norm_mean``,
+    ``start_norm_var`` and ``start_norm_cv`` (std / mean); runs without a logged step get NaN."""
+    check_cols(steps, ["key", "step", "norm_mean", "norm_var"], "steps")
+    first = steps.sort_values("step").groupby("key", sort=False).first()[["norm_mean", "norm_var"]]
+    first = first.rename(columns={"norm_mean": "start_norm_mean", "norm_var": "start_norm_var"}).reset_index()
+    first["start_norm_cv"] = cv_from_var(first["start_norm_var"].astype(float).clip(lower=0),
+                                         first["start_norm_mean"].astype(float))
+    return runs.drop(columns=[c for c in first.columns if c != "key" and c in runs.columns]).merge(
+        first, on="key", how="left")
+
+
+def start_table(start: pd.DataFrame) -> pd.DataFrame:
+    """Per regime (mean ± 95% CI over its runs): the first step's batch norm mean, variance and CV, and the
+    test embeddings' at the end."""
+    check_cols(start, ["regime", *START_METRICS], "start")
+    s = start.assign(_o=start["regime"].map({r: i for i, r in enumerate(REGIMES)})).sort_values("_o", kind="stable")
+    return summary_table(s, ["regime"], list(START_METRICS), digits=3)
+
+
+def start_contrast(start: pd.DataFrame) -> dict:
+    """Fine-tuned / from scratch at the first step, paired on (loss, variant, seed): the ratio of the batch's
+    mean norm, of its variance and of its CV (geometric means of the paired ratios, with 95% intervals over the
+    pairs), and the mean of each regime."""
+    check_cols(start, ["regime", "loss", "variant", "seed", "start_norm_mean", "start_norm_var", "start_norm_cv"],
+               "start")
+    out = {}
+    for col in ("start_norm_mean", "start_norm_var", "start_norm_cv"):
+        w = start.pivot_table(index=["loss", "variant", "seed"], columns="regime", values=col, aggfunc="first")
+        if not set(REGIMES) <= set(w.columns):
+            out[col] = {"estimate": math.nan, "ci_lo": math.nan, "ci_hi": math.nan, "n": 0}
+            continue
+        with np.errstate(divide="ignore", invalid="ignore"):
+            lr = np.log10(w[REGIMES[0]].astype(float) / w[REGIMES[1]].astype(float))
+        e = values_ci(lr.replace([np.inf, -np.inf], np.nan).dropna())
+        out[col] = {"ratio": 10 ** e["estimate"], "ratio_lo": 10 ** e["ci_lo"], "ratio_hi": 10 ** e["ci_hi"],
+                    "n": e["n"], **{r: float(start.loc[start["regime"] == r, col].mean()) for r in REGIMES}}
+    return out
+
+
+def start_sentence(start: pd.DataFrame) -> str:
+    """How large and uneven the norms are when fine-tuning starts, against training from scratch, in words."""
+    c = start_contrast(start)
+
+    def part(col, name):
+        x = c[col]
+        if not x.get("n"):
+            return f"{name}: no pairs"
+        ci = (f" [{x['ratio_lo']:.3g}, {x['ratio_hi']:.3g}]" if np.isfinite(x["ratio_lo"]) and
+              np.isfinite(x["ratio_hi"]) else "")
+        return f"{name} {x[REGIMES[0]]:.3g} against {x[REGIMES[1]]:.3g} (ratio {x['ratio']:.3g}{ci})"
+    m, cv = c["start_norm_mean"], c["start_norm_cv"]
+    size = ("larger" if m.get("ratio_lo", math.nan) > 1 else "smaller" if m.get("ratio_hi", math.nan) < 1
+            else "not detectably different in size")
+    spread = ("more uneven" if cv.get("ratio_lo", math.nan) > 1 else "less uneven" if cv.get("ratio_hi", math.nan) < 1
+              else "not detectably more or less uneven")
+    return (f"At the first step, fine-tuned against from scratch (paired on loss, variant and seed; geometric mean "
+            f"ratios with 95% intervals over {m.get('n', 0)} pairs): {part('start_norm_mean', 'mean norm')}; "
+            f"{part('start_norm_var', 'variance')}; {part('start_norm_cv', 'CV')}. Here the norms a fine-tuning "
+            f"run starts from are **{size}** and **{spread}** than a from-scratch run's: the embedding is a new "
+            f"head on the pretrained trunk, so its first norms are the head's, not the trunk's features'.")
+
+
+def effects(runs: pd.DataFrame, metric: str = "R@1") -> pd.DataFrame:
+    """Per regime, loss and regularised variant (L2-reg, SEC): ``metric`` of the variant − none, paired on seed
+    (:func:`sec_lib.report.paired_diff`; 95% t interval, paired t-test), descriptive (no verdicts)."""
+    r = regime_runs(runs)
+    out = []
+    for regime in REGIMES:
+        sub = r[r["regime"] == regime]
+        for v in EFFECT_VARIANTS:
+            if not {"none", v} <= set(sub["variant"]):
+                continue
+            d = paired_diff(sub, ["loss"], "variant", "none", v, metrics=[metric])
+            out.append(d.assign(regime=regime, comparison=f"{'SEC' if v == 'sec' else 'L2-reg'} − none"))
+    if not out:
+        return pd.DataFrame(columns=["regime", "comparison", "loss", "metric", "diff", "ci_lo", "ci_hi", "p_value",
+                                     "n_pairs"])
+    d = pd.concat(out, ignore_index=True)
+    d = d.assign(_r=d["regime"].map({r: i for i, r in enumerate(REGIMES)}),
+                 _l=d["loss"].map({l: i for i, l in enumerate(ex.MAIN_LOSSES)}))
+    d = d.sort_values(["_r", "comparison", "_l"], kind="stable").reset_index(drop=True)
+    return d[["regime", "comparison", "loss", "metric", "mean_a", "mean_b", "diff", "ci_lo", "ci_hi", "p_value",
+              "n_pairs"]]
+
+
+def effect_family(runs: pd.DataFrame, metric: str = "R@1") -> pd.DataFrame:
+    """The family :data:`FAMILY_EFFECT`: SEC − none fine-tuned, one row per main loss, paired on seed, expected
+    sign +1, Holm over the losses."""
+    r = regime_runs(runs)
+    rows = []
+    for loss in ex.MAIN_LOSSES:
+        sub = r[(r["regime"] == REGIMES[0]) & (r["loss"] == loss)]
+        w = sub.pivot_table(index="seed", columns="variant", values=metric, aggfunc="first")
+        d = (w["sec"] - w["none"]).dropna() if {"sec", "none"} <= set(w.columns) else pd.Series(dtype=float)
+        rows.append({"comparison": "SEC − none, fine-tuned", "loss": loss, "metric": metric,
+                     **verdict_row_of(values_ci(d.to_numpy()), +1)})
+    (fam,) = one_family(pd.DataFrame(rows), family=FAMILY_EFFECT)
+    return fam
+
+
+def _sec_effects(runs: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """SEC − none per (loss, seed) in each regime (columns: the regimes), seeds paired within each loss."""
+    w = runs.pivot_table(index=["loss", "seed"], columns=["regime", "variant"], values=metric, aggfunc="first")
+    out = {}
+    for regime in REGIMES:
+        if (regime, "sec") in w.columns and (regime, "none") in w.columns:
+            out[regime] = w[(regime, "sec")] - w[(regime, "none")]
+        else:
+            out[regime] = pd.Series(np.nan, index=w.index)
+    return pd.DataFrame(out)
+
+
+def interaction_family(runs: pd.DataFrame, metric: str = "R@1") -> pd.DataFrame:
+    """The family :data:`FAMILY_INTERACTION`: per main loss, (SEC − none fine-tuned) − (SEC − none from scratch)
+    paired on seed (the same seed's four runs), and :data:`POOLED`, that difference averaged over the losses per
+    seed; each with its mean and 95% t interval over seeds, the one-sample t-test, expected sign +1, Holm over the
+    five rows. Beside each, the two regimes' SEC − none (means over the same seeds)."""
+    r = regime_runs(runs)
+    e = _sec_effects(r, metric)
+    e = e.assign(interaction=e[REGIMES[0]] - e[REGIMES[1]]).dropna()
+    rows = []
+    groups = [(loss, e.xs(loss, level="loss")) for loss in ex.MAIN_LOSSES if loss in e.index.get_level_values("loss")]
+    pooled = e.groupby(level="seed").mean()
+    for name, g in [*groups, (POOLED, pooled)]:
+        rows.append({"loss": name, "metric": metric, "SEC − none, fine-tuned": float(g[REGIMES[0]].mean()) if len(g)
+                     else math.nan, "SEC − none, from scratch": float(g[REGIMES[1]].mean()) if len(g) else math.nan,
+                     **verdict_row_of(values_ci(g["interaction"].to_numpy()), +1)})
+    (fam,) = one_family(pd.DataFrame(rows), family=FAMILY_INTERACTION)
+    return fam
+
+
+def answer_sentence(effect_fam: pd.DataFrame, inter_fam: pd.DataFrame) -> str:
+    """The page's answer in one computed paragraph: the pooled interaction with its verdict, and SEC − none
+    fine-tuned per loss."""
+    check_cols(inter_fam, ["loss", "estimate", "ci_lo", "ci_hi", "verdict", "m"], "interaction family")
+    check_cols(effect_fam, ["loss", "estimate", "ci_lo", "ci_hi", "verdict"], "effect family")
+    pool = inter_fam[inter_fam["loss"] == POOLED]
+    if not len(pool) or not np.isfinite(pool["estimate"].iloc[0]):
+        return "No seed has all four runs of a loss in both regimes: the interaction cannot be estimated."
+    p = pool.iloc[0]
+
+    def ci(lo, hi):
+        return f" [{lo:+.2f}, {hi:+.2f}]" if np.isfinite(lo) and np.isfinite(hi) else " (no interval)"
+    if p["verdict"] == "reproduced":
+        head = "**Yes: SEC gains more when fine-tuning the pretrained backbone than from scratch**"
+    elif np.isfinite(p["ci_hi"]) and p["ci_hi"] < 0:
+        head = "**The regime changes SEC's effect, the other way: SEC does worse fine-tuned than from scratch**"
+    else:
+        head = "**Not detectably, averaged over the losses: no change of SEC's effect with the regime was found**"
+    decided = [r for r in inter_fam.to_dict("records") if r["loss"] != POOLED and r["verdict"] == "reproduced"
+               or r["loss"] != POOLED and np.isfinite(r["ci_hi"]) and r["ci_hi"] < 0 and r["p_adj"] < 0.05]
+    per_loss = ("" if not decided else " Per loss, the interaction is decided for " + "; ".join(
+        f"{r['loss']}: {r['estimate']:+.2f}{ci(r['ci_lo'], r['ci_hi'])} ({r['verdict']}; SEC − none "
+        f"{r['SEC − none, fine-tuned']:+.2f} fine-tuned against {r['SEC − none, from scratch']:+.2f} from scratch)"
+        for r in decided) + ".")
+    per = "; ".join(f"{r['loss']} {r['estimate']:+.2f}{ci(r['ci_lo'], r['ci_hi'])} ({r['verdict']})"
+                    for r in effect_fam.to_dict("records"))
+    gains = int((effect_fam["verdict"] == "reproduced").sum())
+    return (f"{head}. The interaction, (SEC − none fine-tuned) − (SEC − none from scratch) averaged over the "
+            f"losses per seed, is {p['estimate']:+.2f}{ci(p['ci_lo'], p['ci_hi'])} R@1 points ({p['verdict']}; Holm "
+            f"over the {int(p['m'])} rows of its family).{per_loss} Fine-tuned, SEC − none per loss: {per}; SEC is a "
+            f"reproduced gain for {gains} of {len(effect_fam)} losses in this regime.")
+
+
+def trajectories(runs: pd.DataFrame, steps: pd.DataFrame, columns=TRAJECTORY_COLUMNS) -> pd.DataFrame:
+    """Mean over seeds per regime × loss × variant × logged step of the batch's mean norm, its CV (std / mean)
+    and the gradient-vs-norm slope (the log-log slope of the per-sample ‖∂L/∂f_i‖ against ‖f_i‖)."""
+    r = regime_runs(runs)
+    s = with_batch_cv(steps)
+    check_cols(s, ["key", "step", *columns], "steps")
+    m = s[["key", "step", *columns]].merge(r[["key", "regime", "loss", "variant"]], on="key")
+    return m.groupby(["regime", "loss", "variant", "step"], sort=False)[list(columns)].mean().reset_index()
+
+
+def slope_table(runs: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
+    """Per regime × variant, over its runs (all losses and seeds): each run's mean gradient-vs-norm slope over
+    its logged steps, over the first and over the last quarter of training (mean ± 95% CI over runs)."""
+    r = regime_runs(runs)
+    check_cols(steps, ["key", "step", "grad_slope"], "steps")
+    s = steps[["key", "step", "grad_slope"]].dropna()
+    last = s.groupby("key")["step"].transform("max")
+    per = pd.DataFrame({"slope (all steps)": s.groupby("key")["grad_slope"].mean(),
+                        "slope (first quarter)": s[s["step"] <= 0.25 * last].groupby("key")["grad_slope"].mean(),
+                        "slope (last quarter)": s[s["step"] > 0.75 * last].groupby("key")["grad_slope"].mean()})
+    x = r.merge(per.reset_index(), on="key", how="left")
+    x = x.assign(_r=x["regime"].map({g: i for i, g in enumerate(REGIMES)}),
+                 _v=x["variant"].map({v: i for i, v in enumerate(ex.VARIANTS)})).sort_values(["_r", "_v"])
+    return summary_table(x, ["regime", "variant"], list(per.columns), digits=3)
+
+
+def slope_contrast(runs: pd.DataFrame, steps: pd.DataFrame) -> dict:
+    """Fine-tuned − from scratch of each run's mean gradient-vs-norm slope, paired on (loss, variant, seed):
+    mean, 95% interval and n (pairs)."""
+    r = regime_runs(runs)
+    per = steps[["key", "grad_slope"]].dropna().groupby("key")["grad_slope"].mean().rename("slope").reset_index()
+    w = r.merge(per, on="key").pivot_table(index=["loss", "variant", "seed"], columns="regime", values="slope",
+                                           aggfunc="first")
+    if not set(REGIMES) <= set(w.columns):
+        return {"estimate": math.nan, "ci_lo": math.nan, "ci_hi": math.nan, "n": 0}
+    return values_ci((w[REGIMES[0]] - w[REGIMES[1]]).dropna().to_numpy())
+
+
+def slope_sentence(runs: pd.DataFrame, steps: pd.DataFrame) -> str:
+    """The gradient-vs-norm relation in both regimes, in words (the paper's argument: a normalized loss's
+    gradient falls as 1/‖f‖, slope −1)."""
+    r = regime_runs(runs)
+    per = steps[["key", "grad_slope"]].dropna().groupby("key")["grad_slope"].mean().rename("slope").reset_index()
+    x = r.merge(per, on="key")
+    means = {g: values_ci(x.loc[x["regime"] == g, "slope"].to_numpy()) for g in REGIMES}
+    c = slope_contrast(runs, steps)
+
+    def fmt(e):
+        ci = f" [{e['ci_lo']:+.3f}, {e['ci_hi']:+.3f}]" if np.isfinite(e["ci_lo"]) else ""
+        return f"{e['estimate']:+.3f}{ci}"
+    return (f"Mean gradient-vs-norm slope per run (log ‖∂L/∂f_i‖ against log ‖f_i‖, averaged over the logged steps; "
+            f"mean and 95% interval over runs): fine-tuned {fmt(means[REGIMES[0]])} ({means[REGIMES[0]]['n']} runs), "
+            f"from scratch {fmt(means[REGIMES[1]])} ({means[REGIMES[1]]['n']} runs); paired on loss, variant and "
+            f"seed, fine-tuned − from scratch {fmt(c)} ({c['n']} pairs). A slope of −1 is the paper's 1/‖f‖: the "
+            f"more negative, the more a small-norm sample's step outweighs a large-norm one's.")
+
+
+def design_sentence(profile, root=None) -> str:
+    """What this page trained, counted from the chapter's configs for ``profile`` (its store at ``root``): the
+    fine-tuning runs, their twins (shared with the main table), the held-out rate selection (its grid, and the
+    pair it chose), and that this is the quick tier."""
+    from ..runs.store import run_key
+    from ..runs.tier import store_for
+    Choice(tuple(ex.PROFILE_NAMES)).check("profile", profile)
+    if not has_arm(profile):
+        return (f"Profile {profile!r} has no fine-tuning arm yet (profiles with one: "
+                f"{', '.join(ft.FINETUNE_PROFILES)}), so it trains no runs for this page.")
+    store = store_for(profile, root)
+    q = ex.tuned(ex.get_profile(profile), "adam", store)
+    labeled = ft.chapter_runs(q, store)
+    fine = [c for c, lab in labeled if lab["regime"] == REGIMES[0]]
+    twins = [c for c, lab in labeled if lab["regime"] == REGIMES[1]]
+    main = {run_key(c) for c in ex.chapter_configs("compare", profile, store)}
+    shared = sum(run_key(c) in main for c in twins)
+    lrs, ratios = ft.grid(q)
+    lr, lr_head = ft.chosen_rates(q, store)
+    cut = (f" This profile trains the trunk rates {', '.join(f'{x:g}' for x in lrs)} of the full grid "
+           f"{', '.join(f'{x:g}' for x in ft.TRUNK_LRS)}, to keep the build within its time; the choice must still "
+           f"fall inside it (`sec_lib/runs/finetune.py`, `GRIDS`, records the full grid's held-out result)." if tuple(lrs) != tuple(ft.TRUNK_LRS) else "")
+    its = "/".join(f"{i:,}" for i in sorted({c.iterations for c in fine}))
+    return (f"This page reads {len(fine) + len(twins)} runs of profile {profile!r}, the **quick tier**: {len(fine)} "
+            f"fine-tuned ({len(ex.MAIN_LOSSES)} losses × none / L2-reg / SEC × {len(ex.table_seeds(q))} seeds, {its} "
+            f"iterations, one decay by {ft.DECAY:g} at iteration {fine[0].lr_milestones[0] if fine else '?'}) and "
+            f"their {len(twins)} from-scratch twins, {shared} of which are the main table's own runs. The trunk "
+            f"and head rates were chosen by {len(ft.selection(q))} runs on held-out training classes (semihard "
+            f"without SEC, pilot seed): trunk rates {', '.join(f'{x:g}' for x in lrs)} × head/trunk ratios "
+            f"{', '.join(f'{x:g}' for x in ratios)}; the best held-out R@1 chose trunk {lr:g} and head {lr_head:g} "
+            f"(ratio {lr_head / lr:g}).{cut} The reference tier has no fine-tuning runs yet.")
+
+
+def selection_table(profile, root=None) -> pd.DataFrame:
+    """The held-out rate selection: held-out R@1 per trunk rate and head/trunk ratio, the chosen pair marked."""
+    from ..runs.tier import store_for
+    Choice(tuple(ex.PROFILE_NAMES)).check("profile", profile)
+    store = store_for(profile, root)
+    q = ex.tuned(ex.get_profile(profile), "adam", store)
+    runs = ex.stored_runs(store, ft.selection(q), "the fine-tuning rate selection", q)
+    lr, lr_head = ft.chosen_rates(q, store)
+    return pd.DataFrame([{"trunk lr": r.config.lr, "head/trunk": r.config.lr_head / r.config.lr,
+                          "head lr": r.config.lr_head, "held-out R@1": r.metrics.get("R@1", math.nan),
+                          "status": r.status,
+                          "chosen": "✓" if (r.config.lr, r.config.lr_head) == (lr, lr_head) else ""} for r in runs])
+
+
+def page_reading(effect_fam: pd.DataFrame, inter_fam: pd.DataFrame, start: pd.DataFrame | None = None) -> str:
+    """The closing bullets: the start of training, each row of both families with every measure and its
+    verdict, then the answer."""
+    lines = []
+    if start is not None:
+        lines.append("- **Where fine-tuning starts.** " + start_sentence(start))
+    for r in effect_fam.to_dict("records"):
+        lines.append(f"- **SEC − none, fine-tuned, {r['loss']}**: {measures_text(r, 2, 'R@1 points', '', 't-test')}"
+                     f": **{r['verdict']}**.")
+    for r in inter_fam.to_dict("records"):
+        lines.append(f"- **Interaction, {r['loss']}** (fine-tuned {r['SEC − none, fine-tuned']:+.2f}, from scratch "
+                     f"{r['SEC − none, from scratch']:+.2f}): {measures_text(r, 2, 'R@1 points', '', 't-test')}"
+                     f": **{r['verdict']}**.")
+    lines.append("\n" + answer_sentence(effect_fam, inter_fam))
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------ the claims this page decides
+
+def page_family(ev) -> pd.DataFrame:
+    """:func:`interaction_family` on the page's evidence, exactly as the page computes it."""
+    return ev.derived("pretrained_interaction", lambda: interaction_family(ev.runs("pretrained")))
+
+
+def page_effects(ev) -> pd.DataFrame:
+    """:func:`effect_family` on the page's evidence."""
+    return ev.derived("pretrained_effect", lambda: effect_family(ev.runs("pretrained")))
+
+
+def _est_interaction(ev) -> dict:
+    fam = page_family(ev)
+    row = fam[fam["loss"] == POOLED]
+    if not len(row):
+        raise KeyError("no pooled row in the page's interaction family")
+    eff = page_effects(ev)
+    gains = ", ".join(eff.loc[eff["verdict"] == "reproduced", "loss"]) or "none"
+    return from_row(row.iloc[0], note=f"SEC − none fine-tuned is a reproduced gain for: {gains}")
+
+
+CLAIMS = [
+    Claim(id="P1", claim="SEC's R@1 effect is larger when fine-tuning a pretrained backbone (the paper's regime) "
+                         "than when training from scratch",
+          source="issue 24 (the skeptic's 'different regime'); the paper fine-tunes an ImageNet backbone",
+          measured="R@1 (SEC − none fine-tuned) − (SEC − none from scratch), paired on seed, mean over the 4 main "
+                   "losses per seed; quick tier",
+          expected_sign=+1, page="pretrained", family=FAMILY_INTERACTION, estimate=_est_interaction),
+]

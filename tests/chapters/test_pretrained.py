@@ -1,0 +1,193 @@
+"""The pretrained page (issue 24) on hand-made frames: the regimes, the start-of-training norms, SEC − none fine-tuned
+as its own Holm family, the regime interaction (checked against an independent computation) in its declared family,
+the gradient-vs-norm slopes, the computed answer and its claim row."""
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from sec_lib import report
+from sec_lib.chapters import evidence
+from sec_lib.chapters import pretrained as pt
+from sec_lib.runs import experiments as ex
+from sec_lib.runs.store import Frames
+
+LOSSES = ex.MAIN_LOSSES
+SEEDS = (0, 1, 2, 3)
+#: SEC − none per (regime, loss): fine-tuned SEC gains 3 points on ms and 1 elsewhere, from scratch it loses 2.
+SEC_GAIN = {("fine-tuned", l): (3.0 if l == "ms" else 1.0) for l in LOSSES} | {("from scratch", l): -2.0
+                                                                                for l in LOSSES}
+#: First-step batch norms per regime: (mean, std); the fine-tuned runs start 4x larger and twice as uneven.
+START = {"fine-tuned": (8.0, 3.2), "from scratch": (2.0, 0.4)}
+#: Gradient-vs-norm slope per regime.
+SLOPE = {"fine-tuned": -1.5, "from scratch": -1.0}
+
+
+def regime_frames(noise=0.2, seed=3, gains=None):
+    gains = SEC_GAIN if gains is None else gains
+    rng = np.random.default_rng(seed)
+    rows, steps = [], []
+    for regime in pt.REGIMES:
+        for loss in LOSSES:
+            for v in ex.VARIANTS:
+                for s in SEEDS:
+                    key = f"{regime}-{loss}-{v}-{s}"
+                    gain = gains[(regime, loss)] if v == "sec" else 0.0
+                    mean, std = START[regime]
+                    rows.append({"key": key, "regime": regime, "loss": loss, "variant": v, "seed": s,
+                                 "status": "done", "R@1": 60.0 + 10 * (regime == "fine-tuned") + gain
+                                 + noise * rng.standard_normal(), "test_norm_mean": mean / 2,
+                                 "test_norm_var": (std / 4) ** 2, "train_norm_mean": mean / 2,
+                                 "train_norm_var": (std / 4) ** 2})
+                    for step in (1, 2, 3, 4, 8):
+                        steps.append({"key": key, "step": step, "norm_mean": mean if step == 1 else mean / 2,
+                                      "norm_var": std ** 2 if step == 1 else (std / 4) ** 2,
+                                      "grad_slope": SLOPE[regime] + (0.2 if step > 6 else 0.0)})
+    return pd.DataFrame(rows), pd.DataFrame(steps)
+
+
+def independent_interaction(runs, loss=None):
+    """(mean, lo, hi, p) of the interaction over seeds, computed from scratch with numpy and scipy."""
+    per_seed = []
+    for s in SEEDS:
+        vals = []
+        for l in ([loss] if loss else LOSSES):
+            def r1(regime, v):
+                x = runs[(runs.regime == regime) & (runs.loss == l) & (runs.variant == v) & (runs.seed == s)]["R@1"]
+                return float(x.iloc[0])
+            vals.append((r1("fine-tuned", "sec") - r1("fine-tuned", "none"))
+                        - (r1("from scratch", "sec") - r1("from scratch", "none")))
+        per_seed.append(np.mean(vals))
+    x = np.array(per_seed)
+    h = stats.t.ppf(0.975, len(x) - 1) * x.std(ddof=1) / math.sqrt(len(x))
+    return x.mean(), x.mean() - h, x.mean() + h, stats.ttest_1samp(x, 0).pvalue
+
+
+def test_runs_need_a_known_regime_and_variant():
+    runs, _ = regime_frames()
+    assert set(pt.regime_runs(runs)["regime"]) == set(pt.REGIMES)
+    with pytest.raises(ValueError, match="regime .*'pretrained'.* valid: \\['fine-tuned', 'from scratch'\\]"):
+        pt.regime_runs(runs.assign(regime="pretrained"))
+    with pytest.raises(ValueError, match="variant .*'sec-ema'"):
+        pt.regime_runs(runs.assign(variant="sec-ema"))
+    with pytest.raises(KeyError, match="no fine-tuning arm"):
+        pt.regime_runs(runs.iloc[:0])
+    with pytest.raises(ValueError, match="lacks columns \\['regime'\\]"):
+        pt.regime_runs(runs.drop(columns="regime"))
+
+
+def test_the_start_of_training_norms_per_regime():
+    runs, steps = regime_frames()
+    start = pt.start_norms(pt.regime_runs(runs), steps.sample(frac=1, random_state=0))   # the first step, whatever order
+    fine = start[start.regime == "fine-tuned"]
+    assert (fine.start_norm_mean == 8.0).all() and fine.start_norm_var.to_numpy() == pytest.approx(3.2 ** 2)
+    assert fine.start_norm_cv.to_numpy() == pytest.approx(0.4)
+    c = pt.start_contrast(start)
+    assert c["start_norm_mean"]["ratio"] == pytest.approx(4.0) and c["start_norm_cv"]["ratio"] == pytest.approx(2.0)
+    assert c["start_norm_var"]["ratio"] == pytest.approx(64.0) and c["start_norm_mean"]["n"] == 48
+    t = pt.start_table(start)
+    assert list(t["regime"]) == list(pt.REGIMES) and list(t.columns[1:7]) == list(pt.START_METRICS)
+    text = pt.start_sentence(start)
+    assert "mean norm 8 against 2 (ratio 4" in text and "**larger** and **more uneven**" in text
+    with pytest.raises(ValueError, match="steps lacks columns \\['norm_var'\\]"):
+        pt.start_norms(runs, steps.drop(columns="norm_var"))
+
+
+def test_sec_minus_none_fine_tuned_is_its_own_family_of_four():
+    runs, _ = regime_frames()
+    fam = pt.effect_family(runs)
+    assert list(fam["loss"]) == list(LOSSES) and (fam["family"] == pt.FAMILY_EFFECT).all() and (fam["m"] == 4).all()
+    ms = fam.set_index("loss").loc["ms"]
+    assert ms["estimate"] == pytest.approx(3.0, abs=0.6) and ms["verdict"] == "reproduced"
+    # Holm over the four rows' own p-values
+    assert fam["p_adj"].to_numpy() == pytest.approx(report.holm(fam["p_value"].to_numpy()))
+    eff = pt.effects(runs)
+    assert list(eff["regime"].unique()) == list(pt.REGIMES) and set(eff["comparison"]) == {"SEC − none",
+                                                                                           "L2-reg − none"}
+    row = eff[(eff.regime == "from scratch") & (eff.comparison == "SEC − none") & (eff.loss == "npair")].iloc[0]
+    assert row["diff"] == pytest.approx(-2.0, abs=0.6) and row["n_pairs"] == len(SEEDS)
+
+
+def test_the_interaction_matches_an_independent_computation_in_its_declared_family():
+    runs, _ = regime_frames()
+    fam = pt.interaction_family(runs).set_index("loss")
+    assert list(fam.index) == [*LOSSES, pt.POOLED] and (fam["family"] == pt.FAMILY_INTERACTION).all()
+    assert (fam["m"] == 5).all() and (fam["expected_sign"] == 1).all()
+    for loss in (*LOSSES, None):
+        mean, lo, hi, p = independent_interaction(runs, loss)
+        r = fam.loc[loss or pt.POOLED]
+        assert (r["estimate"], r["ci_lo"], r["ci_hi"], r["p_value"]) == pytest.approx((mean, lo, hi, p))
+    assert fam.loc["ms", "estimate"] == pytest.approx(5.0, abs=0.8)
+    assert fam.loc[pt.POOLED, "SEC − none, fine-tuned"] == pytest.approx(1.5, abs=0.4)
+    assert fam.loc[pt.POOLED, "SEC − none, from scratch"] == pytest.approx(-2.0, abs=0.4)
+    assert fam["p_adj"].to_numpy() == pytest.approx(report.holm(fam["p_value"].to_numpy()))
+    assert fam.loc[pt.POOLED, "verdict"] == "reproduced"
+    text = pt.answer_sentence(pt.effect_family(runs), pt.interaction_family(runs))
+    assert text.startswith("**Yes: SEC gains more when fine-tuning") and f"{fam.loc[pt.POOLED, 'estimate']:+.2f}" in text
+
+
+def test_no_interaction_reads_as_no_detectable_change():
+    gains = {k: (1.0 if k[1] == "ms" else 0.0) for k in SEC_GAIN}        # the same effect in both regimes
+    runs, _ = regime_frames(noise=1.0, seed=11, gains=gains)
+    fam = pt.interaction_family(runs)
+    assert fam.set_index("loss").loc[pt.POOLED, "verdict"] != "reproduced"
+    assert pt.answer_sentence(pt.effect_family(runs), fam).startswith("**Not detectably")
+    # a seed missing one run of a loss leaves that seed out of that loss (and of the mean over the losses)
+    short = runs[~((runs.seed == 3) & (runs.loss == "ms") & (runs.regime == "from scratch") & (runs.variant == "sec"))]
+    f2 = pt.interaction_family(short).set_index("loss")
+    assert f2.loc["ms", "n"] == 3 and f2.loc["triplet", "n"] == 4 and f2.loc[pt.POOLED, "n"] == 4
+
+
+def test_trajectories_and_gradient_slopes_in_both_regimes():
+    runs, steps = regime_frames()
+    t = pt.trajectories(runs, steps)
+    assert set(t.columns) >= {"regime", "loss", "variant", "step", *pt.TRAJECTORY_COLUMNS}
+    row = t[(t.regime == "fine-tuned") & (t.loss == "ms") & (t.variant == "none") & (t.step == 1)].iloc[0]
+    assert row["norm_cv"] == pytest.approx(0.4) and row["grad_slope"] == pytest.approx(-1.5)
+    s = pt.slope_table(runs, steps)
+    assert list(s["regime"]) == [r for r in pt.REGIMES for _ in ex.VARIANTS]
+    assert s.loc[0, "slope (first quarter)"].startswith("-1.500") and s.loc[0, "slope (last quarter)"].startswith("-1.300")
+    c = pt.slope_contrast(runs, steps)
+    assert c["estimate"] == pytest.approx(-0.5) and c["n"] == 48
+    assert "fine-tuned − from scratch -0.500" in pt.slope_sentence(runs, steps)
+    with pytest.raises(ValueError, match="steps lacks columns \\['grad_slope'\\]"):
+        pt.slope_table(runs, steps.drop(columns="grad_slope"))
+
+
+def test_the_claim_row_comes_from_the_interaction_family():
+    runs, steps = regime_frames()
+    e = pd.DataFrame()
+    ev = evidence.Evidence.from_frames({"pretrained": Frames(runs, steps, e, e, e, e, e)})
+    (rec,) = evidence.page_records("pretrained", ev)
+    row = pt.interaction_family(runs).set_index("loss").loc[pt.POOLED]
+    assert rec.id == "P1" and rec.page == "pretrained" and rec.family == pt.FAMILY_INTERACTION
+    assert rec.estimate == pytest.approx(row["estimate"]) and rec.p_adj == pytest.approx(row["p_adj"])
+    assert rec.verdict == row["verdict"] and rec.m == 5 and "ms" in rec.note
+    assert "pretrained" in evidence.claim_pages()
+    (none,) = evidence.page_records("pretrained", evidence.Evidence.from_frames({}))
+    assert none.verdict == "not testable offline"
+
+
+def test_the_page_reading_and_the_figure():
+    runs, steps = regime_frames()
+    start = pt.start_norms(pt.regime_runs(runs), steps)
+    text = pt.page_reading(pt.effect_family(runs), pt.interaction_family(runs), start)
+    assert text.count("- **Interaction") == 5 and text.count("- **SEC − none, fine-tuned") == 4
+    assert "Where fine-tuning starts" in text
+    from sec_lib.figures import pretrained as pf
+    fig = pf.trajectory_figure(pt.trajectories(runs, steps))
+    assert len(fig.axes) == 3 * len(LOSSES)
+    with pytest.raises(ValueError, match="window"):
+        pf.trajectory_figure(pt.trajectories(runs, steps), window=0)
+
+
+def test_a_profile_without_the_arm_says_so_and_benchmark_books_note_the_page():
+    assert pt.has_arm("cpu") and pt.has_arm("smoke") and not pt.has_arm("reference")
+    assert "has no fine-tuning arm" in pt.design_sentence("gpu")
+    with pytest.raises(Exception, match="'smoke', 'cpu'"):
+        pt.has_arm("nope")
+    from sec_lib.runs import benchmarks
+    assert "ImageNet backbone" in benchmarks.page_note("cub", "pretrained")
+    assert benchmarks.page_note("cpu", "pretrained") is None
