@@ -164,3 +164,29 @@ def headline_sentences(gains: pd.DataFrame, paper: pd.DataFrame, tally: dict | N
     else:
         out.append("The scorecard's verdict tally is not available.")
     return out
+
+
+def regime_record(profile, root=None):
+    """Claim P1's record (the pretrained page's regime interaction), decided on that page's evidence; None where
+    the page does not apply (a benchmark book) or its runs are missing."""
+    from ..runs.benchmarks import page_note
+    from . import evidence
+    if page_note(profile, "pretrained") is not None:
+        return None
+    try:
+        recs = evidence.page_records("pretrained", evidence.page_evidence("pretrained", profile, root))
+    except (KeyError, FileNotFoundError, ValueError):
+        return None
+    return next((r for r in recs if r.id == "P1"), None)
+
+
+def regime_sentence(record) -> str:
+    """The landing page's line on the book's most direct test of the paper's setting, the pretrained page, with its
+    claim's verdict ('' until that claim has an estimate)."""
+    if record is None or record.estimate is None or not np.isfinite(record.estimate):
+        return ""
+    return (f"**The paper's own regime.** The book's most direct test of the paper's setting is {{doc}}`pretrained`: the "
+            f"glyph network fine-tuned from a backbone pretrained here, each loss without and with SEC, beside the same "
+            f"runs from scratch. Whether SEC's effect is larger there (claim {record.id}, fine-tuned − from-scratch "
+            f"SEC − none, mean over the losses): {record.evidence} R@1 points, **{record.verdict}** "
+            f"({record.tier or 'quick'} tier).")

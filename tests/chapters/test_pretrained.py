@@ -191,3 +191,17 @@ def test_a_profile_without_the_arm_says_so_and_benchmark_books_note_the_page():
     from sec_lib.runs import benchmarks
     assert "ImageNet backbone" in benchmarks.page_note("cub", "pretrained")
     assert benchmarks.page_note("cpu", "pretrained") is None
+
+
+def test_the_landing_page_names_the_page_once_its_claim_has_an_estimate():
+    from sec_lib.chapters import home
+    runs, steps = regime_frames()
+    e = pd.DataFrame()
+    (rec,) = evidence.page_records("pretrained", evidence.Evidence.from_frames(
+        {"pretrained": Frames(runs, steps, e, e, e, e, e)}))
+    text = home.regime_sentence(rec)
+    assert "most direct test of the paper's setting is {doc}`pretrained`" in text and rec.evidence in text
+    assert f"**{rec.verdict}**" in text
+    (none,) = evidence.page_records("pretrained", evidence.Evidence.from_frames({}))
+    assert home.regime_sentence(none) == "" == home.regime_sentence(None)
+    assert home.regime_record("cub-smoke") is None                  # a benchmark book: the page is a note there
