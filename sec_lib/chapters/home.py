@@ -185,8 +185,8 @@ def regime_sentence(record) -> str:
     claim's verdict ('' until that claim has an estimate)."""
     if record is None or record.estimate is None or not np.isfinite(record.estimate):
         return ""
-    return (f"**The paper's own regime.** The book's most direct test of the paper's setting is {{doc}}`pretrained`: the "
-            f"glyph network fine-tuned from a backbone pretrained here, each loss without and with SEC, beside the same "
-            f"runs from scratch. Whether SEC's effect is larger there (claim {record.id}, fine-tuned − from-scratch "
+    return (f"**The paper's own regime.** The book's most direct test of the paper's setting is "
+            f"[the pretrained page](pretrained.html): the glyph network fine-tuned from a backbone pretrained here, "
+            f"each loss without and with SEC, beside the same runs from scratch. Whether SEC's effect is larger there (claim {record.id}, fine-tuned − from-scratch "
             f"SEC − none, mean over the losses): {record.evidence} R@1 points, **{record.verdict}** "
             f"({record.tier or 'quick'} tier).")

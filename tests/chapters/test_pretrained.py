@@ -200,7 +200,7 @@ def test_the_landing_page_names_the_page_once_its_claim_has_an_estimate():
     (rec,) = evidence.page_records("pretrained", evidence.Evidence.from_frames(
         {"pretrained": Frames(runs, steps, e, e, e, e, e)}))
     text = home.regime_sentence(rec)
-    assert "most direct test of the paper's setting is {doc}`pretrained`" in text and rec.evidence in text
+    assert "most direct test of the paper's setting is [the pretrained page](pretrained.html)" in text and rec.evidence in text
     assert f"**{rec.verdict}**" in text
     (none,) = evidence.page_records("pretrained", evidence.Evidence.from_frames({}))
     assert home.regime_sentence(none) == "" == home.regime_sentence(None)
