@@ -575,6 +575,15 @@ def _scale_case(monkeypatch):
     return dict(arms=scale.arm_table(runs), rebuttal=reb, rebuttal_sentence=scale.rebuttal_sentence(reb))
 
 
+def _pretrained_case(monkeypatch):
+    from sec_lib.chapters import pretrained as pt
+    from test_pretrained import regime_frames
+    runs, steps = regime_frames()
+    start = pt.start_norms(pt.regime_runs(runs), steps)
+    return dict(start_norms=start[["regime", "start_norm_var", "start_norm_cv"]], table=pt.start_table(start),
+                sentence=pt.start_sentence(start))
+
+
 #: Each function the notebooks call that reads a norm variance -> the case whose output shows it as its page does.
 COVERED = {
     "sec_lib.chapters.bnwn.bnwn_table": _tables_case, "sec_lib.chapters.bnwn.page_reading": _tables_case,
@@ -600,6 +609,8 @@ COVERED = {
     "sec_lib.figures.theory.plot_norm_growth": _theory_case, "sec_lib.chapters.theory.plot_linear_scale": _theory_case,
     "sec_lib.chapters.scale.arm_table": _scale_case, "sec_lib.chapters.scale.rebuttal_cv_table": _scale_case,
     "sec_lib.chapters.scale.rebuttal_sentence": _scale_case,
+    "sec_lib.chapters.pretrained.start_norms": _pretrained_case, "sec_lib.chapters.pretrained.start_table":
+        _pretrained_case, "sec_lib.chapters.pretrained.start_sentence": _pretrained_case,
 }
 #: Functions that read a norm variance but show none themselves, and why.
 NOT_SHOWN = {
