@@ -12,7 +12,6 @@ with an entry the hashes must match exactly; on another kind the test is skipped
 """
 import hashlib
 import json
-import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -42,16 +41,10 @@ def hashes(result) -> dict:
 
 
 def main():
-    from sec_lib import kernels
+    from golden import report          # the script's folder is on sys.path, run or imported
     from sec_lib.runs.train import train
-    kind = kernels.this_kind()
     got = {name: hashes(train(cfg)) for name, cfg in configs().items()}
-    print(json.dumps({kind: got}, indent=1))
-    if "--record" in sys.argv:
-        table = json.loads(GOLDEN.read_text()) if GOLDEN.exists() else {}
-        table[kind] = {**got, "cpu": kernels.cpu_info()}
-        GOLDEN.write_text(json.dumps(table, indent=1, sort_keys=True) + "\n")
-        print(f"recorded {kind} in {GOLDEN}")
+    report(GOLDEN, got)
 
 
 if __name__ == "__main__":

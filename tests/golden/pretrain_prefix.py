@@ -8,8 +8,6 @@ tests/test_pretrain.py retrains the prefix: on a CPU kind that has an entry the 
 of the reproducibility contract, sec_lib.kernels); on another kind the test is skipped and says why. The full run
 is checked by ``python -m sec_lib.runs.pretrain --check`` (about 6 minutes of one core).
 """
-import json
-import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -23,15 +21,9 @@ def prefix_hash() -> dict:
 
 
 def main():
-    from sec_lib import kernels
-    kind = kernels.this_kind()
+    from golden import report          # the script's folder is on sys.path, run or imported
     got = prefix_hash()
-    print(json.dumps({kind: got}, indent=1))
-    if "--record" in sys.argv:
-        table = json.loads(GOLDEN.read_text()) if GOLDEN.exists() else {}
-        table[kind] = {**got, "cpu": kernels.cpu_info()}
-        GOLDEN.write_text(json.dumps(table, indent=1, sort_keys=True) + "\n")
-        print(f"recorded {kind} in {GOLDEN}")
+    report(GOLDEN, got)
 
 
 if __name__ == "__main__":
