@@ -19,6 +19,7 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from sec_lib.runs import pilot, plan  # noqa: E402
+from sec_lib.runs.store import run_key  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 PILOT = REPO / "data" / "reference" / "decisive" / "pilot" / "runs.parquet"
@@ -47,9 +48,8 @@ def main(argv=None) -> int:
     runs = pd.read_parquet(PILOT)
     speed = seconds_per_kiter(runs[runs["status"] == "done"])
     every = pilot.configs(pairs=len(pilot.LENGTH_PAIRS))          # the whole registered pilot, four pairs
-    todo = [c.iterations for c in every if
-            not ((runs["loss"] == c.loss) & (runs["seed"] == c.seed) & (runs["iterations"] == c.iterations)
-                 & (runs["config"].str.contains(f'"schedule": "{c.schedule}"'))).any()]
+    done = set(runs["key"])
+    todo = [c.iterations for c in every if run_key(c) not in done]
     lines = [f"decisive tier cost plan: {a.length:,} iterations a run, {a.n_main} seeds in the primary arms "
              f"(from {PILOT.relative_to(REPO)}: {len(runs)} of the pilot's {len(every)} runs committed; the "
              f"pilot's core-seconds are theirs plus the {len(todo)} runs to go at each CPU's median)", "",
