@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import html as _html
 import math
+import re
 from dataclasses import asdict, dataclass, field, replace
 from typing import Callable, Sequence
 
@@ -252,6 +253,43 @@ def badge(r: ClaimRecord, claims_page: str = "claims.html") -> str:
     v = _html.escape(r.verdict)
     return (f'<a class="claim-ref verdict-{r.verdict.replace(" ", "-")}" href="{claims_page}#{anchor(r.id)}" '
             f'data-claim="{_html.escape(r.id)}" data-verdict="{v}">{_html.escape(r.id)}: <b>{v}</b></a>')
+
+
+#: How a built page marks a verdict it states (:func:`badge`, the claims page's rows).
+VERDICT_MARK = re.compile(r'data-claim="([^"]+)"[^>]*?data-verdict="([^"]+)"')
+
+
+def stated_verdicts(pages: dict) -> dict[str, dict[str, list[str]]]:
+    """``{claim id: {verdict: [pages]}}`` for every verdict marked on ``pages`` (``{page name: html}``)."""
+    seen: dict[str, dict[str, list[str]]] = {}
+    for page, text in pages.items():
+        for cid, v in VERDICT_MARK.findall(text):
+            where = seen.setdefault(_html.unescape(cid), {}).setdefault(_html.unescape(v), [])
+            if page not in where:
+                where.append(page)
+    return seen
+
+
+def split_verdicts(pages: dict) -> dict[str, dict[str, list[str]]]:
+    """The claims that ``pages`` state with more than one verdict (``{}`` when every id has one)."""
+    return {c: vs for c, vs in stated_verdicts(pages).items() if len(vs) > 1}
+
+
+def check_built_book(html_dir) -> int:
+    """Every page of a built book (``_build/html``) states each claim with one verdict: raises ValueError naming
+    each split claim, its verdicts and the pages; returns how many claim ids the book marks."""
+    from pathlib import Path
+    root = Path(html_dir)
+    if not root.is_dir():
+        raise ValueError(f"{root} is not a built book (no such folder)")
+    pages = {str(p.relative_to(root)): p.read_text(encoding="utf-8", errors="replace")
+             for p in sorted(root.rglob("*.html"))}
+    split = split_verdicts(pages)
+    if split:
+        lines = "; ".join(f"{c}: " + ", ".join(f"{v!r} on {', '.join(pg)}" for v, pg in vs.items())
+                          for c, vs in sorted(split.items()))
+        raise ValueError(f"the built book states {len(split)} claim(s) with more than one verdict: {lines}")
+    return len(stated_verdicts(pages))
 
 
 def _p_text(p) -> str:

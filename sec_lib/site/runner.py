@@ -42,6 +42,7 @@ from ..chapters import PAGE_NAMES, PAGES, Page
 from ..data.glyphs import default_data_dir
 from ..figures.tables import DOWNLOADS_ENV
 from ..params import Choice, ParameterError
+from ..report.claims import check_built_book
 from ..runs.store import ResultStore, run_all, run_key
 from ..tempfiles import clear_partial_notebooks, temp_prefix
 from ..runs import benchmarks as bench
@@ -309,7 +310,12 @@ def build(site: Path | None = None, strict: bool = True) -> Path:
     if proc.returncode != 0:
         raise SystemExit(f"jupyter-book build failed (exit {proc.returncode})")
     html = site / "_build" / "html"
-    print(f"book built into {html} in {time.perf_counter() - t0:.0f} s; open {html / 'index.html'}")
+    try:                                  # one claim, one verdict: checked on every book built (issue 22)
+        n_claims = check_built_book(html)
+    except ValueError as e:
+        raise SystemExit(f"jupyter-book build: {e}") from None
+    print(f"book built into {html} in {time.perf_counter() - t0:.0f} s ({n_claims} claims, each stated with one "
+          f"verdict on every page); open {html / 'index.html'}")
     return html
 
 

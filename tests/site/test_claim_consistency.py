@@ -10,36 +10,67 @@ Pages mark each verdict they state with ``data-claim`` / ``data-verdict`` (the b
   scorecard and the landing page's primary-test badge are rendered, and compared;
 * in the smoke book that ``test_book.py`` builds, every built page is read the same way.
 """
-import re
-from collections import defaultdict
+import subprocess
 
 import pytest
 
 from sec_lib.chapters import claims, evidence, home
-
-MARK = re.compile(r'data-claim="([^"]+)"[^>]*?data-verdict="([^"]+)"')
-
-
-def marks(html: str) -> list[tuple[str, str]]:
-    return MARK.findall(html)
+from sec_lib.report.claims import ClaimRecord, badge, check_built_book, split_verdicts, stated_verdicts
 
 
 def one_verdict_each(pages: dict[str, str]) -> dict:
     """{claim id: {verdict: [pages]}} for every id marked on ``pages`` ({page: html})."""
-    seen = defaultdict(lambda: defaultdict(list))
-    for page, html in pages.items():
-        for cid, v in marks(html):
-            seen[cid][v].append(page)
-    return seen
+    return stated_verdicts(pages)
+
+
+def record(verdict="reproduced") -> ClaimRecord:
+    return ClaimRecord(id="C9", statement="s", page="p", href="p.html", family="f", unit="pp", expected_sign=1,
+                       estimate=1.0, ci_lo=0.5, ci_hi=1.5, n=3, n_counts="seeds", p_value=0.01, p_adj=0.01, m=1,
+                       mde=0.4, verdict=verdict)
 
 
 def test_marks_are_found_and_disagreements_caught():
-    from sec_lib.report.claims import ClaimRecord, badge
-    r = ClaimRecord(id="C9", statement="s", page="p", href="p.html", family="f", unit="pp", expected_sign=1,
-                    estimate=1.0, ci_lo=0.5, ci_hi=1.5, n=3, n_counts="seeds", p_value=0.01, p_adj=0.01, m=1,
-                    mde=0.4, verdict="reproduced")
+    r = record()
     seen = one_verdict_each({"a": badge(r), "b": badge(r).replace("reproduced", "inconclusive")})
     assert set(seen["C9"]) == {"reproduced", "inconclusive"}          # the check can fail
+    assert split_verdicts({"a": badge(r), "b": badge(r)}) == {}
+    assert split_verdicts({"a": badge(r), "b": badge(record("not reproduced"))}) == {
+        "C9": {"reproduced": ["a"], "not reproduced": ["b"]}}
+
+
+def _built(tmp_path, pages: dict) -> "Path":
+    html = tmp_path / "_build" / "html"
+    for name, text in pages.items():
+        (html / name).parent.mkdir(parents=True, exist_ok=True)
+        (html / name).write_text(f"<html><body>{text}</body></html>")
+    return html
+
+
+def test_the_built_book_check_names_each_split_claim(tmp_path):
+    html = _built(tmp_path, {"index.html": badge(record()), "book/nb/claims.html": badge(record()),
+                             "book/nb/face.html": badge(record("inconclusive"))})
+    with pytest.raises(ValueError, match=r"C9: 'reproduced' on book/nb/claims.html, index.html, 'inconclusive' on "
+                                         r"book/nb/face.html"):
+        check_built_book(html)
+    (html / "book/nb/face.html").write_text(badge(record()))
+    assert check_built_book(html) == 1
+    with pytest.raises(ValueError, match="not a built book"):
+        check_built_book(tmp_path / "nothing")
+
+
+def test_build_fails_when_a_claim_has_two_verdicts(tmp_path, monkeypatch):
+    """`sec-book build` runs the check on the book it built: a split claim fails the build, by name."""
+    from sec_lib.site import runner
+    (tmp_path / "_config.yml").write_text("title: t\n")
+    (tmp_path / "notebooks").mkdir()
+    monkeypatch.setattr(runner, "check_node_modules", lambda site: site)
+
+    def fake_jb(cmd, text=True):
+        _built(tmp_path, {"index.html": badge(record()), "book/nb/face.html": badge(record("inconclusive"))})
+        return subprocess.CompletedProcess(cmd, 0)
+    monkeypatch.setattr(runner.subprocess, "run", fake_jb)
+    with pytest.raises(SystemExit, match="C9: 'inconclusive' on book/nb/face.html, 'reproduced' on index.html"):
+        runner.build(tmp_path)
 
 
 @pytest.fixture()
