@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import numbers
 import re
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, Iterable
 
@@ -170,6 +171,16 @@ def check_params(values: dict, spec: dict) -> dict:
     if missing:
         raise ParameterError(f"missing parameter(s) {missing}")
     return {name: spec[name].check(name, values[name]) for name in spec}
+
+
+def check_fields(cls, d: dict) -> dict:
+    """``d`` when every key is a field of the dataclass ``cls``; else a ParameterError naming the unknown keys
+    and the valid fields (a config read from a file or a command line, checked before anything runs)."""
+    known = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(d) - known)
+    if unknown:
+        raise ParameterError(f"unknown {cls.__name__} field(s) {unknown}; valid fields: {sorted(known)}")
+    return d
 
 
 _IPYTHON_NAMES = frozenset({"In", "Out", "get_ipython", "exit", "quit", "open"})

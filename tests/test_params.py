@@ -122,3 +122,14 @@ def test_the_runner_checks_every_config_before_anything_trains(monkeypatch, tmp_
     with pytest.raises(ParameterError, match="'device' = 'gpu'"):
         book.run("smoke", only=["compare"], site=tmp_path)
     assert not (tmp_path / "runs").exists()
+
+
+def test_check_fields_names_the_unknown_keys_and_the_valid_fields():
+    from sec_lib.params import check_fields
+    from sec_lib.runs.pretrain import PretrainConfig
+    from sec_lib.runs.train import TrainConfig
+    d = TrainConfig().to_dict()
+    assert check_fields(TrainConfig, d) is d
+    for cls, base in ((TrainConfig, d), (PretrainConfig, PretrainConfig().to_dict())):
+        with pytest.raises(ParameterError, match=rf"unknown {cls.__name__} field\(s\) \['lrr'\]; valid fields: \[.*'lr'"):
+            cls.from_dict({**base, "lrr": 0.1})

@@ -10,7 +10,7 @@ from matplotlib.figure import Figure
 
 from .. import report
 from .palette import METRIC_LABELS, STEP_LABELS, VARIANT_COLORS
-from .style import need, plain_log_ticks, styled, subplots
+from .style import loss_measure_grid, need, styled, subplots
 
 #: The rows of :func:`trajectory_figure`: the batch's mean norm (log axis), its CV, the mean Δθ.
 ROWS = ("norm_mean", "norm_cv", "dtheta_mean")
@@ -22,24 +22,12 @@ def trajectory_figure(traj: pd.DataFrame, rows: Sequence[str] = ROWS) -> Figure:
     over seeds per loss × arm × step); one line per arm in its variant colour. The mean norm is on a log axis:
     the arms differ by decades."""
     need(traj, ["loss", "variant", "arm", "step", *rows], "trajectories")
-    losses = list(dict.fromkeys(traj["loss"]))
-    fig, axes = subplots(len(rows), len(losses), w=3.0, h=2.3, sharex=True)
-    for j, loss in enumerate(losses):
-        sub = traj[traj["loss"] == loss]
-        for i, col in enumerate(rows):
-            ax = axes[i][j]
-            for (variant, arm), t in sub.groupby(["variant", "arm"], sort=False):
-                t = t.dropna(subset=[col])
-                ax.plot(t["step"], t[col], color=VARIANT_COLORS.get(variant, "#000000"), lw=1.3, label=arm)
-            if col == "norm_mean":
-                ax.set_yscale("log")
-                plain_log_ticks(ax, "y")
-            if i == 0:
-                ax.set_title(loss)
-            if j == 0:
-                ax.set_ylabel(STEP_LABELS.get(col, col), fontsize=8)
-            if i == len(rows) - 1:
-                ax.set_xlabel("iteration")
+
+    def draw(ax, sub, col):
+        for (variant, arm), t in sub.groupby(["variant", "arm"], sort=False):
+            t = t.dropna(subset=[col])
+            ax.plot(t["step"], t[col], color=VARIANT_COLORS.get(variant, "#000000"), lw=1.3, label=arm)
+    fig, axes = loss_measure_grid(traj, rows, draw, lambda col: STEP_LABELS.get(col, col), h=2.3, label_size=8)
     axes[0][0].legend(fontsize=7)
     return fig
 

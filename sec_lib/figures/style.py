@@ -174,3 +174,29 @@ def err_bars(sub: pd.DataFrame):
     lo = (sub["mean"] - sub["ci_lo"]).fillna(0).clip(lower=0).to_numpy(float)
     hi = (sub["ci_hi"] - sub["mean"]).fillna(0).clip(lower=0).to_numpy(float)
     return np.vstack([lo, hi])
+
+
+def loss_measure_grid(traj: pd.DataFrame, rows: Sequence[str], draw, ylabel, h: float = 2.2,
+                      label_size: int = 9):
+    """A grid of trajectories: one column per loss of ``traj``, one row per measure in ``rows``, a shared
+    iteration axis. ``draw(ax, sub, col)`` draws one panel's lines (``sub``: the loss's rows); ``ylabel(col)``
+    names a row. The batch's mean norm (``norm_mean``) goes on a log axis when positive (the arms differ by
+    decades). Returns ``(fig, axes)``."""
+    losses = list(dict.fromkeys(traj["loss"]))
+    fig, axes = subplots(len(rows), len(losses), w=3.0, h=h, sharex=True)
+    for j, loss in enumerate(losses):
+        sub = traj[traj["loss"] == loss]
+        for i, col in enumerate(rows):
+            ax = axes[i][j]
+            draw(ax, sub, col)
+            if col == "norm_mean" and (sub[col].dropna() > 0).all():
+                ax.set_yscale("log")
+                plain_log_ticks(ax, "y")
+            if i == 0:
+                ax.set_title(loss)
+            ax.tick_params(labelsize=label_size)
+            if j == 0:
+                ax.set_ylabel(ylabel(col), fontsize=label_size)
+            if i == len(rows) - 1:
+                ax.set_xlabel("iteration")
+    return fig, axes

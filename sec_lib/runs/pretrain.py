@@ -45,7 +45,7 @@ from .. import metrics as metrics_mod
 from ..data.glyph_pool import default_data_dir
 from ..data.glyph_pretrain import PRETRAIN_JSON, PRETRAIN_INSTANCES_PER_CLASS, load_pretrain_glyphs, pretrain_manifest
 from ..models import build_model
-from ..params import Choice, Number, ParameterError
+from ..params import Choice, Number, check_fields
 from ..tempfiles import atomic_write_bytes
 from ..threads import torch_threads
 
@@ -96,11 +96,7 @@ class PretrainConfig:
 
     @classmethod
     def from_dict(cls, d: dict) -> "PretrainConfig":
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(d) - names)
-        if unknown:
-            raise ParameterError(f"unknown PretrainConfig fields {unknown}; valid fields: {', '.join(sorted(names))}")
-        return cls(**d).validate()
+        return cls(**check_fields(cls, d)).validate()
 
 
 def weights_hash(state: dict) -> str:

@@ -53,7 +53,7 @@ from ..data.augment import ViewBatches, check_view_settings
 from ..data.splits import QueryGallery, holdout_split
 from ..losses import LOSS_NAMES, LOSS_SPECS, get_loss
 from ..models import ARCHS, HEADS, build_model
-from ..params import Choice, Device, Mu, Number, ParameterError
+from ..params import Choice, Device, Mu, Number, ParameterError, check_fields
 from ..metrics.probe import linear_probe
 from ..monitor import MonitorConfig, NormMonitor, measure_batch
 from ..sec import SphericalEmbeddingConstraint
@@ -246,11 +246,7 @@ class TrainConfig:
 
     @classmethod
     def from_dict(cls, d: dict) -> "TrainConfig":
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(d) - known)
-        if unknown:
-            raise ParameterError(f"unknown TrainConfig field(s) {unknown}; valid fields: {sorted(known)}")
-        d = dict(d)
+        d = dict(check_fields(cls, d))
         if d.get("num_threads", 1) is None:       # records written before threads were pinned
             d["num_threads"] = 1
         for key in ("lr_milestones", "eval_ks"):
