@@ -102,6 +102,38 @@ def _pair_distances(v: torch.Tensor) -> torch.Tensor:
     return (n[:, None] + n[None, :] - 2 * b @ b.T).round()
 
 
+def homoglyph_groups(visible: list[int], renders: dict) -> tuple[list[list[int]], int]:
+    """Code points of one look, merged: two are homoglyphs when their analysis renders differ in at most
+    ``DUP_MAX_PIXELS`` pixels in >= 2 fonts and in >= half of the fonts that draw both; groups are the
+    connected components. ``renders``: font -> {code point: boolean analysis render}. Returns the groups (lists
+    of code points, in the order of their first member in ``visible``) and the number of homoglyph pairs."""
+    index = {cp: i for i, cp in enumerate(visible)}
+    n = len(visible)
+    presence = torch.zeros(n, len(FONT_FILES))
+    dup_count: dict[tuple[int, int], int] = {}
+    for j, f in enumerate(FONT_FILES):
+        cps = [cp for cp in visible if cp in renders[f]]
+        if not cps:
+            continue
+        ids = torch.tensor([index[cp] for cp in cps])
+        presence[ids, j] = 1
+        d = _pair_distances(torch.from_numpy(np.stack([renders[f][cp] for cp in cps])))
+        a, b = torch.nonzero(torch.triu(d <= DUP_MAX_PIXELS, diagonal=1), as_tuple=True)
+        for x, y in zip(ids[a].tolist(), ids[b].tolist()):
+            dup_count[(x, y)] = dup_count.get((x, y), 0) + 1
+    co = presence @ presence.T
+    uf = _UnionFind(range(n))
+    n_pairs = 0
+    for (x, y), c in dup_count.items():
+        if c >= 2 and c >= 0.5 * float(co[x, y]):
+            uf.union(x, y)
+            n_pairs += 1
+    groups: dict[int, list[int]] = {}
+    for i in range(n):
+        groups.setdefault(uf.find(i), []).append(visible[i])
+    return list(groups.values()), n_pairs
+
+
 def compute_classes(progress: bool = False) -> tuple[list[GlyphClass], dict]:
     """Apply the class rule of the module docstring to the installed fonts.
 
@@ -132,38 +164,14 @@ def compute_classes(progress: bool = False) -> tuple[list[GlyphClass], dict]:
             print(f"  rendered {f}: {len(r)} glyphs ({time.perf_counter() - t0:.0f} s)", flush=True)
     fonts_of: dict[int, list[str]] = {cp: [f for f in FONT_FILES if cp in renders[f]] for cp in candidates}
     visible = [cp for cp in candidates if len(fonts_of[cp]) >= MIN_FONTS]
-    index = {cp: i for i, cp in enumerate(visible)}
 
     # 2. homoglyph pairs: same shape in >= half of the fonts rendering both (and >= 2 fonts)
-    n = len(visible)
-    presence = torch.zeros(n, len(FONT_FILES))
-    dup_count: dict[tuple[int, int], int] = {}
-    for j, f in enumerate(FONT_FILES):
-        cps = [cp for cp in visible if cp in renders[f]]
-        if not cps:
-            continue
-        ids = torch.tensor([index[cp] for cp in cps])
-        presence[ids, j] = 1
-        v = torch.from_numpy(np.stack([renders[f][cp] for cp in cps]))
-        d = _pair_distances(v)
-        a, b = torch.nonzero(torch.triu(d <= DUP_MAX_PIXELS, diagonal=1), as_tuple=True)
-        for x, y in zip(ids[a].tolist(), ids[b].tolist()):
-            dup_count[(x, y)] = dup_count.get((x, y), 0) + 1
-    co = presence @ presence.T
-    uf = _UnionFind(range(n))
-    n_pairs = 0
-    for (x, y), c in dup_count.items():
-        if c >= 2 and c >= 0.5 * float(co[x, y]):
-            uf.union(x, y)
-            n_pairs += 1
-    groups: dict[int, list[int]] = {}
-    for i in range(n):
-        groups.setdefault(uf.find(i), []).append(visible[i])
+    groups, n_pairs = homoglyph_groups(visible, renders)
 
     # 3. representatives, variety check
     classes = []
     dropped_same = []
-    for members in groups.values():
+    for members in groups:
         members = sorted(members)
         rep = min(members, key=lambda cp: (-len(fonts_of[cp]), cp))
         fonts = fonts_of[rep]

@@ -49,7 +49,7 @@ import torch
 from ..params import Number
 from .glyph_pool import (
     ANALYSIS_SIZE, CLASS_JSON, DUP_MAX_PIXELS, GENERATOR_VERSION, PACKAGE_DIR, GlyphClass, _atomic_write_bytes,
-    _pair_distances, _try_load, _UnionFind, default_cache_dir, glyph_classes, render_pool,
+    _try_load, default_cache_dir, glyph_classes, homoglyph_groups, render_pool,
 )
 from .glyph_render import (
     EXCLUDED_CATEGORIES, FONT_FILES, MIN_INK, _allowed_codepoints, _centered, _library_versions, char_name,
@@ -233,29 +233,9 @@ def compute_pretrain_classes(progress: bool = False) -> tuple[list[GlyphClass], 
         print(f"  {len(candidates)} candidate code points, {len(visible)} drawn by >= {PRETRAIN_MIN_FONTS} fonts "
               f"({time.perf_counter() - t0:.0f} s)", flush=True)
     # rule 2: homoglyphs among the candidates (the benchmark's rule 4)
-    index = {cp: i for i, cp in enumerate(visible)}
-    presence = torch.zeros(len(visible), len(FONT_FILES))
-    dup_count: dict[tuple[int, int], int] = {}
-    for j, f in enumerate(FONT_FILES):
-        cps = [cp for cp in visible if cp in renders[f]]
-        if not cps:
-            continue
-        ids = torch.tensor([index[cp] for cp in cps])
-        presence[ids, j] = 1
-        d = _pair_distances(torch.from_numpy(np.stack([renders[f][cp] for cp in cps])))
-        a, b = torch.nonzero(torch.triu(d <= DUP_MAX_PIXELS, diagonal=1), as_tuple=True)
-        for x, y in zip(ids[a].tolist(), ids[b].tolist()):
-            dup_count[(x, y)] = dup_count.get((x, y), 0) + 1
-    co = presence @ presence.T
-    uf = _UnionFind(range(len(visible)))
-    for (x, y), c in dup_count.items():
-        if c >= 2 and c >= 0.5 * float(co[x, y]):
-            uf.union(x, y)
-    groups: dict[int, list[int]] = {}
-    for i in range(len(visible)):
-        groups.setdefault(uf.find(i), []).append(visible[i])
+    groups, _ = homoglyph_groups(visible, renders)
     merged = []
-    for members in groups.values():
+    for members in groups:
         members = sorted(members)
         rep = min(members, key=lambda cp: (-len(fonts_of[cp]), cp))
         merged.append(GlyphClass(rep, char_name(rep), tuple(fonts_of[rep]), tuple(m for m in members if m != rep)))
