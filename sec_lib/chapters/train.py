@@ -117,12 +117,9 @@ def run_title(cfg) -> str:
 
 
 def is_main_table_run(cfg, profile: str, root=None) -> bool:
-    """Whether ``cfg`` is one of the main table's runs of ``profile`` (same store key)."""
-    try:
-        keys = {run_key(c) for c in ex.chapter_configs("compare", profile, ResultStore(root))}
-    except KeyError:
-        return False
-    return run_key(cfg) in keys
+    """Whether ``cfg`` is one of the main table's runs of ``profile`` (the label the main table's configs are
+    made with, :func:`sec_lib.runs.experiments.is_main_table_run`)."""
+    return ex.is_main_table_run(cfg, profile, ResultStore(root))
 
 
 def config_table(cfg) -> pd.DataFrame:

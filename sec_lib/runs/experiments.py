@@ -239,12 +239,18 @@ def chosen_eta(profile: Profile, loss: str, selection_runs, mu: str = "batch") -
     return _best(cands)
 
 
-def tuned_sec(p: Profile, store) -> list[TrainConfig]:
-    """The main table's SEC cells again, at the η chosen on held-out classes (plus the none baseline)."""
+def tuned_sec_runs(p: Profile, store) -> list[tuple[TrainConfig, dict]]:
+    """The main table's SEC cells again, at the η chosen on held-out classes (plus the none baseline), each with
+    its ``eta_arm`` label: 'selected' for SEC, '' for the baseline."""
     sel = _selection(p, store)
     seeds = table_seeds(p)
-    return [config(p, loss, "sec", s, eta=chosen_eta(p, loss, sel)) for loss in MAIN_LOSSES for s in seeds] + \
-        [config(p, loss, "none", s) for loss in MAIN_LOSSES for s in seeds]
+    return [(config(p, loss, "sec", s, eta=chosen_eta(p, loss, sel)), {"eta_arm": "selected"})
+            for loss in MAIN_LOSSES for s in seeds] + \
+        [(config(p, loss, "none", s), {"eta_arm": ""}) for loss in MAIN_LOSSES for s in seeds]
+
+
+def tuned_sec(p: Profile, store) -> list[TrainConfig]:
+    return [c for c, _ in tuned_sec_runs(p, store)]
 
 
 def beyond(p: Profile, store) -> list[TrainConfig]:
@@ -273,6 +279,12 @@ def table_seeds(p: Profile) -> tuple:
     """The seeds of the main table and of the chapters that reuse its runs: ``main_seeds`` where the
     profile has a main comparison, else ``seeds``."""
     return p.main_seeds or p.seeds
+
+
+def main_table_runs(p: Profile, store=None) -> list[tuple[TrainConfig, dict]]:
+    """:func:`main_table`'s runs, each labelled as one of the main table's (``main_table``), with its ``eta_arm``:
+    'paper' for SEC (the paper's η, :data:`ETA_SEC`), '' for the other variants."""
+    return [(c, {"main_table": True, "eta_arm": "paper" if c.variant == "sec" else ""}) for c in main_table(p, store)]
 
 
 def main_table(p: Profile, store=None) -> list[TrainConfig]:
@@ -510,9 +522,10 @@ def chapter_configs(chapter: str, profile: "Profile | str", store) -> list[Train
     return fn(tuned(p, "adam", store), store)
 
 
-#: The chapters whose runs carry sweep labels that their configs' fields do not name (e.g. the μ chapter's
-#: setting "EMA ρ=0.9"): chapter -> a function of (tuned profile, store) giving (config, labels) pairs.
-LABELED = {"mu": mu_runs, "pretrained": pretrained_runs}
+#: The sweeps whose runs carry labels that their configs' fields do not name (the μ chapter's setting "EMA ρ=0.9",
+#: main-table membership, the η arm, the fine-tuning regime): a chapter's run function -> the function of (tuned
+#: profile, store) that makes the same runs as (config, labels) pairs. Every chapter showing a sweep gets its labels.
+LABELED = {mu_ablation: mu_runs, pretrained: pretrained_runs, main_table: main_table_runs, tuned_sec: tuned_sec_runs}
 
 
 def chapter_labels(chapter: str, profile: "Profile | str", store) -> dict[str, dict]:
@@ -521,9 +534,20 @@ def chapter_labels(chapter: str, profile: "Profile | str", store) -> dict[str, d
     runs frame."""
     Choice(tuple(CHAPTERS)).check("chapter", chapter)
     p = get_profile(profile) if isinstance(profile, str) else profile
-    if chapter not in LABELED or chapter not in profile_chapters(p):
+    made = LABELED.get(CHAPTERS[chapter])
+    if made is None or chapter not in profile_chapters(p):
         return {}
-    return {run_key(c): labels for c, labels in LABELED[chapter](tuned(p, "adam", store), store)}
+    return {run_key(c): labels for c, labels in made(tuned(p, "adam", store), store)}
+
+
+def is_main_table_run(cfg: TrainConfig, profile: "Profile | str", store) -> bool:
+    """Whether ``cfg`` is one of the main table's runs of ``profile``: its ``main_table`` label, emitted with the
+    main table's configs (:func:`main_table_runs`)."""
+    try:
+        labels = chapter_labels("compare", profile, store)
+    except KeyError:                       # the learning-rate pilot or the selection is not in the store
+        return False
+    return bool(labels.get(run_key(cfg), {}).get("main_table"))
 
 
 def all_configs(profile: "Profile | str", store, chapters=None) -> list[TrainConfig]:

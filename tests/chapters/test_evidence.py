@@ -150,6 +150,14 @@ def test_a_chapters_runs_carry_the_sweep_labels_they_were_made_with(tmp_path, mo
     runs = common.load("mu", p, tables=()).runs
     want = {run_key(c): lab["setting"] for c, lab in made}
     assert dict(zip(runs["key"], runs["setting"])) == want and mu.label_mu(runs) is runs
-    assert ex.chapter_labels("compare", p, store) == {}                      # no labels: no columns added
+    assert ex.chapter_labels("bnwn", p, store) == {}                         # no labels: no columns added
+    main = ex.chapter_labels("compare", p, store)                            # the main table labels its runs
+    assert set(main) == {run_key(c) for c in ex.main_table(p)} == set(ex.chapter_labels("norms", p, store))
+    assert {c.variant: main[run_key(c)]["eta_arm"] for c in ex.main_table(p)} == {"none": "", "l2reg": "",
+                                                                                   "sec": "paper"}
+    assert all(lab["main_table"] for lab in main.values())
+    assert ex.is_main_table_run(ex.main_table(p)[0], p, store)
+    shared = {lab["setting"] for c, lab in made if ex.is_main_table_run(c, p, store)}
+    assert shared and shared < {lab["setting"] for _, lab in made}           # the μ sweep reuses some of them, not all
     with pytest.raises(ValueError, match="setting"):
         mu.label_mu(runs.drop(columns="setting"))
