@@ -106,13 +106,13 @@ def test_paired_diff_against_ttest_rel_and_drops_unpaired():
     row = out.iloc[0]
     xa = np.array([a[s] for s in (0, 1, 2, 3)])
     xb = np.array([b[s] for s in (0, 1, 2, 3)])
-    assert row.n_pairs == 4 and row.n_unpaired == 2
-    assert (row["diff"], row.ci_lo, row.ci_hi) == pytest.approx(t_ci(xb - xa))
+    assert row.n == 4 and row.n_unpaired == 2
+    assert (row.estimate, row.ci_lo, row.ci_hi) == pytest.approx(t_ci(xb - xa))
     assert row.p_value == pytest.approx(stats.ttest_rel(xb, xa).pvalue)
     assert row.mean_a == pytest.approx(xa.mean()) and row.mean_b == pytest.approx(xb.mean())
     # a NaN metric drops that pair for that metric only
     df.loc[(df.variant == "sec") & (df.seed == 0), "R@1"] = np.nan
-    assert R.paired_diff(df, "loss", "variant", "none", "sec", metrics=["R@1"]).n_pairs.item() == 3
+    assert R.paired_diff(df, "loss", "variant", "none", "sec", metrics=["R@1"]).n.item() == 3
 
 
 def test_paired_diff_groups_and_edge_cases():
@@ -122,12 +122,12 @@ def test_paired_diff_groups_and_edge_cases():
     assert out.metric.tolist() == ["R@1", "NMI", "R@1", "NMI"]
     assert out.loss.tolist() == ["triplet", "triplet", "ms", "ms"]
     nmi = out[out.metric == "NMI"].iloc[0]
-    assert nmi["diff"] == 0.0 and math.isnan(nmi.p_value)  # identical pairs: no test possible
+    assert nmi.estimate == 0.0 and math.isnan(nmi.p_value)  # identical pairs: no test possible
     const = R.paired_diff(runs([1.0, 2.0], [2.0, 3.0]), None, "variant", "none", "sec", metrics=["R@1"]).iloc[0]
     # identical non-zero differences: the spread is not estimable, so no interval and no test
-    assert const["diff"] == 1.0 and math.isnan(const.p_value) and math.isnan(const.ci_lo) and math.isnan(const.ci_hi)
+    assert const.estimate == 1.0 and math.isnan(const.p_value) and math.isnan(const.ci_lo) and math.isnan(const.ci_hi)
     single = R.paired_diff(runs([1.0], [2.0]), "loss", "variant", "none", "sec", metrics=["R@1"]).iloc[0]
-    assert single.n_pairs == 1 and math.isnan(single.ci_lo) and math.isnan(single.p_value)
+    assert single.n == 1 and math.isnan(single.ci_lo) and math.isnan(single.p_value)
 
 
 def test_paired_diff_bad_input():
@@ -147,7 +147,7 @@ def test_paired_diff_bad_input():
 
 def verdict_of(values_none, values_sec, expected_sign=+1, margin=None):
     d = R.paired_diff(runs(values_none, values_sec), "loss", "variant", "none", "sec", metrics=["R@1"]).iloc[0]
-    return R.verdict(d["diff"], d.ci_lo, d.ci_hi, expected_sign=expected_sign, margin=margin, n=d.n_pairs)
+    return R.verdict(d.estimate, d.ci_lo, d.ci_hi, expected_sign=expected_sign, margin=margin, n=d.n)
 
 
 def test_verdict_words_are_the_four_of_the_design():
@@ -522,13 +522,52 @@ def test_verdict_row_matches_paired_diff_and_ttest():
     row = R.verdict_row(d, expected_sign=+1, margin=R.margin_for("R@1"))
     assert list(row) == list(R.ROW_COLUMNS)
     pdiff = R.paired_diff(runs(none, sec), "loss", "variant", "none", "sec", metrics=["R@1"]).iloc[0]
-    assert (row["estimate"], row["ci_lo"], row["ci_hi"]) == pytest.approx((pdiff["diff"], pdiff.ci_lo, pdiff.ci_hi))
+    assert (row["estimate"], row["ci_lo"], row["ci_hi"]) == pytest.approx((pdiff.estimate, pdiff.ci_lo, pdiff.ci_hi))
     assert row["p_value"] == pytest.approx(stats.ttest_rel(sec, none).pvalue)
     assert row["p_adj"] == row["p_value"] and row["m"] == 1               # a family of one until adjusted
     assert row["n"] == 4 and row["n_counts"] == "seeds"
     assert row["sd"] == pytest.approx(np.std(d, ddof=1))
     assert row["mde"] == pytest.approx(R.min_detectable_effect(np.std(d, ddof=1), 4))
     assert row["verdict"] == "reproduced"
+
+
+def test_paired_pooled_and_verdict_rows_share_one_schema_and_one_family_entry_point():
+    """One row schema (issue 22): paired_diff, pooled_diff, values_ci and verdict_row name the estimate, its
+    interval, its test and its n alike; one_family / with_verdict (the pages' entry point) give
+    adjust_family's adjusted p, verdicts and detectable effects on the same rows."""
+    df = pd.concat([runs([50.0, 52.0, 51.0, 49.5], [53.0, 53.5, 54.0, 51.0]),
+                    runs([60.0, 61.0, 62.0, 61.5], [59.0, 60.5, 60.5, 62.0], loss="ms")])
+    df["NMI"] = df["R@1"] / 2 + df["seed"]
+    schema = ["estimate", "ci_lo", "ci_hi", "p_value", "n"]
+    pdf = R.paired_diff(df, "loss", "variant", "none", "sec", metrics=["R@1", "NMI"])
+    assert list(pdf.columns) == ["loss", *R.PAIRED_COLUMNS] and not {"diff", "n_pairs"} & set(pdf.columns)
+    assert set(schema) <= set(pdf.columns)
+    assert set(schema) <= set(R.pooled_diff(df, "variant", "none", "sec", "R@1"))
+    assert set(schema) <= set(R.values_ci([1.0, 2.0, 4.0])) and set(schema) <= set(R.ROW_COLUMNS)
+    assert list(R.verdict_row([1.0, 2.0, 4.0])) == list(R.ROW_COLUMNS)
+    assert set(R.FAMILY_COLUMNS) == {*schema, "expected_sign"}
+    # a table of paired differences: the entry point against adjust_family on the same rows
+    fam = R.with_verdict(pdf, +1, family="f")
+    raw = R.adjust_family(pdf.assign(expected_sign=+1, margin=[R.margin_for(m) for m in pdf["metric"]]), "f")
+    assert fam["m"].tolist() == raw["m"].tolist() == [4] * 4
+    for col in ("p_adj", "p_eq_adj", "mde"):
+        np.testing.assert_array_equal(fam[col].to_numpy(float), raw[col].to_numpy(float))
+    assert fam["verdict"].tolist() == raw["verdict"].tolist() and (fam["family"] == "f").all()
+    assert fam["p_adj"].to_numpy() == pytest.approx(R.holm(pdf["p_value"].to_numpy()))
+    # verdict rows (with their sd), a no-change claim and a row without a test: the same frame either way
+    rows = [{"name": name, **R.verdict_row(v, sign, 0.5)} for name, v, sign in
+            (("up", [1.0, 2.0, 1.5], +1), ("flat", [0.1, -0.1, 0.05, 0.0], 0), ("one", [3.0], -1),
+             ("down", [-2.0, -2.5, -1.0], -1))]
+    (one,) = R.one_family(pd.DataFrame(rows), family="g")
+    pd.testing.assert_frame_equal(one, R.adjust_family(rows, "g"))
+    assert (one["m"] == 3).all() and math.isnan(one.loc[2, "p_adj"])
+    # several tables as one family: each comes back in place, adjusted over all of their rows
+    a, b = R.one_family(fam, pd.DataFrame(rows[:2]), family="h")
+    assert list(a.columns) == list(fam.columns) and (a["m"] == 6).all() and (b["m"] == 6).all()
+    assert [*a["p_adj"], *b["p_adj"]] == pytest.approx(list(R.holm([*pdf["p_value"], rows[0]["p_value"],
+                                                                   rows[1]["p_value"]])))
+    with pytest.raises(ValueError, match="lacks columns"):
+        R.one_family(pdf.rename(columns={"estimate": "diff"}).assign(expected_sign=1))
 
 
 def test_verdict_row_edge_cases_and_bad_input():

@@ -8,12 +8,11 @@ import numpy as np
 import pandas as pd
 
 from .. import reference, report
-from ..report import summary_table, values_ci
+from ..report import summary_table, values_ci, with_verdict
 from . import profile_param
 from ..report.claims import Claim, family_row
 from ..figures.tables import fold_columns
-from .common import (beside_cv, measures_text, name_means, one_family, paired, var_cv_text, with_norm_cv,
-                     with_verdict)
+from .common import beside_cv, measures_text, name_means, paired, var_cv_text, with_norm_cv
 
 #: The notebook's parameters (checked by ``sec_lib.params.notebook_params``).
 PARAMS = profile_param()
@@ -81,8 +80,8 @@ def head_effect(runs: pd.DataFrame, head: str, expected_sign: int, metric: str =
         out.update(rebuttal=np.nan)
     else:
         r = d.iloc[0]
-        out = {"estimate": float(r["diff"]), "ci_lo": float(r["ci_lo"]), "ci_hi": float(r["ci_hi"]),
-               "n": int(r["n_pairs"]), "p_value": float(r["p_value"]), "rebuttal": float(r["rebuttal_diff"]),
+        out = {"estimate": float(r["estimate"]), "ci_lo": float(r["ci_lo"]), "ci_hi": float(r["ci_hi"]),
+               "n": int(r["n"]), "p_value": float(r["p_value"]), "rebuttal": float(r["rebuttal_diff"]),
                "mean_none": float(r["mean none"]), "mean_sec": float(r["mean sec"])}
     out["verdict"] = report.verdict(out["estimate"], out["ci_lo"], out["ci_hi"], expected_sign, n=out["n"])
     return out
@@ -105,8 +104,7 @@ def bnwn_family(runs: pd.DataFrame, metrics: Sequence[str] = ("R@1", "NMI", "F1"
     if not len(d):
         return d.assign(expected_sign=[], margin=[], p_adj=[], m=[], mde=[], n_counts=[], verdict=[], family=[])
     d = d.assign(_sign=[HEAD_SIGNS.get(h, +1) for h in d["head"]])
-    out = with_verdict(d, "_sign").drop(columns="_sign")
-    return one_family(out, family=FAMILY)[0]
+    return with_verdict(d, "_sign", family=FAMILY).drop(columns="_sign")
 
 
 def page_reading(runs: pd.DataFrame, family: pd.DataFrame | None = None) -> str:
@@ -124,8 +122,9 @@ def page_reading(runs: pd.DataFrame, family: pd.DataFrame | None = None) -> str:
                    f"{measures_text(bn, 2, 'points', test='paired t-test')} here; in the rebuttal it changed by "
                    f"{bn['rebuttal_diff']:+.2f}. Verdict for *SEC hurts with BN before the normalization*: "
                    f"**{bn['verdict']}**"
-                   + (f" (a drop of {abs(bn['diff']):.2f} points against the rebuttal's {abs(bn['rebuttal_diff']):.2f})."
-                      if bn["diff"] < 0 else "."))
+                   + (f" (a drop of {abs(bn['estimate']):.2f} points against the rebuttal's "
+                      f"{abs(bn['rebuttal_diff']):.2f})."
+                      if bn["estimate"] < 0 else "."))
     if "weightnorm" in r1.index:
         wn = r1.loc["weightnorm"]
         out.append(f"- **WeightNorm**: SEC changes R@1 by {measures_text(wn, 2, 'points', test='paired t-test')} "

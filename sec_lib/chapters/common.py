@@ -1,5 +1,6 @@
 """What every chapter needs: loading a chapter's runs from a result store, the book's names and
-orders for losses, variants and metrics, and the paired-comparison helpers the chapters share.
+orders for losses, variants and metrics, and the paired-comparison helpers the chapters share (a page's
+Holm family goes through :func:`sec_lib.report.one_family` / :func:`sec_lib.report.with_verdict`).
 
 Nothing here trains. ``load`` reads from the store it is given (``root``); the learning-rate and η
 choices inside :func:`sec_lib.runs.experiments.chapter_configs` read from that same store.
@@ -229,8 +230,7 @@ def paired(runs, by, compare_col, a, b, metrics, **kw) -> pd.DataFrame:
     """report.paired_diff, or an empty frame of the same shape if a side is absent."""
     present = set(runs[compare_col].dropna().unique().tolist()) if compare_col in runs.columns else set()
     if a not in present or b not in present:
-        cols = [*by, "metric", "mean_a", "mean_b", "diff", "ci_lo", "ci_hi", "p_value", "n_pairs", "n_unpaired"]
-        return pd.DataFrame(columns=cols)
+        return pd.DataFrame(columns=[*by, *report.PAIRED_COLUMNS])
     return report.paired_diff(runs, by, compare_col, a, b, metrics=list(metrics), **kw)
 
 
@@ -242,86 +242,6 @@ def name_means(diffs: pd.DataFrame, a: str, b: str) -> pd.DataFrame:
 def mde_from_ci(lo, hi, n) -> float:
     """:func:`sec_lib.report.claims.mde_from_ci` at the rules' α (the one statement of that arithmetic)."""
     return _mde_from_ci(lo, hi, n)
-
-
-def with_verdict(diffs: pd.DataFrame, expected_sign, margin: float | None = None,
-                 n_counts: str = "seeds") -> pd.DataFrame:
-    """Verdicts for a table of paired differences (``diff``, ``ci_lo``, ``ci_hi``, ``p_value``,
-    ``n_pairs``) taken as ONE family: Holm-adjusted p (``p_adj``, ``m``; ``p_eq_adj`` of the equivalence
-    test where a row has a margin), the minimum detectable
-    effect at the family's level α/m (``mde``, :func:`sec_lib.report.adjust_family`), what n counts and the verdict of :func:`sec_lib.report.verdict` with ``p_adj``.
-    ``expected_sign``: one sign for every row, or a column name holding each row's sign. ``margin``:
-    the practical equivalence margin of every row; None: each row's metric's declared margin
-    (:data:`sec_lib.report.MARGINS`; none for a metric without one). The output keeps each row's
-    ``expected_sign`` and ``margin``, so tables can be re-adjusted together (:func:`one_family`).
-    Adjust a chapter's comparisons together: concatenate first and call this once, or pass the
-    tables to :func:`one_family`."""
-    if isinstance(expected_sign, str):
-        signs = diffs[expected_sign].astype(int).to_numpy()
-    else:
-        signs = np.full(len(diffs), int(expected_sign))
-    if margin is None and "metric" in diffs.columns:
-        margins = [report.MARGINS.get(m) for m in diffs["metric"]]
-    else:
-        margins = [margin] * len(diffs)
-    rows = pd.DataFrame({"estimate": diffs["diff"].to_numpy(float), "ci_lo": diffs["ci_lo"].to_numpy(float),
-                         "ci_hi": diffs["ci_hi"].to_numpy(float), "p_value": diffs["p_value"].to_numpy(float),
-                         "expected_sign": signs, "n": diffs["n_pairs"].to_numpy(),
-                         "margin": margins}, columns=["estimate", "ci_lo", "ci_hi", "p_value",
-                                                      "expected_sign", "n", "margin"])
-    fam = report.adjust_family(rows)
-    out = diffs.drop(columns=[c for c in ("verdict", "p_adj", "p_eq_adj", "m", "mde", "n_counts", "expected_sign", "margin")
-                              if c in diffs.columns])
-    return out.assign(expected_sign=signs, margin=[np.nan if v is None else float(v) for v in margins],
-                      p_adj=fam["p_adj"].to_numpy(), p_eq_adj=fam["p_eq_adj"].to_numpy() if len(fam) else [],
-                      m=fam["m"].to_numpy() if len(fam) else [],
-                      mde=fam["mde"].to_numpy() if len(fam) else [], n_counts=n_counts,
-                      verdict=fam["verdict"].to_numpy() if len(fam) else [])
-
-
-#: Columns every table given to :func:`one_family` needs (``diff``/``n_pairs`` may stand for
-#: ``estimate``/``n``).
-FAMILY_COLUMNS = ("estimate", "ci_lo", "ci_hi", "p_value", "expected_sign", "n")
-
-
-def one_family(*tables: pd.DataFrame, family: str | None = None) -> tuple[pd.DataFrame, ...]:
-    """Several verdict tables of one chapter adjusted as ONE Holm family (issue 9: each review chapter
-    is one family): Holm over the p-values of all their rows (:func:`sec_lib.report.adjust_family`),
-    and each table comes back, rows and columns in place, with ``p_adj``, ``p_eq_adj`` (the equivalence
-    test's, see :func:`sec_lib.report.equivalence_p`), ``m`` (the family's size), ``mde`` (at the
-    family's level α/m) and ``verdict`` replaced (and ``family`` when given).
-
-    Each table holds ``estimate`` (or ``diff``), ``ci_lo``, ``ci_hi``, ``p_value``, ``expected_sign`` and
-    ``n`` (or ``n_pairs``), e.g. from :func:`with_verdict` or rows of :func:`sec_lib.report.verdict_row`;
-    ``margin`` is used when present. Rows without a p-value do not count in ``m``."""
-    views = []
-    for i, t in enumerate(tables):
-        if not isinstance(t, pd.DataFrame):
-            raise ValueError(f"table {i} must be a DataFrame, got {type(t).__name__}")
-        t = t.rename(columns={"diff": "estimate", "n_pairs": "n"}) if "estimate" not in t.columns else t
-        missing = [c for c in FAMILY_COLUMNS if c not in t.columns]
-        if missing:
-            raise ValueError(f"table {i} lacks columns {missing}; a family needs {list(FAMILY_COLUMNS)} "
-                             f"('diff' and 'n_pairs' may stand for 'estimate' and 'n'); it has {list(t.columns)}")
-        margin = t["margin"] if "margin" in t.columns else pd.Series([np.nan] * len(t), index=t.index)
-        views.append(pd.DataFrame({"estimate": t["estimate"].astype(float).to_numpy(),
-                                   "ci_lo": t["ci_lo"].astype(float).to_numpy(),
-                                   "ci_hi": t["ci_hi"].astype(float).to_numpy(),
-                                   "p_value": pd.to_numeric(t["p_value"], errors="coerce").astype(float).to_numpy(),
-                                   "expected_sign": t["expected_sign"].astype(int).to_numpy(),
-                                   "n": pd.to_numeric(t["n"], errors="coerce").to_numpy(float),
-                                   "margin": pd.to_numeric(margin, errors="coerce").astype(float).to_numpy()}))
-    allrows = pd.concat(views, ignore_index=True) if views else pd.DataFrame(columns=[*FAMILY_COLUMNS, "margin"])
-    fam = report.adjust_family(allrows, family)
-    out, start = [], 0
-    for t in tables:
-        part = fam.iloc[start:start + len(t)]
-        start += len(t)
-        extra = {"family": part["family"].to_numpy()} if family is not None else {}
-        out.append(t.assign(p_adj=part["p_adj"].to_numpy(), p_eq_adj=part["p_eq_adj"].to_numpy(),
-                            m=part["m"].to_numpy(), mde=part["mde"].to_numpy(), verdict=part["verdict"].to_numpy(),
-                            **extra))
-    return tuple(out)
 
 
 def ci_text(estimate, lo, hi, digits: int = 2) -> str:
@@ -358,11 +278,10 @@ def mde_text(mde, digits: int = 2, unit: str = "") -> str:
 def measures_text(r, digits: int = 2, unit: str = "", detail: str = "", test: str = "") -> str:
     """One verdict row's measures in words: '+2.10 points (95% CI [+1.85, +2.35]; paired t-test, Holm-adjusted
     p = 0.003 over 5 comparisons; could detect ≥ 0.33; n = 3 seeds)'. ``r``: a row (dict or Series) with
-    ``estimate`` or ``diff``, ``ci_lo``, ``ci_hi``, ``p_adj``, ``m``, ``mde``, ``n`` or ``n_pairs``, ``n_counts``;
+    ``estimate``, ``ci_lo``, ``ci_hi``, ``p_adj``, ``m``, ``mde``, ``n``, ``n_counts``;
     ``unit`` follows the estimate, ``detail`` what n counts, ``test`` names the test."""
     r = dict(r)
-    est = r["estimate"] if "estimate" in r else r["diff"]
-    n = r["n"] if "n" in r else r["n_pairs"]
+    est, n = r["estimate"], r["n"]
     if est is None or not np.isfinite(est):
         return f"no evidence ({n_text(n, r.get('n_counts', 'seeds'))})"
     lo, hi = r.get("ci_lo"), r.get("ci_hi")
@@ -377,8 +296,8 @@ def measures_text(r, digits: int = 2, unit: str = "", detail: str = "", test: st
 def verdict_row_of(est: dict, expected_sign: int, margin=None, n_counts: str = "seeds") -> dict:
     """A verdict row (the keys of :data:`sec_lib.report.ROW_COLUMNS`) from an estimate dict of
     :func:`sec_lib.report.values_ci` / :func:`sec_lib.report.pooled_diff` (``estimate``, ``ci_lo``,
-    ``ci_hi``, ``n``, ``p_value``): the family of one until :func:`one_family` adjusts it. A zero-width
-    interval (zero spread) carries no test: p NaN, like :func:`sec_lib.report.verdict_row`."""
+    ``ci_hi``, ``n``, ``p_value``): the family of one until :func:`sec_lib.report.one_family` adjusts it.
+    A zero-width interval (zero spread) carries no test: p NaN, like :func:`sec_lib.report.verdict_row`."""
     lo, hi, n = est.get("ci_lo", math.nan), est.get("ci_hi", math.nan), est.get("n", 0)
     usable = report.usable_interval(lo, hi)
     p = float(est.get("p_value", math.nan)) if usable else math.nan

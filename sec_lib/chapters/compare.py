@@ -107,11 +107,12 @@ def sec_gain(frames, variants: Sequence[str] = ("sec", "l2reg"), baseline: str =
              metrics: Sequence[str] = (*RETRIEVAL_METRICS, *NORM_METRICS), level: float = 0.95) -> pd.DataFrame:
     """Paired difference (variant − none) per loss and metric, pairing runs on their seed.
 
-    Columns: loss, variant, baseline, comparison, metric, mean_a (baseline), mean_b (variant), diff,
-    ci_lo, ci_hi, p_value, n_pairs, n_unpaired, test, verdict. The verdict (:func:`sec_lib.report.verdict`)
-    checks the paper's direction: up for the retrieval metrics, down for the norm variances and their CVs
-    (computed from ``frames``, :func:`~sec_lib.chapters.common.with_norm_cv`). Variants absent from the frame
-    are skipped.
+    Columns: loss, variant, baseline, comparison, metric, mean_a (baseline), mean_b (variant), estimate,
+    ci_lo, ci_hi, p_value, n (paired seeds), n_unpaired, test, p_adj, m, mde, n_counts, role, family, verdict.
+    Each declared family (:func:`family_of`) goes through :func:`sec_lib.report.with_verdict`: the verdict
+    (:func:`sec_lib.report.verdict` with the family's Holm-adjusted p) checks the paper's direction: up for
+    the retrieval metrics, down for the norm variances and their CVs (computed from ``frames``,
+    :func:`~sec_lib.chapters.common.with_norm_cv`). Variants absent from the frame are skipped.
     """
     runs = runs_frame(frames)
     if any(m in NORM_CV.values() for m in metrics):
@@ -130,32 +131,24 @@ def sec_gain(frames, variants: Sequence[str] = ("sec", "l2reg"), baseline: str =
             warnings.simplefilter("ignore", RuntimeWarning)
             d = report.paired_diff(runs, by="loss", compare_col="variant", a=baseline, b=v, pair_on="seed",
                                    metrics=metrics, level=level)
-        for c in ("mean_a", "mean_b", "diff", "ci_lo", "ci_hi"):   # float noise such as -1.8e-15 -> 0
+        for c in ("mean_a", "mean_b", "estimate", "ci_lo", "ci_hi"):   # float noise such as -1.8e-15 -> 0
             d[c] = d[c].round(10) + 0.0
         d.insert(1, "variant", v)
         d.insert(2, "baseline", baseline)
         d.insert(3, "comparison", comparison_label(v, baseline))
         parts.append(d)
-    cols = ["loss", "variant", "baseline", "comparison", "metric", "mean_a", "mean_b", "diff", "ci_lo", "ci_hi",
-            "p_value", "n_pairs", "n_unpaired", "test", "verdict"]
+    cols = ["loss", "variant", "baseline", "comparison", "metric", "mean_a", "mean_b", "estimate", "ci_lo", "ci_hi",
+            "p_value", "n", "n_unpaired", "test", "verdict"]
     if not parts:
         return pd.DataFrame(columns=cols)
     out = pd.concat(parts, ignore_index=True)
     out["test"] = TEST_NAME
     out["role"] = [_role(m) for m in out["metric"]]
     out["family"] = [family_of(c, r) for c, r in zip(out["comparison"], out["role"])]
-    out["p_adj"], out["m"], out["verdict"], out["mde"] = np.nan, 0, "", np.nan
-    for name, idx in out.groupby("family", sort=False).groups.items():
-        sub = out.loc[idx]
-        fam = report.adjust_family(pd.DataFrame({
-            "estimate": sub["diff"].astype(float), "ci_lo": sub["ci_lo"].astype(float),
-            "ci_hi": sub["ci_hi"].astype(float), "p_value": sub["p_value"].astype(float), "n": sub["n_pairs"],
-            "expected_sign": [EXPECTED_SIGN.get(m, +1) for m in sub["metric"]],
-            "margin": [report.MARGINS.get(m) for m in sub["metric"]]}))
-        out.loc[idx, "p_adj"], out.loc[idx, "verdict"] = fam["p_adj"].to_numpy(), fam["verdict"].to_numpy()
-        out.loc[idx, "m"] = int(fam["m"].max()) if len(fam) else 0
-        out.loc[idx, "mde"] = fam["mde"].to_numpy()          # at the family's level, α/m
-    out["n_counts"] = "seeds"
+    out["expected_sign"] = [EXPECTED_SIGN.get(m, +1) for m in out["metric"]]
+    # one Holm family per declared family; each metric's margin (report.MARGINS); mde at the family's α/m
+    out = pd.concat([report.with_verdict(sub, "expected_sign", family=name)
+                     for name, sub in out.groupby("family", sort=False)]).sort_index()
     cols = [*cols[:-1], "p_adj", "m", "mde", "n_counts", "role", "family", "verdict"]
     out = order_rows(out[cols], cols=("loss", "variant"))
     out.attrs["source"] = "ours"
@@ -182,7 +175,7 @@ def gains_vs_paper(frames, dataset=("CUB", "Cars"), metrics: Sequence[str] = RET
     :func:`sec_lib.runs.benchmarks.paper_datasets`); ``data``: what our runs trained on, for the source label.
 
     Columns: dataset, loss, variant, comparison, metric, ours, ours_ci_lo, ours_ci_hi, p_value,
-    n_pairs, paper, same_sign (our estimate has the paper's sign), source.
+    n (paired seeds), paper, same_sign (our estimate has the paper's sign), source.
     """
     names = reference.check_datasets(dataset, ("CUB", "Cars", "SOP", "InShop"))
     g = sec_gain(frames, metrics=metrics) if gains is None else gains
@@ -190,11 +183,11 @@ def gains_vs_paper(frames, dataset=("CUB", "Cars"), metrics: Sequence[str] = RET
     p = reference.paper_gains(names, metrics)
     out = g.merge(p[["dataset", "loss", "variant", "metric", "paper_gain"]], on=["loss", "variant", "metric"],
                   how="inner")
-    out = out.rename(columns={"diff": "ours", "ci_lo": "ours_ci_lo", "ci_hi": "ours_ci_hi", "paper_gain": "paper"})
+    out = out.rename(columns={"estimate": "ours", "ci_lo": "ours_ci_lo", "ci_hi": "ours_ci_hi", "paper_gain": "paper"})
     out["same_sign"] = np.sign(out["ours"]) == np.sign(out["paper"])
     out["source"] = f"ours ({data}) vs {SOURCES['table1']}"
     cols = ["dataset", "loss", "variant", "comparison", "metric", "ours", "ours_ci_lo", "ours_ci_hi", "p_value",
-            "n_pairs", "paper", "same_sign", "source"]
+            "n", "paper", "same_sign", "source"]
     out = out[cols]
     out = out.assign(__d=out["dataset"].map({d: i for i, d in enumerate(names)}))
     out = order_rows(out.sort_values("__d", kind="stable").drop(columns="__d"), cols=("loss", "variant"))
@@ -223,14 +216,14 @@ def sec_gain_display(gains: pd.DataFrame, metrics: Sequence[str] | None = None, 
         for r in sub.itertuples(index=False):
             ci = (f" [{fmt_metric(r.ci_lo, r.metric, digits, True)}, {fmt_metric(r.ci_hi, r.metric, digits, True)}]"
                   if np.isfinite(r.ci_lo) else "")
-            cells[r.metric] = fmt_metric(r.diff, r.metric, digits, True) + ci
+            cells[r.metric] = fmt_metric(r.estimate, r.metric, digits, True) + ci
         if len(key):                      # key columns first: estimate [interval], adjusted p, verdict
             k = key.iloc[0]
             row[f"{key_metric} (primary)"] = cells.pop(key_metric)
             row[f"adj. p ({key_metric})"] = fmt_p(k["p_adj"]).replace("p = ", "").replace("p ", "")
             row[f"verdict ({key_metric})"] = k["verdict"]
             row["could detect"] = "" if not np.isfinite(k["mde"]) else f"≥ {fmt_metric(k['mde'], key_metric, digits, False)}"
-        row["n"] = f"{int(sub['n_pairs'].max())} seeds"
+        row["n"] = f"{int(sub['n'].max())} seeds"
         row.update({f"{m} (secondary)" if m in report.MARGINS else m: c for m, c in cells.items()})
         rows.append(row)
     out = pd.DataFrame(rows)
@@ -264,13 +257,13 @@ def gain_sentences(gains: pd.DataFrame, metric: str = "R@1", variant: str = "sec
     g = gains[(gains["metric"] == metric) & (gains["variant"] == variant) & (gains["baseline"] == baseline)]
     out = []
     for r in g.itertuples(index=False):
-        if r.n_pairs == 0:
+        if r.n == 0:
             out.append(f"**{r.loss}**: no paired seeds, so {r.comparison} cannot be tested (verdict: {r.verdict}).")
             continue
         ci = (f"95% CI [{fmt_metric(r.ci_lo, metric, 2, True)}, {fmt_metric(r.ci_hi, metric, 2, True)}]"
               if np.isfinite(r.ci_lo) else "no CI with one seed")
-        s = (f"**{r.loss}**: {r.comparison} on {metric} = {fmt_metric(r.diff, metric, 2, True)} points ({ci}, "
-             f"{r.n_pairs} paired seeds, {TEST_NAME}, Holm-adjusted {fmt_p(r.p_adj)}, could detect effects of ≥ "
+        s = (f"**{r.loss}**: {r.comparison} on {metric} = {fmt_metric(r.estimate, metric, 2, True)} points ({ci}, "
+             f"{r.n} paired seeds, {TEST_NAME}, Holm-adjusted {fmt_p(r.p_adj)}, could detect effects of ≥ "
              f"{fmt_metric(r.mde, metric, 2, False)} points) → verdict: **{r.verdict}**"
              + (f" (claim {claims[r.loss]})" if claims and r.loss in claims else ""))
         if paper is not None:

@@ -8,10 +8,10 @@ import numpy as np
 import pandas as pd
 
 from .. import report
-from ..report import pooled_diff
+from ..report import one_family, pooled_diff, with_verdict
 from . import profile_param
 from ..report.claims import Claim, from_row
-from .common import check_cols, measures_text, name_means, one_family, paired, verdict_row_of, with_verdict
+from .common import check_cols, measures_text, name_means, paired, verdict_row_of
 
 #: The notebook's parameters (checked by ``sec_lib.params.notebook_params``).
 PARAMS = profile_param()

@@ -9,11 +9,11 @@ import pandas as pd
 
 from .. import report
 from ..figures import sweeps, widgets
-from ..report import summary_table, values_ci
+from ..report import one_family, summary_table, values_ci, with_verdict
 from . import profile_param
 from ..report.claims import Claim
-from .common import (NORM_CV, beside_cv, check_cols, measures_text, name_means, one_family, paired, var_cv_text,
-                     with_batch_cv, with_norm_cv, with_verdict)
+from .common import (NORM_CV, beside_cv, check_cols, measures_text, name_means, paired, var_cv_text, with_batch_cv,
+                     with_norm_cv)
 
 #: The notebook's parameters (checked by ``sec_lib.params.notebook_params``).
 PARAMS = profile_param()
@@ -57,7 +57,7 @@ def eta_diffs(runs: pd.DataFrame, metric: str = "R@1") -> pd.DataFrame:
         if len(d):
             parts.append(d.assign(eta=eta))
     if not parts:
-        return pd.DataFrame(columns=["loss", "eta", "metric", "diff", "ci_lo", "ci_hi", "p_value", "n_pairs", "verdict"])
+        return pd.DataFrame(columns=["loss", "eta", "metric", "estimate", "ci_lo", "ci_hi", "p_value", "n", "verdict"])
     out = pd.concat(parts, ignore_index=True)
     out = out[["loss", "eta", *[c for c in out.columns if c not in ("loss", "eta")]]]
     order = {l: i for i, l in enumerate(dict.fromkeys(runs["loss"]))}
@@ -73,7 +73,7 @@ def eta_reading(diffs: pd.DataFrame) -> str:
     for loss, sub in diffs.groupby("loss", sort=False):
         up = [f"{e:g}" for e, lo in zip(sub["eta"], sub["ci_lo"]) if np.isfinite(lo) and lo > 0]
         down = [f"{e:g}" for e, hi in zip(sub["eta"], sub["ci_hi"]) if np.isfinite(hi) and hi < 0]
-        best = sub.loc[sub["diff"].astype(float).idxmax()] if sub["diff"].notna().any() else None
+        best = sub.loc[sub["estimate"].astype(float).idxmax()] if sub["estimate"].notna().any() else None
         s = f"**{loss}**: SEC beats η = 0 with a CI above 0 at " + (f"η ∈ {{{', '.join(up)}}}" if up else "no η")
         if "verdict" in sub.columns and up:
             rep = [f"{e:g}" for e, v in zip(sub["eta"], sub["verdict"]) if v == "reproduced"]
@@ -82,7 +82,7 @@ def eta_reading(diffs: pd.DataFrame) -> str:
                   + (f"η ∈ {{{', '.join(rep)}}})" if rep else "no η)"))
         s += ", and is worse with a CI below 0 at " + (f"η ∈ {{{', '.join(down)}}}" if down else "no η")
         if best is not None:
-            s += f"; best η by mean difference: {best['eta']:g} ({best['diff']:+.2f})"
+            s += f"; best η by mean difference: {best['eta']:g} ({best['estimate']:+.2f})"
         parts.append("- " + s + ".")
     return "\n".join(parts)
 
@@ -102,7 +102,7 @@ def eta_robustness(runs: pd.DataFrame, metric: str = "R@1") -> dict:
 def eta_grid_gains(runs: pd.DataFrame, metric: str = "R@1") -> pd.DataFrame:
     """Per η > 0 of the grid: the gain over η = 0 averaged over the losses per seed, as a verdict row
     (:func:`sec_lib.report.verdict_row`), the grid Holm-adjusted as one family
-    (:func:`sec_lib.report.adjust_family`). Columns: eta, estimate, ci_lo, ci_hi, p_value, p_adj, m, n,
+    (:func:`sec_lib.report.one_family`). Columns: eta, estimate, ci_lo, ci_hi, p_value, p_adj, m, n,
     n_counts, sd, mde, expected_sign, margin, verdict. Empty without η = 0 or η > 0 runs."""
     check_cols(runs, ["loss", "eta", "seed", metric], "runs")
     base = runs[runs["eta"] == 0].set_index(["seed", "loss"])[metric].astype(float)
@@ -113,7 +113,7 @@ def eta_grid_gains(runs: pd.DataFrame, metric: str = "R@1") -> pd.DataFrame:
     rows = [{"eta": float(eta), **report.verdict_row(g.groupby("seed")["_d"].mean().to_numpy(), +1,
                                                      report.margin_for(metric))}
             for eta, g in d.groupby("eta", sort=True)]
-    return report.adjust_family(rows)
+    return one_family(pd.DataFrame(rows, columns=["eta", *report.ROW_COLUMNS]))[0]
 
 
 #: The Holm family of the η page (see :func:`eta_family`).

@@ -123,9 +123,9 @@ def tier_sentence(shown: str, quick: str, chapters: Sequence[str], root=None) ->
 
 
 def _cell(r, metric) -> str:
-    if r is None or not np.isfinite(r["diff"]):
+    if r is None or not np.isfinite(r["estimate"]):
         return "n/a"
-    d = fmt_metric(r["diff"], metric, 2, True)
+    d = fmt_metric(r["estimate"], metric, 2, True)
     if not np.isfinite(r["ci_lo"]):
         return d
     return f"{d} [{fmt_metric(r['ci_lo'], metric, 2, True)}, {fmt_metric(r['ci_hi'], metric, 2, True)}]"
@@ -144,7 +144,7 @@ def sign_agreement(main: pd.DataFrame, quick: pd.DataFrame, metric: str = "R@1",
     with their intervals and verdicts, and whether the two estimates have the same sign.
 
     ``main`` and ``quick``: tidy gains tables (:func:`sec_lib.chapters.compare.sec_gain`: columns
-    ``by``, metric, diff, ci_lo, ci_hi, verdict). Rows of either side only are kept, with 'n/a'.
+    ``by``, metric, estimate, ci_lo, ci_hi, verdict). Rows of either side only are kept, with 'n/a'.
     'same sign' is 'yes' / 'no' on the point estimates, and 'n/a' where one is missing or zero.
     """
     a = main[main["metric"] == metric].set_index(list(by))
@@ -153,7 +153,7 @@ def sign_agreement(main: pd.DataFrame, quick: pd.DataFrame, metric: str = "R@1",
     for idx in list(dict.fromkeys([*a.index, *b.index])):
         ra = a.loc[idx] if idx in a.index else None
         rb = b.loc[idx] if idx in b.index else None
-        same = same_sign(ra["diff"] if ra is not None else math.nan, rb["diff"] if rb is not None else math.nan)
+        same = same_sign(ra["estimate"] if ra is not None else math.nan, rb["estimate"] if rb is not None else math.nan)
         key = dict(zip(by, idx if isinstance(idx, tuple) else (idx,)))
         rows.append({**key, names[0]: _cell(ra, metric), f"{names[0]} verdict": ra["verdict"] if ra is not None else "n/a",
                      names[1]: _cell(rb, metric), f"{names[1]} verdict": rb["verdict"] if rb is not None else "n/a",

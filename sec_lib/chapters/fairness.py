@@ -161,7 +161,7 @@ def verdict_rows(stats: pd.DataFrame) -> pd.DataFrame:
         {"question": "SEC leaves the accuracy gap between font designs unchanged", "statistic": "hit_gap",
          "variant": "sec − none", **report.verdict_row(seed_values(stats, "hit_gap"), 0)},
     ]
-    return report.adjust_family(rows, FAMILY)
+    return report.one_family(pd.DataFrame(rows), family=FAMILY)[0]
 
 
 def summary(stats: pd.DataFrame) -> pd.DataFrame:

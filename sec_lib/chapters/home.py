@@ -30,7 +30,7 @@ ETA_SETTINGS = {"selected": "η chosen on held-out classes", "paper": "the paper
 def headline_gains(profile, root=None, metric: str = "R@1") -> pd.DataFrame:
     """SEC − none in ``metric`` per loss at both η settings (tidy).
 
-    Columns: loss, setting ('selected' | 'paper'), eta, diff, ci_lo, ci_hi, p_value, n_pairs, verdict.
+    Columns: loss, setting ('selected' | 'paper'), eta, estimate, ci_lo, ci_hi, p_value, n (paired seeds), verdict.
     The 'selected' rows pair the ``tuned`` runs (SEC at the held-out-chosen η) with the none runs of
     the same seeds; the 'paper' rows are the main table's (SEC at ``experiments.ETA_SEC``).
     """
@@ -43,7 +43,7 @@ def headline_gains(profile, root=None, metric: str = "R@1") -> pd.DataFrame:
         g = g.assign(setting=setting, eta=g["loss"].map(etas).astype(float))
         parts.append(g)
     out = pd.concat(parts, ignore_index=True)
-    cols = ["loss", "setting", "eta", "diff", "ci_lo", "ci_hi", "p_value", "n_pairs", "verdict"]
+    cols = ["loss", "setting", "eta", "estimate", "ci_lo", "ci_hi", "p_value", "n", "verdict"]
     out = order_rows(out[cols], cols=("loss",))
     out.attrs["source"] = "ours"
     out.attrs["metric"] = metric
@@ -126,8 +126,8 @@ def _pp(x) -> str:
 
 def _interval(r) -> str:
     if not np.isfinite(r.ci_lo):
-        return f"{_pp(r.diff)} (one seed, no interval)"
-    return f"{_pp(r.diff)} [{_pp(r.ci_lo)}, {_pp(r.ci_hi)}]"
+        return f"{_pp(r.estimate)} (one seed, no interval)"
+    return f"{_pp(r.estimate)} [{_pp(r.ci_lo)}, {_pp(r.ci_hi)}]"
 
 
 def headline_sentences(gains: pd.DataFrame, paper: pd.DataFrame, tally: dict | None) -> list[str]:
@@ -142,9 +142,9 @@ def headline_sentences(gains: pd.DataFrame, paper: pd.DataFrame, tally: dict | N
             continue
         above = int((g["ci_lo"] > 0).sum())
         below = int((g["ci_hi"] < 0).sum())
-        n_pairs = int(g["n_pairs"].max())
+        n_seeds = int(g["n"].max())
         each = "; ".join(f"{r.loss} {_interval(r)}" for r in g.itertuples(index=False))
-        s = (f"At {ETA_SETTINGS[setting]}, SEC − none in {metric} (points, mean over {n_pairs} paired seeds "
+        s = (f"At {ETA_SETTINGS[setting]}, SEC − none in {metric} (points, mean over {n_seeds} paired seeds "
              f"[95% interval]) is {each}: the interval lies above zero for {above} of {len(g)} losses and below "
              f"zero for {below}")
         if setting == "paper" and len(paper):

@@ -8,10 +8,10 @@ import numpy as np
 import pandas as pd
 
 from .. import report
-from ..report import pooled_diff, summary_table, values_ci
+from ..report import one_family, pooled_diff, summary_table, values_ci
 from . import profile_param
 from ..report.claims import Claim, from_row
-from .common import check_cols, measures_text, one_family, run_step_means, verdict_row_of
+from .common import check_cols, measures_text, run_step_means, verdict_row_of
 
 #: The notebook's parameters (checked by ``sec_lib.params.notebook_params``).
 PARAMS = profile_param()

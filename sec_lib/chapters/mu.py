@@ -9,11 +9,10 @@ import pandas as pd
 
 from ..runs import experiments as ex
 from .. import reference, report
-from ..report import pooled_diff, summary_table, values_ci
+from ..report import one_family, pooled_diff, summary_table, values_ci, with_verdict
 from . import profile_param
 from ..report.claims import Claim, from_row
-from .common import (beside_cv, check_cols, measures_text, name_means, one_family, paired, verdict_row_of,
-                     with_norm_cv, with_verdict)
+from .common import beside_cv, check_cols, measures_text, name_means, paired, verdict_row_of, with_norm_cv
 
 #: The notebook's parameters (checked by ``sec_lib.params.notebook_params``).
 PARAMS = profile_param()
@@ -101,7 +100,7 @@ def _paired_rows(runs: pd.DataFrame, reference: str, metric: str) -> pd.DataFram
         d = paired(sub, ["loss"], "setting", setting, reference, [metric])
         if len(d):
             parts.append(d.assign(versus=setting, _sign=_expected_sign(setting)))
-    cols = ["loss", "versus", "metric", "mean_a", "mean_b", "diff", "ci_lo", "ci_hi", "p_value", "n_pairs",
+    cols = ["loss", "versus", "metric", "mean_a", "mean_b", "estimate", "ci_lo", "ci_hi", "p_value", "n",
             "n_unpaired", "_sign"]
     if not parts:
         return pd.DataFrame(columns=cols)
@@ -129,8 +128,8 @@ def mu_family(runs: pd.DataFrame, metric: str = "R@1", reference: str = "batch m
     within the metric's margin, against the EMAs), and the EMA with the smallest ρ − batch mean averaged
     over the losses per seed (:func:`ema_vs_batch`; no change). Returns a dict:
 
-    * ``diffs``: the paired table (columns of :func:`~sec_lib.chapters.common.with_verdict`: ``p_adj``
-      and ``m`` of the whole family, ``mde``, ``n_pairs`` with ``n_counts`` "seeds", ``verdict``);
+    * ``diffs``: the paired table (columns of :func:`sec_lib.report.with_verdict`: ``p_adj``
+      and ``m`` of the whole family, ``mde``, ``n`` (paired seeds) with ``n_counts`` "seeds", ``verdict``);
     * ``best``: per loss, batch-mean SEC − the best μ = 0 setting picked post hoc (``best_zero``). These
       are rows of ``diffs`` (the same runs and test), so they take that row's adjusted p and verdict and
       are not counted twice (``same_runs_as``); Holm over every μ = 0 weight covers the post hoc pick;

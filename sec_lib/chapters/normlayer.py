@@ -6,11 +6,10 @@ from typing import Sequence
 
 import pandas as pd
 
-from ..report import summary_table, values_ci
+from ..report import one_family, summary_table, values_ci, with_verdict
 from . import profile_param
 from ..report.claims import Claim, family_row
-from .common import (beside_cv, measures_text, name_means, one_family, paired, run_step_means, verdict_row_of,
-                     with_norm_cv, with_verdict)
+from .common import beside_cv, measures_text, name_means, paired, run_step_means, verdict_row_of, with_norm_cv
 
 #: The notebook's parameters (checked by ``sec_lib.params.notebook_params``).
 PARAMS = profile_param()
@@ -29,7 +28,7 @@ def normlayer_table(runs: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
 def normlayer_diffs(runs: pd.DataFrame, metrics: Sequence[str] = ("R@1", "NMI")) -> pd.DataFrame:
     """Four paired comparisons: normalize − paper head (without and with SEC; expected: no change,
     since every loss already normalizes) and SEC − none (per head; expected: a gain), Holm-adjusted
-    together (:func:`~sec_lib.chapters.common.with_verdict`); the page's one family adds the prenorm
+    together (:func:`sec_lib.report.with_verdict`); the page's one family adds the prenorm
     slope (:func:`normlayer_family`)."""
     parts = []
     for variant in ("none", "sec"):
@@ -41,7 +40,7 @@ def normlayer_diffs(runs: pd.DataFrame, metrics: Sequence[str] = ("R@1", "NMI"))
         if len(d):
             parts.append(d.assign(comparison=f"SEC − none ({head} head)", _sign=+1))
     if not parts:
-        return pd.DataFrame(columns=["comparison", "metric", "diff", "ci_lo", "ci_hi", "p_value", "n_pairs", "verdict"])
+        return pd.DataFrame(columns=["comparison", "metric", "estimate", "ci_lo", "ci_hi", "p_value", "n", "verdict"])
     out = name_means(with_verdict(pd.concat(parts, ignore_index=True), "_sign").drop(columns="_sign"),
                      "baseline", "compared")
     return out[["comparison", *[c for c in out.columns if c != "comparison"]]]
@@ -66,7 +65,7 @@ def normlayer_family(runs: pd.DataFrame, steps: pd.DataFrame, metrics: Sequence[
     """Every verdict of the page as ONE Holm family (issue 9): the paired comparisons of
     :func:`normlayer_diffs` and the prenorm slope of :func:`prenorm_slope` (expected sign −1: the
     gradient falls with the norm). Returns ``{"diffs": ..., "slope": one-row table}``, each row with
-    ``p_adj`` and ``m`` of the whole family, ``mde``, ``n`` / ``n_pairs`` and ``n_counts``."""
+    ``p_adj`` and ``m`` of the whole family, ``mde``, ``n`` and ``n_counts``."""
     diffs = normlayer_diffs(runs, metrics)
     sl = prenorm_slope(runs, steps)
     slope = pd.DataFrame([{"comparison": "prenorm gradient slope (normalize head)", "metric": "grad_slope",

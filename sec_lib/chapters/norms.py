@@ -52,7 +52,7 @@ def variance_vs_gain(frames, metric: str = "R@1", var_col: str = "train_norm_var
     norms' scale-free CV = std / mean, :func:`~sec_lib.chapters.common.with_norm_cv`; NaN for the rebuttal,
     which gives variances only), ``reduction`` (none − sec),
     ``ratio`` (none / sec), ``log10_ratio`` (the x of :data:`Q4_DEFINITION`), ``gain`` (SEC − none in ``metric``), with paired CIs for ours
-    (``reduction_ci_*``, ``gain_ci_*``, ``n_pairs``) and NaN CIs for the rebuttal's single runs.
+    (``reduction_ci_*``, ``gain_ci_*``, ``n`` paired seeds) and NaN CIs for the rebuttal's single runs.
     Sources: ``ours`` (variances of our embeddings, glyphs) and ``rebuttal`` (training-set
     variances on Cars from the rebuttal, gains from paper Table 1 on ``paper_dataset``). The two
     are on different scales (different networks, embedding sizes and data): compare rankings, not values.
@@ -72,10 +72,10 @@ def variance_vs_gain(frames, metric: str = "R@1", var_col: str = "train_norm_var
         cv_none, cv_sec = (cm["mean_a"].iloc[0], cm["mean_b"].iloc[0]) if len(cm) else (math.nan, math.nan)
         rows.append({"source": "ours", "loss": loss, "var_none": vm.mean_a, "var_sec": vm.mean_b,
                      "cv_none": cv_none, "cv_sec": cv_sec,
-                     "reduction": -vm["diff"], "reduction_ci_lo": -vm.ci_hi, "reduction_ci_hi": -vm.ci_lo,
+                     "reduction": -vm["estimate"], "reduction_ci_lo": -vm.ci_hi, "reduction_ci_hi": -vm.ci_lo,
                      "ratio": vm.mean_a / vm.mean_b if vm.mean_b else math.nan,
                      "log10_ratio": math.log10(vm.mean_a / vm.mean_b) if vm.mean_a > 0 and vm.mean_b > 0 else math.nan,
-                     "gain": gm["diff"], "gain_ci_lo": gm.ci_lo, "gain_ci_hi": gm.ci_hi, "n_pairs": int(gm.n_pairs)})
+                     "gain": gm["estimate"], "gain_ci_lo": gm.ci_lo, "gain_ci_hi": gm.ci_hi, "n": int(gm.n)})
     rv = reference.rebuttal_variance()
     pg = reference.paper_gains(paper_dataset, [metric])
     pg = pg[pg["variant"] == "sec"].set_index("loss")["paper_gain"]
@@ -84,7 +84,7 @@ def variance_vs_gain(frames, metric: str = "R@1", var_col: str = "train_norm_var
                      "cv_none": math.nan, "cv_sec": math.nan,
                      "reduction": r.reduction, "reduction_ci_lo": math.nan, "reduction_ci_hi": math.nan,
                      "ratio": r.ratio, "log10_ratio": math.log10(r.ratio), "gain": pg.get(r.loss, math.nan), "gain_ci_lo": math.nan,
-                     "gain_ci_hi": math.nan, "n_pairs": 1})
+                     "gain_ci_hi": math.nan, "n": 1})
     out = order_rows(pd.DataFrame(rows), cols=("loss",))
     out = out.sort_values("source", key=lambda s: s.map({"ours": 0, "rebuttal": 1}), kind="stable")
     out = out.reset_index(drop=True)
@@ -206,13 +206,14 @@ def norm_sentences(reduction: pd.DataFrame, metric: str = "test_norm_cv", varian
     g = reduction[(reduction["metric"] == metric) & (reduction["variant"] == variant)]
     out = []
     for r in g.itertuples(index=False):
-        if r.n_pairs == 0:
+        if r.n == 0:
             out.append(f"**{r.loss}**: no paired seeds (verdict: {r.verdict}).")
             continue
         ci = f"95% CI [{r.ci_lo:+.3g}, {r.ci_hi:+.3g}]" if np.isfinite(r.ci_lo) else "no CI with one seed"
         out.append(f"**{r.loss}**: {r.comparison} changes {what} from {r.mean_a:.3g} to {r.mean_b:.3g} "
-                   f"(difference {r.diff:+.3g}, {ci}, Holm-adjusted {fmt_p(r.p_adj)}, could detect ≥ {r.mde:.3g}, "
-                   f"n = {r.n_pairs} seeds) → verdict on 'it decreases': "
+                   f"(difference {r.estimate:+.3g}, {ci}, Holm-adjusted {fmt_p(r.p_adj)}, "
+                   f"could detect ≥ {r.mde:.3g}, "
+                   f"n = {r.n} seeds) → verdict on 'it decreases': "
                    f"**{r.verdict}**.")
     return out
 

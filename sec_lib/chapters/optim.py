@@ -8,12 +8,12 @@ import numpy as np
 import pandas as pd
 
 from .. import report
-from ..report import pooled_diff, summary_table
+from ..report import one_family, pooled_diff, summary_table, with_verdict
 from . import profile_param
 from ..report.claims import Claim, family_row
 from .. import reference
-from .common import (beside_cv, check_cols, measures_text, name_means, one_family, paired, run_step_means,
-                     verdict_row_of, with_norm_cv, with_verdict)
+from .common import (beside_cv, check_cols, measures_text, name_means, paired, run_step_means, verdict_row_of,
+                     with_norm_cv)
 
 #: The notebook's parameters (checked by ``sec_lib.params.notebook_params``).
 PARAMS = profile_param()

@@ -59,10 +59,10 @@ def estimates(runs: pd.DataFrame) -> dict:
     """The primary comparison's estimates from ``runs``: per loss (paired SEC − none, Holm over the four
     losses, with its verdict) and pooled over the losses (:func:`sec_lib.report.pooled_diff`)."""
     g = sec_gain(runs, variants=("sec",), metrics=(METRIC,))
-    per_loss = {r.loss: {"diff": float(r.diff), "ci_lo": float(r.ci_lo), "ci_hi": float(r.ci_hi),
+    per_loss = {r.loss: {"estimate": float(r.estimate), "ci_lo": float(r.ci_lo), "ci_hi": float(r.ci_hi),
                          "verdict": r.verdict} for r in g.itertuples()}
     e = primary_estimate(runs)
-    pooled = {"diff": float(e["estimate"]), "ci_lo": float(e["ci_lo"]), "ci_hi": float(e["ci_hi"]),
+    pooled = {"estimate": float(e["estimate"]), "ci_lo": float(e["ci_lo"]), "ci_hi": float(e["ci_hi"]),
               "verdict": verdict(e["estimate"], e["ci_lo"], e["ci_hi"], +1, n=e["n"], p_adj=e["p_value"])}
     return {"per_loss": per_loss, "pooled": pooled}
 
@@ -76,9 +76,10 @@ def compare(runs: pd.DataFrame, retrained: dict[str, float]) -> dict:
     rows = []
     for name, b, a in [*[(loss, before["per_loss"][loss], after["per_loss"].get(loss)) for loss in before["per_loss"]],
                        ("pooled", before["pooled"], after["pooled"])]:
-        rows.append({"estimate": name, "committed": b["diff"], "ci_lo": b["ci_lo"], "ci_hi": b["ci_hi"],
-                     "verdict": b["verdict"], "swapped": a["diff"], "swapped_verdict": a["verdict"],
-                     "inside": bool(b["ci_lo"] <= a["diff"] <= b["ci_hi"]), "same_verdict": a["verdict"] == b["verdict"]})
+        rows.append({"estimate": name, "committed": b["estimate"], "ci_lo": b["ci_lo"], "ci_hi": b["ci_hi"],
+                     "verdict": b["verdict"], "swapped": a["estimate"], "swapped_verdict": a["verdict"],
+                     "inside": bool(b["ci_lo"] <= a["estimate"] <= b["ci_hi"]),
+                     "same_verdict": a["verdict"] == b["verdict"]})
     return {"n": int(len(d)), "mean_diff": float(d.mean()), "sd_diff": float(d.std(ddof=1)) if len(d) > 1 else float("nan"),
             "max_abs_diff": float(d.abs().max()), "identical": int((d == 0).sum()), "diffs": d.round(6).to_dict(),
             "estimates": rows}

@@ -19,10 +19,10 @@ import pandas as pd
 from ..runs import experiments as ex
 from ..runs import finetune as ft
 from ..params import Choice
-from ..report import paired_diff, summary_table, values_ci
+from ..report import one_family, paired_diff, summary_table, values_ci
 from ..report.claims import Claim, from_row
 from . import profile_param
-from .common import check_cols, cv_from_var, measures_text, one_family, verdict_row_of, with_batch_cv, with_norm_cv
+from .common import check_cols, cv_from_var, measures_text, verdict_row_of, with_batch_cv, with_norm_cv
 
 #: The notebook's parameters (checked by ``sec_lib.params.notebook_params``).
 PARAMS = profile_param()
@@ -142,14 +142,14 @@ def effects(runs: pd.DataFrame, metric: str = "R@1") -> pd.DataFrame:
             d = paired_diff(sub, ["loss"], "variant", "none", v, metrics=[metric])
             out.append(d.assign(regime=regime, comparison=f"{'SEC' if v == 'sec' else 'L2-reg'} − none"))
     if not out:
-        return pd.DataFrame(columns=["regime", "comparison", "loss", "metric", "diff", "ci_lo", "ci_hi", "p_value",
-                                     "n_pairs"])
+        return pd.DataFrame(columns=["regime", "comparison", "loss", "metric", "estimate", "ci_lo", "ci_hi",
+                                     "p_value", "n"])
     d = pd.concat(out, ignore_index=True)
     d = d.assign(_r=d["regime"].map({r: i for i, r in enumerate(REGIMES)}),
                  _l=d["loss"].map({l: i for i, l in enumerate(ex.MAIN_LOSSES)}))
     d = d.sort_values(["_r", "comparison", "_l"], kind="stable").reset_index(drop=True)
-    return d[["regime", "comparison", "loss", "metric", "mean_a", "mean_b", "diff", "ci_lo", "ci_hi", "p_value",
-              "n_pairs"]]
+    return d[["regime", "comparison", "loss", "metric", "mean_a", "mean_b", "estimate", "ci_lo", "ci_hi", "p_value",
+              "n"]]
 
 
 def effect_family(runs: pd.DataFrame, metric: str = "R@1") -> pd.DataFrame:

@@ -2,7 +2,7 @@
 SEC − none paired on seed per loss, verdict rows and claim rows in the claims page's format.
 
 One verdict per (loss, metric) comes from :func:`sec_lib.report.verdict_row` on the per-seed paired
-differences (SEC − none, same seed), and a page's rows form one family (:func:`sec_lib.report.adjust_family`,
+differences (SEC − none, same seed), and a page's rows form one family (:func:`sec_lib.report.one_family`,
 Holm). Claims are data: each chapter module holds ``CLAIMS`` (:class:`sec_lib.report.claims.Claim`),
 whose estimates are rows of the page's own family (:func:`row_claim`).
 """
@@ -46,12 +46,13 @@ def sec_rows(runs: pd.DataFrame, metric: str = "R@1", losses: Sequence[str] | No
     rows = [{by: lv, "metric": metric,
              **report.verdict_row(d.loc[d[by] == lv, "diff"].to_numpy(float), expected_sign, margin)}
             for lv in levels]
-    return report.adjust_family(rows, family)
+    return report.one_family(pd.DataFrame(rows, columns=[by, "metric", *report.ROW_COLUMNS]), family=family)[0]
 
 
 def family_rows(parts: Sequence[pd.DataFrame], family: str) -> pd.DataFrame:
-    """Several :func:`sec_rows` tables adjusted together as one family (Holm over all their p-values)."""
-    return report.adjust_family(pd.concat(list(parts), ignore_index=True), family)
+    """Several :func:`sec_rows` tables adjusted together as one family (Holm over all their p-values,
+    :func:`sec_lib.report.one_family`)."""
+    return report.one_family(pd.concat(list(parts), ignore_index=True), family=family)[0]
 
 
 def means_table(runs: pd.DataFrame, metrics: Sequence[str], losses: Sequence[str] | None = None) -> pd.DataFrame:

@@ -19,11 +19,10 @@ import pandas as pd
 from ..runs import experiments as ex
 from .. import reference
 from ..params import Choice
-from ..report import pooled_diff, summary_table, values_ci
+from ..report import one_family, pooled_diff, summary_table, values_ci
 from ..report.claims import Claim, from_row
 from . import profile_param
-from .common import beside_cv, check_cols, cv_from_var, measures_text, one_family, verdict_row_of, with_batch_cv, \
-    with_norm_cv
+from .common import beside_cv, check_cols, cv_from_var, measures_text, verdict_row_of, with_batch_cv, with_norm_cv
 
 #: The notebook's parameters (checked by ``sec_lib.params.notebook_params``).
 PARAMS = profile_param()

@@ -70,15 +70,15 @@ def _eta_text(eta) -> str:
 def paired_rows(gains: pd.DataFrame, runs: pd.DataFrame, metric: str = "R@1") -> pd.DataFrame:
     """The input of :func:`paired_differences` from the compare page's paired differences and its runs.
 
-    ``gains``: :func:`sec_lib.chapters.compare.sec_gain` (loss, variant, baseline, comparison, metric, diff,
-    ci_lo, ci_hi, n_pairs); ``runs``: the runs frame the differences were computed from. η of each row is read
+    ``gains``: :func:`sec_lib.chapters.compare.sec_gain` (loss, variant, baseline, comparison, metric, estimate,
+    ci_lo, ci_hi, n); ``runs``: the runs frame the differences were computed from. η of each row is read
     from the runs of that loss and variant (their ``eta`` column: SEC's weight, and the L2 weight of L2-reg,
     which is SEC with μ = 0), never from a constant; the runs of one cell that differ in η give ``0.05/0.1``.
 
     Columns: loss, arm (the comparison, e.g. "SEC − none"), variant, baseline, estimate, ci_lo, ci_hi, eta (text),
     n (paired seeds).
     """
-    need(gains, ["loss", "variant", "comparison", "metric", "diff", "ci_lo", "ci_hi"], "gains")
+    need(gains, ["loss", "variant", "comparison", "metric", "estimate", "ci_lo", "ci_hi"], "gains")
     need(runs, ["loss", "variant", "eta"], "runs")
     g = gains[gains["metric"] == metric]
     if not len(g):
@@ -88,10 +88,10 @@ def paired_rows(gains: pd.DataFrame, runs: pd.DataFrame, metric: str = "R@1") ->
     rows = []
     for r in g.itertuples(index=False):
         rows.append({"loss": r.loss, "arm": r.comparison, "variant": r.variant,
-                     "baseline": getattr(r, "baseline", "none"), "estimate": float(r.diff),
+                     "baseline": getattr(r, "baseline", "none"), "estimate": float(r.estimate),
                      "ci_lo": float(r.ci_lo), "ci_hi": float(r.ci_hi),
                      "eta": etas.get((r.loss, r.variant), "?"),
-                     "n": int(r.n_pairs) if hasattr(r, "n_pairs") else np.nan})
+                     "n": int(r.n) if hasattr(r, "n") else np.nan})
     out = pd.DataFrame(rows)
     out.attrs["metric"] = metric
     return out
@@ -394,7 +394,7 @@ def headline_figure(gains: pd.DataFrame, paper: pd.DataFrame | None = None, metr
 
     ``gains``: :func:`sec_lib.chapters.home.headline_gains`; ``paper``: :func:`sec_lib.chapters.home.paper_headline`.
     """
-    need(gains, ["loss", "setting", "diff", "ci_lo", "ci_hi"], "gains")
+    need(gains, ["loss", "setting", "estimate", "ci_lo", "ci_hi"], "gains")
     losses = _losses_in(gains)
     settings = (("selected", "ours, η chosen on held-out classes", "o", True, -0.17),
                 ("paper", "ours, the paper's η", "D", False, 0.0))
@@ -409,9 +409,9 @@ def headline_figure(gains: pd.DataFrame, paper: pd.DataFrame | None = None, metr
                 if loss not in d.index:
                     continue
                 r = d.loc[loss]
-                xerr = ([[r["diff"] - r["ci_lo"]], [r["ci_hi"] - r["diff"]]]
+                xerr = ([[r["estimate"] - r["ci_lo"]], [r["ci_hi"] - r["estimate"]]]
                         if np.isfinite(r["ci_lo"]) and np.isfinite(r["ci_hi"]) else None)
-                ax.errorbar(r["diff"], i + dy, xerr=xerr, fmt=marker, color=sec, mfc=sec if filled else "white",
+                ax.errorbar(r["estimate"], i + dy, xerr=xerr, fmt=marker, color=sec, mfc=sec if filled else "white",
                             ms=6.5, capsize=3, elinewidth=1.4)
             handles.append(Line2D([], [], marker=marker, color=sec, mfc=sec if filled else "white", ls="-",
                                   label=label + " (95% CI)"))

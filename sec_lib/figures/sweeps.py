@@ -237,8 +237,9 @@ def optim_figure(diffs: pd.DataFrame) -> Figure:
     for j, o in enumerate(opts):
         sub = diffs[diffs["optimizer"] == o].set_index("loss").reindex(losses)
         x = np.arange(len(losses)) + (j - (len(opts) - 1) / 2) * width
-        e = np.vstack([(sub["diff"] - sub["ci_lo"]).fillna(0).clip(lower=0), (sub["ci_hi"] - sub["diff"]).fillna(0).clip(lower=0)])
-        ax.errorbar(x, sub["diff"], yerr=e, fmt="o", capsize=3, color=OPTIM_COLORS.get(o, "k"), label=o)
+        e = np.vstack([(sub["estimate"] - sub["ci_lo"]).fillna(0).clip(lower=0),
+                       (sub["ci_hi"] - sub["estimate"]).fillna(0).clip(lower=0)])
+        ax.errorbar(x, sub["estimate"], yerr=e, fmt="o", capsize=3, color=OPTIM_COLORS.get(o, "k"), label=o)
     ax.axhline(0, color="k", lw=0.8)
     ax.set_xticks(range(len(losses)), losses)
     ax.set_ylabel("R@1 SEC − none (pp)")

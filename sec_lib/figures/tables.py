@@ -90,10 +90,9 @@ def fold_columns(df: pd.DataFrame, keys: Sequence[str], groups: dict[str, Sequen
     return df
 
 
-#: A verdict table (``report.with_verdict`` / ``verdict_row_of`` rows) has these columns and one of
-#: :data:`ESTIMATE_COLUMNS`; :func:`compact_verdict_table` gives it the key columns first.
-VERDICT_COLUMNS = ("ci_lo", "ci_hi", "p_adj", "verdict")
-ESTIMATE_COLUMNS = ("diff", "estimate")
+#: A verdict table (``report.with_verdict`` / ``report.one_family`` rows) has these columns (the row schema of
+#: :data:`sec_lib.report.PAIRED_COLUMNS`); :func:`compact_verdict_table` gives it the key columns first.
+VERDICT_COLUMNS = ("estimate", "ci_lo", "ci_hi", "p_adj", "verdict")
 #: Its folded groups: the means and the test, then how the verdict was reached (family, margin, counts).
 _TEST_DETAILS = ("p_value", "n_unpaired", "sd", "rebuttal_diff", "n_losses", "same_runs_as")
 _FAMILY_DETAILS = ("m", "n_counts", "margin", "expected_sign", "family")
@@ -104,12 +103,12 @@ def compact_verdict_table(df: pd.DataFrame, floatfmt: str = "{:.2f}") -> pd.Data
     the key columns (estimate with its 95% interval in one cell, Holm-adjusted p, verdict, the smallest
     effect the design could detect, n), and the rest folded under it (:func:`fold_columns`) in two groups:
     the means and the test, then the family, margin and counts behind the verdict."""
-    est = next((c for c in ESTIMATE_COLUMNS if c in df.columns), None)
-    if est is None or not set(VERDICT_COLUMNS) <= set(df.columns) or not len(df):
+    est = "estimate"
+    if not set(VERDICT_COLUMNS) <= set(df.columns) or not len(df):
         return None
     num = lambda v, sign=False: "n/a" if v is None or pd.isna(v) else (
         ("+" if sign and v > 0 else "") + format_number(float(v), floatfmt))
-    n_col = next((c for c in ("n_pairs", "n") if c in df.columns), None)
+    n_col = "n" if "n" in df.columns else None
     # the naming columns: those before the first mean or the estimate (loss, head, metric, a setting's value)
     first_value = min(df.columns.get_loc(c) for c in df.columns if c == est or str(c).startswith("mean "))
     names = list(df.columns[:first_value])

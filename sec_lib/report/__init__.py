@@ -10,7 +10,10 @@ Statistics:
 * verdicts are computed by :func:`verdict` from the estimate, its CI, the practical equivalence
   margin of the metric (:data:`MARGINS`) and the Holm-adjusted p-value (:func:`holm`) of the family
   the comparison belongs to; every row also reports the smallest effect its design could detect
-  (:func:`min_detectable_effect`). :func:`verdict_row` and :func:`adjust_family` build such rows.
+  (:func:`min_detectable_effect`). :func:`verdict_row` builds such rows; :func:`one_family` (with
+  :func:`with_verdict` for a table of :func:`paired_diff` rows) is the one entry point that adjusts a page's
+  declared family (:func:`adjust_family` does the arithmetic). Every comparison has one row schema:
+  ``estimate``, ``ci_lo``, ``ci_hi``, ``p_value``, ``n``.
   R@1 is the primary metric (:data:`PRIMARY_METRIC`), the others are secondary. No verdict is
   ever written by hand.
 
@@ -20,19 +23,21 @@ comes with its interval.
 Modules (every name is re-exported here, so ``from sec_lib.report import X`` is the API):
 
 * :mod:`.intervals`: :func:`mean_ci`, :func:`summarize`, :func:`paired_diff`, :func:`values_ci`,
-  :func:`pooled_diff`, :data:`DEFAULT_METRICS`;
+  :func:`pooled_diff`, :data:`DEFAULT_METRICS`, :data:`PAIRED_COLUMNS`;
 * :mod:`.verdicts`: :data:`MARGINS`, :data:`PRIMARY_METRIC`, :class:`VerdictRules`, :func:`verdict`,
   :func:`verdict_row`, :func:`verdict_table`, :func:`equivalence_p`, :func:`claim_margin` and their constants;
 * :mod:`.power`: :func:`min_detectable_effect`;
-* :mod:`.multiplicity`: :func:`holm`, :func:`adjust_family`;
+* :mod:`.multiplicity`: :func:`holm`, :func:`adjust_family`, :func:`one_family`, :func:`with_verdict`,
+  :data:`FAMILY_COLUMNS`;
 * :mod:`.formatting`: :func:`format_ci`, :func:`fmt_cell`, :func:`fmt_estimate`, :func:`fmt_metric`, :func:`wide`,
   :func:`summary_table`;
 * :mod:`.fits`: :func:`loglog_fit`, :func:`loglog_fits`.
 """
 from .fits import LogLogFit, loglog_fit, loglog_fits
 from .formatting import fmt_cell, fmt_estimate, fmt_metric, format_ci, is_percent, summary_table, wide
-from .intervals import DEFAULT_METRICS, cv_from_var, mean_ci, paired_diff, pooled_diff, summarize, values_ci
-from .multiplicity import adjust_family, holm
+from .intervals import (DEFAULT_METRICS, PAIRED_COLUMNS, cv_from_var, mean_ci, paired_diff, pooled_diff, summarize,
+                        values_ci)
+from .multiplicity import FAMILY_COLUMNS, adjust_family, holm, one_family, with_verdict
 from .power import min_detectable_effect
 from .verdicts import (
     MARGINS, N_COUNTS, PRIMARY_METRIC, ROW_COLUMNS, SECONDARY_METRICS, VERDICT_RULES, VERDICTS, VerdictRules,
@@ -57,6 +62,10 @@ __all__ = [
     "holm",
     "verdict_row",
     "adjust_family",
+    "one_family",
+    "with_verdict",
+    "FAMILY_COLUMNS",
+    "PAIRED_COLUMNS",
     "VerdictRules",
     "VERDICT_RULES",
     "VERDICTS",

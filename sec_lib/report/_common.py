@@ -1,4 +1,5 @@
-"""Argument checks and the Student-t interval shared by the modules of :mod:`sec_lib.report`."""
+"""Argument checks and the Student-t interval shared by the modules of :mod:`sec_lib.report` (public names,
+imported by its sibling modules; the package itself does not re-export them)."""
 from __future__ import annotations
 
 import math
@@ -9,16 +10,16 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-_SUMMARY_COLS = ("metric", "mean", "ci_lo", "ci_hi", "n")
+SUMMARY_COLS = ("metric", "mean", "ci_lo", "ci_hi", "n")
 
 
-def _check_level(level) -> float:
+def check_level(level) -> float:
     if isinstance(level, bool) or not isinstance(level, numbers.Real) or not (0.0 < float(level) < 1.0):
         raise ValueError(f"level must be a number strictly between 0 and 1 (e.g. 0.95), got {level!r}")
     return float(level)
 
 
-def _as_list(by, name: str) -> list:
+def as_list(by, name: str) -> list:
     if by is None:
         return []
     if isinstance(by, str):
@@ -29,19 +30,19 @@ def _as_list(by, name: str) -> list:
         raise ValueError(f"{name} must be a column name or a list of column names, got {by!r}") from err
 
 
-def _check_frame(df, name: str = "runs_df") -> pd.DataFrame:
+def check_frame(df, name: str = "runs_df") -> pd.DataFrame:
     if not isinstance(df, pd.DataFrame):
         raise ValueError(f"{name} must be a pandas DataFrame, got {type(df).__name__}")
     return df
 
 
-def _check_columns(df: pd.DataFrame, cols: Iterable, what: str) -> None:
+def check_columns(df: pd.DataFrame, cols: Iterable, what: str) -> None:
     missing = [c for c in cols if c not in df.columns]
     if missing:
         raise ValueError(f"{what} {missing} not in the frame; valid columns are {list(df.columns)}")
 
 
-def _groups(df: pd.DataFrame, by: list):
+def iter_groups(df: pd.DataFrame, by: list):
     """Iterate (key_dict, sub_frame) in first-appearance order; NaN keys are kept as groups."""
     if not by:
         yield {}, df
@@ -52,17 +53,17 @@ def _groups(df: pd.DataFrame, by: list):
         yield dict(zip(by, key)), sub
 
 
-def _finite(values) -> np.ndarray:
+def finite_values(values) -> np.ndarray:
     arr = pd.to_numeric(pd.Series(np.asarray(values, dtype=object).ravel()), errors="coerce").to_numpy(dtype=float)
     return arr[np.isfinite(arr)]
 
 
-def _zero_spread(x: np.ndarray) -> bool:
+def zero_spread(x: np.ndarray) -> bool:
     """True when the values are all equal up to float rounding (spread <= 1e-12 of their size)."""
     return float(np.ptp(x)) <= 1e-12 * float(np.max(np.abs(x)))
 
 
-def _t_interval(x: np.ndarray, level: float) -> tuple[float, float, float, int]:
+def t_interval(x: np.ndarray, level: float) -> tuple[float, float, float, int]:
     n = int(x.size)
     if n == 0:
         return math.nan, math.nan, math.nan, 0
@@ -74,7 +75,7 @@ def _t_interval(x: np.ndarray, level: float) -> tuple[float, float, float, int]:
     return mean, mean - half, mean + half, n
 
 
-def _is_missing(x) -> bool:
+def is_missing(x) -> bool:
     if x is None:
         return True
     try:

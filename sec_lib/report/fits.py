@@ -7,7 +7,7 @@ from typing import NamedTuple, Sequence
 import numpy as np
 import pandas as pd
 
-from ._common import _check_columns, _check_frame
+from ._common import check_columns, check_frame
 
 
 class LogLogFit(NamedTuple):
@@ -42,7 +42,7 @@ def loglog_fit(x, y, min_points: int = 3) -> LogLogFit:
 def loglog_fits(df: pd.DataFrame, x: str, y: str, by: Sequence[str], min_points: int = 2) -> pd.DataFrame:
     """One :func:`loglog_fit` of ``df[y]`` on ``df[x]`` per group of ``by`` (sorted): columns
     ``*by, slope, r2``."""
-    _check_columns(_check_frame(df, "df"), [x, y, *by], "columns")
+    check_columns(check_frame(df, "df"), [x, y, *by], "columns")
     rows = []
     for key, g in df.groupby(list(by), sort=True):
         key = key if isinstance(key, tuple) else (key,)

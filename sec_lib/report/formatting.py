@@ -9,7 +9,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from ._common import _SUMMARY_COLS, _as_list, _check_columns, _check_frame, _groups
+from ._common import SUMMARY_COLS, as_list, check_columns, check_frame, iter_groups
 from .intervals import summarize
 
 
@@ -65,18 +65,18 @@ def wide(summary: pd.DataFrame, by=None, digits: int = 2) -> pd.DataFrame:
 
     ``by`` defaults to every column that is not a summary column.
     """
-    s = _check_frame(summary, "summary")
-    _check_columns(s, _SUMMARY_COLS, "summary columns")
+    s = check_frame(summary, "summary")
+    check_columns(s, SUMMARY_COLS, "summary columns")
     if isinstance(digits, bool) or not isinstance(digits, numbers.Integral) or digits < 0:
         raise ValueError(f"digits must be an integer >= 0, got {digits!r}")
-    by = [c for c in s.columns if c not in _SUMMARY_COLS] if by is None else _as_list(by, "by")
-    _check_columns(s, by, "by columns")
+    by = [c for c in s.columns if c not in SUMMARY_COLS] if by is None else as_list(by, "by")
+    check_columns(s, by, "by columns")
     cells = s.assign(
         cell=[_fmt(r.mean, r.ci_lo, r.ci_hi, int(r.n), digits) for r in s.itertuples(index=False)]
     )
     metric_order = list(dict.fromkeys(s["metric"]))
     rows = []
-    for key, sub in _groups(cells, by):
+    for key, sub in iter_groups(cells, by):
         row = dict(key)
         for m in metric_order:
             hit = sub.loc[sub["metric"] == m, "cell"]
@@ -97,7 +97,7 @@ def summary_table(runs: pd.DataFrame, by: Sequence[str], metrics: Sequence[str],
     (Student t, 95%, :func:`summarize`; see :func:`fmt_cell`), plus the number of runs
     and of failed (diverged) runs per group. Failed runs have no metrics and are not averaged."""
     by = list(by)
-    _check_columns(_check_frame(runs, "runs"), [*by, *metrics], "runs columns")
+    check_columns(check_frame(runs, "runs"), [*by, *metrics], "runs columns")
     s = summarize(runs, by, list(metrics))
     out = []
     for key, sub in s.groupby(by, sort=False, dropna=False):

@@ -8,10 +8,14 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from ._common import _SUMMARY_COLS, _as_list, _check_columns, _check_frame, _check_level, _finite, _groups, _t_interval, _zero_spread
+from ._common import (SUMMARY_COLS, as_list, check_columns, check_frame, check_level, finite_values, iter_groups,
+                      t_interval, zero_spread)
 
 #: Metric columns of the runs frame (see the contract); the default for :func:`paired_diff`.
 DEFAULT_METRICS = ("R@1", "R@2", "R@4", "R@8", "NMI", "F1", "MAP@R")
+#: The columns of :func:`paired_diff` after its ``by`` columns: one row schema with :func:`pooled_diff` and
+#: :func:`sec_lib.report.verdict_row` (``estimate``, ``ci_lo``, ``ci_hi``, ``p_value``, ``n``).
+PAIRED_COLUMNS = ("metric", "mean_a", "mean_b", "estimate", "ci_lo", "ci_hi", "p_value", "n", "n_unpaired")
 
 
 # ------------------------------------------------------------------------------------ mean and CIs
@@ -24,8 +28,8 @@ def mean_ci(values, level: float = 0.95) -> tuple[float, float, float, int]:
     ``n == 0`` gives ``(nan, nan, nan, 0)``; ``n == 1`` gives ``(value, nan, nan, 1)`` because one
     value says nothing about the spread. Identical values give ``lo == hi == mean``.
     """
-    level = _check_level(level)
-    return _t_interval(_finite(values), level)
+    level = check_level(level)
+    return t_interval(finite_values(values), level)
 
 
 def summarize(runs_df: pd.DataFrame, by, metrics: Sequence[str], level: float = 0.95) -> pd.DataFrame:
@@ -36,23 +40,23 @@ def summarize(runs_df: pd.DataFrame, by, metrics: Sequence[str], level: float = 
     their first-appearance order, metrics the given order. ``by=None`` or ``[]`` summarises all rows.
     Filter the frame (e.g. ``status == "done"``) before calling if needed.
     """
-    df = _check_frame(runs_df)
-    by = _as_list(by, "by")
-    metrics = _as_list(metrics, "metrics")
+    df = check_frame(runs_df)
+    by = as_list(by, "by")
+    metrics = as_list(metrics, "metrics")
     if not metrics:
         raise ValueError(f"metrics must name at least one column; valid columns are {list(df.columns)}")
-    _check_columns(df, by, "by columns")
-    _check_columns(df, metrics, "metrics")
-    clash = [c for c in by if c in _SUMMARY_COLS]
+    check_columns(df, by, "by columns")
+    check_columns(df, metrics, "metrics")
+    clash = [c for c in by if c in SUMMARY_COLS]
     if clash:
-        raise ValueError(f"by columns {clash} clash with output columns {list(_SUMMARY_COLS)}; rename them first")
-    level = _check_level(level)
+        raise ValueError(f"by columns {clash} clash with output columns {list(SUMMARY_COLS)}; rename them first")
+    level = check_level(level)
     rows = []
-    for key, sub in _groups(df, by):
+    for key, sub in iter_groups(df, by):
         for m in metrics:
-            mean, lo, hi, n = _t_interval(_finite(sub[m].to_numpy()), level)
+            mean, lo, hi, n = t_interval(finite_values(sub[m].to_numpy()), level)
             rows.append({**key, "metric": m, "mean": mean, "ci_lo": lo, "ci_hi": hi, "n": n})
-    out = pd.DataFrame(rows, columns=[*by, *_SUMMARY_COLS])
+    out = pd.DataFrame(rows, columns=[*by, *SUMMARY_COLS])
     out["n"] = out["n"].astype(int)
     return out
 
@@ -83,31 +87,33 @@ def paired_diff(
     seeds: ``ci_lo``, ``ci_hi`` and ``p_value`` are NaN, so the verdict is at most "inconclusive".
 
     Returns one row per (group x metric): the ``by`` columns, ``metric``, ``mean_a``, ``mean_b``
-    (over the paired seeds), ``diff``, ``ci_lo``, ``ci_hi``, ``p_value``, ``n_pairs``, ``n_unpaired``.
+    (over the paired seeds), ``estimate`` (the mean difference), ``ci_lo``, ``ci_hi``, ``p_value``, ``n``
+    (the pairs), ``n_unpaired``: :data:`PAIRED_COLUMNS`, the names :func:`pooled_diff`, :func:`values_ci`,
+    :func:`verdict_row` and :func:`one_family` use for the estimate, its interval, its test and its n.
     Raises ValueError if a (group, compare value, pair key) appears twice (ambiguous pairing).
     """
-    df = _check_frame(runs_df)
-    by = _as_list(by, "by")
-    pair_on = _as_list(pair_on, "pair_on")
+    df = check_frame(runs_df)
+    by = as_list(by, "by")
+    pair_on = as_list(pair_on, "pair_on")
     if not pair_on:
         raise ValueError("pair_on must name at least one column (e.g. 'seed')")
     if metrics is None:
         metrics = [m for m in DEFAULT_METRICS if m in df.columns]
         if not metrics:
             raise ValueError(f"no default metric column {list(DEFAULT_METRICS)} in the frame; pass metrics=")
-    metrics = _as_list(metrics, "metrics")
+    metrics = as_list(metrics, "metrics")
     if not metrics:
         raise ValueError(f"metrics must name at least one column; valid columns are {list(df.columns)}")
     if not isinstance(compare_col, str):
         raise ValueError(f"compare_col must be one column name, got {compare_col!r}")
-    _check_columns(df, [compare_col], "compare_col")
-    _check_columns(df, by, "by columns")
-    _check_columns(df, pair_on, "pair_on columns")
-    _check_columns(df, metrics, "metrics")
+    check_columns(df, [compare_col], "compare_col")
+    check_columns(df, by, "by columns")
+    check_columns(df, pair_on, "pair_on columns")
+    check_columns(df, metrics, "metrics")
     overlap = [c for c in by if c == compare_col or c in pair_on]
     if overlap:
         raise ValueError(f"by must not contain compare_col or pair_on columns, got {overlap}")
-    level = _check_level(level)
+    level = check_level(level)
     present = set(df[compare_col].dropna().unique().tolist())
     for name, val in (("a", a), ("b", b)):
         if val not in present:
@@ -117,7 +123,7 @@ def paired_diff(
 
     rows = []
     sub_all = df[df[compare_col].isin([a, b])]
-    for key, sub in _groups(sub_all, by):
+    for key, sub in iter_groups(sub_all, by):
         side_a = sub[sub[compare_col] == a]
         side_b = sub[sub[compare_col] == b]
         for side, val in ((side_a, a), (side_b, b)):
@@ -138,10 +144,10 @@ def paired_diff(
             ok = np.isfinite(xa) & np.isfinite(xb)
             xa, xb = xa[ok], xb[ok]
             d = xb - xa
-            mean, lo, hi, n = _t_interval(d, level)
+            mean, lo, hi, n = t_interval(d, level)
             if n < 2:
                 p = math.nan
-            elif _zero_spread(d):              # zero spread: no interval, no test (see docstring)
+            elif zero_spread(d):              # zero spread: no interval, no test (see docstring)
                 lo = hi = p = math.nan
             else:
                 p = float(stats.ttest_rel(xb, xa).pvalue)
@@ -151,16 +157,15 @@ def paired_diff(
                     "metric": m,
                     "mean_a": float(xa.mean()) if n else math.nan,
                     "mean_b": float(xb.mean()) if n else math.nan,
-                    "diff": mean,
+                    "estimate": mean,
                     "ci_lo": lo,
                     "ci_hi": hi,
                     "p_value": p,
-                    "n_pairs": n,
+                    "n": n,
                     "n_unpaired": n_unpaired,
                 }
             )
-    cols = [*by, "metric", "mean_a", "mean_b", "diff", "ci_lo", "ci_hi", "p_value", "n_pairs", "n_unpaired"]
-    return pd.DataFrame(rows, columns=cols)
+    return pd.DataFrame(rows, columns=[*by, *PAIRED_COLUMNS])
 
 
 # ------------------------------------------------------------------------------ per-seed estimates
@@ -189,7 +194,7 @@ def pooled_diff(runs: pd.DataFrame, compare_col: str, a, b, metric: str, pool: S
     ``estimate, ci_lo, ci_hi, n`` (seeds), ``p_value``, ``n_groups`` (pool groups with a pair).
     """
     pool = list(pool)
-    _check_columns(_check_frame(runs, "runs"), [compare_col, metric, pair_on, *pool], "runs columns")
+    check_columns(check_frame(runs, "runs"), [compare_col, metric, pair_on, *pool], "runs columns")
     sub = runs[runs[compare_col].isin([a, b])]
     vals = pd.to_numeric(sub[metric], errors="coerce").astype(float)
     if transform is not None:

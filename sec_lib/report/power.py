@@ -8,7 +8,7 @@ import numbers
 import numpy as np
 from scipy import optimize, stats
 
-from ._common import _is_missing
+from ._common import is_missing
 
 
 def _t_power(delta: float, df: int, t_crit: float) -> float:
@@ -45,9 +45,9 @@ def min_detectable_effect(sd, n, alpha: float = 0.05, power: float = 0.8) -> flo
         raise ValueError(f"power ({power}) must exceed alpha ({alpha}): a test has power alpha at zero effect")
     if isinstance(n, bool) or not isinstance(n, numbers.Real) or (np.isfinite(n) and (n < 0 or n != int(n))):
         raise ValueError(f"n must be a whole count >= 0, got {n!r}")
-    if not _is_missing(sd) and float(sd) < 0:
+    if not is_missing(sd) and float(sd) < 0:
         raise ValueError(f"sd must be >= 0, got {sd!r}")
-    if _is_missing(sd) or float(sd) == 0.0 or not np.isfinite(n) or n < 2:
+    if is_missing(sd) or float(sd) == 0.0 or not np.isfinite(n) or n < 2:
         return math.nan
     n = int(n)
     return _noncentrality(n, float(alpha), float(power)) * float(sd) / math.sqrt(n)

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from ._common import _finite, _is_missing, _t_interval, _zero_spread
+from ._common import finite_values, is_missing, t_interval, zero_spread
 from .intervals import DEFAULT_METRICS
 from .power import min_detectable_effect
 
@@ -26,8 +26,8 @@ VERDICTS = ("reproduced", "not reproduced", "inconclusive", "not testable offlin
 # * verdict(): the rules that turn an estimate and its interval (and the Holm-adjusted p) into a word;
 # * min_detectable_effect() (in .power): the smallest effect a design of n seeds could detect;
 # * holm() (in .multiplicity): Holm's step-down adjustment within one family of comparisons;
-# * verdict_row() here / adjust_family() (in .multiplicity): one row per comparison from the paired
-#   differences, then a family.
+# * verdict_row() here / one_family() (in .multiplicity, on adjust_family()): one row per comparison from the
+#   paired differences, then a family.
 
 #: The declared primary metric: the paper's headline number. Every other metric is secondary.
 PRIMARY_METRIC = "R@1"
@@ -109,7 +109,7 @@ def claim_margin(margin, expected_sign: int) -> float:
     for a directional one). ValueError for a negative margin, or a no-change claim without one."""
     if margin is None or (isinstance(margin, float) and math.isnan(margin)):
         margin = VERDICT_RULES.equivalence_margin if expected_sign == 0 else VERDICT_RULES.min_effect
-    if isinstance(margin, bool) or _is_missing(margin) or float(margin) < 0:
+    if isinstance(margin, bool) or is_missing(margin) or float(margin) < 0:
         raise ValueError(f"margin must be a finite number >= 0 (or None for the default), got {margin!r}")
     if expected_sign == 0 and float(margin) <= 0:
         raise ValueError(f"a no-change claim (expected_sign=0) needs an equivalence margin > 0, got {margin!r}")
@@ -128,7 +128,7 @@ def equivalence_p(estimate, ci_lo, ci_hi, n, margin, level: float | None = None)
     """
     level = VERDICT_RULES.level if level is None else level
     vals = (estimate, ci_lo, ci_hi, n, margin)
-    if any(_is_missing(v) for v in vals):
+    if any(is_missing(v) for v in vals):
         return math.nan
     d, lo, hi, n, margin = (float(v) for v in vals)
     if margin <= 0 or n < 2 or not hi > lo:
@@ -144,12 +144,12 @@ def usable_interval(lo, hi, n=None) -> bool:
     """Whether ``[lo, hi]`` is an interval a verdict can use: both bounds finite, a spread wider than
     float rounding (1e-9 of the bounds' size) and, when ``n`` is given, at least 2 values behind it.
     The one statement of this rule (:func:`verdict`, the claims' records and the pages use it)."""
-    if _is_missing(lo) or _is_missing(hi):
+    if is_missing(lo) or is_missing(hi):
         return False
     lo, hi = float(lo), float(hi)
     if not (np.isfinite(lo) and np.isfinite(hi)):
         return False
-    if n is not None and not _is_missing(n) and float(n) < 2:
+    if n is not None and not is_missing(n) and float(n) < 2:
         return False
     return (hi - lo) > 1e-9 * max(abs(lo), abs(hi))
 
@@ -158,7 +158,7 @@ def mde_from_ci(lo, hi, n, alpha: float | None = None) -> float:
     """:func:`sec_lib.report.min_detectable_effect` of a Student-t interval ``[lo, hi]`` of ``n`` values
     (at the rules' level): the half-width is ``t_crit · sd / sqrt(n)``, so the SD is recovered exactly.
     ``alpha``: the test's level (default the rules' α; pass the level the verdict uses, e.g. α/m)."""
-    if n is None or _is_missing(n) or not np.isfinite(n) or n < 2 or not usable_interval(lo, hi, n):
+    if n is None or is_missing(n) or not np.isfinite(n) or n < 2 or not usable_interval(lo, hi, n):
         return math.nan
     n = int(n)
     sd = (hi - lo) / 2.0 * math.sqrt(n) / float(stats.t.ppf(0.5 + VERDICT_RULES.level / 2.0, n - 1))
@@ -167,7 +167,7 @@ def mde_from_ci(lo, hi, n, alpha: float | None = None) -> float:
 
 def _passes(p) -> bool:
     """A decisive word's multiplicity gate: no adjusted p given (None/NaN), or one below alpha."""
-    return _is_missing(p) or float(p) < VERDICT_RULES.alpha
+    return is_missing(p) or float(p) < VERDICT_RULES.alpha
 
 
 def verdict(estimate, ci_lo, ci_hi, expected_sign: int = +1, margin=None, n=None, p_adj=None,
@@ -217,13 +217,13 @@ def verdict(estimate, ci_lo, ci_hi, expected_sign: int = +1, margin=None, n=None
     if n is not None and (isinstance(n, bool) or not isinstance(n, numbers.Real) or (np.isfinite(n) and n < 0)):
         raise ValueError(f"n must be None or a count >= 0, got {n!r}")
     for name, p in (("p_adj", p_adj), ("p_eq_adj", p_eq_adj)):
-        if not _is_missing(p) and not (0.0 <= float(p) <= 1.0):
+        if not is_missing(p) and not (0.0 <= float(p) <= 1.0):
             raise ValueError(f"{name} must be a p-value in [0, 1] (or None), got {p!r}")
 
-    if _is_missing(estimate) or (n is not None and (not np.isfinite(n) or int(n) == 0)):
+    if is_missing(estimate) or (n is not None and (not np.isfinite(n) or int(n) == 0)):
         return "not testable offline"
     d = float(estimate)
-    has_ci = not (_is_missing(ci_lo) or _is_missing(ci_hi))
+    has_ci = not (is_missing(ci_lo) or is_missing(ci_hi))
     if has_ci:
         lo, hi = float(ci_lo), float(ci_hi)
         if lo > hi:
@@ -275,7 +275,7 @@ def verdict_row(values, expected_sign: int = +1, margin=None, n_counts: str = "s
     * ``p_eq``: the equivalence test's p (:func:`equivalence_p`; NaN without a margin);
     * ``p_adj``, ``p_eq_adj``, ``m`` and ``verdict``: the row taken as a family of one (``m == 1``,
       ``p_adj == p_value``, ``p_eq_adj == p_eq``). A row that belongs to a family must go through
-      :func:`adjust_family`, which replaces these four.
+      :func:`one_family` (:func:`adjust_family`), which replaces these four.
 
     Zero spread (all values equal, up to float rounding) or fewer than 2 values: no interval, no p, no ``mde`` (NaN) and
     the verdict is at most *inconclusive*; no values: *not testable offline*.
@@ -286,10 +286,10 @@ def verdict_row(values, expected_sign: int = +1, margin=None, n_counts: str = "s
         raise ValueError(f"n_counts must say what n counts, one of {list(N_COUNTS)}; got {n_counts!r}")
     if isinstance(values, (str, bytes, dict)) or np.ndim(values) > 1:
         raise ValueError(f"values must be a 1-D sample, got {type(values).__name__}")
-    x = _finite(values)
-    mean, lo, hi, n = _t_interval(x, VERDICT_RULES.level)
+    x = finite_values(values)
+    mean, lo, hi, n = t_interval(x, VERDICT_RULES.level)
     sd = float(x.std(ddof=1)) if n >= 2 else math.nan
-    if n >= 2 and not _zero_spread(x):
+    if n >= 2 and not zero_spread(x):
         p = float(stats.ttest_1samp(x, 0.0).pvalue)
     else:                                   # one value or zero spread: nothing to test
         lo = hi = p = math.nan

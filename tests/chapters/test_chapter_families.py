@@ -35,25 +35,25 @@ def test_mu_page_is_one_family():
     alone = report.holm(diffs["p_value"].to_numpy())
     assert (diffs["p_adj"].to_numpy() >= alone - 1e-15).all() and (diffs["p_adj"].to_numpy() > alone).any()
     # n and detectable effect on every row, n counting seeds (the EMA row: seeds, each the mean over 2 losses)
-    assert (diffs["n_pairs"] == 3).all() and (diffs["n_counts"] == "seeds").all()
+    assert (diffs["n"] == 3).all() and (diffs["n_counts"] == "seeds").all()
     assert ema["n"].iloc[0] == 3 and ema["n_counts"].iloc[0] == "seeds" and ema["n_losses"].iloc[0] == 2
     d = diffs.iloc[0]
     sd = float(np.std(0.05 * np.arange(3), ddof=1))                 # ms / none: 3 + 0.05 s per seed
     m = int(rows["m"].iloc[0])                                        # detectable at the family's level, α/m
-    assert d["diff"] == pytest.approx(3.05) and d["mde"] == pytest.approx(
+    assert d["estimate"] == pytest.approx(3.05) and d["mde"] == pytest.approx(
         report.min_detectable_effect(sd, 3, 0.05 / m), rel=1e-6)
     # the EMA rows test "no change", the others "the batch mean is better"
     assert set(diffs.loc[diffs["versus"].str.startswith("EMA"), "expected_sign"]) == {0}
     assert set(diffs.loc[~diffs["versus"].str.startswith("EMA"), "expected_sign"]) == {1}
     # each verdict is report.verdict with the family's adjusted p
-    for r in pd.concat([diffs.rename(columns={"diff": "estimate", "n_pairs": "n"}), ema]).itertuples(index=False):
+    for r in pd.concat([diffs, ema]).itertuples(index=False):
         assert r.verdict == report.verdict(r.estimate, r.ci_lo, r.ci_hi, r.expected_sign, r.margin, n=r.n, p_adj=r.p_adj,
                                            p_eq_adj=r.p_eq_adj)
     # the best-μ = 0 rows repeat rows of the paired table: same numbers, not counted again
     assert list(best["best_zero"]) == ["zero η=0.005"] * 2
     for r in best.itertuples(index=False):
         twin = diffs[(diffs["loss"] == r.loss) & (diffs["versus"] == r.best_zero)].iloc[0]
-        assert (r.diff, r.p_adj, r.verdict, r.mde) == (twin["diff"], twin["p_adj"], twin["verdict"], twin["mde"])
+        assert (r.estimate, r.p_adj, r.verdict, r.mde) == tuple(twin[["estimate", "p_adj", "verdict", "mde"]])
         assert r.best_zero in r.same_runs_as
     # the public functions return the family's rows
     pd.testing.assert_frame_equal(mu_ch.mu_diffs(runs), diffs)
@@ -84,11 +84,14 @@ def test_mu_family_zero_spread_ema_is_not_tested():
 
 def test_one_family_checks_its_input():
     with pytest.raises(ValueError, match="lacks columns"):
-        common.one_family(pd.DataFrame({"diff": [1.0]}))
-    a = pd.DataFrame({"diff": [2.0, 0.1], "ci_lo": [1.0, -0.2], "ci_hi": [3.0, 0.4], "p_value": [0.01, 0.5],
-                      "expected_sign": [1, 0], "n_pairs": [3, 3]})
+        report.one_family(pd.DataFrame({"estimate": [1.0]}))
+    with pytest.raises(ValueError, match="lacks columns"):         # one schema: no 'diff' / 'n_pairs' aliases
+        report.one_family(pd.DataFrame({"diff": [1.0], "ci_lo": [0.5], "ci_hi": [1.5], "p_value": [0.01],
+                                        "expected_sign": [1], "n_pairs": [3]}))
+    a = pd.DataFrame({"estimate": [2.0, 0.1], "ci_lo": [1.0, -0.2], "ci_hi": [3.0, 0.4], "p_value": [0.01, 0.5],
+                      "expected_sign": [1, 0], "n": [3, 3]})
     b = pd.DataFrame([common.verdict_row_of({"estimate": 1.0, "ci_lo": 0.5, "ci_hi": 1.5, "n": 5, "p_value": 0.02}, +1)])
-    fa, fb = common.one_family(a, b, family="x")
+    fa, fb = report.one_family(a, b, family="x")
     assert list(fa["p_adj"]) + list(fb["p_adj"]) == pytest.approx(list(report.holm([0.01, 0.5, 0.02])))
     assert (fa["m"] == 3).all() and fb["m"].iloc[0] == 3 and (fa["family"] == "x").all()
     assert list(fa["verdict"]) == ["reproduced", "reproduced"] and fb["verdict"].iloc[0] == "reproduced"
@@ -264,7 +267,7 @@ def test_bnwn_page_is_one_family():
     signs = fam.drop_duplicates("head").set_index("head")["expected_sign"]
     assert signs["bn_before_norm"] == -1 and (signs.drop("bn_before_norm") == 1).all()
     bn = fam[(fam["head"] == "bn_before_norm") & (fam["metric"] == "R@1")].iloc[0]
-    assert bn["diff"] == pytest.approx(-9.8) and bn["verdict"] == "reproduced" and bn["n_pairs"] == 3
+    assert bn["estimate"] == pytest.approx(-9.8) and bn["verdict"] == "reproduced" and bn["n"] == 3
     text = bnwn.page_reading(runs, fam)
     assert text.count("over 8 comparisons") == 2 and text.count("could detect ≥") == 2
     assert "one Holm family of 8 comparisons" in text

@@ -14,7 +14,7 @@ from sec_lib.runs.train import TrainConfig
 
 
 def gains(rows):
-    return pd.DataFrame([dict(zip(("loss", "variant", "diff", "ci_lo", "ci_hi", "verdict"), r), metric="R@1")
+    return pd.DataFrame([dict(zip(("loss", "variant", "estimate", "ci_lo", "ci_hi", "verdict"), r), metric="R@1")
                          for r in rows])
 
 
@@ -97,8 +97,8 @@ def test_the_committed_reference_tier_renders_the_headline():
     if not evidence.covers("reference", ("compare", "tuned")):
         pytest.skip("the committed reference tier does not yet hold the main table")
     g = home.headline_gains("reference")
-    assert set(g["setting"]) == {"selected", "paper"} and (g["n_pairs"] >= 5).all()
-    assert g["diff"].notna().all() and (g["ci_lo"] < g["ci_hi"]).all()
+    assert set(g["setting"]) == {"selected", "paper"} and (g["n"] >= 5).all()
+    assert g["estimate"].notna().all() and (g["ci_lo"] < g["ci_hi"]).all()
     s = evidence.tier_sentence("reference", "cpu", ("compare", "tuned"))
     assert s.startswith("**Evidence on this page: the reference tier**") and "5,000 iterations" in s
 

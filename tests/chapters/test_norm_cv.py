@@ -93,10 +93,10 @@ def test_paired_gains_test_the_cv_with_the_variances():
     fam = norm_rows[norm_rows["comparison"] == "SEC − none"]
     assert fam["family"].nunique() == 1 and int(fam["m"].iloc[0]) == len(fam) == 2 * 4   # losses x norm statistics
     sec_cv = fam[fam["metric"] == "train_norm_cv"]
-    assert (sec_cv["diff"] < 0).all()                                    # SEC's CV is lower, by construction
+    assert (sec_cv["estimate"] < 0).all()                                # SEC's CV is lower, by construction
     l2_cv = g[(g["comparison"] == "L2-reg − none") & (g["metric"] == "test_norm_cv")]
     l2_var = g[(g["comparison"] == "L2-reg − none") & (g["metric"] == "test_norm_var")]
-    assert (l2_var["diff"] < 0).all() and (l2_cv["diff"] > 0).all()       # the variance falls with the scale only
+    assert (l2_var["estimate"] < 0).all() and (l2_cv["estimate"] > 0).all()   # the variance falls with the scale only
 
 
 def test_norms_page_tables_carry_train_cv():

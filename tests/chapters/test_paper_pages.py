@@ -152,7 +152,7 @@ def test_sec_gain_paired_by_seed_against_hand_computation():
     r = g[(g.loss == "triplet") & (g.variant == "sec") & (g.metric == "R@1")].iloc[0]
     d = np.array(R1["triplet"]["sec"]) - np.array(R1["triplet"]["none"])    # 3, 4, 3
     mean, lo, hi = hand_ci(d)
-    assert (r["diff"], r.ci_lo, r.ci_hi) == pytest.approx((mean, lo, hi))
+    assert (r["estimate"], r.ci_lo, r.ci_hi) == pytest.approx((mean, lo, hi))
     tstat = d.mean() / (d.std(ddof=1) / math.sqrt(3))
     assert r.p_value == pytest.approx(2 * stats.t.sf(abs(tstat), df=2))
     # Holm runs within declared families: one per comparison and kind of measure (R@1, the secondary
@@ -164,7 +164,7 @@ def test_sec_gain_paired_by_seed_against_hand_computation():
         assert sub.loc[ok, "p_adj"].to_numpy() == pytest.approx(report.holm(sub.loc[ok, "p_value"].to_numpy())), fam
         assert (sub["m"] == ok.sum()).all(), fam
     # SEC − none in R@1 is a family of the two losses: p_adj = Holm over 2, and the interval above 0 decides
-    assert r.family == "SEC − none, R@1" and r.m == 2 and r.n_pairs == 3 and r.ci_lo > 0
+    assert r.family == "SEC − none, R@1" and r.m == 2 and r.n == 3 and r.ci_lo > 0
     assert r.p_adj < 0.05 and r.verdict == "reproduced"
     # the detectable effect at the strictest level the family uses, α/m
     assert r.mde == pytest.approx(report.min_detectable_effect(d.std(ddof=1), 3, alpha=0.05 / 2)) and r.n_counts == "seeds"
@@ -174,14 +174,14 @@ def test_sec_gain_paired_by_seed_against_hand_computation():
         g[(g.variant == "sec") & (g.metric == "R@1")].set_index("loss")["p_adj"].to_dict())
     ms = g[(g.loss == "ms") & (g.variant == "sec") & (g.metric == "R@1")].iloc[0]
     # ms: the interval lies below 0; "not reproduced" answers to Holm as "reproduced" does
-    assert ms["diff"] == pytest.approx(-2.5 / 3) and ms.ci_hi < 0
+    assert ms["estimate"] == pytest.approx(-2.5 / 3) and ms.ci_hi < 0
     assert ms.verdict == ("not reproduced" if ms.p_adj < 0.05 else "inconclusive")
     ms_alone = compare.sec_gain(shuffled[shuffled.loss == "ms"], variants=("sec",), metrics=("R@1",)).iloc[0]
     assert ms_alone.p_adj == pytest.approx(ms_alone.p_value) and ms_alone.p_adj < 0.05
     assert ms_alone.verdict == "not reproduced"
     # norm variance: SEC should lower it, so a decrease is the paper's direction
     nv = g[(g.loss == "ms") & (g.variant == "sec") & (g.metric == "test_norm_var")].iloc[0]
-    assert nv["diff"] == pytest.approx(np.mean(VAR["sec"]) - np.mean(VAR["none"])) and nv.ci_hi < 0
+    assert nv["estimate"] == pytest.approx(np.mean(VAR["sec"]) - np.mean(VAR["none"])) and nv.ci_hi < 0
     assert nv.verdict == ("reproduced" if nv.p_adj < 0.05 else "inconclusive")
 
 
@@ -190,11 +190,11 @@ def test_sec_gain_unpaired_seed_and_other_baseline():
     df = df[~((df.loss == "triplet") & (df.variant == "sec") & (df.seed == 0))]
     g = compare.sec_gain(df, variants=("sec",), metrics=("R@1",))
     r = g[g.loss == "triplet"].iloc[0]
-    assert r.n_pairs == 2 and r.n_unpaired == 1 and r["diff"] == pytest.approx(3.5)
+    assert r.n == 2 and r.n_unpaired == 1 and r["estimate"] == pytest.approx(3.5)
     vs = compare.sec_gain(hand_runs(), variants=("sec",), baseline="l2reg", metrics=("R@1",))
     assert set(vs["comparison"]) == {"SEC − L2-reg"}
     want = np.mean(np.array(R1["triplet"]["sec"]) - np.array(R1["triplet"]["l2reg"]))
-    assert vs[vs.loss == "triplet"]["diff"].iloc[0] == pytest.approx(want)
+    assert vs[vs.loss == "triplet"]["estimate"].iloc[0] == pytest.approx(want)
     with pytest.raises(ValueError, match="baseline variant"):
         compare.sec_gain(df[df.variant != "none"])
 
@@ -318,7 +318,7 @@ def test_norm_reduction_uses_scale_free_cv():
     # population std, like the stored test_norm_var (torch.var(unbiased=False)) whose CV it is
     per = F.test_norms.groupby("key")["norm"].agg(lambda x: np.std(x.to_numpy()) / x.mean())
     want = np.mean([per[f"triplet-sec-{s}"] - per[f"triplet-none-{s}"] for s in range(3)])
-    assert cv["diff"] == pytest.approx(want) and cv["diff"] < 0
+    assert cv["estimate"] == pytest.approx(want) and cv["estimate"] < 0
 
 
 def test_grad_slopes_per_run():

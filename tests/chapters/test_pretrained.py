@@ -107,7 +107,7 @@ def test_sec_minus_none_fine_tuned_is_its_own_family_of_four():
     assert list(eff["regime"].unique()) == list(pt.REGIMES) and set(eff["comparison"]) == {"SEC − none",
                                                                                            "L2-reg − none"}
     row = eff[(eff.regime == "from scratch") & (eff.comparison == "SEC − none") & (eff.loss == "npair")].iloc[0]
-    assert row["diff"] == pytest.approx(-2.0, abs=0.6) and row["n_pairs"] == len(SEEDS)
+    assert row["estimate"] == pytest.approx(-2.0, abs=0.6) and row["n"] == len(SEEDS)
 
 
 def test_the_interaction_matches_an_independent_computation_in_its_declared_family():

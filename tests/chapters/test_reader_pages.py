@@ -25,8 +25,8 @@ def headline_frame():
     for setting, shift in (("selected", 1.0), ("paper", -2.0)):
         for i, loss in enumerate(LOSSES):
             d = shift + i
-            rows.append(dict(loss=loss, setting=setting, eta=0.5, diff=d, ci_lo=d - 1.5, ci_hi=d + 1.5, p_value=0.1,
-                             n_pairs=3, verdict="inconclusive"))
+            rows.append(dict(loss=loss, setting=setting, eta=0.5, estimate=d, ci_lo=d - 1.5, ci_hi=d + 1.5, p_value=0.1,
+                             n=3, verdict="inconclusive"))
     g = pd.DataFrame(rows)
     g.attrs["metric"] = "R@1"
     return g
@@ -113,7 +113,7 @@ def test_a_real_benchmark_book_names_its_dataset_and_sets_the_papers_numbers_for
     assert home.answer_sentence({"estimate": 0.1, "ci_lo": -0.2, "ci_hi": 0.4, "n": 5}, paper, name).startswith(
         f"**On {name}, SEC changes R@1")
     g = pd.DataFrame([dict(loss=loss, variant="sec", baseline="none", comparison="SEC − none", metric="R@1",
-                           diff=0.5, ci_lo=0.1, ci_hi=0.9, p_value=0.03, n_pairs=5) for loss in LOSSES])
+                           estimate=0.5, ci_lo=0.1, ci_hi=0.9, p_value=0.03, n=5) for loss in LOSSES])
     gvp = compare.gains_vs_paper(None, dataset=("SOP",), metrics=("R@1",), gains=g, data=name)
     assert set(gvp["dataset"]) == {"SOP"} and gvp["source"].iloc[0].startswith(f"ours ({name}) vs")
 
@@ -208,8 +208,9 @@ def test_norms_explorer_offers_every_loss_and_variant():
 def test_verdict_tables_show_key_columns_first_and_fold_the_rest():
     from sec_lib.figures.tables import FOLDED_ATTR, compact_verdict_table, table_html
     raw = pd.DataFrame({"head": ["paper", "nobn"], "metric": ["R@1", "R@1"], "mean none": [70.0, 69.0],
-                        "mean sec": [71.0, 68.5], "diff": [1.0, -0.5], "ci_lo": [0.2, np.nan], "ci_hi": [1.8, np.nan],
-                        "p_value": [0.01, 0.3], "n_pairs": [5, 5], "margin": [0.5, 0.5], "p_adj": [0.02, 0.6],
+                        "mean sec": [71.0, 68.5], "estimate": [1.0, -0.5], "ci_lo": [0.2, np.nan],
+                        "ci_hi": [1.8, np.nan],
+                        "p_value": [0.01, 0.3], "n": [5, 5], "margin": [0.5, 0.5], "p_adj": [0.02, 0.6],
                         "m": [2, 2], "mde": [0.9, 0.9], "n_counts": ["5", "5"], "verdict": ["reproduced", "inconclusive"],
                         "family": ["bnwn page", "bnwn page"]})
     t = compact_verdict_table(raw)

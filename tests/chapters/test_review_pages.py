@@ -84,10 +84,10 @@ def test_reach_table_and_convergence_diffs():
     assert reach.set_index("key").loc["ms-sec-2", "reach"] == pytest.approx(34.0)
     d = convergence.convergence_diffs(reach)
     r = d[(d.loss == "triplet") & (d.metric == "reach")].iloc[0]
-    assert r["diff"] == pytest.approx(-29.0) and r["n_pairs"] == 3
+    assert r["estimate"] == pytest.approx(-29.0) and r["n"] == 3
     assert r["verdict"] == "reproduced"                  # faster with SEC, CI excludes 0
     f = d[(d.loss == "triplet") & (d.metric == "final")].iloc[0]
-    assert f["diff"] == pytest.approx(0.0) and f["verdict"] == "inconclusive"   # zero spread: no usable interval
+    assert f["estimate"] == pytest.approx(0.0) and f["verdict"] == "inconclusive"   # zero spread: no usable interval
     band = convergence.curve_band(runs, pd.DataFrame(ev))
     b = band[(band.loss == "ms") & (band.variant == "none") & (band.step == 100)].iloc[0]
     assert b["mean"] == pytest.approx(51.0) and b["min"] == 50.0 and b["max"] == 52.0
@@ -159,8 +159,8 @@ def test_eta_diffs_and_reading():
     d = eta_ch.eta_diffs(runs)
     assert list(d["eta"].unique()) == [0.1, 1.0] and len(d) == 4
     ref = report.paired_diff(runs[runs.eta.isin([0.0, 1.0])], "loss", "eta", 0.0, 1.0, metrics=["R@1"])
-    got = d[d.eta == 1.0].set_index("loss")["diff"]
-    assert got["ms"] == pytest.approx(ref.set_index("loss").loc["ms", "diff"]) == pytest.approx(-2.9)
+    got = d[d.eta == 1.0].set_index("loss")["estimate"]
+    assert got["ms"] == pytest.approx(ref.set_index("loss").loc["ms", "estimate"]) == pytest.approx(-2.9)
     assert set(d[d.eta == 0.1]["verdict"]) == {"reproduced"}
     assert set(d[d.eta == 1.0]["verdict"]) == {"not reproduced"}
     text = eta_ch.eta_reading(d)
@@ -172,8 +172,8 @@ def test_eta_diffs_and_reading():
     assert len(shown) == len(d) and list(shown.columns[:7]) == ["loss", "eta", "metric", "estimate [95% CI]",
                                                                 "adj. p", "verdict", "could detect"]
     r, row = d.iloc[0], shown.iloc[0]
-    assert row["estimate [95% CI]"] == f"{r['diff']:+.2f} [{r['ci_lo']:+.2f}, {r['ci_hi']:+.2f}]"
-    assert row["verdict"] == r["verdict"] and row["n"] == f"{int(r['n_pairs'])}"
+    assert row["estimate [95% CI]"] == f"{r['estimate']:+.2f} [{r['ci_lo']:+.2f}, {r['ci_hi']:+.2f}]"
+    assert row["verdict"] == r["verdict"] and row["n"] == f"{int(r['n'])}"
     assert {"mean η = 0", "mean at η", "p_value"} <= set(shown.attrs[FOLDED_ATTR]["Means and test"])
     tbl = eta_ch.eta_table(runs)
     assert {"loss", "eta", "R@1", "runs", "failed"} <= set(tbl.columns) and len(tbl) == 6
@@ -199,7 +199,7 @@ def test_mu_tables():
     best = mu_ch.mu_vs_best_zero(runs)
     assert list(best["best_zero"]) == ["zero η=0.005"] * 2            # the best μ = 0 setting, picked post hoc
     r = best[best.loss == "semihard"].iloc[0]
-    assert r["diff"] == pytest.approx(2.05) and r["verdict"] == "reproduced"
+    assert r["estimate"] == pytest.approx(2.05) and r["verdict"] == "reproduced"
     t = mu_ch.mu_rebuttal_table(runs)
     t = t.set_index("setting")
     assert t.loc["batch mean", "rebuttal R@1"] == pytest.approx(85.19)
@@ -208,7 +208,7 @@ def test_mu_tables():
     assert np.isnan(t.loc["EMA ρ=0.1", "rebuttal R@1"])
     d = mu_ch.mu_diffs(runs)
     assert set(d["versus"]) == {"none", "EMA ρ=0.1", "EMA ρ=0.01", "zero η=0.1", "zero η=0.005", "fixed r=4"}
-    assert d[(d.loss == "ms") & (d.versus == "zero η=0.1")]["diff"].iloc[0] == pytest.approx(5.05)
+    assert d[(d.loss == "ms") & (d.versus == "zero η=0.1")]["estimate"].iloc[0] == pytest.approx(5.05)
     e = mu_ch.ema_vs_batch(runs)
     assert e["setting"] == "EMA ρ=0.01" and e["estimate"] == pytest.approx(0.1 - 0.05)
 
@@ -249,9 +249,9 @@ def test_normlayer_diffs_equivalence():
     runs = pd.DataFrame(rows)
     d = normlayer.normlayer_diffs(runs)
     eq = d[(d.comparison == "normalize − paper head (none)") & (d.metric == "R@1")].iloc[0]
-    assert eq["verdict"] == "reproduced" and abs(eq["diff"]) < 0.05      # equivalence within the margin
+    assert eq["verdict"] == "reproduced" and abs(eq["estimate"]) < 0.05      # equivalence within the margin
     g = d[(d.comparison == "SEC − none (normalize head)") & (d.metric == "R@1")].iloc[0]
-    assert g["diff"] == pytest.approx(2.1) and g["verdict"] == "reproduced"
+    assert g["estimate"] == pytest.approx(2.1) and g["verdict"] == "reproduced"
     t = normlayer.normlayer_table(runs, pd.DataFrame(steps))
     assert t["grad_slope"].iloc[0].startswith("-0.975")
 

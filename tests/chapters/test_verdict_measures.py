@@ -53,7 +53,7 @@ def test_convergence_diffs_are_one_holm_family():
     assert (d["m"] == ok.sum()).all() and {"mde", "n_counts"} <= set(d.columns)
     for r in d.itertuples():
         sign = -1 if r.metric == "reach" else +1
-        assert r.verdict == report.verdict(r.diff, r.ci_lo, r.ci_hi, sign, n=r.n_pairs, p_adj=r.p_adj,
+        assert r.verdict == report.verdict(r.estimate, r.ci_lo, r.ci_hi, sign, n=r.n, p_adj=r.p_adj,
                                            p_eq_adj=r.p_eq_adj)
 
 

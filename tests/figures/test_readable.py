@@ -97,8 +97,8 @@ def gains_and_runs(ci=True):
     for i, loss in enumerate(LOSSES):
         for v, comp, d in (("l2reg", "L2-reg − none", 0.6 + 0.1 * i), ("sec", "SEC − none", 1.0 + 0.2 * i)):
             for metric in ("R@1", "NMI"):
-                rows.append(dict(loss=loss, variant=v, baseline="none", comparison=comp, metric=metric, diff=d,
-                                 ci_lo=d - 0.5 if ci else np.nan, ci_hi=d + 0.6 if ci else np.nan, n_pairs=5))
+                rows.append(dict(loss=loss, variant=v, baseline="none", comparison=comp, metric=metric, estimate=d,
+                                 ci_lo=d - 0.5 if ci else np.nan, ci_hi=d + 0.6 if ci else np.nan, n=5))
         for seed in range(5):
             runs += [dict(loss=loss, variant="none", seed=seed, eta=0.0),
                      dict(loss=loss, variant="sec", seed=seed, eta=ETA_SEC[loss]),
@@ -162,7 +162,7 @@ def test_paired_differences_dots_intervals_and_a_line_at_zero():
 
 def test_paired_differences_negative_effects_and_missing_intervals():
     gains, runs = gains_and_runs(ci=False)
-    gains["diff"] = -gains["diff"]
+    gains["estimate"] = -gains["estimate"]
     rows = results_fig.paired_rows(gains, runs)
     fig = results_fig.paired_differences(rows)
     ax = fig.axes[0]
