@@ -20,12 +20,11 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Callable, Sequence
 
 import numpy as np
-from scipy import stats
+import pandas as pd
 
-from .multiplicity import holm
-from .power import min_detectable_effect
+from .multiplicity import adjust_family
 from .verdicts import mde_from_ci  # noqa: F401 - re-exported: pages import it from here
-from .verdicts import (N_COUNTS, PRIMARY_METRIC, VERDICT_RULES, claim_margin, equivalence_p, margin_for,
+from .verdicts import (N_COUNTS, PRIMARY_METRIC, VERDICT_RULES, claim_margin, margin_for,
                        usable_interval, verdict)
 
 #: Units whose estimates are shown with three decimals (the rest with two).
@@ -131,12 +130,12 @@ class ClaimRecord:
 
 
 def from_row(row, note: str = "") -> dict:
-    """A row of a page's Holm family (``estimate``/``diff``, ``ci_lo``, ``ci_hi``, ``n``/``n_pairs``,
+    """A row of a page's Holm family (``estimate``, ``ci_lo``, ``ci_hi``, ``n``,
     ``p_value``, ``p_adj``, ``m``, ``mde``, ``verdict``) as a claim's estimate: the claim then carries
     exactly the verdict the page's own table shows."""
     r = dict(row)
-    out = {"estimate": r["estimate"] if "estimate" in r else r["diff"], "ci_lo": r["ci_lo"], "ci_hi": r["ci_hi"],
-           "n": r["n"] if "n" in r else r.get("n_pairs"), "p_value": r["p_value"]}
+    out = {"estimate": r["estimate"], "ci_lo": r["ci_lo"], "ci_hi": r["ci_hi"], "n": r.get("n"),
+           "p_value": r["p_value"]}
     for k in ("p_adj", "m", "p_eq_adj", "mde", "verdict"):
         if k in r and r[k] is not None and not (isinstance(r[k], float) and math.isnan(r[k]) and k == "verdict"):
             out[k] = r[k]
@@ -194,15 +193,16 @@ def decide(claims: Sequence[Claim], ev, tier_of: Callable | None = None) -> list
         if "verdict" not in e and "p_adj" not in e:
             fams.setdefault(c.family_name, []).append(i)
     adj = {}
-    for name, idx in fams.items():
-        ps = [(_number(raw[i].get("p_value")) if _usable(raw[i]) else math.nan) for i in idx]
-        peq = [equivalence_p(_number(raw[i].get("estimate")), _number(raw[i].get("ci_lo")),
-                             _number(raw[i].get("ci_hi")), raw[i].get("n"),
-                             claim_margin(claims[i].margin_value(), int(claims[i].expected_sign))) for i in idx]
-        pa, pea = holm(np.asarray(ps, float)), holm(np.asarray(peq, float))
-        m = int(np.isfinite(pa).sum())
+    for name, idx in fams.items():          # the one family adjustment of the book (report.adjust_family)
+        rows = pd.DataFrame([{"estimate": _number(raw[i].get("estimate")), "ci_lo": _number(raw[i].get("ci_lo")),
+                              "ci_hi": _number(raw[i].get("ci_hi")),
+                              "p_value": _number(raw[i].get("p_value")) if _usable(raw[i]) else math.nan,
+                              "expected_sign": int(claims[i].expected_sign), "n": raw[i].get("n"),
+                              "margin": claim_margin(claims[i].margin_value(), int(claims[i].expected_sign))}
+                             for i in idx])
+        fam = adjust_family(rows)
         for k, i in enumerate(idx):
-            adj[i] = (float(pa[k]), float(pea[k]), m)
+            adj[i] = (float(fam["p_adj"].iloc[k]), float(fam["p_eq_adj"].iloc[k]), int(fam["m"].iloc[k]))
     return [_record(c, e, adj.get(i)) for i, (c, e) in enumerate(zip(claims, raw))]
 
 
