@@ -12,6 +12,7 @@ import pytest
 
 from sec_lib.params import ParameterError
 from sec_lib.runs import experiments as ex
+from sec_lib.runs import scalearms
 from sec_lib.runs.store import run_key
 from sec_lib.runs.train import RunResult, TrainConfig
 
@@ -69,26 +70,26 @@ def test_relative_selection_is_its_own_and_the_plain_selection_never_waits_for_i
     assert {run_key(c) for c in rel} <= {run_key(c) for c in ex.eta_selection(q)}
     # the plain selection (every page that chooses η) asks nothing of the relative runs
     store = Store(missing={run_key(c) for c in rel})
-    assert not any(r.config.relative for r in ex._selection(q, store))
+    assert not any(r.config.relative for r in ex.stored_selection(q, store))
     assert ex.chapter_configs("tuned", "cpu", store)
     with pytest.raises(KeyError, match="relative SEC's η selection"):
         ex.chapter_configs("scale", "cpu", store)
-    runs = ex.relative_selection_runs(q, Store())
+    runs = scalearms.relative_selection_runs(q, Store())
     assert {r.config.eta for r in runs} == {0.0, *q.relative_eta_grid}
-    assert ex.chosen_relative_eta(q, "ms", runs) == 1.0
+    assert scalearms.chosen_relative_eta(q, "ms", runs) == 1.0
     with pytest.raises(ValueError, match="no relative-SEC selection runs for loss 'tml'"):
-        ex.chosen_relative_eta(q, "tml", runs)
+        scalearms.chosen_relative_eta(q, "tml", runs)
 
 
 def test_the_fixed_scale_radius_is_the_median_held_out_norm_without_a_regularizer():
     q = ex.tuned(ex.get_profile("cpu"), "adam", Store())
     store = Store()
-    assert ex.fixed_scale_mu(q, "semihard", store) == 12.0          # median 12.02, 3 significant digits
+    assert scalearms.fixed_scale_mu(q, "semihard", store) == 12.0          # median 12.02, 3 significant digits
     cfg, tables = store.asked[-1]
     assert cfg.eta == 0 and cfg.holdout_classes == q.holdout_classes and cfg.seed == q.pilot_seed
     assert tables == ("test_norms",)
     with pytest.raises(KeyError, match="--only scale"):
-        ex.fixed_scale_mu(q, "semihard", Store(missing={run_key(cfg)}))
+        scalearms.fixed_scale_mu(q, "semihard", Store(missing={run_key(cfg)}))
 
 
 def test_the_fixed_scale_radius_refuses_a_run_without_norms():
@@ -98,17 +99,17 @@ def test_the_fixed_scale_radius_refuses_a_run_without_norms():
             return RunResult(cfg, "failed", {}, e, e, e, e, e, e)
     q = ex.tuned(ex.get_profile("cpu"), "adam", Store())
     with pytest.raises(ex.SelectionError, match="no positive median norm"):
-        ex.fixed_scale_mu(q, "ms", Failed())
+        scalearms.fixed_scale_mu(q, "ms", Failed())
 
 
 def test_the_scale_chapter_has_five_arms_per_loss_and_seed():
     configs = ex.chapter_configs("scale", "cpu", Store())
     q = ex.tuned(ex.get_profile("cpu"), "adam", Store())
-    assert len(configs) == len(ex.MAIN_LOSSES) * len(ex.SCALE_ARMS) * len(q.seeds) == 60
+    assert len(configs) == len(ex.MAIN_LOSSES) * len(scalearms.SCALE_ARMS) * len(q.seeds) == 60
     by = {}
     for c in configs:
         by.setdefault((c.loss, c.variant), []).append(c)
-    assert {v for _, v in by} == set(ex.SCALE_ARMS)
+    assert {v for _, v in by} == set(scalearms.SCALE_ARMS)
     assert all(len(v) == len(q.seeds) and not any(c.holdout_classes for c in v) for v in by.values())
     for loss in ex.MAIN_LOSSES:
         sec, rel, fixed = by[(loss, "sec")][0], by[(loss, "sec-relative")][0], by[(loss, "sec-fixed")][0]
@@ -120,7 +121,7 @@ def test_the_scale_chapter_has_five_arms_per_loss_and_seed():
 
 def test_a_profile_without_a_relative_grid_trains_no_scale_chapter():
     assert not ex.get_profile("reference").relative_eta_grid
-    assert ex.scale(ex.get_profile("reference"), Store()) == []
+    assert scalearms.scale(ex.get_profile("reference"), Store()) == []
     assert not ex.relative_selection(ex.get_profile("reference"))
     assert ex.check_sweeps("reference", ["scale"]) > 0         # the stand-in store checks without a radius
 

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from ..runs import experiments as ex
+from ..runs import scalearms
 from .. import reference
 from ..params import Choice
 from ..report import one_family, pooled_diff, summary_table, values_ci
@@ -30,7 +31,7 @@ PARAMS = profile_param()
 #: How the page names each arm (``TrainConfig.variant``), in the page's order.
 ARM_LABELS = {"none": "none", "l2reg": "L2-reg (μ = 0)", "sec": "SEC", "sec-relative": "relative SEC",
               "sec-fixed": "fixed-scale SEC"}
-assert tuple(ARM_LABELS) == ex.SCALE_ARMS
+assert tuple(ARM_LABELS) == scalearms.SCALE_ARMS
 #: The two mechanisms a contrast can speak for.
 MECHANISMS = ("equalize", "shrink")
 #: The page's declared family (issue 23, before any run): comparison, baseline arm, compared arm, the mechanism a
@@ -238,11 +239,11 @@ def selection_table(profile, root=None) -> pd.DataFrame:
     p = ex.get_profile(profile)
     store = store_for(profile, root)
     q = ex.tuned(p, "adam", store)
-    runs = ex.relative_selection_runs(q, store)
+    runs = scalearms.relative_selection_runs(q, store)
     rows = []
     for loss in ex.MAIN_LOSSES:
         mine = [r for r in runs if r.config.loss == loss]
-        chosen = ex.chosen_relative_eta(q, loss, mine)
+        chosen = scalearms.chosen_relative_eta(q, loss, mine)
         for r in sorted(mine, key=lambda r: r.config.eta):
             rows.append({"loss": loss, "η (relative SEC)": r.config.eta, "held-out R@1": r.metrics.get("R@1", math.nan),
                          "status": r.status, "chosen": "✓" if r.config.eta == chosen else ""})
@@ -266,7 +267,7 @@ def design_sentence(profile, root=None) -> str:
     own = [c for c in configs if run_key(c) not in shared]
     grid = ", ".join(f"{e:g}" for e in q.relative_eta_grid)
     its = "/".join(f"{i:,}" for i in sorted({c.iterations for c in configs}))
-    return (f"This page reads {len(configs)} runs ({len(ex.MAIN_LOSSES)} losses × {len(ex.SCALE_ARMS)} arms × "
+    return (f"This page reads {len(configs)} runs ({len(ex.MAIN_LOSSES)} losses × {len(scalearms.SCALE_ARMS)} arms × "
             f"{len(ex.table_seeds(q))} seeds, {its} iterations): {len(own)} are its own (relative SEC and the "
             f"fixed-scale control), the others are the main table's and the tuned chapter's. Relative SEC's η was "
             f"chosen among {grid} by {len(ex.relative_selection(q))} runs on held-out training classes. That is all "

@@ -84,7 +84,7 @@ class SelectionError(ValueError):
     """A pre-registered choice cannot be made from its pilot (it would not be a fair choice)."""
 
 
-def _held_out(profile: Profile, **changes) -> dict:
+def held_out(profile: Profile, **changes) -> dict:
     """Settings of a selection run: held-out training classes and the pilot seed, never the test classes."""
     return dict(holdout_classes=profile.holdout_classes, **changes)
 
@@ -96,9 +96,9 @@ def lr_pilot(profile: Profile) -> list[TrainConfig]:
     ``pilot_iterations`` train the pilot that long and choose the run length from its curve."""
     long = dict(iterations=profile.pilot_iterations, eval_every=profile.pilot_eval_every) \
         if profile.pilot_iterations else {}
-    out = [config(profile, "semihard", "none", profile.pilot_seed, **_held_out(profile, optimizer=opt, lr=lr, **long))
+    out = [config(profile, "semihard", "none", profile.pilot_seed, **held_out(profile, optimizer=opt, lr=lr, **long))
            for opt, lrs in profile.lr_pilot.items() for lr in lrs]
-    out += [config(profile, "semihard", "sec", profile.pilot_seed, **_held_out(profile, optimizer="sgd", lr=lr, **long))
+    out += [config(profile, "semihard", "sec", profile.pilot_seed, **held_out(profile, optimizer="sgd", lr=lr, **long))
             for lr in profile.lr_pilot.get("sgd", ())]
     return out
 
@@ -109,12 +109,12 @@ def pilot_configs(profile: Profile, chapters) -> list[TrainConfig]:
     return lr_pilot(profile) if not profile.fixed_optimizer or "optim" in chapters else []
 
 
-def _best(cands):
+def best_setting(cands):
     """The candidate with the best score; ties go to the smaller setting. ``cands``: (score, setting)."""
     return max(cands, key=lambda c: (c[0], -c[1]))[1]
 
 
-def _score(r, metric: str = "R@1") -> float:
+def run_score(r, metric: str = "R@1") -> float:
     return r.metrics.get(metric, float("-inf")) if r.status == "done" else float("-inf")
 
 
@@ -128,7 +128,7 @@ def chosen_lr(profile: Profile, optimizer: str, pilot_runs, sec: bool = False) -
             and (r.config.eta > 0) == sec]
     if not runs:
         raise ValueError(f"no pilot runs for optimizer {optimizer!r}" + (" with SEC" if sec else ""))
-    lr = _best([(_score(r), r.config.lr) for r in runs])
+    lr = best_setting([(run_score(r), r.config.lr) for r in runs])
     grid = sorted(r.config.lr for r in runs)
     if profile.check_grid_edges and len(grid) >= 3 and lr in (grid[0], grid[-1]):
         edge = "smallest" if lr == grid[0] else "largest"
@@ -196,11 +196,11 @@ def eta_selection(p: Profile, store=None) -> list[TrainConfig]:
     """Choosing η and the L2-reg weight without the test classes: every loss at every η of the
     grid (and every L2 weight), trained on the training classes minus ``holdout_classes`` and
     evaluated on those held-out classes, with the pilot seed. ``p``: the tuned profile."""
-    etas = [config(p, loss, "sec", p.pilot_seed, **_held_out(p, eta=eta))
+    etas = [config(p, loss, "sec", p.pilot_seed, **held_out(p, eta=eta))
             for loss in (*MAIN_LOSSES, *EXTRA_LOSSES) for eta in (0.0, *p.eta_grid)]
-    l2 = [config(p, loss, "l2reg", p.pilot_seed, **_held_out(p, eta=w))
+    l2 = [config(p, loss, "l2reg", p.pilot_seed, **held_out(p, eta=w))
           for loss in (*MAIN_LOSSES, *EXTRA_LOSSES) for w in p.l2_etas] if p.main_seeds else []
-    review = [config(p, loss, "sec", p.pilot_seed, **_held_out(p, eta=eta))
+    review = [config(p, loss, "sec", p.pilot_seed, **held_out(p, eta=eta))
               for loss in REVIEW_LOSSES for eta in (p.review_eta_grid or p.eta_grid)]
     return [c for c in etas + l2 + review + relative_selection(p) if c.loss not in p.excluded_losses]
 
@@ -208,19 +208,19 @@ def eta_selection(p: Profile, store=None) -> list[TrainConfig]:
 def relative_selection(p: Profile) -> list[TrainConfig]:
     """Relative SEC's own η selection (the scale chapter, issue 23): every main loss at every η of
     ``relative_eta_grid``, on the held-out classes with the pilot seed, like :func:`eta_selection`, whose η = 0
-    runs are its baseline. Trained in the selection wave; :func:`_selection` leaves these runs out, so the
+    runs are its baseline. Trained in the selection wave; :func:`stored_selection` leaves these runs out, so the
     pages of the plain η selection never wait for them."""
-    return [config(p, loss, "sec", p.pilot_seed, **_held_out(p, eta=eta, relative=True))
+    return [config(p, loss, "sec", p.pilot_seed, **held_out(p, eta=eta, relative=True))
             for loss in MAIN_LOSSES for eta in p.relative_eta_grid]
 
 
 def selection_runs(p: Profile, store, losses=None) -> list:
     """The stored η / L2-weight selection runs (:func:`eta_selection` at the pilot's choices);
     ``losses``: only those losses' runs (None: every loss of the selection)."""
-    return _selection(tuned(p, "adam", store), store, losses)
+    return stored_selection(tuned(p, "adam", store), store, losses)
 
 
-def _selection(q: Profile, store, losses=(*MAIN_LOSSES, *EXTRA_LOSSES)) -> list:
+def stored_selection(q: Profile, store, losses=(*MAIN_LOSSES, *EXTRA_LOSSES)) -> list:
     """The selection runs of the already tuned profile ``q`` for ``losses`` (default: the paper's
     four, tuplet margin and CosFace, so the pages of those runs never wait for the review losses'
     selection; None: all)."""
@@ -231,18 +231,18 @@ def _selection(q: Profile, store, losses=(*MAIN_LOSSES, *EXTRA_LOSSES)) -> list:
 def chosen_eta(profile: Profile, loss: str, selection_runs, mu: str = "batch") -> float:
     """The nonzero weight of the grid with the best held-out R@1 for ``loss`` (ties: the smaller);
     ``mu='zero'``: the L2-reg weight. ``selection_runs``: RunResults of :func:`eta_selection`."""
-    cands = [(_score(r), r.config.eta) for r in selection_runs
+    cands = [(run_score(r), r.config.eta) for r in selection_runs
              if r is not None and r.config.loss == loss and r.config.eta > 0 and r.config.mu == mu
              and not r.config.relative]
     if not cands:
         raise ValueError(f"no η selection runs for loss {loss!r} (mu={mu!r})")
-    return _best(cands)
+    return best_setting(cands)
 
 
 def tuned_sec_runs(p: Profile, store) -> list[tuple[TrainConfig, dict]]:
     """The main table's SEC cells again, at the η chosen on held-out classes (plus the none baseline), each with
     its ``eta_arm`` label: 'selected' for SEC, '' for the baseline."""
-    sel = _selection(p, store)
+    sel = stored_selection(p, store)
     seeds = table_seeds(p)
     return [(config(p, loss, "sec", s, eta=chosen_eta(p, loss, sel)), {"eta_arm": "selected"})
             for loss in MAIN_LOSSES for s in seeds] + \
@@ -255,7 +255,7 @@ def tuned_sec(p: Profile, store) -> list[TrainConfig]:
 
 def beyond(p: Profile, store) -> list[TrainConfig]:
     """Tuplet margin and CosFace, without and with SEC (η chosen on held-out classes)."""
-    sel = _selection(p, store)
+    sel = stored_selection(p, store)
     seeds = table_seeds(p)
     return [config(p, loss, "sec", s, eta=chosen_eta(p, loss, sel)) for loss in EXTRA_LOSSES for s in seeds] + \
         [config(p, loss, "none", s) for loss in EXTRA_LOSSES for s in seeds]
@@ -266,7 +266,7 @@ def main_comparison(p: Profile, store) -> list[TrainConfig]:
     CosFace × {none, L2-reg at its selected weight, SEC at the selected η, SEC at the paper's η}."""
     if not p.main_seeds:
         return []
-    sel = _selection(p, store)
+    sel = stored_selection(p, store)
     out = []
     for loss in (*MAIN_LOSSES, *EXTRA_LOSSES):
         for s in p.main_seeds:
@@ -294,7 +294,7 @@ def main_table(p: Profile, store=None) -> list[TrainConfig]:
     nothing new); otherwise ``seeds`` and L2-reg at ``ETA_L2``."""
     if not p.main_seeds:
         return [config(p, loss, v, s) for loss in MAIN_LOSSES for v in VARIANTS for s in p.seeds]
-    sel = _selection(p, store)
+    sel = stored_selection(p, store)
     return [config(p, loss, v, s, **({"eta": chosen_eta(p, loss, sel, "zero")} if v == "l2reg" else {}))
             for loss in MAIN_LOSSES for v in VARIANTS for s in p.main_seeds]
 
@@ -337,7 +337,7 @@ def eta_sweep(p: Profile, store=None) -> list[TrainConfig]:
 
 def with_and_without_sec(p: Profile, store, losses) -> list[TrainConfig]:
     """``losses`` without SEC and with SEC at the η chosen on held-out classes, over the profile's seeds."""
-    sel = _selection(p, store, tuple(losses))
+    sel = stored_selection(p, store, tuple(losses))
     return [config(p, loss, "sec", s, eta=chosen_eta(p, loss, sel)) for loss in losses for s in p.seeds] + \
         [config(p, loss, "none", s) for loss in losses for s in p.seeds]
 
@@ -404,68 +404,10 @@ def optim(p: Profile, store) -> list[TrainConfig]:
     return out
 
 
-# -- shrink or equalize? (the scale chapter, issue 23) -----------------------------------------------------------
-
-#: The scale chapter's arms (``TrainConfig.variant``), in the page's order: no regularizer, L2-reg (μ = 0), plain
-#: SEC at its selected η, relative SEC (scale-free, ``relative=True``) at its own selected η, and the fixed-scale
-#: control (SEC toward a fixed radius, the loss's median norm without a regularizer, at plain SEC's η).
-SCALE_ARMS = ("none", "l2reg", "sec", "sec-relative", "sec-fixed")
-
-
-def relative_selection_runs(p: Profile, store) -> list:
-    """The stored runs of relative SEC's η selection (:func:`relative_selection`) with their η = 0 baselines."""
-    need = [c for c in eta_selection(p) if c.loss in MAIN_LOSSES and (c.relative or c.eta == 0)]
-    return stored_runs(store, need, "relative SEC's η selection", p)
-
-
-def chosen_relative_eta(profile: Profile, loss: str, selection_runs) -> float:
-    """Relative SEC's weight of ``relative_eta_grid`` with the best held-out R@1 for ``loss`` (ties: the smaller),
-    by the rule of :func:`chosen_eta`. ``selection_runs``: RunResults of :func:`relative_selection`."""
-    cands = [(_score(r), r.config.eta) for r in selection_runs
-             if r is not None and r.config.loss == loss and r.config.relative and r.config.eta > 0]
-    if not cands:
-        raise ValueError(f"no relative-SEC selection runs for loss {loss!r} (profile {profile.name!r}, "
-                         f"relative_eta_grid {profile.relative_eta_grid})")
-    return _best(cands)
-
-
-def fixed_scale_mu(p: Profile, loss: str, store) -> float:
-    """The fixed-scale control's radius for ``loss``: the median raw-embedding norm of the η = 0 run of the η
-    selection (held-out training classes, pilot seed: never the test classes), to 3 significant digits. SEC toward
-    it equalizes the norms at the scale the loss reaches without a regularizer, so it does not shrink them."""
-    if isinstance(store, _AnyChoice):      # checking configs before the selection exists: any radius will do
-        return 1.0
-    cfg = config(p, loss, "none", p.pilot_seed, **_held_out(p))
-    r = store.get(cfg, tables=("test_norms",))
-    if r is None:
-        raise KeyError(f"the η = 0 selection run of {loss!r} (profile {p.name!r}) is not in the result store "
-                       f"{store.root}; run `python -m sec_lib.book run --profile {p.name} --only scale` first")
-    norms = r.test_norms["norm"] if r.status == "done" and "norm" in r.test_norms else []
-    med = float(np.median(np.asarray(norms, float))) if len(norms) else float("nan")
-    if not (np.isfinite(med) and med > 0):
-        raise SelectionError(f"profile {p.name!r}: the η = 0 selection run of {loss!r} has no positive median norm "
-                             f"(status {r.status!r}, {len(norms)} norms): the fixed-scale control has no radius")
-    return float(f"{med:.3g}")
-
-
 def scale(p: Profile, store) -> list[TrainConfig]:
-    """Shrink or equalize? Every main loss over the table's seeds in the :data:`SCALE_ARMS`: none, L2-reg (the main
-    table's weight), plain SEC at the η chosen on held-out classes, relative SEC at its own held-out choice
-    (:func:`chosen_relative_eta`) and the fixed-scale control (:func:`fixed_scale_mu`, at plain SEC's η). The
-    none, L2-reg and plain-SEC runs are those of the main table and the tuned chapter. A profile without a
-    ``relative_eta_grid`` has no such chapter (no runs)."""
-    if not p.relative_eta_grid:
-        return []
-    sel, rel = _selection(p, store), relative_selection_runs(p, store)
-    out = []
-    for loss in MAIN_LOSSES:
-        eta = chosen_eta(p, loss, sel)
-        l2 = {"eta": chosen_eta(p, loss, sel, "zero")} if p.main_seeds else {}
-        arms = [("none", {}), ("l2reg", l2), ("sec", {"eta": eta}),
-                ("sec", {"eta": chosen_relative_eta(p, loss, rel), "relative": True}),
-                ("sec", {"eta": eta, "mu": fixed_scale_mu(p, loss, store)})]
-        out += [config(p, loss, v, s, **ch) for v, ch in arms for s in table_seeds(p)]
-    return out
+    """Shrink or equalize? The scale chapter's arms (:func:`sec_lib.runs.scalearms.scale`)."""
+    from . import scalearms
+    return scalearms.scale(p, store)
 
 
 def toy_grid(p: Profile, store=None) -> list[TrainConfig]:
@@ -559,7 +501,7 @@ def all_configs(profile: "Profile | str", store, chapters=None) -> list[TrainCon
     return list(out.values())
 
 
-class _AnyChoice:
+class AnyChoice:
     """A stand-in store for :func:`check_sweeps`: every selection run 'exists' (as a failed run), so
     the chapters can build their configs before the pilot and the selection have trained."""
     root = "(no store: checking configs)"
@@ -585,7 +527,7 @@ def check_sweeps(profile: "Profile | str", chapters=None) -> int:
     p = get_profile(profile) if isinstance(profile, str) else profile
     chapters = (list(profile_chapters(p)) if chapters is None
                 else [Choice(tuple(CHAPTERS)).check("chapter", c) for c in chapters])
-    stand_in = _AnyChoice()
+    stand_in = AnyChoice()
     configs = lr_pilot(p)                  # every candidate rate
     lengths = p.iteration_grid or (p.base.get("iterations", 200),)
     configs += [c.replace(iterations=n) for c in configs[:1] for n in lengths]     # every candidate run length

@@ -115,10 +115,10 @@ def chosen_rates(profile, store: ResultStore) -> tuple[float, float]:
     and the choice is among them."""
     p = _profile(profile)
     lrs, ratios = grid(p)
-    if isinstance(store, ex._AnyChoice):      # checking configs before the selection exists: an interior pair
+    if isinstance(store, ex.AnyChoice):      # checking configs before the selection exists: an interior pair
         return lrs[len(lrs) // 2], lrs[len(lrs) // 2] * ratios[0]
     runs = ex.stored_runs(store, selection(p), "the fine-tuning rate selection", p)
-    best = max(runs, key=lambda r: (ex._score(r), -r.config.lr, -(r.config.lr_head / r.config.lr)))
+    best = max(runs, key=lambda r: (ex.run_score(r), -r.config.lr, -(r.config.lr_head / r.config.lr)))
     lr, ratio = best.config.lr, best.config.lr_head / best.config.lr
     if p.check_grid_edges:
         if np.isclose(lr, lrs[0]) or np.isclose(lr, lrs[-1]):

@@ -599,7 +599,7 @@ def test_no_prefixes_when_the_run_is_not_longer_than_the_prefix():
     from sec_lib.runs import experiments as ex
     ref = ex.get_profile("reference")
     short = replace(ref, base=dict(ref.base, iterations=ref.early_iterations))
-    any_choice = ex._AnyChoice()            # the selection's stand-in (every choice 'exists')
+    any_choice = ex.AnyChoice()            # the selection's stand-in (every choice 'exists')
     assert ex.convergence(short, any_choice) == ex.main_table(short, any_choice)
     long = replace(ref, base=dict(ref.base, iterations=5000))
     assert len(ex.convergence(long, any_choice)) == len(ex.main_table(long, any_choice)) + \
