@@ -108,7 +108,8 @@ def sec_gain(frames, variants: Sequence[str] = ("sec", "l2reg"), baseline: str =
     """Paired difference (variant − none) per loss and metric, pairing runs on their seed.
 
     Columns: loss, variant, baseline, comparison, metric, mean_a (baseline), mean_b (variant), estimate,
-    ci_lo, ci_hi, p_value, n (paired seeds), n_unpaired, test, p_adj, m, mde, n_counts, role, family, verdict.
+    ci_lo, ci_hi, p_value, n (paired seeds), n_unpaired, test, p_adj, m, mde, n_counts, role, family, verdict, and
+    ``eta_arm`` (the variant's η arm, 'paper' / 'selected') where the runs carry that label.
     Each declared family (:func:`family_of`) goes through :func:`sec_lib.report.with_verdict`: the verdict
     (:func:`sec_lib.report.verdict` with the family's Holm-adjusted p) checks the paper's direction: up for
     the retrieval metrics, down for the norm variances and their CVs (computed from ``frames``,
@@ -136,6 +137,9 @@ def sec_gain(frames, variants: Sequence[str] = ("sec", "l2reg"), baseline: str =
         d.insert(1, "variant", v)
         d.insert(2, "baseline", baseline)
         d.insert(3, "comparison", comparison_label(v, baseline))
+        if "eta_arm" in runs.columns:       # the η arm the variant's runs were made with (a label, experiments)
+            arms = runs[runs["variant"] == v].groupby("loss")["eta_arm"].first()
+            d["eta_arm"] = d["loss"].map(arms).fillna("")
         parts.append(d)
     cols = ["loss", "variant", "baseline", "comparison", "metric", "mean_a", "mean_b", "estimate", "ci_lo", "ci_hi",
             "p_value", "n", "n_unpaired", "test", "verdict"]
@@ -149,7 +153,8 @@ def sec_gain(frames, variants: Sequence[str] = ("sec", "l2reg"), baseline: str =
     # one Holm family per declared family; each metric's margin (report.MARGINS); mde at the family's α/m
     out = pd.concat([report.with_verdict(sub, "expected_sign", family=name)
                      for name, sub in out.groupby("family", sort=False)]).sort_index()
-    cols = [*cols[:-1], "p_adj", "m", "mde", "n_counts", "role", "family", "verdict"]
+    cols = [*cols[:-1], "p_adj", "m", "mde", "n_counts", "role", "family", "verdict",
+            *(["eta_arm"] if "eta_arm" in out.columns else [])]
     out = order_rows(out[cols], cols=("loss", "variant"))
     out.attrs["source"] = "ours"
     return out

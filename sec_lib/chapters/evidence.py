@@ -175,9 +175,18 @@ def agreement_sentence(table: pd.DataFrame, names=("reference", "quick")) -> str
     return text + "."
 
 
-def paper_eta(gains: pd.DataFrame) -> pd.DataFrame:
-    """The main table's gains with their SEC rows named for the η they use (the paper's)."""
-    return gains.assign(variant=gains["variant"].replace({"sec": "sec, paper's η"}))
+#: How a table names SEC's rows by the η arm their runs were made with (the ``eta_arm`` label).
+ETA_ARM_NAMES = {"paper": "sec, paper's η", "selected": "sec, selected η"}
+
+
+def name_eta_arms(gains: pd.DataFrame) -> pd.DataFrame:
+    """Gains tables (:func:`sec_lib.chapters.compare.sec_gain`) with each SEC row named for its η arm, from the
+    ``eta_arm`` label of its runs ('sec, paper's η', 'sec, selected η'); other rows keep their variant."""
+    if "eta_arm" not in gains.columns:
+        raise ValueError("the gains carry no eta_arm column: load the runs with common.load, which adds the labels "
+                         "the sweeps were made with")
+    named = gains["eta_arm"].map(ETA_ARM_NAMES)
+    return gains.assign(variant=named.where(gains["variant"].eq("sec") & named.notna(), gains["variant"]))
 
 
 # ------------------------------------------------------------------------------------------- claims

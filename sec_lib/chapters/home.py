@@ -32,15 +32,17 @@ def headline_gains(profile, root=None, metric: str = "R@1") -> pd.DataFrame:
 
     Columns: loss, setting ('selected' | 'paper'), eta, estimate, ci_lo, ci_hi, p_value, n (paired seeds), verdict.
     The 'selected' rows pair the ``tuned`` runs (SEC at the held-out-chosen η) with the none runs of
-    the same seeds; the 'paper' rows are the main table's (SEC at ``experiments.ETA_SEC``).
+    the same seeds; the 'paper' rows are the main table's (SEC at ``experiments.ETA_SEC``). The setting is the
+    ``eta_arm`` label the runs were made with (:func:`sec_lib.runs.experiments.main_table_runs`,
+    ``tuned_sec_runs``), and η the runs' own.
     """
     parts = []
-    for setting, chapter in (("selected", "tuned"), ("paper", MAIN_CHAPTER)):
+    for chapter in ("tuned", MAIN_CHAPTER):
         frames = load(chapter, profile, tables=(), root=root)
         g = sec_gain(frames, variants=("sec",), metrics=(metric,))
         runs = frames.runs
         etas = runs[runs["variant"] == "sec"].groupby("loss")["eta"].first()
-        g = g.assign(setting=setting, eta=g["loss"].map(etas).astype(float))
+        g = g.assign(setting=g["eta_arm"], eta=g["loss"].map(etas).astype(float))
         parts.append(g)
     out = pd.concat(parts, ignore_index=True)
     cols = ["loss", "setting", "eta", "estimate", "ci_lo", "ci_hi", "p_value", "n", "verdict"]

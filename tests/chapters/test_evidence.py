@@ -161,3 +161,25 @@ def test_a_chapters_runs_carry_the_sweep_labels_they_were_made_with(tmp_path, mo
     assert shared and shared < {lab["setting"] for _, lab in made}           # the μ sweep reuses some of them, not all
     with pytest.raises(ValueError, match="setting"):
         mu.label_mu(runs.drop(columns="setting"))
+
+
+def test_sec_rows_are_named_for_the_eta_arm_their_runs_were_made_with():
+    """The η arm travels as a label (experiments.main_table_runs / tuned_sec_runs), not recovered from η: the gains
+    carry it, and name_eta_arms names SEC's rows by it (an L2 row keeps its variant; no label is an error)."""
+    from sec_lib.chapters import compare
+    rows = []
+    for arm, chapter_eta in (("paper", 1.0), ("selected", 0.1)):
+        for seed in range(3):
+            rows += [{"loss": "ms", "variant": "none", "seed": seed, "R@1": 50.0 + seed, "eta_arm": ""},
+                     {"loss": "ms", "variant": "sec", "seed": seed, "R@1": 51.0 + seed * 1.1, "eta_arm": arm,
+                      "eta": chapter_eta},
+                     {"loss": "ms", "variant": "l2reg", "seed": seed, "R@1": 49.0 + seed, "eta_arm": ""}]
+    paper, selected = pd.DataFrame(rows[:9]), pd.DataFrame(rows[9:])
+    g = pd.concat([compare.sec_gain(paper, metrics=("R@1",)), compare.sec_gain(selected, variants=("sec",),
+                                                                               metrics=("R@1",))])
+    assert list(zip(g["variant"], g["eta_arm"])) == [("l2reg", ""), ("sec", "paper"), ("sec", "selected")]
+    named = evidence.name_eta_arms(g)
+    assert list(named["variant"]) == ["l2reg", "sec, paper's η", "sec, selected η"]
+    assert "eta_arm" not in compare.sec_gain(paper.drop(columns="eta_arm"), metrics=("R@1",)).columns
+    with pytest.raises(ValueError, match="eta_arm"):
+        evidence.name_eta_arms(g.drop(columns="eta_arm"))
