@@ -87,7 +87,10 @@ def test_the_decisive_command_trains_the_grids_grows_an_edge_and_exports(tmp_pat
         return []
 
     monkeypatch.setattr(S, "run_all", fake_run_all)
+    later = []                                             # the stages after the main comparison: tests/test_decisive_stages.py
+    monkeypatch.setattr(commands, "later_stages", lambda store, jobs, profile="reference": later.append(jobs) or 0)
     assert commands.decisive_command(jobs=200) == 0          # one chunk a round: one export each
+    assert later == [200]
     said = capsys.readouterr().out
     assert "ms sec: chosen 5e-05" in said and "at the low edge of its grid after 2 extensions" in said
     assert "growing the grid to 0.0005" in said

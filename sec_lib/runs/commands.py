@@ -231,8 +231,9 @@ def decisive_command(jobs: int = 2, profile: str = "reference") -> int:
     next length pair when no shape converged; then, once it has chosen a schedule, the held-out selection of the
     four main losses (:mod:`sec_lib.runs.selection`: η and L2 grids, 3 seeds a point, grown at an edge),
     exported to ``data/reference/decisive/selection/`` after every ``jobs`` runs, printing each loss's choice with
-    its flags; then the main comparison (:func:`main_stage`). Later stages are not written yet."""
-    from . import pilot, selection
+    its flags (:func:`select_stage`); then the main comparison (:func:`main_stage`) and the stages after it
+    (:func:`later_stages`)."""
+    from . import pilot
     store = ResultStore()
     shape = length = None
     for n, pair in enumerate(pilot.LENGTH_PAIRS, start=1):     # the next pair only when none converged
@@ -253,11 +254,24 @@ def decisive_command(jobs: int = 2, profile: str = "reference") -> int:
         length = last[0]
         print(f"no shape converged at any length pair of the pilot: by the registered fallback the tier trains "
               f"{shape} at {length} iterations (not converged by the rule; see the tiers page)", flush=True)
-    out = tier.tier_dir(pilot.TIER) / "selection"
+    final = select_stage(ex.MAIN_LOSSES, ("sec", "l2reg"), shape, length, store, jobs,
+                         tier.tier_dir(pilot.TIER) / "selection", profile)
+    rc = main_stage(final, shape, length, store, jobs, profile)
+    return rc or later_stages(store, jobs, profile)
+
+
+def select_stage(losses, kinds, shape: str, length: int, store, jobs: int, out: Path, profile: str = "reference",
+                 eta_grid: tuple | None = None, label: str = "selection") -> dict:
+    """A held-out selection of the decisive tier (:mod:`sec_lib.runs.selection`) for ``losses`` and ``kinds``
+    ('sec': the η grid ``eta_grid``, default :data:`~sec_lib.runs.selection.ETA_GRID`, with η = 0; 'l2reg': the L2
+    grid), 3 seeds a point, each grid grown while its choice sits at an edge; its runs export to ``out`` after every
+    ``jobs`` runs, committed runs there are restored first. Prints each choice with its flags and returns
+    ``{(loss, kind): (Choice, held-out runs)}``."""
+    from . import selection
+    base = {"sec": tuple(eta_grid or selection.ETA_GRID), "l2reg": selection.L2_GRID}
     if (out / "runs.parquet").exists():
-        print(f"restored {tier.restore(out, store)} committed selection runs of {out} into {store.root}")
-    grids = {(loss, kind): (0.0, *(selection.ETA_GRID if kind == "sec" else selection.L2_GRID))
-             for loss in ex.MAIN_LOSSES for kind in ("sec", "l2reg")}
+        print(f"restored {tier.restore(out, store)} committed {label} runs of {out} into {store.root}")
+    grids = {(loss, kind): (0.0, *base[kind]) for loss in losses for kind in kinds}
     named: list = []
     final: dict = {}
     while True:
@@ -265,8 +279,8 @@ def decisive_command(jobs: int = 2, profile: str = "reference") -> int:
                 for c in selection.configs(loss, [w for w in ws if kind == "sec" or w > 0], shape, length, kind, profile)]
         named += [c for c in want if c not in named]
         todo = [c for c in want if not store.has(c)]
-        print(f"selection ({shape}, {length} iterations): {len(want)} runs named, {len(todo)} to train", flush=True)
-        _train_exporting(todo, named, out, store, jobs, "selection")
+        print(f"{label} ({shape}, {length} iterations): {len(want)} runs named, {len(todo)} to train", flush=True)
+        _train_exporting(todo, named, out, store, jobs, label)
         grown = False
         for (loss, kind), ws in list(grids.items()):
             zero = selection.configs(loss, (0.0,), shape, length, "sec", profile)     # shared by both grids
@@ -275,7 +289,7 @@ def decisive_command(jobs: int = 2, profile: str = "reference") -> int:
             runs = pd.DataFrame([{"eta": r.config.eta, "seed": r.config.seed,       # a diverged run cannot win
                                   "R@1": r.metrics.get("R@1") if r.status == "done" else float("-inf")}
                                  for r in rows if r is not None], columns=["eta", "seed", "R@1"])
-            c = selection.choose(selection.scores_of(runs), selection.ETA_GRID if kind == "sec" else selection.L2_GRID)
+            c = selection.choose(selection.scores_of(runs), base[kind])
             final[(loss, kind)] = (c, runs)
             print(f"  {loss} {kind}: chosen {c.weight:g} (best nonzero {c.best_nonzero:g})"
                   + (f", growing the grid to {c.needs:g}" if c.needs else "") + "".join(f"; {f}" for f in c.flags))
@@ -283,8 +297,41 @@ def decisive_command(jobs: int = 2, profile: str = "reference") -> int:
                 grids[(loss, kind)] = (*ws, c.needs)
                 grown = True
         if not grown:
-            break
-    return main_stage(final, shape, length, store, jobs, profile)
+            return final
+
+
+def later_stages(store, jobs: int, profile: str = "reference") -> int:
+    """The decisive tier's stages after the main comparison (:data:`sec_lib.runs.decisive.STAGES`, in order): a
+    held-out selection records each loss's choice in ``choices.json`` once; a training stage trains the runs its
+    chapters name under :func:`sec_lib.runs.decisive.profile` that no earlier stage named, seed by seed, and
+    exports them to its own folder. Resumable like the rest: committed runs are restored first."""
+    from . import decisive, mainstage
+    from .store import run_key
+    plan = decisive.read_plan()
+    earlier = {run_key(c) for c in mainstage.configs(plan, profile)}
+    for stage, what, (kind, *args) in decisive.STAGES:
+        out = tier.tier_dir(decisive.TIER) / stage
+        if kind == "select":
+            losses, kinds = getattr(ex, args[0]), args[1]
+            final = select_stage(losses, kinds, plan.shape, plan.length, store, jobs, out, profile,
+                                 decisive.REVIEW_GRID if stage == "review-selection" else None, stage)
+            for loss in losses:
+                got = decisive.record_choice(loss, final[(loss, "sec")][0], final.get((loss, "l2reg"), (None,))[0])
+                print(f"  {loss}: η {got['sec']:g}" + ("" if got["l2reg"] is None else f", L2 {got['l2reg']:g}")
+                      + "".join(f"; {f}" for f in got["flags"]) + f" (recorded in {decisive.choices_path()})",
+                      flush=True)
+            continue
+        if (out / "runs.parquet").exists():
+            print(f"restored {tier.restore(out, store)} committed {stage} runs of {out} into {store.root}")
+        cfgs = [c for c in decisive.stage_configs(decisive.profile(), args[0], store) if run_key(c) not in earlier]
+        cfgs.sort(key=lambda c: c.seed)                  # seed by seed: a stopped stage is usable
+        earlier |= {run_key(c) for c in cfgs}
+        todo = [c for c in cfgs if not store.has(c)]
+        print(f"{stage} ({what}): {len(cfgs)} runs, {len(cfgs) - len(todo)} done", flush=True)
+        _train_exporting(todo, cfgs, out, store, jobs, stage)
+    print("the decisive tier's written stages are complete; not written yet: "
+          + "; ".join(f"{k} ({v})" for k, v in decisive.LATER.items()), flush=True)
+    return 0
 
 
 def main_stage(final: dict, shape: str, length: int, store, jobs: int, profile: str = "reference") -> int:
@@ -309,6 +356,5 @@ def main_stage(final: dict, shape: str, length: int, store, jobs: int, profile: 
     todo = [c for c in cfgs if not store.has(c)]
     print(f"main comparison: {len(cfgs)} runs, {len(cfgs) - len(todo)} done", flush=True)
     _train_exporting(todo, cfgs, out, store, jobs, "main-comparison")
-    print("the main comparison is complete; the later stages (tml and cosface, the sweeps, the review chapters) "
-          "are not written yet")
+    print("the main comparison is complete", flush=True)
     return 0

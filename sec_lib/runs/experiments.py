@@ -223,14 +223,24 @@ def selection_runs(p: Profile, store, losses=None) -> list:
 def stored_selection(q: Profile, store, losses=(*MAIN_LOSSES, *EXTRA_LOSSES)) -> list:
     """The selection runs of the already tuned profile ``q`` for ``losses`` (default: the paper's
     four, tuplet margin and CosFace, so the pages of those runs never wait for the review losses'
-    selection; None: all)."""
+    selection; None: all). A profile with ``fixed_choices`` (its weights chosen by a selection of its own) reads
+    none."""
+    if q.fixed_choices:
+        return []
     need = [c for c in eta_selection(q) if (losses is None or c.loss in losses) and not c.relative]
     return stored_runs(store, need, "the η selection", q)
 
 
 def chosen_eta(profile: Profile, loss: str, selection_runs, mu: str = "batch") -> float:
     """The nonzero weight of the grid with the best held-out R@1 for ``loss`` (ties: the smaller);
-    ``mu='zero'``: the L2-reg weight. ``selection_runs``: RunResults of :func:`eta_selection`."""
+    ``mu='zero'``: the L2-reg weight. ``selection_runs``: RunResults of :func:`eta_selection`. A profile with
+    ``fixed_choices`` gives its fixed weight (KeyError while that loss's selection has not been made)."""
+    if profile.fixed_choices:
+        kind = "zero" if mu == "zero" else "sec"
+        if (kind, loss) not in profile.fixed_choices:
+            raise KeyError(f"profile {profile.name!r} has no held-out choice of the {'L2 weight' if kind == 'zero' else 'η'}"
+                           f" for {loss!r} yet (`make decisive` makes it after the main comparison)")
+        return float(profile.fixed_choices[(kind, loss)])
     cands = [(run_score(r), r.config.eta) for r in selection_runs
              if r is not None and r.config.loss == loss and r.config.eta > 0 and r.config.mu == mu
              and not r.config.relative]
@@ -256,7 +266,7 @@ def tuned_sec(p: Profile, store) -> list[TrainConfig]:
 def beyond(p: Profile, store) -> list[TrainConfig]:
     """Tuplet margin and CosFace, without and with SEC (η chosen on held-out classes)."""
     sel = stored_selection(p, store)
-    seeds = table_seeds(p)
+    seeds = p.floor_seeds or table_seeds(p)
     return [config(p, loss, "sec", s, eta=chosen_eta(p, loss, sel)) for loss in EXTRA_LOSSES for s in seeds] + \
         [config(p, loss, "none", s) for loss in EXTRA_LOSSES for s in seeds]
 
@@ -267,11 +277,14 @@ def main_comparison(p: Profile, store) -> list[TrainConfig]:
     if not p.main_seeds:
         return []
     sel = stored_selection(p, store)
+    floor = p.floor_seeds or p.main_seeds
     out = []
     for loss in (*MAIN_LOSSES, *EXTRA_LOSSES):
-        for s in p.main_seeds:
-            out += [config(p, loss, "none", s), config(p, loss, "l2reg", s, eta=chosen_eta(p, loss, sel, "zero")),
-                    config(p, loss, "sec", s, eta=chosen_eta(p, loss, sel)), config(p, loss, "sec", s)]
+        primary = p.main_seeds if loss in MAIN_LOSSES else floor      # none and SEC at the selected η
+        for s in dict.fromkeys((*primary, *floor)):
+            arms = [("none", {}, primary), ("l2reg", {"eta": chosen_eta(p, loss, sel, "zero")}, floor),
+                    ("sec", {"eta": chosen_eta(p, loss, sel)}, primary), ("sec", {}, floor)]
+            out += [config(p, loss, v, s, **ch) for v, ch, seeds in arms if s in seeds]
     return out
 
 
@@ -291,12 +304,14 @@ def main_table(p: Profile, store=None) -> list[TrainConfig]:
     """The paper's four losses × {none, L2-reg, SEC at the paper's η}. In a profile with a main
     comparison (``main_seeds``), these are that comparison's runs: its seeds, and L2-reg at the weight
     selected on held-out classes (so the main table, norms, convergence and instability pages train
-    nothing new); otherwise ``seeds`` and L2-reg at ``ETA_L2``."""
+    nothing new); otherwise ``seeds`` and L2-reg at ``ETA_L2``. A profile with ``floor_seeds`` (the decisive tier)
+    trains L2-reg and SEC at the paper's η over those, the arm without a regularizer over ``main_seeds``."""
     if not p.main_seeds:
         return [config(p, loss, v, s) for loss in MAIN_LOSSES for v in VARIANTS for s in p.seeds]
     sel = stored_selection(p, store)
+    floor = p.floor_seeds or p.main_seeds                   # L2-reg and SEC at the paper's η: the secondary arms
     return [config(p, loss, v, s, **({"eta": chosen_eta(p, loss, sel, "zero")} if v == "l2reg" else {}))
-            for loss in MAIN_LOSSES for v in VARIANTS for s in p.main_seeds]
+            for loss in MAIN_LOSSES for v in VARIANTS for s in (p.main_seeds if v == "none" else floor)]
 
 
 def early_twin(p: Profile, cfg: TrainConfig) -> TrainConfig:
@@ -332,7 +347,7 @@ def convergence(p: Profile, store=None) -> list[TrainConfig]:
 
 def eta_sweep(p: Profile, store=None) -> list[TrainConfig]:
     return [config(p, loss, "sec", s, eta=eta) for loss in MAIN_LOSSES for eta in (0.0, *p.eta_grid)
-            for s in p.seeds]
+            for s in (p.sweep_seeds or p.seeds)]
 
 
 def with_and_without_sec(p: Profile, store, losses) -> list[TrainConfig]:

@@ -77,6 +77,11 @@ class Profile:
     chapters: tuple = ()           # the chapters this profile trains (empty: all of CHAPTERS)
     excluded_losses: tuple = ()    # losses its η selection leaves out (they do not apply to its data)
     relative_eta_grid: tuple = ()  # η of relative SEC's held-out selection (the scale chapter; empty: no such chapter)
+    floor_seeds: tuple = ()        # seeds of the main table's secondary arms (L2-reg, SEC at the paper's η) and of the
+                                   # extra losses, where fewer than ``main_seeds`` (the decisive tier; empty: main_seeds)
+    sweep_seeds: tuple = ()        # seeds of the η sweep on the test classes (empty: ``seeds``)
+    fixed_choices: dict = field(default_factory=dict)  # (kind 'sec' | 'zero', loss) -> the weight chosen on held-out
+                                   # classes by a selection of its own (the decisive tier's plan): no selection runs read
 
 
 PROFILES = {

@@ -1,0 +1,136 @@
+"""The decisive tier as a profile, and its stages after the main comparison.
+
+Pre-registered with the plan (``data/reference/decisive/README.md``; the cost plan's stage list,
+:func:`sec_lib.runs.plan.stages`):
+
+- **One profile for every chapter.** :func:`profile` is the reference tier's network and data under the design the
+  pilot and the plan fixed: the pilot's schedule and length, Adam at 3e-3, :data:`~sec_lib.runs.mainstage.EVALS`
+  evaluations a run, batch statistics every 20 steps. Its weights are the held-out choices, never selection runs
+  read again: the four main losses' η and L2 weight from ``plan.json``, the other losses' from ``choices.json``
+  (:func:`record_choice`, each loss written once). Seeds: the plan's count for no regularizer and SEC at the
+  selected η of the four main losses; :data:`~sec_lib.runs.plan.FLOOR` (5) for every other arm and chapter; 3
+  per point for the η sweep on the test classes. The chapters' configs come from
+  :func:`sec_lib.runs.experiments.chapter_configs` with this profile, so the pages read exactly the runs trained.
+- **Stages after the main comparison** (:data:`STAGES`, in training order): the held-out selection of tuplet
+  margin and CosFace (η and L2 grids, 3 seeds a point, grown at an edge, as the main losses'), their four arms; the
+  η sweep; μ; BN/WN; the normalize layer; the held-out η selection of the review losses (:data:`REVIEW_GRID`, η
+  only); ssl, N-pair and the face losses. Each stage exports to its own folder under ``data/reference/decisive/``.
+- **Not yet written**: the Adam-vs-SGD chapter (it needs SGD's own rate on held-out classes under the schedule),
+  the convergence chapter's dense early curves (a cosine run's first iterations are not a shorter cosine run), the
+  scale and fine-tuning chapters. :data:`LATER` names them.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import tempfile
+from pathlib import Path
+
+from . import experiments as ex
+from . import tier
+from .mainstage import EVALS, Plan
+from .pilot import TIER, schedule
+from .plan import FLOOR
+
+#: Adam's rate in every decisive run (the reference tier's held-out choice; the pilot kept it).
+LR = 3e-3
+#: Seeds per point of the η sweep on the test classes.
+SWEEP_SEEDS = 3
+#: The review losses' held-out η grid (η = 0 is a point of its own; grown at an edge like the others).
+REVIEW_GRID = (0.1, 0.5, 1.0)
+#: The chapters the decisive profile trains and its pages read.
+CHAPTERS = ("compare", "tuned", "main", "beyond", "norms", "instability", "convergence", "eta", "mu", "bnwn",
+            "normlayer", "ssl", "npair", "face")
+#: The stages after the main comparison: (stage = export folder, what it is, ("select", the name of a loss list in
+#: :mod:`~sec_lib.runs.experiments`, kinds) for a held-out selection | ("train", chapters)).
+STAGES = (
+    ("extra-selection", "tuplet margin and CosFace: held-out η and L2 grids", ("select", "EXTRA_LOSSES",
+                                                                               ("sec", "l2reg"))),
+    ("extra", "tuplet margin and CosFace: none, L2-reg, SEC at the selected and the paper's η", ("train", ("main",))),
+    ("eta", "the η sweep on the test classes", ("train", ("eta",))),
+    ("mu", "which μ", ("train", ("mu",))),
+    ("bnwn", "BN and WN heads", ("train", ("bnwn",))),
+    ("normlayer", "a normalize layer", ("train", ("normlayer",))),
+    ("review-selection", "the review losses: held-out η grid", ("select", "REVIEW_LOSSES", ("sec",))),
+    ("review", "SimCLR and SupCon, the N-pair readings, CosFace and ArcFace", ("train", ("ssl", "npair", "face"))),
+)
+#: What the tier does not train yet, and why.
+LATER = {"optim": "SGD needs its own rate on held-out classes under the pilot's schedule",
+         "convergence (dense early curves)": "a cosine run's first iterations are not a shorter cosine run",
+         "scale": "relative SEC's held-out η and the fixed-scale radius under the schedule",
+         "pretrained": "the fine-tuning rates under the schedule"}
+
+
+def plan_path(root=None) -> Path:
+    return tier.tier_dir(TIER, root) / "plan.json"
+
+
+def choices_path(root=None) -> Path:
+    return tier.tier_dir(TIER, root) / "choices.json"
+
+
+def read_plan(root=None) -> Plan:
+    """The frozen plan (``plan.json``); KeyError while the selection of the four main losses is not final."""
+    path = plan_path(root)
+    if not path.exists():
+        raise KeyError(f"the decisive tier has no plan yet ({path}): `make decisive` writes it when the held-out "
+                       "selection of the four main losses is final")
+    return Plan.from_json(path.read_text())
+
+
+def read_choices(root=None) -> dict:
+    """``{loss: {"sec": η, "l2reg": weight or None, "flags": [...]}}`` of ``choices.json`` ({} before any)."""
+    path = choices_path(root)
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def record_choice(loss: str, sec, l2=None, root=None) -> dict:
+    """Write ``loss``'s held-out choice (:class:`~sec_lib.runs.selection.Choice` s: SEC's η and, if given, the L2
+    weight; where no regularizer won, the best nonzero weight, flagged) to ``choices.json`` atomically, unless
+    the loss is already there: a choice, once written, is never rewritten. Returns the loss's entry on disk."""
+    from .mainstage import tested_weight
+    for name, c in (("sec", sec), ("l2reg", l2)):
+        if c is not None and c.needs is not None:
+            raise ValueError(f"the {name} selection of {loss!r} is not final (it still needs {c.needs:g})")
+    have = read_choices(root)
+    if loss not in have:
+        have[loss] = {"sec": tested_weight(sec), "l2reg": None if l2 is None else tested_weight(l2),
+                      "flags": [*sec.flags, *(f"L2: {f}" for f in (l2.flags if l2 is not None else []))]}
+        path = choices_path(root)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-choices-")
+        with os.fdopen(fd, "w") as f:
+            f.write(json.dumps(have, indent=1, sort_keys=True) + "\n")
+        os.replace(tmp, path)
+    return have[loss]
+
+
+def profile(plan: Plan | None = None, choices: dict | None = None, root=None) -> ex.Profile:
+    """The decisive tier's :class:`~sec_lib.runs.experiments.Profile` under ``plan`` and ``choices`` (default: the
+    committed ``plan.json`` and ``choices.json``). Its runs of the main comparison are exactly
+    :func:`sec_lib.runs.mainstage.configs`'s (same store keys)."""
+    plan = plan if plan is not None else read_plan(root)
+    choices = choices if choices is not None else read_choices(root)
+    ref = ex.get_profile("reference")
+    fixed = {**{("sec", l): float(w) for l, w in plan.eta.items()}, **{("zero", l): float(w) for l, w in plan.l2.items()}}
+    for loss, c in choices.items():
+        fixed.setdefault(("sec", loss), float(c["sec"]))
+        if c.get("l2reg") is not None:
+            fixed.setdefault(("zero", loss), float(c["l2reg"]))
+    base = {**ref.base, "optimizer": "adam", "lr": LR, "eval_every": max(1, plan.length // EVALS), "stats_every": 20,
+            **schedule(plan.shape, plan.length)}
+    return dataclasses.replace(
+        ref, name=TIER, base=base, seeds=tuple(range(FLOOR)), main_seeds=tuple(range(plan.seeds)),
+        floor_seeds=tuple(range(FLOOR)), sweep_seeds=tuple(range(SWEEP_SEEDS)), fixed_optimizer="adam",
+        fixed_choices=fixed, pilot_iterations=0, pilot_eval_every=0, iteration_grid=(), early_iterations=0,
+        early_eval_every=0, chapters=CHAPTERS, review_eta_grid=REVIEW_GRID, relative_eta_grid=())
+
+
+def stage_configs(p: ex.Profile, chapters, store=None) -> list:
+    """The runs of ``chapters`` under the decisive profile ``p``, each once, in chapter order."""
+    out = {}
+    for ch in chapters:
+        for c in ex.chapter_configs(ch, p, store):
+            out.setdefault(ex.run_key(c), c)
+    return list(out.values())

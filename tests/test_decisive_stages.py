@@ -1,0 +1,122 @@
+"""The decisive tier after its main comparison: one profile for every chapter (its main-comparison runs are the
+main stage's own), held-out choices written once, and the later stages trained with stand-in training."""
+import json
+import math
+
+import pandas as pd
+import pytest
+
+from sec_lib.runs import decisive, mainstage, plan, selection
+from sec_lib.runs import experiments as ex
+from sec_lib.runs.store import run_key
+
+
+def a_plan(seeds=7, shape="cosine", length=9000, losses=ex.MAIN_LOSSES) -> mainstage.Plan:
+    return mainstage.Plan(shape, length, seeds, 0.45, 0.4, {}, {l: 0.1 for l in losses},
+                          {l: 0.005 for l in losses}, {})
+
+
+def test_the_profile_names_exactly_the_main_stages_runs():
+    p = a_plan()
+    extra = {"tml": {"sec": 0.5, "l2reg": 0.01, "flags": []}, "cosface": {"sec": 0.05, "l2reg": 0.001, "flags": []}}
+    main = {run_key(c) for c in mainstage.configs(p)}
+    named = ex.chapter_configs("main", decisive.profile(p, extra), None)
+    assert {run_key(c) for c in named if c.loss in ex.MAIN_LOSSES} == main
+    assert {c.seed for c in named if c.loss in ex.EXTRA_LOSSES} == set(range(plan.FLOOR))
+    dp = decisive.profile(p, {})
+    with pytest.raises(KeyError, match="no held-out choice of the L2 weight for 'tml'"):
+        ex.chapter_configs("main", dp, None)                  # tml and cosface: their selection comes later
+    compare = ex.chapter_configs("compare", dp, None)          # none at the planned seeds; L2 and paper's η at 5
+    assert {run_key(c) for c in compare} <= main
+    seeds = pd.DataFrame([{"variant": c.variant, "seed": c.seed} for c in compare]).groupby("variant")["seed"].nunique()
+    assert seeds.to_dict() == {"none": 7, "l2reg": plan.FLOOR, "sec": plan.FLOOR}
+    assert {run_key(c) for c in ex.chapter_configs("tuned", dp, None)} <= main       # SEC at the selected η, 7 seeds
+    assert len(ex.chapter_configs("tuned", dp, None)) == 2 * 4 * 7
+    eta = ex.chapter_configs("eta", dp, None)
+    assert {c.seed for c in eta} == {0, 1, 2} and {c.iterations for c in eta} == {9000}
+    assert all(c.schedule == "cosine" and c.lr == decisive.LR and c.holdout_classes == 0 for c in eta)
+    assert {c.seed for c in ex.chapter_configs("mu", dp, None)} == set(range(plan.FLOOR))
+    with pytest.raises(KeyError, match="no held-out choice of the η for 'tml'"):
+        ex.chapter_configs("beyond", dp, None)
+    dp = decisive.profile(p, extra)
+    beyond = ex.chapter_configs("beyond", dp, None)
+    assert {(c.loss, c.eta) for c in beyond if c.eta} == {("tml", 0.5), ("cosface", 0.05)}
+    assert {c.seed for c in beyond} == set(range(plan.FLOOR))
+    # the other profiles are untouched: no fixed choices, no floor, the η sweep over their seeds
+    ref = ex.get_profile("reference")
+    assert ref.fixed_choices == {} and ref.floor_seeds == () and ref.sweep_seeds == ()
+
+
+def test_a_choice_is_written_once(tmp_path):
+    sec = selection.choose({0.0: 1.0, 0.005: 1.0, 0.05: 2.0, 0.1: 1.5, 0.5: 1.0, 1.0: 0.5})
+    l2 = selection.choose({0.0: 3.0, 0.001: 1.0, 0.005: 2.0, 0.01: 1.5}, selection.L2_GRID)
+    got = decisive.record_choice("tml", sec, l2, root=tmp_path)
+    assert got["sec"] == 0.05 and got["l2reg"] == 0.005 and got["flags"][0].startswith("L2: SEC not selected")
+    other = selection.choose({0.0: 1.0, 0.005: 1.0, 0.05: 1.0, 0.1: 3.0, 0.5: 1.0, 1.0: 0.5})
+    assert decisive.record_choice("tml", other, root=tmp_path) == got        # never rewritten
+    decisive.record_choice("arcface", other, root=tmp_path)
+    assert decisive.read_choices(tmp_path) == {"tml": got, "arcface": {"sec": 0.1, "l2reg": None, "flags": []}}
+    edge = selection.choose({0.0: 1.0, 0.005: 9.0, 0.05: 1.0, 0.1: 1.0, 0.5: 1.0, 1.0: 1.0})
+    with pytest.raises(ValueError, match="not final"):
+        decisive.record_choice("ms", edge, root=tmp_path)
+    with pytest.raises(KeyError, match="no plan yet"):
+        decisive.read_plan(tmp_path)
+
+
+def test_the_later_stages_train_in_order_each_run_once(tmp_path, monkeypatch, capsys):
+    """Stand-in training through every stage after the main comparison, on shortened loss lists: each held-out
+    selection records its choices, each training stage exports only runs that no earlier stage named, seed by seed."""
+    from sec_lib.runs import commands, tier
+    from sec_lib.runs import store as S
+    from sec_lib.runs.train import RunResult
+    monkeypatch.setenv("SEC_RUNS_DIR", str(tmp_path / "runs"))
+    monkeypatch.setattr(tier, "REPO", tmp_path)
+    for name, value in (("MAIN_LOSSES", ("ms",)), ("EXTRA_LOSSES", ("tml",)), ("REVIEW_LOSSES", ("arcface",)),
+                        ("SSL_LOSSES", ()), ("NPAIR_VARIANTS", ("tml",)), ("FACE_LOSSES", ("arcface",)),
+                        ("MU_LOSSES", ("ms",)), ("BN_HEADS", ("nobn", "paper"))):
+        monkeypatch.setattr(ex, name, value)
+    monkeypatch.setattr(decisive, "CHAPTERS", tuple(c for c in decisive.CHAPTERS if c != "normlayer"))
+    monkeypatch.setattr(decisive, "STAGES", tuple(s for s in decisive.STAGES if s[0] != "normlayer"))
+    p = a_plan(seeds=6, length=300, losses=("ms",))
+    mainstage.write_plan(p, decisive.plan_path())
+    trained = []
+
+    def fake_run_all(configs, root=None, jobs=1, **kw):
+        store = S.ResultStore(root)
+        for c in configs:                        # held-out R@1 peaks at η = 0.05 (interior) and L2 = 0.005
+            peak = 0.005 if c.mu == "zero" else 0.05
+            score = 70.0 - (abs(math.log10(c.eta / peak)) if c.eta else 2.0) + c.seed / 1e4
+            e = pd.DataFrame({"step": [c.iterations], "R@1": [score]})
+            store.save(RunResult(c, "done", {"R@1": score}, e.iloc[:0], e.iloc[:0], e, e.iloc[:0], e.iloc[:0],
+                                 e.iloc[:0]))
+            trained.append(c)
+        return []
+
+    monkeypatch.setattr(S, "run_all", fake_run_all)
+    assert commands.later_stages(S.ResultStore(), jobs=500) == 0
+    said = capsys.readouterr().out
+    assert "not written yet: optim" in said
+    assert decisive.read_choices() == {"tml": {"sec": 0.05, "l2reg": 0.005, "flags": []},
+                                       "arcface": {"sec": 0.1, "l2reg": None, "flags": []}}   # review grid 0.1/0.5/1
+    folder = tmp_path / "data" / "reference" / "decisive"
+    keys = {}
+    for stage, *_ in decisive.STAGES:
+        runs = pd.read_parquet(folder / stage / "runs.parquet")
+        assert len(runs) and not set(runs["key"]) & set(keys), stage       # no run in two stage folders
+        keys.update(dict.fromkeys(runs["key"], stage))
+    main = {run_key(c) for c in mainstage.configs(p)}
+    assert not main & set(keys)                                            # nor one of the main comparison's
+    assert len(trained) == len(keys) == len(set(map(run_key, trained)))
+    extra = pd.read_parquet(folder / "extra" / "runs.parquet")
+    assert set(extra["loss"]) == {"tml"} and len(extra) == 4 * plan.FLOOR  # none, L2, SEC selected and paper's η
+    eta = pd.read_parquet(folder / "eta" / "runs.parquet")
+    # ms: η = 0 and the grid's 5 weights at 3 seeds, less what the main comparison trained (η = 0, 0.1 and the
+    # paper's 1.0 at seeds 0-2)
+    assert len(eta) == 3 * (1 + len(ex.get_profile("reference").eta_grid)) - 3 * 3
+    assert list(eta["seed"]) == sorted(eta["seed"])                       # seed by seed
+    review = pd.read_parquet(folder / "review" / "runs.parquet")
+    assert set(review["loss"]) == {"arcface"} and set(review["eta"]) == {0.0, 0.1}
+    assert (pd.read_parquet(folder / "review-selection" / "runs.parquet")["holdout_classes"] > 0).all()
+    # a rerun trains nothing: every stage is in the store (and would be restored from its folder)
+    trained.clear()
+    assert commands.later_stages(S.ResultStore(), jobs=500) == 0 and trained == []
