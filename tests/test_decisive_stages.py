@@ -36,6 +36,9 @@ def test_the_profile_names_exactly_the_main_stages_runs():
     assert {c.seed for c in eta} == {0, 1, 2} and {c.iterations for c in eta} == {9000}
     assert all(c.schedule == "cosine" and c.lr == decisive.LR and c.holdout_classes == 0 for c in eta)
     assert {c.seed for c in ex.chapter_configs("mu", dp, None)} == set(range(plan.FLOOR))
+    early = [c for c in ex.chapter_configs("convergence", dp, None) if c.iterations < 9000]
+    assert len(early) == 4 * 2 * plan.FLOOR                     # prefixes of none and SEC at the paper's η
+    assert {(c.iterations, c.schedule_iterations, c.eval_every) for c in early} == {(2000, 9000, 100)}
     with pytest.raises(KeyError, match="no held-out choice of the η for 'tml'"):
         ex.chapter_configs("beyond", dp, None)
     dp = decisive.profile(p, extra)
@@ -45,6 +48,17 @@ def test_the_profile_names_exactly_the_main_stages_runs():
     # the other profiles are untouched: no fixed choices, no floor, the η sweep over their seeds
     ref = ex.get_profile("reference")
     assert ref.fixed_choices == {} and ref.floor_seeds == () and ref.sweep_seeds == ()
+
+
+def test_the_fixed_scale_radius_is_the_median_held_out_norm():
+    from sec_lib.runs.train import RunResult
+    e = pd.DataFrame()
+
+    def run(norms, status="done"):
+        return RunResult(None, status, {}, e, e, e, pd.DataFrame({"norm": norms}), e, e)
+    assert decisive.radius_of([run([1.0, 2.0]), run([12.345, 30.0]), None]) == 7.17     # median 7.1725, 3 digits
+    with pytest.raises(ex.SelectionError, match="no positive median norm"):
+        decisive.radius_of([run([5.0], "failed"), None])
 
 
 def test_a_choice_is_written_once(tmp_path):
@@ -77,7 +91,7 @@ def test_the_later_stages_train_in_order_each_run_once(tmp_path, monkeypatch, ca
         monkeypatch.setattr(ex, name, value)
     monkeypatch.setattr(decisive, "CHAPTERS", tuple(c for c in decisive.CHAPTERS if c != "normlayer"))
     monkeypatch.setattr(decisive, "STAGES", tuple(s for s in decisive.STAGES if s[0] != "normlayer"))
-    p = a_plan(seeds=6, length=300, losses=("ms",))
+    p = a_plan(seeds=6, length=3000, losses=("ms",))
     mainstage.write_plan(p, decisive.plan_path())
     trained = []
 
@@ -86,8 +100,13 @@ def test_the_later_stages_train_in_order_each_run_once(tmp_path, monkeypatch, ca
         for c in configs:                        # held-out R@1 peaks at η = 0.05 (interior) and L2 = 0.005
             peak = 0.005 if c.mu == "zero" else 0.05
             score = 70.0 - (abs(math.log10(c.eta / peak)) if c.eta else 2.0) + c.seed / 1e4
+            if c.optimizer == "sgd":                    # SGD's rate peaks at 0.1 without SEC, at 1.0 (an edge) with it
+                score -= abs(math.log10(c.lr / (1.0 if c.eta else 0.1)))
+            if c.relative:                              # relative SEC's η peaks at 1 (interior of 0.1, 1, 10)
+                score = 70.0 - abs(math.log10(c.eta)) + c.seed / 1e4
             e = pd.DataFrame({"step": [c.iterations], "R@1": [score]})
-            store.save(RunResult(c, "done", {"R@1": score}, e.iloc[:0], e.iloc[:0], e, e.iloc[:0], e.iloc[:0],
+            norms = pd.DataFrame({"label": [0, 1, 2], "norm": [9.0 + c.seed % 2, 10.0, 14.0], "hit@1": [1, 0, 1]})
+            store.save(RunResult(c, "done", {"R@1": score}, e.iloc[:0], e.iloc[:0], e, norms, e.iloc[:0],
                                  e.iloc[:0]))
             trained.append(c)
         return []
@@ -95,10 +114,17 @@ def test_the_later_stages_train_in_order_each_run_once(tmp_path, monkeypatch, ca
     monkeypatch.setattr(S, "run_all", fake_run_all)
     assert commands.later_stages(S.ResultStore(), jobs=500) == 0
     said = capsys.readouterr().out
-    assert "not written yet: optim" in said
+    assert "not written yet: pretrained" in said
     assert decisive.read_choices() == {"tml": {"sec": 0.05, "l2reg": 0.005, "flags": []},
-                                       "arcface": {"sec": 0.1, "l2reg": None, "flags": []}}   # review grid 0.1/0.5/1
+                                       "arcface": {"sec": 0.1, "l2reg": None, "flags": []},   # review grid 0.1/0.5/1
+                                       "rates": {"sgd": {"lr": 0.1, "flags": []},            # 1.0: grown to 10, lost
+                                                 "sgd+sec": {"lr": 1.0, "flags": []}},
+                                       "scale": {"ms": {"relative": 1.0, "radius": 10.0, "flags": []}}}
+    assert "sgd+sec: chosen lr 1, growing the grid to 10" in said
     folder = tmp_path / "data" / "reference" / "decisive"
+    optim = pd.read_parquet(folder / "optim" / "runs.parquet")          # Adam's arms are the main comparison's
+    assert set(optim["optimizer"]) == {"sgd"} and len(optim) == 2 * plan.FLOOR
+    assert set(optim.loc[optim["eta"] > 0, "lr"]) == {1.0} and set(optim.loc[optim["eta"] == 0, "lr"]) == {0.1}
     keys = {}
     for stage, *_ in decisive.STAGES:
         runs = pd.read_parquet(folder / stage / "runs.parquet")
@@ -114,6 +140,10 @@ def test_the_later_stages_train_in_order_each_run_once(tmp_path, monkeypatch, ca
     # paper's 1.0 at seeds 0-2)
     assert len(eta) == 3 * (1 + len(ex.get_profile("reference").eta_grid)) - 3 * 3
     assert list(eta["seed"]) == sorted(eta["seed"])                       # seed by seed
+    scale = pd.read_parquet(folder / "scale" / "runs.parquet")         # relative SEC and the fixed-scale control
+    assert len(scale) == 2 * plan.FLOOR and set(scale["mu"]) == {"batch", "10.0"}
+    early = pd.read_parquet(folder / "convergence" / "runs.parquet")     # the early prefixes of none and SEC
+    assert len(early) == 2 * plan.FLOOR and set(early["iterations"]) == {2000}
     review = pd.read_parquet(folder / "review" / "runs.parquet")
     assert set(review["loss"]) == {"arcface"} and set(review["eta"]) == {0.0, 0.1}
     assert (pd.read_parquet(folder / "review-selection" / "runs.parquet")["holdout_classes"] > 0).all()

@@ -196,6 +196,28 @@ def test_a_step_run_whose_first_milestone_follows_the_prefix_is_retraced_by_its_
         train(replace(full, schedule="constant", lr_milestones=())).steps.query("step > 10")["loss_metric"])
 
 
+def test_a_cosine_run_is_retraced_by_its_early_twin_on_the_full_runs_horizon():
+    """The decisive tier's cosine schedule: the twin keeps the full run's horizon (schedule_iterations), so it
+    follows the same rates and retraces the run bit for bit; a cosine run of the prefix's own length does not."""
+    from dataclasses import replace
+    from sec_lib.runs import experiments as ex
+    p = replace(ex.get_profile("smoke"), early_iterations=8, early_eval_every=1)
+    full = ex.config(p, "semihard", "sec", 0, iterations=12, eval_every=4, schedule="cosine")
+    pre = ex.early_twin(p, full)
+    assert (pre.iterations, pre.schedule_iterations, pre.eval_every) == (8, 12, 1)
+    a, b = train(full), train(pre)
+    ra, rb = dict(zip(a.evals["step"], a.evals["R@1"])), dict(zip(b.evals["step"], b.evals["R@1"]))
+    assert all(ra[t] == rb[t] for t in (0, 4, 8))
+    cols = [c for c in a.steps.columns if c != "step_time"]
+    assert a.steps[a.steps["step"] <= 8][cols].reset_index(drop=True).equals(b.steps[cols].reset_index(drop=True))
+    own = train(replace(pre, schedule_iterations=0))           # cosine over 8 iterations: another run
+    assert not own.steps["loss_metric"].equals(b.steps["loss_metric"])
+    assert "schedule_iterations" not in full.to_dict()            # omitted at its default: no key changes
+    for bad in (dict(schedule_iterations=4), dict(schedule="constant", schedule_iterations=12)):
+        with pytest.raises(ParameterError, match="schedule_iterations"):
+            replace(pre, **bad).validate()
+
+
 def test_early_twin_refuses_a_length_dependent_schedule_or_a_prefix_not_shorter():
     from dataclasses import replace
     from sec_lib.runs import experiments as ex
@@ -203,8 +225,6 @@ def test_early_twin_refuses_a_length_dependent_schedule_or_a_prefix_not_shorter(
     cfg = ex.config(p, "semihard", "none", 0, iterations=12)
     with pytest.raises(ValueError, match="first lr milestone after the prefix: 6 <= early_iterations = 8"):
         ex.early_twin(p, replace(cfg, schedule="step", lr_milestones=(6,)))
-    with pytest.raises(ValueError, match="schedule='constant' or 'step'"):
-        ex.early_twin(p, replace(cfg, schedule="cosine"))
     with pytest.raises(ValueError, match=r"early_iterations = 8 must be in \(0, 8\)"):
         ex.early_twin(p, replace(cfg, iterations=8))
 

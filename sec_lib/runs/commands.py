@@ -268,7 +268,7 @@ def select_stage(losses, kinds, shape: str, length: int, store, jobs: int, out: 
     ``jobs`` runs, committed runs there are restored first. Prints each choice with its flags and returns
     ``{(loss, kind): (Choice, held-out runs)}``."""
     from . import selection
-    base = {"sec": tuple(eta_grid or selection.ETA_GRID), "l2reg": selection.L2_GRID}
+    base = {"sec": tuple(eta_grid or selection.ETA_GRID), "l2reg": selection.L2_GRID, "relative": selection.RELATIVE_GRID}
     if (out / "runs.parquet").exists():
         print(f"restored {tier.restore(out, store)} committed {label} runs of {out} into {store.root}")
     grids = {(loss, kind): (0.0, *base[kind]) for loss in losses for kind in kinds}
@@ -276,7 +276,8 @@ def select_stage(losses, kinds, shape: str, length: int, store, jobs: int, out: 
     final: dict = {}
     while True:
         want = [c for (loss, kind), ws in grids.items()
-                for c in selection.configs(loss, [w for w in ws if kind == "sec" or w > 0], shape, length, kind, profile)]
+                for c in selection.configs(loss, [w for w in ws if kind != "l2reg" or w > 0], shape, length, kind,
+                                           profile)]
         named += [c for c in want if c not in named]
         todo = [c for c in want if not store.has(c)]
         print(f"{label} ({shape}, {length} iterations): {len(want)} runs named, {len(todo)} to train", flush=True)
@@ -295,6 +296,38 @@ def select_stage(losses, kinds, shape: str, length: int, store, jobs: int, out: 
                   + (f", growing the grid to {c.needs:g}" if c.needs else "") + "".join(f"; {f}" for f in c.flags))
             if c.needs:
                 grids[(loss, kind)] = (*ws, c.needs)
+                grown = True
+        if not grown:
+            return final
+
+
+def select_rates(arms, shape: str, length: int, store, jobs: int, out: Path, profile: str = "reference") -> dict:
+    """SGD's held-out learning rates (:func:`sec_lib.runs.selection.rate_configs`) for ``arms``: the rate grid,
+    3 seeds a rate, grown while the best rate sits at an edge (×/÷ 10, twice a side at most); its runs export to
+    ``out``. Returns ``{arm: Choice}`` (no 'no optimizer' point: ``zero=False``)."""
+    from . import selection
+    if (out / "runs.parquet").exists():
+        print(f"restored {tier.restore(out, store)} committed rate-selection runs of {out} into {store.root}")
+    grids = {arm: selection.LR_GRID for arm in arms}
+    named: list = []
+    while True:
+        want = [c for arm, rates in grids.items() for c in selection.rate_configs(arm, rates, shape, length, profile)]
+        named += [c for c in want if c not in named]
+        todo = [c for c in want if not store.has(c)]
+        print(f"SGD rates ({shape}, {length} iterations): {len(want)} runs named, {len(todo)} to train", flush=True)
+        _train_exporting(todo, named, out, store, jobs, "rate-selection")
+        final, grown = {}, False
+        for arm, rates in list(grids.items()):
+            rows = [store.get(c, tables=()) for c in selection.rate_configs(arm, rates, shape, length, profile)]
+            runs = pd.DataFrame([{"lr": r.config.lr, "seed": r.config.seed,       # a diverged run cannot win
+                                  "R@1": r.metrics.get("R@1") if r.status == "done" else float("-inf")}
+                                 for r in rows if r is not None], columns=["lr", "seed", "R@1"])
+            c = selection.choose(selection.scores_of(runs, by="lr"), selection.LR_GRID, zero=False)
+            final[arm] = c
+            print(f"  {arm}: chosen lr {c.weight:g}" + (f", growing the grid to {c.needs:g}" if c.needs else "")
+                  + "".join(f"; {f}" for f in c.flags))
+            if c.needs:
+                grids[arm] = (*rates, c.needs)
                 grown = True
         if not grown:
             return final
@@ -320,6 +353,23 @@ def later_stages(store, jobs: int, profile: str = "reference") -> int:
                 print(f"  {loss}: η {got['sec']:g}" + ("" if got["l2reg"] is None else f", L2 {got['l2reg']:g}")
                       + "".join(f"; {f}" for f in got["flags"]) + f" (recorded in {decisive.choices_path()})",
                       flush=True)
+            continue
+        if kind == "select-scale":        # relative SEC's η, and the fixed-scale radius from the η = 0 runs
+            from . import selection
+            losses = getattr(ex, args[0])
+            final = select_stage(losses, ("relative",), plan.shape, plan.length, store, jobs, out, profile, label=stage)
+            for loss in losses:
+                zero = [store.get(c, tables=("test_norms",))
+                        for c in selection.configs(loss, (0.0,), plan.shape, plan.length, "sec", profile)]
+                got = decisive.record_scale(loss, final[(loss, "relative")][0], decisive.radius_of(zero))
+                print(f"  {loss}: relative η {got['relative']:g}, radius {got['radius']:g}"
+                      + "".join(f"; {f}" for f in got["flags"]), flush=True)
+            continue
+        if kind == "select-lr":
+            for arm, c in select_rates(args[0], plan.shape, plan.length, store, jobs, out, profile).items():
+                got = decisive.record_rate(arm, c)
+                print(f"  {arm}: lr {got['lr']:g}" + "".join(f"; {f}" for f in got["flags"])
+                      + f" (recorded in {decisive.choices_path()})", flush=True)
             continue
         if (out / "runs.parquet").exists():
             print(f"restored {tier.restore(out, store)} committed {stage} runs of {out} into {store.root}")

@@ -11,13 +11,20 @@ Pre-registered with the plan (``data/reference/decisive/README.md``; the cost pl
   selected η of the four main losses; :data:`~sec_lib.runs.plan.FLOOR` (5) for every other arm and chapter; 3
   per point for the η sweep on the test classes. The chapters' configs come from
   :func:`sec_lib.runs.experiments.chapter_configs` with this profile, so the pages read exactly the runs trained.
-- **Stages after the main comparison** (:data:`STAGES`, in training order): the held-out selection of tuplet
-  margin and CosFace (η and L2 grids, 3 seeds a point, grown at an edge, as the main losses'), their four arms; the
-  η sweep; μ; BN/WN; the normalize layer; the held-out η selection of the review losses (:data:`REVIEW_GRID`, η
-  only); ssl, N-pair and the face losses. Each stage exports to its own folder under ``data/reference/decisive/``.
-- **Not yet written**: the Adam-vs-SGD chapter (it needs SGD's own rate on held-out classes under the schedule),
-  the convergence chapter's dense early curves (a cosine run's first iterations are not a shorter cosine run), the
-  scale and fine-tuning chapters. :data:`LATER` names them.
+- **Stages after the main comparison** (:data:`STAGES`, in training order): tuplet margin and CosFace's held-out
+  η and L2 selection (as the main losses') and their four arms; the η sweep; μ; BN/WN; the normalize layer; SGD's
+  held-out rates and Adam against SGD; the convergence chapter's early curves; the scale chapter's selection and
+  arms; the review losses' held-out η selection (:data:`REVIEW_GRID`, η only) and ssl, N-pair and the face losses.
+  Each stage exports to its own folder under ``data/reference/decisive/``; a run an earlier stage named is not
+  named again.
+- SGD's learning rates (the Adam-vs-SGD chapter), without and with SEC, are chosen the same way on held-out
+  classes (:data:`~sec_lib.runs.selection.LR_GRID`, semihard, 3 seeds a rate, grown at an edge).
+- The convergence chapter's dense early curves are exact prefixes of the main comparison's runs: the first 2,000
+  iterations, evaluated every 100, on the full run's cosine horizon (:func:`sec_lib.runs.experiments.early_twin`).
+- The scale chapter (issue 23): relative SEC's η on held-out classes (:data:`~sec_lib.runs.selection.RELATIVE_GRID`,
+  3 seeds, grown at an edge) and the fixed-scale radius (the median norm of the η = 0 held-out runs,
+  :func:`radius_of`), then its two new arms at 5 seeds (none, L2-reg and SEC are the main comparison's runs).
+- **Not yet written**: the fine-tuning chapter. :data:`LATER` names it.
 """
 from __future__ import annotations
 
@@ -32,6 +39,7 @@ from . import tier
 from .mainstage import EVALS, Plan
 from .pilot import TIER, schedule
 from .plan import FLOOR
+from .selection import RELATIVE_GRID
 
 #: Adam's rate in every decisive run (the reference tier's held-out choice; the pilot kept it).
 LR = 3e-3
@@ -41,7 +49,7 @@ SWEEP_SEEDS = 3
 REVIEW_GRID = (0.1, 0.5, 1.0)
 #: The chapters the decisive profile trains and its pages read.
 CHAPTERS = ("compare", "tuned", "main", "beyond", "norms", "instability", "convergence", "eta", "mu", "bnwn",
-            "normlayer", "ssl", "npair", "face")
+            "normlayer", "optim", "scale", "ssl", "npair", "face")
 #: The stages after the main comparison: (stage = export folder, what it is, ("select", the name of a loss list in
 #: :mod:`~sec_lib.runs.experiments`, kinds) for a held-out selection | ("train", chapters)).
 STAGES = (
@@ -52,14 +60,22 @@ STAGES = (
     ("mu", "which μ", ("train", ("mu",))),
     ("bnwn", "BN and WN heads", ("train", ("bnwn",))),
     ("normlayer", "a normalize layer", ("train", ("normlayer",))),
+    ("sgd-selection", "SGD's held-out learning rates, without and with SEC", ("select-lr", ("sgd", "sgd+sec"))),
+    ("optim", "Adam against SGD", ("train", ("optim",))),
+    ("convergence", "the first 2,000 iterations of none and SEC at the paper's η, evaluated every 100",
+     ("train", ("convergence",))),
+    ("scale-selection", "relative SEC's held-out η, and the fixed-scale radius", ("select-scale", "MAIN_LOSSES")),
+    ("scale", "shrink or equalize: relative SEC and the fixed-scale control", ("train", ("scale",))),
     ("review-selection", "the review losses: held-out η grid", ("select", "REVIEW_LOSSES", ("sec",))),
     ("review", "SimCLR and SupCon, the N-pair readings, CosFace and ArcFace", ("train", ("ssl", "npair", "face"))),
 )
 #: What the tier does not train yet, and why.
-LATER = {"optim": "SGD needs its own rate on held-out classes under the pilot's schedule",
-         "convergence (dense early curves)": "a cosine run's first iterations are not a shorter cosine run",
-         "scale": "relative SEC's held-out η and the fixed-scale radius under the schedule",
-         "pretrained": "the fine-tuning rates under the schedule"}
+LATER = {"pretrained": "the fine-tuning rates under the schedule"}
+
+
+#: The keys of ``choices.json`` that hold SGD's held-out learning rates (:func:`record_rate`) and the scale chapter's
+#: relative η and radius (:func:`record_scale`); every other key is a loss.
+RATES, SCALE = "rates", "scale"
 
 
 def plan_path(root=None) -> Path:
@@ -85,6 +101,58 @@ def read_choices(root=None) -> dict:
     return json.loads(path.read_text()) if path.exists() else {}
 
 
+def _write_choices(have: dict, root=None) -> None:
+    path = choices_path(root)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-choices-")
+    with os.fdopen(fd, "w") as f:
+        f.write(json.dumps(have, indent=1, sort_keys=True) + "\n")
+    os.replace(tmp, path)
+
+
+def record_rate(arm: str, choice, root=None) -> dict:
+    """Write SGD's held-out learning rate for ``arm`` ('sgd', 'sgd+sec'; a final
+    :class:`~sec_lib.runs.selection.Choice` over rates) under ``choices.json``'s ``rates``, once, like
+    :func:`record_choice`. Returns the arm's entry on disk."""
+    if choice.needs is not None:
+        raise ValueError(f"the rate selection of {arm!r} is not final (it still needs {choice.needs:g})")
+    have = read_choices(root)
+    rates = have.setdefault(RATES, {})
+    if arm not in rates:
+        rates[arm] = {"lr": float(choice.weight), "flags": [f for f in choice.flags if "SEC not selected" not in f]}
+        _write_choices(have, root)
+    return rates[arm]
+
+
+def radius_of(runs) -> float:
+    """The fixed-scale control's radius: the median raw-embedding norm on the held-out classes of the η = 0
+    selection runs (``runs``: their RunResults with ``test_norms``, pooled over the seeds), to 3 significant digits.
+    SEC toward it equalizes the norms at the scale the loss reaches without a regularizer, so it does not shrink
+    them. SelectionError when no done run has norms."""
+    import numpy as np
+    norms = [n for r in runs if r is not None and r.status == "done" and "norm" in r.test_norms
+             for n in r.test_norms["norm"]]
+    med = float(np.median(np.asarray(norms, float))) if norms else float("nan")
+    if not (np.isfinite(med) and med > 0):
+        raise ex.SelectionError(f"the η = 0 selection runs give no positive median norm ({len(norms)} norms from "
+                                f"{sum(r is not None for r in runs)} runs): the fixed-scale control has no radius")
+    return float(f"{med:.3g}")
+
+
+def record_scale(loss: str, relative, radius: float, root=None) -> dict:
+    """Write ``loss``'s relative-SEC η (a final :class:`~sec_lib.runs.selection.Choice`; the best nonzero η where
+    none won) and fixed-scale radius under ``choices.json``'s ``scale``, once. Returns the entry on disk."""
+    from .mainstage import tested_weight
+    if relative.needs is not None:
+        raise ValueError(f"the relative-SEC selection of {loss!r} is not final (it still needs {relative.needs:g})")
+    have = read_choices(root)
+    scale = have.setdefault(SCALE, {})
+    if loss not in scale:
+        scale[loss] = {"relative": tested_weight(relative), "radius": float(radius), "flags": list(relative.flags)}
+        _write_choices(have, root)
+    return scale[loss]
+
+
 def record_choice(loss: str, sec, l2=None, root=None) -> dict:
     """Write ``loss``'s held-out choice (:class:`~sec_lib.runs.selection.Choice` s: SEC's η and, if given, the L2
     weight; where no regularizer won, the best nonzero weight, flagged) to ``choices.json`` atomically, unless
@@ -93,16 +161,13 @@ def record_choice(loss: str, sec, l2=None, root=None) -> dict:
     for name, c in (("sec", sec), ("l2reg", l2)):
         if c is not None and c.needs is not None:
             raise ValueError(f"the {name} selection of {loss!r} is not final (it still needs {c.needs:g})")
+    if loss in (RATES, SCALE):
+        raise ValueError(f"{loss!r} is not a loss: choices.json keeps the rates and the scale chapter's choices under it")
     have = read_choices(root)
     if loss not in have:
         have[loss] = {"sec": tested_weight(sec), "l2reg": None if l2 is None else tested_weight(l2),
                       "flags": [*sec.flags, *(f"L2: {f}" for f in (l2.flags if l2 is not None else []))]}
-        path = choices_path(root)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-choices-")
-        with os.fdopen(fd, "w") as f:
-            f.write(json.dumps(have, indent=1, sort_keys=True) + "\n")
-        os.replace(tmp, path)
+        _write_choices(have, root)
     return have[loss]
 
 
@@ -114,7 +179,13 @@ def profile(plan: Plan | None = None, choices: dict | None = None, root=None) ->
     choices = choices if choices is not None else read_choices(root)
     ref = ex.get_profile("reference")
     fixed = {**{("sec", l): float(w) for l, w in plan.eta.items()}, **{("zero", l): float(w) for l, w in plan.l2.items()}}
+    for arm, r in choices.get(RATES, {}).items():
+        fixed[("lr", arm)] = float(r["lr"])
+    for loss, c in choices.get(SCALE, {}).items():
+        fixed[("relative", loss)], fixed[("radius", loss)] = float(c["relative"]), float(c["radius"])
     for loss, c in choices.items():
+        if loss in (RATES, SCALE):
+            continue
         fixed.setdefault(("sec", loss), float(c["sec"]))
         if c.get("l2reg") is not None:
             fixed.setdefault(("zero", loss), float(c["l2reg"]))
@@ -123,8 +194,8 @@ def profile(plan: Plan | None = None, choices: dict | None = None, root=None) ->
     return dataclasses.replace(
         ref, name=TIER, base=base, seeds=tuple(range(FLOOR)), main_seeds=tuple(range(plan.seeds)),
         floor_seeds=tuple(range(FLOOR)), sweep_seeds=tuple(range(SWEEP_SEEDS)), fixed_optimizer="adam",
-        fixed_choices=fixed, pilot_iterations=0, pilot_eval_every=0, iteration_grid=(), early_iterations=0,
-        early_eval_every=0, chapters=CHAPTERS, review_eta_grid=REVIEW_GRID, relative_eta_grid=())
+        fixed_choices=fixed, pilot_iterations=0, pilot_eval_every=0, iteration_grid=(), chapters=CHAPTERS,
+        review_eta_grid=REVIEW_GRID, relative_eta_grid=RELATIVE_GRID)
 
 
 def stage_configs(p: ex.Profile, chapters, store=None) -> list:

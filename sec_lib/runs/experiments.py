@@ -186,6 +186,9 @@ def tuned(profile: Profile, optimizer: str, store, sec: bool = False) -> Profile
     ``fixed_optimizer`` has no pilot: its settings are the profile's own (the paper's), unchanged."""
     if optimizer == profile.fixed_optimizer:
         return profile
+    if profile.fixed_choices:                  # a rate chosen by a selection of its own (the decisive tier)
+        lr = fixed_choice(profile, "lr", f"{optimizer}+sec" if sec else optimizer)
+        return dataclasses.replace(profile, base=dict(profile.base, optimizer=optimizer, lr=lr))
     runs = pilot_runs(profile, store, optimizer, sec)
     base = dict(profile.base, optimizer=optimizer, lr=chosen_lr(profile, optimizer, runs, sec),
                 iterations=chosen_iterations(profile, runs))
@@ -231,16 +234,26 @@ def stored_selection(q: Profile, store, losses=(*MAIN_LOSSES, *EXTRA_LOSSES)) ->
     return stored_runs(store, need, "the η selection", q)
 
 
+#: What a profile's ``fixed_choices`` hold, by kind.
+FIXED_KINDS = {"sec": "η", "zero": "L2 weight", "relative": "relative SEC's η", "radius": "fixed-scale radius",
+               "lr": "learning rate"}
+
+
+def fixed_choice(profile: Profile, kind: str, name: str) -> float:
+    """The weight (or rate, or radius) ``profile`` fixed for ``(kind, name)`` (:data:`FIXED_KINDS`); KeyError while
+    that choice has not been made (its held-out selection has not trained yet)."""
+    if (kind, name) not in profile.fixed_choices:
+        raise KeyError(f"profile {profile.name!r} has no held-out choice of the {FIXED_KINDS[kind]} for {name!r} yet "
+                       "(`make decisive` makes it after the main comparison)")
+    return float(profile.fixed_choices[(kind, name)])
+
+
 def chosen_eta(profile: Profile, loss: str, selection_runs, mu: str = "batch") -> float:
     """The nonzero weight of the grid with the best held-out R@1 for ``loss`` (ties: the smaller);
     ``mu='zero'``: the L2-reg weight. ``selection_runs``: RunResults of :func:`eta_selection`. A profile with
     ``fixed_choices`` gives its fixed weight (KeyError while that loss's selection has not been made)."""
     if profile.fixed_choices:
-        kind = "zero" if mu == "zero" else "sec"
-        if (kind, loss) not in profile.fixed_choices:
-            raise KeyError(f"profile {profile.name!r} has no held-out choice of the {'L2 weight' if kind == 'zero' else 'η'}"
-                           f" for {loss!r} yet (`make decisive` makes it after the main comparison)")
-        return float(profile.fixed_choices[(kind, loss)])
+        return fixed_choice(profile, "zero" if mu == "zero" else "sec", loss)
     cands = [(run_score(r), r.config.eta) for r in selection_runs
              if r is not None and r.config.loss == loss and r.config.eta > 0 and r.config.mu == mu
              and not r.config.relative]
@@ -319,19 +332,18 @@ def early_twin(p: Profile, cfg: TrainConfig) -> TrainConfig:
 
     Under a constant learning rate the prefix retraces the first iterations of ``cfg`` exactly (evaluation
     draws no random numbers; tests/test_train.py), so its dense evaluations are ``cfg``'s own early
-    curve. So does a step schedule whose first milestone comes after the prefix: the rate is constant until
-    then (the decisive tier's step shape, :mod:`sec_lib.runs.pilot`). Raises ValueError for any other
-    schedule that depends on the run length, or a prefix not shorter than the run."""
+    curve. So does a step schedule whose first milestone comes after the prefix (the rate is constant until
+    then), and a cosine schedule whose horizon stays the full run's (``schedule_iterations``: the prefix follows
+    the full run's rates; the decisive tier's shape, :mod:`sec_lib.runs.pilot`). Raises ValueError for a step
+    schedule with a milestone inside the prefix, or a prefix not shorter than the run."""
     if cfg.schedule == "step" and cfg.lr_milestones and min(cfg.lr_milestones) <= p.early_iterations:
         raise ValueError(f"early_twin needs the first lr milestone after the prefix: {min(cfg.lr_milestones)} <= "
                          f"early_iterations = {p.early_iterations} (the prefix would be another run)")
-    if cfg.schedule not in ("constant", "step"):
-        raise ValueError(f"early_twin needs schedule='constant' or 'step' with its milestones after the prefix (a "
-                         f"prefix of a {cfg.schedule!r} schedule is another run); valid: 'constant', 'step'")
     if not 0 < p.early_iterations < cfg.iterations:
         raise ValueError(f"early_iterations = {p.early_iterations} must be in (0, {cfg.iterations}) "
                          f"(the run's length) for profile {p.name!r}")
-    return dataclasses.replace(cfg, iterations=p.early_iterations, eval_every=p.early_eval_every)
+    horizon = {"schedule_iterations": cfg.schedule_iterations or cfg.iterations} if cfg.schedule == "cosine" else {}
+    return dataclasses.replace(cfg, iterations=p.early_iterations, eval_every=p.early_eval_every, **horizon)
 
 
 def convergence(p: Profile, store=None) -> list[TrainConfig]:

@@ -73,8 +73,11 @@ def stages(n_main: int, length: int, eta_grid=(0.005, 0.05, 0.1, 0.5, 1.0), l2_g
         ("η sweep on the test classes: 4 losses x 5 η x 3 seeds", main * len(eta_grid) * 3, length),
         ("μ: 2 losses x 9 settings x 5 seeds", 2 * 9 * other, length),
         ("BN/WN: 4 heads x {none, SEC} x 5 seeds", 4 * 2 * other, length),
+        ("SGD's rates (held-out, 3 seeds): 5 rates x {none, SEC}", 5 * 2 * sel_seeds, length),
         ("normalize layer and Adam vs SGD: 2 + 8 arms x 5 seeds", 10 * other, length),
         ("convergence: dense early prefixes, 4 losses x 2 x 5 seeds (2,000 iterations)", main * 2 * other, 2000),
+        ("scale: relative SEC's held-out η (3 η x 3 seeds) and 2 arms x 5 seeds", main * 3 * sel_seeds + main * 2 * other,
+         length),
         ("ssl, npair and face: review losses' selection and arms", 5 * sel_seeds * 4 + 8 * 2 * other, length),
     ]
 

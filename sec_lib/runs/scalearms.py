@@ -55,16 +55,23 @@ def scale(p: Profile, store) -> list[TrainConfig]:
     table's weight), plain SEC at the η chosen on held-out classes, relative SEC at its own held-out choice
     (:func:`chosen_relative_eta`) and the fixed-scale control (:func:`fixed_scale_mu`, at plain SEC's η). The
     none, L2-reg and plain-SEC runs are those of the main table and the tuned chapter. A profile without a
-    ``relative_eta_grid`` has no such chapter (no runs)."""
+    ``relative_eta_grid`` has no such chapter (no runs). A profile with ``fixed_choices`` (the decisive tier) takes
+    relative SEC's η and the radius from them, and trains the arms over its ``floor_seeds``."""
     if not p.relative_eta_grid:
         return []
-    sel, rel = ex.stored_selection(p, store), relative_selection_runs(p, store)
+    if p.fixed_choices:       # chosen by selections of their own (the decisive tier): relative η and radius fixed
+        sel = []
+        relative = lambda loss: ex.fixed_choice(p, "relative", loss)         # noqa: E731
+        radius = lambda loss: ex.fixed_choice(p, "radius", loss)            # noqa: E731
+    else:
+        sel, rel = ex.stored_selection(p, store), relative_selection_runs(p, store)
+        relative = lambda loss: chosen_relative_eta(p, loss, rel)           # noqa: E731
+        radius = lambda loss: fixed_scale_mu(p, loss, store)                # noqa: E731
     out = []
     for loss in MAIN_LOSSES:
         eta = ex.chosen_eta(p, loss, sel)
         l2 = {"eta": ex.chosen_eta(p, loss, sel, "zero")} if p.main_seeds else {}
         arms = [("none", {}), ("l2reg", l2), ("sec", {"eta": eta}),
-                ("sec", {"eta": chosen_relative_eta(p, loss, rel), "relative": True}),
-                ("sec", {"eta": eta, "mu": fixed_scale_mu(p, loss, store)})]
-        out += [ex.config(p, loss, v, s, **ch) for v, ch in arms for s in ex.table_seeds(p)]
+                ("sec", {"eta": relative(loss), "relative": True}), ("sec", {"eta": eta, "mu": radius(loss)})]
+        out += [ex.config(p, loss, v, s, **ch) for v, ch in arms for s in (p.floor_seeds or ex.table_seeds(p))]
     return out

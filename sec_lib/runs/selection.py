@@ -22,6 +22,10 @@ from dataclasses import dataclass
 import pandas as pd
 
 ETA_GRID = (0.005, 0.05, 0.1, 0.5, 1.0)
+#: Relative (scale-free) SEC's held-out η grid (the scale chapter, issue 23; the gpu profile's).
+RELATIVE_GRID = (0.1, 1.0, 10.0)
+#: The kinds of weight a held-out selection chooses: SEC's η, the L2 weight (μ = 0), relative SEC's η.
+KINDS = ("sec", "l2reg", "relative")
 L2_GRID = (0.001, 0.005, 0.01)
 SEEDS = (1000, 1001, 1002)
 MAX_EXTENSIONS = 2
@@ -53,7 +57,7 @@ def grid_after(base: tuple, scores: dict) -> tuple:
     return tuple(sorted({*base, *(w for w in scores if w > 0)}))
 
 
-def choose(scores: dict, base: tuple = ETA_GRID, zero: bool = True) -> Choice:
+def choose(scores: dict, base: tuple = ETA_GRID, zero: bool = True, factor: float = FACTOR) -> Choice:
     """The choice from ``scores`` ({weight: mean held-out R@1}, complete points only; 0 is the no-regularizer
     point when ``zero``). Returns the next extension to train in ``needs`` while the best nonzero weight sits at
     an edge with extensions left on that side."""
@@ -67,15 +71,15 @@ def choose(scores: dict, base: tuple = ETA_GRID, zero: bool = True) -> Choice:
     used = {"low": sum(w < min(base) for w in grid), "high": sum(w > max(base) for w in grid)}
     needs = None
     if edge and used[edge] < MAX_EXTENSIONS:
-        needs = grid[0] / FACTOR if edge == "low" else grid[-1] * FACTOR
+        needs = grid[0] / factor if edge == "low" else grid[-1] * factor
     return Choice(weight, best_nonzero, dict(scores), grid, edge, needs)
 
 
-def scores_of(runs: pd.DataFrame, seeds=SEEDS, metric: str = "R@1") -> dict:
-    """{weight: mean ``metric`` over ``seeds``} from held-out runs (columns eta, seed, metric), for the weights
-    whose every seed is there."""
+def scores_of(runs: pd.DataFrame, seeds=SEEDS, metric: str = "R@1", by: str = "eta") -> dict:
+    """{weight: mean ``metric`` over ``seeds``} from held-out runs (columns ``by`` (the weight: η, or a learning
+    rate), seed, metric), for the weights whose every seed is there."""
     out = {}
-    for w, g in runs.groupby("eta"):
+    for w, g in runs.groupby(by):
         if set(seeds) <= set(g["seed"]):
             out[float(w)] = float(g[g["seed"].isin(seeds)][metric].mean())
     return out
@@ -91,18 +95,40 @@ def paired_diffs(runs: pd.DataFrame, weight: float, metric: str = "R@1") -> pd.D
 
 def configs(loss: str, weights, shape: str, length: int, kind: str = "sec", profile: str = "reference") -> list:
     """The held-out runs of ``weights`` for ``loss`` (``kind`` 'sec': η with μ the batch mean, 0 = no
-    regularizer; 'l2reg': the L2 weight, μ = 0) under the pilot's ``shape`` and ``length``, every seed of
+    regularizer; 'l2reg': the L2 weight, μ = 0; 'relative': relative SEC's η) under the pilot's ``shape`` and ``length``, every seed of
     :data:`SEEDS`; evaluated at the end only, batch statistics every 20 steps (the choice needs neither more)."""
     from . import experiments as ex
     from .pilot import schedule
-    if kind not in ("sec", "l2reg"):
-        raise ValueError(f"kind {kind!r} is not valid; valid values: sec, l2reg")
+    if kind not in KINDS:
+        raise ValueError(f"kind {kind!r} is not valid; valid values: {', '.join(KINDS)}")
     p = ex.get_profile(profile)
     out = []
     for w in weights:
-        variant = "none" if w == 0 else kind
+        variant = "none" if w == 0 else "sec" if kind == "relative" else kind
+        extra = {"relative": True} if kind == "relative" and w else {}
         for seed in SEEDS:
             out.append(ex.config(p, loss, variant, seed, holdout_classes=p.holdout_classes, optimizer="adam", lr=3e-3,
-                                 eval_every=0, stats_every=20, **({"eta": float(w)} if w else {}),
+                                 eval_every=0, stats_every=20, **({"eta": float(w)} if w else {}), **extra,
                                  **schedule(shape, length)))
     return out
+
+
+#: SGD's held-out learning-rate grid for the Adam-vs-SGD chapter (the reference tier's), grown like the others.
+LR_GRID = (0.01, 0.03, 0.1, 0.3, 1.0)
+#: The rate selections: SGD without a regularizer, and SGD with SEC at the paper's η (each optimizer arm at its own
+#: rate, as in the reference tier's pilot).
+RATE_ARMS = ("sgd", "sgd+sec")
+
+
+def rate_configs(arm: str, rates, shape: str, length: int, profile: str = "reference", loss: str = "semihard") -> list:
+    """The held-out runs of SGD's rate selection for ``arm`` (:data:`RATE_ARMS`) at ``rates``: ``loss`` (semihard,
+    as the reference tier's pilot) without a regularizer or with SEC at the paper's η, under the pilot's schedule,
+    every seed of :data:`SEEDS`, evaluated at the end."""
+    from . import experiments as ex
+    from .pilot import schedule
+    if arm not in RATE_ARMS:
+        raise ValueError(f"arm {arm!r} is not valid; valid values: {', '.join(RATE_ARMS)}")
+    p = ex.get_profile(profile)
+    return [ex.config(p, loss, "sec" if arm == "sgd+sec" else "none", seed, holdout_classes=p.holdout_classes,
+                      optimizer="sgd", lr=float(lr), eval_every=0, stats_every=20, **schedule(shape, length))
+            for lr in rates for seed in SEEDS]

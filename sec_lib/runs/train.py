@@ -107,6 +107,8 @@ class TrainConfig:
     lr_milestones: tuple = ()
     lr_decay: float = 0.1
     iterations: int = 200
+    schedule_iterations: int = 0      # the schedule's horizon (cosine's T), 0: the run's length; a longer horizon makes
+                                      # this run the exact prefix of the longer run (experiments.early_twin)
     batch_size: int = 60              # P x K; K from the loss's paper setting unless batch_k is set
     batch_k: int | None = None
     seed: int = 0
@@ -183,6 +185,12 @@ class TrainConfig:
                                  f"{self.eta!r}, mu = {self.mu!r}); leave it False otherwise")
         if any(not isinstance(m, int) or m < 1 for m in self.lr_milestones):
             raise ParameterError(f"parameter 'lr_milestones' = {self.lr_milestones!r} must be positive integers")
+        Number(0, 10**8, True).check("schedule_iterations", self.schedule_iterations)
+        if self.schedule_iterations and (self.schedule != "cosine" or self.schedule_iterations < self.iterations):
+            raise ParameterError(f"parameter 'schedule_iterations' = {self.schedule_iterations!r} sets a cosine "
+                                 f"schedule's horizon beyond the run (a prefix of a longer run): it needs schedule = "
+                                 f"'cosine' and a value >= iterations = {self.iterations} (got schedule = "
+                                 f"{self.schedule!r}); 0 means the run's own length")
         Device().check("device", self.device)
         check_view_settings(self)
         return self
@@ -259,7 +267,7 @@ class TrainConfig:
 
 
 #: Fields left out of :meth:`TrainConfig.to_dict` while they equal their default (fields added later).
-OMITTED_AT_DEFAULT: dict = {"views": 0, "augment": {}, "stats_every": 1, "relative": False}
+OMITTED_AT_DEFAULT: dict = {"views": 0, "augment": {}, "stats_every": 1, "relative": False, "schedule_iterations": 0}
 
 
 @dataclass
@@ -514,7 +522,7 @@ def make_optimizer(cfg: TrainConfig, model, loss_fn):
     if cfg.schedule == "step" and cfg.lr_milestones:
         sched = torch.optim.lr_scheduler.MultiStepLR(opt, list(cfg.lr_milestones), gamma=cfg.lr_decay)
     elif cfg.schedule == "cosine":
-        sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=cfg.iterations)
+        sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=cfg.schedule_iterations or cfg.iterations)
     else:
         sched = None
     return opt, sched
