@@ -386,3 +386,50 @@ def prediction_sentence(df: pd.DataFrame, profile: str = "reference") -> str:
             f"r = {r:+.2f} [{lo:+.2f}, {hi:+.2f}] (Spearman {rho:+.2f}). The held-out choice is also the test's best "
             f"η for {len(same)} of {d['loss'].nunique()} losses{' (' + ', '.join(same) + ')' if same else ''}. "
             "The decisive tier selects with 3 seeds per grid point for this reason.")
+
+
+# -- the decisive tier's held-out selection -----------------------------------------------------------------
+
+def decisive_selection(root=None) -> tuple[pd.DataFrame, pd.DataFrame, str]:
+    """The decisive tier's held-out η and L2 selection as committed (``data/reference/decisive/selection/``):
+    one table per regularizer (SEC's η, the L2 weight), a row per main loss, a column per grid point (η = 0, the
+    registered grid and any extension trained), each cell the mean held-out R@1 over the seeds trained and how many
+    of the 3 (:data:`MISSING` where none), and the choice by the registered rule
+    (:func:`sec_lib.runs.selection.choose`) once every point has its seeds, with its flags; and a computed sentence."""
+    from ..runs import pilot, selection
+    d = tier_dir(pilot.TIER, root) / "selection"
+    if not (d / "runs.parquet").exists():
+        return pd.DataFrame(), pd.DataFrame(), "The decisive tier's held-out selection has no committed run yet."
+    runs = open_tier(d).runs
+    runs = runs.assign(score=runs["R@1"].where(runs["status"] == "done", -math.inf))
+    tables, chosen, pending = [], [], []
+    for kind, mu, base in (("SEC η", "batch", selection.ETA_GRID), ("L2 weight", "zero", selection.L2_GRID)):
+        rows = []
+        for loss in ex.MAIN_LOSSES:
+            sub = runs[(runs["loss"] == loss) & ((runs["eta"] == 0) | (runs["mu"] == mu))]
+            scores = selection.scores_of(sub.assign(**{"R@1": sub["score"]}))    # a failed run scores -inf
+            grid = (0.0, *selection.grid_after(base, {w: 0 for w in sub["eta"]}))
+            row = {"loss": loss}
+            for w in grid:
+                pt = sub[sub["eta"] == w]
+                row[f"{w:g}"] = MISSING if not len(pt) else f"{pt['score'].mean():.2f} ({len(pt)} of {len(selection.SEEDS)})"
+            if all(w in scores for w in grid):
+                c = selection.choose(scores, base)
+                row["choice"] = (f"{c.weight:g}" + (f"; grows to {c.needs:g}" if c.needs else "")
+                                 + "".join(f"; {f}" for f in c.flags))
+                if c.needs is None:
+                    chosen.append(f"{loss} {kind} {c.weight:g}")
+            else:
+                row["choice"] = "pending"
+                pending.append(f"{loss} {kind}")
+            rows.append(row)
+        t = pd.DataFrame(rows).fillna(MISSING)
+        tables.append(t[["loss", *[c for c in t.columns if c not in ("loss", "choice")], "choice"]])
+    n = len(runs)
+    first = len(ex.MAIN_LOSSES) * len(selection.SEEDS) * (1 + len(selection.ETA_GRID) + len(selection.L2_GRID))
+    text = (f"{n} held-out selection runs are committed (the first round names {first}: {len(ex.MAIN_LOSSES)} losses × "
+            f"η = 0, {len(selection.ETA_GRID)} η and {len(selection.L2_GRID)} L2 weights × {len(selection.SEEDS)} "
+            f"seeds; a grid grows by a point while its best weight sits at an edge). "
+            + (f"Final choices: {', '.join(chosen)}. " if chosen else "No choice is final yet. ")
+            + (f"Pending: {', '.join(pending)}." if pending else "Every choice is made; the plan is written next."))
+    return tables[0], tables[1], text

@@ -166,3 +166,37 @@ def test_selection_prediction_against_scipy():
     assert "one selection seed" not in s and "mean over 1 selection seed per cell" in s
     assert "cannot be measured yet" in tiers.prediction_sentence(df.iloc[:3])
     assert list(tiers.selection_prediction("smoke", root="/nonexistent").columns) == tiers.COLUMNS
+
+
+def test_the_decisive_selection_section_shows_each_point_and_the_rules_choice(tmp_path):
+    """Each grid point's mean held-out R@1 over its seeds, with how many of the 3 are in; a loss's choice by the
+    registered rule once every point has its seeds (growing the grid at an edge), 'pending' before; a failed run
+    counts as -inf."""
+    from sec_lib.chapters import tiers
+    from sec_lib.runs import pilot, selection, tier
+    from sec_lib.runs.store import ResultStore
+    from sec_lib.runs.train import RunResult
+    assert "no committed run yet" in tiers.decisive_selection(tmp_path)[2]
+    store = ResultStore(tmp_path / "store")
+    e = pd.DataFrame({"step": [1], "R@1": [1.0]})
+    peak = {"triplet": 0.05, "ms": 0.005}                     # ms peaks at the grid's low edge: it grows
+    named = []
+    for loss in ("triplet", "ms"):
+        for c in selection.configs(loss, (0.0, *selection.ETA_GRID), "cosine", 300):
+            score = 80.0 - abs(c.eta - peak[loss]) * 10 + (c.seed - 1001) / 1e4
+            failed = loss == "triplet" and c.eta == 1.0 and c.seed == 1000
+            store.save(RunResult(c, "failed" if failed else "done", {} if failed else {"R@1": score}, e.iloc[:0],
+                                 e.iloc[:0], e, e.iloc[:0], e.iloc[:0], e.iloc[:0]))
+            named.append(c)
+    l2 = selection.configs("triplet", (0.005,), "cosine", 300, "l2reg")[:2]            # 2 of the 3 seeds
+    for c in l2:
+        store.save(RunResult(c, "done", {"R@1": 79.0}, e.iloc[:0], e.iloc[:0], e, e.iloc[:0], e.iloc[:0], e.iloc[:0]))
+    tier.export(store, named + l2, tier.tier_dir(pilot.TIER, tmp_path) / "selection")
+    eta, l2t, text = tiers.decisive_selection(tmp_path)
+    t = eta.set_index("loss")
+    assert t.loc["triplet", "choice"] == "0.05" and t.loc["triplet", "0.05"] == "80.00 (3 of 3)"
+    assert t.loc["triplet", "1"] == "-inf (3 of 3)"                                 # a failed run cannot win
+    assert t.loc["ms", "choice"] == "0.005; grows to 0.0005" and t.loc["semihard", "choice"] == "pending"
+    assert l2t.set_index("loss").loc["triplet", "0.005"] == "79.00 (2 of 3)"
+    assert "Final choices: triplet SEC η 0.05." in text and "Pending: semihard SEC η" in text
+    assert not eta.isna().any().any() and not l2t.isna().any().any()
