@@ -89,6 +89,8 @@ def test_the_later_stages_train_in_order_each_run_once(tmp_path, monkeypatch, ca
                         ("SSL_LOSSES", ()), ("NPAIR_VARIANTS", ("tml",)), ("FACE_LOSSES", ("arcface",)),
                         ("MU_LOSSES", ("ms",)), ("BN_HEADS", ("nobn", "paper"))):
         monkeypatch.setattr(ex, name, value)
+    from sec_lib.runs import finetune
+    monkeypatch.setitem(finetune.GRIDS, "decisive", ((1e-4, 3e-4, 1e-3), (0.2, 0.5)))   # 3 trunk rates, 2 ratios
     monkeypatch.setattr(decisive, "CHAPTERS", tuple(c for c in decisive.CHAPTERS if c != "normlayer"))
     monkeypatch.setattr(decisive, "STAGES", tuple(s for s in decisive.STAGES if s[0] != "normlayer"))
     p = a_plan(seeds=6, length=3000, losses=("ms",))
@@ -104,6 +106,8 @@ def test_the_later_stages_train_in_order_each_run_once(tmp_path, monkeypatch, ca
                 score -= abs(math.log10(c.lr / (1.0 if c.eta else 0.1)))
             if c.relative:                              # relative SEC's η peaks at 1 (interior of 0.1, 1, 10)
                 score = 70.0 - abs(math.log10(c.eta)) + c.seed / 1e4
+            if c.pretrained:                            # fine-tuning: trunk 3e-4 (interior), head ratio 0.5
+                score = 80.0 - abs(math.log10(c.lr / 3e-4)) - abs(math.log10(c.lr_head / c.lr / 0.5)) + c.seed / 1e4
             e = pd.DataFrame({"step": [c.iterations], "R@1": [score]})
             norms = pd.DataFrame({"label": [0, 1, 2], "norm": [9.0 + c.seed % 2, 10.0, 14.0], "hit@1": [1, 0, 1]})
             store.save(RunResult(c, "done", {"R@1": score}, e.iloc[:0], e.iloc[:0], e, norms, e.iloc[:0],
@@ -114,14 +118,17 @@ def test_the_later_stages_train_in_order_each_run_once(tmp_path, monkeypatch, ca
     monkeypatch.setattr(S, "run_all", fake_run_all)
     assert commands.later_stages(S.ResultStore(), jobs=500) == 0
     said = capsys.readouterr().out
-    assert "not written yet: pretrained" in said
+    assert "not written yet" not in said and "the decisive tier's stages are complete" in said
     assert decisive.read_choices() == {"tml": {"sec": 0.05, "l2reg": 0.005, "flags": []},
                                        "arcface": {"sec": 0.1, "l2reg": None, "flags": []},   # review grid 0.1/0.5/1
                                        "rates": {"sgd": {"lr": 0.1, "flags": []},            # 1.0: grown to 10, lost
                                                  "sgd+sec": {"lr": 1.0, "flags": []}},
-                                       "scale": {"ms": {"relative": 1.0, "radius": 10.0, "flags": []}}}
+                                       "scale": {"ms": {"relative": 1.0, "radius": 10.0, "flags": []}},
+                                       "finetune": {"lr": 3e-4, "lr_head": 1.5e-4, "flags": []}}
     assert "sgd+sec: chosen lr 1, growing the grid to 10" in said
     folder = tmp_path / "data" / "reference" / "decisive"
+    fine = pd.read_parquet(folder / "pretrained" / "runs.parquet")      # fine-tuned: their twins are main runs
+    assert len(fine) == 3 * plan.FLOOR and set(fine["lr"]) == {3e-4} and set(fine["seed"]) == set(range(plan.FLOOR))
     optim = pd.read_parquet(folder / "optim" / "runs.parquet")          # Adam's arms are the main comparison's
     assert set(optim["optimizer"]) == {"sgd"} and len(optim) == 2 * plan.FLOOR
     assert set(optim.loc[optim["eta"] > 0, "lr"]) == {1.0} and set(optim.loc[optim["eta"] == 0, "lr"]) == {0.1}

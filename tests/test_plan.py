@@ -41,4 +41,4 @@ def test_the_cost_plan_adds_up_in_training_order():
     main = df[df["stage"].str.startswith("main comparison: 4 losses")].iloc[0]
     assert main["runs"] == 4 * 2 * 9 and main["core_hours"] == pytest.approx(72 * 36.0 * 4 / 3600)
     assert df["cumulative_wall_hours"].iloc[-1] == pytest.approx(df["core_hours"].sum() / 2)
-    assert 600 <= df["runs"].sum() <= 900
+    assert 600 <= df["runs"].sum() <= 1100      # the 700-850, plus the SGD, scale and fine-tuning stages

@@ -333,6 +333,38 @@ def select_rates(arms, shape: str, length: int, store, jobs: int, out: Path, pro
             return final
 
 
+def select_finetune(p, store, jobs: int, out: Path) -> tuple[float, float, list]:
+    """The fine-tuning arm's held-out rates under the decisive profile ``p``
+    (:func:`sec_lib.runs.finetune.selection`: every trunk rate × head ratio, 3 seeds a pair): the pair with the best
+    mean held-out R@1 (ties: the smaller trunk rate, then the smaller ratio); while its trunk rate sits at an edge of
+    the trunk grid, the grid grows ×/÷ :data:`~sec_lib.runs.finetune.TRUNK_FACTOR` (twice a side at most), every ratio
+    at the new rate. Returns (trunk lr, head lr, flags)."""
+    from . import finetune, selection
+    if (out / "runs.parquet").exists():
+        print(f"restored {tier.restore(out, store)} committed fine-tuning selection runs of {out} into {store.root}")
+    base, ratios = finetune.grid(p)
+    lrs, named = tuple(base), []
+    while True:
+        want = finetune.selection(p, lrs)
+        named += [c for c in want if c not in named]
+        todo = [c for c in want if not store.has(c)]
+        print(f"fine-tuning rates: {len(want)} runs named, {len(todo)} to train", flush=True)
+        _train_exporting(todo, named, out, store, jobs, "fine-tuning selection")
+        rows = pd.DataFrame([{"lr": r.config.lr, "ratio": round(r.config.lr_head / r.config.lr, 6), "seed": r.config.seed,
+                              "R@1": r.metrics.get("R@1") if r.status == "done" else float("-inf")}
+                             for r in (store.get(c, tables=()) for c in want) if r is not None])
+        done = rows.groupby(["lr", "ratio"]).filter(lambda g: set(selection.SEEDS) <= set(g["seed"]))
+        pairs = done.groupby(["lr", "ratio"])["R@1"].mean().to_dict()        # complete pairs: mean over the seeds
+        by_lr = {lr: max(v for (l, _), v in pairs.items() if l == lr) for lr in lrs if any(l == lr for l, _ in pairs)}
+        c = selection.choose(by_lr, base, zero=False, factor=finetune.TRUNK_FACTOR)
+        if c.needs is None:
+            lr = c.weight
+            ratio = max((r for (l, r) in pairs if l == lr), key=lambda r: (pairs[(lr, r)], -r))
+            return lr, lr * ratio, c.flags
+        print(f"  the best trunk rate {c.weight:g} sits at the {c.edge} edge: growing the grid to {c.needs:g}")
+        lrs = (*lrs, c.needs)
+
+
 def later_stages(store, jobs: int, profile: str = "reference") -> int:
     """The decisive tier's stages after the main comparison (:data:`sec_lib.runs.decisive.STAGES`, in order): a
     held-out selection records each loss's choice in ``choices.json`` once; a training stage trains the runs its
@@ -365,6 +397,12 @@ def later_stages(store, jobs: int, profile: str = "reference") -> int:
                 print(f"  {loss}: relative η {got['relative']:g}, radius {got['radius']:g}"
                       + "".join(f"; {f}" for f in got["flags"]), flush=True)
             continue
+        if kind == "select-finetune":
+            lr, lr_head, flags = select_finetune(decisive.profile(), store, jobs, out)
+            got = decisive.record_finetune(lr, lr_head, flags)
+            print(f"  fine-tuning: trunk lr {got['lr']:g}, head lr {got['lr_head']:g}"
+                  + "".join(f"; {f}" for f in got["flags"]), flush=True)
+            continue
         if kind == "select-lr":
             for arm, c in select_rates(args[0], plan.shape, plan.length, store, jobs, out, profile).items():
                 got = decisive.record_rate(arm, c)
@@ -379,8 +417,9 @@ def later_stages(store, jobs: int, profile: str = "reference") -> int:
         todo = [c for c in cfgs if not store.has(c)]
         print(f"{stage} ({what}): {len(cfgs)} runs, {len(cfgs) - len(todo)} done", flush=True)
         _train_exporting(todo, cfgs, out, store, jobs, stage)
-    print("the decisive tier's written stages are complete; not written yet: "
-          + "; ".join(f"{k} ({v})" for k, v in decisive.LATER.items()), flush=True)
+    print("the decisive tier's stages are complete" + (
+        "; not written yet: " + "; ".join(f"{k} ({v})" for k, v in decisive.LATER.items()) if decisive.LATER else ""),
+        flush=True)
     return 0
 
 

@@ -24,7 +24,13 @@ Pre-registered with the plan (``data/reference/decisive/README.md``; the cost pl
 - The scale chapter (issue 23): relative SEC's η on held-out classes (:data:`~sec_lib.runs.selection.RELATIVE_GRID`,
   3 seeds, grown at an edge) and the fixed-scale radius (the median norm of the η = 0 held-out runs,
   :func:`radius_of`), then its two new arms at 5 seeds (none, L2-reg and SEC are the main comparison's runs).
-- **Not yet written**: the fine-tuning chapter. :data:`LATER` names it.
+- The fine-tuning chapter (issue 24): from the committed glyph backbone (frozen BN, a new head) under the tier's
+  own schedule and length, so that each fine-tuned run differs from its from-scratch twin (the main comparison's
+  run of the same loss, arm and seed) only in its start and the paper's protocol. Trunk and head rates on held-out
+  classes: every trunk rate of :data:`~sec_lib.runs.finetune.TRUNK_LRS` × head ratio of
+  :data:`~sec_lib.runs.finetune.HEAD_RATIOS`, 3 seeds a pair; the best pair by mean held-out R@1 (ties: the smaller
+  rates); the trunk grid grows ×/÷ 3 while the best pair's trunk rate sits at its edge (twice a side at most). Then
+  none, L2-reg and SEC at the paper's η, 5 seeds.
 """
 from __future__ import annotations
 
@@ -49,7 +55,7 @@ SWEEP_SEEDS = 3
 REVIEW_GRID = (0.1, 0.5, 1.0)
 #: The chapters the decisive profile trains and its pages read.
 CHAPTERS = ("compare", "tuned", "main", "beyond", "norms", "instability", "convergence", "eta", "mu", "bnwn",
-            "normlayer", "optim", "scale", "ssl", "npair", "face")
+            "normlayer", "optim", "scale", "pretrained", "ssl", "npair", "face")
 #: The stages after the main comparison: (stage = export folder, what it is, ("select", the name of a loss list in
 #: :mod:`~sec_lib.runs.experiments`, kinds) for a held-out selection | ("train", chapters)).
 STAGES = (
@@ -66,16 +72,19 @@ STAGES = (
      ("train", ("convergence",))),
     ("scale-selection", "relative SEC's held-out η, and the fixed-scale radius", ("select-scale", "MAIN_LOSSES")),
     ("scale", "shrink or equalize: relative SEC and the fixed-scale control", ("train", ("scale",))),
+    ("finetune-selection", "fine-tuning from the glyph backbone: trunk and head rates on held-out classes",
+     ("select-finetune",)),
+    ("pretrained", "fine-tuned runs: none, L2-reg and SEC at the paper's η", ("train", ("pretrained",))),
     ("review-selection", "the review losses: held-out η grid", ("select", "REVIEW_LOSSES", ("sec",))),
     ("review", "SimCLR and SupCon, the N-pair readings, CosFace and ArcFace", ("train", ("ssl", "npair", "face"))),
 )
-#: What the tier does not train yet, and why.
-LATER = {"pretrained": "the fine-tuning rates under the schedule"}
+#: What the tier does not train yet, and why (nothing, now).
+LATER: dict = {}
 
 
 #: The keys of ``choices.json`` that hold SGD's held-out learning rates (:func:`record_rate`) and the scale chapter's
 #: relative η and radius (:func:`record_scale`); every other key is a loss.
-RATES, SCALE = "rates", "scale"
+RATES, SCALE, FINETUNE = "rates", "scale", "finetune"
 
 
 def plan_path(root=None) -> Path:
@@ -153,6 +162,15 @@ def record_scale(loss: str, relative, radius: float, root=None) -> dict:
     return scale[loss]
 
 
+def record_finetune(lr: float, lr_head: float, flags=(), root=None) -> dict:
+    """Write the fine-tuning arm's held-out trunk and head rates under ``choices.json``'s ``finetune``, once."""
+    have = read_choices(root)
+    if FINETUNE not in have:
+        have[FINETUNE] = {"lr": float(lr), "lr_head": float(lr_head), "flags": list(flags)}
+        _write_choices(have, root)
+    return have[FINETUNE]
+
+
 def record_choice(loss: str, sec, l2=None, root=None) -> dict:
     """Write ``loss``'s held-out choice (:class:`~sec_lib.runs.selection.Choice` s: SEC's η and, if given, the L2
     weight; where no regularizer won, the best nonzero weight, flagged) to ``choices.json`` atomically, unless
@@ -161,7 +179,7 @@ def record_choice(loss: str, sec, l2=None, root=None) -> dict:
     for name, c in (("sec", sec), ("l2reg", l2)):
         if c is not None and c.needs is not None:
             raise ValueError(f"the {name} selection of {loss!r} is not final (it still needs {c.needs:g})")
-    if loss in (RATES, SCALE):
+    if loss in (RATES, SCALE, FINETUNE):
         raise ValueError(f"{loss!r} is not a loss: choices.json keeps the rates and the scale chapter's choices under it")
     have = read_choices(root)
     if loss not in have:
@@ -183,8 +201,11 @@ def profile(plan: Plan | None = None, choices: dict | None = None, root=None) ->
         fixed[("lr", arm)] = float(r["lr"])
     for loss, c in choices.get(SCALE, {}).items():
         fixed[("relative", loss)], fixed[("radius", loss)] = float(c["relative"]), float(c["radius"])
+    if FINETUNE in choices:
+        fixed[("lr", "finetune")] = float(choices[FINETUNE]["lr"])
+        fixed[("lr", "finetune-head")] = float(choices[FINETUNE]["lr_head"])
     for loss, c in choices.items():
-        if loss in (RATES, SCALE):
+        if loss in (RATES, SCALE, FINETUNE):
             continue
         fixed.setdefault(("sec", loss), float(c["sec"]))
         if c.get("l2reg") is not None:

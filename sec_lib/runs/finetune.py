@@ -67,12 +67,15 @@ TRUNK_LRS = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2)
 #: held-out R@1 peaked at trunk 1e-3 with ratio 0.2 (89.3) and both rates outside the kept three lost at every
 #: ratio (1e-4: 87.2-87.6; 1e-2: 60.8-78.3), so the edge rule still brackets the choice. ``smoke`` (tests) trains
 #: one rate and two ratios.
-GRIDS = {"smoke": ((1e-3,), (0.2, AUTHORS_CODE_RATIO)), "cpu": (TRUNK_LRS[1:4], HEAD_RATIOS)}
+GRIDS = {"smoke": ((1e-3,), (0.2, AUTHORS_CODE_RATIO)), "cpu": (TRUNK_LRS[1:4], HEAD_RATIOS),
+         "decisive": (TRUNK_LRS, HEAD_RATIOS)}
+#: The decisive tier's trunk-rate grid grows by this factor at an edge (its rates are half-decades).
+TRUNK_FACTOR = 3.0
 #: The step schedule: one decay at this fraction of the run, by :data:`DECAY` (the rebuttal's CUB rows: 0.1 at 5k of 8k).
 MILESTONE_FRACTION = 5 / 8
 DECAY = 0.1
-#: Profiles with a fine-tuning arm (the quick tier; smoke for the tests).
-FINETUNE_PROFILES = ("smoke", "cpu")
+#: Profiles with a fine-tuning arm (the quick tier; smoke for the tests; the decisive tier, :mod:`sec_lib.runs.decisive`).
+FINETUNE_PROFILES = ("smoke", "cpu", "decisive")
 
 
 def _profile(profile) -> ex.Profile:
@@ -88,9 +91,12 @@ def settings(profile, iterations: int | None = None) -> dict:
     p = _profile(profile)
     ck = committed_config()
     n = iterations or p.base["iterations"]
+    if p.name == "decisive":              # the tier's own schedule: the twins differ only in the start and the protocol
+        sched = {"schedule": p.base["schedule"], "lr_milestones": tuple(p.base.get("lr_milestones", ()))}
+    else:
+        sched = {"schedule": "step", "lr_milestones": (max(1, round(MILESTONE_FRACTION * n)),), "lr_decay": DECAY}
     return dict(pretrained=str(CHECKPOINT), model=ck.arch, width=ck.width, image_size=ck.image_size, freeze_bn=True,
-                optimizer="adam", schedule="step", lr_milestones=(max(1, round(MILESTONE_FRACTION * n)),),
-                lr_decay=DECAY)
+                optimizer="adam", **sched)
 
 
 def grid(profile) -> tuple[tuple, tuple]:
@@ -98,13 +104,20 @@ def grid(profile) -> tuple[tuple, tuple]:
     return GRIDS[_profile(profile).name]
 
 
-def selection(profile) -> list[TrainConfig]:
+def selection(profile, lrs=None) -> list[TrainConfig]:
     """The held-out choice of the two rates: semihard without SEC, every (trunk rate, head ratio) pair of the
-    profile's :func:`grid`, on its held-out training classes with its pilot seed (never the test classes)."""
+    profile's :func:`grid` (``lrs``: these trunk rates instead, a grown grid), on its held-out training classes with
+    its pilot seed (never the test classes); the decisive tier: 3 seeds a pair
+    (:data:`sec_lib.runs.selection.SEEDS`), evaluated at the end only."""
     p = _profile(profile)
-    lrs, ratios = grid(p)
-    return [ex.config(p, "semihard", "none", p.pilot_seed, **settings(p), holdout_classes=p.holdout_classes,
-                      lr=lr, lr_head=lr * r) for lr in lrs for r in ratios]
+    grid_lrs, ratios = grid(p)
+    if p.name == "decisive":
+        from .selection import SEEDS
+        seeds, extra = SEEDS, {"eval_every": 0}
+    else:
+        seeds, extra = (p.pilot_seed,), {}
+    return [ex.config(p, "semihard", "none", seed, **settings(p), holdout_classes=p.holdout_classes, lr=lr,
+                      lr_head=lr * r, **extra) for lr in (lrs or grid_lrs) for r in ratios for seed in seeds]
 
 
 def chosen_rates(profile, store: ResultStore) -> tuple[float, float]:
@@ -115,6 +128,8 @@ def chosen_rates(profile, store: ResultStore) -> tuple[float, float]:
     and the choice is among them."""
     p = _profile(profile)
     lrs, ratios = grid(p)
+    if p.fixed_choices:                      # the decisive tier: chosen by its own stage (commands.later_stages)
+        return ex.fixed_choice(p, "lr", "finetune"), ex.fixed_choice(p, "lr", "finetune-head")
     if isinstance(store, ex.AnyChoice):      # checking configs before the selection exists: an interior pair
         return lrs[len(lrs) // 2], lrs[len(lrs) // 2] * ratios[0]
     runs = ex.stored_runs(store, selection(p), "the fine-tuning rate selection", p)
@@ -133,7 +148,9 @@ def runs(profile, store: ResultStore) -> list[TrainConfig]:
     rates; each has its from-scratch twin in the profile's main table (:func:`twin`)."""
     p = _profile(profile)
     lr, lr_head = chosen_rates(p, store)
-    return [dataclasses.replace(c, **settings(p), lr=lr, lr_head=lr_head) for c in ex.main_table(p, store)]
+    seeds = p.floor_seeds or {c.seed for c in ex.main_table(p, store)}     # the decisive tier: 5 seeds an arm
+    return [dataclasses.replace(c, **settings(p), lr=lr, lr_head=lr_head) for c in ex.main_table(p, store)
+            if c.seed in seeds]
 
 
 def twin(profile, cfg: TrainConfig, store) -> TrainConfig:
