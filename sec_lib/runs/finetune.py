@@ -18,8 +18,10 @@ the backbone and the head, frozen BatchNorm and a step schedule. On glyphs the b
   defaults (CUB head 1e-5, backbone 0.5e-5), which the rebuttal does not use. The numbers are copied below
   (:data:`REBUTTAL_TABLE3`) from ``../shared/reference/rebuttal_hyperparameters.md``; nothing reads that file.
 
-Tiers: the quick tier (profile ``cpu``; ``smoke`` for the tests) only, so far: the book's ``pretrained`` chapter
-(:func:`chapter_runs`, after the selection's own wave, :func:`selection_runs`). The from-scratch twin of every run
+Tiers: the quick tier (profile ``cpu``; ``smoke`` for the tests): the book's ``pretrained`` chapter
+(:func:`chapter_runs`, after the selection's own wave, :func:`selection_runs`); and the decisive tier
+(:mod:`sec_lib.runs.decisive`), under its own schedule, with 3 seeds a rate pair and a grid that grows at an edge
+(``commands.select_finetune``), its rates then fixed in ``choices.json``. The from-scratch twin of every run
 is the profile's main-table run (same loss, variant, seed, run length and data; the Adam rate of the profile's
 own learning-rate pilot).
 
