@@ -205,3 +205,27 @@ def test_seed_sd_is_the_arms_own_or_the_pooled_sd_of_its_loss(exported):
     assert sd == pytest.approx(np.std(r1, ddof=1)) and "2 seeds" in what
     sd2, what2 = tier.seed_sd(t, run_key(configs[2]))        # a one-seed arm: the pooled SD of its loss's arms
     assert sd2 == pytest.approx(sd) and "pooled" in what2
+
+
+def test_a_staged_tier_reads_its_stage_folders_as_one_store(exported, tmp_path, monkeypatch):
+    """The decisive tier is committed one folder per stage; store_for reads them as one store (a run found in the
+    stage that holds it, each run once), and its profile is the plan's (none before the plan is written)."""
+    store, configs, _, _ = exported
+    monkeypatch.setattr(tier, "REPO", tmp_path)
+    assert not tier.has_tier("decisive") and isinstance(tier.store_for("decisive"), ResultStore)
+    root = tier.tier_dir("decisive")
+    tier.export(store, configs[:2], root / "pilot")
+    tier.export(store, configs[2:], root / "selection")
+    (root / "empty").mkdir()                                        # a folder without runs is no stage
+    assert tier.has_tier("decisive") and [d.name for d in tier.stage_dirs(root)] == ["pilot", "selection"]
+    staged = tier.store_for("decisive")
+    assert isinstance(staged, tier.StagedTier) and tier.store_for("decisive") is staged      # opened once
+    assert staged.keys() == sorted(run_key(c) for c in configs) and len(staged.runs) == 4
+    for c in configs:
+        assert staged.has(c) and staged.get(c, tables=("evals",)).metrics == store.get(c).metrics
+        assert staged.config(run_key(c)) == c and "cpu_kind" in staged.meta(run_key(c))["provenance"]
+    assert staged.get(dataclasses.replace(configs[0], seed=99)) is None
+    with pytest.raises(ParameterError, match="not in the staged tier .*pilot, selection"):
+        staged.config("0" * 16)
+    with pytest.raises(KeyError, match="no plan yet"):
+        ex.get_profile("decisive")

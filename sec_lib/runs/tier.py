@@ -217,11 +217,66 @@ class TierStore:
 
 
 TIER_PROFILES = ("reference", "gpu")
+#: Tiers committed one folder per stage (``data/reference/<tier>/<stage>/runs.parquet``: the decisive tier's
+#: pilot, selection, main comparison, ...), read as one store (:class:`StagedTier`).
+STAGED_TIERS = ("decisive",)
+
+
+def stage_dirs(root: str | Path) -> list[Path]:
+    """The stage folders of a staged tier at ``root`` that hold runs, in name order."""
+    root = Path(root)
+    return sorted(d for d in root.iterdir() if (d / "runs.parquet").exists()) if root.is_dir() else []
 
 
 def has_tier(profile: str) -> bool:
-    """Whether a committed tier exists for ``profile`` (``data/reference/<profile>/runs.parquet``)."""
+    """Whether a committed tier exists for ``profile`` (``data/reference/<profile>/runs.parquet``; for a staged
+    tier, a stage folder with runs)."""
+    if profile in STAGED_TIERS:
+        return bool(stage_dirs(tier_dir(profile)))
     return (tier_dir(profile) / "runs.parquet").exists()
+
+
+class StagedTier:
+    """A staged tier's folders read as one read-only store (the :class:`TierStore` interface): a run is looked up
+    in each stage in turn (a stage never re-exports an earlier stage's run; were one in two, both copies are the
+    same run). ``runs``: every stage's rows, each run once."""
+
+    def __init__(self, root: str | Path):
+        self.root = Path(root)
+        self.parts = [TierStore(d) for d in stage_dirs(self.root)]
+        if not self.parts:
+            raise FileNotFoundError(f"no staged tier at {self.root} (no stage folder holds a runs.parquet)")
+        self.runs = pd.concat([t.runs for t in self.parts], ignore_index=True).drop_duplicates("key")
+
+    def _part(self, key: str):
+        return next((t for t in self.parts if t.has_key(key)), None)
+
+    def has_key(self, key: str) -> bool:
+        return self._part(key) is not None
+
+    def has(self, cfg: TrainConfig) -> bool:
+        return self.has_key(run_key(cfg))
+
+    def keys(self) -> list[str]:
+        return sorted({k for t in self.parts for k in t.keys()})
+
+    def config(self, key: str) -> TrainConfig:
+        t = self._part(key)
+        if t is None:
+            raise ParameterError(f"run {key!r} is not in the staged tier {self.root}; its stages: "
+                                 + ", ".join(x.root.name for x in self.parts))
+        return t.config(key)
+
+    def meta(self, key: str) -> dict:
+        return self._part(key).meta(key)
+
+    def get(self, cfg: "TrainConfig | str", tables=TABLES) -> RunResult | None:
+        key = cfg if isinstance(cfg, str) else run_key(cfg)
+        t = self._part(key)
+        return None if t is None else t.get(key, tables=tables)
+
+    def load(self, path: Path) -> RunResult:
+        return self.get(Path(path).name)
 
 
 @functools.lru_cache(maxsize=8)
@@ -229,19 +284,28 @@ def _open(root: str, stamp: float) -> TierStore:
     return TierStore(root)
 
 
-def open_tier(root: str | Path) -> TierStore:
-    """The :class:`TierStore` at ``root``, opened once per process while its ``runs.parquet`` is
-    unchanged (its tables, read on first use, are then shared by every page and chapter)."""
+def open_tier(root: str | Path) -> "TierStore | StagedTier":
+    """The :class:`TierStore` at ``root`` (a :class:`StagedTier` where ``root`` holds stage folders instead of a
+    ``runs.parquet``), opened once per process while its runs files are unchanged (its tables, read on first use,
+    are then shared by every page and chapter)."""
     root = Path(root)
     runs = root / "runs.parquet"
+    if not runs.exists() and stage_dirs(root):
+        return _open_staged(str(root.resolve()), tuple((d.name, (d / "runs.parquet").stat().st_mtime_ns)
+                                                       for d in stage_dirs(root)))
     return _open(str(root.resolve()), runs.stat().st_mtime_ns if runs.exists() else -1)
+
+
+@functools.lru_cache(maxsize=4)
+def _open_staged(root: str, stamp: tuple) -> StagedTier:
+    return StagedTier(root)
 
 
 def store_for(profile: str, root=None):
     """Where a page of ``profile`` reads its runs: the result store at ``root`` when one is given;
-    else the committed tier of a long profile (reference, gpu) when it exists; else the quick
-    store (``$SEC_RUNS_DIR`` or ``data/runs``)."""
-    if root is None and profile in TIER_PROFILES and has_tier(profile):
+    else the committed tier of a long profile (reference, gpu, and the staged decisive tier) when it exists; else
+    the quick store (``$SEC_RUNS_DIR`` or ``data/runs``)."""
+    if root is None and profile in (*TIER_PROFILES, *STAGED_TIERS) and has_tier(profile):
         return open_tier(tier_dir(profile))
     return ResultStore(root)
 
