@@ -89,7 +89,6 @@ def _is_xdist_controller(config) -> bool:
     return not hasattr(config, "workerinput") and bool(getattr(config.option, "numprocesses", None))
 
 
-@pytest.hookimpl(trylast=True)          # after the tmp_path plugin has set up its factory
 def pytest_configure(config):
     """The xdist controller starts the smoke sweep before the workers start (they inherit its folder in
     :data:`SHARED_SWEEP`) and writes its exit code to ``sweep.rc`` when it ends."""
