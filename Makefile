@@ -51,10 +51,8 @@ $(JS_STAMP): package.json package-lock.json
 browser:
 	@command -v chromium >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 
-# Both cores: the test files go to two workers (-n 2 --dist loadfile: a file's tests share its fixtures), while the
-# smoke sweep the pages' tests read runs in the background (tests/conftest.py).
 test: setup js browser
-	$(PY) -m pytest -q -n 2 --dist loadfile
+	$(PY) -m pytest -q
 
 book: setup js
 	$(PY) -m sec_lib.book run --profile $(PROFILE)

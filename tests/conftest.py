@@ -6,8 +6,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -80,30 +78,6 @@ def _start_smoke_sweep(tmp_path_factory) -> None:
     _SMOKE.update(tmp=tmp, site=site, proc=proc, out=out, err=err)
 
 
-#: Under pytest-xdist (``make test`` runs ``-n 2``) the controller starts the one smoke sweep of the session and
-#: names its folder to the workers here; a worker's ``smoke_site`` waits for the sweep's exit code in ``sweep.rc``.
-SHARED_SWEEP = "SEC_TEST_SMOKE_SWEEP"
-
-
-def _is_xdist_controller(config) -> bool:
-    return not hasattr(config, "workerinput") and bool(getattr(config.option, "numprocesses", None))
-
-
-def pytest_configure(config):
-    """The xdist controller starts the smoke sweep before the workers start (they inherit its folder in
-    :data:`SHARED_SWEEP`) and writes its exit code to ``sweep.rc`` when it ends."""
-    if not _is_xdist_controller(config) or config.option.collectonly:
-        return
-    _start_smoke_sweep(config._tmp_path_factory)
-    os.environ[SHARED_SWEEP] = str(_SMOKE["tmp"])
-
-    def mark_done(proc=_SMOKE["proc"], tmp=_SMOKE["tmp"]):
-        rc = proc.wait()
-        (tmp / "sweep.rc.tmp").write_text(str(rc))
-        os.replace(tmp / "sweep.rc.tmp", tmp / "sweep.rc")
-    threading.Thread(target=mark_done, daemon=True).start()
-
-
 @pytest.hookimpl(trylast=True)          # after -k / -m deselected what will not run
 def pytest_collection_modifyitems(session, config, items):
     """When some selected test reads the smoke sweep, start the sweep now, in the background, and run
@@ -116,8 +90,7 @@ def pytest_collection_modifyitems(session, config, items):
         return
     later = set(uses)
     items[:] = [item for item in items if item not in later] + uses
-    if not os.environ.get(SHARED_SWEEP):        # under xdist the controller started it
-        _start_smoke_sweep(config._tmp_path_factory)
+    _start_smoke_sweep(config._tmp_path_factory)
 
 
 def pytest_sessionfinish(session):
@@ -142,15 +115,6 @@ def smoke_site(tmp_path_factory):
     Started in the background when the tests are collected (see ``pytest_collection_modifyitems``);
     this waits for it. tests/site/test_book.py checks the sweep; the pages' tests read the executed
     notebooks under ``site/book/nb`` instead of executing them again."""
-    shared = os.environ.get(SHARED_SWEEP)
-    if shared and not _SMOKE:                   # an xdist worker: the controller's sweep
-        tmp = Path(shared)
-        while not (tmp / "sweep.rc").exists():
-            time.sleep(1)
-        outs = [(tmp / f"sweep.{k}").read_text(encoding="utf-8") for k in ("stdout", "stderr")]
-        run = subprocess.CompletedProcess(["python", "-m", "sec_lib.book", "run", "--profile", "smoke"],
-                                          int((tmp / "sweep.rc").read_text()), *outs)
-        return {"tmp": tmp, "site": tmp / "site", "run": run}
     if not _SMOKE:
         _start_smoke_sweep(tmp_path_factory)
     proc = _SMOKE["proc"]
