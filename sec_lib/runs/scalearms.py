@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import experiments as ex
-from .experiments import MAIN_LOSSES, Profile, SelectionError, TrainConfig
+from .experiments import Profile, SelectionError, TrainConfig
 
 
 #: The scale chapter's arms (``TrainConfig.variant``), in the page's order: no regularizer, L2-reg (μ = 0), plain
@@ -16,7 +16,7 @@ SCALE_ARMS = ("none", "l2reg", "sec", "sec-relative", "sec-fixed")
 
 def relative_selection_runs(p: Profile, store) -> list:
     """The stored runs of relative SEC's η selection (:func:`sec_lib.runs.experiments.relative_selection`) with their η = 0 baselines."""
-    need = [c for c in ex.eta_selection(p) if c.loss in MAIN_LOSSES and (c.relative or c.eta == 0)]
+    need = [c for c in ex.eta_selection(p) if c.loss in ex.MAIN_LOSSES and (c.relative or c.eta == 0)]
     return ex.stored_runs(store, need, "relative SEC's η selection", p)
 
 
@@ -68,7 +68,7 @@ def scale(p: Profile, store) -> list[TrainConfig]:
         relative = lambda loss: chosen_relative_eta(p, loss, rel)           # noqa: E731
         radius = lambda loss: fixed_scale_mu(p, loss, store)                # noqa: E731
     out = []
-    for loss in MAIN_LOSSES:
+    for loss in ex.MAIN_LOSSES:
         eta = ex.chosen_eta(p, loss, sel)
         l2 = {"eta": ex.chosen_eta(p, loss, sel, "zero")} if p.main_seeds else {}
         arms = [("none", {}), ("l2reg", l2), ("sec", {"eta": eta}),
