@@ -167,6 +167,13 @@ def test_rerun_on_the_same_kind_demands_identity(exported, tmp_path, capsys, mon
     tampered = _tier_copy(out, tmp_path, shift_r1=0.5)
     assert commands.rerun_command(key, "smoke", tampered) == 1          # same kind, other number: a failure
     assert "same CPU kind" in capsys.readouterr().out
+    staged = tmp_path / "staged"                                        # a staged tier: the stage that holds the run
+    store, _, _, _ = exported
+    tier.export(store, configs[:2], staged / "pilot")
+    tier.export(store, configs[2:], staged / "selection")
+    assert commands.rerun_command(key, "smoke", staged) == 0
+    assert "(identical)" in capsys.readouterr().out
+    assert commands.rerun_command("0" * 16, "smoke", staged) == 2      # in no stage: the clear error, nothing trains
 
 
 def test_rerun_on_another_kind_reports_seed_sds_and_exits_0(exported, tmp_path, capsys, monkeypatch):

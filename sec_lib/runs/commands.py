@@ -154,6 +154,8 @@ def rerun_command(key: str, profile: str, tier_root=None) -> int:
     On another kind, or where the committed kind is unknown, it reports the difference in units of that
     arm's seed SD, says that bit-identity is not expected there, and exits 0."""
     root = Path(tier_root) if tier_root is not None else tier.tier_dir(profile)
+    if not (root / "runs.parquet").exists():       # a staged tier (data/reference/decisive): the stage holding the run
+        root = next((d for d in tier.stage_dirs(root) if tier.TierStore(d).has_key(key)), root)
     try:
         t = tier.TierStore(root)
         t.config(key)                      # an unknown key: a clear error before anything trains
