@@ -21,7 +21,7 @@ import torch
 
 from .params import Choice, Number, PositiveSet
 from .sec import SphericalEmbeddingConstraint, center_invariant_penalty
-from .toylab import _make_loss, _small_work, make_batch
+from .toylab import make_toy_loss, small_work, make_batch
 
 __all__ = ["SCALE_PENALTIES", "SCALE_FORMULAS", "LINEAR_VARIANTS", "scale_penalty", "scale_derivative_closed_form",
            "scale_derivative_autograd", "scale_derivatives", "scale_derivative_table", "linear_scale_runs",
@@ -95,7 +95,7 @@ def scale_derivative_autograd(penalty, f: torch.Tensor, s: float) -> float:
     return float(g)
 
 
-@_small_work
+@small_work
 def scale_derivatives(seeds: Sequence[int] = range(5), scales: Sequence[float] = (0.25, 1.0, 4.0), eta: float = 1.0,
                       n_classes: int = 8, per_class: int = 4, dim: int = 16,
                       norm_range: tuple[float, float] = (0.25, 4.0), penalties: Sequence[str] = tuple(SCALE_PENALTIES),
@@ -151,7 +151,7 @@ def scale_derivative_table(df: pd.DataFrame) -> pd.DataFrame:
 LINEAR_VARIANTS = {"none": "loss alone", "sec": "loss + SEC", "relative": "loss + relative SEC"}
 
 
-@_small_work
+@small_work
 def linear_scale_runs(loss_name: str = "triplet", variants: Sequence[str] = tuple(LINEAR_VARIANTS), steps: int = 300,
                       lr: float = 0.05, eta: float = 1.0, n_classes: int = 8, per_class: int = 4, d_in: int = 16,
                       d_out: int = 8, seed: int = 0, device: str = "cpu") -> pd.DataFrame:
@@ -184,7 +184,7 @@ def linear_scale_runs(loss_name: str = "triplet", variants: Sequence[str] = tupl
     per_class = Number(2, integer=True).check("per_class", per_class)
     d_in = Number(1, integer=True).check("d_in", d_in)
     d_out = Number(2, integer=True).check("d_out", d_out)
-    loss_fn = _make_loss(loss_name)
+    loss_fn = make_toy_loss(loss_name)
     gen = torch.Generator().manual_seed(int(seed))
     b = n_classes * per_class
     if b < d_in:
@@ -254,7 +254,7 @@ def linear_scale_summary(runs: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-@_small_work
+@small_work
 def cir_relation(widths: Sequence[float] = (1.0, 0.3, 0.1, 0.03, 0.01), seeds: Sequence[int] = range(5),
                  n_classes: int = 8, per_class: int = 4, dim: int = 16, radius: float = 2.0,
                  scales: Sequence[float] = (0.5, 2.0, 10.0), device: str = "cpu") -> pd.DataFrame:

@@ -42,7 +42,7 @@ def split_gradients(loss_fn, sec, f: torch.Tensor, labels: torch.Tensor):
     return lm, gm, gs
 
 
-def _small_work(fn):
+def small_work(fn):
     """Decorator: run ``fn`` under :func:`_torch_threads` (1 thread)."""
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
@@ -58,7 +58,7 @@ def _default_per_class(loss_name: str) -> int:
     return max(int(k), 2) if isinstance(k, (int, np.integer)) and k else 3
 
 
-def _make_loss(loss_name: str, loss_kwargs: Mapping | None = None):
+def make_toy_loss(loss_name: str, loss_kwargs: Mapping | None = None):
     Choice(THEORY_LOSSES).check("loss_name", loss_name)
     return get_loss(loss_name, **dict(loss_kwargs or {}))
 
@@ -94,7 +94,7 @@ def make_batch(n_classes: int = 4, per_class: int = 3, dim: int = 16, seed: int 
     return f, labels
 
 
-@_small_work
+@small_work
 def gradient_facts(loss_name: str = "triplet", n_classes: int = 4, per_class: int | None = None, dim: int = 16,
                    seed: int = 0, scales: Sequence[float] = (0.25, 0.5, 1.0, 2.0, 4.0),
                    norm_range: tuple[float, float] = (0.25, 4.0), device: str = "cpu",
@@ -117,7 +117,7 @@ def gradient_facts(loss_name: str = "triplet", n_classes: int = 4, per_class: in
     """
     per_class = _default_per_class(loss_name) if per_class is None else per_class
     scales = PositiveSet(2).check("scales", scales)
-    loss_fn = _make_loss(loss_name, loss_kwargs)
+    loss_fn = make_toy_loss(loss_name, loss_kwargs)
     f0, labels = make_batch(n_classes, per_class, dim, seed, norm_range, device, dtype)
     unit = f0 / f0.norm(dim=1, keepdim=True)
     _, g_unit = _grad(loss_fn, unit, labels)
@@ -194,7 +194,7 @@ def slope_spread(loss_name: str = "triplet", seeds: Sequence[int] = range(10), *
     return pd.DataFrame(rows)
 
 
-@_small_work
+@small_work
 def eq1_check(dim: int = 8, n_pairs: int = 50, seed: int = 0, dtype: torch.dtype = torch.float64) -> pd.DataFrame:
     """Eq. (1) of the paper against autograd, for random pairs ``(f_i, f_j)``.
 
@@ -219,7 +219,7 @@ def eq1_check(dim: int = 8, n_pairs: int = 50, seed: int = 0, dtype: torch.dtype
                              max_abs_diff=diff.numpy(), grad_norm=g.norm(dim=1).numpy()))
 
 
-@_small_work
+@small_work
 def sgd_norm_growth(loss_name: str = "triplet", steps: int = 100, lr: float = 1.0, n_classes: int = 4,
                     per_class: int | None = None, dim: int = 16, seed: int = 0, etas: Sequence[float] = (0.0, 1.0),
                     mu: str | float = "batch", norm_range: tuple[float, float] = (0.25, 4.0), device: str = "cpu",
@@ -239,7 +239,7 @@ def sgd_norm_growth(loss_name: str = "triplet", steps: int = 100, lr: float = 1.
     if not etas:
         raise ValueError("etas must list at least one value (0 = no SEC)")
     per_class = _default_per_class(loss_name) if per_class is None else per_class
-    loss_fn = _make_loss(loss_name, loss_kwargs)
+    loss_fn = make_toy_loss(loss_name, loss_kwargs)
     f0, labels = make_batch(n_classes, per_class, dim, seed, norm_range, device, dtype)
     frames = []
     for eta in etas:
@@ -275,7 +275,7 @@ def sgd_norm_growth(loss_name: str = "triplet", steps: int = 100, lr: float = 1.
     return pd.concat(frames, ignore_index=True)
 
 
-@_small_work
+@small_work
 def angle_change(loss_name: str = "triplet", lr: float = 1.0, n_classes: int = 4, per_class: int | None = None,
                  dim: int = 16, seed: int = 0, scales: Sequence[float] = (0.25, 0.5, 1.0, 2.0, 4.0),
                  norm_range: tuple[float, float] = (0.25, 4.0), device: str = "cpu",
@@ -294,7 +294,7 @@ def angle_change(loss_name: str = "triplet", lr: float = 1.0, n_classes: int = 4
     lr = Number(0, open_lo=True).check("lr", lr)
     per_class = _default_per_class(loss_name) if per_class is None else per_class
     scales = PositiveSet(2).check("scales", scales)
-    loss_fn = _make_loss(loss_name, loss_kwargs)
+    loss_fn = make_toy_loss(loss_name, loss_kwargs)
     f0, labels = make_batch(n_classes, per_class, dim, seed, norm_range, device, dtype)
     rows = []
     for c in sorted(set(scales) | {1.0}):
@@ -373,7 +373,7 @@ class Toy2D:
         return pd.DataFrame(out)
 
 
-@_small_work
+@small_work
 def simulate_2d(sec: bool = False, eta: float = 1.0, steps: int = 100, lr: float = 1.0, seed: int = 0,
                 loss_name: str = "triplet", n_classes: int = 3, per_class: int | None = None, dim: int = 2,
                 norm_range: tuple[float, float] = (0.3, 3.0), mu: str | float = "batch", device: str = "cpu",
@@ -395,7 +395,7 @@ def simulate_2d(sec: bool = False, eta: float = 1.0, steps: int = 100, lr: float
     eta = Number(0).check("eta", eta)
     if dim not in (2, 3):
         raise ValueError(f"dim = {dim!r} is not valid; valid values: 2, 3")
-    loss_fn = _make_loss(loss_name, loss_kwargs)
+    loss_fn = make_toy_loss(loss_name, loss_kwargs)
     f, labels = make_batch(n_classes, per_class, dim, seed, norm_range, device, dtype)
     constraint = SphericalEmbeddingConstraint(eta=eta, mu=mu) if (sec and eta > 0) else None
     if constraint is not None and lr * eta * 2.0 / f.shape[0] > 1.0:

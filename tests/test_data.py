@@ -65,7 +65,7 @@ def test_homoglyphs_merged_and_distinct_letters_kept():
 def test_pair_distance_is_hamming_and_design_count():
     rng = np.random.default_rng(0)
     v = torch.from_numpy(rng.random((6, 50)).astype(np.float32))
-    d = G._pair_distances(v)
+    d = G.pair_distances(v)
     b = (v > 0.5).numpy()
     brute = np.array([[(b[i] ^ b[j]).sum() for j in range(6)] for i in range(6)])
     assert np.array_equal(d.numpy().astype(int), brute)
@@ -77,8 +77,8 @@ def test_pair_distance_is_hamming_and_design_count():
     x[3, 15:] = 1
     x[4] = x[3]
     x[4, 0] = 0
-    assert G._num_designs(G._pair_distances(x), 0) == 4
-    assert G._num_designs(G._pair_distances(x), 1) == 3
+    assert G.num_designs(G.pair_distances(x), 0) == 4
+    assert G.num_designs(G.pair_distances(x), 1) == 3
 
 
 def test_sample_of_committed_classes_renders_in_every_listed_font():
@@ -96,8 +96,8 @@ def test_sample_of_committed_classes_renders_in_every_listed_font():
 def test_homoglyph_rule_on_renders():
     """Latin A and Greek Alpha render pixel-identically in most fonts; o and O do not."""
     def ham(f, a, b):
-        x = G._centered(G.render_glyph(f, a, 32), 32) > 0.5
-        y = G._centered(G.render_glyph(f, b, 32), 32) > 0.5
+        x = G.centered(G.render_glyph(f, a, 32), 32) > 0.5
+        y = G.centered(G.render_glyph(f, b, 32), 32) > 0.5
         return int((x ^ y).sum())
     fonts = G.FONT_FILES[:12]
     same = [ham(f, ord("A"), 0x391) <= G.DUP_MAX_PIXELS for f in fonts]

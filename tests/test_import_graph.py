@@ -31,3 +31,23 @@ def test_the_measure_sees_cycles_upward_imports_and_old_paths():
         ig.layer_of("attic")
     imports = ig._imports(ig.ROOT / "chapters" / "theory.py", "sec_lib.chapters.theory")
     assert "sec_lib.runs" in imports and "sec_lib.toylab" in imports       # relative imports resolved
+
+
+def test_no_module_imports_a_private_name_from_another():
+    """Issue 22: a name another module needs is public. Every ``from .x import name`` inside sec_lib (relative or
+    absolute) imports no ``_name`` (renaming a public name to a private alias, ``import x as _x``, is fine), and no
+    module reads ``other._name`` of an imported sec_lib module."""
+    import ast
+    bad = []
+    for path in sorted(ig.ROOT.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        mods = {a.asname or a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names
+                if n.module is None or n.level > 0 or (n.module or "").startswith("sec_lib")}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.level > 0 or (node.module or "").startswith("sec_lib")):
+                bad += [f"{path.relative_to(ig.ROOT)}: from {'.' * node.level}{node.module or ''} import {a.name}"
+                        for a in node.names if a.name.startswith("_") and not a.name.startswith("__")]
+            elif (isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__")
+                  and isinstance(node.value, ast.Name) and node.value.id in mods):
+                bad.append(f"{path.relative_to(ig.ROOT)}:{node.lineno}: {node.value.id}.{node.attr}")
+    assert not bad, "\n".join(bad)

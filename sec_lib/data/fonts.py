@@ -39,7 +39,8 @@ import numpy as np
 import pandas as pd
 from fontTools.ttLib import TTFont
 
-from .glyph_pool import PACKAGE_DIR, _atomic_write_bytes, split_classes
+from ..tempfiles import atomic_write_bytes
+from .glyph_pool import PACKAGE_DIR, split_classes
 from .glyph_render import FONT_FILES, font_dir
 
 __all__ = ["FONT_TABLE", "NAME_FACTS", "DESIGNS", "build_font_table", "write_font_table", "font_attributes",
@@ -130,7 +131,7 @@ def _to_csv(table: pd.DataFrame) -> str:
 def write_font_table(path: Path = FONT_TABLE) -> pd.DataFrame:
     """Rebuild the table from the installed fonts and write it (atomically) as CSV."""
     table = build_font_table()
-    _atomic_write_bytes(Path(path), _to_csv(table).encode("utf-8"))
+    atomic_write_bytes(Path(path), _to_csv(table).encode("utf-8"))
     _read_table.cache_clear()
     return table
 

@@ -20,10 +20,10 @@ import numpy as np
 import torch
 
 from ..params import Choice, Number, OptionalParam
-from ..tempfiles import atomic_write_bytes as _atomic_write_bytes  # noqa: F401 (fonts, glyphs import it from here)
+from ..tempfiles import atomic_write_bytes
 from .glyph_render import (
-    _OVERSAMPLE, EXCLUDED_CATEGORIES, FILL, FONT_FILES, MIN_INK, REGULAR_FONTS, _allowed_codepoints, _augment, _centered,
-    _library_versions, _stretched, char_name, font_versions, render_glyph,
+    OVERSAMPLE, EXCLUDED_CATEGORIES, FILL, FONT_FILES, MIN_INK, REGULAR_FONTS, allowed_codepoints, augment_glyph, centered,
+    font_library_versions, stretched_render, char_name, font_versions, render_glyph,
 )
 
 logger = logging.getLogger(__name__)
@@ -49,7 +49,7 @@ CLASS_TXT = PACKAGE_DIR / "glyph_classes.txt"
 CLASS_JSON = PACKAGE_DIR / "glyph_classes.json"
 
 # --- argument checks ---
-_SPLIT = Choice(SPLITS)
+SPLIT_CHOICE = Choice(SPLITS)
 _IMAGE_SIZE = Number(8, 1024, integer=True)
 _INSTANCES = Number(1, 10000, integer=True)
 _SEED = Number(0, 2**63 - 1, integer=True)
@@ -79,7 +79,7 @@ class GlyphClass:
         return f"U+{self.codepoint:04X} {self.name}"
 
 
-class _UnionFind:
+class UnionFind:
     def __init__(self, items):
         self.parent = {i: i for i in items}
 
@@ -95,7 +95,7 @@ class _UnionFind:
             self.parent[max(ra, rb)] = min(ra, rb)
 
 
-def _pair_distances(v: torch.Tensor) -> torch.Tensor:
+def pair_distances(v: torch.Tensor) -> torch.Tensor:
     """Hamming distances between the rows of ``v`` binarised at 0.5 (number of differing pixels)."""
     b = (v.to(torch.float32) > 0.5).to(torch.float32)
     n = b.sum(1)
@@ -117,12 +117,12 @@ def homoglyph_groups(visible: list[int], renders: dict) -> tuple[list[list[int]]
             continue
         ids = torch.tensor([index[cp] for cp in cps])
         presence[ids, j] = 1
-        d = _pair_distances(torch.from_numpy(np.stack([renders[f][cp] for cp in cps])))
+        d = pair_distances(torch.from_numpy(np.stack([renders[f][cp] for cp in cps])))
         a, b = torch.nonzero(torch.triu(d <= DUP_MAX_PIXELS, diagonal=1), as_tuple=True)
         for x, y in zip(ids[a].tolist(), ids[b].tolist()):
             dup_count[(x, y)] = dup_count.get((x, y), 0) + 1
     co = presence @ presence.T
-    uf = _UnionFind(range(n))
+    uf = UnionFind(range(n))
     n_pairs = 0
     for (x, y), c in dup_count.items():
         if c >= 2 and c >= 0.5 * float(co[x, y]):
@@ -139,7 +139,7 @@ def compute_classes(progress: bool = False) -> tuple[list[GlyphClass], dict]:
 
     Returns (classes in the committed order, statistics dict). Takes about a minute."""
     t0 = time.perf_counter()
-    allowed = {f: _allowed_codepoints(f) for f in FONT_FILES}
+    allowed = {f: allowed_codepoints(f) for f in FONT_FILES}
     counts: dict[int, int] = {}
     for f in FONT_FILES:
         for cp in allowed[f]:
@@ -156,9 +156,9 @@ def compute_classes(progress: bool = False) -> tuple[list[GlyphClass], dict]:
         for cp in sorted(cand_set & allowed[f].keys()):
             g = render_glyph(f, cp, ANALYSIS_SIZE)
             if g is not None:
-                r[cp] = _centered(g, ANALYSIS_SIZE).ravel() > 0.5
+                r[cp] = centered(g, ANALYSIS_SIZE).ravel() > 0.5
                 if f in REGULAR_FONTS:
-                    st[cp] = _stretched(render_glyph(f, cp, 4 * ANALYSIS_SIZE), ANALYSIS_SIZE).ravel() > 0.5
+                    st[cp] = stretched_render(render_glyph(f, cp, 4 * ANALYSIS_SIZE), ANALYSIS_SIZE).ravel() > 0.5
         renders[f], stretched[f] = r, st
         if progress:
             print(f"  rendered {f}: {len(r)} glyphs ({time.perf_counter() - t0:.0f} s)", flush=True)
@@ -177,7 +177,7 @@ def compute_classes(progress: bool = False) -> tuple[list[GlyphClass], dict]:
         fonts = fonts_of[rep]
         upright = [f for f in REGULAR_FONTS if f in fonts]
         if len(upright) < MIN_DESIGNS or min(
-                _num_designs(_pair_distances(torch.from_numpy(np.stack([r[f][rep] for f in upright]))),
+                num_designs(pair_distances(torch.from_numpy(np.stack([r[f][rep] for f in upright]))),
                              DESIGN_MAX_PIXELS) for r in (renders, stretched)) < MIN_DESIGNS:
             dropped_same.append(rep)
             continue
@@ -192,10 +192,10 @@ def compute_classes(progress: bool = False) -> tuple[list[GlyphClass], dict]:
     return classes, stats
 
 
-def _num_designs(d: torch.Tensor, thr: float) -> int:
+def num_designs(d: torch.Tensor, thr: float) -> int:
     """Number of groups of renders when renders at most ``thr`` pixels apart are linked (connected components)."""
     n = d.shape[0]
-    uf = _UnionFind(range(n))
+    uf = UnionFind(range(n))
     a, b = torch.nonzero(d <= thr, as_tuple=True)
     for x, y in zip(a.tolist(), b.tolist()):
         uf.union(x, y)
@@ -213,7 +213,7 @@ def rebuild_classes(txt_path: Path = CLASS_TXT, json_path: Path = CLASS_JSON, pr
                  "design_max_pixels": DESIGN_MAX_PIXELS, "order_seed": CLASS_ORDER_SEED,
                  "excluded_categories": list(EXCLUDED_CATEGORIES)},
         "fonts": font_versions(),
-        "versions": {**_library_versions(), "unicodedata": unicodedata.unidata_version},
+        "versions": {**font_library_versions(), "unicodedata": unicodedata.unidata_version},
         "stats": {k: v for k, v in stats.items() if k != "seconds"},
         "classes": [{"cp": f"U+{c.codepoint:04X}", "name": c.name,
                      "fonts": [FONT_FILES.index(f) for f in c.fonts],
@@ -222,8 +222,8 @@ def rebuild_classes(txt_path: Path = CLASS_TXT, json_path: Path = CLASS_JSON, pr
     entries = meta.pop("classes")
     head = json.dumps(meta, indent=1, ensure_ascii=False)[:-2]  # drop the closing "\n}"
     body = ",\n".join("  " + json.dumps(e, ensure_ascii=False) for e in entries)
-    _atomic_write_bytes(Path(txt_path), txt.encode("utf-8"))
-    _atomic_write_bytes(Path(json_path), (head + ',\n "classes": [\n' + body + "\n ]\n}\n").encode("utf-8"))
+    atomic_write_bytes(Path(txt_path), txt.encode("utf-8"))
+    atomic_write_bytes(Path(json_path), (head + ',\n "classes": [\n' + body + "\n ]\n}\n").encode("utf-8"))
     return stats
 
 
@@ -252,7 +252,7 @@ def glyph_classes() -> list[GlyphClass]:
 
 def split_classes(split: str, max_classes: int | None = None) -> list[GlyphClass]:
     """The classes of one zero-shot split: "train" = first half of the committed list, "test" = second."""
-    _SPLIT.check("split", split)
+    SPLIT_CHOICE.check("split", split)
     max_classes = _MAX_CLASSES.check("max_classes", max_classes)
     allc = glyph_classes()
     half = len(allc) // 2
@@ -270,7 +270,7 @@ def _render_classes(classes: Sequence[GlyphClass], image_size: int, instances_pe
     n = len(classes) * instances_per_class
     images = np.zeros((n, image_size, image_size), np.uint8)
     fonts = np.zeros(n, np.int16)
-    target = max(1, int(round(FILL * image_size * _OVERSAMPLE)))
+    target = max(1, int(round(FILL * image_size * OVERSAMPLE)))
     k = 0
     for cls in classes:
         perm = np.random.default_rng([seed, cls.codepoint, 1 << 20]).permutation(len(cls.fonts))
@@ -283,7 +283,7 @@ def _render_classes(classes: Sequence[GlyphClass], image_size: int, instances_pe
                     raise RuntimeError(f"font {f} renders no ink for {cls.label}; the committed class list "
                                        "does not match the installed fonts (rebuild it)")
                 bases[f] = g
-            images[k] = _augment(bases[f], image_size, np.random.default_rng([seed, cls.codepoint, j]))
+            images[k] = augment_glyph(bases[f], image_size, np.random.default_rng([seed, cls.codepoint, j]))
             fonts[k] = FONT_FILES.index(f)
             k += 1
     return images, fonts
@@ -378,11 +378,11 @@ def _expected_manifest(classes: Sequence[GlyphClass], image_size, instances_per_
         "classes": [c.label for c in classes],
         "class_fonts": [[FONT_FILES.index(f) for f in c.fonts] for c in classes],
         "fonts": font_versions(),
-        "versions": _library_versions(),
+        "versions": font_library_versions(),
     }
 
 
-def _try_load(pt: Path, js: Path, expected: dict) -> dict | None:
+def try_load(pt: Path, js: Path, expected: dict) -> dict | None:
     """Load a cached pool; None (with a logged warning) if anything is missing, corrupt or stale."""
     if not pt.exists() and not js.exists():
         return None
@@ -426,7 +426,7 @@ def load_pool(image_size: int = DEFAULT_IMAGE_SIZE, instances_per_class: int = D
     expected = _expected_manifest(classes, image_size, instances_per_class, seed, max_classes)
     expected["num_train_classes"], expected["num_test_classes"] = len(train), len(test)
     if not regenerate:
-        pool = _try_load(pt, js, expected)
+        pool = try_load(pt, js, expected)
         if pool is not None:
             return pool, json.loads(js.read_text(encoding="utf-8"))
     t0 = time.perf_counter()
@@ -440,7 +440,7 @@ def load_pool(image_size: int = DEFAULT_IMAGE_SIZE, instances_per_class: int = D
                 "generation_seconds": round(seconds, 3)}
     # tensor first, manifest second (each via temp file + os.replace): a reader never sees a manifest
     # that describes a half-written tensor file.
-    _atomic_write_bytes(pt, data)
-    _atomic_write_bytes(js, (json.dumps(manifest, indent=1, ensure_ascii=False) + "\n").encode("utf-8"))
+    atomic_write_bytes(pt, data)
+    atomic_write_bytes(js, (json.dumps(manifest, indent=1, ensure_ascii=False) + "\n").encode("utf-8"))
     logger.info("rendered %d glyph images in %.1f s into %s", manifest["num_images"], seconds, pt)
     return pool, manifest

@@ -47,12 +47,13 @@ import numpy as np
 import torch
 
 from ..params import Number
+from ..tempfiles import atomic_write_bytes
 from .glyph_pool import (
-    ANALYSIS_SIZE, CLASS_JSON, DUP_MAX_PIXELS, GENERATOR_VERSION, PACKAGE_DIR, GlyphClass, _atomic_write_bytes,
-    _try_load, default_cache_dir, glyph_classes, homoglyph_groups, render_pool,
+    ANALYSIS_SIZE, CLASS_JSON, DUP_MAX_PIXELS, GENERATOR_VERSION, PACKAGE_DIR, GlyphClass, default_cache_dir,
+    glyph_classes, homoglyph_groups, render_pool, try_load,
 )
 from .glyph_render import (
-    EXCLUDED_CATEGORIES, FONT_FILES, MIN_INK, _allowed_codepoints, _centered, _library_versions, char_name,
+    EXCLUDED_CATEGORIES, FONT_FILES, MIN_INK, allowed_codepoints, centered, char_name, font_library_versions,
     font_versions, render_glyph,
 )
 
@@ -83,7 +84,7 @@ def benchmark_codepoints() -> set[int]:
 
 def _analysis_render(font: str, cp: int) -> np.ndarray | None:
     g = render_glyph(font, cp, ANALYSIS_SIZE)
-    return None if g is None else _centered(g, ANALYSIS_SIZE).ravel() > 0.5
+    return None if g is None else centered(g, ANALYSIS_SIZE).ravel() > 0.5
 
 
 def _benchmark_renders(cache: bool = True) -> tuple[torch.Tensor, list[int]]:
@@ -95,7 +96,7 @@ def _benchmark_renders(cache: bool = True) -> tuple[torch.Tensor, list[int]]:
     hashing the committed class list, the font and library versions and the analysis size: rendering them takes
     10-40 s on the 2-core machine, and a changed font or class list makes a new key."""
     key = hashlib.sha256(json.dumps({"classes": hashlib.sha256(Path(CLASS_JSON).read_bytes()).hexdigest(),
-                                     "fonts": font_versions(), "versions": _library_versions(),
+                                     "fonts": font_versions(), "versions": font_library_versions(),
                                      "analysis_size": ANALYSIS_SIZE, "min_ink": MIN_INK, "format": 1},
                                     sort_keys=True).encode()).hexdigest()[:16]
     path = default_cache_dir() / f"benchmark_renders_{key}.npz"
@@ -107,7 +108,7 @@ def _benchmark_renders(cache: bool = True) -> tuple[torch.Tensor, list[int]]:
             return torch.from_numpy(rows), [int(o) for o in owner]
         except Exception as exc:  # noqa: BLE001 - any failure means "render again"
             logger.warning("benchmark render cache %s is unusable (%s); rendering again", path, exc)
-    allowed = {f: _allowed_codepoints(f) for f in FONT_FILES}
+    allowed = {f: allowed_codepoints(f) for f in FONT_FILES}
     rows, owner = [], []
     for c in glyph_classes():
         for cp in (c.codepoint,) + tuple(c.members):
@@ -124,7 +125,7 @@ def _benchmark_renders(cache: bool = True) -> tuple[torch.Tensor, list[int]]:
     if cache:
         buf = io.BytesIO()
         np.savez(buf, bits=packed[first], owner=np.asarray([owner[i] for i in first], np.int64))
-        _atomic_write_bytes(path, buf.getvalue())
+        atomic_write_bytes(path, buf.getvalue())
     return torch.from_numpy(np.stack([rows[i] for i in first])).to(torch.float32), [owner[i] for i in first]
 
 
@@ -176,7 +177,7 @@ def pixel_disjointness(classes: Sequence[GlyphClass], threshold: int = NEAR_MAX_
     distances above ``threshold`` are not computed (``distance``, ``nearest`` and ``font`` None, ``disjoint``
     True), which skips most of the comparisons."""
     threshold = int(Number(0, 1024, integer=True).check("threshold", threshold))
-    allowed = {f: _allowed_codepoints(f) for f in FONT_FILES}
+    allowed = {f: allowed_codepoints(f) for f in FONT_FILES}
     rows, owner = [], []
     for k, c in enumerate(classes):
         cps = (c.codepoint,) + (tuple(c.members) if include_members else ())
@@ -213,7 +214,7 @@ def compute_pretrain_classes(progress: bool = False) -> tuple[list[GlyphClass], 
     Returns (classes by code point, statistics, the pixel check of every kept class)."""
     t0 = time.perf_counter()
     used = benchmark_codepoints()
-    allowed = {f: _allowed_codepoints(f) for f in FONT_FILES}
+    allowed = {f: allowed_codepoints(f) for f in FONT_FILES}
     counts: dict[int, int] = {}
     for f in FONT_FILES:
         for cp in allowed[f]:
@@ -269,7 +270,7 @@ def rebuild_pretrain_classes(path: Path = PRETRAIN_JSON, progress: bool = True) 
                  "excluded_categories": list(EXCLUDED_CATEGORIES), "compared_with": "every committed class "
                  "(train, held-out and test; representatives and merged members), every pair of fonts"},
         "fonts": font_versions(),
-        "versions": {**_library_versions(), "unicodedata": unicodedata.unidata_version},
+        "versions": {**font_library_versions(), "unicodedata": unicodedata.unidata_version},
         "stats": {k: v for k, v in stats.items() if k != "seconds"},
         "first_words": dict(sorted(scripts.items(), key=lambda kv: (-kv[1], kv[0]))),
     }
@@ -278,7 +279,7 @@ def rebuild_pretrain_classes(path: Path = PRETRAIN_JSON, progress: bool = True) 
                 "distance": ok["distance"]} for c, ok in zip(classes, kept)]
     head = json.dumps(meta, indent=1, ensure_ascii=False)[:-2]
     body = ",\n".join("  " + json.dumps(e, ensure_ascii=False) for e in entries)
-    _atomic_write_bytes(Path(path), (head + ',\n "classes": [\n' + body + "\n ]\n}\n").encode("utf-8"))
+    atomic_write_bytes(Path(path), (head + ',\n "classes": [\n' + body + "\n ]\n}\n").encode("utf-8"))
     _load.cache_clear()
     return stats
 
@@ -322,8 +323,8 @@ def load_pretrain_glyphs(image_size: int = 32, instances_per_class: int = PRETRA
                 "image_size": image_size, "instances_per_class": instances_per_class, "seed": seed,
                 "classes": [c.label for c in classes],
                 "class_fonts": [[FONT_FILES.index(f) for f in c.fonts] for c in classes],
-                "fonts": font_versions(), "versions": _library_versions()}
-    pool = None if regenerate else _try_load(pt, js, expected)
+                "fonts": font_versions(), "versions": font_library_versions()}
+    pool = None if regenerate else try_load(pt, js, expected)
     if pool is not None:
         manifest = json.loads(js.read_text(encoding="utf-8"))
     else:
@@ -335,8 +336,8 @@ def load_pretrain_glyphs(image_size: int = 32, instances_per_class: int = PRETRA
         manifest = {**expected, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest(), "tensor_file": pt.name,
                     "num_images": int(pool["images"].shape[0]),
                     "generation_seconds": round(time.perf_counter() - t0, 3)}
-        _atomic_write_bytes(pt, data)
-        _atomic_write_bytes(js, (json.dumps(manifest, indent=1, ensure_ascii=False) + "\n").encode("utf-8"))
+        atomic_write_bytes(pt, data)
+        atomic_write_bytes(js, (json.dumps(manifest, indent=1, ensure_ascii=False) + "\n").encode("utf-8"))
         logger.info("rendered %d pretraining glyph images into %s", manifest["num_images"], pt)
     return GlyphDataset(pool["images"], pool["labels"], classes, pool["fonts"], "pretrain", manifest)
 

@@ -58,7 +58,7 @@ ASPECT_JITTER = 0.08  # log-uniform anisotropic scale
 SHEAR = 0.12
 SHIFT = 0.08          # fraction of image_size
 BLUR_MAX = 0.6        # Gaussian blur radius at output resolution, uniform in [0, BLUR_MAX]
-_OVERSAMPLE = 2       # glyphs are transformed at 2x and box-downsampled
+OVERSAMPLE = 2       # glyphs are transformed at 2x and box-downsampled
 
 
 # =============================================================================================
@@ -98,7 +98,7 @@ def _mpl_version() -> str:
     return matplotlib.__version__
 
 
-def _library_versions() -> dict:
+def font_library_versions() -> dict:
     return {"matplotlib": _mpl_version(), "pillow": PIL.__version__,
             "freetype": features.version("freetype2") or "unknown"}
 
@@ -145,7 +145,7 @@ def render_glyph(font_file: str, codepoint: int, target: int):
     return ink.resize((max(1, round(w * s)), max(1, round(h * s))), Image.Resampling.LANCZOS)
 
 
-def _centered(img, size: int) -> np.ndarray:
+def centered(img, size: int) -> np.ndarray:
     """Paste a PIL image centred on a size x size black canvas; float32 array in [0, 1]."""
     out = np.zeros((size, size), np.float32)
     a = np.asarray(img, np.float32) / 255.0
@@ -155,12 +155,12 @@ def _centered(img, size: int) -> np.ndarray:
     return out
 
 
-def _stretched(img, size: int) -> np.ndarray:
+def stretched_render(img, size: int) -> np.ndarray:
     """Box-resize a (larger) PIL image to fill a size x size square (aspect not kept); float32 in [0, 1]."""
     return np.asarray(img.resize((size, size), Image.Resampling.BOX), np.float32) / 255.0
 
 
-def _allowed_codepoints(font_file: str) -> dict[int, str]:
+def allowed_codepoints(font_file: str) -> dict[int, str]:
     """Candidate code points a font may contribute -> glyph name (rules 1-2 of the module docstring)."""
     cmap, _, _ = _font_meta(str(font_dir() / font_file))
     white = CM_WHITELIST.get(font_file)
@@ -178,14 +178,14 @@ def char_name(cp: int) -> str:
     return unicodedata.name(chr(cp), f"<unnamed U+{cp:04X}>")
 
 
-def _augment(base, size: int, rng: np.random.Generator) -> np.ndarray:
+def augment_glyph(base, size: int, rng: np.random.Generator) -> np.ndarray:
     """One augmented instance (uint8 size x size) from a fitted glyph rendered at 2x resolution.
 
     Stroke weight (erode / keep / dilate with probabilities 1/4, 1/2, 1/4 by a k x k Min/Max filter at 2x,
     k = 3 at 32 px; erosion is skipped if it would remove half of the ink), then a random affine
     map about the centre (rotation, scale, aspect, shear, shift) at 2x, a 2x box downsample and a
     Gaussian blur."""
-    big = size * _OVERSAMPLE
+    big = size * OVERSAMPLE
     k = 2 * max(1, size // 32) + 1  # 3 at 32 px, 5 at 64 px: the same relative stroke change
     u = rng.random()
     if u < 0.25:
@@ -211,7 +211,7 @@ def _augment(base, size: int, rng: np.random.Generator) -> np.ndarray:
     data = (i00, i01, bx - i00 * ox - i01 * oy, i10, i11, by - i10 * ox - i11 * oy)
     out = base.transform((big, big), Image.Transform.AFFINE, data, resample=Image.Resampling.BILINEAR,
                          fillcolor=0)
-    out = out.reduce(_OVERSAMPLE)
+    out = out.reduce(OVERSAMPLE)
     r = rng.uniform(0.0, BLUR_MAX)
     if r > 0.05:
         out = out.filter(ImageFilter.GaussianBlur(r))

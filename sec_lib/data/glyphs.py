@@ -80,12 +80,12 @@ from ..params import Number
 from .glyph_pool import (  # noqa: F401 - re-exported: the glyphs API
     ANALYSIS_SIZE, CLASS_JSON, CLASS_ORDER_SEED, CLASS_TXT, DEFAULT_IMAGE_SIZE, DEFAULT_INSTANCES_PER_CLASS,
     DEFAULT_SEED, DESIGN_MAX_PIXELS, DUP_MAX_PIXELS, GENERATOR_VERSION, MIN_DESIGNS, MIN_FONTS, PACKAGE_DIR, SPLITS,
-    _SPLIT, GlyphClass, _atomic_write_bytes, _num_designs, _pair_distances, cache_paths, compute_classes,
+    SPLIT_CHOICE, GlyphClass, atomic_write_bytes, num_designs, pair_distances, cache_paths, compute_classes,
     default_cache_dir, default_data_dir, glyph_classes, load_pool, rebuild_classes, render_pool, split_classes,
 )
 from .glyph_render import (  # noqa: F401 - re-exported: the glyphs API
     ASPECT_JITTER, BLUR_MAX, CM_WHITELIST, EXCLUDED_CATEGORIES, FILL, FONT_FILES, MIN_INK, REGULAR_FONTS,
-    ROTATION_DEG, SCALE_RANGE, SHEAR, SHIFT, _centered, _stretched, char_name, font_dir, font_versions, render_glyph,
+    ROTATION_DEG, SCALE_RANGE, SHEAR, SHIFT, centered, stretched_render, char_name, font_dir, font_versions, render_glyph,
 )
 
 _COUNT = Number(1, 10**6, integer=True)
@@ -144,7 +144,7 @@ def load_glyphs(split: str = "train", image_size: int = DEFAULT_IMAGE_SIZE,
         regenerate: ignore an existing cache.
         num_workers: rendering processes when the pool has to be rendered (see :func:`render_pool`).
     """
-    _SPLIT.check("split", split)
+    SPLIT_CHOICE.check("split", split)
     pool, manifest = load_pool(image_size, instances_per_class, seed, max_classes, cache_dir, regenerate,
                                num_workers)
     n_train = manifest["num_train_classes"]

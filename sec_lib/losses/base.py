@@ -1,4 +1,4 @@
-"""The shared pieces of :mod:`sec_lib.losses`: input checks, pair masks and the :class:`_MetricLoss` base class
+"""The shared pieces of :mod:`sec_lib.losses`: input checks, pair masks and the :class:`MetricLoss` base class
 that every loss derives from (it validates ``(embeddings, labels)`` and calls ``compute``)."""
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import torch.nn.functional as F
 from torch import nn
 
 # cosines are clamped to this open interval before acos (d acos/dc is infinite at +-1)
-_ACOS_EPS = 1e-7
+ACOS_EPS = 1e-7
 
 
-def _check_inputs(embeddings, labels) -> None:
+def check_inputs(embeddings, labels) -> None:
     if not isinstance(embeddings, torch.Tensor) or embeddings.ndim != 2 or embeddings.shape[0] < 1:
         shape = tuple(embeddings.shape) if isinstance(embeddings, torch.Tensor) else type(embeddings).__name__
         raise ValueError(f"embeddings must be a 2-D tensor (B, D) with B >= 1; got {shape}")
@@ -23,29 +23,29 @@ def _check_inputs(embeddings, labels) -> None:
         raise ValueError(f"labels must be an integer tensor; got dtype {labels.dtype}")
 
 
-def _zero(embeddings: torch.Tensor) -> torch.Tensor:
+def zero_loss(embeddings: torch.Tensor) -> torch.Tensor:
     """A zero loss that stays attached to the graph (so ``.backward()`` works)."""
     return embeddings.sum() * 0.0
 
 
-def _squared_distances(embeddings: torch.Tensor) -> torch.Tensor:
+def squared_distances(embeddings: torch.Tensor) -> torch.Tensor:
     """Squared Euclidean distances of the l2-normalized embeddings, 2 - 2 cos (B x B)."""
     x = F.normalize(embeddings, dim=1)
     return (2.0 - 2.0 * x @ x.T).clamp_min(0.0)
 
 
-def _pair_masks(labels: torch.Tensor):
+def pair_masks(labels: torch.Tensor):
     """(positive, negative) boolean B x B masks; positives exclude the diagonal."""
     same = labels[:, None] == labels[None, :]
     eye = torch.eye(len(labels), dtype=torch.bool, device=labels.device)
     return same & ~eye, ~same
 
 
-class _MetricLoss(nn.Module):
+class MetricLoss(nn.Module):
     """Base: validates ``(embeddings, labels)`` and calls :meth:`compute`."""
 
     def forward(self, embeddings: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        _check_inputs(embeddings, labels)
+        check_inputs(embeddings, labels)
         return self.compute(embeddings, labels.to(embeddings.device))
 
     def compute(self, embeddings, labels):  # pragma: no cover - abstract

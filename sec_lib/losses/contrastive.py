@@ -7,11 +7,11 @@ import torch.nn.functional as F
 from pytorch_metric_learning import distances as pml_distances
 from pytorch_metric_learning import losses as pml_losses
 
-from .base import _MetricLoss, _pair_masks, _zero
+from .base import MetricLoss, pair_masks, zero_loss
 
 
 # ---------------------------------------------------------------------------------------- ntxent
-class NTXentLoss(_MetricLoss):
+class NTXentLoss(MetricLoss):
     """NT-Xent (SimCLR, Chen et al., ICML 2020) with temperature T: for each positive pair (a, p),
     ``-log(exp(cos_ap / T) / (exp(cos_ap / T) + sum_{n not in class(a)} exp(cos_an / T)))``, averaged over
     positive pairs. With K = 2 views per label this is SimCLR exactly (the denominator runs over all
@@ -31,16 +31,16 @@ class NTXentLoss(_MetricLoss):
     def compute(self, embeddings, labels):
         x = F.normalize(embeddings, dim=1)
         logits = x @ x.T / self.temperature
-        pos, neg = _pair_masks(labels)
+        pos, neg = pair_masks(labels)
         if not bool(pos.any()) or not bool(neg.any()):
-            return _zero(embeddings)
+            return zero_loss(embeddings)
         lse_neg = torch.logsumexp(logits.masked_fill(~neg, torch.finfo(logits.dtype).min), dim=1)
         # anchors without any negative give softplus(-huge) = 0, as in PML
         return F.softplus(lse_neg[:, None] - logits)[pos].mean()
 
 
 # ---------------------------------------------------------------------------------------- supcon
-class SupConLoss(_MetricLoss):
+class SupConLoss(MetricLoss):
     """Supervised contrastive loss, the ``L_out`` form (Khosla et al., "Supervised Contrastive Learning",
     NeurIPS 2020, Eq. 2), on cosine similarities with temperature T:
 
@@ -64,11 +64,11 @@ class SupConLoss(_MetricLoss):
     def compute(self, embeddings, labels):
         x = F.normalize(embeddings, dim=1)
         logits = x @ x.T / self.temperature
-        pos, _ = _pair_masks(labels)
+        pos, _ = pair_masks(labels)
         n_pos = pos.sum(dim=1)
         keep = n_pos > 0
         if not bool(keep.any()):
-            return _zero(embeddings)
+            return zero_loss(embeddings)
         eye = torch.eye(len(labels), dtype=torch.bool, device=labels.device)
         log_denominator = torch.logsumexp(logits.masked_fill(eye, torch.finfo(logits.dtype).min), dim=1)
         log_prob = logits - log_denominator[:, None]
@@ -77,7 +77,7 @@ class SupConLoss(_MetricLoss):
 
 
 # ----------------------------------------------------------------------------------- contrastive
-class ContrastiveLoss(_MetricLoss):
+class ContrastiveLoss(MetricLoss):
     """Contrastive loss (Hadsell, Chopra & LeCun, CVPR 2006) in PML's form: Euclidean distance ``d`` of
     normalized embeddings, positive pairs ``[d - pos_margin]_+``, negative pairs ``[neg_margin - d]_+``,
     each averaged over its non-zero terms and summed (PML ``ContrastiveLoss`` with its default

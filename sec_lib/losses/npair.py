@@ -5,11 +5,11 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .base import _MetricLoss, _zero
+from .base import MetricLoss, zero_loss
 
 
 # ----------------------------------------------------------------------------------------- npair
-class NormalizedNPairLoss(_MetricLoss):
+class NormalizedNPairLoss(MetricLoss):
     """Normalized N-pair loss (Sohn, NeurIPS 2016, on normalized embeddings), as ``NpairLoss(...,
     normalized=True)`` in the SEC authors' ``loss.py``.
 
@@ -29,7 +29,7 @@ class NormalizedNPairLoss(_MetricLoss):
     def compute(self, embeddings, labels):
         a, p = _first_two_per_class(labels)
         if len(a) == 0:
-            return _zero(embeddings)
+            return zero_loss(embeddings)
         x = F.normalize(embeddings, dim=1)
         logits = self.scale * x[a] @ x[p].T
         return F.cross_entropy(logits, torch.arange(len(a), device=logits.device))
@@ -46,7 +46,7 @@ def _first_two_per_class(labels: torch.Tensor):
     return order[starts], order[starts + 1]
 
 
-class InnerProductNPairLoss(_MetricLoss):
+class InnerProductNPairLoss(MetricLoss):
     """Multi-class N-pair loss on UNNORMALIZED inner products (Sohn, "Improved Deep Metric Learning with
     Multi-class N-pair Loss Objective", NeurIPS 2016: the multi-class "N-pair-mc" loss with the l2 penalty
     of its Sec. 3.2.2), the N-pair loss as the SEC rebuttal describes the original. Its value depends on
@@ -81,7 +81,7 @@ class InnerProductNPairLoss(_MetricLoss):
     def compute(self, embeddings, labels):
         a, p = _first_two_per_class(labels)
         if len(a) == 0:
-            return _zero(embeddings)
+            return zero_loss(embeddings)
         fa, fp = embeddings[a], embeddings[p]
         loss = F.cross_entropy(fa @ fp.T, torch.arange(len(a), device=embeddings.device))
         if self.l2_reg:

@@ -8,11 +8,11 @@ import math
 import torch
 import torch.nn.functional as F
 
-from .base import _ACOS_EPS, _MetricLoss, _check_inputs, _pair_masks, _squared_distances, _zero
+from .base import ACOS_EPS, MetricLoss, check_inputs, pair_masks, squared_distances, zero_loss
 
 
 # --------------------------------------------------------------------------------------- triplet
-class TripletLoss(_MetricLoss):
+class TripletLoss(MetricLoss):
     """All-triplets margin loss, as ``TripletLoss`` in the SEC authors' ``loss.py``.
 
     ``mean over ALL valid (a, p, n) of max(0, m + d_ap - d_an)`` with the squared Euclidean distance of
@@ -30,19 +30,19 @@ class TripletLoss(_MetricLoss):
         self.margin = margin
 
     def compute(self, embeddings, labels):
-        d = _squared_distances(embeddings)
-        pos, neg = _pair_masks(labels)
+        d = squared_distances(embeddings)
+        pos, neg = pair_masks(labels)
         a, p = pos.nonzero(as_tuple=True)
         neg_of_anchor = neg[a]  # (P, B): the negatives of each positive pair's anchor
         count = neg_of_anchor.sum()
         if int(count) == 0:
-            return _zero(embeddings)
+            return zero_loss(embeddings)
         terms = F.relu(self.margin + d[a, p][:, None] - d[a])  # (P, B): every negative n of the pair
         return (terms * neg_of_anchor).sum() / count
 
 
 # -------------------------------------------------------------------------------------- semihard
-class SemihardTripletLoss(_MetricLoss):
+class SemihardTripletLoss(MetricLoss):
     """FaceNet semihard triplet loss, the TensorFlow rule (``tf.contrib.losses.metric_learning.
     triplet_semihard_loss`` / ``tfa.losses.TripletSemiHardLoss``) as re-implemented in the SEC authors'
     ``loss.py`` (``TripletSemihardLoss``: squared Euclidean distance of normalized embeddings, m = 0.2).
@@ -61,12 +61,12 @@ class SemihardTripletLoss(_MetricLoss):
         self.margin = margin
 
     def compute(self, embeddings, labels):
-        d = _squared_distances(embeddings)
-        pos, neg = _pair_masks(labels)
+        d = squared_distances(embeddings)
+        pos, neg = pair_masks(labels)
         n_neg = neg.sum(dim=1)
         valid = pos & (n_neg > 0)[:, None]
         if not bool(valid.any()):
-            return _zero(embeddings)
+            return zero_loss(embeddings)
         # per anchor: its negative distances sorted ascending, non-negatives pushed to the end (+inf)
         sorted_neg, _ = d.masked_fill(~neg, math.inf).sort(dim=1)
         # for each (a, p): position of the first negative with d_an > d_ap (strictly)
@@ -79,7 +79,7 @@ class SemihardTripletLoss(_MetricLoss):
 
 
 # -------------------------------------------------------------------------------------------- ms
-class MultiSimilarityLoss(_MetricLoss):
+class MultiSimilarityLoss(MetricLoss):
     """Multi-similarity loss with its hard-pair mining (Wang et al., CVPR 2019), following the official
     code (MalongTech/research-ms-loss) and the SEC authors' ``MultiSimilarityLoss``.
 
@@ -117,7 +117,7 @@ class MultiSimilarityLoss(_MetricLoss):
         hard_pos = pos & (s - self.epsilon < max_neg)
         keep = hard_pos.any(dim=1) & hard_neg.any(dim=1)
         if not bool(keep.any()):
-            return _zero(embeddings)
+            return zero_loss(embeddings)
         pos_term = _log1p_sum_exp(-self.alpha * (sim - self.base), hard_pos) / self.alpha
         neg_term = _log1p_sum_exp(self.beta * (sim - self.base), hard_neg) / self.beta
         return ((pos_term + neg_term) * keep).sum() / len(labels)
@@ -131,7 +131,7 @@ def _log1p_sum_exp(z: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 
 
 # ------------------------------------------------------------------------------------------- tml
-class TupletMarginLoss(_MetricLoss):
+class TupletMarginLoss(MetricLoss):
     """Tuplet margin loss + intra-pair variance loss (Yu & Tao, "Deep Metric Learning with Tuplet Margin
     Loss", ICCV 2019); the combination PML documents as ``MultipleLosses([TupletMarginLoss(),
     IntraPairVarianceLoss()], weights=[1, lambda])``.
@@ -155,10 +155,10 @@ class TupletMarginLoss(_MetricLoss):
     def compute(self, embeddings, labels):
         x = F.normalize(embeddings, dim=1)
         cos = x @ x.T
-        pos, neg = _pair_masks(labels)
+        pos, neg = pair_masks(labels)
         if not bool(pos.any()) or not bool(neg.any()):
-            return _zero(embeddings)
-        theta = torch.acos(cos.clamp(-1 + _ACOS_EPS, 1 - _ACOS_EPS))
+            return zero_loss(embeddings)
+        theta = torch.acos(cos.clamp(-1 + ACOS_EPS, 1 - ACOS_EPS))
         cos_ap_margin = torch.cos(theta - self.margin)
         # log(1 + sum_n exp(s cos_an - s c)) = softplus(logsumexp_n(s cos_an) - s c): O(B^2), no B^3 tensor
         lse_neg = torch.logsumexp((self.scale * cos).masked_fill(~neg, torch.finfo(cos.dtype).min), dim=1)
@@ -180,11 +180,11 @@ def triplet_violations(embeddings: torch.Tensor, labels: torch.Tensor) -> float:
     Per anchor the negative cosines are sorted once and every positive is located with
     ``searchsorted``: O(B^2 log B) time and O(B^2) memory, no B^3 tensor.
     """
-    _check_inputs(embeddings, labels)
+    check_inputs(embeddings, labels)
     labels = labels.to(embeddings.device)
     x = F.normalize(embeddings.detach().double(), dim=1)
     cos = x @ x.T
-    pos, neg = _pair_masks(labels)
+    pos, neg = pair_masks(labels)
     n_pos, n_neg = pos.sum(dim=1), neg.sum(dim=1)
     total = int((n_pos * n_neg).sum())
     if total == 0:

@@ -7,11 +7,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .base import _ACOS_EPS, _MetricLoss
+from .base import ACOS_EPS, MetricLoss
 
 
 # ------------------------------------------------------------------------------ cosine-softmax
-class _CosineSoftmaxLoss(_MetricLoss):
+class _CosineSoftmaxLoss(MetricLoss):
     """Softmax cross-entropy over ``s * cos(f_i, w_c)`` with learnable class weights ``W`` (C x D,
     initialised N(0, 1) like PML), a margin on the target logit given by :meth:`target_logit`."""
 
@@ -72,7 +72,7 @@ class ArcFaceLoss(_CosineSoftmaxLoss):
         super().__init__(num_classes, embedding_size, scale, margin)
 
     def target_logit(self, cos_target):
-        theta = torch.acos(cos_target.clamp(-1 + _ACOS_EPS, 1 - _ACOS_EPS))
+        theta = torch.acos(cos_target.clamp(-1 + ACOS_EPS, 1 - ACOS_EPS))
         return torch.where(
             theta <= math.pi - self.margin,
             torch.cos(theta + self.margin),

@@ -51,10 +51,10 @@ from typing import Sequence
 
 import numpy as np
 
-from ._inputs import _check_chunk_size, _check_device, _check_ks
+from .inputs import check_chunk_size, check_device, check_ks
 from .clustering import KMEANS_N_INIT, clustering_scores, nmi_f1
 from .retrieval import (
-    AUTO_FAISS_MAX_DEPTH, BACKENDS, BLOCK_ELEMENTS, FAISS_QUERY_CHUNK, _check_backend, _loo_inputs, _map_r, _run, _Task,
+    AUTO_FAISS_MAX_DEPTH, BACKENDS, BLOCK_ELEMENTS, FAISS_QUERY_CHUNK, check_backend, loo_inputs, map_r_of, run_tasks, SearchTask,
     faiss_available, map_at_r, nearest_neighbor_hits, recall_at_k,
 )
 
@@ -90,15 +90,15 @@ def evaluate(
     :func:`recall_at_k` and :func:`map_at_r` with the same backend. NMI/F1 come from :func:`nmi_f1`
     (k-means seeded with ``seed``) and are left out when ``clustering=False``.
     """
-    chunk_size = _check_chunk_size(chunk_size)
-    dev = _check_device(device)
-    backend = _check_backend(backend, dev)
+    chunk_size = check_chunk_size(chunk_size)
+    dev = check_device(device)
+    backend = check_backend(backend, dev)
     if not isinstance(clustering, (bool, np.bool_)):
         raise ValueError(f"clustering must be True or False, got {clustering!r}")
-    e, codes = _loo_inputs(emb, labels)
-    ks = _check_ks(ks, e.shape[0] - 1)
-    r = _map_r(codes)
-    scores = _run(e, e, _Task(codes, codes, True, kmax=max(ks), r=r), chunk_size, dev, backend)
+    e, codes = loo_inputs(emb, labels)
+    ks = check_ks(ks, e.shape[0] - 1)
+    r = map_r_of(codes)
+    scores = run_tasks(e, e, SearchTask(codes, codes, True, kmax=max(ks), r=r), chunk_size, dev, backend)
     out = {f"R@{k}": float(100.0 * np.mean(scores.first < k)) for k in ks}
     if clustering:
         nmi, f1 = nmi_f1(e, codes, seed=seed, n_init=n_init)

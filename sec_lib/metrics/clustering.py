@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import torch.nn.functional as F
 
-from ._inputs import _to_codes, _to_float_tensor, _to_label_array
+from .inputs import to_codes, to_float_tensor, to_label_array
 
 #: k-means restarts, pinned (scikit-learn's default changed to "auto" = 1 restart for k-means++ in 1.4;
 #: the authors' code ran with the old default of 10).
@@ -24,12 +24,12 @@ def clustering_scores(cluster_ids, labels) -> tuple[float, float]:
     TP = sum_ij C(n_ij, 2), TP + FP = sum_i C(a_i, 2), TP + FN = sum_j C(b_j, 2), P = TP/(TP+FP),
     R = TP/(TP+FN), F1 = 2PR/(P+R); 0 when TP = 0. Never forms the N x N pair matrix.
     """
-    raw = _to_label_array(cluster_ids, "cluster_ids", None, "")
+    raw = to_label_array(cluster_ids, "cluster_ids", None, "")
     n = raw.shape[0]
     if n == 0:
         raise ValueError("cluster_ids and labels must be non-empty")
-    c = _to_codes(raw, "cluster_ids", n, "cluster_ids")
-    y = _to_codes(labels, "labels", n, "cluster_ids")
+    c = to_codes(raw, "cluster_ids", n, "cluster_ids")
+    y = to_codes(labels, "labels", n, "cluster_ids")
     cont = np.zeros((c.max() + 1, y.max() + 1), dtype=np.int64)
     np.add.at(cont, (c, y), 1)
     a = cont.sum(axis=1)
@@ -75,8 +75,8 @@ def nmi_f1(emb, labels, seed: int = 0, n_init: int = KMEANS_N_INIT) -> tuple[flo
         raise ValueError(f"n_init must be an integer >= 1, got {n_init!r}")
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
-    e = _to_float_tensor(emb, "emb")
-    codes = _to_codes(labels, "labels", e.shape[0], "emb")
+    e = to_float_tensor(emb, "emb")
+    codes = to_codes(labels, "labels", e.shape[0], "emb")
     n_clusters = int(codes.max()) + 1
     x = F.normalize(e, p=2, dim=1).numpy().astype(np.float64)
     km = KMeans(n_clusters=n_clusters, n_init=int(n_init), random_state=int(seed))

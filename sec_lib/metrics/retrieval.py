@@ -15,7 +15,7 @@ try:  # optional exact k-NN backend: pip install 'sec_lib[fast]'
 except ImportError:  # pragma: no cover - depends on the environment
     faiss = None
 
-from ._inputs import _check_chunk_size, _check_device, _check_ks, _to_codes, _to_float_tensor, _to_label_array
+from .inputs import check_chunk_size, check_device, check_ks, to_codes, to_float_tensor, to_label_array
 
 #: With ``chunk_size=None``: at most this many similarity entries per query chunk.
 BLOCK_ELEMENTS = 2**25
@@ -40,7 +40,7 @@ def faiss_available() -> bool:
     return faiss is not None
 
 
-def _check_backend(backend, device: torch.device) -> str:
+def check_backend(backend, device: torch.device) -> str:
     """Validate 'auto' | 'torch' | 'faiss' (and that faiss can run when asked for by name)."""
     if not isinstance(backend, str) or backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
@@ -184,7 +184,7 @@ def _ap_at_r(nbr_labels: np.ndarray, q_labels: np.ndarray, r: np.ndarray) -> np.
 
 
 @dataclass
-class _Task:
+class SearchTask:
     """What one retrieval pass computes. ``q_codes``/``g_codes``: label codes of queries and
     candidates; ``leave_one_out``: query i is candidate i and is never returned; ``kmax``: first-hit
     ranks are needed below this k (0: none); ``r``: per query, how many neighbours AP@R needs
@@ -214,7 +214,7 @@ class _Scores:
     nn: np.ndarray  # index of the nearest neighbour, -1 where not computed
 
 
-def _store(out: _Scores, task: _Task, rows: np.ndarray, nbr: np.ndarray, first_known: bool) -> None:
+def _store(out: _Scores, task: SearchTask, rows: np.ndarray, nbr: np.ndarray, first_known: bool) -> None:
     """Fill ``out`` for ``rows`` from their ranked neighbours ``nbr`` (best first)."""
     ql = task.q_codes[rows]
     nl = task.g_codes[nbr]
@@ -229,7 +229,7 @@ def _store(out: _Scores, task: _Task, rows: np.ndarray, nbr: np.ndarray, first_k
         out.nn[rows] = nbr[:, 0]
 
 
-def _run_torch(query, gallery, task: _Task, chunk_size, device) -> _Scores:
+def _run_torch(query, gallery, task: SearchTask, chunk_size, device) -> _Scores:
     """Chunked torch pass: one float32 similarity block per chunk; first-hit ranks by counting,
     top-k (k = what MAP@R / the nearest neighbour need) by ``torch.topk``."""
     n_q, n_gal = query.shape[0], gallery.shape[0]
@@ -257,7 +257,7 @@ def _run_torch(query, gallery, task: _Task, chunk_size, device) -> _Scores:
     return out
 
 
-def _run_faiss(query, gallery, task: _Task, chunk_size) -> _Scores:
+def _run_faiss(query, gallery, task: SearchTask, chunk_size) -> _Scores:
     """Exact k-NN search with a faiss ``IndexFlatIP`` on the l2-normalized float32 embeddings, in
     chunks of queries; k = max(kmax, R, 1) per chunk, plus one to see ties across the cut and one
     for the query itself when it is left out."""
@@ -309,7 +309,7 @@ def _pick_backend(backend: str, device: torch.device, depth: int) -> str:
     return "faiss" if faiss is not None and device.type == "cpu" and depth <= AUTO_FAISS_MAX_DEPTH else "torch"
 
 
-def _run(query, gallery, task: _Task, chunk_size, device, backend) -> _Scores:
+def run_tasks(query, gallery, task: SearchTask, chunk_size, device, backend) -> _Scores:
     if _pick_backend(backend, device, task.depth(np.arange(len(task.q_codes)))) == "faiss":
         return _run_faiss(query, gallery, task, chunk_size)
     return _run_torch(query, gallery, task, chunk_size, device)
@@ -367,45 +367,45 @@ def recall_at_k(
         ks = ks_pos
     if (gallery is None) != (gallery_labels is None):
         raise ValueError("gallery and gallery_labels must be given together (both or neither)")
-    chunk_size = _check_chunk_size(chunk_size)
-    dev = _check_device(device)
-    backend = _check_backend(backend, dev)
+    chunk_size = check_chunk_size(chunk_size)
+    dev = check_device(device)
+    backend = check_backend(backend, dev)
 
-    q = _to_float_tensor(query, "query" if gallery is not None else "emb")
+    q = to_float_tensor(query, "query" if gallery is not None else "emb")
     if gallery is None:
-        codes = _to_codes(q_labels, "labels", q.shape[0], "emb")
+        codes = to_codes(q_labels, "labels", q.shape[0], "emb")
         if q.shape[0] < 2:
             raise ValueError(f"leave-one-out recall needs at least 2 samples, got {q.shape[0]}")
-        ks = _check_ks(ks, q.shape[0] - 1)
+        ks = check_ks(ks, q.shape[0] - 1)
         g, q_codes, g_codes, loo = q, codes, codes, True
     else:
-        g = _to_float_tensor(gallery, "gallery")
+        g = to_float_tensor(gallery, "gallery")
         if g.shape[1] != q.shape[1]:
             raise ValueError(
                 f"query has dimension {q.shape[1]} but gallery has {g.shape[1]}; they must match"
             )
-        q_raw = _to_label_array(q_labels, "query_labels", q.shape[0], "query")
-        g_raw = _to_label_array(gallery_labels, "gallery_labels", g.shape[0], "gallery")
+        q_raw = to_label_array(q_labels, "query_labels", q.shape[0], "query")
+        g_raw = to_label_array(gallery_labels, "gallery_labels", g.shape[0], "gallery")
         _, inv = np.unique(np.concatenate([q_raw, g_raw]), return_inverse=True)
         inv = inv.reshape(-1).astype(np.int64)
         q_codes, g_codes = inv[: q.shape[0]], inv[q.shape[0] :]
-        ks = _check_ks(ks, g.shape[0])
+        ks = check_ks(ks, g.shape[0])
         loo = False
 
-    task = _Task(q_codes, g_codes, loo, kmax=max(ks))
-    first = _run(q, g, task, chunk_size, dev, backend).first
+    task = SearchTask(q_codes, g_codes, loo, kmax=max(ks))
+    first = run_tasks(q, g, task, chunk_size, dev, backend).first
     return {k: float(100.0 * np.mean(first < k)) for k in ks}
 
 
-def _loo_inputs(emb, labels) -> tuple[torch.Tensor, np.ndarray]:
-    e = _to_float_tensor(emb, "emb")
-    codes = _to_codes(labels, "labels", e.shape[0], "emb")
+def loo_inputs(emb, labels) -> tuple[torch.Tensor, np.ndarray]:
+    e = to_float_tensor(emb, "emb")
+    codes = to_codes(labels, "labels", e.shape[0], "emb")
     if e.shape[0] < 2:
         raise ValueError(f"leave-one-out metrics need at least 2 samples, got {e.shape[0]}")
     return e, codes
 
 
-def _map_r(codes: np.ndarray) -> np.ndarray:
+def map_r_of(codes: np.ndarray) -> np.ndarray:
     """R per query: the number of other samples of its class."""
     return np.bincount(codes)[codes] - 1
 
@@ -416,11 +416,11 @@ def nearest_neighbor_hits(emb, labels, chunk_size: int | None = None, device="cp
     A boolean array of length N whose mean times 100 is Recall@1; used to relate a sample's
     retrieval success to its embedding norm.
     """
-    chunk_size = _check_chunk_size(chunk_size)
-    dev = _check_device(device)
-    backend = _check_backend(backend, dev)
-    e, codes = _loo_inputs(emb, labels)
-    nn = _run(e, e, _Task(codes, codes, True, nn=True), chunk_size, dev, backend).nn
+    chunk_size = check_chunk_size(chunk_size)
+    dev = check_device(device)
+    backend = check_backend(backend, dev)
+    e, codes = loo_inputs(emb, labels)
+    nn = run_tasks(e, e, SearchTask(codes, codes, True, nn=True), chunk_size, dev, backend).nn
     return codes[nn] == codes
 
 
@@ -435,12 +435,12 @@ def map_at_r(emb, labels, chunk_size: int | None = None, device="cpu", backend: 
     Ties are broken by index (see the module docstring). Chunks need the top max-R neighbours of
     their queries, so queries are processed in order of R.
     """
-    chunk_size = _check_chunk_size(chunk_size)
-    dev = _check_device(device)
-    backend = _check_backend(backend, dev)
-    e, codes = _loo_inputs(emb, labels)
-    r = _map_r(codes)
+    chunk_size = check_chunk_size(chunk_size)
+    dev = check_device(device)
+    backend = check_backend(backend, dev)
+    e, codes = loo_inputs(emb, labels)
+    r = map_r_of(codes)
     if not (r >= 1).any():
         return float("nan")
-    ap = _run(e, e, _Task(codes, codes, True, r=r), chunk_size, dev, backend).ap
+    ap = run_tasks(e, e, SearchTask(codes, codes, True, r=r), chunk_size, dev, backend).ap
     return float(100.0 * ap[r >= 1].mean())  # mean in index order, as in evaluate()

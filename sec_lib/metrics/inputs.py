@@ -5,7 +5,7 @@ import numpy as np
 import torch
 
 
-def _to_float_tensor(x, name: str) -> torch.Tensor:
+def to_float_tensor(x, name: str) -> torch.Tensor:
     if isinstance(x, torch.Tensor):
         t = x.detach()
     else:
@@ -25,7 +25,7 @@ def _to_float_tensor(x, name: str) -> torch.Tensor:
     return t
 
 
-def _to_label_array(labels, name: str, n: int | None, embedding_name: str) -> np.ndarray:
+def to_label_array(labels, name: str, n: int | None, embedding_name: str) -> np.ndarray:
     """1-D label array (numpy) of length n (unchecked when n is None)."""
     if isinstance(labels, torch.Tensor):
         arr = labels.detach().cpu().numpy()
@@ -38,14 +38,14 @@ def _to_label_array(labels, name: str, n: int | None, embedding_name: str) -> np
     return arr
 
 
-def _to_codes(labels, name: str, n: int, embedding_name: str) -> np.ndarray:
+def to_codes(labels, name: str, n: int, embedding_name: str) -> np.ndarray:
     """Labels of any hashable dtype -> np.int64 codes (order-preserving); length must be n."""
-    arr = _to_label_array(labels, name, n, embedding_name)
+    arr = to_label_array(labels, name, n, embedding_name)
     _, codes = np.unique(arr, return_inverse=True)
     return codes.astype(np.int64).reshape(-1)
 
 
-def _check_ks(ks, n_candidates: int) -> tuple[int, ...]:
+def check_ks(ks, n_candidates: int) -> tuple[int, ...]:
     if isinstance(ks, (int, np.integer)):
         ks = (int(ks),)
     try:
@@ -67,7 +67,7 @@ def _check_ks(ks, n_candidates: int) -> tuple[int, ...]:
     return tuple(out)
 
 
-def _check_chunk_size(chunk_size) -> int | None:
+def check_chunk_size(chunk_size) -> int | None:
     if chunk_size is None:
         return None
     if isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer)) or chunk_size < 1:
@@ -75,7 +75,7 @@ def _check_chunk_size(chunk_size) -> int | None:
     return int(chunk_size)
 
 
-def _check_device(device) -> torch.device:
+def check_device(device) -> torch.device:
     try:
         return torch.device(device)
     except (RuntimeError, TypeError) as err:
