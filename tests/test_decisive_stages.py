@@ -91,6 +91,8 @@ def test_the_later_stages_train_in_order_each_run_once(tmp_path, monkeypatch, ca
         monkeypatch.setattr(ex, name, value)
     from sec_lib.runs import finetune
     monkeypatch.setitem(finetune.GRIDS, "decisive", ((1e-4, 3e-4, 1e-3), (0.2, 0.5)))   # 3 trunk rates, 2 ratios
+    monkeypatch.setattr(selection, "SEEDS", (1000, 1001))                               # 2 held-out seeds a point
+    monkeypatch.setattr(selection, "LR_GRID", (0.03, 0.1, 0.3, 1.0))
     monkeypatch.setattr(decisive, "CHAPTERS", tuple(c for c in decisive.CHAPTERS if c != "normlayer"))
     monkeypatch.setattr(decisive, "STAGES", tuple(s for s in decisive.STAGES if s[0] != "normlayer"))
     p = a_plan(seeds=6, length=3000, losses=("ms",))

@@ -75,9 +75,10 @@ def choose(scores: dict, base: tuple = ETA_GRID, zero: bool = True, factor: floa
     return Choice(weight, best_nonzero, dict(scores), grid, edge, needs)
 
 
-def scores_of(runs: pd.DataFrame, seeds=SEEDS, metric: str = "R@1", by: str = "eta") -> dict:
+def scores_of(runs: pd.DataFrame, seeds=None, metric: str = "R@1", by: str = "eta") -> dict:
     """{weight: mean ``metric`` over ``seeds``} from held-out runs (columns ``by`` (the weight: η, or a learning
-    rate), seed, metric), for the weights whose every seed is there."""
+    rate), seed, metric), for the weights whose every seed is there (``seeds``: default :data:`SEEDS`)."""
+    seeds = SEEDS if seeds is None else seeds
     out = {}
     for w, g in runs.groupby(by):
         if set(seeds) <= set(g["seed"]):
