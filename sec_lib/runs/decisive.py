@@ -56,8 +56,11 @@ REVIEW_GRID = (0.1, 0.5, 1.0)
 #: The chapters the decisive profile trains and its pages read.
 CHAPTERS = ("compare", "tuned", "main", "beyond", "norms", "instability", "convergence", "eta", "mu", "bnwn",
             "normlayer", "optim", "scale", "pretrained", "ssl", "npair", "face")
-#: The stages after the main comparison: (stage = export folder, what it is, ("select", the name of a loss list in
-#: :mod:`~sec_lib.runs.experiments`, kinds) for a held-out selection | ("train", chapters)).
+#: The stages after the main comparison, in training order: (stage = export folder, what it is, how). How:
+#: ("select", the name of a loss list in :mod:`~sec_lib.runs.experiments`, kinds): a held-out η / L2 selection;
+#: ("select-lr", arms): SGD's rates; ("select-scale", loss list): relative SEC's η and the fixed-scale radius;
+#: ("select-finetune",): the fine-tuning rates; ("train", chapters): the chapters' runs that no earlier stage named
+#: (:func:`sec_lib.runs.commands.later_stages` runs them).
 STAGES = (
     ("extra-selection", "tuplet margin and CosFace: held-out η and L2 grids", ("select", "EXTRA_LOSSES",
                                                                                ("sec", "l2reg"))),
@@ -82,8 +85,9 @@ STAGES = (
 LATER: dict = {}
 
 
-#: The keys of ``choices.json`` that hold SGD's held-out learning rates (:func:`record_rate`) and the scale chapter's
-#: relative η and radius (:func:`record_scale`); every other key is a loss.
+#: The keys of ``choices.json`` that hold SGD's held-out learning rates (:func:`record_rate`), the scale chapter's
+#: relative η and radius (:func:`record_scale`) and the fine-tuning rates (:func:`record_finetune`); every other key
+#: is a loss (:func:`record_choice`).
 RATES, SCALE, FINETUNE = "rates", "scale", "finetune"
 
 
@@ -105,7 +109,8 @@ def read_plan(root=None) -> Plan:
 
 
 def read_choices(root=None) -> dict:
-    """``{loss: {"sec": η, "l2reg": weight or None, "flags": [...]}}`` of ``choices.json`` ({} before any)."""
+    """``choices.json`` ({} before any choice): ``{loss: {"sec": η, "l2reg": weight or None, "flags": [...]}}``, and
+    under :data:`RATES`, :data:`SCALE` and :data:`FINETUNE` the rates, the scale chapter's and the fine-tuning choices."""
     path = choices_path(root)
     return json.loads(path.read_text()) if path.exists() else {}
 
@@ -180,7 +185,8 @@ def record_choice(loss: str, sec, l2=None, root=None) -> dict:
         if c is not None and c.needs is not None:
             raise ValueError(f"the {name} selection of {loss!r} is not final (it still needs {c.needs:g})")
     if loss in (RATES, SCALE, FINETUNE):
-        raise ValueError(f"{loss!r} is not a loss: choices.json keeps the rates and the scale chapter's choices under it")
+        raise ValueError(f"{loss!r} is not a loss: choices.json keeps the rates, the scale and the fine-tuning choices "
+                         "under it")
     have = read_choices(root)
     if loss not in have:
         have[loss] = {"sec": tested_weight(sec), "l2reg": None if l2 is None else tested_weight(l2),
