@@ -433,3 +433,51 @@ def decisive_selection(root=None) -> tuple[pd.DataFrame, pd.DataFrame, str]:
             + (f"Final choices: {', '.join(chosen)}. " if chosen else "No choice is final yet. ")
             + (f"Pending: {', '.join(pending)}." if pending else "Every choice is made; the plan is written next."))
     return tables[0], tables[1], text
+
+
+def decisive_progress(root=None) -> tuple[pd.DataFrame, str]:
+    """The decisive tier stage by stage, in training order (:data:`sec_lib.runs.decisive.STAGES` after the pilot,
+    the selection and the main comparison): what each stage is, how many runs its folder holds, how many it names
+    where that can be known yet (a stage's runs depend on the choices made before it; :data:`MISSING` until then),
+    and whether ``plan.json`` is written; and a computed sentence."""
+    from ..runs import decisive, mainstage, pilot
+    from ..runs.store import run_key
+    base = tier_dir(pilot.TIER, root)
+
+    def held(stage: str) -> int:
+        d = base / stage
+        return len(TierStore(d).runs) if (d / "runs.parquet").exists() else 0
+
+    try:
+        plan = decisive.read_plan(root)
+    except KeyError:
+        plan = None
+    from ..runs import selection
+    first = len(ex.MAIN_LOSSES) * len(selection.SEEDS) * (1 + len(selection.ETA_GRID) + len(selection.L2_GRID))
+    rows = [{"stage": "pilot", "what": "the schedule pilot (held-out classes)", "committed": held("pilot"),
+             "named": len(pilot.configs(pairs=len(pilot.LENGTH_PAIRS)))},
+            {"stage": "selection", "what": "η and L2 of the four main losses (held-out, 3 seeds a point)",
+             "committed": held("selection"), "named": f"{first} (first round)"},
+            {"stage": "main", "what": "the main comparison (test classes)", "committed": held("main"),
+             "named": len(mainstage.configs(plan)) if plan else MISSING}]
+    earlier = {run_key(c) for c in mainstage.configs(plan)} if plan else set()
+    for stage, what, (kind, *args) in decisive.STAGES:
+        named = MISSING
+        if plan is not None and kind == "train":
+            try:
+                cfgs = [c for c in decisive.stage_configs(decisive.profile(plan, decisive.read_choices(root)), args[0])
+                        if run_key(c) not in earlier]
+                earlier |= {run_key(c) for c in cfgs}
+                named = len(cfgs)
+            except KeyError:                 # a choice it needs is not made yet
+                pass
+        rows.append({"stage": stage, "what": what, "committed": held(stage), "named": named})
+    df = pd.DataFrame(rows, columns=["stage", "what", "committed", "named"])
+    total = int(df["committed"].sum())
+    text = (f"{total} runs of the decisive tier are committed. "
+            + (f"The plan is written (`plan.json`): {plan.seeds} seeds for the primary arms, {plan.shape} at "
+               f"{plan.length:,} iterations." if plan else
+               "The plan (`plan.json`: the seed count, η and L2 weight of each main loss) is written when the "
+               "held-out selection is final, before any run on the test classes; the counts it fixes show '"
+               + MISSING + "' until then."))
+    return df, text

@@ -200,3 +200,24 @@ def test_the_decisive_selection_section_shows_each_point_and_the_rules_choice(tm
     assert l2t.set_index("loss").loc["triplet", "0.005"] == "79.00 (2 of 3)"
     assert "Final choices: triplet SEC η 0.05." in text and "Pending: semihard SEC η" in text
     assert not eta.isna().any().any() and not l2t.isna().any().any()
+
+
+def test_the_decisive_progress_table_counts_each_stage_once_the_plan_fixes_it(tmp_path):
+    """Before the plan: the stages after the selection show no count. With a plan: the main comparison's count, and
+    each later stage's runs that no earlier stage names, where the choices it needs exist (else still none)."""
+    from sec_lib.chapters import tiers
+    from sec_lib.runs import decisive, mainstage
+    from sec_lib.runs import experiments as ex
+    df, text = tiers.decisive_progress(tmp_path)
+    assert df["committed"].eq(0).all() and (df.set_index("stage").loc["main", "named"] == tiers.MISSING)
+    assert "written when the held-out selection is final" in text and not df.isna().any().any()
+    plan = mainstage.Plan("cosine", 9000, 7, 0.45, 0.4, {}, {l: 0.1 for l in ex.MAIN_LOSSES},
+                          {l: 0.005 for l in ex.MAIN_LOSSES}, {})
+    mainstage.write_plan(plan, decisive.plan_path(tmp_path))
+    df, text = tiers.decisive_progress(tmp_path)
+    t = df.set_index("stage")
+    assert t.loc["main", "named"] == len(mainstage.configs(plan)) and "7 seeds for the primary arms" in text
+    assert t.loc["extra", "named"] == tiers.MISSING                     # tml and cosface are not selected yet
+    # the η sweep: 4 losses × (η = 0 and 5 η) × 3 seeds, less the main comparison's runs at seeds 0-2 (η = 0, the
+    # selected 0.1 and the paper's η, each on the grid)
+    assert t.loc["eta", "named"] == 4 * 6 * 3 - 4 * 3 * 3
