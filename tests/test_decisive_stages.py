@@ -130,7 +130,8 @@ def test_the_later_stages_train_in_order_each_run_once(tmp_path, monkeypatch, ca
     assert "sgd+sec: chosen lr 1, growing the grid to 10" in said
     folder = tmp_path / "data" / "reference" / "decisive"
     fine = pd.read_parquet(folder / "pretrained" / "runs.parquet")      # fine-tuned: their twins are main runs
-    assert len(fine) == 3 * plan.FLOOR and set(fine["lr"]) == {3e-4} and set(fine["seed"]) == set(range(plan.FLOOR))
+    assert len(fine) == 4 * plan.FLOOR and set(fine["lr"]) == {3e-4} and set(fine["seed"]) == set(range(plan.FLOOR))
+    assert set(fine["eta"]) == {0.0, 0.005, 0.1, 1.0}                # none, L2, SEC at the held-out η, relative SEC
     optim = pd.read_parquet(folder / "optim" / "runs.parquet")          # Adam's arms are the main comparison's
     assert set(optim["optimizer"]) == {"sgd"} and len(optim) == 2 * plan.FLOOR
     assert set(optim.loc[optim["eta"] > 0, "lr"]) == {1.0} and set(optim.loc[optim["eta"] == 0, "lr"]) == {0.1}

@@ -30,7 +30,10 @@ Pre-registered with the plan (``data/reference/decisive/README.md``; the cost pl
   classes: every trunk rate of :data:`~sec_lib.runs.finetune.TRUNK_LRS` × head ratio of
   :data:`~sec_lib.runs.finetune.HEAD_RATIOS`, 3 seeds a pair; the best pair by mean held-out R@1 (ties: the smaller
   rates); the trunk grid grows ×/÷ 3 while the best pair's trunk rate sits at its edge (twice a side at most). Then
-  none, L2-reg and SEC at the paper's η, 5 seeds.
+  none, L2-reg and SEC at their held-out weights and relative SEC at its held-out η, 5 seeds (the issue's arms);
+  their twins are runs of the main comparison and of the scale chapter. The issue asks for a step schedule, the
+  paper's; this tier keeps its own cosine one, the shape its pilot found converged (step did not converge at 13,500),
+  so that the regime interaction compares runs that differ only in their start and the protocol.
 """
 from __future__ import annotations
 
@@ -77,7 +80,8 @@ STAGES = (
     ("scale", "shrink or equalize: relative SEC and the fixed-scale control", ("train", ("scale",))),
     ("finetune-selection", "fine-tuning from the glyph backbone: trunk and head rates on held-out classes",
      ("select-finetune",)),
-    ("pretrained", "fine-tuned runs: none, L2-reg and SEC at the paper's η", ("train", ("pretrained",))),
+    ("pretrained", "fine-tuned runs: none, L2-reg, SEC and relative SEC at their held-out weights",
+     ("train", ("pretrained",))),
     ("review-selection", "the review losses: held-out η grid", ("select", "REVIEW_LOSSES", ("sec",))),
     ("review", "SimCLR and SupCon, the N-pair readings, CosFace and ArcFace", ("train", ("ssl", "npair", "face"))),
 )

@@ -93,7 +93,7 @@ def settings(profile, iterations: int | None = None) -> dict:
     p = _profile(profile)
     ck = committed_config()
     n = iterations or p.base["iterations"]
-    if p.name == "decisive":              # the tier's own schedule: the twins differ only in the start and the protocol
+    if p.name == "decisive":   # the tier's own (converged) schedule: a twin differs only in its start and the protocol
         sched = {"schedule": p.base["schedule"], "lr_milestones": tuple(p.base.get("lr_milestones", ()))}
     else:
         sched = {"schedule": "step", "lr_milestones": (max(1, round(MILESTONE_FRACTION * n)),), "lr_decay": DECAY}
@@ -145,22 +145,40 @@ def chosen_rates(profile, store: ResultStore) -> tuple[float, float]:
     return lr, best.config.lr_head
 
 
+def scratch_arms(p: ex.Profile, store) -> list[TrainConfig]:
+    """The from-scratch runs the fine-tuning arm mirrors. The quick tier: its main table (none, L2-reg, SEC at the
+    paper's η). The decisive tier (issue 24: "none, SEC and L2 at selected weights, and relative SEC"): none, L2-reg
+    and SEC at their held-out weights and relative SEC at its held-out η, 5 seeds each; every one is a run of its
+    main comparison or of its scale chapter."""
+    if p.name != "decisive":
+        return ex.main_table(p, store)
+    return [c for loss in ex.MAIN_LOSSES for s in p.floor_seeds for c in (
+        ex.config(p, loss, "none", s), ex.config(p, loss, "l2reg", s, eta=ex.fixed_choice(p, "zero", loss)),
+        ex.config(p, loss, "sec", s, eta=ex.fixed_choice(p, "sec", loss)),
+        ex.config(p, loss, "sec", s, eta=ex.fixed_choice(p, "relative", loss), relative=True))]
+
+
 def runs(profile, store: ResultStore) -> list[TrainConfig]:
-    """The fine-tuning runs: the four main losses x {none, L2-reg, SEC} x the main table's seeds, at the chosen
-    rates; each has its from-scratch twin in the profile's main table (:func:`twin`)."""
+    """The fine-tuning runs: each run of :func:`scratch_arms` started from the checkpoint instead, at the chosen
+    rates; each has its from-scratch twin there (:func:`twin`)."""
     p = _profile(profile)
     lr, lr_head = chosen_rates(p, store)
-    seeds = p.floor_seeds or {c.seed for c in ex.main_table(p, store)}     # the decisive tier: 5 seeds an arm
-    return [dataclasses.replace(c, **settings(p), lr=lr, lr_head=lr_head) for c in ex.main_table(p, store)
-            if c.seed in seeds]
+    return [dataclasses.replace(c, **settings(p), lr=lr, lr_head=lr_head) for c in scratch_arms(p, store)]
+
+
+def scratch_config(q: ex.Profile, cfg: TrainConfig) -> TrainConfig:
+    """The from-scratch run of ``q`` with ``cfg``'s loss, regularizer (η, μ = 0 or the batch mean, relative) and
+    seed: a fine-tuning run's twin."""
+    variant = "none" if cfg.eta == 0 else "l2reg" if cfg.mu == "zero" else "sec"
+    extra = {"eta": cfg.eta} if cfg.eta else {}
+    return ex.config(q, cfg.loss, variant, cfg.seed, **extra, **({"relative": True} if cfg.relative else {}))
 
 
 def twin(profile, cfg: TrainConfig, store) -> TrainConfig:
     """The from-scratch run of the profile's main table that ``cfg`` (a fine-tuning run) is compared with: the
     book's own run, at the Adam rate and run length its learning-rate pilot chose on held-out classes
     (:func:`~sec_lib.runs.experiments.tuned`; ``store`` holds that pilot)."""
-    p = ex.tuned(_profile(profile), "adam", store)
-    return ex.config(p, cfg.loss, cfg.variant, cfg.seed, **({"eta": cfg.eta} if cfg.variant == "l2reg" else {}))
+    return scratch_config(ex.tuned(_profile(profile), "adam", store), cfg)
 
 
 #: The two regimes of the chapter's runs (its sweep label ``regime``), in the page's order.
@@ -175,8 +193,7 @@ def chapter_runs(q: ex.Profile, store) -> list[tuple[TrainConfig, dict]]:
     if q.name not in FINETUNE_PROFILES:
         return []
     fine = runs(q, store)
-    scratch = [ex.config(q, c.loss, c.variant, c.seed, **({"eta": c.eta} if c.variant == "l2reg" else {}))
-               for c in fine]
+    scratch = [scratch_config(q, c) for c in fine]
     return [(c, {"regime": REGIMES[0]}) for c in fine] + [(c, {"regime": REGIMES[1]}) for c in scratch]
 
 

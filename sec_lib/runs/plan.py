@@ -78,8 +78,8 @@ def stages(n_main: int, length: int, eta_grid=(0.005, 0.05, 0.1, 0.5, 1.0), l2_g
         ("convergence: dense early prefixes, 4 losses x 2 x 5 seeds (2,000 iterations)", main * 2 * other, 2000),
         ("scale: relative SEC's held-out η (3 η x 3 seeds) and 2 arms x 5 seeds", main * 3 * sel_seeds + main * 2 * other,
          length),
-        ("fine-tuning: trunk x head rates (held-out, 5 x 4 pairs x 3 seeds) and 3 arms x 5 seeds",
-         5 * 4 * sel_seeds + main * 3 * other, length),
+        ("fine-tuning: trunk x head rates (held-out, 5 x 4 pairs x 3 seeds) and 4 arms x 5 seeds",
+         5 * 4 * sel_seeds + main * 4 * other, length),
         ("ssl, npair and face: review losses' selection and arms", 5 * sel_seeds * 4 + 8 * 2 * other, length),
     ]
 
