@@ -402,7 +402,7 @@ def decisive_selection(root=None) -> tuple[pd.DataFrame, pd.DataFrame, str]:
         return pd.DataFrame(), pd.DataFrame(), "The decisive tier's held-out selection has no committed run yet."
     runs = open_tier(d).runs
     runs = runs.assign(score=runs["R@1"].where(runs["status"] == "done", -math.inf))
-    tables, chosen, pending = [], [], []
+    tables, chosen, pending, growing = [], [], [], []
     for kind, mu, base in (("SEC η", "batch", selection.ETA_GRID), ("L2 weight", "zero", selection.L2_GRID)):
         rows = []
         for loss in ex.MAIN_LOSSES:
@@ -419,6 +419,8 @@ def decisive_selection(root=None) -> tuple[pd.DataFrame, pd.DataFrame, str]:
                                  + "".join(f"; {f}" for f in c.flags))
                 if c.needs is None:
                     chosen.append(f"{loss} {kind} {c.weight:g}")
+                else:
+                    growing.append(f"{loss} {kind} (to {c.needs:g})")
             else:
                 row["choice"] = "pending"
                 pending.append(f"{loss} {kind}")
@@ -431,6 +433,7 @@ def decisive_selection(root=None) -> tuple[pd.DataFrame, pd.DataFrame, str]:
             f"η = 0, {len(selection.ETA_GRID)} η and {len(selection.L2_GRID)} L2 weights × {len(selection.SEEDS)} "
             f"seeds; a grid grows by a point while its best weight sits at an edge). "
             + (f"Final choices: {', '.join(chosen)}. " if chosen else "No choice is final yet. ")
+            + (f"Growing at an edge: {', '.join(growing)}. " if growing else "")
             + (f"Pending: {', '.join(pending)}." if pending else "Every choice is made; the plan is written next."))
     return tables[0], tables[1], text
 

@@ -199,6 +199,7 @@ def test_the_decisive_selection_section_shows_each_point_and_the_rules_choice(tm
     assert t.loc["ms", "choice"] == "0.005; grows to 0.0005" and t.loc["semihard", "choice"] == "pending"
     assert l2t.set_index("loss").loc["triplet", "0.005"] == "79.00 (2 of 3)"
     assert "Final choices: triplet SEC η 0.05." in text and "Pending: semihard SEC η" in text
+    assert "Growing at an edge: ms SEC η (to 0.0005)." in text
     assert not eta.isna().any().any() and not l2t.isna().any().any()
 
 
