@@ -428,7 +428,7 @@ def decisive_selection(root=None) -> tuple[pd.DataFrame, pd.DataFrame, str]:
         t = pd.DataFrame(rows).fillna(MISSING)
         tables.append(t[["loss", *[c for c in t.columns if c not in ("loss", "choice")], "choice"]])
     n = len(runs)
-    first = len(ex.MAIN_LOSSES) * len(selection.SEEDS) * (1 + len(selection.ETA_GRID) + len(selection.L2_GRID))
+    first = selection.first_round(len(ex.MAIN_LOSSES))
     text = (f"{n} held-out selection runs are committed (the first round names {first}: {len(ex.MAIN_LOSSES)} losses × "
             f"η = 0, {len(selection.ETA_GRID)} η and {len(selection.L2_GRID)} L2 weights × {len(selection.SEEDS)} "
             f"seeds; a grid grows by a point while its best weight sits at an edge). "
@@ -456,7 +456,7 @@ def decisive_progress(root=None) -> tuple[pd.DataFrame, str]:
     except KeyError:
         plan = None
     from ..runs import selection
-    first = len(ex.MAIN_LOSSES) * len(selection.SEEDS) * (1 + len(selection.ETA_GRID) + len(selection.L2_GRID))
+    first = selection.first_round(len(ex.MAIN_LOSSES))
     rows = [{"stage": "pilot", "what": "the schedule pilot (held-out classes)", "committed": held("pilot"),
              "named": len(pilot.configs(pairs=len(pilot.LENGTH_PAIRS)))},
             {"stage": "selection", "what": "η and L2 of the four main losses (held-out, 3 seeds a point)",
@@ -464,11 +464,12 @@ def decisive_progress(root=None) -> tuple[pd.DataFrame, str]:
             {"stage": "main", "what": "the main comparison (test classes)", "committed": held("main"),
              "named": len(mainstage.configs(plan)) if plan else MISSING}]
     earlier = {run_key(c) for c in mainstage.configs(plan)} if plan else set()
+    profile = decisive.profile(plan, decisive.read_choices(root)) if plan else None     # read once, not per stage
     for stage, what, (kind, *args) in decisive.STAGES:
         named = MISSING
         if plan is not None and kind == "train":
             try:
-                cfgs = [c for c in decisive.stage_configs(decisive.profile(plan, decisive.read_choices(root)), args[0])
+                cfgs = [c for c in decisive.stage_configs(profile, args[0])
                         if run_key(c) not in earlier]
                 earlier |= {run_key(c) for c in cfgs}
                 named = len(cfgs)

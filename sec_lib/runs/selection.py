@@ -52,6 +52,12 @@ class Choice:
         return out
 
 
+def first_round(n_losses: int) -> int:
+    """The runs a selection of ``n_losses`` losses names before any grid grows: η = 0, :data:`ETA_GRID` and
+    :data:`L2_GRID`, each at every seed of :data:`SEEDS`."""
+    return n_losses * len(SEEDS) * (1 + len(ETA_GRID) + len(L2_GRID))
+
+
 def grid_after(base: tuple, scores: dict) -> tuple:
     """The nonzero grid: ``base`` plus every extension point already scored."""
     return tuple(sorted({*base, *(w for w in scores if w > 0)}))
