@@ -61,6 +61,41 @@ def test_interrupted_save_leaves_nothing_that_looks_complete(tmp_path, monkeypat
     assert store.keys() == [run_key(toy())]
 
 
+def test_a_rename_that_loses_to_a_replacing_writer_tries_again(tmp_path, monkeypatch):
+    """The race a fresh-clone CI run hit once: our rename onto the key fails with ENOTEMPTY because a
+    record is there, and before we look, a replacing writer has moved that record aside. The save
+    must try again (and publish), not raise the ENOTEMPTY."""
+    import errno
+    store = ResultStore(tmp_path)
+    result = S.train(toy())
+    final = tmp_path / run_key(toy())
+    real, calls = os.rename, []
+
+    def racing_rename(src, dst):
+        calls.append((str(src), str(dst)))
+        if len(calls) == 1:                     # the record was there a moment ago, and is gone now
+            raise OSError(errno.ENOTEMPTY, "Directory not empty", str(dst))
+        return real(src, dst)
+    monkeypatch.setattr(S.os, "rename", racing_rename)
+    store.save(result, replace=True)
+    assert len(calls) == 2 and calls[1][1] == str(final)
+    assert store.get(toy()).metrics == pytest.approx(result.metrics)
+    assert [p.name for p in tmp_path.iterdir()] == [final.name]     # no temporary folder left
+
+
+def test_a_permission_error_with_nothing_in_the_way_is_raised(tmp_path, monkeypatch):
+    import errno
+    store = ResultStore(tmp_path)
+    result = S.train(toy())
+
+    def denied(src, dst):
+        raise PermissionError(errno.EACCES, "Permission denied", str(dst))
+    monkeypatch.setattr(S.os, "rename", denied)
+    with pytest.raises(PermissionError):
+        store.save(result)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_bad_config_writes_nothing(tmp_path):
     store = ResultStore(tmp_path / "runs")
     with pytest.raises(ParameterError, match="'loss'"):

@@ -370,8 +370,12 @@ class ResultStore:
             except OSError as e:
                 taken = isinstance(e, FileExistsError) or e.errno in (errno.EEXIST, errno.ENOTEMPTY, errno.ENOTDIR,
                                                                       errno.EACCES)
-                if not (taken and os.path.lexists(final)):
+                if not taken:
                     raise
+                if not os.path.lexists(final):
+                    if e.errno == errno.EACCES:
+                        raise                   # no record in the way: the store itself is not writable
+                    continue                    # a replacing writer moved the record aside meanwhile: try again
             try:
                 self._read(final, key, upgrade=True)
             except CorruptRecord as e:
