@@ -18,7 +18,7 @@ import pandas as pd
 from .. import report
 from ..figures.tables import csv_link, fold_columns
 from ..report.claims import anchor, sign_word
-from ..runs.tier import TIER_PROFILES
+from ..runs.tier import STAGED_TIERS, TIER_PROFILES
 from . import evidence, profile_param
 from .normclass import (CLAIMS, HIT_COLUMNS, class_association, class_association_summary,  # noqa: F401 (the page's API)
                         difficulty_association, difficulty_sentence)
@@ -76,9 +76,9 @@ def counted(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def is_long_tier(tier) -> bool:
-    """Whether a row's tier is a committed long tier (reference, …): the only evidence the tally counts."""
+    """Whether a row's tier is a committed long tier (decisive, reference, …): the only evidence the tally counts."""
     parts = [t for t in str(tier or "").split("/") if t]
-    return bool(parts) and all(t in TIER_PROFILES for t in parts)
+    return bool(parts) and all(t in (*STAGED_TIERS, *TIER_PROFILES) for t in parts)
 
 
 def verdict_counts(table: pd.DataFrame) -> dict:

@@ -1,5 +1,7 @@
-"""Which tier a page shows: the reference tier as the main evidence where it is committed and holds
-every run the page needs, with the quick tier (the profile ``make book`` trains) beside it.
+"""Which tier a page shows: a committed tier as the main evidence where it holds every run the page
+needs (the decisive tier first, then the reference tier: :data:`MAIN_TIERS`), with the quick tier (the
+profile ``make book`` trains) beside it. The decisive tier takes a page over from the reference tier as soon
+as its committed stages hold every run of the page's sweeps, chapter by chapter, with no switch to flip.
 
 A page calls :func:`evidence_profile` with its own ``profile`` parameter and the sweeps it reads
 (``experiments.CHAPTERS``), loads its runs for the returned profile, says which tier produced its
@@ -17,11 +19,15 @@ import pandas as pd
 
 from ..runs import experiments as ex
 from ..runs.store import run_key
-from ..runs.tier import TIER_PROFILES, has_tier, open_tier, store_for, tier_dir
+from ..runs.tier import STAGED_TIERS, TIER_PROFILES, has_tier, open_tier, stage_dirs, store_for, tier_dir
 from ..report import fmt_metric
 
-#: The tier a page shows first, when it holds the page's runs.
-MAIN_TIER = "reference"
+#: The committed tiers a page may show as its main evidence, in order of preference: the first that holds every run of
+#: the page's sweeps. The decisive tier (converged runs, seeds planned for power: issue 21) is committed stage by stage
+#: and replaces the reference tier (5,000 iterations, 5 seeds) on each page it covers.
+MAIN_TIERS = ("decisive", "reference")
+#: Every committed long tier: a page run at one of these profiles shows exactly that tier.
+LONG_TIERS = (*STAGED_TIERS, *TIER_PROFILES)
 #: Profiles whose pages show their own runs: the test suite's smoke book, and the real-benchmark books (their
 #: data is not the glyphs', so the glyph book's committed tiers never stand in for them).
 PIPELINE_PROFILES = ("smoke", *ex.BENCHMARK_PROFILES)
@@ -38,23 +44,40 @@ def _covers(tier: str, chapters: tuple, stamp: float) -> bool:
         return False
 
 
+def _stamp(tier: str) -> tuple:
+    """What changes when a committed tier's runs do: its runs file (a staged tier's every stage file, and the
+    plan and choices its chapters' configs are derived from)."""
+    d = tier_dir(tier)
+    files = ([d / "runs.parquet"] if (d / "runs.parquet").exists() else
+             [*(s / "runs.parquet" for s in stage_dirs(d)), *(f for f in (d / "plan.json", d / "choices.json")
+                                                              if f.exists())])
+    return tuple((f.relative_to(d).as_posix(), f.stat().st_mtime_ns) for f in files)
+
+
 def covers(tier: str, chapters: Iterable[str]) -> bool:
     """Whether the committed tier ``tier`` holds every run of ``chapters`` (its pilot and selection
-    included, since the chapters' configs are derived from them); a chapter that names no runs there is not held."""
+    included, since the chapters' configs are derived from them); a chapter that names no runs there is not held
+    (nor is any chapter of the decisive tier before its plan is written: its profile does not exist yet)."""
     if not has_tier(tier):
         return False
-    stamp = (tier_dir(tier) / "runs.parquet").stat().st_mtime
-    return _covers(tier, tuple(chapters), stamp)
+    return _covers(tier, tuple(chapters), _stamp(tier))
+
+
+def shown_tier(chapters: Iterable[str]) -> str | None:
+    """The first of :data:`MAIN_TIERS` that holds every run of ``chapters``, or None."""
+    chapters = tuple(chapters)
+    return next((t for t in MAIN_TIERS if covers(t, chapters)), None)
 
 
 def evidence_profile(profile: str, chapters: Iterable[str], root=None) -> str:
-    """The profile whose runs a page shows as its main evidence: :data:`MAIN_TIER` when its committed
+    """The profile whose runs a page shows as its main evidence: the first of :data:`MAIN_TIERS` whose committed
     tier holds every run of ``chapters``; otherwise ``profile`` itself (also when a store ``root``
     is given, when ``profile`` is already a long tier, and for :data:`PIPELINE_PROFILES`)."""
-    ex.get_profile(profile)
-    if root is not None or profile in TIER_PROFILES or profile in PIPELINE_PROFILES:
+    if profile not in STAGED_TIERS:         # the decisive profile exists only once its plan is written
+        ex.get_profile(profile)
+    if root is not None or profile in LONG_TIERS or profile in PIPELINE_PROFILES:
         return profile
-    return MAIN_TIER if covers(MAIN_TIER, chapters) else profile
+    return shown_tier(chapters) or profile
 
 
 def tier_runs(profile: str, chapters: Iterable[str], root=None) -> pd.DataFrame:
@@ -111,14 +134,20 @@ def tier_sentence(shown: str, quick: str, chapters: Sequence[str], root=None) ->
     what the quick tier beside it is."""
     main = tier_runs(shown, chapters, root)
     text = f"**Evidence on this page: the {shown} tier**, {_describe(shown, main)}"
-    if shown in TIER_PROFILES:
+    if shown in LONG_TIERS:
         text += f", committed under `data/reference/{shown}/`"
     if shown != quick:
         text += (f". Beside it, the quick tier (profile {quick}, trained by `make book`): "
                  f"{_describe(quick, tier_runs(quick, chapters, root))}")
-    elif has_tier(MAIN_TIER):
-        text += (f". The {MAIN_TIER} tier does not yet hold every run this page needs, so the page shows the quick "
-                 f"tier; see the tiers page for its progress")
+    else:
+        committed = [t for t in MAIN_TIERS if has_tier(t)]
+        if committed:
+            text += (f". No committed tier ({' or '.join(committed)}) holds every run this page needs yet, so the "
+                     f"page shows the quick tier; see the tiers page for their progress")
+    later = [t for t in MAIN_TIERS[:MAIN_TIERS.index(shown)] if has_tier(t)] if shown in MAIN_TIERS else []
+    if later:
+        text += (f". The {' and '.join(later)} tier, still being trained and committed stage by stage, takes this page "
+                 f"over once it holds every run the page needs; see the tiers page for its progress")
     return text + "."
 
 
@@ -198,7 +227,8 @@ class Evidence:
     """The frames a page's claims draw on, per chapter, loaded once on first use.
 
     ``Evidence(profile, tiers=True)`` loads each chapter from the tier :func:`evidence_profile` picks
-    for it alone (the reference tier where it holds every run of that chapter, else ``profile``);
+    for it alone (the first committed tier of :data:`MAIN_TIERS` that holds every run of that chapter, else
+    ``profile``);
     :meth:`profile_of` says which, and :attr:`touched` collects the chapters read since it was last
     cleared (a claim's record names the tier it was read from). ``Evidence.from_frames({chapter:
     Frames}, profile)`` wraps hand-made frames (tests)."""

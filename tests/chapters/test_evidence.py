@@ -53,6 +53,50 @@ def test_the_quick_tier_is_shown_until_the_reference_tier_holds_every_run(monkey
         evidence.evidence_profile("fast", ("compare",))
 
 
+def test_the_decisive_tier_takes_a_page_over_once_its_stages_hold_every_run(monkeypatch, tmp_path):
+    """The staged decisive tier is preferred to the reference tier, page by page: only when its stage folders
+    hold every run of the page's sweeps; the tier sentence says which tier is shown and which will take over."""
+    cfgs = [TrainConfig(dataset="toy", model="mlp", width=8, embed_dim=4, iterations=6, batch_size=12, eval_every=3,
+                        track_every=2, track_samples=2, dtheta_every=2, seed=s, data_kwargs={"num_classes": 12})
+            for s in (0, 1, 2)]
+    store = ResultStore(tmp_path / "store")
+    run_all(cfgs, root=store.root, jobs=1)
+    tier.export(store, cfgs[:2], tmp_path / "reference")
+    tier.export(store, cfgs[:1], tmp_path / "decisive" / "main")       # one stage of two runs' worth committed
+    monkeypatch.setattr(evidence, "tier_dir", lambda name: tmp_path / name)
+    monkeypatch.setattr(evidence, "has_tier", lambda name: bool(tier.stage_dirs(tmp_path / name))
+                        or (tmp_path / name / "runs.parquet").exists())
+    need = {"compare": cfgs[:2], "eta": cfgs[2:]}          # the decisive tier names a third run for 'eta' alone
+    monkeypatch.setattr(ex, "chapter_configs", lambda ch, profile, store: need[ch] if profile == "decisive" or
+                        ch == "compare" else [])
+    assert evidence.evidence_profile("cpu", ("compare",)) == "reference"          # decisive: 1 of 2 runs in
+    tier.export(store, cfgs[1:2], tmp_path / "decisive" / "later")               # a second stage completes it
+    assert evidence.evidence_profile("cpu", ("compare",)) == "decisive"
+    assert evidence.evidence_profile("cpu", ("compare", "eta")) == "cpu"         # neither tier holds 'eta'
+    assert evidence.evidence_profile("decisive", ("compare", "eta")) == "decisive"   # a long tier shows itself
+    sentences = {}
+    monkeypatch.setattr(evidence, "tier_runs", lambda profile, chapters, root=None: pd.DataFrame())
+    for shown in ("decisive", "reference", "cpu"):
+        sentences[shown] = evidence.tier_sentence(shown, "cpu", ("compare",))
+    assert "the decisive tier**" in sentences["decisive"] and "data/reference/decisive/" in sentences["decisive"]
+    assert "takes this page over" not in sentences["decisive"]
+    assert "The decisive tier, still being trained" in sentences["reference"]
+    assert "No committed tier (decisive or reference) holds every run" in sentences["cpu"]
+    # before its plan is written the decisive profile does not exist: no page is covered, nothing fails
+    monkeypatch.undo()
+    monkeypatch.setattr(evidence, "tier_dir", lambda name: tmp_path / name)
+    monkeypatch.setattr(evidence, "has_tier", lambda name: bool(tier.stage_dirs(tmp_path / name)))
+    monkeypatch.setattr(tier, "REPO", tmp_path / "repo")                     # no plan.json there
+    evidence._covers.cache_clear()
+    assert not evidence.covers("decisive", ("compare",))
+
+
+def test_the_tally_counts_the_decisive_tier_as_committed_evidence():
+    from sec_lib.chapters import claims
+    assert claims.is_long_tier("decisive") and claims.is_long_tier("decisive/reference")
+    assert not claims.is_long_tier("decisive/cpu") and not claims.is_long_tier("")
+
+
 def test_every_chapter_page_names_its_tier_and_loads_through_it():
     """Each chapter notebook gets its one evidence object from page_evidence (the sweeps it reads are
     declared once, in PAGES), says which tier with tier_sentence, and loads through that evidence or
@@ -84,7 +128,7 @@ def test_the_tiers_page_lists_the_tier_of_every_chapter_page(monkeypatch):
 
 
 def test_the_smoke_profile_checks_the_pipeline_and_shows_its_own_runs(monkeypatch):
-    monkeypatch.setattr(evidence, "covers", lambda tier, chapters: True)
+    monkeypatch.setattr(evidence, "covers", lambda tier, chapters: tier == "reference")
     assert evidence.evidence_profile("smoke", ("compare",)) == "smoke"
     assert evidence.evidence_profile("cpu", ("compare",)) == "reference"
 
