@@ -18,7 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1] / "sec_lib"
 #: The layers, bottom first. A room may import rooms of its own layer or below.
 LAYERS = (
-    ("params", "threads", "tempfiles", "kernels", "report", "sec", "losses", "metrics", "monitor"),   # core utilities
+    ("params", "threads", "tempfiles", "lifetime", "kernels", "report", "sec", "losses", "metrics", "monitor"),   # core utilities
     ("data", "models", "reference", "toylab", "scalelab"),                                # core
     ("runs",),                                                                            # a config becomes a result
     ("figures",),

@@ -64,6 +64,9 @@ __all__ = [
 
 #: Values of the notebook's ``mode`` parameter.
 MODES = ("auto", "static", "live")
+#: Set (to any non-empty value) in the kernels that render the book (``sec-book run`` executes its pages in warm
+#: kernels whose parents are pool workers, not papermill): ``"auto"`` is then ``"static"``.
+RENDER_ENV = "SEC_BOOK_RENDERING"
 #: The explore notebook's parameters (validated with ``sec_lib.params.notebook_params``).
 PARAMS = {
     **profile_param(),
@@ -125,9 +128,10 @@ def detect_mode(mode: str = "auto", ppid: int | None = None, proc: str | Path = 
                 environ: Mapping | None = None) -> str:
     """``"static"`` or ``"live"``: whether this kernel renders the book or serves a person.
 
-    ``mode`` other than ``"auto"`` is returned as is. ``"auto"`` reads the command line of the
+    ``mode`` other than ``"auto"`` is returned as is. ``"auto"`` is ``"static"`` in a kernel of the book's runner
+    (:data:`RENDER_ENV` set); otherwise it reads the command line of the
     kernel's parent process and of two more ancestors (``/proc/<ppid>/cmdline``, Linux): if any
-    contains ``papermill`` (the book's runner executes notebooks with ``python -m papermill``), the
+    contains ``papermill`` (a reader rerunning a page with ``papermill ...``), the
     notebook is being rendered: ``"static"``; otherwise (a Jupyter server, VS Code, ...) ``"live"``.
     Where ``/proc`` cannot be read, it falls back to ``"static"`` when the environment hints at
     papermill (see :func:`_papermill_env`) and to ``"live"`` otherwise.
@@ -138,6 +142,8 @@ def detect_mode(mode: str = "auto", ppid: int | None = None, proc: str | Path = 
     Choice(MODES).check("mode", mode)
     if mode != "auto":
         return mode
+    if (os.environ if environ is None else environ).get(RENDER_ENV):
+        return "static"                 # a warm kernel of the book's runner (sec_lib.site.warmkernel)
     lines = parent_cmdlines(ppid, proc)
     if lines is None:
         return "static" if _papermill_env(os.environ if environ is None else environ) else "live"

@@ -41,8 +41,6 @@ import platform
 import re
 import shutil
 import tempfile
-import threading
-import time
 import uuid
 from concurrent.futures import ProcessPoolExecutor, as_completed
 import dataclasses
@@ -54,6 +52,7 @@ import pandas as pd
 import torch
 
 from .. import kernels
+from ..lifetime import exit_with_parent
 from ..params import ParameterError
 from ..tempfiles import clear_partial_runs, temp_prefix
 from .train import RunResult, TrainConfig, failed_step_of, train, with_schema
@@ -535,7 +534,7 @@ def worker_pool(jobs: int) -> ProcessPoolExecutor:
     Starting one costs each worker its imports (torch, the library: seconds), so a sweep in several
     waves passes the same pool to every wave (:class:`sec_lib.runs.launch.PoolLauncher`)."""
     return ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn"),
-                               initializer=_exit_with_parent, initargs=(os.getpid(),))
+                               initializer=exit_with_parent, initargs=(os.getpid(),))
 
 
 def run_all(configs: list[TrainConfig], root: str | Path | None = None, jobs: int = 1,
@@ -581,15 +580,6 @@ def run_all(configs: list[TrainConfig], root: str | Path | None = None, jobs: in
             if progress:
                 progress("trained", 1, len(unique))
     return [results[run_key(c)] for c in configs]
-
-
-def _exit_with_parent(parent_pid: int) -> None:
-    """Worker initializer: end this worker if the sweep that started it is killed (no orphans)."""
-    def watch():
-        while os.getppid() == parent_pid:
-            time.sleep(1.0)
-        os._exit(1)
-    threading.Thread(target=watch, daemon=True).start()
 
 
 def _worker(cfg: TrainConfig, root: str) -> str:

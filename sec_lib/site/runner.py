@@ -39,6 +39,7 @@ from tqdm import tqdm
 
 from ..runs import experiments as ex
 from ..chapters import PAGE_NAMES, PAGES, Page
+from ..chapters.explore import RENDER_ENV
 from ..data.glyphs import default_data_dir
 from ..figures.tables import DOWNLOADS_ENV
 from ..params import Choice, ParameterError
@@ -51,6 +52,7 @@ from ..runs import tier
 from ..runs.commands import Summary, prepare_data, train_stages, train_sweep  # noqa: F401  (train_sweep: for callers of the old name)
 from ..runs.launch import LaunchError, make_launcher
 from . import sitejs
+from . import warmkernel
 from .nbstyle import style_notebook
 
 REPO = Path(__file__).resolve().parents[2]
@@ -158,21 +160,16 @@ def select_pages(only) -> list[Page]:
     return [p for p in PAGES if p.source in only]
 
 
-def execute_page(page: Page, profile: str, site: Path, extra_env: dict | None = None) -> None:
-    """Execute one notebook with papermill into ``<site>/book/nb/<output>.ipynb`` atomically."""
+def execute_page(page: Page, profile: str, site: Path, workers) -> None:
+    """Execute one notebook into ``<site>/book/nb/<output>.ipynb`` atomically, in one of ``workers``' warm kernels
+    (:func:`sec_lib.site.warmkernel.pool`: papermill's parameter cell, a kernel reset to a fresh one's state)."""
     out = site / "book" / "nb" / f"{page.output}.ipynb"
     out.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(suffix=".ipynb", dir=out.parent, prefix=temp_prefix())
     os.close(fd)
-    cmd = [sys.executable, "-m", "papermill", str(notebook_dir(site) / f"{page.source}.ipynb"), tmp,
-           "--kernel", "python3", "--cwd", str(notebook_cwd(site)), "--no-progress-bar", "-p", "profile", profile]
-    for k, v in page.params.items():
-        cmd += ["-p", k, str(v)]
-    env = dict(os.environ, **(extra_env or {}), PYTHONHASHSEED="0")
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
-        if proc.returncode != 0:
-            raise RuntimeError(_papermill_error(proc.stderr))
+        warmkernel.execute_in(workers, notebook_dir(site) / f"{page.source}.ipynb", tmp,
+                              {"profile": profile, **page.params})
         style_notebook(tmp)         # code folded behind toggles, the parameters in a box
         os.replace(tmp, out)
     finally:
@@ -191,15 +188,6 @@ def downloads_dir(site: Path) -> Path:
     """Where the pages write their download files (``$SEC_DOWNLOADS_DIR`` of their kernels): under the
     site's static folder, which the build copies to ``_static/downloads/`` (see ``figures.tables.file_link``)."""
     return (Path(site) / "book" / "_static" / "downloads").resolve()
-
-
-def _papermill_error(stderr: str) -> str:
-    lines = [l for l in stderr.strip().splitlines() if l.strip()]
-    for marker in ("ParameterError", "Error:", "Exception"):
-        hits = [l for l in lines if marker in l]
-        if hits:
-            return hits[-1].strip()
-    return "\n".join(lines[-5:])
 
 
 def run(profile: str, only=None, jobs: int | None = None, site: Path | None = None, launcher=None) -> Summary:
@@ -238,19 +226,28 @@ def run(profile: str, only=None, jobs: int | None = None, site: Path | None = No
         shutil.rmtree(downloads_dir(site), ignore_errors=True)
     bar = tqdm(total=len(pages), desc=f"[{profile}] notebooks", unit="nb", file=sys.stderr, dynamic_ncols=True)
 
+    kernels = [page for page in pages if not notes[page.output]]
+    env = dict(os.environ, **kernel_env(), **{DOWNLOADS_ENV: str(downloads_dir(site)), RENDER_ENV: "1"},
+               PYTHONHASHSEED="0")
+    workers = warmkernel.pool(min(jobs, len(kernels)), notebook_cwd(site), env) if kernels else None
+
     def one(page):
         try:
             if notes[page.output]:
                 write_note_page(page, site, notes[page.output])
             else:
-                execute_page(page, profile, site, {**kernel_env(), DOWNLOADS_ENV: str(downloads_dir(site))})
+                execute_page(page, profile, site, workers)
             summary.executed.append(page.output)
         except Exception as e:              # keep going; reported in the summary
             summary.failed_pages.append((page.output, str(e)))
         bar.update(1)
 
-    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        list(pool.map(one, pages))
+    try:
+        with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+            list(pool.map(one, pages))
+    finally:
+        if workers is not None:
+            workers.shutdown()
     bar.close()
     summary.times["notebooks"] = time.perf_counter() - t2
     summary.times["total"] = time.perf_counter() - t0

@@ -235,6 +235,9 @@ def test_detect_mode_from_parent_command_line(tmp_path):
     assert X.detect_mode("auto", ppid=99, proc=proc, environ={}) == "live"
     assert X.detect_mode("auto", ppid=99, proc=proc, environ={"_": "/opt/bin/papermill"}) == "static"
     assert X.detect_mode("auto", ppid=99, proc=tmp_path / "nope", environ={"PAPERMILL_X": "1"}) == "static"
+    # the book's runner executes pages in warm kernels whose parents are pool workers: it says so in the environment
+    assert X.detect_mode("auto", ppid=60, proc=proc, environ={X.RENDER_ENV: "1"}) == "static"
+    assert X.detect_mode("live", ppid=60, proc=proc, environ={X.RENDER_ENV: "1"}) == "live"
     with pytest.raises(ParameterError) as e:
         X.detect_mode("kernel")
     assert "'mode'" in str(e.value) and "'auto'" in str(e.value) and "'live'" in str(e.value)
