@@ -1,7 +1,9 @@
 """Shared by the tests: a tiny toy-data training config, the parameter check of a notebook's first cells,
-and the smoke sweep (every notebook executed once per session at smoke parameters into a temporary site,
-in the background while the other tests run; the pages' tests read its outputs and run last)."""
+and two books made in the background while the other tests run, once per session, into temporary sites: the smoke
+sweep (every notebook executed at smoke parameters; the pages' tests read its outputs and run last) and the whole
+cub-smoke book on fixture folders (run and built; issue 25's end-to-end test)."""
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -53,14 +55,13 @@ def toy():
 REPO = Path(__file__).resolve().parents[1]
 
 
-#: The smoke sweep of this session once started: {"tmp", "site", "proc", "out", "err"}.
-_SMOKE: dict = {}
+#: The background books of this session once started: fixture name -> {"tmp", "site", "proc", "out", "err"}.
+_SWEEPS: dict = {}
 
 
-def _start_smoke_sweep(tmp_path_factory) -> None:
-    """Start ``python -m sec_lib.book run --profile smoke`` into a fresh site and result store under
-    ``tmp_path_factory`` (nothing under data/runs or book/nb is touched); its output goes to files."""
-    tmp = tmp_path_factory.mktemp("smoke")
+def _new_site(tmp: Path) -> Path:
+    """A site folder under ``tmp`` with the book's configuration, pages and static files (no notebooks: the runner
+    executes the checkout's)."""
     site = tmp / "site"
     (site / "book").mkdir(parents=True)
     for name in ("_config.yml", "_toc.yml"):
@@ -71,41 +72,98 @@ def _start_smoke_sweep(tmp_path_factory) -> None:
     shutil.copytree(REPO / "book" / "_static", site / "book" / "_static")   # sec.css
     for name in ("CITATION.cff", "CHANGELOG.md"):                          # the cite and changelog pages
         shutil.copy(REPO / name, site / name)
+    return site
+
+
+def _launch(name: str, tmp: Path, site: Path, cmd: list, env: dict) -> None:
     out, err = open(tmp / "sweep.stdout", "w+", encoding="utf-8"), open(tmp / "sweep.stderr", "w+", encoding="utf-8")
-    proc = subprocess.Popen([sys.executable, "-m", "sec_lib.book", "run", "--profile", "smoke", "--site", str(site)],
-                            cwd=REPO, env=dict(os.environ, SEC_RUNS_DIR=str(tmp / "runs"), PYTHONUNBUFFERED="1"),
-                            stdout=out, stderr=err, text=True, start_new_session=True)
-    _SMOKE.update(tmp=tmp, site=site, proc=proc, out=out, err=err)
+    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=out, stderr=err, text=True, start_new_session=True)
+    _SWEEPS[name] = dict(tmp=tmp, site=site, proc=proc, out=out, err=err)
+
+
+def _start_smoke_sweep(tmp_path_factory) -> None:
+    """Start ``python -m sec_lib.book run --profile smoke`` into a fresh site and result store under
+    ``tmp_path_factory`` (nothing under data/runs or book/nb is touched); its output goes to files."""
+    tmp = tmp_path_factory.mktemp("smoke")
+    site = _new_site(tmp)
+    _launch("smoke_site", tmp, site, [sys.executable, "-m", "sec_lib.book", "run", "--profile", "smoke", "--site",
+                                      str(site)], dict(os.environ, SEC_RUNS_DIR=str(tmp / "runs"), PYTHONUNBUFFERED="1"))
+
+
+def _start_cub_smoke_book(tmp_path_factory) -> None:
+    """Start the whole ``cub-smoke`` book on fixture folders (tests/fixtures/benchmark_folders.py: CUB-200-2011's
+    exact layout, random images, a tiny random ResNet-50 state dict): ``run --profile cub-smoke`` into a fresh site
+    and store, then ``build`` when it succeeded. Each command's output and exit status go to files."""
+    sys.path.insert(0, str(REPO / "tests" / "fixtures"))
+    import benchmark_folders as bf
+    tmp = tmp_path_factory.mktemp("cub_smoke")
+    site = _new_site(tmp)
+    data = bf.make_cub(tmp / "data")
+    weights = bf.weights_file(tmp / "resnet50.pth", "resnet50")
+    book = [sys.executable, "-m", "sec_lib.book"]
+    run = [*book, "run", "--profile", "cub-smoke", "--site", str(site), "--data-root", str(data), "--pretrained",
+           str(weights)]
+    build = [*book, "build", "--site", str(site)]
+
+    def step(name, cmd):
+        f = {x: shlex.quote(str(tmp / f"{name}.{x}")) for x in ("out", "err", "rc")}
+        return f"{' '.join(map(shlex.quote, cmd))} > {f['out']} 2> {f['err']}; echo $? > {f['rc']}"
+    script = f"{step('run', run)}; [ \"$(cat {shlex.quote(str(tmp / 'run.rc'))})\" = 0 ] && {step('build', build)}"
+    from sec_lib.runs import benchmarks as B          # none of the caller's benchmark options may leak into the book
+    env = {k: v for k, v in os.environ.items() if k not in (B.ROOT_ENV, B.PRETRAINED_ENV, B.BACKBONE_ENV)}
+    _launch("cub_smoke_book", tmp, site, ["bash", "-c", script], dict(env, SEC_RUNS_DIR=str(tmp / "runs"),
+                                                                      PYTHONUNBUFFERED="1"))
+
+
+#: The background books, by the fixture that waits for each, in the order their tests run (last of all).
+STARTERS = {"smoke_site": _start_smoke_sweep, "cub_smoke_book": _start_cub_smoke_book}
 
 
 @pytest.hookimpl(trylast=True)          # after -k / -m deselected what will not run
 def pytest_collection_modifyitems(session, config, items):
-    """When some selected test reads the smoke sweep, start the sweep now, in the background, and run
-    those tests last: the other tests run meanwhile (the sweep is a few minutes of training and
-    notebooks), instead of all of them waiting for it at the first test that needs it."""
+    """When some selected test reads a background book (the smoke sweep, the cub-smoke book), start it now, in the
+    background, and run those tests last: the other tests run meanwhile (each book is a few minutes of training
+    and notebooks), instead of all of them waiting for it at the first test that needs it."""
     if config.option.collectonly:
         return
-    uses = [item for item in items if "smoke_site" in getattr(item, "fixturenames", ())]
-    if not uses:
-        return
-    later = set(uses)
-    items[:] = [item for item in items if item not in later] + uses
-    _start_smoke_sweep(config._tmp_path_factory)
+    for name, start in STARTERS.items():
+        uses = [item for item in items if name in getattr(item, "fixturenames", ())]
+        if uses:
+            later = set(uses)
+            items[:] = [item for item in items if item not in later] + uses
+            start(config._tmp_path_factory)
 
 
 def pytest_sessionfinish(session):
-    """A sweep still running when the session ends early (an interrupt, ``-x``) is stopped, with the
+    """A background book still running when the session ends early (an interrupt, ``-x``) is stopped, with the
     processes it started (its own process group)."""
-    proc = _SMOKE.get("proc")
-    if proc is not None and proc.poll() is None:
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait(timeout=60)
-        except (ProcessLookupError, subprocess.TimeoutExpired):
-            pass
-    for f in (_SMOKE.get("out"), _SMOKE.get("err")):
-        if f is not None:
-            f.close()
+    for sweep in _SWEEPS.values():
+        proc = sweep["proc"]
+        if proc.poll() is None:
+            try:
+                os.killpg(proc.pid, signal.SIGTERM)
+                proc.wait(timeout=60)
+            except (ProcessLookupError, subprocess.TimeoutExpired):
+                pass
+        for f in (sweep["out"], sweep["err"]):
+            if not f.closed:
+                f.close()
+
+
+def _finished(name: str, tmp_path_factory) -> dict:
+    """Wait for the background book ``name`` (start it now if collection did not) and return its sweep record."""
+    if name not in _SWEEPS:
+        STARTERS[name](tmp_path_factory)
+    sweep = _SWEEPS[name]
+    sweep["proc"].wait()
+    return sweep
+
+
+def _read(f) -> str:
+    f.seek(0)
+    text = f.read()
+    f.close()
+    return text
 
 
 @pytest.fixture(scope="session")
@@ -115,14 +173,26 @@ def smoke_site(tmp_path_factory):
     Started in the background when the tests are collected (see ``pytest_collection_modifyitems``);
     this waits for it. tests/site/test_book.py checks the sweep; the pages' tests read the executed
     notebooks under ``site/book/nb`` instead of executing them again."""
-    if not _SMOKE:
-        _start_smoke_sweep(tmp_path_factory)
-    proc = _SMOKE["proc"]
-    proc.wait()
-    outputs = []
-    for f in (_SMOKE["out"], _SMOKE["err"]):
-        f.seek(0)
-        outputs.append(f.read())
+    sweep = _finished("smoke_site", tmp_path_factory)
+    proc = sweep["proc"]
+    run = subprocess.CompletedProcess(proc.args, proc.returncode, _read(sweep["out"]), _read(sweep["err"]))
+    return {"tmp": sweep["tmp"], "site": sweep["site"], "run": run}
+
+
+@pytest.fixture(scope="session")
+def cub_smoke_book(tmp_path_factory):
+    """The whole ``cub-smoke`` book on fixture folders, run and built once per session in the background (see
+    :func:`_start_cub_smoke_book`): {"tmp", "site", "run", "build"} (each a finished process's exit status and
+    output; "build" is None when the run failed)."""
+    sweep = _finished("cub_smoke_book", tmp_path_factory)
+    tmp = sweep["tmp"]
+    for f in (sweep["out"], sweep["err"]):
         f.close()
-    run = subprocess.CompletedProcess(proc.args, proc.returncode, *outputs)
-    return {"tmp": _SMOKE["tmp"], "site": _SMOKE["site"], "run": run}
+
+    def done(step):
+        rc = tmp / f"{step}.rc"
+        if not rc.exists() or not rc.read_text().strip():
+            return None
+        return subprocess.CompletedProcess(step, int(rc.read_text()), (tmp / f"{step}.out").read_text(),
+                                           (tmp / f"{step}.err").read_text())
+    return {"tmp": tmp, "site": sweep["site"], "run": done("run"), "build": done("build")}

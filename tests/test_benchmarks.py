@@ -259,34 +259,17 @@ def test_the_runner_trains_a_cub_smoke_chapter_and_writes_the_pages_that_do_not_
 # ------------------------------------------------------------------------------------------ end to end
 
 @pytest.mark.slow
-@pytest.mark.skipif(not os.environ.get("SEC_BENCHMARK_E2E"), reason="the whole cub-smoke book (136 runs, 34 pages, "
-                    "the build): 206 s on 2 free cores of an AVX-512 EPYC, more than the suite's 10-minute budget "
-                    "leaves (the suite alone takes 8.3-8.6 min there); SEC_BENCHMARK_E2E=1 runs it")
-def test_the_cub_smoke_book_trains_executes_and_builds(folders, weights, tmp_path):
-    """``run --profile cub-smoke`` on the fixture folders, then ``build``, into a temporary site and store: every
-    page executes (the glyph-only ones as notes), each shows the cub-smoke runs, and the book builds with -W.
-    Needs the chapters to treat a benchmark profile as showing its own runs (evidence.PIPELINE_PROFILES) and the
-    claims page to skip the pages that do not apply (see issue 25's status)."""
-    import shutil
-    import subprocess
-    repo = Path(__file__).resolve().parents[1]
-    site = tmp_path / "site"
-    (site / "book").mkdir(parents=True)
-    for name in ("_config.yml", "_toc.yml", "CITATION.cff", "CHANGELOG.md"):
-        shutil.copy(repo / name, site / name)
-    for f in (repo / "book").iterdir():
-        if f.is_file():
-            shutil.copy(f, site / "book" / f.name)
-    shutil.copytree(repo / "book" / "_static", site / "book" / "_static")
-    env = {k: v for k, v in os.environ.items() if k not in ENV}
-    env.update(SEC_RUNS_DIR=str(tmp_path / "runs"), PYTHONUNBUFFERED="1")
-    run = subprocess.run([sys.executable, "-m", "sec_lib.book", "run", "--profile", "cub-smoke", "--site", str(site),
-                          "--data-root", str(folders["cub"]), "--pretrained", str(weights["resnet50"])],
-                         cwd=repo, env=env, capture_output=True, text=True)
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+def test_the_cub_smoke_book_trains_executes_and_builds(cub_smoke_book):
+    """``run --profile cub-smoke`` on the fixture folders, then ``build``, into a temporary site and store (made in the
+    background while the other tests run: tests/conftest.py's ``cub_smoke_book``): every page executes (the
+    glyph-only ones as notes), each shows the cub-smoke runs, and the book builds with -W."""
+    run, build, site = cub_smoke_book["run"], cub_smoke_book["build"], cub_smoke_book["site"]
+    assert run is not None and run.returncode == 0, (run.stdout[-3000:] + run.stderr[-3000:]) if run else "no run"
+    from sec_lib.chapters import PAGES
+    assert f"notebooks: {len(PAGES)} executed, 0 failed" in run.stdout, run.stdout[-2000:]
     for page in B.NOT_APPLICABLE:
         assert "does not apply to this book" in (site / "book" / "nb" / f"{page}.ipynb").read_text()
     assert "the cub-smoke tier" in (site / "book" / "nb" / "table1.ipynb").read_text()
-    build = subprocess.run([sys.executable, "-m", "sec_lib.book", "build", "--site", str(site)], cwd=repo, env=env,
-                           capture_output=True, text=True)
-    assert build.returncode == 0, build.stdout[-3000:] + build.stderr[-3000:]
+    assert build is not None and build.returncode == 0, build.stdout[-3000:] + build.stderr[-3000:]
+    table1 = site / "_build" / "html" / "book" / "nb" / "table1.html"
+    assert "CUB" in table1.read_text()                    # the paper's CUB numbers beside the cub-smoke runs
