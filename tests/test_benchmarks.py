@@ -2,6 +2,7 @@
 bad input before training, and every dataset loading and training on fixture folders in its exact layout
 (tests/fixtures/benchmark_folders.py, generated into a temporary folder)."""
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -9,7 +10,7 @@ import nbformat
 import pytest
 import torch
 
-from sec_lib import reference
+from sec_lib import chapters, reference
 from sec_lib.data import LAYOUTS, get_dataset
 from sec_lib.data.benchmarks import ImageTransform, make_transform
 from sec_lib.params import ParameterError
@@ -258,6 +259,18 @@ def test_the_runner_trains_a_cub_smoke_chapter_and_writes_the_pages_that_do_not_
 
 # ------------------------------------------------------------------------------------------ end to end
 
+def visible_text(path) -> str:
+    """What a reader of an executed notebook sees: its markdown cells and its outputs' markdown, HTML and text."""
+    nb = nbformat.read(path, as_version=4)
+    parts = []
+    for c in nb.cells:
+        if c.cell_type == "markdown":
+            parts.append(c.source)
+        for o in c.get("outputs", []):
+            parts += [str(o.get("data", {}).get(k, "")) for k in ("text/markdown", "text/html")] + [o.get("text", "")]
+    return "\n".join(parts)
+
+
 @pytest.mark.slow
 def test_the_cub_smoke_book_trains_executes_and_builds(cub_smoke_book):
     """``run --profile cub-smoke`` on the fixture folders, then ``build``, into a temporary site and store (made in the
@@ -271,5 +284,14 @@ def test_the_cub_smoke_book_trains_executes_and_builds(cub_smoke_book):
         assert "does not apply to this book" in (site / "book" / "nb" / f"{page}.ipynb").read_text()
     assert "the cub-smoke tier" in (site / "book" / "nb" / "table1.ipynb").read_text()
     assert build is not None and build.returncode == 0, build.stdout[-3000:] + build.stderr[-3000:]
+    # a page that applies speaks of this book's data, not of glyphs (but in a sentence about what the glyph book does);
+    # the monitor and the explorer train their own glyph and toy runs, the tiers page lists the glyph tiers, and the
+    # claims page lists every claim, the glyph-only ones included
+    for page in chapters.PAGES:
+        if page.source in (*B.NOT_APPLICABLE, "monitor", "explore", "tiers", "claims"):
+            continue
+        sentences = re.split(r"(?<=[.!?])\s+", visible_text(site / "book" / "nb" / f"{page.output}.ipynb"))
+        said = [x for x in sentences if "glyph" in x.lower() and "glyph book" not in x.lower()]
+        assert not said, (page.output, said)
     table1 = site / "_build" / "html" / "book" / "nb" / "table1.html"
     assert "CUB" in table1.read_text()                    # the paper's CUB numbers beside the cub-smoke runs

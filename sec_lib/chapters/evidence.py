@@ -17,6 +17,7 @@ from typing import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
+from ..data.benchmarks import DISPLAY_NAMES
 from ..runs import experiments as ex
 from ..runs.store import run_key
 from ..runs.tier import STAGED_TIERS, TIER_PROFILES, has_tier, open_tier, stage_dirs, store_for, tier_dir
@@ -81,7 +82,7 @@ def evidence_profile(profile: str, chapters: Iterable[str], root=None) -> str:
 
 
 def tier_runs(profile: str, chapters: Iterable[str], root=None) -> pd.DataFrame:
-    """One row per distinct run of ``chapters`` in the tier of ``profile``: key, iterations,
+    """One row per distinct run of ``chapters`` in the tier of ``profile``: key, dataset, iterations,
     test_classes, wall_s, device, torch, date (provenance where the store records it)."""
     store = store_for(profile, root)
     rows, seen = [], set()
@@ -99,12 +100,12 @@ def tier_runs(profile: str, chapters: Iterable[str], root=None) -> pd.DataFrame:
             if r is None:
                 continue
             prov = store.meta(key).get("provenance", {})
-            rows.append({"key": key, "iterations": c.iterations, "test_classes": c.test_classes,
+            rows.append({"key": key, "dataset": c.dataset, "iterations": c.iterations, "test_classes": c.test_classes,
                          "holdout_classes": c.holdout_classes,
                          "wall_s": r.wall_s, "device": prov.get("device"), "torch": prov.get("torch"),
                          "date": str(prov.get("date") or "")[:10]})
-    return pd.DataFrame(rows, columns=["key", "iterations", "test_classes", "holdout_classes", "wall_s", "device",
-                                       "torch", "date"])
+    return pd.DataFrame(rows, columns=["key", "dataset", "iterations", "test_classes", "holdout_classes", "wall_s",
+                                       "device", "torch", "date"])
 
 
 def _describe(profile: str, runs: pd.DataFrame) -> str:
@@ -124,7 +125,8 @@ def _describe(profile: str, runs: pd.DataFrame) -> str:
     torch_ = ", ".join(sorted(map(str, runs["torch"].dropna().unique()))) or "?"
     dates = sorted(d for d in runs["date"] if d)
     when = (dates[0] if dates[0] == dates[-1] else f"{dates[0]} to {dates[-1]}") if dates else "?"
-    return (f"{len(runs)} runs of {its} iterations scored on {classes}, {hours:.2f} run-hours of wall time on {dev} "
+    data = " and ".join(sorted({DISPLAY_NAMES.get(d, d) for d in runs["dataset"]}))
+    return (f"{len(runs)} runs of {its} iterations on {data}, scored on {classes}, {hours:.2f} run-hours of wall time on {dev} "
             f"(torch {torch_}, one thread per run: at most that many core-hours, less where the machine was shared), "
             f"trained {when}")
 

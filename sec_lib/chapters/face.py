@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ..data.benchmarks import DISPLAY_NAMES
 from ..runs import experiments as ex
 from . import profile_param
 from ..report.claims import Claim
@@ -37,7 +38,9 @@ def opening(runs: pd.DataFrame) -> str:
     etas = runs[runs["variant"] == "sec"].groupby("loss")["eta"].first()
     parts = [f"{NAMES[l]} (η = {etas.get(l, float('nan')):g}) {rows.loc[l, 'estimate']:+.2f} points "
              f"(**{rows.loc[l, 'verdict']}**)" for l in LOSSES if l in rows.index]
-    return "**Answer.** SEC changes glyph retrieval R@1 with " + " and with ".join(parts) + "."
+    data = sorted({DISPLAY_NAMES.get(d, d) for d in runs["dataset"]}) if "dataset" in runs else []
+    what = "glyph" if data in ([], ["glyphs"]) else " and ".join(data)
+    return f"**Answer.** SEC changes {what} retrieval R@1 with " + " and with ".join(parts) + "."
 
 
 def verdict(runs: pd.DataFrame) -> str:
@@ -50,13 +53,13 @@ def page_family(ev) -> pd.DataFrame:
     return ev.derived("face_family", lambda: verdict_rows(ev.runs(CHAPTER)))
 
 
-#: The claims this page decides: Q8c (ArcFace) and Q8d (CosFace), on glyph retrieval rather than faces.
+#: The claims this page decides: Q8c (ArcFace) and Q8d (CosFace), on image retrieval rather than faces.
 CLAIMS = [
-    Claim(id="Q8c", claim="SEC helps ArcFace, a face-recognition loss, here on glyph retrieval rather than faces",
+    Claim(id="Q8c", claim="SEC helps ArcFace, a face-recognition loss, here on image retrieval rather than faces",
           source="review Q8; meta-review (face recognition); paper Sec. 4.3",
           measured="R@1 SEC (η chosen on held-out classes) − none, ArcFace (s = 30, m = 0.5), paired on seed",
           expected_sign=+1, page="face", estimate=row_claim(page_family, loss="arcface")),
-    Claim(id="Q8d", claim="SEC helps a cosine-softmax loss (CosFace), here on glyph retrieval rather than faces",
+    Claim(id="Q8d", claim="SEC helps a cosine-softmax loss (CosFace), here on image retrieval rather than faces",
           source="review Q8; paper Sec. 4.3", measured="R@1 SEC (η chosen on held-out classes) − none, CosFace, "
           "paired on seed", expected_sign=+1, page="face", estimate=row_claim(page_family, loss="cosface")),
 ]
