@@ -157,6 +157,16 @@ def test_the_later_stages_train_in_order_each_run_once(tmp_path, monkeypatch, ca
     review = pd.read_parquet(folder / "review" / "runs.parquet")
     assert set(review["loss"]) == {"arcface"} and set(review["eta"]) == {0.0, 0.1}
     assert (pd.read_parquet(folder / "review-selection" / "runs.parquet")["holdout_classes"] > 0).all()
+    # every trained arm is on a page (issue 21): each run of a training stage, and of the main comparison, is named by
+    # a sweep some page reads under the decisive profile (the held-out selections are the tiers page's)
+    from sec_lib.chapters import PAGES
+    prof, store = decisive.profile(), S.ResultStore()
+    shown = {run_key(c) for page in PAGES for ch in page.evidence_chapters for c in ex.chapter_configs(ch, prof, store)}
+    for stage, _, how in decisive.STAGES:
+        if how[0] == "train":
+            missing = set(pd.read_parquet(folder / stage / "runs.parquet")["key"]) - shown
+            assert not missing, (stage, len(missing))
+    assert main <= shown
     # a rerun trains nothing: every stage is in the store (and would be restored from its folder)
     trained.clear()
     assert commands.later_stages(S.ResultStore(), jobs=500) == 0 and trained == []
