@@ -203,6 +203,30 @@ def load_pilot(profile, root=None):
     return load_runs(ex.lr_pilot(p), tables=("evals",), store=store_for(p.name, root))
 
 
+def staged_selection(store, stages: Sequence[str], setting) -> pd.DataFrame:
+    """A staged tier's held-out selection as committed (the decisive tier: 3 seeds a grid point): the runs of the
+    stage folders ``stages`` grouped by ``setting(config)`` (a tuple of column name -> value, or None to leave a run
+    out), one row per setting with the mean held-out R@1 over its finished runs (``held-out R@1``), its ``seeds``
+    and its ``status`` ('done', or how many of them failed)."""
+    rows = []
+    for part in store.parts:
+        if part.root.name not in stages:
+            continue
+        for r in part.runs.to_dict("records"):
+            key = setting(part.config(r["key"]))
+            if key is not None:
+                rows.append({**dict(key), "_R@1": r["R@1"] if r["status"] == "done" else math.nan,
+                             "_failed": r["status"] != "done"})
+    if not rows:
+        return pd.DataFrame()
+    df = pd.DataFrame(rows)
+    cols = [c for c in df.columns if not c.startswith("_")]
+    g = df.groupby(cols, sort=True)
+    out = g.agg(**{"held-out R@1": ("_R@1", "mean"), "seeds": ("_R@1", "size"), "failed": ("_failed", "sum")})
+    out["status"] = ["done" if f == 0 else f"{int(f)} of {n} failed" for f, n in zip(out["failed"], out["seeds"])]
+    return out.drop(columns="failed").reset_index()
+
+
 def describe_runs(runs: pd.DataFrame) -> str:
     """A computed sentence on what a chapter's runs are (count, failures, data, model, length, seeds)."""
     if not len(runs):

@@ -7,6 +7,7 @@ Statistics: Student-t intervals over seeds and paired t-tests that pair runs on 
 """
 from __future__ import annotations
 
+import math
 import warnings
 from typing import Sequence
 
@@ -18,8 +19,8 @@ from .. import reference, report
 from ..figures.tables import fold_columns
 from ..reference import RETRIEVAL_METRICS, SOURCES, comparison_label
 from ..report import fmt_metric, format_ci
-from ..runs.tier import store_for
-from . import profile_param
+from ..runs.tier import StagedTier, store_for
+from . import common, profile_param
 from ..report.claims import Claim, family_row
 from .common import EXPECTED_SIGN, NORM_CV, NORM_METRICS, TEST_NAME, order_rows, runs_frame, with_norm_cv
 
@@ -322,6 +323,8 @@ def eta_selection_table(profile, root=None) -> pd.DataFrame:
     """
     p = ex.get_profile(profile) if isinstance(profile, str) else profile
     store = store_for(p.name, root)
+    if isinstance(store, StagedTier):
+        return _staged_eta_selection(p, store)
     selection = [r for r in ex.selection_runs(p, store, (*ex.MAIN_LOSSES, *ex.EXTRA_LOSSES))
                  if r.config.mu == "batch"]                                  # the η rows, not L2
     out = pd.DataFrame([{"loss": r.config.loss, "eta": r.config.eta, "status": r.status,
@@ -329,6 +332,28 @@ def eta_selection_table(profile, root=None) -> pd.DataFrame:
     chosen = {loss: ex.chosen_eta(p, loss, selection) for loss in out["loss"].unique()}
     out["chosen"] = [bool(e == chosen[l]) for l, e in zip(out["loss"], out["eta"])]
     return out.sort_values(["loss", "eta"]).reset_index(drop=True)
+
+
+def _staged_eta_selection(p, store) -> pd.DataFrame:
+    """:func:`eta_selection_table` of the decisive tier: its held-out selection stages (the four main losses, then
+    tuplet margin and CosFace), each η's held-out R@1 the mean over its seeds (``seeds``), ``chosen`` the η its
+    profile fixed from that selection (``plan.json``, ``choices.json``)."""
+    def eta_point(c):
+        keep = c.loss in (*ex.MAIN_LOSSES, *ex.EXTRA_LOSSES) and not c.relative and (c.eta == 0 or c.mu == "batch")
+        return (("loss", c.loss), ("eta", c.eta)) if keep else None
+    out = common.staged_selection(store, ("selection", "extra-selection"), eta_point)
+    if not len(out):
+        return pd.DataFrame(columns=["loss", "eta", "status", "heldout_R@1", "seeds", "chosen"])
+
+    def fixed(loss):
+        try:
+            return ex.fixed_choice(p, "sec", loss)
+        except KeyError:                    # that loss's selection is not complete: nothing chosen yet
+            return math.nan
+    out = out.rename(columns={"held-out R@1": "heldout_R@1"})
+    out["chosen"] = [bool(e == fixed(l)) for l, e in zip(out["loss"], out["eta"])]
+    return out[["loss", "eta", "status", "heldout_R@1", "seeds", "chosen"]].sort_values(["loss", "eta"]).reset_index(
+        drop=True)
 
 
 def gains_paragraph(gains: pd.DataFrame, metric: str = "R@1", variant: str = "sec", baseline: str = "none",

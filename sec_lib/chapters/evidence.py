@@ -34,9 +34,18 @@ LONG_TIERS = (*STAGED_TIERS, *TIER_PROFILES)
 PIPELINE_PROFILES = ("smoke", *ex.BENCHMARK_PROFILES)
 
 
+#: Sweeps that a staged tier trains as held-out selection stages, not as chapters: its profile (written from their
+#: choices) exists only once they are complete, and the pages read them from their stage folders.
+SELECTION_SWEEPS = ("selection", "ftrates")
+
+
 @functools.lru_cache(maxsize=64)
 def _covers(tier: str, chapters: tuple, stamp: float) -> bool:
     store = open_tier(tier_dir(tier))
+    if tier in STAGED_TIERS:
+        chapters = tuple(ch for ch in chapters if ch not in SELECTION_SWEEPS)
+        if not chapters:
+            return False
     try:
         named = [ex.chapter_configs(ch, tier, store) for ch in chapters]
         # a chapter that names no runs in this tier (the scale chapter before its grid is planned there) is not held

@@ -18,10 +18,10 @@ import pandas as pd
 
 from ..runs import experiments as ex
 from ..runs import finetune as ft
-from ..params import Choice
 from ..report import one_family, paired_diff, summary_table, values_ci
 from ..report.claims import Claim, from_row
-from . import profile_param
+from . import check_shown, profile_param
+from ..runs.tier import StagedTier
 from .common import check_cols, cv_from_var, measures_text, verdict_row_of, with_batch_cv, with_norm_cv
 
 #: The notebook's parameters (checked by ``sec_lib.params.notebook_params``).
@@ -46,7 +46,7 @@ START_METRICS = ("start_norm_mean", "start_norm_var", "start_norm_cv", "test_nor
 
 def has_arm(profile: str) -> bool:
     """Whether ``profile`` trains the fine-tuning arm (:data:`sec_lib.runs.finetune.FINETUNE_PROFILES`)."""
-    Choice(tuple(ex.PROFILE_NAMES)).check("profile", profile)
+    check_shown(profile)
     return profile in ft.FINETUNE_PROFILES
 
 
@@ -294,7 +294,7 @@ def design_sentence(profile, root=None) -> str:
     pair it chose), and that this is the quick tier."""
     from ..runs.store import run_key
     from ..runs.tier import store_for
-    Choice(tuple(ex.PROFILE_NAMES)).check("profile", profile)
+    check_shown(profile)
     if not has_arm(profile):
         return (f"Profile {profile!r} has no fine-tuning arm yet (profiles with one: "
                 f"{', '.join(ft.FINETUNE_PROFILES)}), so it trains no runs for this page.")
@@ -324,8 +324,10 @@ def design_sentence(profile, root=None) -> str:
 def selection_table(profile, root=None) -> pd.DataFrame:
     """The held-out rate selection: held-out R@1 per trunk rate and head/trunk ratio, the chosen pair marked."""
     from ..runs.tier import store_for
-    Choice(tuple(ex.PROFILE_NAMES)).check("profile", profile)
+    check_shown(profile)
     store = store_for(profile, root)
+    if isinstance(store, StagedTier):
+        return _staged_selection_table(ex.get_profile(profile), store)
     q = ex.tuned(ex.get_profile(profile), "adam", store)
     runs = ex.stored_runs(store, ft.selection(q), "the fine-tuning rate selection", q)
     lr, lr_head = ft.chosen_rates(q, store)
@@ -333,6 +335,25 @@ def selection_table(profile, root=None) -> pd.DataFrame:
                           "head lr": r.config.lr_head, "held-out R@1": r.metrics.get("R@1", math.nan),
                           "status": r.status,
                           "chosen": "✓" if (r.config.lr, r.config.lr_head) == (lr, lr_head) else ""} for r in runs])
+
+
+def _staged_selection_table(p, store) -> pd.DataFrame:
+    """:func:`selection_table` of the decisive tier: its finetune-selection stage, each rate pair's held-out R@1 the
+    mean over its seeds; ✓ the pair the profile fixed (``choices.json``)."""
+    from .common import staged_selection
+
+    def pair(c):
+        return (("trunk lr", c.lr), ("head lr", c.lr_head)) if c.pretrained else None
+    out = staged_selection(store, ("finetune-selection",), pair)
+    if not len(out):
+        return pd.DataFrame(columns=["trunk lr", "head/trunk", "head lr", "held-out R@1", "seeds", "status", "chosen"])
+    try:
+        chosen = (ex.fixed_choice(p, "lr", "finetune"), ex.fixed_choice(p, "lr", "finetune-head"))
+    except KeyError:
+        chosen = None
+    out["head/trunk"] = out["head lr"] / out["trunk lr"]
+    out["chosen"] = ["✓" if (a, b) == chosen else "" for a, b in zip(out["trunk lr"], out["head lr"])]
+    return out[["trunk lr", "head/trunk", "head lr", "held-out R@1", "seeds", "status", "chosen"]]
 
 
 def page_reading(effect_fam: pd.DataFrame, inter_fam: pd.DataFrame, start: pd.DataFrame | None = None) -> str:

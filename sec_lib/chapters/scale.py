@@ -19,10 +19,10 @@ import pandas as pd
 from ..runs import experiments as ex
 from ..runs import scalearms
 from .. import reference
-from ..params import Choice
 from ..report import one_family, pooled_diff, summary_table, values_ci
 from ..report.claims import Claim, from_row
-from . import profile_param
+from . import check_shown, common, profile_param
+from ..runs.tier import StagedTier
 from .common import beside_cv, check_cols, cv_from_var, measures_text, verdict_row_of, with_batch_cv, with_norm_cv
 
 #: The notebook's parameters (checked by ``sec_lib.params.notebook_params``).
@@ -235,9 +235,11 @@ def selection_table(profile, root=None) -> pd.DataFrame:
     """Relative SEC's η selection on held-out classes: per main loss and η of the profile's ``relative_eta_grid``
     (0 = no regularizer), the held-out R@1 and which η was chosen (:func:`experiments.chosen_relative_eta`)."""
     from ..runs.tier import store_for
-    Choice(tuple(ex.PROFILE_NAMES)).check("profile", profile)
+    check_shown(profile)
     p = ex.get_profile(profile)
     store = store_for(profile, root)
+    if isinstance(store, StagedTier):
+        return _staged_selection_table(p, store)
     q = ex.tuned(p, "adam", store)
     runs = scalearms.relative_selection_runs(q, store)
     rows = []
@@ -250,13 +252,34 @@ def selection_table(profile, root=None) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def _staged_selection_table(p, store) -> pd.DataFrame:
+    """:func:`selection_table` of the decisive tier: its scale-selection stage (relative SEC's η, 3 seeds a point) and
+    the main selection's η = 0 runs as the baseline, each point's held-out R@1 the mean over its seeds; ✓ the η the
+    profile fixed (``choices.json``)."""
+    def point(c):
+        if c.loss not in ex.MAIN_LOSSES or not (c.relative or c.eta == 0):
+            return None
+        return (("loss", c.loss), ("η (relative SEC)", c.eta))
+    out = common.staged_selection(store, ("selection", "scale-selection"), point)
+    if not len(out):
+        return pd.DataFrame(columns=["loss", "η (relative SEC)", "held-out R@1", "seeds", "status", "chosen"])
+
+    def fixed(loss):
+        try:
+            return ex.fixed_choice(p, "relative", loss)
+        except KeyError:
+            return math.nan
+    out["chosen"] = ["✓" if e == fixed(l) else "" for l, e in zip(out["loss"], out["η (relative SEC)"])]
+    return out[["loss", "η (relative SEC)", "held-out R@1", "seeds", "status", "chosen"]]
+
+
 def design_sentence(profile, root=None) -> str:
     """What this page trained, counted from :func:`experiments.scale` for ``profile`` (its store at ``root``): the
     runs, how many are the page's own (relative SEC and the fixed-scale control) and how many it shares with the
     main table and the tuned chapter, and relative SEC's held-out selection."""
     from ..runs.store import run_key
     from ..runs.tier import store_for
-    Choice(tuple(ex.PROFILE_NAMES)).check("profile", profile)
+    check_shown(profile)
     p = ex.get_profile(profile)
     if not p.relative_eta_grid:
         return f"Profile {profile!r} has no relative-SEC η grid, so it trains no runs for this page."

@@ -1,0 +1,82 @@
+"""The pages' held-out selection tables read the decisive tier's selection stages (3 seeds a grid point), and a
+page's selection sweep does not keep the decisive tier from covering it."""
+import dataclasses
+import math
+
+import pandas as pd
+import pytest
+
+from sec_lib.chapters import compare, evidence, pretrained, scale
+from sec_lib.runs import decisive, mainstage, selection, tier
+from sec_lib.runs import experiments as ex
+from sec_lib.runs.store import ResultStore
+from sec_lib.runs.train import RunResult
+
+
+def save(store, c, score, status="done"):
+    e = pd.DataFrame({"step": [c.iterations], "R@1": [score]})
+    norms = pd.DataFrame({"label": [0], "norm": [1.0], "hit@1": [1]})
+    store.save(RunResult(c, status, {"R@1": score}, e.iloc[:0], e.iloc[:0], e, norms, e.iloc[:0], e.iloc[:0]))
+
+
+@pytest.fixture
+def staged(tmp_path, monkeypatch):
+    """A decisive tier of stage folders with a plan and choices: triplet's selection (η 0, 0.05, 0.1 and L2
+    0.005, 3 seeds, held-out R@1 = 80 + 10·η + seed/1000, one η = 0.1 seed failed), relative SEC's (η 0.1, 1),
+    and the fine-tuning rates (two pairs)."""
+    monkeypatch.setattr(tier, "REPO", tmp_path)
+    monkeypatch.setattr(ex, "MAIN_LOSSES", ("triplet",))
+    monkeypatch.setattr(ex, "EXTRA_LOSSES", ())
+    store = ResultStore(tmp_path / "runs")
+    stages = {}
+    for kind, weights, stage in (("sec", (0.0, 0.05, 0.1), "selection"), ("l2reg", (0.005,), "selection"),
+                                 ("relative", (0.1, 1.0), "scale-selection")):
+        for c in selection.configs("triplet", weights, "cosine", 3000, kind):
+            failed = kind == "sec" and c.eta == 0.1 and c.seed == 1002
+            save(store, c, math.nan if failed else 80 + 10 * c.eta + (c.seed - 1000) / 1000, "failed" if failed
+                 else "done")
+            stages.setdefault(stage, []).append(c)
+    base = selection.configs("triplet", (0.0,), "cosine", 3000)
+    for lr, head in ((1e-4, 5e-5), (3e-4, 1.5e-4)):
+        for c in base:
+            f = dataclasses.replace(c, pretrained="glyph-backbone", lr=lr, lr_head=head)
+            save(store, f, 70 + lr * 1e4 + (c.seed - 1000) / 1000)
+            stages.setdefault("finetune-selection", []).append(f)
+    for stage, configs in stages.items():
+        tier.export(store, configs, tmp_path / "data" / "reference" / "decisive" / stage)
+    plan = mainstage.Plan("cosine", 3000, 6, 0.45, 0.4, {}, {"triplet": 0.1}, {"triplet": 0.005}, {})
+    mainstage.write_plan(plan, decisive.plan_path())
+    decisive.record_scale("triplet", selection.Choice(1.0, 1.0, {}, (0.1, 1.0), "high", None), 10.0)
+    decisive.record_finetune(3e-4, 1.5e-4)
+    return tmp_path
+
+
+def test_the_compare_pages_eta_selection_reads_the_decisive_selection(staged):
+    t = compare.eta_selection_table("decisive")
+    assert list(t["eta"]) == [0.0, 0.05, 0.1] and set(t["loss"]) == {"triplet"}          # no L2 row, no relative row
+    assert list(t["seeds"]) == [3, 3, 3]
+    assert t["heldout_R@1"].tolist() == pytest.approx([80.001, 80.501, 81.0005])         # the failed seed left out
+    assert list(t["status"]) == ["done", "done", "1 of 3 failed"]
+    assert list(t["chosen"]) == [False, False, True]                                      # plan.json's η
+
+
+def test_the_scale_and_pretrained_selections_read_their_stages(staged):
+    t = scale.selection_table("decisive")
+    assert list(t["η (relative SEC)"]) == [0.0, 0.1, 1.0]      # the main selection's η = 0 runs are the baseline
+    assert list(t["chosen"]) == ["", "", "✓"] and list(t["seeds"]) == [3, 3, 3]
+    f = pretrained.selection_table("decisive")
+    assert list(f["trunk lr"]) == [1e-4, 3e-4] and list(f["chosen"]) == ["", "✓"]
+    assert f["head/trunk"].tolist() == pytest.approx([0.5, 0.5]) and f["held-out R@1"].tolist() == pytest.approx(
+        [71.001, 73.001])
+
+
+def test_a_pages_selection_sweep_does_not_keep_the_decisive_tier_from_covering_it(staged, monkeypatch):
+    """In the decisive tier the held-out selections are stages its profile is written from, not chapters: a page
+    reading ('selection', X) is covered once X's runs are all committed; ('selection',) alone covers nothing."""
+    evidence._covers.cache_clear()
+    monkeypatch.setattr(ex, "chapter_configs", lambda ch, profile, store: (
+        pytest.fail("the selection sweep is not looked up in a staged tier") if ch == "selection" else
+        [store.config(k) for k in store.keys()][:2]))
+    assert evidence.covers("decisive", ("selection", "scale"))
+    assert not evidence.covers("decisive", ("selection",))
+    evidence._covers.cache_clear()
