@@ -102,7 +102,8 @@ def counts_sentence(table: pd.DataFrame) -> str:
     extra = (" (" + ", ".join(f"{r.claim} uses the same runs as {r.same_runs_as}" for r in dup.itertuples(index=False))
              + ", counted once)") if len(dup) else ""
     tiers = sorted({t for t in counted(table)["tier"] if is_long_tier(t)}) or ["reference"]
-    text = (f"Of {sum(counts.values())} bodies of evidence on the {'/'.join(tiers)} tier{extra}: "
+    where = f"the {tiers[0]} tier" if len(tiers) == 1 else f"the {', '.join(tiers[:-1])} and {tiers[-1]} tiers"
+    text = (f"Of {sum(counts.values())} bodies of evidence on {where}{extra}: "
             + ", ".join(f"**{n}** {v}" for v, n in counts.items()) + ".")
     if quick:
         names = ", ".join(counted(table).loc[~counted(table)["tier"].map(is_long_tier), "claim"])
@@ -118,7 +119,8 @@ def tier_sentence(table: pd.DataFrame) -> str:
     if not len(have):
         return "No row has runs behind it."
     return ("Evidence: " + ", ".join(f"{n} rows from the **{t}** tier" for t, n in have.items())
-            + ". Each page reads the reference tier once that tier holds all of its runs, and the quick tier until then.")
+            + ". Each page reads the first committed tier that holds all of its runs (the decisive tier, then the "
+              "reference tier), and the quick tier until one does.")
 
 
 def tier_agreement(table: pd.DataFrame, quick: pd.DataFrame) -> pd.DataFrame:

@@ -467,6 +467,12 @@ def test_tally_counts_the_long_tier_only(mixed):
     s = claims.counts_sentence(t)
     assert s.startswith(f"Of {len(long_rows)} bodies of evidence on the reference tier") and "quick tier only" in s
     assert "Q6a uses the same runs as C4" in s
+    # the decisive tier counts as committed evidence beside the reference tier, and the sentence names both
+    both = t.assign(tier=["decisive" if c in ("C4", "C5") else tr for c, tr in zip(t["claim"], t["tier"])])
+    assert claims.verdict_counts(both)[claims.QUICK_ONLY] == counts[claims.QUICK_ONLY]
+    assert claims.counts_sentence(both).startswith(f"Of {len(long_rows)} bodies of evidence on the decisive and "
+                                                   "reference tiers")
+    assert "the decisive tier, then the reference tier" in claims.tier_sentence(both)
     html = claims.claims_html(t)
     assert '<a href="eta.html">eta</a>' in html and "data:text/csv;base64," in html and "<details>" in html
 
