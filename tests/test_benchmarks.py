@@ -112,6 +112,9 @@ def test_benchmark_profiles_leave_the_glyph_book_alone():
         assert B.page_note(name, "fairness") is None
     assert (B.data_name("cpu"), B.paper_datasets("cpu"), B.data_name("cub-smoke")) == \
         ("glyphs", ("CUB", "Cars"), "CUB-200-2011")
+    assert (B.data_name("decisive"), B.paper_datasets("decisive")) == ("glyphs", ("CUB", "Cars"))   # a tier a page shows
+    with pytest.raises(ParameterError, match="'profile'"):
+        B.data_name("fast")
     assert B.paper_metrics("cpu") == ("NMI", "F1", "R@1", "R@2", "R@4", "R@8")
     assert ex.chapter_configs("ssl", "cub", store=None) == []          # a chapter it does not train: no runs
     cub = ex.get_profile("cub")

@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 
 from .. import report
+from ..runs import experiments as ex
 from ..report import one_family, pooled_diff, summary_table, with_verdict
 from . import profile_param
 from ..report.claims import Claim, family_row
@@ -37,6 +38,35 @@ def pilot_table(pilot_runs: pd.DataFrame) -> pd.DataFrame:
         chosen.add(best[2])
     df["chosen"] = [i in chosen for i in df.index]
     return df[["optimizer", "arm", "lr", "R@1", "status", "chosen"]].reset_index(drop=True)
+
+
+def rate_selection(profile, root=None) -> pd.DataFrame:
+    """How the chapter's learning rates were chosen, in :func:`pilot_table`'s columns: the learning-rate pilot of
+    ``profile``; for the decisive tier, its held-out selection of SGD's rates without and with SEC (the
+    ``sgd-selection`` stage: each rate's R@1 the mean over its ``seeds``, ``chosen`` the rate its profile fixed;
+    Adam's rate is the tier's fixed 3e-3)."""
+    from ..runs.tier import StagedTier, store_for
+    from .common import load_pilot, staged_selection
+    p = ex.get_profile(profile) if isinstance(profile, str) else profile
+    store = store_for(p.name, root)
+    if not isinstance(store, StagedTier):
+        return pilot_table(load_pilot(p, root).runs)
+
+    def rate(c):
+        return (("optimizer", c.optimizer), ("arm", "sec" if c.eta > 0 else "none"), ("lr", c.lr)) \
+            if c.optimizer == "sgd" else None
+    out = staged_selection(store, ("sgd-selection",), rate)
+    if not len(out):
+        return pd.DataFrame(columns=["optimizer", "arm", "lr", "R@1", "status", "chosen", "seeds"])
+
+    def fixed(arm):
+        try:
+            return ex.fixed_choice(p, "lr", "sgd+sec" if arm == "sec" else "sgd")
+        except KeyError:
+            return np.nan
+    out = out.rename(columns={"held-out R@1": "R@1"})
+    out["chosen"] = [bool(lr == fixed(a)) for a, lr in zip(out["arm"], out["lr"])]
+    return out[["optimizer", "arm", "lr", "R@1", "status", "chosen", "seeds"]]
 
 
 def optim_table(runs: pd.DataFrame) -> pd.DataFrame:
@@ -110,7 +140,7 @@ def optim_family(runs: pd.DataFrame, steps: pd.DataFrame | None = None, metric: 
 
 
 def rates_sentence(runs: pd.DataFrame, pilot: pd.DataFrame) -> str:
-    """'Rates used: adam 0.003, sgd 0.1, sgd + SEC 0.03 (the pilot's choice: ...).' from the chapter's
+    """'Rates used: adam 0.003, sgd 0.1, sgd + SEC 0.03 (chosen on held-out classes: ...).' from the chapter's
     runs and :func:`pilot_table` (whose ``chosen`` column applies the rule of ``experiments.chosen_lr``)."""
     def label(opt, arm):
         return f"{opt} + SEC" if arm == "sec" and opt != "adam" else opt
@@ -118,7 +148,7 @@ def rates_sentence(runs: pd.DataFrame, pilot: pd.DataFrame) -> str:
     used = r.groupby(["optimizer", "arm"])["lr"].first()
     chosen = pilot[pilot["chosen"]].set_index(["optimizer", "arm"])["lr"]
     return ("Rates used: " + ", ".join(f"{label(o, a)} {lr:g}" for (o, a), lr in used.items())
-            + " (the pilot's choice: " + ", ".join(f"{label(o, a)} {chosen[(o, a)]:g}" for (o, a) in used.index
+            + " (chosen on held-out classes: " + ", ".join(f"{label(o, a)} {chosen[(o, a)]:g}" for (o, a) in used.index
                                                    if (o, a) in chosen.index) + ").")
 
 

@@ -412,9 +412,10 @@ def page_note(profile: str, page: str) -> str | None:
 
 
 def data_name(profile: str) -> str:
-    """What a page calls the profile's data: "glyphs" for the glyph profiles, else the dataset's name
-    ("CUB-200-2011", ...)."""
-    Choice(ex.PROFILE_NAMES).check("profile", profile)
+    """What a page calls the profile's data: "glyphs" for the glyph profiles and the committed glyph tiers a page may
+    show (the staged decisive tier among them), else the dataset's name ("CUB-200-2011", ...)."""
+    from .tier import STAGED_TIERS
+    Choice((*ex.PROFILE_NAMES, *STAGED_TIERS)).check("profile", profile)
     return DISPLAY_NAMES[DATASET_OF[profile]] if profile in DATASET_OF else "glyphs"
 
 

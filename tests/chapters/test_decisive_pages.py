@@ -6,7 +6,7 @@ import math
 import pandas as pd
 import pytest
 
-from sec_lib.chapters import compare, evidence, pretrained, scale
+from sec_lib.chapters import compare, evidence, optim, pretrained, scale
 from sec_lib.runs import decisive, mainstage, selection, tier
 from sec_lib.runs import experiments as ex
 from sec_lib.runs.store import ResultStore
@@ -42,12 +42,18 @@ def staged(tmp_path, monkeypatch):
             f = dataclasses.replace(c, pretrained="glyph-backbone", lr=lr, lr_head=head)
             save(store, f, 70 + lr * 1e4 + (c.seed - 1000) / 1000)
             stages.setdefault("finetune-selection", []).append(f)
+    for arm in selection.RATE_ARMS:                    # SGD's rates: 0.1 peaks without SEC, 0.3 with it
+        for c in selection.rate_configs(arm, (0.1, 0.3), "cosine", 3000):
+            save(store, c, 60 - abs(c.lr - (0.3 if c.eta else 0.1)) * 10 + (c.seed - 1000) / 1000)
+            stages.setdefault("sgd-selection", []).append(c)
     for stage, configs in stages.items():
         tier.export(store, configs, tmp_path / "data" / "reference" / "decisive" / stage)
     plan = mainstage.Plan("cosine", 3000, 6, 0.45, 0.4, {}, {"triplet": 0.1}, {"triplet": 0.005}, {})
     mainstage.write_plan(plan, decisive.plan_path())
     decisive.record_scale("triplet", selection.Choice(1.0, 1.0, {}, (0.1, 1.0), "high", None), 10.0)
     decisive.record_finetune(3e-4, 1.5e-4)
+    for arm, lr in (("sgd", 0.1), ("sgd+sec", 0.3)):
+        decisive.record_rate(arm, selection.Choice(lr, lr, {}, (0.1, 0.3), None, None))
     return tmp_path
 
 
@@ -68,6 +74,16 @@ def test_the_scale_and_pretrained_selections_read_their_stages(staged):
     assert list(f["trunk lr"]) == [1e-4, 3e-4] and list(f["chosen"]) == ["", "✓"]
     assert f["head/trunk"].tolist() == pytest.approx([0.5, 0.5]) and f["held-out R@1"].tolist() == pytest.approx(
         [71.001, 73.001])
+
+
+def test_the_optim_pages_rates_read_the_decisive_sgd_selection(staged):
+    t = optim.rate_selection("decisive")
+    assert list(zip(t["arm"], t["lr"], t["chosen"])) == [("none", 0.1, True), ("none", 0.3, False),
+                                                          ("sec", 0.1, False), ("sec", 0.3, True)]
+    assert set(t["optimizer"]) == {"sgd"} and list(t["seeds"]) == [3] * 4
+    runs = pd.DataFrame({"optimizer": ["adam", "sgd", "sgd"], "eta": [0.0, 0.0, 0.05], "lr": [3e-3, 0.1, 0.3]})
+    assert optim.rates_sentence(runs, t) == ("Rates used: adam 0.003, sgd 0.1, sgd + SEC 0.3 (chosen on held-out "
+                                             "classes: sgd 0.1, sgd + SEC 0.3).")
 
 
 def test_a_pages_selection_sweep_does_not_keep_the_decisive_tier_from_covering_it(staged, monkeypatch):
