@@ -203,6 +203,16 @@ def load_pilot(profile, root=None):
     return load_runs(ex.lr_pilot(p), tables=("evals",), store=store_for(p.name, root))
 
 
+def seeds_text(configs) -> str:
+    """How many seeds each arm of ``configs`` has ('5', or '5/20' where the arms differ: the decisive tier's primary
+    arms have the plan's seeds, the others 5)."""
+    n = {}
+    for c in configs:
+        arm = (c.loss, c.variant, c.eta, c.mu, c.relative, c.optimizer, c.head, c.pretrained)
+        n[arm] = n.get(arm, 0) + 1
+    return "/".join(str(k) for k in sorted(set(n.values()))) or "0"
+
+
 def staged_selection(store, stages: Sequence[str], setting) -> pd.DataFrame:
     """A staged tier's held-out selection as committed (the decisive tier: 3 seeds a grid point): the runs of the
     stage folders ``stages`` grouped by ``setting(config)`` (a tuple of column name -> value, or None to leave a run

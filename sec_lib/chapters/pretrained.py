@@ -305,6 +305,8 @@ def design_sentence(profile, root=None) -> str:
     twins = [c for c, lab in labeled if lab["regime"] == REGIMES[1]]
     main = {run_key(c) for c in ex.chapter_configs("compare", profile, store)}
     shared = sum(run_key(c) in main for c in twins)
+    if isinstance(store, StagedTier):
+        return _staged_design_sentence(q, store, fine, twins, shared)
     lrs, ratios = ft.grid(q)
     lr, lr_head = ft.chosen_rates(q, store)
     cut = (f" This profile trains the trunk rates {', '.join(f'{x:g}' for x in lrs)} of the full grid "
@@ -335,6 +337,30 @@ def selection_table(profile, root=None) -> pd.DataFrame:
                           "head lr": r.config.lr_head, "held-out R@1": r.metrics.get("R@1", math.nan),
                           "status": r.status,
                           "chosen": "✓" if (r.config.lr, r.config.lr_head) == (lr, lr_head) else ""} for r in runs])
+
+
+def _staged_design_sentence(q, store, fine, twins, shared) -> str:
+    """:func:`design_sentence` of the decisive tier: its fine-tuned runs (arms and seeds counted from their configs,
+    under the tier's own schedule), their twins, and its held-out rate selection (3 seeds a pair, grown at an edge)."""
+    from .common import seeds_text
+    arms = sorted({"relative SEC" if c.relative else {"none": "none", "l2reg": "L2-reg", "sec": "SEC"}[c.variant]
+                   for c in fine}, key=["none", "L2-reg", "SEC", "relative SEC"].index)
+    its = "/".join(f"{i:,}" for i in sorted({c.iterations for c in fine})) or "—"
+    sel = _staged_selection_table(q, store)
+    if len(sel):
+        trunks = ", ".join(f"{x:g}" for x in sorted(set(sel["trunk lr"])))
+        ratios = ", ".join(f"{x:g}" for x in sorted(set(sel["head/trunk"].round(6))))
+        pick = sel[sel["chosen"] == "✓"]
+        chosen = (f"; the best mean held-out R@1 chose trunk {pick['trunk lr'].iloc[0]:g} and head "
+                  f"{pick['head lr'].iloc[0]:g}" if len(pick) else "; no pair is chosen yet")
+        rates = (f"The trunk and head rates were chosen by {int(sel['seeds'].sum())} runs on held-out training classes "
+                 f"(semihard without SEC, 3 seeds a pair): trunk rates {trunks} × head/trunk ratios {ratios}{chosen}.")
+    else:
+        rates = "Its held-out rate selection has no committed run yet."
+    return (f"This page reads {len(fine) + len(twins)} runs of the **decisive tier**: {len(fine)} fine-tuned "
+            f"({len(ex.MAIN_LOSSES)} losses × {' / '.join(arms)} × {seeds_text(fine)} seeds, {its} iterations, the "
+            f"tier's own schedule) and their {len(twins)} from-scratch twins, {shared} of which are the main "
+            f"comparison's own runs (the others are the scale chapter's). {rates}")
 
 
 def _staged_selection_table(p, store) -> pd.DataFrame:

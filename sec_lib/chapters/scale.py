@@ -23,7 +23,8 @@ from ..report import one_family, pooled_diff, summary_table, values_ci
 from ..report.claims import Claim, from_row
 from . import check_shown, common, profile_param
 from ..runs.tier import StagedTier
-from .common import beside_cv, check_cols, cv_from_var, measures_text, verdict_row_of, with_batch_cv, with_norm_cv
+from .common import (beside_cv, check_cols, cv_from_var, measures_text, seeds_text, verdict_row_of, with_batch_cv,
+                     with_norm_cv)
 
 #: The notebook's parameters (checked by ``sec_lib.params.notebook_params``).
 PARAMS = profile_param()
@@ -288,12 +289,18 @@ def design_sentence(profile, root=None) -> str:
     configs = ex.chapter_configs("scale", profile, store)
     shared = {run_key(c) for ch in ("compare", "tuned") for c in ex.chapter_configs(ch, profile, store)}
     own = [c for c in configs if run_key(c) not in shared]
-    grid = ", ".join(f"{e:g}" for e in q.relative_eta_grid)
     its = "/".join(f"{i:,}" for i in sorted({c.iterations for c in configs}))
+    if isinstance(store, StagedTier):            # the decisive tier: 3 seeds a grid point, grown at an edge
+        sel = _staged_selection_table(p, store)
+        points = sel[sel["η (relative SEC)"] > 0] if len(sel) else sel
+        grid = ", ".join(f"{e:g}" for e in sorted(set(points["η (relative SEC)"]))) if len(points) else "—"
+        n_sel, how = int(points["seeds"].sum()) if len(points) else 0, "3 seeds a point"
+    else:
+        grid, n_sel, how = ", ".join(f"{e:g}" for e in q.relative_eta_grid), len(ex.relative_selection(q)), "pilot seed"
     return (f"This page reads {len(configs)} runs ({len(ex.MAIN_LOSSES)} losses × {len(scalearms.SCALE_ARMS)} arms × "
-            f"{len(ex.table_seeds(q))} seeds, {its} iterations): {len(own)} are its own (relative SEC and the "
+            f"{seeds_text(configs)} seeds, {its} iterations): {len(own)} are its own (relative SEC and the "
             f"fixed-scale control), the others are the main table's and the tuned chapter's. Relative SEC's η was "
-            f"chosen among {grid} by {len(ex.relative_selection(q))} runs on held-out training classes. That is all "
+            f"chosen among {grid} by {n_sel} runs on held-out training classes ({how}). That is all "
             f"this page adds to profile {profile!r}: the same seeds and run length as the main table.")
 
 

@@ -86,6 +86,28 @@ def test_the_optim_pages_rates_read_the_decisive_sgd_selection(staged):
                                              "classes: sgd 0.1, sgd + SEC 0.3).")
 
 
+def test_the_scale_and_pretrained_pages_say_what_the_decisive_tier_trained(staged):
+    """Their design sentences count the decisive tier's own runs (seeds per arm, its held-out selections at 3 seeds a
+    point) instead of a pilot seed and the quick tier's design."""
+    s = scale.design_sentence("decisive")
+    assert "by 6 runs on held-out training classes (3 seeds a point)" in s and "among 0.1, 1" in s
+    assert "5 arms × 5 seeds, 3,000 iterations" in s               # every arm of the chapter at the tier's floor
+    f = pretrained.design_sentence("decisive")
+    assert f.startswith("This page reads") and "**decisive tier**" in f and "quick tier" not in f
+    assert "none / L2-reg / SEC / relative SEC × 5 seeds, 3,000 iterations" in f
+    assert "chosen by 6 runs on held-out training classes (semihard without SEC, 3 seeds a pair)" in f
+    assert "chose trunk 0.0003 and head 0.00015" in f
+
+
+def test_the_other_functions_the_pages_call_with_their_tier_take_the_decisive_tier(staged):
+    """Every function a notebook calls with the tier it shows (T), besides the ones above, on the decisive tier."""
+    from sec_lib.chapters import home, mu
+    from sec_lib.runs import benchmarks
+    assert mu.mu_order("decisive") == mu.mu_order("reference")
+    assert home.paper_sets("decisive") == home.paper_sets("reference")
+    assert benchmarks.data_name("decisive") == "glyphs"
+
+
 def test_a_pages_selection_sweep_does_not_keep_the_decisive_tier_from_covering_it(staged, monkeypatch):
     """In the decisive tier the held-out selections are stages its profile is written from, not chapters: a page
     reading ('selection', X) is covered once X's runs are all committed; ('selection',) alone covers nothing."""
