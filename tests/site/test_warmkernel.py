@@ -75,3 +75,16 @@ def test_the_pool_runs_pages_in_its_workers_kernels_and_reports_a_failure(tmp_pa
             warmkernel.execute_in(workers, bad, tmp_path / "b.ipynb", {})
     finally:
         workers.shutdown()
+
+
+def test_a_page_that_kills_its_kernel_fails_alone_and_the_next_page_gets_a_new_kernel(tmp_path):
+    probe = notebook(tmp_path / "probe.ipynb", PROBE)
+    dead = notebook(tmp_path / "dead.ipynb", ["import os\nos._exit(3)"], params=False)
+    k = warmkernel.WarmKernel(tmp_path)
+    try:
+        with pytest.raises(Exception, match="(?i)kernel"):
+            k.execute(dead, tmp_path / "d.ipynb", {})
+        k.execute(probe, tmp_path / "p.ipynb", {"tag": "after"})
+        assert printed(tmp_path / "p.ipynb")[-1][1] == "False [] False after\n"
+    finally:
+        k.close()
