@@ -8,7 +8,7 @@ import pandas as pd
 
 from ..runs import experiments as ex
 from ..runs.store import ResultStore
-from ..runs.tier import TIER_PROFILES, TierStore, has_tier, open_tier, store_for, tier_dir
+from ..runs.tier import TIER_PROFILES, StagedTier, TierStore, has_tier, open_tier, store_for, tier_dir
 from . import PAGES, profile_param
 from .evidence import evidence_profile
 
@@ -341,15 +341,20 @@ def selection_prediction(profile: str = "reference", root=None) -> pd.DataFrame:
     held out, its seeds) beside the test gain over η = 0 of the η sweep (test classes, mean of the paired
     differences over its seeds). One row per cell that has both; empty where the tier lacks either."""
     from .common import load
-    p = ex.get_profile(profile)
-    store = store_for(profile, root)
     try:
-        sel = [r for r in ex.selection_runs(p, store, ex.MAIN_LOSSES) if r.config.mu == "batch"]
+        p = ex.get_profile(profile)               # the decisive tier's exists once its plan is written
+        store = store_for(profile, root)
+        if isinstance(store, StagedTier):         # its held-out selection is a stage: 3 seeds a point
+            held = _staged_held_out(store)
+        else:
+            sel = [r for r in ex.selection_runs(p, store, ex.MAIN_LOSSES) if r.config.mu == "batch"]
+            held = pd.DataFrame([{"loss": r.config.loss, "eta": r.config.eta, "R@1": r.metrics.get("R@1", math.nan)}
+                                 for r in sel if r.status == "done"], columns=["loss", "eta", "R@1"])
         sweep = load("eta", profile, tables=(), root=root).runs
     except (KeyError, ValueError, ex.SelectionError):
         return pd.DataFrame(columns=COLUMNS)
-    held = pd.DataFrame([{"loss": r.config.loss, "eta": r.config.eta, "R@1": r.metrics.get("R@1", math.nan)}
-                         for r in sel if r.status == "done"])
+    if not len(held) or not len(sweep):
+        return pd.DataFrame(columns=COLUMNS)
     h = held.groupby(["loss", "eta"])["R@1"].mean().unstack()
     n_held = held.groupby(["loss", "eta"])["R@1"].count().unstack()
     t = sweep[sweep["status"] == "done"].pivot_table(index=["loss", "seed"], columns="eta", values="R@1")
@@ -364,6 +369,20 @@ def selection_prediction(profile: str = "reference", root=None) -> pd.DataFrame:
                          "heldout_seeds": int(n_held.loc[loss, eta]),
                          "test_gain": float(d.mean()) if len(d) else math.nan, "test_seeds": int(len(d))})
     return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def _staged_held_out(store) -> pd.DataFrame:
+    """The decisive tier's held-out SEC runs of the four main losses (its ``selection`` stage), one row per finished
+    run: loss, eta, R@1."""
+    rows = []
+    for part in store.parts:
+        if part.root.name != "selection":
+            continue
+        for r in part.runs.to_dict("records"):
+            c = part.config(r["key"])
+            if r["status"] == "done" and c.loss in ex.MAIN_LOSSES and c.mu == "batch" and not c.relative:
+                rows.append({"loss": c.loss, "eta": c.eta, "R@1": r["R@1"]})
+    return pd.DataFrame(rows, columns=["loss", "eta", "R@1"])
 
 
 def prediction_sentence(df: pd.DataFrame, profile: str = "reference") -> str:
@@ -385,7 +404,8 @@ def prediction_sentence(df: pd.DataFrame, profile: str = "reference") -> str:
             f"over {'/'.join(map(str, seeds))} seeds) correlate at Pearson "
             f"r = {r:+.2f} [{lo:+.2f}, {hi:+.2f}] (Spearman {rho:+.2f}). The held-out choice is also the test's best "
             f"η for {len(same)} of {d['loss'].nunique()} losses{' (' + ', '.join(same) + ')' if same else ''}. "
-            "The decisive tier selects with 3 seeds per grid point for this reason.")
+            + ("Its selection used 3 seeds per grid point, against the reference tier's one."
+               if profile == "decisive" else "The decisive tier selects with 3 seeds per grid point for this reason."))
 
 
 # -- the decisive tier's held-out selection -----------------------------------------------------------------

@@ -108,6 +108,20 @@ def test_the_other_functions_the_pages_call_with_their_tier_take_the_decisive_ti
     assert benchmarks.data_name("decisive") == "glyphs"
 
 
+def test_the_tiers_page_compares_the_decisive_held_out_gains_with_its_test_gains(staged):
+    from sec_lib.chapters import tiers
+    assert not len(tiers.selection_prediction("decisive"))            # no η sweep committed yet
+    store = ResultStore(staged / "runs")
+    sweep = ex.chapter_configs("eta", "decisive", store)
+    for c in sweep:                                                    # test R@1 = 70 + 5·η + seed/1000
+        save(store, c, 70 + 5 * c.eta + c.seed / 1000)
+    tier.export(store, sweep, staged / "data" / "reference" / "decisive" / "eta")
+    d = tiers.selection_prediction("decisive").set_index("eta")
+    assert list(d.index) == [0.05, 0.1] and list(d["heldout_seeds"]) == [3, 2]          # the failed seed left out
+    assert d["heldout_gain"].tolist() == pytest.approx([0.5, 0.9995])
+    assert d["test_gain"].tolist() == pytest.approx([0.25, 0.5]) and set(d["test_seeds"]) == {3}
+
+
 def test_a_pages_selection_sweep_does_not_keep_the_decisive_tier_from_covering_it(staged, monkeypatch):
     """In the decisive tier the held-out selections are stages its profile is written from, not chapters: a page
     reading ('selection', X) is covered once X's runs are all committed; ('selection',) alone covers nothing."""
