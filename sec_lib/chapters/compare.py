@@ -356,6 +356,33 @@ def _staged_eta_selection(p, store) -> pd.DataFrame:
         drop=True)
 
 
+def selection_flags(profile) -> str:
+    """Markdown: what the decisive tier's held-out selection flagged, per loss (``plan.json`` for the four main losses,
+    ``choices.json`` for the others): where η = 0 scored best, SEC was not selected for that loss and its best nonzero
+    η is tested, flagged; where a choice sits at an edge of its grid after every extension, it says so. Empty for
+    a tier without such flags (the quick and reference tiers choose by their own rule, shown in the table above)."""
+    if profile != "decisive":
+        return ""
+    from ..runs import decisive
+    try:
+        plan = decisive.read_plan()
+    except KeyError:
+        return ""
+    flags = {loss: list(f) for loss, f in plan.flags.items() if f}
+    for loss, c in decisive.read_choices().items():
+        if isinstance(c, dict) and c.get("flags") and loss not in (decisive.RATES, decisive.SCALE, decisive.FINETUNE):
+            flags.setdefault(loss, []).extend(c["flags"])
+    if not flags:
+        return ("Every η and L2 weight the decisive tier chose on held-out classes is interior to its grid, and SEC was "
+                "selected for every loss.")
+    lines = []
+    for loss, fs in flags.items():
+        eta = plan.eta.get(loss)
+        tested = f" (η = {eta:g} is tested)" if eta is not None else ""
+        lines.append(f"- **{loss}**{tested}: " + "; ".join(fs) + ".")
+    return "**Flagged by the held-out selection:**\n\n" + "\n".join(lines)
+
+
 def gains_paragraph(gains: pd.DataFrame, metric: str = "R@1", variant: str = "sec", baseline: str = "none",
                     paper: pd.DataFrame | None = None, title: str | None = None, closing: bool = True,
                     claims: dict | None = None) -> str:

@@ -122,6 +122,20 @@ def test_the_tiers_page_compares_the_decisive_held_out_gains_with_its_test_gains
     assert d["test_gain"].tolist() == pytest.approx([0.25, 0.5]) and set(d["test_seeds"]) == {3}
 
 
+def test_the_compare_page_says_what_the_decisive_selection_flagged(staged):
+    assert compare.selection_flags("reference") == ""
+    assert "is interior to its grid, and SEC was selected for every loss" in compare.selection_flags("decisive")
+    flagged = mainstage.Plan("cosine", 3000, 6, 0.45, 0.4, {}, {"triplet": 0.1}, {"triplet": 0.005},
+                             {"triplet": ["SEC not selected (no regularizer scored best); the best nonzero weight is "
+                                          "tested"]})
+    (staged / "data" / "reference" / "decisive" / "plan.json").write_text(flagged.to_json())
+    decisive.record_choice("tml", selection.Choice(0.5, 0.5, {}, (0.005, 0.5), "high", None),
+                           selection.Choice(0.005, 0.005, {}, (0.005,), None, None))
+    s = compare.selection_flags("decisive")
+    assert "- **triplet** (η = 0.1 is tested): SEC not selected" in s
+    assert "- **tml**: at the high edge of its grid after 2 extensions." in s
+
+
 def test_a_pages_selection_sweep_does_not_keep_the_decisive_tier_from_covering_it(staged, monkeypatch):
     """In the decisive tier the held-out selections are stages its profile is written from, not chapters: a page
     reading ('selection', X) is covered once X's runs are all committed; ('selection',) alone covers nothing."""
