@@ -259,12 +259,13 @@ def kind_table(profile: str = "reference", root=None) -> pd.DataFrame:
 
 
 def last_quarter(profile: str = "reference", root=None) -> pd.DataFrame:
-    """Every reported run of a committed tier (scored on the test classes) with its R@1 gain over the last
-    quarter of the run (:func:`sec_lib.runs.pilot.last_quarter_gain`) and whether it still rises
-    (gain > :data:`RISING`)."""
+    """Every reported run of a committed tier (scored on the test classes; every stage of the staged decisive tier)
+    with its R@1 gain over the last quarter of the run (:func:`sec_lib.runs.pilot.last_quarter_gain`) and whether it
+    still rises (gain > :data:`RISING`)."""
     from ..runs.pilot import last_quarter_gain
+    from ..runs.tier import stage_dirs
     d = tier_dir(profile, root)
-    if not (d / "runs.parquet").exists():
+    if not (d / "runs.parquet").exists() and not stage_dirs(d):
         return pd.DataFrame(columns=["key", "loss", "variant", "iterations", "gain", "rising"])
     t = open_tier(d)
     runs = t.runs[(t.runs["status"] == "done") & (t.runs["holdout_classes"] == 0)]
@@ -274,11 +275,13 @@ def last_quarter(profile: str = "reference", root=None) -> pd.DataFrame:
         g = last_quarter_gain(e, int(r.iterations))
         rows.append({"key": r.key, "loss": r.loss, "variant": r.variant, "iterations": int(r.iterations), "gain": g,
                      "rising": bool(g > RISING) if g == g else False})
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=["key", "loss", "variant", "iterations", "gain", "rising"])
 
 
 def last_quarter_sentence(df: pd.DataFrame, profile: str = "reference") -> str:
     """A computed sentence on :func:`last_quarter`."""
+    if df.empty:
+        return f"The {profile} tier has no reported run (scored on the test classes) committed yet."
     g = df["gain"].dropna()
     if g.empty:
         return f"The {profile} tier has no reported run with an evaluation at 75% of its length."

@@ -136,6 +136,23 @@ def test_the_compare_page_says_what_the_decisive_selection_flagged(staged):
     assert "- **tml**: at the high edge of its grid after 2 extensions." in s
 
 
+def test_the_tiers_page_shows_the_last_quarter_gain_of_every_reported_decisive_run(staged):
+    from sec_lib.chapters import tiers
+    assert "no reported run (scored on the test classes) committed yet" in tiers.last_quarter_sentence(
+        tiers.last_quarter("decisive"), "decisive")                # held-out runs only so far
+    store = ResultStore(staged / "runs")
+    sweep = ex.chapter_configs("eta", "decisive", store)
+    for c in sweep:                                    # R@1 at 75% and at the end: rising by 0.5 where η > 0.1
+        e = pd.DataFrame({"step": [c.iterations * 3 // 4, c.iterations], "R@1": [70.0, 70.5 if c.eta > 0.1 else 70.1]})
+        store.save(RunResult(c, "done", {"R@1": 70.0}, e.iloc[:0], e.iloc[:0], e, pd.DataFrame(
+            {"label": [0], "norm": [1.0], "hit@1": [1]}), e.iloc[:0], e.iloc[:0]))
+    tier.export(store, sweep, staged / "data" / "reference" / "decisive" / "eta")
+    lq = tiers.last_quarter("decisive")
+    assert len(lq) == len(sweep) and (lq["iterations"] == 3000).all()
+    assert lq["rising"].sum() == sum(c.eta > 0.1 for c in sweep) > 0
+    assert f"**{int(lq['rising'].sum())} of {len(sweep)} runs still rise**" in tiers.last_quarter_sentence(lq, "decisive")
+
+
 def test_a_pages_selection_sweep_does_not_keep_the_decisive_tier_from_covering_it(staged, monkeypatch):
     """In the decisive tier the held-out selections are stages its profile is written from, not chapters: a page
     reading ('selection', X) is covered once X's runs are all committed; ('selection',) alone covers nothing."""
