@@ -10,8 +10,8 @@ to a page (:data:`RESET`):
   fails as it would alone;
 - every figure closed;
 - the execution count back at 1, in a new history session (as a fresh kernel's);
-- torch's default generator seeded afresh from the system's entropy, as a fresh process's is (its start-up seed is
-  random: tested), so a page can depend on an earlier page's draws no more than it can in a fresh kernel.
+- torch's default generator seeded afresh from the system's entropy, as a fresh process's is (two fresh interpreters
+  printed different ``torch.initial_seed()`` values under torch 2.13), so a page can depend on an earlier page's draws no more than it can in a fresh kernel.
 
 The imported modules stay: that is the saving. The library's caches are keyed on what they cache (a committed tier's
 files, a store's keys), so a page reads the same numbers as in a fresh kernel. After a page fails the kernel is

@@ -1,7 +1,5 @@
 """Pages executed in one warm kernel, one after another, see what a fresh kernel would show them."""
 import os
-import subprocess
-import sys
 
 import nbformat
 import pytest
@@ -31,13 +29,6 @@ def printed(path) -> list:
             if c.cell_type == "code"]
 
 
-def test_torch_starts_from_a_random_seed_in_a_fresh_process():
-    """Why the reset seeds torch afresh instead of restoring a fixed seed: a fresh process's seed is random."""
-    seeds = {subprocess.run([sys.executable, "-c", "import torch; print(torch.initial_seed())"], capture_output=True,
-                            text=True, check=True).stdout for _ in range(2)}
-    assert len(seeds) == 2
-
-
 def test_a_page_after_others_in_a_warm_kernel_sees_a_fresh_kernel(tmp_path):
     messy, probe = notebook(tmp_path / "messy.ipynb", MESSY), notebook(tmp_path / "probe.ipynb", PROBE)
     fresh = warmkernel.WarmKernel(tmp_path)
@@ -59,6 +50,12 @@ def test_a_page_after_others_in_a_warm_kernel_sees_a_fresh_kernel(tmp_path):
         assert warm.km.provisioner.process.pid != pid
         warm.execute(probe, tmp_path / "again.ipynb", {"tag": "p"})
         assert printed(tmp_path / "again.ipynb") == want
+        # a page that kills its kernel fails alone, and the next page gets a new kernel
+        notebook(tmp_path / "dead.ipynb", ["import os\nos._exit(3)"], params=False)
+        with pytest.raises(Exception, match="(?i)kernel"):
+            warm.execute(tmp_path / "dead.ipynb", tmp_path / "d.ipynb", {})
+        warm.execute(probe, tmp_path / "after.ipynb", {"tag": "p"})
+        assert printed(tmp_path / "after.ipynb") == want
     finally:
         fresh.close()
         warm.close()
@@ -76,15 +73,3 @@ def test_the_pool_runs_pages_in_its_workers_kernels_and_reports_a_failure(tmp_pa
     finally:
         workers.shutdown()
 
-
-def test_a_page_that_kills_its_kernel_fails_alone_and_the_next_page_gets_a_new_kernel(tmp_path):
-    probe = notebook(tmp_path / "probe.ipynb", PROBE)
-    dead = notebook(tmp_path / "dead.ipynb", ["import os\nos._exit(3)"], params=False)
-    k = warmkernel.WarmKernel(tmp_path)
-    try:
-        with pytest.raises(Exception, match="(?i)kernel"):
-            k.execute(dead, tmp_path / "d.ipynb", {})
-        k.execute(probe, tmp_path / "p.ipynb", {"tag": "after"})
-        assert printed(tmp_path / "p.ipynb")[-1][1] == "False [] False after\n"
-    finally:
-        k.close()
