@@ -213,6 +213,15 @@ def seeds_text(configs) -> str:
     return "/".join(str(k) for k in sorted(set(n.values()))) or "0"
 
 
+def fixed_or_nan(p, kind: str, name: str) -> float:
+    """:func:`sec_lib.runs.experiments.fixed_choice`, or NaN while that held-out choice has not been made (a staged
+    tier's selection table marks no point chosen then)."""
+    try:
+        return ex.fixed_choice(p, kind, name)
+    except KeyError:
+        return math.nan
+
+
 def staged_selection(store, stages: Sequence[str], setting) -> pd.DataFrame:
     """A staged tier's held-out selection as committed (the decisive tier: 3 seeds a grid point): the runs of the
     stage folders ``stages`` grouped by ``setting(config)`` (a tuple of column name -> value, or None to leave a run

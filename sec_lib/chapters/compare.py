@@ -7,7 +7,6 @@ Statistics: Student-t intervals over seeds and paired t-tests that pair runs on 
 """
 from __future__ import annotations
 
-import math
 import warnings
 from typing import Sequence
 
@@ -344,14 +343,8 @@ def _staged_eta_selection(p, store) -> pd.DataFrame:
     out = common.staged_selection(store, ("selection", "extra-selection"), eta_point)
     if not len(out):
         return pd.DataFrame(columns=["loss", "eta", "status", "heldout_R@1", "seeds", "chosen"])
-
-    def fixed(loss):
-        try:
-            return ex.fixed_choice(p, "sec", loss)
-        except KeyError:                    # that loss's selection is not complete: nothing chosen yet
-            return math.nan
     out = out.rename(columns={"held-out R@1": "heldout_R@1"})
-    out["chosen"] = [bool(e == fixed(l)) for l, e in zip(out["loss"], out["eta"])]
+    out["chosen"] = [bool(e == common.fixed_or_nan(p, "sec", l)) for l, e in zip(out["loss"], out["eta"])]
     return out[["loss", "eta", "status", "heldout_R@1", "seeds", "chosen"]].sort_values(["loss", "eta"]).reset_index(
         drop=True)
 

@@ -46,7 +46,7 @@ def rate_selection(profile, root=None) -> pd.DataFrame:
     ``sgd-selection`` stage: each rate's R@1 the mean over its ``seeds``, ``chosen`` the rate its profile fixed;
     Adam's rate is the tier's fixed 3e-3)."""
     from ..runs.tier import StagedTier, store_for
-    from .common import load_pilot, staged_selection
+    from .common import fixed_or_nan, load_pilot, staged_selection
     p = ex.get_profile(profile) if isinstance(profile, str) else profile
     store = store_for(p.name, root)
     if not isinstance(store, StagedTier):
@@ -58,14 +58,9 @@ def rate_selection(profile, root=None) -> pd.DataFrame:
     out = staged_selection(store, ("sgd-selection",), rate)
     if not len(out):
         return pd.DataFrame(columns=["optimizer", "arm", "lr", "R@1", "status", "chosen", "seeds"])
-
-    def fixed(arm):
-        try:
-            return ex.fixed_choice(p, "lr", "sgd+sec" if arm == "sec" else "sgd")
-        except KeyError:
-            return np.nan
     out = out.rename(columns={"held-out R@1": "R@1"})
-    out["chosen"] = [bool(lr == fixed(a)) for a, lr in zip(out["arm"], out["lr"])]
+    out["chosen"] = [bool(lr == fixed_or_nan(p, "lr", "sgd+sec" if a == "sec" else "sgd"))
+                     for a, lr in zip(out["arm"], out["lr"])]
     return out[["optimizer", "arm", "lr", "R@1", "status", "chosen", "seeds"]]
 
 

@@ -366,17 +366,14 @@ def _staged_design_sentence(q, store, fine, twins, shared) -> str:
 def _staged_selection_table(p, store) -> pd.DataFrame:
     """:func:`selection_table` of the decisive tier: its finetune-selection stage, each rate pair's held-out R@1 the
     mean over its seeds; ✓ the pair the profile fixed (``choices.json``)."""
-    from .common import staged_selection
+    from .common import fixed_or_nan, staged_selection
 
     def pair(c):
         return (("trunk lr", c.lr), ("head lr", c.lr_head)) if c.pretrained else None
     out = staged_selection(store, ("finetune-selection",), pair)
     if not len(out):
         return pd.DataFrame(columns=["trunk lr", "head/trunk", "head lr", "held-out R@1", "seeds", "status", "chosen"])
-    try:
-        chosen = (ex.fixed_choice(p, "lr", "finetune"), ex.fixed_choice(p, "lr", "finetune-head"))
-    except KeyError:
-        chosen = None
+    chosen = (fixed_or_nan(p, "lr", "finetune"), fixed_or_nan(p, "lr", "finetune-head"))
     out["head/trunk"] = out["head lr"] / out["trunk lr"]
     out["chosen"] = ["✓" if (a, b) == chosen else "" for a, b in zip(out["trunk lr"], out["head lr"])]
     return out[["trunk lr", "head/trunk", "head lr", "held-out R@1", "seeds", "status", "chosen"]]

@@ -264,13 +264,8 @@ def _staged_selection_table(p, store) -> pd.DataFrame:
     out = common.staged_selection(store, ("selection", "scale-selection"), point)
     if not len(out):
         return pd.DataFrame(columns=["loss", "η (relative SEC)", "held-out R@1", "seeds", "status", "chosen"])
-
-    def fixed(loss):
-        try:
-            return ex.fixed_choice(p, "relative", loss)
-        except KeyError:
-            return math.nan
-    out["chosen"] = ["✓" if e == fixed(l) else "" for l, e in zip(out["loss"], out["η (relative SEC)"])]
+    out["chosen"] = ["✓" if e == common.fixed_or_nan(p, "relative", l) else ""
+                     for l, e in zip(out["loss"], out["η (relative SEC)"])]
     return out[["loss", "η (relative SEC)", "held-out R@1", "seeds", "status", "chosen"]]
 
 
