@@ -55,6 +55,8 @@ from pytorch_metric_learning.regularizers import BaseRegularizer
 from pytorch_metric_learning.utils import common_functions as c_f
 from torch import nn
 
+from .losses.base import sync_free
+
 __all__ = ["SphericalEmbeddingConstraint", "SECRegularizer", "MU_MODES", "center_invariant_penalty"]
 
 #: String choices for ``mu``; a positive float is also accepted (a fixed target radius).
@@ -135,7 +137,9 @@ class SphericalEmbeddingConstraint(nn.Module):
             (``mu = 0``) raises ``ValueError``; NaN embeddings give NaN, as in plain SEC.
 
     Attributes:
-        last_mu: python float, the ``mu`` used by the last call (``nan`` before the first call).
+        last_mu: python float, the ``mu`` used by the last call (``nan`` before the first call); reading it reads
+            the value to the host. ``last_mu_tensor`` is the same value as a detached tensor on the embeddings'
+            device, for a loop that must not wait for the device (a GPU step records it and reads it later).
         mu_mode: ``"batch" | "ema" | "zero" | "fixed"``.
         relative: bool, the scale-free variant.
     """
@@ -149,7 +153,11 @@ class SphericalEmbeddingConstraint(nn.Module):
         self.momentum = float(momentum)
         self.register_buffer("running_mu", torch.zeros(()))
         self.register_buffer("initialized", torch.zeros((), dtype=torch.bool))
-        self.last_mu = float("nan")
+        self.last_mu_tensor = torch.tensor(math.nan)
+
+    @property
+    def last_mu(self) -> float:
+        return float(self.last_mu_tensor)
 
     def target_norm(self, norms: torch.Tensor) -> torch.Tensor:
         """The detached ``mu`` for this batch of norms (updates the EMA buffer in training mode)."""
@@ -163,11 +171,17 @@ class SphericalEmbeddingConstraint(nn.Module):
         # "ema"
         if self.training:
             with torch.no_grad():
-                if bool(self.initialized):
+                if sync_free(norms):         # the same update as below, without reading `initialized` to the host
+                    moved = self.running_mu * (1.0 - self.momentum) + self.momentum * batch_mean.to(self.running_mu)
+                    self.running_mu.copy_(torch.where(self.initialized, moved, batch_mean.to(self.running_mu)))
+                    self.initialized.fill_(True)
+                elif bool(self.initialized):
                     self.running_mu.mul_(1.0 - self.momentum).add_(self.momentum * batch_mean.to(self.running_mu))
                 else:
                     self.running_mu.copy_(batch_mean)
                     self.initialized.fill_(True)
+        elif sync_free(norms):
+            return torch.where(self.initialized, self.running_mu.to(norms.dtype), batch_mean)
         elif not bool(self.initialized):
             return batch_mean
         return self.running_mu.detach().clone().to(norms.dtype)
@@ -182,13 +196,13 @@ class SphericalEmbeddingConstraint(nn.Module):
         if self.relative:
             return self._relative_terms(norms)
         mu = self.target_norm(norms)
-        self.last_mu = float(mu)
+        self.last_mu_tensor = mu.detach()
         return self.eta * (norms - mu) ** 2
 
     def _relative_terms(self, norms: torch.Tensor) -> torch.Tensor:
         mu = norms.mean()  # in the graph: this is what makes the penalty scale-free
-        self.last_mu = float(mu.detach())
-        if self.last_mu == 0.0:
+        self.last_mu_tensor = mu.detach()
+        if not sync_free(norms) and self.last_mu == 0.0:   # off the CPU: NaN, which the training loop reports
             raise ValueError("relative SEC needs a batch whose mean norm is > 0 (it divides by it); "
                              "got a batch of all-zero embeddings")
         return self.eta * (norms / mu - 1.0) ** 2

@@ -195,7 +195,7 @@ def test_nothing_is_measured_between_recorded_steps(monkeypatch):
     """At unrecorded steps observe() only counts: no autograd.grad, no capture, no read to the host."""
     import sec_lib.monitor.monitor as m
     calls = []
-    monkeypatch.setattr(m, "measure_batch", lambda *a, **k: calls.append("measure") or ({"n": 1}, {"norm": np.ones(1)}))
+    monkeypatch.setattr(m, "measure_on_device", lambda *a, **k: calls.append("measure") or (1, {}, {"norm": torch.ones(1)}))
     real_grad = torch.autograd.grad
     monkeypatch.setattr(torch.autograd, "grad", lambda *a, **k: calls.append("grad") or real_grad(*a, **k))
     mon = NormMonitor(every=5)

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from .contrastive import ContrastiveLoss, NTXentLoss, SupConLoss
 from .npair import InnerProductNPairLoss, NormalizedNPairLoss
-from .pair import MultiSimilarityLoss, SemihardTripletLoss, TripletLoss, TupletMarginLoss, triplet_violations
+from .pair import MultiSimilarityLoss, SemihardTripletLoss, TripletLoss, TupletMarginLoss, triplet_violations, violation_rate
 from .proxy import ArcFaceLoss, CosFaceLoss, NormFaceLoss
 from .registry import LOSS_NAMES, LOSS_SPECS, NORMALIZED_LOSSES, LossSpec, get_loss
 
@@ -37,6 +37,7 @@ __all__ = [
     "LossSpec",
     "get_loss",
     "triplet_violations",
+    "violation_rate",
     "TripletLoss",
     "SemihardTripletLoss",
     "NormalizedNPairLoss",

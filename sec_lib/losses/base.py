@@ -23,6 +23,14 @@ def check_inputs(embeddings, labels) -> None:
         raise ValueError(f"labels must be an integer tensor; got dtype {labels.dtype}")
 
 
+def sync_free(t: torch.Tensor) -> bool:
+    """Whether a loss on ``t`` takes its branch-free, fixed-shape form: off the CPU (a GPU) a branch on a tensor's
+    value (``if mask.any()``) or a boolean index (``x[mask]``) makes the host wait for the device, which stalls a
+    training step that could otherwise run ahead. The two forms compute the same loss; on the CPU, where reading
+    a value costs nothing, the original form is kept, so CPU runs keep their numbers to the bit."""
+    return t.device.type != "cpu"
+
+
 def zero_loss(embeddings: torch.Tensor) -> torch.Tensor:
     """A zero loss that stays attached to the graph (so ``.backward()`` works)."""
     return embeddings.sum() * 0.0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .base import MetricLoss, zero_loss
+from .base import MetricLoss, sync_free, zero_loss
 
 
 # ----------------------------------------------------------------------------------------- npair
@@ -27,12 +27,31 @@ class NormalizedNPairLoss(MetricLoss):
         self.scale = scale
 
     def compute(self, embeddings, labels):
+        if sync_free(embeddings):
+            return _npair_masked(F.normalize(embeddings, dim=1), labels, self.scale)
         a, p = _first_two_per_class(labels)
         if len(a) == 0:
             return zero_loss(embeddings)
         x = F.normalize(embeddings, dim=1)
         logits = self.scale * x[a] @ x[p].T
         return F.cross_entropy(logits, torch.arange(len(a), device=logits.device))
+
+
+def _npair_masked(x: torch.Tensor, labels: torch.Tensor, scale: float) -> torch.Tensor:
+    """The normalized N-pair loss with fixed shapes (no host read): the same pairs as :func:`_first_two_per_class`,
+    found as flags over the label-sorted batch (position i opens a class that has a second sample at i + 1), and
+    the C x C cross-entropy computed as a B x B one whose rows and columns that are not pairs are masked out.
+    0 when no class has two samples."""
+    sorted_labels, order = torch.sort(labels, stable=True)
+    opens = torch.ones_like(sorted_labels, dtype=torch.bool)
+    opens[1:] = sorted_labels[1:] != sorted_labels[:-1]
+    pair = torch.zeros_like(opens)
+    pair[:-1] = opens[:-1] & (sorted_labels[1:] == sorted_labels[:-1])
+    nxt = torch.cat([order[1:], order[-1:]])                  # the sample after each position (last: itself, unused)
+    logits = scale * x[order] @ x[nxt].T                      # row i: anchor at position i; column j: positive of j
+    logits = logits.masked_fill(~pair[None, :], torch.finfo(logits.dtype).min)
+    per_row = torch.logsumexp(logits, dim=1) - logits.diagonal()
+    return (per_row * pair).sum() / pair.sum().clamp(min=1)
 
 
 def _first_two_per_class(labels: torch.Tensor):

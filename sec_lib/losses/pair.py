@@ -8,7 +8,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from .base import ACOS_EPS, MetricLoss, check_inputs, pair_masks, squared_distances, zero_loss
+from .base import ACOS_EPS, MetricLoss, check_inputs, pair_masks, squared_distances, sync_free, zero_loss
 
 
 # --------------------------------------------------------------------------------------- triplet
@@ -32,6 +32,10 @@ class TripletLoss(MetricLoss):
     def compute(self, embeddings, labels):
         d = squared_distances(embeddings)
         pos, neg = pair_masks(labels)
+        if sync_free(embeddings):          # every (a, p, n) at once, masked: no data-dependent shape, no host read
+            valid = pos[:, :, None] & neg[:, None, :]
+            terms = F.relu(self.margin + d[:, :, None] - d[:, None, :])
+            return (terms * valid).sum() / valid.sum().clamp(min=1)
         a, p = pos.nonzero(as_tuple=True)
         neg_of_anchor = neg[a]  # (P, B): the negatives of each positive pair's anchor
         count = neg_of_anchor.sum()
@@ -65,7 +69,7 @@ class SemihardTripletLoss(MetricLoss):
         pos, neg = pair_masks(labels)
         n_neg = neg.sum(dim=1)
         valid = pos & (n_neg > 0)[:, None]
-        if not bool(valid.any()):
+        if not sync_free(embeddings) and not bool(valid.any()):
             return zero_loss(embeddings)
         # per anchor: its negative distances sorted ascending, non-negatives pushed to the end (+inf)
         sorted_neg, _ = d.masked_fill(~neg, math.inf).sort(dim=1)
@@ -75,6 +79,8 @@ class SemihardTripletLoss(MetricLoss):
         semihard = sorted_neg.gather(1, first.clamp(max=len(labels) - 1))
         hardest = d.masked_fill(~neg, 0.0).max(dim=1).values  # largest d_an (d >= 0)
         d_an = torch.where(has_semihard, semihard, hardest[:, None].expand_as(d))
+        if sync_free(embeddings):          # the masked mean (0 with no valid pair), no boolean indexing
+            return (F.relu(self.margin + d - d_an) * valid).sum() / valid.sum().clamp(min=1)
         return F.relu(self.margin + d - d_an)[valid].mean()
 
 
@@ -116,7 +122,7 @@ class MultiSimilarityLoss(MetricLoss):
         hard_neg = neg & (s + self.epsilon > min_pos)
         hard_pos = pos & (s - self.epsilon < max_neg)
         keep = hard_pos.any(dim=1) & hard_neg.any(dim=1)
-        if not bool(keep.any()):
+        if not sync_free(embeddings) and not bool(keep.any()):   # off the CPU the sum below is that zero already
             return zero_loss(embeddings)
         pos_term = _log1p_sum_exp(-self.alpha * (sim - self.base), hard_pos) / self.alpha
         neg_term = _log1p_sum_exp(self.beta * (sim - self.base), hard_neg) / self.beta
@@ -173,9 +179,17 @@ class TupletMarginLoss(MetricLoss):
 # ----------------------------------------------------------------------------- instrumentation
 @torch.no_grad()
 def triplet_violations(embeddings: torch.Tensor, labels: torch.Tensor) -> float:
+    """The fraction of violated triplets as a Python float (reads it to the host): see :func:`violation_rate`."""
+    return float(violation_rate(embeddings, labels))
+
+
+@torch.no_grad()
+def violation_rate(embeddings: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     """Fraction of valid triplets (a, p, n) -- a != p same class, n another class -- with
     ``d_an <= d_ap`` for the Euclidean distance of l2-normalized embeddings (equivalently
-    ``cos_an >= cos_ap``; ties count as violations). Returns ``nan`` if the batch has no valid triplet.
+    ``cos_an >= cos_ap``; ties count as violations), as a float64 tensor on the batch's device (no host read);
+    ``nan`` if the batch has no valid triplet. The counts are exact integers, so the ratio is the float
+    ``violating / total`` to the bit.
 
     Per anchor the negative cosines are sorted once and every positive is located with
     ``searchsorted``: O(B^2 log B) time and O(B^2) memory, no B^3 tensor.
@@ -186,11 +200,10 @@ def triplet_violations(embeddings: torch.Tensor, labels: torch.Tensor) -> float:
     cos = x @ x.T
     pos, neg = pair_masks(labels)
     n_pos, n_neg = pos.sum(dim=1), neg.sum(dim=1)
-    total = int((n_pos * n_neg).sum())
-    if total == 0:
-        return float("nan")
+    total = (n_pos * n_neg).sum()
     sorted_neg, _ = cos.masked_fill(~neg, -math.inf).sort(dim=1)  # non-negatives first (-inf)
     # number of negatives with cos_an >= cos_ap = B - (count of entries < cos_ap)
     below = torch.searchsorted(sorted_neg.contiguous(), cos.contiguous(), right=False)
-    violating = (len(labels) - below)[pos].sum()
-    return float(violating) / total
+    violating = ((len(labels) - below) * pos).sum()
+    return torch.where(total > 0, violating.double() / total.double().clamp(min=1),
+                       torch.full((), math.nan, dtype=torch.float64, device=cos.device))

@@ -26,7 +26,8 @@ import torch
 import torch.nn.functional as F
 from scipy import stats
 
-from ..losses import triplet_violations
+from ..losses import violation_rate
+from ..losses.base import sync_free
 from ..report import loglog_fit
 
 __all__ = ["cv", "norm_summary", "pair_summary", "slope_interval", "angle_change", "angle_balance"]
@@ -44,14 +45,20 @@ def norm_summary(norms: torch.Tensor) -> dict[str, torch.Tensor]:
 
 
 def pair_summary(raw: torch.Tensor, labels: torch.Tensor) -> dict:
-    """``pos_cos`` and ``neg_cos``, the mean cosine of same-label (i != j) and of different-label pairs (tensors),
-    and ``violations``, the fraction of triplets (a, p, n) with ``cos_an >= cos_ap`` (a float: this one syncs)."""
+    """``pos_cos`` and ``neg_cos``, the mean cosine of same-label (i != j) and of different-label pairs, and
+    ``violations``, the fraction of triplets (a, p, n) with ``cos_an >= cos_ap`` (float64): tensors, no host read.
+    Off the CPU the means are masked sums (a boolean index would read its count to the host); on the CPU the
+    boolean index is kept, so the CPU columns keep their values to the bit."""
     fhat = F.normalize(raw, dim=1)
     cos = fhat @ fhat.T
     same = labels[:, None] == labels[None, :]
     eye = torch.eye(len(labels), dtype=torch.bool, device=labels.device)
-    return {"pos_cos": cos[same & ~eye].mean(), "neg_cos": cos[~same].mean(),
-            "violations": float(triplet_violations(raw, labels))}
+    pos, neg = same & ~eye, ~same
+    if sync_free(cos):
+        pos_cos, neg_cos = (cos * pos).sum() / pos.sum(), (cos * neg).sum() / neg.sum()
+    else:
+        pos_cos, neg_cos = cos[pos].mean(), cos[neg].mean()
+    return {"pos_cos": pos_cos, "neg_cos": neg_cos, "violations": violation_rate(raw, labels)}
 
 
 def slope_interval(norms, grad_norms, level: float = 0.95) -> dict[str, float]:

@@ -16,7 +16,7 @@ from ..params import Number, ParameterError
 from .diagnosis import MonitorReport, diagnose
 from .measures import angle_balance, angle_change, cv, norm_summary, pair_summary, slope_interval
 
-__all__ = ["MonitorConfig", "NormMonitor", "MonitoredLoss", "measure_batch", "COLUMNS", "SAMPLE_COLUMNS"]
+__all__ = ["MonitorConfig", "NormMonitor", "MonitoredLoss", "measure_batch", "measure_on_device", "read_measures", "COLUMNS", "SAMPLE_COLUMNS"]
 
 #: The columns of :meth:`NormMonitor.frame`, one row per recorded step (NaN where a measure was not taken).
 COLUMNS = ("step", "n", "norm_mean", "norm_var", "norm_cv", "grad_slope", "grad_slope_lo", "grad_slope_hi",
@@ -88,7 +88,16 @@ def measure_batch(raw: torch.Tensor, grad: torch.Tensor | None = None, labels: t
 
     ``row`` maps column names of :data:`COLUMNS` to floats (only those measured); ``per_sample`` maps ``norm``,
     ``grad_norm`` and ``dtheta`` to float64 host arrays (those measured). ``stats=False`` measures Δθ only. The
-    scalars are read to the host in one transfer (plus one for the triplet count when ``labels`` are given)."""
+    measures are computed on the batch's device (:func:`measure_on_device`) and read to the host in one transfer
+    (:func:`read_measures`)."""
+    return read_measures([measure_on_device(raw, grad, labels, after, stats, tail)], level)[0]
+
+
+def measure_on_device(raw: torch.Tensor, grad: torch.Tensor | None = None, labels: torch.Tensor | None = None,
+                      after: torch.Tensor | None = None, stats: bool = True, tail: float = 0.25) -> tuple:
+    """The first half of :func:`measure_batch`: ``(n, scalars, vectors)``, the batch size and the measures as
+    float64 tensors on the batch's device (0-d scalars by column name; per-sample vectors by name). Nothing is
+    read to the host, so a training step on a GPU can queue it and read many steps' measures at once."""
     norms = raw.norm(dim=1)
     scalars, vectors = {}, {"norm": norms}
     if stats:
@@ -101,18 +110,33 @@ def measure_batch(raw: torch.Tensor, grad: torch.Tensor | None = None, labels: t
         theta = angle_change(raw, after)
         vectors["dtheta"] = theta
         scalars.update(angle_balance(theta, norms, tail))
-    row = {"n": int(raw.shape[0])}
     if stats and labels is not None:
-        pairs = pair_summary(raw, labels)
-        row["violations"] = pairs.pop("violations")
-        scalars.update(pairs)
-    if scalars:
-        row.update(zip(scalars, torch.stack([v.double() for v in scalars.values()]).tolist()))
-    host = torch.stack([v.double() for v in vectors.values()]).cpu().numpy()
-    per_sample = dict(zip(vectors, host))
-    if "grad_norm" in per_sample:
-        row.update(slope_interval(per_sample["norm"], per_sample["grad_norm"], level))
-    return row, per_sample
+        scalars.update(pair_summary(raw, labels))
+    return (int(raw.shape[0]), {k: v.double() for k, v in scalars.items()},
+            {k: v.double() for k, v in vectors.items()})
+
+
+def read_measures(measured: list, level: float = 0.95) -> list[tuple[dict, dict]]:
+    """The second half of :func:`measure_batch`, for any number of batches measured by :func:`measure_on_device`:
+    one transfer to the host for all of them, then the slope's interval on the host. Returns ``(row, per_sample)``
+    per batch, in order."""
+    if not measured:
+        return []
+    flat = torch.cat([t.reshape(-1) for _, sc, ve in measured for t in (*sc.values(), *ve.values())])
+    host = flat.cpu().numpy()
+    out, at = [], 0
+    for n, sc, ve in measured:
+        row = {"n": n}
+        row.update(zip(sc, host[at:at + len(sc)].tolist()))
+        at += len(sc)
+        per_sample = {}
+        for name, v in ve.items():
+            per_sample[name] = host[at:at + v.numel()].copy()
+            at += v.numel()
+        if "grad_norm" in per_sample:
+            row.update(slope_interval(per_sample["norm"], per_sample["grad_norm"], level))
+        out.append((row, per_sample))
+    return out
 
 
 class NormMonitor:
@@ -137,6 +161,23 @@ class NormMonitor:
         self._select: Callable | None = None
         self._inputs: tuple | None = None
         self._reembedding = False
+        self.deferred = False
+        self._queue: list = []
+
+    def defer(self, on: bool = True) -> "NormMonitor":
+        """Deferred reads (a training loop on a GPU): a recorded step's measures are computed on the device when
+        the next recorded step begins, queued there, and read to the host only by :meth:`flush` (or a table), so
+        the steps in between never wait for the device. The rows are the same as without deferring."""
+        self.deferred = bool(on)
+        return self
+
+    def flush(self) -> dict[int, dict]:
+        """Measure the pending step and read every queued one to the host in one transfer; returns the rows read
+        now, by step. Without :meth:`defer` it is the same as reading the pending step."""
+        first = len(self._rows)
+        self._finalize()
+        self._read_queue()
+        return {r["step"]: r for r in self._rows[first:]}
 
     # -- 1. any loop ----------------------------------------------------------------------------------------
     def observe(self, raw: torch.Tensor | None = None, loss: torch.Tensor | None = None,
@@ -255,17 +296,20 @@ class NormMonitor:
     def row(self, step: int) -> dict:
         """The measures of step ``step`` if it was the last one recorded (reads it now), else ``{}``."""
         self._finalize()
+        self._read_queue()
         return self._rows[-1] if self._rows and self._rows[-1]["step"] == step else {}
 
     def frame(self) -> pd.DataFrame:
         """One row per recorded step, columns :data:`COLUMNS` (a tidy table)."""
         self._finalize()
+        self._read_queue()
         return pd.DataFrame(self._rows, columns=list(COLUMNS)).astype({"step": "int64", "n": "int64"})
 
     def samples(self) -> pd.DataFrame:
         """One row per sample of the recorded steps kept (``MonitorConfig.sample_steps``), columns
         :data:`SAMPLE_COLUMNS`; ``sample`` is the position in the batch."""
         self._finalize()
+        self._read_queue()
         if not self._samples:
             return pd.DataFrame({c: pd.Series(dtype="int64" if c in ("step", "sample") else "float64")
                                  for c in SAMPLE_COLUMNS})
@@ -303,18 +347,25 @@ class NormMonitor:
         rec.grad = None if g is None else _measurable(g.detach())
 
     def _finalize(self) -> None:
-        """Measure the pending capture and read it to the host (the one sync of a recorded step)."""
+        """Measure the pending capture and read it to the host (the one sync of a recorded step); deferred: measure
+        it on the device and queue it for :meth:`flush`."""
         rec, self._pending = self._pending, None
         if rec is None:
             return
-        row, per = measure_batch(rec.raw, rec.grad if rec.stats else None, rec.labels,
-                                 rec.after if rec.dtheta else None, stats=rec.stats,
-                                 level=self.config.level, tail=self.config.tail)
-        self._rows.append({"step": rec.step, **row})
-        if self.config.keeps_samples(rec.step):
-            n = len(per["norm"])
-            self._samples.append({"step": np.full(n, rec.step, dtype=np.int64), "sample": np.arange(n, dtype=np.int64),
-                                  **{c: per.get(c, np.full(n, np.nan)) for c in ("norm", "grad_norm", "dtheta")}})
+        measured = measure_on_device(rec.raw, rec.grad if rec.stats else None, rec.labels,
+                                     rec.after if rec.dtheta else None, stats=rec.stats, tail=self.config.tail)
+        self._queue.append((rec.step, measured))
+        if not self.deferred:
+            self._read_queue()
+
+    def _read_queue(self) -> None:
+        queue, self._queue = self._queue, []
+        for (step, _), (row, per) in zip(queue, read_measures([m for _, m in queue], self.config.level)):
+            self._rows.append({"step": step, **row})
+            if self.config.keeps_samples(step):
+                n = len(per["norm"])
+                self._samples.append({"step": np.full(n, step, dtype=np.int64), "sample": np.arange(n, dtype=np.int64),
+                                      **{c: per.get(c, np.full(n, np.nan)) for c in ("norm", "grad_norm", "dtheta")}})
 
     # hooks
     def _on_model_input(self, module, args, kwargs):

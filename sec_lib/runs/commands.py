@@ -191,16 +191,58 @@ def rerun_command(key: str, profile: str, tier_root=None) -> int:
     return 0
 
 
-def _train_exporting(todo, named, out, store, jobs: int, what: str) -> None:
-    """Train ``todo`` in chunks of ``jobs`` runs, exporting every run of ``named`` that is in ``store`` to the
-    tier folder ``out`` after each chunk (so a stopped session loses at most one chunk)."""
+def _train_exporting(todo, named, out, store, jobs: int, what: str, together: int = 1,
+                     deadline: float | None = None) -> bool:
+    """Train ``todo`` in chunks of ``jobs`` x ``together`` runs, exporting every run of ``named`` that is in
+    ``store`` to the tier folder ``out`` after each chunk (so a stopped session loses at most one chunk). With
+    ``deadline`` (a ``time.monotonic()`` value), no chunk starts that the last one's duration says would end after
+    it; returns False when it stopped early."""
     from .store import run_all
-    for i in range(0, len(todo), jobs):
+    chunk, last = jobs * together, 0.0
+    for i in range(0, len(todo), chunk):
+        if deadline is not None and time.monotonic() + last > deadline:
+            print(f"  stopped before the deadline: {len(todo) - i} {what} runs left for the next call", flush=True)
+            return False
         t0 = time.perf_counter()
-        run_all(todo[i:i + jobs], root=store.root, jobs=jobs)
+        run_all(todo[i:i + chunk], root=store.root, jobs=jobs, together=together)
+        last = time.perf_counter() - t0
         counts = tier.export(store, named, out)
         print(f"  {counts['exported']} of {len(named)} {what} runs exported to {out} "
-              f"({time.perf_counter() - t0:.0f} s for the last {len(todo[i:i + jobs])})", flush=True)
+              f"({time.perf_counter() - t0:.0f} s for the last {len(todo[i:i + chunk])})", flush=True)
+    return True
+
+
+def gpu_tier_command(minutes: float = 0.0, jobs: int | None = None, together: int | None = None) -> int:
+    """Train the gpu tier in the issue's order, resumably, exporting to ``data/reference/gpu/`` after every chunk:
+    the committed runs are restored, then the held-out η selection of the four main losses (SEC, then L2), then
+    the main comparison once that selection is complete. ``minutes`` > 0: start no chunk that would end after that
+    many minutes (a lent GPU's short window). Defaults: the gpu profile's ``jobs`` and ``together``."""
+    p = ex.get_profile("gpu")
+    jobs, together = jobs or p.jobs, together or p.together
+    deadline = time.monotonic() + 60 * minutes if minutes > 0 else None
+    store, out = ResultStore(), tier.tier_dir("gpu")
+    print(f"restored {tier.restore(out, store)} committed runs of {out} into {store.root}", flush=True)
+    prepare_data(p)
+
+    def named():
+        return tier.profile_configs(p, store)
+    selection = [c for c in ex.chapter_configs("selection", p, store)
+                 if c.loss in ex.MAIN_LOSSES and c.variant in ("sec", "l2reg")]
+    selection.sort(key=lambda c: c.variant != "sec")     # SEC's η first, then the L2 weight
+    todo = [c for c in selection if not store.has(c)]
+    print(f"gpu tier: main losses' η/L2 selection, {len(selection)} runs, {len(todo)} to train "
+          f"({jobs} processes x {together} runs together)", flush=True)
+    if not _train_exporting(todo, named(), out, store, jobs, "gpu tier", together, deadline):
+        return 0
+    try:
+        main = ex.chapter_configs("main", p, store)
+    except (KeyError, ex.SelectionError) as e:
+        print(f"gpu tier: the main comparison cannot be named yet: {e}", flush=True)
+        return 0
+    todo = [c for c in main if not store.has(c)]
+    print(f"gpu tier: main comparison, {len(main)} runs, {len(todo)} to train", flush=True)
+    _train_exporting(todo, named(), out, store, jobs, "gpu tier", together, deadline)
+    return 0
 
 
 def pilot_command(jobs: int = 2, profile: str = "reference", pairs: int = 1) -> int:

@@ -115,8 +115,9 @@ class PoolLauncher(Launcher):
     this process."""
     name = "pool"
 
-    def __init__(self, jobs: int = 1):
+    def __init__(self, jobs: int = 1, together: int = 1):
         self.jobs = Number(1, 1024, True).check("jobs", jobs)
+        self.together = Number(1, 1024, True).check("together", together)
         self._pool = None
 
     def run(self, configs, root=None, progress=None) -> None:
@@ -125,7 +126,8 @@ class PoolLauncher(Launcher):
         if self.jobs > 1 and self._pool is None:
             self._pool = worker_pool(self.jobs)     # one set of workers for every wave until close()
         try:
-            run_all(list(configs), root=root, jobs=self.jobs, progress=progress, pool=self._pool)
+            run_all(list(configs), root=root, jobs=self.jobs, progress=progress, pool=self._pool,
+                    together=self.together)
         except BrokenProcessPool:
             self.close()                            # a worker died: the next wave starts fresh workers
             raise
@@ -136,7 +138,7 @@ class PoolLauncher(Launcher):
             self._pool = None
 
     def __repr__(self):
-        return f"PoolLauncher(jobs={self.jobs})"
+        return f"PoolLauncher(jobs={self.jobs}" + (f", together={self.together})" if self.together > 1 else ")")
 
 
 class SubmititLauncher(Launcher):
@@ -343,8 +345,9 @@ def _train_on_gpus(configs, root, gpus) -> list[str]:
 
 # -- choosing a launcher and the dependent waves ------------------------------------------------------
 
-def make_launcher(kind: str = "pool", jobs: int = 1, **submitit_options) -> Launcher:
-    """The launcher named ``kind`` ('pool' or 'submitit'), validated before anything runs.
+def make_launcher(kind: str = "pool", jobs: int = 1, together: int = 1, **submitit_options) -> Launcher:
+    """The launcher named ``kind`` ('pool' or 'submitit'), validated before anything runs; ``together``: runs per
+    process of the pool (:func:`sec_lib.runs.store.run_all`).
     ``submitit_options`` (those not None) go to :class:`SubmititLauncher`; with 'pool' any given
     option is an error (it would be silently ignored)."""
     Choice(LAUNCHERS).check("launcher", kind)
@@ -353,7 +356,7 @@ def make_launcher(kind: str = "pool", jobs: int = 1, **submitit_options) -> Laun
         if given:
             raise ParameterError(f"option(s) {sorted(given)} apply only to launcher 'submitit', "
                                  f"not to launcher 'pool'; valid launchers: {', '.join(LAUNCHERS)}")
-        return PoolLauncher(jobs)
+        return PoolLauncher(jobs, together)
     return SubmititLauncher(**given)
 
 

@@ -59,6 +59,9 @@ class Profile:
     pilot_seed: int = 1000         # a seed no reported run uses
     holdout_classes: int = 200     # training classes held out for every choice (never the test classes)
     jobs: int = 2
+    together: int = 1              # runs per training process, their steps interleaved on one device (a GPU's
+                                   # option, sec_lib.runs.many: several small networks share it; the numbers are
+                                   # those of runs trained alone)
     main_seeds: tuple = ()         # seeds of the main comparison (empty: ``seeds``)
     pilot_iterations: int = 0      # > 0: the pilot trains this long and chooses the run length ...
     pilot_eval_every: int = 0      # ... from its held-out R@1 curve, evaluated this often,
@@ -118,10 +121,11 @@ PROFILES = {
         name="gpu",
         base=dict(dataset="glyphs", image_size=64, model="resnet18s", width=64, embed_dim=128, iterations=3000,
                   batch_size=120, eval_every=250, track_every=20, track_samples=64, dtheta_every=10,
-                  schedule="step", lr_milestones=(2000,), device="cuda"),
+                  schedule="step", lr_milestones=(2000,), device="cuda", read_every=50),
         seeds=(0, 1, 2), main_seeds=(0, 1, 2, 3, 4), eta_grid=(0.005, 0.05, 0.1, 0.5, 1.0),
         l2_etas=(0.01, 0.005, 0.001), ema_momenta=(0.1, 0.01), fixed_radii=(2.0, 8.0),
-        lr_pilot={"adam": (1e-4, 3e-4, 1e-3, 3e-3), "sgd": (0.01, 0.03, 0.1, 0.3)}, jobs=8, holdout_classes=400,
+        lr_pilot={"adam": (1e-4, 3e-4, 1e-3, 3e-3), "sgd": (0.01, 0.03, 0.1, 0.3)}, jobs=4, together=4,
+        holdout_classes=400,
         toy=dict(dataset="toy", model="mlp", width=128, embed_dim=16, iterations=400, batch_size=120,
                  eval_every=50, track_every=5, track_samples=32, dtheta_every=5, lr=3e-3, data_kwargs={"noise": 0.15}, eval_clustering="final", kmeans_n_init=1),
         toy_etas=(0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0), toy_seeds=(0, 1, 2), relative_eta_grid=(0.1, 1.0, 10.0)),

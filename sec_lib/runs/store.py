@@ -53,8 +53,9 @@ import torch
 
 from .. import kernels
 from ..lifetime import exit_with_parent
-from ..params import ParameterError
+from ..params import Number, ParameterError
 from ..tempfiles import clear_partial_runs, temp_prefix
+from .many import gpu_provenance, run_together
 from .train import RunResult, TrainConfig, failed_step_of, train, with_schema
 
 log = logging.getLogger(__name__)
@@ -419,12 +420,11 @@ class ResultStore:
 def provenance(cfg: TrainConfig) -> dict:
     """Where and how a run was trained: the date, commit, device, versions, and the CPU kind with its kernel
     settings (:func:`sec_lib.kernels.provenance`)."""
-    dev = cfg.device
-    if dev.startswith("cuda") and torch.cuda.is_available():
-        dev = torch.cuda.get_device_name(torch.device(dev))
+    dev, gpu = cfg.device, cfg.device.startswith("cuda") and torch.cuda.is_available()
+    dev = torch.cuda.get_device_name(torch.device(dev)) if gpu else dev
     return {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "torch": torch.__version__, "python": platform.python_version(), "machine": platform.machine(),
-            "device": dev, "commit": git_commit(), **kernels.provenance()}
+            "device": dev, **(gpu_provenance() if gpu else {}), "commit": git_commit(), **kernels.provenance()}
 
 
 def git_commit() -> str | None:
@@ -539,7 +539,7 @@ def worker_pool(jobs: int) -> ProcessPoolExecutor:
 
 def run_all(configs: list[TrainConfig], root: str | Path | None = None, jobs: int = 1,
             progress: Callable[[str, int, int], None] | None = None,
-            pool: ProcessPoolExecutor | None = None) -> list[RunResult]:
+            pool: ProcessPoolExecutor | None = None, together: int = 1) -> list[RunResult]:
     """Run (or load) every config and return their results in order.
 
     Completed runs are reused (each stored record is checked in full; a corrupt one is quarantined
@@ -547,8 +547,10 @@ def run_all(configs: list[TrainConfig], root: str | Path | None = None, jobs: in
     (:func:`worker_pool`, left running for the caller's next call) when given, else in a pool of
     this call's own. ``progress(event, n, total)`` is called with 'reused' once, 'quarantined' once
     when corrupt records were found, and 'trained' per run. Every config is validated before any
-    training starts.
+    training starts. ``together`` > 1: groups of that many runs per process, their steps interleaved on one
+    device (:func:`~sec_lib.runs.many.run_together`; a GPU's option: on a CPU the runs only take turns).
     """
+    Number(1, 1024, True).check("together", together)
     for cfg in configs:
         cfg.validate()
     store = ResultStore(root)
@@ -565,15 +567,23 @@ def run_all(configs: list[TrainConfig], root: str | Path | None = None, jobs: in
         own = pool is None
         pool = worker_pool(jobs) if own else pool
         try:
-            futures = {pool.submit(_worker, c, str(store.root)): k for k, c in todo.items()}
+            items = list(todo.items())
+            groups = [items[i:i + together] for i in range(0, len(items), together)]
+            futures = {pool.submit(_worker, [c for _, c in g], str(store.root)): [k for k, _ in g] for g in groups}
             for f in as_completed(futures):
                 f.result()
-                results[futures[f]] = store.get(futures[f])
-                if progress and results[futures[f]] is not None:
-                    progress("trained", 1, len(unique))
+                for k in futures[f]:
+                    results[k] = store.get(k)
+                    if progress and results[k] is not None:
+                        progress("trained", 1, len(unique))
         finally:
             if own:
                 pool.shutdown()
+    left = [k for k in todo if results[k] is None]
+    for group in [left[i:i + together] for i in range(0, len(left), together)] if together > 1 else []:
+        for k, r in zip(group, run_together(store, [todo[k] for k in group]) if len(group) > 1 else []):
+            results[k] = r                # (a single run left over trains alone, below)
+            progress and progress("trained", 1, len(unique))
     for k, c in todo.items():             # in-process, and any record that went bad after a worker wrote it
         if results[k] is None:
             results[k] = store.run(c)
@@ -582,6 +592,9 @@ def run_all(configs: list[TrainConfig], root: str | Path | None = None, jobs: in
     return [results[run_key(c)] for c in configs]
 
 
-def _worker(cfg: TrainConfig, root: str) -> str:
-    ResultStore(root).run(cfg)            # train() pins the run's own thread count
-    return run_key(cfg)
+def _worker(cfgs: list[TrainConfig], root: str) -> list[str]:
+    if len(cfgs) == 1:
+        ResultStore(root).run(cfgs[0])    # train() pins the run's own thread count
+    else:
+        run_together(ResultStore(root), cfgs)
+    return [run_key(c) for c in cfgs]

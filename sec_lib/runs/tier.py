@@ -44,7 +44,8 @@ COSINES = 1000
 #: (:func:`sec_lib.kernels.provenance`; empty for rows committed before the reproducibility contract, whose
 #: kind ``kinds.csv`` beside the tier records where it is known).
 PROVENANCE = ("commit", "device", "torch", "python", "machine", "date", "cpu_vendor", "cpu_model", "cpu_isa",
-              "aten_capability", "mkl", "onednn", "kernel_pin", "kernel_env", "cpu_kind")
+              "aten_capability", "mkl", "onednn", "kernel_pin", "kernel_env", "cpu_kind",
+              "cuda", "driver", "cudnn", "runs_together")
 
 
 def tier_dir(profile: str, root: str | Path | None = None) -> Path:

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
 import math
 import os
 import re
@@ -125,6 +126,14 @@ class TrainConfig:
     track_every: int = 10
     num_threads: int = 1              # torch/OpenMP threads every run trains with (numbers depend on it;
                                       # part of the key when it is not 1, see store.run_key)
+    # the device path (a GPU): none of these changes a CPU run's numbers at its default
+    read_every: int = 1               # read the step values (losses, μ, monitor, tracked norms) to the host every
+                                      # this many steps, and at the evaluations and the last step; 1: every step.
+                                      # A non-finite loss stops the run at the next read (at most read_every - 1
+                                      # updates late), with the same message; the tables are the same
+    autocast: str = "none"            # 'bf16': the network's forward passes under bfloat16 autocast (losses,
+                                      # SEC and the monitor stay float32); a different run, so part of the key
+    channels_last: bool = False       # the network and its inputs in channels-last memory format (part of the key)
 
     def __post_init__(self):
         # JSON has no tuples: TrainConfig(**json.loads(row.config)) must rebuild the same config
@@ -153,7 +162,7 @@ class TrainConfig:
                            ("eval_every", Number(0, 10**8, True)), ("dtheta_every", Number(1, 10**8, True)),
                            ("stats_every", Number(1, 10**8, True)),
                            ("track_samples", Number(0, 100000, True)), ("track_every", Number(1, 10**8, True)),
-                           ("num_threads", Number(1, 1024, True))]:
+                           ("num_threads", Number(1, 1024, True)), ("read_every", Number(1, 10**8, True))]:
             spec.check(name, getattr(self, name))
         if self.lr_head is not None:
             Number(1e-12, 100).check("lr_head", self.lr_head)
@@ -192,6 +201,12 @@ class TrainConfig:
                                  f"'cosine' and a value >= iterations = {self.iterations} (got schedule = "
                                  f"{self.schedule!r}); 0 means the run's own length")
         Device().check("device", self.device)
+        Choice(AUTOCAST).check("autocast", self.autocast)
+        if not isinstance(self.channels_last, bool):
+            raise ParameterError(f"parameter 'channels_last' = {self.channels_last!r} must be True or False")
+        if self.channels_last and self.model == "mlp":
+            raise ParameterError("parameter 'channels_last' = True needs an image network (model = 'mlp' has no "
+                                 f"channels); valid models: {', '.join(a for a in ARCHS if a != 'mlp')}")
         check_view_settings(self)
         return self
 
@@ -228,7 +243,8 @@ class TrainConfig:
     def canonical(self) -> dict:
         """The config as the store hashes it: numbers in their declared type (``eta=1`` and
         ``eta=1.0`` are one run; likewise a numeric ``mu``, ``iterations=1500.0``, ...), tuples as
-        lists, and ``num_threads`` only when it is not 1 (keys from before it existed stay valid). A config with
+        lists, ``num_threads`` only when it is not 1 (keys from before it existed stay valid), and never
+        ``read_every`` (it moves the host's reads, not the numbers: a run's tables are the same at any value). A config with
         ``pretrained`` set also holds its weights file's sha256 (:func:`weights_sha256`), so its key follows the
         file's content; one without (``pretrained=None``) keeps its key."""
         d = self.to_dict()
@@ -248,6 +264,7 @@ class TrainConfig:
         d["eval_ks"] = [int(k) for k in d["eval_ks"]]
         if d["num_threads"] in (1, None):
             del d["num_threads"]
+        d.pop("read_every", None)               # when the host reads, not what is computed: the tables are the same
         if self.pretrained is not None:         # the weights' content, not only their name (None: no entry)
             d["pretrained_sha256"] = weights_sha256(self.pretrained)
         return d
@@ -267,7 +284,10 @@ class TrainConfig:
 
 
 #: Fields left out of :meth:`TrainConfig.to_dict` while they equal their default (fields added later).
-OMITTED_AT_DEFAULT: dict = {"views": 0, "augment": {}, "stats_every": 1, "relative": False, "schedule_iterations": 0}
+OMITTED_AT_DEFAULT: dict = {"views": 0, "augment": {}, "stats_every": 1, "relative": False, "schedule_iterations": 0,
+                             "read_every": 1, "autocast": "none", "channels_last": False}
+#: The values of :attr:`TrainConfig.autocast`.
+AUTOCAST = ("none", "bf16")
 
 
 @dataclass
@@ -353,10 +373,17 @@ def train(cfg: TrainConfig, progress: Callable[[int, int], None] | None = None) 
     cfg.validate()
     kernels.check()                 # the pinned kernels are in force (the reproducibility contract)
     with torch_threads(cfg.num_threads):
-        return _train(cfg, progress)
+        steps = training_steps(cfg, progress)
+        while True:
+            try:
+                next(steps)
+            except StopIteration as done:
+                return done.value
 
 
-def _train(cfg: TrainConfig, progress) -> RunResult:
+def training_steps(cfg: TrainConfig, progress=None):
+    """The loop, as a generator that yields after every step and returns the RunResult: :func:`train` runs it
+    to the end; :func:`sec_lib.runs.many.train_many` interleaves several on one device."""
     t_start = time.perf_counter()
     device = torch.device(cfg.device)
     torch.manual_seed(cfg.seed)
@@ -364,50 +391,49 @@ def _train(cfg: TrainConfig, progress) -> RunResult:
 
     train_ds, test_ds = load_data(cfg)
     model = build_model(cfg.model, head=cfg.head, embed_dim=cfg.embed_dim, **model_kwargs(cfg, train_ds)).to(device)
+    if cfg.channels_last:
+        model = model.to(memory_format=torch.channels_last)
     loss_fn = make_loss(cfg, train_ds).to(device)
     sec = SphericalEmbeddingConstraint(eta=cfg.eta, mu=cfg.mu, momentum=cfg.momentum,
                                        relative=cfg.relative).to(device) if cfg.eta > 0 else None
     opt, sched = make_optimizer(cfg, model, loss_fn)
-    sampler = iter(PKSampler(train_ds.labels, p=cfg.batch_size // cfg.k, k=cfg.k, seed=cfg.seed))
-    views = iter(ViewBatches.from_config(cfg, train_ds, device)) if cfg.views else None  # no labels used
+    batches = batch_source(cfg, train_ds, device)
+    forward = Forward(cfg, device)                      # autocast and memory format, when the config asks
     loss_input = 0 if LOSS_SPECS[cfg.loss].normalized else 1    # losses that read norms get the raw embedding
     tracked_idx = torch.as_tensor(np_rng.choice(len(train_ds), size=min(cfg.track_samples, len(train_ds)), replace=False))
     monitor = make_monitor(cfg)
-    log = Recorder(monitor)
+    log = Recorder(monitor, deferred=cfg.read_every > 1)
     if cfg.track_samples:
-        log.add_tracked(0, tracked_idx, raw_norms(model, train_ds, tracked_idx, device))
+        tracked_x = get_batch(train_ds, tracked_idx, device)[0]      # on the device once, for every tracked step
+        log.add_tracked(0, tracked_idx, forward.norms(model, tracked_x))
     if cfg.eval_every:
         log.evals.append({"step": 0, **evaluate_model(model, test_ds, cfg, device, final=False)[0]})
 
     for step in range(1, cfg.iterations + 1):
-        t0 = time.perf_counter()
+        log.start_step()
         model.train()
-        x, y = next(views) if views is not None else get_batch(train_ds, next(sampler), device)
-        emb, raw = model.forward_with_prenorm(x)          # raw: what SEC constrains (pre-normalisation)
+        x, y = next(batches)
+        emb, raw = forward(model, x)                      # raw: what SEC constrains (pre-normalisation)
         loss_metric = loss_fn((emb, raw)[loss_input], y)
         loss_sec = sec(raw) if sec is not None else torch.zeros((), device=device)
-        loss = loss_metric + loss_sec
-        if not torch.isfinite(loss):
-            return failed(cfg, log, f"non-finite loss at step {step}: metric={loss_metric.item():.4g}, "
-                                    f"sec={loss_sec.item():.4g} (try a smaller learning rate or eta)", t_start)
+        log.add_losses(step, loss_metric, loss_sec, sec.last_mu_tensor if sec is not None else None)
+        reads = step % cfg.read_every == 0 or step == cfg.iterations or bool(cfg.eval_every and
+                                                                             step % cfg.eval_every == 0)
+        if reads and (bad := log.read_losses()) is not None:    # every loss since the last read, one host read
+            return failed(cfg, log, bad, t_start)
         if monitor is not None:                           # gradient of the metric loss alone, SEC's kept out
             monitor.observe(raw, loss=loss_metric, labels=y, step=step)
         opt.zero_grad(set_to_none=True)
-        loss.backward()
+        (loss_metric + loss_sec).backward()
         opt.step()
         if sched is not None:
             sched.step()
         if monitor is not None:                           # Δθ: the same batch re-embedded after the update
-            monitor.after_step(model, x, embed=prenorm)
-
-        row = {"step": step, "loss_metric": loss_metric.item(), "loss_sec": loss_sec.item(),
-               "mu": sec.last_mu if sec is not None else math.nan}
-        if monitor is not None:
-            row.update(step_columns(monitor.row(step)))
-        row["step_time"] = time.perf_counter() - t0
-        log.steps.append(row)
+            monitor.after_step(model, x, embed=forward.prenorm)
         if cfg.track_samples and step % cfg.track_every == 0:
-            log.add_tracked(step, tracked_idx, raw_norms(model, train_ds, tracked_idx, device))
+            log.add_tracked(step, tracked_idx, forward.norms(model, tracked_x))
+        if reads:
+            log.read_steps()                              # the step rows since the last read, one host read
         if step == cfg.iterations:
             scores, test_emb, test_labels = evaluate_model(model, test_ds, cfg, device, final=True)
             log.evals.append({"step": step, **scores})
@@ -415,6 +441,7 @@ def _train(cfg: TrainConfig, progress) -> RunResult:
             log.evals.append({"step": step, **evaluate_model(model, test_ds, cfg, device, final=False)[0]})
         if progress is not None:
             progress(step, cfg.iterations)
+        yield step
 
     return finish(cfg, model, train_ds, test_emb, test_labels, log, device, t_start)
 
@@ -528,6 +555,65 @@ def make_optimizer(cfg: TrainConfig, model, loss_fn):
     return opt, sched
 
 
+def batch_source(cfg: TrainConfig, ds, device: torch.device):
+    """The run's training batches ``(x, y)``, endless. On the CPU, P x K batches from :class:`PKSampler`, gathered
+    from the dataset and moved to ``device`` one at a time (SimCLR-style views: :class:`ViewBatches`). Off the CPU,
+    for a dataset held as one tensor (the glyph pool), the same batches with nothing copied per step: the pool is put
+    on the device once (:func:`on_device`), every batch's indices are drawn up front (the sampler's own sequence,
+    uploaded once), and each batch is gathered there."""
+    if cfg.views:
+        return iter(ViewBatches.from_config(cfg, ds, device))
+    sampler = iter(PKSampler(ds.labels, p=cfg.batch_size // cfg.k, k=cfg.k, seed=cfg.seed))
+    if device.type == "cpu" or not hasattr(ds, "x"):
+        return (get_batch(ds, next(sampler), device) for _ in itertools.count())
+    order = torch.as_tensor(np.stack([next(sampler) for _ in range(cfg.iterations)])).to(device)
+    x, labels = on_device(ds, device)
+    return ((x[idx], labels[idx]) for idx in order)
+
+
+#: Datasets' image tensors already on a device: (id of the host tensor, device) -> (host tensor, x, labels).
+_ON_DEVICE: dict = {}
+
+
+def on_device(ds, device: torch.device):
+    """``(x, labels)`` of a tensor dataset on ``device``, copied once per process (runs that share a process and a
+    dataset share the copy)."""
+    key = (id(ds.x), str(device))
+    if key not in _ON_DEVICE or _ON_DEVICE[key][0] is not ds.x:
+        _ON_DEVICE[key] = (ds.x, ds.x.to(device), torch.as_tensor(ds.labels).to(device))
+    return _ON_DEVICE[key][1:]
+
+
+class Forward:
+    """The network's forward pass as the config asks: under bfloat16 autocast (``autocast='bf16'``; the outputs
+    are cast back to float32, so the losses, SEC and the monitor work in float32) and with channels-last inputs
+    (``channels_last``). At the defaults it is ``model.forward_with_prenorm(x)`` unchanged."""
+
+    def __init__(self, cfg: TrainConfig, device: torch.device):
+        self.device_type = device.type
+        self.bf16 = cfg.autocast == "bf16"
+        self.channels_last = cfg.channels_last
+
+    def __call__(self, model, x):
+        if self.channels_last:
+            x = x.contiguous(memory_format=torch.channels_last)
+        if not self.bf16:
+            return model.forward_with_prenorm(x)
+        with torch.autocast(self.device_type, dtype=torch.bfloat16):
+            emb, raw = model.forward_with_prenorm(x)
+        return emb.float(), raw.float()
+
+    def prenorm(self, model, x) -> torch.Tensor:
+        """The raw embeddings of ``x`` (the monitor's Δθ re-embedding)."""
+        return self(model, x)[1]
+
+    @torch.no_grad()
+    def norms(self, model, x) -> torch.Tensor:
+        """Raw norms of ``x`` in eval mode, on the device (the tracked samples; read with the step rows)."""
+        model.eval()
+        return self(model, x)[1].float().norm(dim=1)
+
+
 def get_batch(ds, idx, device):
     idx = torch.as_tensor(idx)
     if hasattr(ds, "x"):
@@ -561,11 +647,6 @@ def evaluate_model(model, ds, cfg: TrainConfig, device, final: bool):
     return scores, emb, labels
 
 
-def raw_norms(model, ds, idx, device) -> np.ndarray:
-    emb, _ = embed(model, ds, device, indices=idx)
-    return emb.norm(dim=1).numpy()
-
-
 def make_monitor(cfg: TrainConfig) -> NormMonitor | None:
     """The run's instrumentation (None without ``cfg.instrument``): batch statistics every ``stats_every`` steps
     and at the first, the last and the grad-scatter steps, Δθ every ``dtheta_every`` steps, per-sample rows at
@@ -575,11 +656,6 @@ def make_monitor(cfg: TrainConfig) -> NormMonitor | None:
     scatter = grad_scatter_steps(cfg.iterations)
     return NormMonitor(MonitorConfig(every=cfg.stats_every, dtheta_every=cfg.dtheta_every,
                                      extra_steps=frozenset({1, cfg.iterations}) | scatter, sample_steps=scatter))
-
-
-def prenorm(model, x) -> torch.Tensor:
-    """The raw (pre-normalisation) embeddings of ``x``: what the monitor measures."""
-    return model.forward_with_prenorm(x)[1]
 
 
 def step_columns(measures: dict) -> dict:
@@ -599,14 +675,71 @@ def grad_scatter_steps(iterations: int) -> set[int]:
 
 class Recorder:
     """Accumulates the per-step rows, tracked norms and evaluations of one run; the grad scatter is the
-    monitor's per-sample rows."""
+    monitor's per-sample rows.
 
-    def __init__(self, monitor: NormMonitor | None = None):
+    The step values stay on the device as tensors until a read: :meth:`read_losses` (before the update of a read
+    step: every loss since the last read, in one transfer, checked for finiteness) and :meth:`read_steps` (after
+    it: the monitor's rows and the tracked norms, then the step rows). Reading at every step is the plain loop;
+    reading every k steps gives the same rows with the host out of the device's way in between."""
+
+    def __init__(self, monitor: NormMonitor | None = None, deferred: bool = False):
         self.steps, self.evals, self.tracked = [], [], []
         self.monitor = monitor
+        if monitor is not None and deferred:
+            monitor.defer()
+        self._losses: list = []          # (step, stacked device tensor: loss_metric, loss_sec, mu)
+        self._read: list = []            # (step, loss_metric, loss_sec, mu) read to the host, rows not yet made
+        self._tracked: list = []         # (step, idx, device norms)
+        self._t0: float | None = None
+
+    def start_step(self):
+        if self._t0 is None:             # the first step since the last read: the chunk's clock starts
+            self._t0 = time.perf_counter()
+
+    def add_losses(self, step: int, loss_metric, loss_sec, mu):
+        mu = torch.full((), math.nan, device=loss_metric.device) if mu is None else mu
+        self._losses.append((step, torch.stack([loss_metric.detach().float(), loss_sec.detach().float(),
+                                                mu.to(loss_metric.device).float()])))
+
+    def read_losses(self) -> str | None:
+        """Read every loss since the last read; the failure message of the first non-finite one (its earlier steps
+        are kept), else None."""
+        pending, self._losses = self._losses, []
+        host = torch.stack([v for _, v in pending]).double().cpu().tolist() if pending else []
+        for (step, _), (metric, sec, mu) in zip(pending, host):
+            if not (math.isfinite(metric) and math.isfinite(sec)):
+                self._read = [r for r in self._read if r[0] < step]
+                self.read_steps()
+                return (f"non-finite loss at step {step}: metric={metric:.4g}, sec={sec:.4g} "
+                        f"(try a smaller learning rate or eta)")
+            self._read.append((step, metric, sec, mu))
+        return None
+
+    def read_steps(self):
+        """The rows of the steps read so far: the monitor's measures (one transfer), tracked norms, step times
+        (the chunk's wall time shared equally among its steps)."""
+        measured = self.monitor.flush() if self.monitor is not None else {}
+        if self._tracked:
+            host = torch.stack([n.float() for _, _, n in self._tracked]).cpu().numpy()
+            for (step, idx, _), norms in zip(self._tracked, host):
+                self.tracked.extend({"step": step, "sample": int(i), "norm": float(n)} for i, n in zip(idx, norms))
+            self._tracked = []
+        if not self._read:
+            return
+        step_time = (time.perf_counter() - self._t0) / len(self._read) if self._t0 is not None else math.nan
+        for step, metric, sec, mu in self._read:
+            row = {"step": step, "loss_metric": metric, "loss_sec": sec, "mu": mu}
+            if self.monitor is not None:
+                row.update(step_columns(measured.get(step, {})))
+            row["step_time"] = step_time
+            self.steps.append(row)
+        self._read, self._t0 = [], None
 
     def add_tracked(self, step, idx, norms):
-        self.tracked.extend({"step": step, "sample": int(i), "norm": float(n)} for i, n in zip(idx, norms))
+        """Tracked raw norms of step ``step`` (a device tensor, read with the next step rows)."""
+        self._tracked.append((step, idx, norms))
+        if step == 0:
+            self.read_steps()
 
     def scatter(self) -> pd.DataFrame:
         if self.monitor is None:
@@ -623,6 +756,8 @@ class Recorder:
 
 def failed(cfg: TrainConfig, log: Recorder, message: str, t_start: float) -> RunResult:
     steps, tracked, evals, scatter = log.frames(cfg)
+    stop = len(log.steps) + 1            # the failed step; a run that read every k steps measured a few beyond it
+    tracked, scatter = (t[t["step"] < stop] if len(t) else t for t in (tracked, scatter))
     empty = {t: with_schema(pd.DataFrame(), t, cfg) for t in ("test_norms", "cosines")}
     return RunResult(cfg, "failed", {}, steps, tracked, evals, empty["test_norms"], empty["cosines"], scatter,
                      error=message, wall_s=time.perf_counter() - t_start, failed_step=len(log.steps) + 1)

@@ -410,6 +410,8 @@ def main(argv=None) -> int:
     t.add_argument("--chapters", nargs="*", default=None, choices=tuple(ex.CHAPTERS),
                    help="chapters in the order to train them (default: all, the main comparison first)")
     t.add_argument("--jobs", type=int, default=None, help="parallel training processes")
+    t.add_argument("--together", type=int, default=None,
+                   help="runs per process, their steps interleaved on one GPU (default: the profile's)")
     add_launcher_options(t)
     add_benchmark_options(t)
     e = sub.add_parser("export", help="copy a profile's finished runs into its committed tier data/reference/<profile>/")
@@ -429,6 +431,12 @@ def main(argv=None) -> int:
     dc = sub.add_parser("decisive", help="train the decisive tier stage by stage (resumable): the schedule pilot, "
                                          "then the held-out selection of the four main losses")
     dc.add_argument("--jobs", type=int, default=2, help="parallel training processes")
+    g = sub.add_parser("gpu-tier", help="train the gpu tier on a GPU (resumable, exported to data/reference/gpu/ "
+                                        "after every chunk): the main losses' held-out η selection, then the main "
+                                        "comparison")
+    g.add_argument("--minutes", type=float, default=0.0, help="start no chunk that would end after this (0: no limit)")
+    g.add_argument("--jobs", type=int, default=None, help="training processes (default: the gpu profile's)")
+    g.add_argument("--together", type=int, default=None, help="runs per process (default: the gpu profile's)")
     b = sub.add_parser("build", help="build the HTML book with jupyter-book (-W)")
     b.add_argument("--root", "--site", dest="site", type=Path, default=None, help="the project folder (as for run)")
     args = ap.parse_args(argv)
@@ -436,7 +444,8 @@ def main(argv=None) -> int:
         try:                                  # every option checked before anything trains or is submitted
             bench.configure(args.profile, args.data_root, args.pretrained, args.backbone)
             jobs = ex.get_profile(args.profile).jobs if args.jobs is None else args.jobs
-            launcher = make_launcher(args.launcher, jobs, **launcher_options(args))
+            together = getattr(args, "together", None) or ex.get_profile(args.profile).together
+            launcher = make_launcher(args.launcher, jobs, together, **launcher_options(args))
         except ParameterError as e:
             print(f"error: {e}", file=sys.stderr)
             return 2
@@ -459,6 +468,8 @@ def main(argv=None) -> int:
         return commands.pilot_command(args.jobs)
     if args.cmd == "decisive":
         return commands.decisive_command(args.jobs)
+    if args.cmd == "gpu-tier":
+        return commands.gpu_tier_command(args.minutes, args.jobs, args.together)
     if args.cmd == "portability":
         return portability_command(args.profile, args.sample, args.jobs)
     try:

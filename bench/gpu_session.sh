@@ -1,0 +1,45 @@
+#!/bin/bash
+# One lent GPU window, as one command (the device tool runs at most 10 minutes a command): the CUDA tests, then
+# bench/gpu_step.py, then the gpu tier (python -m sec_lib.book gpu-tier) until the budget, resumable. Everything
+# it makes goes to $OUT, at most 8 files: machine.txt, tests.log, bench.log, gpu_step.json, tier.log, gpu_tier.tar
+# (data/reference/gpu/ as exported after the last finished chunk). Where this repo's dependencies are missing
+# (pytorch-metric-learning on the lent image), a folder .pydeps/ carried with the tree goes on PYTHONPATH.
+#
+#   BUDGET=530 OUT=/tmp/out SEC_GIT_COMMIT=$(git rev-parse HEAD) bash bench/gpu_session.sh
+set -u
+OUT=${OUT:-/tmp/gpu-session}
+mkdir -p "$OUT"
+T0=$(date +%s)
+left() { echo $(( ${BUDGET:-530} - ($(date +%s) - T0) )); }
+export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD:$PWD/.pydeps${PYTHONPATH:+:$PYTHONPATH}"
+export SEC_RUNS_DIR=${SEC_RUNS_DIR:-/tmp/sec-runs}
+{ date -u; nvidia-smi; python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda,
+'cudnn', torch.backends.cudnn.version())"; lscpu | head -20; echo "commit ${SEC_GIT_COMMIT:-unknown}"; } \
+  > "$OUT/machine.txt" 2>&1
+
+# the 64-px glyph pool, rendered here once (the bench and the tier read it), while the CUDA tests run
+python3 -c "from sec_lib.runs import experiments as ex; from sec_lib.runs.commands import prepare_data
+import time; t = time.time(); prepare_data(ex.get_profile('gpu')); print(f'rendered in {time.time() - t:.0f} s')" \
+  > "$OUT/render.log" 2>&1 &
+render=$!
+timeout 170 python3 -m pytest -q -p no:cacheprovider -rs tests/test_device_path.py tests/test_monitor.py \
+  > "$OUT/tests.log" 2>&1
+echo "tests rc=$? at $(( $(date +%s) - T0 )) s" >> "$OUT/tests.log"
+wait $render
+cat "$OUT/render.log" >> "$OUT/tests.log"; rm -f "$OUT/render.log"
+
+timeout 200 python3 bench/gpu_step.py --steps 60 --warmup 10 --profile-steps 30 --out "$OUT/gpu_step.json" \
+  > "$OUT/bench.log" 2>&1
+echo "bench rc=$? at $(( $(date +%s) - T0 )) s" >> "$OUT/bench.log"
+
+t=$(left)
+if [ "$t" -gt 90 ]; then
+  minutes=$(python3 -c "print(round(($t - 40) / 60, 2))")
+  timeout $(( t - 15 )) python3 -m sec_lib.book gpu-tier --minutes "$minutes" --jobs "${JOBS:-4}" \
+    --together "${TOGETHER:-2}" > "$OUT/tier.log" 2>&1
+  echo "gpu-tier rc=$? at $(( $(date +%s) - T0 )) s" >> "$OUT/tier.log"
+else
+  echo "no time left for the gpu tier ($t s)" > "$OUT/tier.log"
+fi
+tar cf "$OUT/gpu_tier.tar" data/reference/gpu
+echo "done at $(( $(date +%s) - T0 )) s"
