@@ -2,6 +2,7 @@
 page's selection sweep does not keep the decisive tier from covering it."""
 import dataclasses
 import math
+import shutil
 
 import pandas as pd
 import pytest
@@ -19,15 +20,18 @@ def save(store, c, score, status="done"):
     store.save(RunResult(c, status, {"R@1": score}, e.iloc[:0], e.iloc[:0], e, norms, e.iloc[:0], e.iloc[:0]))
 
 
-@pytest.fixture
-def staged(tmp_path, monkeypatch):
-    """A decisive tier of stage folders with a plan and choices: triplet's selection (η 0, 0.05, 0.1 and L2
-    0.005, 3 seeds, held-out R@1 = 80 + 10·η + seed/1000, one η = 0.1 seed failed), relative SEC's (η 0.1, 1),
-    and the fine-tuning rates (two pairs)."""
-    monkeypatch.setattr(tier, "REPO", tmp_path)
+def shorten(monkeypatch, repo):
+    """The stand-in tier's world: the repository at ``repo``, triplet the only loss."""
+    monkeypatch.setattr(tier, "REPO", repo)
     monkeypatch.setattr(ex, "MAIN_LOSSES", ("triplet",))
     monkeypatch.setattr(ex, "EXTRA_LOSSES", ())
-    store = ResultStore(tmp_path / "runs")
+
+
+def build(root):
+    """A decisive tier of stage folders under ``root`` with a plan and choices: triplet's selection (η 0, 0.05, 0.1
+    and L2 0.005, 3 seeds, held-out R@1 = 80 + 10·η + seed/1000, one η = 0.1 seed failed), relative SEC's (η 0.1,
+    1), and the fine-tuning rates (two pairs); the result store they were exported from at ``root / "runs"``."""
+    store = ResultStore(root / "runs")
     stages = {}
     for kind, weights, stage in (("sec", (0.0, 0.05, 0.1), "selection"), ("l2reg", (0.005,), "selection"),
                                  ("relative", (0.1, 1.0), "scale-selection")):
@@ -47,13 +51,32 @@ def staged(tmp_path, monkeypatch):
             save(store, c, 60 - abs(c.lr - (0.3 if c.eta else 0.1)) * 10 + (c.seed - 1000) / 1000)
             stages.setdefault("sgd-selection", []).append(c)
     for stage, configs in stages.items():
-        tier.export(store, configs, tmp_path / "data" / "reference" / "decisive" / stage)
+        tier.export(store, configs, root / "data" / "reference" / "decisive" / stage)
     plan = mainstage.Plan("cosine", 3000, 6, 0.45, 0.4, {}, {"triplet": 0.1}, {"triplet": 0.005}, {})
     mainstage.write_plan(plan, decisive.plan_path())
     decisive.record_scale("triplet", selection.Choice(1.0, 1.0, {}, (0.1, 1.0), "high", None), 10.0)
     decisive.record_finetune(3e-4, 1.5e-4)
     for arm, lr in (("sgd", 0.1), ("sgd+sec", 0.3)):
         decisive.record_rate(arm, selection.Choice(lr, lr, {}, (0.1, 0.3), None, None))
+
+
+@pytest.fixture(scope="module")
+def staged_once(tmp_path_factory):
+    """The stand-in tier (see :func:`build`), built once for the module; each test gets its own copy (``staged``)."""
+    root = tmp_path_factory.mktemp("staged")
+    with pytest.MonkeyPatch.context() as mp:
+        shorten(mp, root)
+        build(root)
+    return root
+
+
+@pytest.fixture
+def staged(staged_once, tmp_path, monkeypatch):
+    """A copy of the stand-in tier at ``tmp_path`` (the repository the pages read it from): a test may add runs,
+    stages and choices to it. Its files are new (``shutil.copy``, not ``copy2``): the caches keyed on a tier's
+    file times (``evidence._covers``) see each test's tier as a tier of its own, as when each test built one."""
+    shutil.copytree(staged_once, tmp_path, dirs_exist_ok=True, copy_function=shutil.copy)
+    shorten(monkeypatch, tmp_path)
     return tmp_path
 
 
