@@ -13,6 +13,9 @@ T0=$(date +%s)
 left() { echo $(( ${BUDGET:-530} - ($(date +%s) - T0) )); }
 export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD:$PWD/.pydeps${PYTHONPATH:+:$PYTHONPATH}"
 export SEC_RUNS_DIR=${SEC_RUNS_DIR:-/tmp/sec-runs}
+# the CPU kernel pin in the environment before any Python starts (the image's pytest plugins import numpy first)
+eval "$(python3 -c "from sec_lib import kernels
+for k, v in kernels.PINS[kernels.pin_name()].items(): print(f'export {k}=\"{v}\"')")"
 { date -u; nvidia-smi; python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda,
 'cudnn', torch.backends.cudnn.version())"; lscpu | head -20; echo "commit ${SEC_GIT_COMMIT:-unknown}"; } \
   > "$OUT/machine.txt" 2>&1
@@ -28,15 +31,16 @@ echo "tests rc=$? at $(( $(date +%s) - T0 )) s" >> "$OUT/tests.log"
 wait $render
 cat "$OUT/render.log" >> "$OUT/tests.log"; rm -f "$OUT/render.log"
 
-timeout 200 python3 bench/gpu_step.py --steps 60 --warmup 10 --profile-steps 30 --out "$OUT/gpu_step.json" \
+timeout ${BENCH_S:-170} python3 bench/gpu_step.py --steps 40 --warmup 10 --profile-steps 10 --out "$OUT/gpu_step.json" \
   > "$OUT/bench.log" 2>&1
 echo "bench rc=$? at $(( $(date +%s) - T0 )) s" >> "$OUT/bench.log"
 
 t=$(left)
 if [ "$t" -gt 90 ]; then
   minutes=$(python3 -c "print(round(($t - 40) / 60, 2))")
-  timeout $(( t - 15 )) python3 -m sec_lib.book gpu-tier --minutes "$minutes" --jobs "${JOBS:-4}" \
-    --together "${TOGETHER:-2}" > "$OUT/tier.log" 2>&1
+  # (the runner's CLI needs the book's packages; the command itself does not)
+  timeout $(( t - 15 )) python3 -c "from sec_lib.runs.commands import gpu_tier_command
+gpu_tier_command($minutes, ${JOBS:-4}, ${TOGETHER:-2})" > "$OUT/tier.log" 2>&1
   echo "gpu-tier rc=$? at $(( $(date +%s) - T0 )) s" >> "$OUT/tier.log"
 else
   echo "no time left for the gpu tier ($t s)" > "$OUT/tier.log"

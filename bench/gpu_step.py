@@ -112,7 +112,7 @@ def measure(configs, steps: int, warmup: int, profile_steps: int) -> dict:
     busy = math.nan
     if profile_steps:
         from torch.profiler import ProfilerActivity, profile
-        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:      # kernels only: a CPU trace is slow to read
             t1 = time.perf_counter()
             for _ in range(profile_steps):
                 runs.step()
