@@ -38,9 +38,14 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 
+#: The timed runs' length: never reached (the bench stops them), but every batch's indices are drawn up front, so it
+#: stays short (the first windows used 100,000: drawing them took longer than the bench's time limit with 4 runs).
+ITERATIONS = 1000
+
+
 def bench_config(p, **changes) -> TrainConfig:
     base = {**p.base, "loss": "semihard", "eta": 0.5, "optimizer": "adam", "lr": 1e-3, "holdout_classes": p.holdout_classes,
-            "eval_every": 0, "iterations": 100000}
+            "eval_every": 0, "iterations": ITERATIONS}
     base.update(changes)
     return TrainConfig(**base)
 
@@ -159,6 +164,8 @@ def main(argv=None) -> int:
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--together", type=int, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.warmup + args.steps + args.profile_steps >= ITERATIONS:
+        ap.error(f"--warmup + --steps + --profile-steps must stay below {ITERATIONS} (the timed runs' length)")
     if not torch.cuda.is_available():
         print("bench/gpu_step.py: no CUDA device on this machine (torch.cuda.is_available() is False), so there is "
               "nothing to measure: it times the training loop's GPU path. Run it where there is a GPU.")

@@ -44,7 +44,9 @@ def test_slope_is_minus_one_at_fixed_directions_under_a_normalized_loss(name, dt
     mon.observe(f, loss=loss_fn(f, y), labels=y)
     row = mon.frame().iloc[0]
     assert abs(row["grad_slope"] + 1) < 1e-5 and row["grad_r2"] > 1 - 1e-6
-    assert row["grad_slope_lo"] <= -1 <= row["grad_slope_hi"] and row["grad_slope_hi"] - row["grad_slope_lo"] < 1e-5
+    # the interval holds -1 up to rounding (on an Intel Xeon with torch 2.11 its float64 upper end was one ulp below)
+    assert row["grad_slope_lo"] <= -1 + 1e-9 and -1 - 1e-9 <= row["grad_slope_hi"]
+    assert row["grad_slope_hi"] - row["grad_slope_lo"] < 1e-5
     # the monitor's gradient is autograd's, and autograd's obeys the law sample by sample
     direct = torch.autograd.grad(loss_fn(f, y), f)[0].norm(dim=1).double()
     np.testing.assert_allclose(mon.samples()["grad_norm"], direct.numpy(), rtol=1e-12)
