@@ -52,6 +52,15 @@ def toy():
     return toy_config
 
 
+@pytest.fixture
+def no_fsync(monkeypatch):
+    """The result store publishes a record without waiting for its files to reach the disk (``os.fsync`` does
+    nothing until the test ends): for tests that store made-up records to test what reads them (ten fsyncs a
+    record, a few ms each on a CI machine's disk). The store's own writes are tested with fsync (tests/test_store*.py)."""
+    import sec_lib.runs.store as store_module
+    monkeypatch.setattr(store_module.os, "fsync", lambda fd: None)
+
+
 REPO = Path(__file__).resolve().parents[1]
 
 

@@ -58,7 +58,8 @@ def test_selection_runs_are_held_out_with_every_seed_and_the_pilots_schedule():
 
 
 @pytest.mark.parametrize("via", ["choice", "fallback"])
-def test_the_decisive_command_trains_the_grids_grows_an_edge_and_exports(tmp_path, monkeypatch, capsys, via):
+def test_the_decisive_command_trains_the_grids_grows_an_edge_and_exports(tmp_path, monkeypatch, capsys, via,
+                                                                         no_fsync):
     """The stage driver with stand-in training: every loss's η peaks at the grid's low edge, so each η grid grows
     twice and is then flagged; every run named is exported to the selection folder. The schedule comes from the
     pilot's choice, or (``fallback``) from its registered fallback at the last pair's T when nothing converged."""

@@ -77,7 +77,7 @@ def test_a_choice_is_written_once(tmp_path):
         decisive.read_plan(tmp_path)
 
 
-def test_the_later_stages_train_in_order_each_run_once(tmp_path, monkeypatch, capsys):
+def test_the_later_stages_train_in_order_each_run_once(tmp_path, monkeypatch, capsys, no_fsync):
     """Stand-in training through every stage after the main comparison, on shortened loss lists: each held-out
     selection records its choices, each training stage exports only runs that no earlier stage named, seed by seed."""
     from sec_lib.runs import commands, tier

@@ -10,6 +10,7 @@ import pytest
 from sec_lib.chapters import compare, evidence, optim, pretrained, scale
 from sec_lib.runs import decisive, mainstage, selection, tier
 from sec_lib.runs import experiments as ex
+from sec_lib.runs import store as store_module
 from sec_lib.runs.store import ResultStore
 from sec_lib.runs.train import RunResult
 
@@ -66,12 +67,13 @@ def staged_once(tmp_path_factory):
     root = tmp_path_factory.mktemp("staged")
     with pytest.MonkeyPatch.context() as mp:
         shorten(mp, root)
+        mp.setattr(store_module.os, "fsync", lambda fd: None)     # made-up records (see no_fsync, tests/conftest.py)
         build(root)
     return root
 
 
 @pytest.fixture
-def staged(staged_once, tmp_path, monkeypatch):
+def staged(staged_once, tmp_path, monkeypatch, no_fsync):
     """A copy of the stand-in tier at ``tmp_path`` (the repository the pages read it from): a test may add runs,
     stages and choices to it. Its files are new (``shutil.copy``, not ``copy2``): the caches keyed on a tier's
     file times (``evidence._covers``) see each test's tier as a tier of its own, as when each test built one."""

@@ -16,7 +16,7 @@ def save(store, cfg, r1, curve=None):
 
 
 @pytest.fixture
-def store(tmp_path):
+def store(tmp_path, no_fsync):            # made-up records: no fsync (tests/conftest.py)
     return ResultStore(tmp_path)
 
 
@@ -131,7 +131,7 @@ def test_the_schedule_pilot_section_reads_the_committed_pilot(tmp_path):
         assert set(df["shape"]) <= set(pilot.SHAPES) and "gain" in df
 
 
-def test_the_schedule_pilot_section_names_the_fallback_when_nothing_converged(tmp_path):
+def test_the_schedule_pilot_section_names_the_fallback_when_nothing_converged(tmp_path, no_fsync):
     """Every length pair complete, no shape converged: the page says which shape the tier trains, at which
     length, and that it is not converged."""
     from sec_lib.chapters import tiers
@@ -168,7 +168,7 @@ def test_selection_prediction_against_scipy():
     assert list(tiers.selection_prediction("smoke", root="/nonexistent").columns) == tiers.COLUMNS
 
 
-def test_the_decisive_selection_section_shows_each_point_and_the_rules_choice(tmp_path):
+def test_the_decisive_selection_section_shows_each_point_and_the_rules_choice(tmp_path, no_fsync):
     """Each grid point's mean held-out R@1 over its seeds, with how many of the 3 are in; a loss's choice by the
     registered rule once every point has its seeds (growing the grid at an edge), 'pending' before; a failed run
     counts as -inf."""

@@ -44,7 +44,7 @@ def test_the_tiers_tables_have_no_nan_cells(tmp_path):
     assert tiers.MISSING not in tiers.status_sentence(summary)
 
 
-def test_a_partly_selected_quick_tier_has_no_nan_cells(tmp_path):
+def test_a_partly_selected_quick_tier_has_no_nan_cells(tmp_path, no_fsync):
     """Learning rates and run length chosen, the η selection half trained: pending rows and computed ones."""
     p = ex.get_profile("smoke")
     store = ResultStore(tmp_path)
