@@ -216,3 +216,16 @@ def test_losses_that_read_norms_get_the_raw_embedding(monkeypatch):
     torch.testing.assert_close(nn, torch.ones_like(nn))
     assert torch.isfinite(ip).all()
     assert set(AUGMENT_KEYS) >= {"rotation_deg", "elastic_p", "blur_p", "noise_std"}
+
+
+def test_view_batches_on_the_device_path_are_the_host_batches():
+    """The device path of ViewBatches (the pool copied once, every batch's indices drawn up front, a generator on
+    the device), run with the CPU as its device: the same batches as the host path, labels never read."""
+    ds = NoLabels(blobs(n=20))
+    host = iter(ViewBatches(ds, views=2, batch_size=12, seed=5))
+    on_dev = ViewBatches(ds, views=2, batch_size=12, seed=5, iterations=4)
+    batches = list(on_dev._on_device(np.random.default_rng([5, 1])))
+    assert len(batches) == 4
+    for xd, yd in batches:
+        xh, yh = next(host)
+        assert torch.equal(xd, xh) and torch.equal(yd, yh)

@@ -11,6 +11,8 @@ import pandas as pd
 import pytest
 import torch
 
+import sec_lib.data.augment as augment_mod
+import sec_lib.losses.contrastive as contrastive_mod
 import sec_lib.losses.npair as npair_mod
 import sec_lib.losses.pair as pair_mod
 import sec_lib.monitor.measures as measures_mod
@@ -111,13 +113,13 @@ def _value_and_grad(fn, x, labels):
     return v.detach(), (torch.zeros_like(x) if g is None else g)
 
 
-@pytest.mark.parametrize("loss", ["triplet", "semihard", "ms", "npair"])
+@pytest.mark.parametrize("loss", ["triplet", "semihard", "ms", "npair", "ntxent"])
 def test_the_branch_free_loss_a_gpu_takes_equals_the_cpu_form(monkeypatch, loss):
     fn = get_loss(loss)
     for x, labels in _batches():
         want = _value_and_grad(fn, x, labels)
         with monkeypatch.context() as m:
-            for mod in (pair_mod, npair_mod):
+            for mod in (pair_mod, npair_mod, contrastive_mod):
                 m.setattr(mod, "sync_free", lambda t: True)
             got = _value_and_grad(fn, x, labels)
         assert torch.isfinite(got[0]) and torch.isfinite(got[1]).all()
@@ -155,15 +157,30 @@ def test_the_branch_free_ema_target_equals_the_cpu_form(monkeypatch):
     assert mus(True) == pytest.approx(mus(False), rel=1e-6)
 
 
+@pytest.mark.parametrize("settings", [{}, {"blur_p": 1.0, "elastic_p": 1.0}, {"blur_p": 0.0, "elastic_p": 0.0}],
+                         ids=["defaults", "every-image", "none"])
+def test_the_branch_free_views_a_gpu_takes_equal_the_cpu_form(monkeypatch, settings):
+    """The SimCLR views off the CPU: elastic field and blur computed for every image and masked, inv_ex, a blur
+    radius from the settings' upper end (the same radius as the batch's largest sigma gives, at these settings)."""
+    x = torch.rand(12, 1, 32, 32, generator=torch.Generator().manual_seed(0))
+    aug = augment_mod.ViewAugment(**settings)
+    want = aug(x.clone(), torch.Generator().manual_seed(5))
+    with monkeypatch.context() as m:
+        m.setattr(augment_mod, "sync_free", lambda t: True)
+        got = aug(x.clone(), torch.Generator().manual_seed(5))
+    assert torch.equal(got, want)
+
+
 # ----------------------------------------------------------------------------- a GPU
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU: the CPU path has no device to wait for")
 @pytest.mark.parametrize("settings", [{}, {"autocast": "bf16", "channels_last": True}], ids=["fp32", "bf16-cl"])
-@pytest.mark.parametrize("loss", ["triplet", "semihard", "ms", "npair"])
+@pytest.mark.parametrize("loss", ["triplet", "semihard", "ms", "npair", "ntxent"])
 def test_no_host_sync_between_two_reads_on_a_gpu(loss, settings):
     k = 8
+    views = {"views": 2} if loss == "ntxent" else {}         # SimCLR: the views augmented on the device
     cfg = TrainConfig(dataset="glyphs", model="smallcnn", image_size=32, iterations=3 * k, batch_size=60, loss=loss,
                       eta=0.5, device="cuda", read_every=k, eval_every=0, track_every=2, track_samples=8,
-                      dtheta_every=2, stats_every=1, train_classes=40, test_classes=20, **settings)
+                      dtheta_every=2, stats_every=1, train_classes=40, test_classes=20, **views, **settings)
     cfg.validate()
     steps = training_steps(cfg)
     for _ in range(k):                          # up to and including the first read

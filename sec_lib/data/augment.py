@@ -30,7 +30,9 @@ import torch
 import torch.nn.functional as F
 
 from ..losses import LOSS_SPECS
+from ..losses.base import sync_free
 from ..params import ParameterError
+from .ondevice import on_device
 
 __all__ = ["ViewAugment", "make_views", "ViewBatches", "check_view_settings", "AUGMENT_KEYS"]
 
@@ -102,35 +104,43 @@ class ViewAugment:
     def __call__(self, x: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
         """Augment every image of ``x`` (N, C, H, W) independently; returns a new tensor of the same shape.
 
-        The random numbers are drawn on the CPU from ``generator`` in a fixed order, so the result depends
-        only on ``x`` and the generator's state (not on the device)."""
+        The random numbers are drawn from ``generator`` in a fixed order, on the generator's device, so the result
+        depends only on ``x`` and the generator's state. Off the CPU (``x`` on a GPU, with a generator there) every
+        step is a fixed-shape tensor operation with no read to the host: the elastic field and the blur are computed
+        for every image and masked (a blur with sigma 0 is the identity), and the blur's kernel radius comes from
+        ``blur_sigma``'s upper end rather than the batch's largest sigma. On the CPU the original form is kept."""
         if not isinstance(x, torch.Tensor) or x.ndim != 4 or not x.is_floating_point():
             shape = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
             raise ValueError(f"images must be a float tensor (N, C, H, W); got {shape}")
         n, _, h, w = x.shape
+        dev, free = generator.device, sync_free(x)
 
         def uniform(lo, hi, size=(n,)):
-            return lo + (hi - lo) * torch.rand(size, generator=generator, dtype=torch.float64)
+            return lo + (hi - lo) * torch.rand(size, generator=generator, dtype=torch.float64, device=dev)
 
         angle = uniform(-1, 1) * math.radians(self.rotation_deg)
         zoom = uniform(*self.scale)
         shear = uniform(-self.shear, self.shear)
         shift = uniform(-self.shift, self.shift, (n, 2)) * 2  # normalised coordinates span 2
-        elastic_on = torch.rand(n, generator=generator) < self.elastic_p
-        field = torch.randn((n, 2, h, w), generator=generator, dtype=torch.float64)
-        blur_on = torch.rand(n, generator=generator) < self.blur_p
+        elastic_on = torch.rand(n, generator=generator, device=dev) < self.elastic_p
+        field = torch.randn((n, 2, h, w), generator=generator, dtype=torch.float64, device=dev)
+        blur_on = torch.rand(n, generator=generator, device=dev) < self.blur_p
         sigma = uniform(*self.blur_sigma)
         noise_std = uniform(*self.noise_std)
-        noise = torch.randn(x.shape, generator=generator, dtype=torch.float64)
+        noise = torch.randn(x.shape, generator=generator, dtype=torch.float64, device=dev)
 
         grid = F.affine_grid(_inverse_affine(angle, zoom, shear, shift).to(x), list(x.shape), align_corners=False)
-        if self.elastic_alpha > 0 and bool(elastic_on.any()):
+        if self.elastic_alpha > 0 and (free or bool(elastic_on.any())):
             disp = _smooth_field(field, self.elastic_sigma)              # (n, 2, h, w), unit std per pixel
-            disp = disp * self.elastic_alpha * torch.tensor([2.0 / w, 2.0 / h], dtype=disp.dtype)[None, :, None, None]
+            scale = torch.tensor([2.0 / w, 2.0 / h], dtype=disp.dtype, device=disp.device)
+            disp = disp * self.elastic_alpha * scale[None, :, None, None]
             disp = disp * elastic_on.to(disp.dtype)[:, None, None, None]
             grid = grid + disp.permute(0, 2, 3, 1).to(grid)
         out = F.grid_sample(x, grid, mode="bilinear", padding_mode="zeros", align_corners=False)
-        if bool(blur_on.any()):
+        if free:
+            out = _gaussian_blur(out, torch.where(blur_on, sigma, torch.zeros_like(sigma)),
+                                 radius=max(1, math.ceil(3 * self.blur_sigma[1])))
+        elif bool(blur_on.any()):
             out = _gaussian_blur(out, torch.where(blur_on, sigma, torch.zeros_like(sigma)))
         out = out + (noise_std[:, None, None, None] * noise).to(out)
         return out.clamp_(0.0, 1.0)
@@ -145,18 +155,20 @@ def _inverse_affine(angle, zoom, shear, shift) -> torch.Tensor:
     forward map (shear, then zoom and rotation, then shift) is inverted here."""
     cos, sin = torch.cos(angle), torch.sin(angle)
     n = len(angle)
-    fwd = torch.zeros(n, 3, 3, dtype=torch.float64)
+    fwd = torch.zeros(n, 3, 3, dtype=torch.float64, device=angle.device)
     # forward linear part: R(angle) @ zoom @ [[1, shear], [0, 1]]
     fwd[:, 0, 0], fwd[:, 0, 1] = zoom * cos, zoom * (cos * shear - sin)
     fwd[:, 1, 0], fwd[:, 1, 1] = zoom * sin, zoom * (sin * shear + cos)
     fwd[:, :2, 2] = shift
     fwd[:, 2, 2] = 1
+    if sync_free(fwd):                 # inv checks for singular matrices on the host; these never are (zoom > 0)
+        return torch.linalg.inv_ex(fwd).inverse[:, :2, :]
     return torch.linalg.inv(fwd)[:, :2, :]
 
 
 def _gaussian_kernels(sigma: torch.Tensor, radius: int) -> torch.Tensor:
     """(n, 2 radius + 1) normalised 1-D Gaussian kernels; sigma 0 gives the identity (a delta)."""
-    t = torch.arange(-radius, radius + 1, dtype=torch.float64)
+    t = torch.arange(-radius, radius + 1, dtype=torch.float64, device=sigma.device)
     s = sigma.to(torch.float64).clamp_min(1e-6)[:, None]
     k = torch.exp(-0.5 * (t[None, :] / s) ** 2)
     return k / k.sum(dim=1, keepdim=True)
@@ -173,8 +185,9 @@ def _separable(x: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
     return y.reshape(n, c, h, w)
 
 
-def _gaussian_blur(x: torch.Tensor, sigma: torch.Tensor) -> torch.Tensor:
-    radius = max(1, math.ceil(3 * float(sigma.max())))
+def _gaussian_blur(x: torch.Tensor, sigma: torch.Tensor, radius: int | None = None) -> torch.Tensor:
+    """Blur image i with sigma[i]; the kernels reach ``radius`` pixels (default: 3 x the largest sigma, read)."""
+    radius = max(1, math.ceil(3 * float(sigma.max()))) if radius is None else radius
     return _separable(x, _gaussian_kernels(sigma, radius).to(x.device))
 
 
@@ -182,7 +195,7 @@ def _smooth_field(field: torch.Tensor, sigma: float) -> torch.Tensor:
     """Gaussian-smooth a random field (n, 2, h, w) and rescale it to unit standard deviation per pixel."""
     n = field.shape[0]
     radius = max(1, math.ceil(3 * sigma))
-    k = _gaussian_kernels(torch.full((n,), float(sigma)), radius)
+    k = _gaussian_kernels(torch.full((n,), float(sigma), device=field.device), radius)
     smooth = _separable(field, k)
     # unit white noise filtered by the 2-D kernel outer(k, k) has variance sum_ij k_i^2 k_j^2 = (sum_i k_i^2)^2
     return smooth / k[0].pow(2).sum()
@@ -194,8 +207,8 @@ def make_views(x: torch.Tensor, views: int, augment: ViewAugment, generator: tor
     if isinstance(views, bool) or not isinstance(views, (int, np.integer)) or views < 1:
         raise ValueError(f"views={views!r} is not valid; expected an integer >= 1")
     rep = x.repeat_interleave(int(views), dim=0)
-    labels = torch.arange(len(x)).repeat_interleave(int(views))
-    return augment(rep, generator), labels.to(x.device)
+    labels = torch.arange(len(x), device=x.device).repeat_interleave(int(views))
+    return augment(rep, generator), labels
 
 
 def check_view_settings(cfg) -> None:
@@ -238,11 +251,14 @@ class ViewBatches:
 
     Yields ``(x, y)`` on ``device``: x (n views, C, H, W), y the instance labels (0..n-1, each ``views``
     times). Deterministic given ``seed``: image indices from ``numpy.random.default_rng([seed, 1])``,
-    augmentations from ``torch.Generator().manual_seed(seed)``.
+    augmentations from ``torch.Generator().manual_seed(seed)``. Off the CPU, for a tensor dataset, the images sit
+    on the device (:func:`~sec_lib.data.ondevice.on_device`), the first ``iterations`` batches' indices are drawn
+    up front and uploaded once, and the augmentations draw from a generator on the device (seeded the same way,
+    but a different stream of numbers than the CPU's: a GPU run's views are its own).
     """
 
     def __init__(self, ds, views: int, batch_size: int, seed: int = 0, augment: ViewAugment | None = None,
-                 device: str | torch.device = "cpu"):
+                 device: str | torch.device = "cpu", iterations: int | None = None):
         if isinstance(views, bool) or not isinstance(views, (int, np.integer)) or views < 2:
             raise ValueError(f"views={views!r} is not valid; expected an integer >= 2")
         self.n = int(batch_size) // int(views)
@@ -252,10 +268,12 @@ class ViewBatches:
         self.ds, self.views, self.seed = ds, int(views), int(seed)
         self.augment = augment or ViewAugment()
         self.device = torch.device(device)
+        self.iterations = iterations
 
     @classmethod
     def from_config(cls, cfg, ds, device) -> "ViewBatches":
-        return cls(ds, cfg.views, cfg.batch_size, cfg.seed, ViewAugment.from_kwargs(cfg.augment), device)
+        return cls(ds, cfg.views, cfg.batch_size, cfg.seed, ViewAugment.from_kwargs(cfg.augment), device,
+                   cfg.iterations)
 
     def _images(self, idx: np.ndarray) -> torch.Tensor:
         if hasattr(self.ds, "x"):
@@ -264,8 +282,18 @@ class ViewBatches:
 
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         rng = np.random.default_rng([self.seed, 1])
+        if self.device.type != "cpu" and hasattr(self.ds, "x"):
+            yield from self._on_device(rng)
         gen = torch.Generator().manual_seed(self.seed)
         while True:
             idx = rng.choice(len(self.ds), size=self.n, replace=False)
             x, y = make_views(self._images(idx).float(), self.views, self.augment, gen)
             yield x.to(self.device), y.to(self.device)
+
+    def _on_device(self, rng):
+        """The first ``iterations`` batches with nothing copied per step (then the host path, if more are asked)."""
+        x_all, _ = on_device(self.ds, self.device, labels=False)
+        gen = torch.Generator(device=self.device).manual_seed(self.seed)
+        order = np.stack([rng.choice(len(self.ds), size=self.n, replace=False) for _ in range(self.iterations or 0)])
+        for idx in torch.as_tensor(order).to(self.device) if len(order) else []:
+            yield make_views(x_all[idx].float(), self.views, self.augment, gen)

@@ -7,7 +7,7 @@ import torch.nn.functional as F
 from pytorch_metric_learning import distances as pml_distances
 from pytorch_metric_learning import losses as pml_losses
 
-from .base import MetricLoss, pair_masks, zero_loss
+from .base import MetricLoss, pair_masks, sync_free, zero_loss
 
 
 # ---------------------------------------------------------------------------------------- ntxent
@@ -32,10 +32,13 @@ class NTXentLoss(MetricLoss):
         x = F.normalize(embeddings, dim=1)
         logits = x @ x.T / self.temperature
         pos, neg = pair_masks(labels)
-        if not bool(pos.any()) or not bool(neg.any()):
+        free = sync_free(embeddings)
+        if not free and (not bool(pos.any()) or not bool(neg.any())):
             return zero_loss(embeddings)
         lse_neg = torch.logsumexp(logits.masked_fill(~neg, torch.finfo(logits.dtype).min), dim=1)
         # anchors without any negative give softplus(-huge) = 0, as in PML
+        if free:                          # the masked mean (0 without a positive pair), no boolean indexing
+            return (F.softplus(lse_neg[:, None] - logits) * pos).sum() / pos.sum().clamp(min=1)
         return F.softplus(lse_neg[:, None] - logits)[pos].mean()
 
 

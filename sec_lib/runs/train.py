@@ -51,6 +51,7 @@ from .. import kernels
 from .. import metrics as metrics_mod
 from ..data import DATASET_NAMES, PKSampler, get_dataset
 from ..data.augment import ViewBatches, check_view_settings
+from ..data.ondevice import on_device
 from ..data.splits import QueryGallery, holdout_split
 from ..losses import LOSS_NAMES, LOSS_SPECS, get_loss
 from ..models import ARCHS, HEADS, build_model
@@ -561,7 +562,7 @@ def batch_source(cfg: TrainConfig, ds, device: torch.device):
     for a dataset held as one tensor (the glyph pool), the same batches with nothing copied per step: the pool is put
     on the device once (:func:`on_device`), every batch's indices are drawn up front (the sampler's own sequence,
     uploaded once), and each batch is gathered there."""
-    if cfg.views:
+    if cfg.views:                     # off the CPU its images and random numbers are on the device too
         return iter(ViewBatches.from_config(cfg, ds, device))
     sampler = iter(PKSampler(ds.labels, p=cfg.batch_size // cfg.k, k=cfg.k, seed=cfg.seed))
     if device.type == "cpu" or not hasattr(ds, "x"):
@@ -569,19 +570,6 @@ def batch_source(cfg: TrainConfig, ds, device: torch.device):
     order = torch.as_tensor(np.stack([next(sampler) for _ in range(cfg.iterations)])).to(device)
     x, labels = on_device(ds, device)
     return ((x[idx], labels[idx]) for idx in order)
-
-
-#: Datasets' image tensors already on a device: (id of the host tensor, device) -> (host tensor, x, labels).
-_ON_DEVICE: dict = {}
-
-
-def on_device(ds, device: torch.device):
-    """``(x, labels)`` of a tensor dataset on ``device``, copied once per process (runs that share a process and a
-    dataset share the copy)."""
-    key = (id(ds.x), str(device))
-    if key not in _ON_DEVICE or _ON_DEVICE[key][0] is not ds.x:
-        _ON_DEVICE[key] = (ds.x, ds.x.to(device), torch.as_tensor(ds.labels).to(device))
-    return _ON_DEVICE[key][1:]
 
 
 class Forward:
