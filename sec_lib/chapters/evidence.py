@@ -254,6 +254,7 @@ class Evidence:
         self._tiers = tiers and loader is None and profile is not None
         self._loader = loader if loader is not None else self._load
         self.chapters: tuple = ()     # the sweeps of the page this evidence serves (page_evidence sets them)
+        self.records: dict = {}       # page -> its claims' records decided on this evidence (page_records)
 
     def _load(self, chapter: str):
         from .common import load
@@ -324,9 +325,12 @@ def page_claims(page: str) -> list:
 
 def page_records(page: str, ev: Evidence) -> list:
     """The records of the claims ``page`` owns, decided on ``ev``
-    (:func:`sec_lib.report.claims.decide`: Holm within each declared family)."""
+    (:func:`sec_lib.report.claims.decide`: Holm within each declared family), once per evidence object: its frames
+    are loaded once, so the page's claims box, the scorecard and the landing page get one decision, not three."""
     from ..report.claims import decide
-    return decide(page_claims(page), ev, tier_of=ev.tier_label)
+    if page not in ev.records:
+        ev.records[page] = decide(page_claims(page), ev, tier_of=ev.tier_label)
+    return list(ev.records[page])
 
 
 _PAGE_EVIDENCE: dict = {}
