@@ -5,6 +5,8 @@ profile says), measured in one process in one call:
 * ``read every step``: the host reads the step's values at every step (what the loop did before the device path);
 * ``read every 50``: the profile's setting (the tables are the same: tests/test_device_path.py);
 * ``read every 50, bf16 + channels_last``: the two options (a different run: part of the key);
+* ``..., monitor every 10 steps``: the same with the monitor's batch statistics every 10 steps instead of every step
+  (how much of the host's time per step is the monitor's);
 * ``N together``: the profile's ``together`` runs in one process, interleaved on their own CUDA streams;
 * ``J processes x N together``: the profile's jobs, each a process of N runs (steps summed over all).
 
@@ -185,6 +187,8 @@ def main(argv=None) -> int:
     row(f"read every {p.base['read_every']}", [bench_config(p)])
     row(f"read every {p.base['read_every']}, bf16 + channels_last",
         [bench_config(p, autocast="bf16", channels_last=True)])
+    row(f"read every {p.base['read_every']}, bf16 + channels_last, monitor every 10 steps",
+        [bench_config(p, autocast="bf16", channels_last=True, stats_every=10)])
     row(f"{p.together} together", [bench_config(p, seed=s) for s in range(p.together)])
     row(f"{p.together} together, bf16 + channels_last",
         [bench_config(p, seed=s, autocast="bf16", channels_last=True) for s in range(p.together)])
