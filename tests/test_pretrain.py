@@ -131,3 +131,29 @@ def test_a_repository_relative_checkpoint_path_opens_from_any_working_directory(
     rel = str(pt.CHECKPOINT)
     assert not Path(rel).exists() and weights_path(rel) == str(CKPT)
     assert weights_path(None) is None and weights_path("no/such.pt") == "no/such.pt"
+
+
+def test_the_gpu_profiles_trunk_is_pretrained_by_the_same_recipe_under_its_own_name(tmp_path):
+    """The gpu profile's trunk (resnet18s): the same recipe, classes and seed as the committed smallcnn trunk; its
+    own checkpoint name; a GPU by default (refused, naming the fix, where there is none). A tiny CPU version of it
+    trains, and its trunk loads into the network a fine-tuning run builds."""
+    g = pt.GPU_CONFIG
+    same = ("instances_per_class", "data_seed", "iterations", "batch_size", "optimizer", "lr", "momentum",
+            "weight_decay", "schedule", "seed")
+    assert {k: getattr(g, k) for k in same} == {k: getattr(pt.PretrainConfig(), k) for k in same}
+    assert (g.arch, g.width, g.image_size, g.device) == ("resnet18s", 64, 64, "cuda")
+    assert pt.checkpoint_path(g).name == "glyph_resnet18s_64px.pt" and pt.checkpoint_path(pt.PretrainConfig()) == pt.CHECKPOINT
+    assert "device" not in pt.committed_config().to_dict()         # the committed config's dict is unchanged
+    if not torch.cuda.is_available():
+        with pytest.raises(ParameterError, match="device.*CUDA is not available"):
+            g.validate()
+    tiny = pt.PretrainConfig(arch="resnet18s", width=8, image_size=32, iterations=3, batch_size=16)
+    res = pt.pretrain(tiny)
+    assert res["steps"] == 3 and all(torch.isfinite(v.float()).all() for v in res["trunk"].values())
+    f = tmp_path / "trunk.pt"
+    torch.save(res["trunk"], f)
+    net = build_model("resnet18s", width=8, image_size=32, pretrained=str(f))
+    loaded = net.backbone.state_dict()
+    assert all(torch.equal(loaded[k], v) for k, v in res["trunk"].items())
+    with pytest.raises(ParameterError, match="'arch'.*'smallcnn', 'resnet18s'"):
+        pt.PretrainConfig(arch="resnet50").validate()

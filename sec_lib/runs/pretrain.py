@@ -18,6 +18,10 @@ atomically every :data:`CHECKPOINT_EVERY` steps and a restart continues from it,
     python -m sec_lib.runs.pretrain            # train what is missing, write the checkpoint and provenance
     python -m sec_lib.runs.pretrain --check    # retrain from the committed config and compare weights hashes
 
+The gpu profile's counterpart (issue 27): the same recipe for its trunk, ``resnet18s`` at width 64 on 64-px
+images, trained on a GPU (:data:`GPU_CONFIG`; ``python -m sec_lib.runs.pretrain --profile gpu``), written to
+``data/reference/pretrained/glyph_resnet18s_64px.pt`` with its provenance beside it (:func:`checkpoint_path`).
+
 Reproducibility (the contract of :mod:`sec_lib.kernels`): with the pinned kernels and one thread, retraining
 from the committed config gives the same weights hash on the same CPU kind. tests/test_pretrain.py retrains a
 short prefix of the run (:data:`PREFIX_STEPS` steps) and compares its hash with the one recorded for this CPU kind
@@ -30,6 +34,7 @@ import dataclasses
 import hashlib
 import io
 import json
+import os
 import subprocess
 import sys
 import time
@@ -43,11 +48,13 @@ import torch.nn.functional as F
 from .. import kernels
 from .. import metrics as metrics_mod
 from ..data.glyph_pool import default_data_dir
+from ..data.ondevice import on_device
 from ..data.glyph_pretrain import PRETRAIN_JSON, PRETRAIN_INSTANCES_PER_CLASS, load_pretrain_glyphs, pretrain_manifest
 from ..models import build_model
-from ..params import Choice, Number, check_fields
+from ..params import Choice, Device, Number, check_fields
 from ..tempfiles import atomic_write_bytes
 from ..threads import torch_threads
+from .many import gpu_provenance
 
 REPO = Path(__file__).resolve().parents[2]
 #: The committed checkpoint and its provenance (repository-relative paths: they are what a config names).
@@ -60,9 +67,14 @@ PREFIX_STEPS = 20
 FORMAT = "sec_lib pretrained glyph backbone v1"
 
 
+#: The trunks that can be pretrained: the reference profile's and the gpu profile's.
+ARCHS = ("smallcnn", "resnet18s")
+
+
 @dataclass(frozen=True)
 class PretrainConfig:
-    """Everything that determines the pretraining run (the trunk: the reference profile's ``model``/``width``)."""
+    """Everything that determines the pretraining run (the trunk: the reference profile's ``model``/``width``;
+    :data:`GPU_CONFIG` the gpu profile's)."""
     arch: str = "smallcnn"
     width: int = 16
     image_size: int = 32
@@ -77,9 +89,11 @@ class PretrainConfig:
     schedule: str = "cosine"
     seed: int = 0
     num_threads: int = 1
+    device: str = "cpu"                  # not in to_dict while "cpu" (the committed configs predate it)
 
     def validate(self) -> "PretrainConfig":
-        Choice(("smallcnn",)).check("arch", self.arch)
+        Choice(ARCHS).check("arch", self.arch)
+        Device().check("device", self.device)
         Choice(("sgd",)).check("optimizer", self.optimizer)
         Choice(("cosine", "constant")).check("schedule", self.schedule)
         for name, spec in [("width", Number(1, 4096, True)), ("image_size", Number(16, 1024, True)),
@@ -92,11 +106,28 @@ class PretrainConfig:
         return self
 
     def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        d = dataclasses.asdict(self)
+        if d["device"] == "cpu":
+            del d["device"]
+        return d
 
     @classmethod
     def from_dict(cls, d: dict) -> "PretrainConfig":
         return cls(**check_fields(cls, d)).validate()
+
+
+#: The gpu profile's trunk, pretrained the same way (same classes, recipe and seed) on a GPU.
+GPU_CONFIG = PretrainConfig(arch="resnet18s", width=64, image_size=64, device="cuda")
+#: Which pretraining config serves which profile's fine-tuning.
+PROFILE_CONFIGS = {"reference": PretrainConfig(), "gpu": GPU_CONFIG}
+
+
+def checkpoint_path(cfg: PretrainConfig) -> Path:
+    """The repository-relative checkpoint of ``cfg``'s trunk: :data:`CHECKPOINT` for the smallcnn trunk, else
+    ``data/reference/pretrained/glyph_<arch>_<size>px.pt`` (its provenance: the same name with ``.json``)."""
+    if cfg.arch == "smallcnn":
+        return CHECKPOINT
+    return CHECKPOINT.with_name(f"glyph_{cfg.arch}_{cfg.image_size}px.pt")
 
 
 def weights_hash(state: dict) -> str:
@@ -182,12 +213,14 @@ def pretrain(cfg: PretrainConfig, steps: int | None = None, state_path: Path | N
 def _pretrain(cfg: PretrainConfig, steps: int, state_path: Path | None, log_every: int) -> dict:
     t0 = time.perf_counter()
     ds = load_pretrain_glyphs(cfg.image_size, cfg.instances_per_class, cfg.data_seed)
-    trunk, classifier = _build(cfg, ds.num_classes)
+    device = torch.device(cfg.device)
+    trunk, classifier = (m.to(device) for m in _build(cfg, ds.num_classes))
+    xs, ys = (ds.x, ds.labels) if device.type == "cpu" else on_device(ds, device)
     opt, sched = _optimizer(cfg, list(trunk.parameters()) + list(classifier.parameters()))
     batches = _Batches(len(ds), cfg.batch_size, cfg.seed)
     done, loss_sum, correct, seen = 0, 0.0, 0, 0
     if state_path is not None and Path(state_path).exists():
-        s = torch.load(state_path, map_location="cpu", weights_only=True)
+        s = torch.load(state_path, map_location=device, weights_only=True)
         if s["config"] != json.dumps(cfg.to_dict(), sort_keys=True) or s["data_sha256"] != ds.manifest["sha256"]:
             raise ValueError(f"{state_path} holds the state of another pretraining config or data; remove it to "
                              "start over")
@@ -196,13 +229,14 @@ def _pretrain(cfg: PretrainConfig, steps: int, state_path: Path | None, log_ever
         opt.load_state_dict(s["opt"])
         if sched is not None:
             sched.load_state_dict(s["sched"])
-        batches.load(s["batches"])
+        batches.load({k: (v.cpu() if isinstance(v, torch.Tensor) else v) for k, v in s["batches"].items()})
         done = int(s["step"])
     trunk.train()
     classifier.train()
     for step in range(done + 1, steps + 1):
         idx = batches.next()
-        x, y = ds.x[idx], ds.labels[idx]
+        idx = idx if device.type == "cpu" else idx.to(device)
+        x, y = xs[idx], ys[idx]
         logits = classifier(trunk(x))
         loss = F.cross_entropy(logits, y)
         if not torch.isfinite(loss):
@@ -226,7 +260,7 @@ def _pretrain(cfg: PretrainConfig, steps: int, state_path: Path | None, log_ever
                         "opt": opt.state_dict(), "sched": sched.state_dict() if sched is not None else None,
                         "batches": batches.state()}, buf)
             atomic_write_bytes(Path(state_path), buf.getvalue())
-    return {"trunk": {k: v.detach().clone() for k, v in trunk.state_dict().items()}, "steps": steps,
+    return {"trunk": {k: v.detach().cpu().clone() for k, v in trunk.state_dict().items()}, "steps": steps,
             "train_loss": loss_sum / seen if seen else float("nan"),
             "train_acc": 100.0 * correct / seen if seen else float("nan"),
             "seconds": round(time.perf_counter() - t0, 1), "data_sha256": ds.manifest["sha256"],
@@ -242,31 +276,32 @@ def feature_recall(trunk_state: dict | None, cfg: PretrainConfig, ks=(1, 2, 4, 8
     trunk, _ = _build(cfg, 2)
     if trunk_state is not None:
         trunk.load_state_dict(trunk_state)
-    trunk.eval()
+    trunk = trunk.to(cfg.device).eval()
     with torch_threads(cfg.num_threads):
-        feats = torch.cat([trunk(x) for x in test.x.split(1000)])
+        feats = torch.cat([trunk(x.to(cfg.device)).cpu() for x in test.x.split(1000)])
         rec = metrics_mod.recall_at_k(feats, test.labels, ks=tuple(ks))
     return {"classes": test.num_classes, "images": len(test), **{f"R@{k}": float(v) for k, v in rec.items()}}
 
 
-def _state_path() -> Path:
-    return default_data_dir() / "pretrain" / "glyph_smallcnn.state.pt"
+def _state_path(cfg: PretrainConfig = PretrainConfig()) -> Path:
+    return default_data_dir() / "pretrain" / checkpoint_path(cfg).with_suffix(".state.pt").name
 
 
 def build_checkpoint(cfg: PretrainConfig = PretrainConfig(), out: Path | None = None, log_every: int = 500) -> dict:
     """Train (resuming where a previous attempt stopped), then write the checkpoint and its provenance
     (each atomically; the weights first). Returns the provenance."""
-    out = REPO / CHECKPOINT if out is None else Path(out)
-    commit = _git_commit()                  # the code as the run starts (others may commit while it trains)
-    res = pretrain(cfg, state_path=_state_path(), log_every=log_every)
+    out = REPO / checkpoint_path(cfg) if out is None else Path(out)
+    commit = os.environ.get("SEC_GIT_COMMIT") or _git_commit()   # the code as the run starts (a copied tree: its commit)
+    res = pretrain(cfg, state_path=_state_path(cfg), log_every=log_every)
     buf = io.BytesIO()
     torch.save(res["trunk"], buf)
     atomic_write_bytes(out, buf.getvalue())
     man = pretrain_manifest()
     prov = {
         "format": FORMAT,
-        "description": "smallcnn trunk (the reference profile's model) pretrained by softmax classification on "
-                       "glyph classes no split uses (sec_lib.data.glyph_pretrain); a plain state_dict of SmallCNN",
+        "description": f"{cfg.arch} trunk (the {'reference' if cfg.arch == 'smallcnn' else 'gpu'} profile's model) "
+                       "pretrained by softmax classification on glyph classes no split uses "
+                       f"(sec_lib.data.glyph_pretrain); a plain state_dict of its backbone",
         "config": cfg.to_dict(),
         "git_commit": commit,
         "classes": {"file": str(PRETRAIN_JSON.relative_to(REPO)), "sha256": _file_sha256(PRETRAIN_JSON),
@@ -275,6 +310,7 @@ def build_checkpoint(cfg: PretrainConfig = PretrainConfig(), out: Path | None = 
                  "instances_per_class": cfg.instances_per_class, "image_size": cfg.image_size, "seed": cfg.data_seed},
         "seed": cfg.seed,
         "kernels": kernels.provenance(),
+        **({"device": torch.cuda.get_device_name(), **gpu_provenance()} if cfg.device.startswith("cuda") else {}),
         "weights_hash": weights_hash(res["trunk"]),
         "file_sha256": _file_sha256(out),
         "train": {"steps": res["steps"], "last200_loss": res["train_loss"], "last200_acc": res["train_acc"],
@@ -282,7 +318,7 @@ def build_checkpoint(cfg: PretrainConfig = PretrainConfig(), out: Path | None = 
         "test_features": {"pretrained": feature_recall(res["trunk"], cfg), "random_init": feature_recall(None, cfg)},
     }
     atomic_write_bytes(out.with_suffix(".json"), (json.dumps(prov, indent=1) + "\n").encode("utf-8"))
-    _state_path().unlink(missing_ok=True)
+    _state_path(cfg).unlink(missing_ok=True)
     return prov
 
 
@@ -304,6 +340,9 @@ def main(argv=None) -> int:
     ap.add_argument("--check", action="store_true",
                     help="retrain from the committed config and compare the weights hash with the committed one")
     ap.add_argument("--steps", type=int, default=None, help="with --check: only the first N steps (prints the hash)")
+    ap.add_argument("--profile", default="reference", choices=sorted(PROFILE_CONFIGS),
+                    help="whose trunk to pretrain: the reference profile's smallcnn (default, a CPU) or the gpu "
+                         "profile's resnet18s (a GPU)")
     args = ap.parse_args(argv)
     if args.check:
         cfg = committed_config()
@@ -315,7 +354,7 @@ def main(argv=None) -> int:
         if args.steps is None:
             return 0 if got == prov["weights_hash"] else 1
         return 0
-    prov = build_checkpoint()
+    prov = build_checkpoint(PROFILE_CONFIGS[args.profile].validate())
     print(json.dumps({k: prov[k] for k in ("weights_hash", "train", "test_features")}, indent=1))
     return 0
 
