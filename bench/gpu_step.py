@@ -8,7 +8,8 @@ profile says), measured in one process in one call:
 * ``..., monitor every 10 steps``: the same with the monitor's batch statistics every 10 steps instead of every step
   (how much of the host's time per step is the monitor's);
 * ``N together``: the profile's ``together`` runs in one process, interleaved on their own CUDA streams;
-* ``J processes x N together``: the profile's jobs, each a process of N runs (steps summed over all).
+* ``J processes x N together``: the profile's jobs, each a process of N runs (steps summed over all), in float32 and
+  in bf16 + channels_last (several processes can cover a host-bound step: each has a Python thread of its own).
 
 ms per step is the wall time of the timed steps divided by their number (per run; runs together share it);
 steps/s is summed over the runs. The busy share is the union of the GPU's kernel intervals over the wall time of a
@@ -135,7 +136,8 @@ def measure(configs, steps: int, warmup: int, profile_steps: int) -> dict:
 def child(args) -> None:
     """One process of the multi-process measure: print its JSON line."""
     p = ex.get_profile("gpu")
-    cfgs = [bench_config(p, seed=s) for s in range(args.together)]
+    bf16 = {"autocast": "bf16", "channels_last": True} if args.bf16 else {}
+    cfgs = [bench_config(p, seed=s, **bf16) for s in range(args.together)]
     print(json.dumps(measure(cfgs, args.steps, args.warmup, 0)), flush=True)
 
 
@@ -165,6 +167,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--together", type=int, default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--bf16", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.warmup + args.steps + args.profile_steps >= ITERATIONS:
         ap.error(f"--warmup + --steps + --profile-steps must stay below {ITERATIONS} (the timed runs' length)")
@@ -193,16 +196,19 @@ def main(argv=None) -> int:
     row(f"{p.together} together, bf16 + channels_last",
         [bench_config(p, seed=s, autocast="bf16", channels_last=True) for s in range(p.together)])
     # the profile's jobs: J processes of N runs, started together; each reports its own timed window
-    procs = [subprocess.Popen([sys.executable, __file__, "--child", "--together", str(p.together), "--steps",
-                               str(args.steps), "--warmup", str(args.warmup)], stdout=subprocess.PIPE, text=True,
-                              env={**os.environ, "PYTHONUNBUFFERED": "1"}) for _ in range(p.jobs)]
-    with Utilization() as util:
-        outs = [json.loads(pr.communicate()[0].strip().splitlines()[-1]) for pr in procs]
-    r = {"setting": f"{p.jobs} processes x {p.together} together", "runs": p.jobs * p.together,
-         "ms_per_step": max(o["ms_per_step"] for o in outs), "steps_per_s": sum(o["steps_per_s"] for o in outs),
-         "gpu_busy_profiler": math.nan, "gpu_util_smi": util.mean / 100}
-    rows.append(r)
-    print(json.dumps(r), flush=True)
+    for bf16 in (False, True):
+        procs = [subprocess.Popen([sys.executable, __file__, "--child", "--together", str(p.together), "--steps",
+                                   str(args.steps), "--warmup", str(args.warmup), *(["--bf16"] if bf16 else [])],
+                                  stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                 for _ in range(p.jobs)]
+        with Utilization() as util:
+            outs = [json.loads(pr.communicate()[0].strip().splitlines()[-1]) for pr in procs]
+        r = {"setting": f"{p.jobs} processes x {p.together} together" + (", bf16 + channels_last" if bf16 else ""),
+             "runs": p.jobs * p.together, "ms_per_step": max(o["ms_per_step"] for o in outs),
+             "steps_per_s": sum(o["steps_per_s"] for o in outs), "gpu_busy_profiler": math.nan,
+             "gpu_util_smi": util.mean / 100}
+        rows.append(r)
+        print(json.dumps(r), flush=True)
     check = identical_together(p)
     print(json.dumps(check), flush=True)
     report = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "cuda": torch.version.cuda,
