@@ -31,7 +31,7 @@ echo "tests rc=$? at $(( $(date +%s) - T0 )) s" >> "$OUT/tests.log"
 wait $render
 cat "$OUT/render.log" >> "$OUT/tests.log"; rm -f "$OUT/render.log"
 
-timeout ${BENCH_S:-170} python3 bench/gpu_step.py --steps 40 --warmup 10 --profile-steps 10 --out "$OUT/gpu_step.json" \
+timeout ${BENCH_S:-240} python3 bench/gpu_step.py --steps 40 --warmup 10 --profile-steps 10 --out "$OUT/gpu_step.json" \
   > "$OUT/bench.log" 2>&1
 echo "bench rc=$? at $(( $(date +%s) - T0 )) s" >> "$OUT/bench.log"
 
