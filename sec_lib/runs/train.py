@@ -686,16 +686,17 @@ class Recorder:
 
     def add_losses(self, step: int, loss_metric, loss_sec, mu):
         mu = torch.full((), math.nan, device=loss_metric.device) if mu is None else mu
-        self._losses.append((step, torch.stack([loss_metric.detach().float(), loss_sec.detach().float(),
-                                                mu.to(loss_metric.device).float()])))
+        metric, sec = loss_metric.detach(), loss_sec.detach()
+        self._losses.append((step, torch.stack([metric.float(), sec.float(), mu.to(metric.device).float(),
+                                                (metric + sec).float()])))   # the objective, as backward sees it
 
     def read_losses(self) -> str | None:
         """Read every loss since the last read; the failure message of the first non-finite one (its earlier steps
         are kept), else None."""
         pending, self._losses = self._losses, []
         host = torch.stack([v for _, v in pending]).double().cpu().tolist() if pending else []
-        for (step, _), (metric, sec, mu) in zip(pending, host):
-            if not (math.isfinite(metric) and math.isfinite(sec)):
+        for (step, _), (metric, sec, mu, total) in zip(pending, host):
+            if not math.isfinite(total):
                 self._read = [r for r in self._read if r[0] < step]
                 self.read_steps()
                 return (f"non-finite loss at step {step}: metric={metric:.4g}, sec={sec:.4g} "
