@@ -675,7 +675,7 @@ class Recorder:
         self.monitor = monitor
         if monitor is not None and deferred:
             monitor.defer()
-        self._losses: list = []          # (step, stacked device tensor: loss_metric, loss_sec, mu)
+        self._losses: list = []          # (step, device tensor: loss_metric, loss_sec, mu, their sum)
         self._read: list = []            # (step, loss_metric, loss_sec, mu) read to the host, rows not yet made
         self._tracked: list = []         # (step, idx, device norms)
         self._t0: float | None = None
