@@ -16,7 +16,8 @@ from ..params import Number, ParameterError
 from .diagnosis import MonitorReport, diagnose
 from .measures import angle_balance, angle_change, cv, norm_summary, pair_summary, slope_interval
 
-__all__ = ["MonitorConfig", "NormMonitor", "MonitoredLoss", "measure_batch", "measure_on_device", "read_measures", "COLUMNS", "SAMPLE_COLUMNS"]
+__all__ = ["MonitorConfig", "NormMonitor", "MonitoredLoss", "measure_batch", "measure_on_device", "read_measures",
+           "COLUMNS", "SAMPLE_COLUMNS"]
 
 #: The columns of :meth:`NormMonitor.frame`, one row per recorded step (NaN where a measure was not taken).
 COLUMNS = ("step", "n", "norm_mean", "norm_var", "norm_cv", "grad_slope", "grad_slope_lo", "grad_slope_hi",
