@@ -10,6 +10,7 @@ from ..runs import experiments as ex
 from ..runs.store import ResultStore
 from ..runs.tier import TIER_PROFILES, StagedTier, TierStore, has_tier, open_tier, store_for, tier_dir
 from . import PAGES, profile_param
+from .common import staged_runs
 from .evidence import evidence_profile
 
 #: The notebook's parameters (checked by ``sec_lib.params.notebook_params``).
@@ -377,14 +378,8 @@ def selection_prediction(profile: str = "reference", root=None) -> pd.DataFrame:
 def _staged_held_out(store) -> pd.DataFrame:
     """The decisive tier's held-out SEC runs of the four main losses (its ``selection`` stage), one row per finished
     run: loss, eta, R@1."""
-    rows = []
-    for part in store.parts:
-        if part.root.name != "selection":
-            continue
-        for r in part.runs.to_dict("records"):
-            c = part.config(r["key"])
-            if r["status"] == "done" and c.loss in ex.MAIN_LOSSES and c.mu == "batch" and not c.relative:
-                rows.append({"loss": c.loss, "eta": c.eta, "R@1": r["R@1"]})
+    rows = [{"loss": c.loss, "eta": c.eta, "R@1": r["R@1"]} for c, r in staged_runs(store, ("selection",))
+            if r["status"] == "done" and c.loss in ex.MAIN_LOSSES and c.mu == "batch" and not c.relative]
     return pd.DataFrame(rows, columns=["loss", "eta", "R@1"])
 
 
