@@ -4,6 +4,7 @@ import functools
 import json
 
 import pandas as pd
+import torch
 import pytest
 
 from sec_lib.runs import experiments as ex
@@ -236,3 +237,23 @@ def test_a_staged_tier_reads_its_stage_folders_as_one_store(exported, tmp_path, 
         staged.config("0" * 16)
     with pytest.raises(KeyError, match="no plan yet"):
         ex.get_profile("decisive")
+
+
+def test_a_gpu_run_has_a_gpu_kind_and_is_not_retrained_without_a_gpu(capsys):
+    """The committed gpu tier's runs: their kind is the GPU's (tier.gpu_kind), with the versions their row records
+    and the settings that change their kernels; `rerun` of one on a machine without a GPU stops before training,
+    naming the kind."""
+    from sec_lib.runs import commands
+    t = tier.TierStore(tier.tier_dir("gpu"))
+    rows = t.runs
+    new = rows[rows["cuda"].notna()].iloc[0]["key"]
+    old = rows[rows["cuda"].isna()].iloc[0]["key"]
+    assert tier.committed_kind(t, new) == "gpu:NVIDIA H100 80GB HBM3/torch 2.11.0+cu130/cuda 13.0/cudnn 91900"
+    assert tier.committed_kind(t, old) == "gpu:NVIDIA H100 80GB HBM3/torch 2.11.0+cu130"   # before the columns
+    cfg = t.config(new)
+    prov = {"device": "X", "torch": "t", "cuda": "c", "cudnn": 1, "runs_together": 4}
+    assert tier.gpu_kind(cfg.replace(autocast="bf16", channels_last=True), prov) == \
+        "gpu:X/torch t/cuda c/cudnn 1/bf16/channels_last/together"
+    if not torch.cuda.is_available():
+        assert commands.rerun_command(new, "gpu") == 2
+        assert "was trained on a GPU (gpu:NVIDIA H100" in capsys.readouterr().err

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
+import torch
 from tqdm import tqdm
 
 from .. import kernels
@@ -151,6 +152,8 @@ def rerun_command(key: str, profile: str, tier_root=None) -> int:
 
     The run retrains under the kernel pin it was trained with (in a child process started under that pin
     when this one has another). On the same CPU kind the numbers must be identical: a difference exits 1.
+    A GPU run (its kind: :func:`~sec_lib.runs.tier.gpu_kind`) cannot be retrained without a GPU (exit 2); on one,
+    a difference is reported as on another kind (GPU kernels are not deterministic).
     On another kind, or where the committed kind is unknown, it reports the difference in units of that
     arm's seed SD, says that bit-identity is not expected there, and exits 0."""
     root = Path(tier_root) if tier_root is not None else tier.tier_dir(profile)
@@ -162,14 +165,24 @@ def rerun_command(key: str, profile: str, tier_root=None) -> int:
     except (ParameterError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    cfg = t.config(key)
+    if not cfg.device.startswith("cpu"):           # a GPU run: its kind is its GPU's (tier.gpu_kind)
+        from .store import provenance
+        if not torch.cuda.is_available():
+            print(f"error: run {key} was trained on a GPU ({tier.committed_kind(t, key)}); this machine has none, "
+                  f"so it cannot retrain it (its config asks for device {cfg.device!r})", file=sys.stderr)
+            return 2
+        theirs, here = tier.committed_kind(t, key), tier.gpu_kind(cfg, provenance(cfg))
     pin = tier.committed_pin(t, key)
     if pin != kernels.pin_name():
         print(f"run {key} was trained under the kernel pin {pin!r} (this process: {kernels.pin_name()!r}); "
               f"retraining it in a process started under {pin!r}", flush=True)
         return subprocess.call([sys.executable, "-m", "sec_lib.book", "rerun", key, "--profile", profile,
                                 "--tier", str(root)], env=kernels.child_env(pin))
-    theirs, here = tier.committed_kind(t, key), kernels.this_kind()
-    print(f"run {key}: committed on CPU kind {theirs}; this machine is {here}", flush=True)
+    if cfg.device.startswith("cpu"):
+        theirs, here = tier.committed_kind(t, key), kernels.this_kind()
+    print(f"run {key}: committed on {'CPU' if cfg.device.startswith('cpu') else 'GPU'} kind {theirs}; this machine is "
+          f"{here}", flush=True)
     committed, retrained, result = tier.rerun(key, root)
     same = committed == retrained or (math.isnan(committed) and math.isnan(retrained))
     head = f"run {key}: committed R@1 {committed:.4f}, retrained R@1 {retrained:.4f}"
@@ -177,13 +190,15 @@ def rerun_command(key: str, profile: str, tier_root=None) -> int:
         print(f"{head} (identical); stored in {ResultStore().root}")
         return 0
     diff = retrained - committed
-    if theirs == here:
+    if theirs == here and cfg.device.startswith("cpu"):
         print(f"{head}: differs by {diff:+.4f} on the same CPU kind {here}. The contract promises identity "
               f"here (Level 1); this is a reproducibility failure.")
         return 1
     sd, what = tier.seed_sd(t, key)
     units = f"{diff / sd:+.2f} seed SDs ({what}: {sd:.3f})" if sd == sd and sd > 0 else f"no seed SD ({what})"
-    why = ("the committed run's CPU kind is unknown (committed before the contract recorded it)"
+    why = ("it ran on a GPU, whose kernels are not deterministic (cuDNN's choices, atomic additions), so even the "
+           "same GPU kind gives a fresh draw" if not cfg.device.startswith("cpu") else
+           "the committed run's CPU kind is unknown (committed before the contract recorded it)"
            if theirs == tier.UNKNOWN_KIND else f"it was trained on another CPU kind ({theirs})")
     print(f"{head}: differs by {diff:+.4f} R@1 = {units}. Bit-identity is not expected: {why}, so this rerun "
           f"is a fresh draw from the same distribution of runs (Level 2 of the contract). "

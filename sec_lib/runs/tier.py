@@ -360,10 +360,32 @@ def committed_pin(t: TierStore, key: str) -> str:
     return pin if isinstance(pin, str) and pin else kernels.LEGACY_PIN
 
 
+def gpu_kind(cfg: TrainConfig, prov: dict) -> str:
+    """The kind of a run trained on a GPU (the reproducibility contract's unit there, in place of the CPU kind):
+    ``gpu:<GPU>/torch <v>[/cuda <v>/cudnn <v>]``, then the settings that change its kernels: ``/bf16``,
+    ``/channels_last``, ``/together`` (several runs per process: not measured equal to runs alone on a GPU yet)."""
+    parts = [f"gpu:{prov.get('device')}", f"torch {prov.get('torch')}"]
+    for name in ("cuda", "cudnn"):
+        v = prov.get(name)
+        if v is not None and v == v:                       # not None, not NaN (rows from before the column)
+            parts.append(f"{name} {int(v) if isinstance(v, float) else v}")
+    if cfg.autocast != "none":
+        parts.append(cfg.autocast)
+    if cfg.channels_last:
+        parts.append("channels_last")
+    together = prov.get("runs_together")
+    if together is not None and together == together and int(together) > 1:
+        parts.append("together")
+    return "/".join(parts)
+
+
 def committed_kind(t: TierStore, key: str) -> str:
-    """A committed run's CPU kind: its ``cpu_kind``; for an older row, what ``kinds.csv`` records for its
-    commit; else :data:`UNKNOWN_KIND`."""
+    """A committed run's kind: for a GPU run its :func:`gpu_kind`; else its CPU kind, ``cpu_kind``, or for an older
+    row what ``kinds.csv`` records for its commit; else :data:`UNKNOWN_KIND`."""
     prov = t.meta(key)["provenance"]
+    cfg = t.config(key)
+    if not cfg.device.startswith("cpu"):
+        return gpu_kind(cfg, prov)
     kind = prov.get("cpu_kind")
     if isinstance(kind, str) and kind:
         return kind
