@@ -5,10 +5,11 @@ rather than sharing it. Here the runs share one process: each run's loop (:func:
 generator) advances one step at a time, in turn, each on a CUDA stream of its own, so one run's kernels fill the gaps
 of another's. Each run keeps its own random number generators (saved and restored around its steps), so a run
 computes exactly what it computes alone: the same operations in the same order on the same inputs. On a CPU this is
-tested to the bit (``tests/runs/test_many.py``); on a GPU the bench (``bench/gpu_step.py``) compares the two.
+tested to the bit (``tests/test_device_path.py``); on a GPU the bench (``bench/gpu_step.py``) compares the two, and
+until it has, a GPU run trained together is a kind of its own under the reproducibility contract
+(:func:`sec_lib.runs.tier.gpu_kind`).
 
-The store records how a run was trained (``runs_together`` in its provenance); its key does not change, because its
-numbers do not.
+The store records how a run was trained (``runs_together`` in its provenance); its key does not change.
 """
 from __future__ import annotations
 
