@@ -150,6 +150,10 @@ CODE_PATHS = ("sec_lib/runs/pretrain.py", "sec_lib/data", "sec_lib/models.py", "
 
 
 def _git_commit() -> str:
+    """The commit of the code, ``+dirty`` when the library's files differ from it; ``$SEC_GIT_COMMIT`` when set (a
+    tree copied to another machine, as :func:`sec_lib.runs.store.git_commit` reads it)."""
+    if os.environ.get("SEC_GIT_COMMIT"):
+        return os.environ["SEC_GIT_COMMIT"]
     try:
         out = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
         dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--", *CODE_PATHS],
@@ -291,7 +295,7 @@ def build_checkpoint(cfg: PretrainConfig = PretrainConfig(), out: Path | None = 
     """Train (resuming where a previous attempt stopped), then write the checkpoint and its provenance
     (each atomically; the weights first). Returns the provenance."""
     out = REPO / checkpoint_path(cfg) if out is None else Path(out)
-    commit = os.environ.get("SEC_GIT_COMMIT") or _git_commit()   # the code as the run starts (a copied tree: its commit)
+    commit = _git_commit()                  # the code as the run starts (others may commit while it trains)
     res = pretrain(cfg, state_path=_state_path(cfg), log_every=log_every)
     buf = io.BytesIO()
     torch.save(res["trunk"], buf)
