@@ -11,10 +11,11 @@ Pre-registered with the plan (``data/reference/decisive/README.md``; the cost pl
   selected η of the four main losses; :data:`~sec_lib.runs.plan.FLOOR` (5) for every other arm and chapter; 3
   per point for the η sweep on the test classes. The chapters' configs come from
   :func:`sec_lib.runs.experiments.chapter_configs` with this profile, so the pages read exactly the runs trained.
-- **Stages after the main comparison** (:data:`STAGES`, in training order): the scale chapter's selection and
-  arms; the fine-tuning chapter's rates and runs; tuplet margin and CosFace's held-out η and L2 selection (as the
-  main losses') and their four arms; the η sweep; μ; BN/WN; the normalize layer; SGD's held-out rates and Adam
-  against SGD; the convergence chapter's early curves; the review losses' held-out η selection (:data:`REVIEW_GRID`, η only) and ssl, N-pair and the face losses.
+- **Stages after the main comparison** (:data:`STAGES`, in training order): tuplet margin and CosFace's held-out
+  η and L2 selection (as the main losses') and their four arms; the scale chapter's selection and arms; the
+  fine-tuning chapter's rates and runs; the η sweep; μ; BN/WN; the normalize layer; SGD's held-out rates and Adam
+  against SGD; the convergence chapter's early curves; the review losses' held-out η selection
+  (:data:`REVIEW_GRID`, η only) and ssl, N-pair and the face losses.
   Each stage exports to its own folder under ``data/reference/decisive/``; a run an earlier stage named is not
   named again.
 - SGD's learning rates (the Adam-vs-SGD chapter), without and with SEC, are chosen the same way on held-out
@@ -59,23 +60,24 @@ REVIEW_GRID = (0.1, 0.5, 1.0)
 #: The chapters the decisive profile trains and its pages read.
 CHAPTERS = ("compare", "tuned", "main", "beyond", "norms", "instability", "convergence", "eta", "mu", "bnwn",
             "normlayer", "optim", "scale", "pretrained", "ssl", "npair", "face")
-#: The stages after the main comparison, in training order: (stage = export folder, what it is, how). The scale and
-#: fine-tuning chapters (issues 23 and 24) come first, so that their issues can close while the rest trains (moved
-#: on 2026-11-26, while the main comparison trained and before any later stage had trained a run). How:
+#: The stages after the main comparison, in training order: (stage = export folder, what it is, how). Tuplet margin
+#: and CosFace come first: with them the compare page, and so the primary test and the landing page, read this tier.
+#: Then the scale and fine-tuning chapters (issues 23 and 24), before the rest (this order was set on 2026-11-26,
+#: while the main comparison trained and before any later stage had trained a run). How:
 #: ("select", the name of a loss list in :mod:`~sec_lib.runs.experiments`, kinds): a held-out η / L2 selection;
 #: ("select-lr", arms): SGD's rates; ("select-scale", loss list): relative SEC's η and the fixed-scale radius;
 #: ("select-finetune",): the fine-tuning rates; ("train", chapters): the chapters' runs that no earlier stage named
 #: (:func:`sec_lib.runs.commands.later_stages` runs them).
 STAGES = (
+    ("extra-selection", "tuplet margin and CosFace: held-out η and L2 grids", ("select", "EXTRA_LOSSES",
+                                                                               ("sec", "l2reg"))),
+    ("extra", "tuplet margin and CosFace: none, L2-reg, SEC at the selected and the paper's η", ("train", ("main",))),
     ("scale-selection", "relative SEC's held-out η, and the fixed-scale radius", ("select-scale", "MAIN_LOSSES")),
     ("scale", "shrink or equalize: relative SEC and the fixed-scale control", ("train", ("scale",))),
     ("finetune-selection", "fine-tuning from the glyph backbone: trunk and head rates on held-out classes",
      ("select-finetune",)),
     ("pretrained", "fine-tuned runs: none, L2-reg, SEC and relative SEC at their held-out weights",
      ("train", ("pretrained",))),
-    ("extra-selection", "tuplet margin and CosFace: held-out η and L2 grids", ("select", "EXTRA_LOSSES",
-                                                                               ("sec", "l2reg"))),
-    ("extra", "tuplet margin and CosFace: none, L2-reg, SEC at the selected and the paper's η", ("train", ("main",))),
     ("eta", "the η sweep on the test classes", ("train", ("eta",))),
     ("mu", "which μ", ("train", ("mu",))),
     ("bnwn", "BN and WN heads", ("train", ("bnwn",))),

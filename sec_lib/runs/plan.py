@@ -55,9 +55,10 @@ def seed_mean_sd(diffs: pd.DataFrame) -> dict:
             "per_loss_sd": {k: float(math.sqrt(v)) for k, v in var.items()}, "sd": max(both) if both else math.nan}
 
 
-#: The decisive tier's stages in training order (the scale and fine-tuning chapters right after the main
-#: comparison): (stage, runs, iterations per run). ``n_main`` is the planned seed count of the primary arms; held-out selections use 3 seeds per grid point and may extend each grid by
-#: up to two points per side (budgeted as one extension per loss here).
+#: The decisive tier's stages in training order (tml and CosFace, then the scale and fine-tuning chapters, right
+#: after the main comparison): (stage, runs, iterations per run). ``n_main`` is the planned seed count of the
+#: primary arms; held-out selections use 3 seeds per grid point and may extend each grid by up to two points per
+#: side (budgeted as one extension per loss here).
 def stages(n_main: int, length: int, eta_grid=(0.005, 0.05, 0.1, 0.5, 1.0), l2_grid=(0.01, 0.005, 0.001),
            pilot_runs: int = 24) -> list:
     main, extra, sel_seeds, other = 4, 2, 3, 5
@@ -68,12 +69,12 @@ def stages(n_main: int, length: int, eta_grid=(0.005, 0.05, 0.1, 0.5, 1.0), l2_g
          main * sel_seeds * (eta_pts + len(l2_grid) + 1), length),
         (f"main comparison: 4 losses x {{none, SEC}} x {n_main} seeds", main * 2 * n_main, length),
         ("main comparison: L2 and paper-η arms, 5 seeds", main * 2 * other, length),
+        ("tml and cosface: selection (held-out, 3 seeds) and 4 arms x 5 seeds",
+         extra * sel_seeds * (eta_pts + len(l2_grid)) + extra * 4 * other, length),
         ("scale: relative SEC's held-out η (3 η x 3 seeds) and 2 arms x 5 seeds", main * 3 * sel_seeds + main * 2 * other,
          length),
         ("fine-tuning: trunk x head rates (held-out, 5 x 4 pairs x 3 seeds) and 4 arms x 5 seeds",
          5 * 4 * sel_seeds + main * 4 * other, length),
-        ("tml and cosface: selection (held-out, 3 seeds) and 4 arms x 5 seeds",
-         extra * sel_seeds * (eta_pts + len(l2_grid)) + extra * 4 * other, length),
         ("η sweep on the test classes: 4 losses x 5 η x 3 seeds", main * len(eta_grid) * 3, length),
         ("μ: 2 losses x 9 settings x 5 seeds", 2 * 9 * other, length),
         ("BN/WN: 4 heads x {none, SEC} x 5 seeds", 4 * 2 * other, length),
