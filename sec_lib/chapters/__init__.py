@@ -49,13 +49,17 @@ class Page:
 TRAIN_PAGES = tuple(Page("train", f"runs/train_{loss}_{v}", {"loss": loss, "variant": v}, ("compare",))
                     for loss in ex.MAIN_LOSSES for v in ex.VARIANTS)
 
+#: The sweeps of the compare page, whose claim C4v (the primary test) the landing page states: the landing page shows
+#: the tier the compare page shows, so that its answer and its per-loss rows are read from the same runs.
+COMPARE_SWEEPS = ("compare", "tuned", "selection", "beyond")
+
 #: Every page of the book, in reading order.
 PAGES = (
     Page("home", "home", chapters=tuple(ex.CHAPTERS),     # the landing page (the claims tally reads every chapter)
-         reads=("compare", "tuned")),
+         reads=COMPARE_SWEEPS),                           # its answer is the compare page's claim C4v: same tier
     Page("data", "data"),
     Page("theory", "theory"),
-    Page("compare", "compare", chapters=("compare", "tuned", "selection", "beyond")),
+    Page("compare", "compare", chapters=COMPARE_SWEEPS),
     Page("table1", "table1", chapters=("compare",)),
     Page("norms", "norms", chapters=("norms", "bnwn")),
     Page("runs", "runs", chapters=tuple(ex.CHAPTERS)),    # the runs index and the per-run data of the whole tier

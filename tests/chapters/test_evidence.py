@@ -116,7 +116,10 @@ def test_every_chapter_page_names_its_tier_and_loads_through_it():
         later = [c for c in cells[cells.index(pick) + 1:] if 'if T != P["profile"]' not in c]   # but the quick tier beside
         assert not any("load(" in c and 'P["profile"]' in c.split("load(")[1].split(")")[0] for c in later), name
     reads = {p.source: p.evidence_chapters for p in PAGES}
-    assert "selection" not in reads["home"] and set(reads["home"]) == {"compare", "tuned"}
+    # the landing page states the compare page's claim C4v beside its own per-loss rows: one tier for both (when the
+    # decisive tier held the main comparison but not yet tml and CosFace, the landing page showed it while the compare
+    # page, and so C4v, still read the reference tier)
+    assert reads["home"] == reads["compare"]
 
 
 def test_the_tiers_page_lists_the_tier_of_every_chapter_page(monkeypatch):
