@@ -129,7 +129,8 @@ def grad_vs_norm(grad_scatter: pd.DataFrame, ax=None):
             c = cmap(0.1 + 0.7 * i / max(1, len(steps) - 1))
             slope, icpt, r2 = loglog_fit(d["norm"], d["grad_norm"])
             ax.scatter(d["norm"], d["grad_norm"], s=9, color=c, alpha=0.6,
-                       label=f"step {st}: slope {slope:.2f} (r² {r2:.2f})")
+                       label=f"step {st}: slope {slope:.2f} (r² {r2:.2f})" if len(d) else
+                       f"step {st}: no sample with a nonzero gradient")
             if np.isfinite(slope):
                 xs = np.geomspace(d["norm"].min(), d["norm"].max(), 20)
                 ax.plot(xs, np.exp(icpt) * xs ** slope, color=c, lw=1.2)

@@ -155,18 +155,29 @@ def bnwn_figure(table_runs: pd.DataFrame, table: pd.DataFrame | None = None, met
 @styled
 def grad_scatter_figure(runs: pd.DataFrame, grad_scatter: pd.DataFrame, facet: str = "variant",
                         step: str = "last", title: str = "") -> Figure:
-    """Per facet value: per-sample ‖∂L_metric/∂f_i‖ against ‖f_i‖ (log-log) at the last (or first)
-    logged step of every run, with the least-squares slope and a slope −1 reference."""
+    """Per facet value: per-sample ‖∂L_metric/∂f_i‖ against ‖f_i‖ (log-log) at the last (or first) logged step of
+    every run at which some sample of the batch has a nonzero gradient, with the least-squares slope and a slope −1
+    reference. A converged run's last batch may have none (semihard: no semihard triplet left); the panel then shows
+    that run's latest step that has one, and its title says how many runs moved and to which steps."""
     vals = list(dict.fromkeys(runs[facet]))
     fig, axes = subplots(1, len(vals), w=4.0, h=3.4)
+    agg = "max" if step == "last" else "min"
     for ax, v in zip(axes[0], vals):
         keys = runs.loc[runs[facet] == v, "key"]
         g = grad_scatter[grad_scatter["key"].isin(keys)]
         if not len(g):
             ax.set_title(f"{v}: no data")
             continue
-        pick = g.groupby("key")["step"].transform("max" if step == "last" else "min")
-        g = g[(g["step"] == pick) & (g["norm"] > 0) & (g["grad_norm"] > 0)]
+        natural = g.groupby("key")["step"].agg(agg)
+        g = g[(g["norm"] > 0) & (g["grad_norm"] > 0)]
+        if not len(g):
+            ax.set_title(f"{title}{facet} = {v}:\nno sample with a nonzero gradient", fontsize=10)
+            ax.set_axis_off()
+            continue
+        used = g.groupby("key")["step"].agg(agg)
+        g = g[g["step"] == g["key"].map(used)]
+        moved = used[used != natural.reindex(used.index)]
+        gone = len(natural) - len(used)                 # runs with no nonzero gradient at any logged step
         x, y = np.log10(g["norm"].to_numpy(float)), np.log10(g["grad_norm"].to_numpy(float))
         ax.scatter(10 ** x, 10 ** y, s=6, alpha=0.35, color=VARIANT_COLORS.get(v, "k"), lw=0)
         fit = loglog_fit(10 ** x, 10 ** y)
@@ -182,7 +193,10 @@ def grad_scatter_figure(runs: pd.DataFrame, grad_scatter: pd.DataFrame, facet: s
         plain_log_ticks(ax, "xy")
         ax.set_xlabel("‖f_i‖ (pre-normalization)")
         ax.set_ylabel("‖∂L_metric/∂f_i‖")
-        ax.set_title(f"{title}{facet} = {v}")
+        note = [f"{len(moved)} of {len(natural)} runs at step " + ", ".join(f"{t:,}" for t in sorted(set(moved)))
+                + f" (none at their {step} step)"] if len(moved) else []
+        note += [f"{gone} of {len(natural)} runs: no nonzero gradient"] if gone else []
+        ax.set_title(f"{title}{facet} = {v}" + "".join(f"\n{n}" for n in note), **({"fontsize": 10} if note else {}))
     return fig
 
 

@@ -325,3 +325,28 @@ def test_draw_line_smooths_long_series_without_shadowing():
     assert len(ax.lines) == 2 and line.get_label() == "loss"
     assert np.allclose(line.get_ydata(), smooth(__import__("pandas").Series(y)).to_numpy())
     plt.close(fig)
+
+
+def test_grad_scatter_moves_a_run_whose_last_batch_has_no_gradient_to_its_latest_step_with_one(F):
+    """Converged semihard runs end with no semihard triplet in the logged batch: every per-sample gradient is 0 at the
+    last step. The panel plots those runs at their latest step that has a gradient and says so, instead of a log axis
+    over no data (which matplotlib refuses when the figure is drawn)."""
+    from sec_lib.figures import sweeps
+    runs = F.runs[F.runs["loss"] == "triplet"]
+    gs = F.grad_scatter[F.grad_scatter["key"].isin(runs["key"])].copy()
+    last = gs["step"] == gs.groupby("key")["step"].transform("max")
+    mid = N_STEPS // 2
+    zero_none = last & gs["key"].str.contains("-none-")
+    gs.loc[zero_none, "grad_norm"] = 0.0                       # every 'none' run: nothing at its last step
+    gs.loc[gs["key"].str.contains("-l2reg-"), "grad_norm"] = 0.0   # 'l2reg': nothing at any step
+    fig = sweeps.grad_scatter_figure(runs, gs, facet="variant")
+    fig.savefig(io.BytesIO(), format="png")                     # draws (the log axes would raise on no data)
+    titles = {ax.get_title().split("\n")[0]: ax for ax in fig.axes}
+    none_ax = titles["variant = none"]
+    n_none = runs["variant"].eq("none").sum()
+    assert f"{n_none} of {n_none} runs at step {mid:,} (none at their last step)" in none_ax.get_title()
+    pts = none_ax.collections[0].get_offsets()
+    want = gs[gs["key"].str.contains("-none-") & (gs["step"] == mid)]
+    assert len(pts) == len(want) and np.allclose(np.sort(pts[:, 0]), np.sort(want["norm"]))
+    assert "no sample with a nonzero gradient" in titles["variant = l2reg:"].get_title()
+    assert "\n" not in titles["variant = sec"].get_title()       # nothing moved: the plain title
