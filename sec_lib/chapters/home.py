@@ -112,14 +112,17 @@ def paper_headline(metric: str = "R@1", datasets=PAPER_DATASETS) -> pd.DataFrame
 
 
 def verdict_tally(profile, root=None) -> dict:
-    """The scorecard's tally ({verdict: count} over the reference tier, and ``"quick tier only"``: the
-    rows with quick-tier evidence only), from the claims page's records; ``{"error": ...}`` when a
-    page's runs are missing."""
+    """The scorecard's tally ({verdict: count} over the committed long tiers, ``"quick tier only"``: the rows with
+    quick-tier evidence only, and ``"tiers"``: the long tiers the counted rows were read from, each claim from the
+    tier its page shows), from the claims page's records; ``{"error": ...}`` when a page's runs are missing."""
     from . import claims          # imported here: the claims page pulls in every chapter
     try:
-        return claims.verdict_counts(claims.claims_frame(claims.records(profile, root)))
+        table = claims.claims_frame(claims.records(profile, root))
     except (KeyError, FileNotFoundError, ValueError) as e:     # a missing chapter's runs
         return {"error": str(e)}
+    counted = claims.counted(table)
+    return {**claims.verdict_counts(table),
+            "tiers": tuple(sorted({t for t in counted["tier"] if claims.is_long_tier(t)})) if len(counted) else ()}
 
 
 def _pp(x) -> str:
@@ -156,7 +159,9 @@ def headline_sentences(gains: pd.DataFrame, paper: pd.DataFrame, tally: dict | N
     if tally and "error" not in tally:
         t = dict(tally)
         quick = t.pop("quick tier only", 0)
-        s = (f"On the scorecard, the {sum(t.values())} bodies of evidence read from the reference tier give: "
+        tiers = list(t.pop("tiers", None) or ["reference"])
+        where = f"the {tiers[0]} tier" if len(tiers) == 1 else f"the {', '.join(tiers[:-1])} and {tiers[-1]} tiers"
+        s = (f"On the scorecard, the {sum(t.values())} bodies of evidence read from {where} give: "
              + (", ".join(f"**{k}** {v}" for k, v in t.items() if v) or "none yet") + ".")
         if quick:
             s += f" {quick} more have quick-tier evidence only and are not counted."

@@ -48,6 +48,11 @@ def test_headline_sentences_count_intervals_and_quote_the_paper():
     s = home.headline_sentences(g, paper, {"reproduced": 2, "inconclusive": 1, "quick tier only": 4})
     assert "the 3 bodies of evidence" in s[2] and "4 more have quick-tier evidence only and are not counted" in s[2]
     assert "could not be computed" in home.headline_sentences(g, paper, {"error": "no runs"})[2]
+    # each claim is read from the tier its page shows: the decisive tier takes pages over one by one
+    s = home.headline_sentences(g, paper, {"reproduced": 1, "inconclusive": 2, "tiers": ("decisive", "reference")})
+    assert "the 3 bodies of evidence read from the decisive and reference tiers give" in s[2]
+    s = home.headline_sentences(g, paper, {"inconclusive": 3, "tiers": ("decisive",)})
+    assert "read from the decisive tier give" in s[2]
 
 
 def test_paper_headline_is_table1_sec_minus_none():
