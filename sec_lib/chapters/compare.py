@@ -206,13 +206,33 @@ def fmt_p(p) -> str:
     return f"p = {p:.2g}" if p >= 0.001 else "p < 0.001"
 
 
+def paper_gain_cell(lo: float, hi: float, paper: dict) -> str:
+    """Whether our interval [lo, hi] includes the gains the paper reports ({dataset: gain}) for the same loss and
+    comparison: 'CUB +7.48, Cars +7.10: both excluded', '…: CUB inside, Cars excluded', '…: inside'."""
+    text = ", ".join(f"{d} {g:+.2f}" for d, g in paper.items())
+    if not (np.isfinite(lo) and np.isfinite(hi)):
+        return f"{text}: no interval"
+    inside = [d for d, g in paper.items() if lo <= g <= hi]
+    if not inside:
+        return f"{text}: {'both ' if len(paper) == 2 else 'all ' if len(paper) > 2 else ''}excluded"
+    if len(inside) == len(paper):
+        return f"{text}: inside"
+    return f"{text}: {', '.join(inside)} inside, {', '.join(d for d in paper if d not in inside)} excluded"
+
+
 def sec_gain_display(gains: pd.DataFrame, metrics: Sequence[str] | None = None, key_metric: str = "R@1",
-                     digits: int = 2) -> pd.DataFrame:
+                     digits: int = 2, paper: pd.DataFrame | None = None) -> pd.DataFrame:
     """Display form of :func:`sec_gain`: one row per loss × comparison, one column per metric with
     ``difference [95% CI]``, then the paired t-test's p-value, and the verdict for ``key_metric``.
     (The raw numbers of every metric are in the tidy frame itself.) On the page the other metrics are
-    folded under the table (:func:`sec_lib.figures.tables.fold_columns`): the secondary ones, then the rest."""
+    folded under the table (:func:`sec_lib.figures.tables.fold_columns`): the secondary ones, then the rest.
+    ``paper`` (:func:`sec_lib.reference.paper_gains`): a column ``paper's gain (key_metric)`` says, for each row the
+    paper reports (its loss and variant), whether our interval includes or excludes the paper's gain on each of its
+    datasets (:func:`paper_gain_cell`)."""
     g = gains if metrics is None else gains[gains["metric"].isin(metrics)]
+    reported = {} if paper is None else {
+        (loss, variant): dict(zip(sub["dataset"], sub["paper_gain"].astype(float)))
+        for (loss, variant), sub in paper[paper["metric"] == key_metric].groupby(["loss", "variant"], sort=False)}
     rows = []
     for (loss, comp), sub in g.groupby(["loss", "comparison"], sort=False):
         row = {"loss": loss, "comparison": comp}
@@ -228,14 +248,20 @@ def sec_gain_display(gains: pd.DataFrame, metrics: Sequence[str] | None = None, 
             row[f"adj. p ({key_metric})"] = fmt_p(k["p_adj"]).replace("p = ", "").replace("p ", "")
             row[f"verdict ({key_metric})"] = k["verdict"]
             row["could detect"] = "" if not np.isfinite(k["mde"]) else f"≥ {fmt_metric(k['mde'], key_metric, digits, False)}"
+            if paper is not None:
+                have = reported.get((loss, k["variant"])) if k.get("baseline", "none") == "none" else None
+                row[f"paper's gain ({key_metric})"] = paper_gain_cell(k["ci_lo"], k["ci_hi"], have) if have else ""
         row["n"] = f"{int(sub['n'].max())} seeds"
         row.update({f"{m} (secondary)" if m in report.MARGINS else m: c for m, c in cells.items()})
         rows.append(row)
     out = pd.DataFrame(rows)
     if not len(out):
         return out
+    col = f"paper's gain ({key_metric})"
+    if col in out and not out[col].astype(bool).any():          # no row the paper reports (tml, CosFace)
+        out = out.drop(columns=col)
     others = [c for c in out.columns if c not in ("loss", "comparison", "n") and not c.endswith(f"({key_metric})")
-              and c != f"{key_metric} (primary)" and c != "could detect"]
+              and c != f"{key_metric} (primary)" and c != "could detect" and not c.startswith("paper's gain")]
     second = [c for c in others if c.endswith(" (secondary)")]
     rest = [c for c in others if c not in second]
     name = lambda cols: ", ".join(c.removesuffix(" (secondary)") for c in cols)

@@ -259,6 +259,32 @@ def test_sec_gain_display_is_one_row_per_loss_and_comparison():
     assert table_html(d, "g").count('<details class="sec-more">') == len(folded)
 
 
+def test_sec_gain_display_says_whether_each_interval_includes_the_papers_gain():
+    """The paper's-gain column: for each SEC or L2-reg − none row of a loss the paper reports, its gain on each of its
+    datasets and whether our 95% interval includes it, by hand from the paper's Table 1."""
+    gains = compare.sec_gain(hand_runs())
+    paper = reference.paper_gains(["CUB", "Cars"], ("R@1",))
+    d = compare.sec_gain_display(gains, paper=paper).set_index(["loss", "comparison"])
+    col = "paper's gain (R@1)"
+    assert col in d.columns and list(d.columns).index(col) == list(d.columns).index("could detect") + 1
+    for (loss, comp), cell in d[col].items():
+        g = gains[(gains.loss == loss) & (gains.comparison == comp) & (gains.metric == "R@1")].iloc[0]
+        want = paper[(paper.loss == loss) & (paper.variant == g["variant"])].set_index("dataset")["paper_gain"]
+        assert cell.startswith(f"CUB {want['CUB']:+.2f}, Cars {want['Cars']:+.2f}: ")
+        inside = [ds for ds in ("CUB", "Cars") if g["ci_lo"] <= want[ds] <= g["ci_hi"]]
+        assert cell.endswith({0: "both excluded", 2: "inside"}.get(len(inside), "excluded")), cell
+    # triplet L2-reg − none: +0.50 [-0.74, +1.74] (diffs 1, 0, 0.5) holds CUB's +1.47, not Cars's +2.23; SEC − none
+    # +3.33 [+1.90, +4.77] holds neither +7.48 nor +7.10; ms L2-reg − none +0.00 [-2.48, +2.48] holds both
+    assert d.loc[("triplet", "L2-reg − none"), col] == "CUB +1.47, Cars +2.23: CUB inside, Cars excluded"
+    assert d.loc[("triplet", "SEC − none"), col] == "CUB +7.48, Cars +7.10: both excluded"
+    assert d.loc[("ms", "L2-reg − none"), col] == "CUB -0.47, Cars +0.75: inside"
+    assert compare.paper_gain_cell(float("nan"), float("nan"), {"CUB": 1.0}) == "CUB +1.00: no interval"
+    # rows the paper does not report (SEC − L2-reg) stay empty; a table with none of them has no such column
+    vs_l2 = compare.sec_gain(hand_runs(), variants=("sec",), baseline="l2reg")
+    assert col not in compare.sec_gain_display(vs_l2, paper=paper).columns
+    assert col not in compare.sec_gain_display(gains).columns
+
+
 def frames_with_norms():
     from types import SimpleNamespace
     runs = hand_runs()

@@ -230,3 +230,16 @@ def test_verdict_tables_show_key_columns_first_and_fold_the_rest():
     csv = base64.b64decode(re.search(r"base64,([^\"]+)", page).group(1)).decode()
     assert csv.splitlines()[0] == ",".join(raw.columns)            # the CSV keeps the raw table
     assert compact_verdict_table(raw.drop(columns="verdict")) is None
+
+
+def test_the_primary_badge_words_an_equivalence_verdict_as_no_effect_larger_than_the_margin():
+    """Issue 21: a 'not reproduced' that comes from the interval lying inside ±0.5 reads 'no effect larger than 0.5
+    points'; one that comes from an effect of the wrong sign, or another verdict, does not."""
+    def rec(verdict, lo, hi, sign=+1, margin=0.5):
+        return SimpleNamespace(verdict=verdict, ci_lo=lo, ci_hi=hi, estimate=(lo + hi) / 2, expected_sign=sign,
+                               margin=margin)
+    assert home.equivalence_words(rec("not reproduced", 0.06, 0.43)) == ": no effect larger than 0.5 points"
+    assert home.equivalence_words(rec("not reproduced", -0.9, -0.6)) == ""          # SEC lowers R@1
+    assert home.equivalence_words(rec("inconclusive", -0.2, 0.8)) == ""
+    assert home.equivalence_words(rec("reproduced", 0.6, 1.2)) == ""
+    assert home.equivalence_words(rec("not reproduced", 0.1, 0.3, margin=None)) == ""
