@@ -267,16 +267,16 @@ def last_quarter(profile: str = "reference", root=None) -> pd.DataFrame:
     from ..runs.tier import stage_dirs
     d = tier_dir(profile, root)
     if not (d / "runs.parquet").exists() and not stage_dirs(d):
-        return pd.DataFrame(columns=["key", "loss", "variant", "iterations", "gain", "rising"])
+        return pd.DataFrame(columns=["key", "loss", "variant", "iterations", "schedule", "gain", "rising"])
     t = open_tier(d)
     runs = t.runs[(t.runs["status"] == "done") & (t.runs["holdout_classes"] == 0)]
     rows = []
     for r in runs.itertuples():
         e = t.get(r.key, tables=("evals",)).evals
         g = last_quarter_gain(e, int(r.iterations))
-        rows.append({"key": r.key, "loss": r.loss, "variant": r.variant, "iterations": int(r.iterations), "gain": g,
-                     "rising": bool(g > RISING) if g == g else False})
-    return pd.DataFrame(rows, columns=["key", "loss", "variant", "iterations", "gain", "rising"])
+        rows.append({"key": r.key, "loss": r.loss, "variant": r.variant, "iterations": int(r.iterations),
+                     "schedule": t.config(r.key).schedule, "gain": g, "rising": bool(g > RISING) if g == g else False})
+    return pd.DataFrame(rows, columns=["key", "loss", "variant", "iterations", "schedule", "gain", "rising"])
 
 
 def last_quarter_sentence(df: pd.DataFrame, profile: str = "reference") -> str:
@@ -290,6 +290,15 @@ def last_quarter_sentence(df: pd.DataFrame, profile: str = "reference") -> str:
     n = int(df["rising"].sum())
     s = (f"Over the last quarter of each of the {len(g)} reported runs of the {profile} tier, R@1 changed by a "
          f"median of {med:+.2f} points (IQR {q1:+.2f} to {q3:+.2f}). ")
+    decaying = sorted(set(df.loc[df["rising"], "schedule"].dropna()) - {"constant"}) if "schedule" in df else []
+    if n and decaying:                 # a decaying schedule raises R@1 as its rate falls: that rise is not a cut-off
+        s += (f"**{n} of {len(g)} runs rise** by more than {RISING} points over it: they are flagged. Their learning "
+              f"rate follows a {' or '.join(decaying)} decay to zero over exactly that stretch, so a rise there is the "
+              "annealing the schedule is built to give, not by itself a sign of a run stopped early: a decaying "
+              "schedule flattens any curve at its end, and rises before that. Whether these runs are long enough is "
+              "the schedule pilot's rule instead (runs 1.5× as long, same schedule shape, held-out classes): see "
+              "“The decisive tier's schedule” on this page.")
+        return s
     s += (f"**{n} of {len(g)} runs still rise** (more than {RISING} points): they are flagged, and their final "
           f"numbers are points on a rising curve, not plateaus." if n else
           f"No run gains more than {RISING} points: every reported run is flat at its end.")

@@ -175,7 +175,13 @@ def test_the_tiers_page_shows_the_last_quarter_gain_of_every_reported_decisive_r
     lq = tiers.last_quarter("decisive")
     assert len(lq) == len(sweep) and (lq["iterations"] == 3000).all()
     assert lq["rising"].sum() == sum(c.eta > 0.1 for c in sweep) > 0
-    assert f"**{int(lq['rising'].sum())} of {len(sweep)} runs still rise**" in tiers.last_quarter_sentence(lq, "decisive")
+    assert set(lq["schedule"]) == {"cosine"}
+    said = tiers.last_quarter_sentence(lq, "decisive")
+    # a cosine run rises as its rate falls over the last quarter: flagged, and the page says what that rise means
+    assert f"**{int(lq['rising'].sum())} of {len(sweep)} runs rise** by more than 0.3 points" in said
+    assert "cosine decay to zero" in said and "still rise" not in said and "1.5× as long" in said
+    constant = tiers.last_quarter_sentence(lq.assign(schedule="constant"), "decisive")
+    assert f"**{int(lq['rising'].sum())} of {len(sweep)} runs still rise**" in constant and "annealing" not in constant
 
 
 def test_a_pages_selection_sweep_does_not_keep_the_decisive_tier_from_covering_it(staged, monkeypatch):
