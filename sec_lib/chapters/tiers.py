@@ -65,9 +65,32 @@ def summary_table(profile: str = "cpu", root=None) -> pd.DataFrame:
         for st in stages(p, store):
             row[st["stage"]] = st["runs"]
         rows.append(row)
+    staged = _decisive_row()
+    if staged:
+        rows.append(staged)
     # a stage one tier has and another has not (the quick tiers' "main table", the long tiers' "main
     # comparison") is MISSING there, not NaN
     return pd.DataFrame(rows).fillna(MISSING)
+
+
+def _decisive_row() -> dict | None:
+    """The decisive tier's row of :func:`summary_table` (None before it has a committed stage): its runs over every
+    stage folder, and its pilot, selection and main comparison as :func:`decisive_progress` counts them (its later
+    stages are that table's)."""
+    from ..runs import pilot
+    if not has_tier(pilot.TIER):
+        return None
+    runs = open_tier(tier_dir(pilot.TIER)).runs
+    prog = decisive_progress()[0].set_index("stage")
+
+    def of(stage: str) -> str:
+        have, named = int(prog.loc[stage, "committed"]), prog.loc[stage, "named"]
+        return f"{have} of {named}" if isinstance(named, (int, float)) and not isinstance(named, bool) else str(have)
+    return {"tier": pilot.TIER, "runs": len(runs), "failed": int((runs["status"] != "done").sum()),
+            "run-hours": round(float(runs["wall_s"].sum()) / 3600, 2), "device": _joined(runs, "device"),
+            "torch": _joined(runs, "torch"), "dates": _dates(runs) or MISSING,
+            "learning-rate and run-length pilot": f"{of('pilot')} (schedule pilot)",
+            "η and L2-weight selection (held-out classes)": of("selection"), "main comparison": of("main")}
 
 
 def _joined(runs: pd.DataFrame, col: str) -> str:
@@ -191,8 +214,9 @@ def status_sentence(summary: pd.DataFrame) -> str:
                      f"{row['run-hours']} run-hours on {row['device']}): {have}.")
     if not parts:
         return "No long tier is committed yet; every page shows the quick tier."
-    return " ".join(parts) + (" A page shows the reference tier as soon as that tier holds every run the page "
-                              "needs, and the quick tier until then; each page's first sentence says which.")
+    return " ".join(parts) + (" A page shows the decisive tier, or else the reference tier, as soon as that tier "
+                              "holds every run the page needs, and the quick tier until then; each page's first "
+                              "sentence says which.")
 
 
 def length_sentence(p: ex.Profile, store) -> str:

@@ -42,6 +42,13 @@ def test_the_tiers_tables_have_no_nan_cells(tmp_path):
     quick = summary.iloc[0]
     assert quick["runs"] == 0 and quick["device"] == quick["torch"] == quick["dates"] == tiers.MISSING
     assert tiers.MISSING not in tiers.status_sentence(summary)
+    from sec_lib.runs import decisive, mainstage, tier
+    if tier.has_tier("decisive"):              # the staged tier has its row, its runs counted over every stage folder
+        row = summary.set_index("tier").loc["decisive"]
+        assert row["runs"] == len(tier.open_tier(tier.tier_dir("decisive")).runs)
+        if decisive.plan_path().exists():
+            assert row["main comparison"].endswith(f" of {len(mainstage.configs(decisive.read_plan()))}")
+        assert "The **decisive** tier holds" in tiers.status_sentence(summary)
 
 
 def test_a_partly_selected_quick_tier_has_no_nan_cells(tmp_path, no_fsync):
