@@ -168,7 +168,9 @@ def test_corrupt_cache_is_regenerated(tmp_path, caplog, damage):
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger=glyph_pool.__name__):
         G.load_pool(**SMALL, cache_dir=tmp_path)  # repaired: loads silently
-    assert not caplog.records
+    # the cache's own logger only: caplog also catches any other logger's record in the same window, such as
+    # jupyter_client's warning when an earlier test's kernel client is garbage-collected here (seen once in CI)
+    assert not [r for r in caplog.records if r.name == glyph_pool.__name__]
 
 
 def test_glyph_generation_deterministic_and_seeded(tmp_path):
