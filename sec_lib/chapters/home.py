@@ -80,7 +80,7 @@ def primary_badge(e: dict) -> str:
 
 
 def equivalence_words(r) -> str:
-    """', no effect larger than 0.5 points' where the record's verdict 'not reproduced' comes from its equivalence
+    """': no effect larger than 0.5 points' where the record's verdict 'not reproduced' comes from its equivalence
     test (the interval inside ±margin: the declared margin, issue 21), not from an effect of the wrong sign; else ''."""
     m = r.margin
     wrong_way = (r.expected_sign > 0 and r.ci_hi < 0) or (r.expected_sign < 0 and r.ci_lo > 0)

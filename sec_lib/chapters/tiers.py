@@ -3,6 +3,7 @@ test run (the pre-registration), read from the quick store and the committed tie
 from __future__ import annotations
 
 import math
+import numbers
 
 import pandas as pd
 
@@ -85,7 +86,7 @@ def _decisive_row() -> dict | None:
 
     def of(stage: str) -> str:
         have, named = int(prog.loc[stage, "committed"]), prog.loc[stage, "named"]
-        return f"{have} of {named}" if isinstance(named, (int, float)) and not isinstance(named, bool) else str(have)
+        return f"{have} of {named}" if isinstance(named, numbers.Real) and not isinstance(named, bool) else str(have)
     return {"tier": pilot.TIER, "runs": len(runs), "failed": int((runs["status"] != "done").sum()),
             "run-hours": round(float(runs["wall_s"].sum()) / 3600, 2), "device": _joined(runs, "device"),
             "torch": _joined(runs, "torch"), "dates": _dates(runs) or MISSING,
