@@ -53,7 +53,17 @@ class WarmKernel:
     def _start(self) -> None:
         from jupyter_client import AsyncKernelManager
         from jupyter_core.utils import run_sync
-        self.km = AsyncKernelManager(kernel_name=KERNEL)
+
+        class Manager(AsyncKernelManager):
+            """Records the clients it hands out: papermill leaves the channels of its page's client running when the
+            kernel manager is not its own (nbclient stops them only for a kernel it started), so :meth:`execute`
+            stops them after each page instead of leaving a heartbeat thread and five sockets per page until
+            garbage collection (which then logs 'Could not destroy zmq context')."""
+            def client(self, **kwargs):
+                kc = super().client(**kwargs)
+                self.__dict__.setdefault("handed_out", []).append(kc)
+                return kc
+        self.km = Manager(kernel_name=KERNEL)
         # the kernel's own stdout and stderr (its start-up warnings, C-level messages) are not the page's: a cell's
         # output reaches the notebook through the kernel's messages, and an error through papermill's exception
         run_sync(self.km.start_kernel)(cwd=self.cwd, env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -85,14 +95,23 @@ class WarmKernel:
             if self.pages:
                 self._reset()
             self.pages += 1
-            pm.execute_notebook(str(source), str(output), parameters=parameters, kernel_name=KERNEL,
-                                progress_bar=False, km=self.km)
+            try:
+                pm.execute_notebook(str(source), str(output), parameters=parameters, kernel_name=KERNEL,
+                                    progress_bar=False, km=self.km)
+            finally:
+                self.stop_clients()
         except PapermillExecutionError as e:
             self.restart()
             raise PageError(f"{e.ename}: {e.evalue}") from None
         except Exception:
             self.restart()
             raise
+
+    def stop_clients(self) -> None:
+        """Stop the channels of every client the kernel manager handed out (papermill's, this page's)."""
+        for kc in (self.km.__dict__.pop("handed_out", []) if self.km is not None else []):
+            if kc.channels_running:
+                kc.stop_channels()
 
     def restart(self) -> None:
         self.close()

@@ -36,7 +36,17 @@ def test_a_page_after_others_in_a_warm_kernel_sees_a_fresh_kernel(tmp_path):
     try:
         fresh.execute(probe, tmp_path / "fresh.ipynb", {"tag": "p"})
         warm.execute(messy, tmp_path / "m.ipynb", {})
+        handed, stop = [], warm.stop_clients
+
+        def spy():
+            handed.extend(warm.km.__dict__.get("handed_out", []))
+            assert any(kc.channels_running for kc in handed)     # papermill left its client's channels running
+            stop()
+        warm.stop_clients = spy
         warm.execute(probe, tmp_path / "warm.ipynb", {"tag": "p"})
+        del warm.stop_clients
+        # the reset's client and papermill's are stopped after the page, not left running until collected
+        assert len(handed) == 2 and not any(kc.channels_running for kc in handed)
         pid = warm.km.provisioner.process.pid
         want = printed(tmp_path / "fresh.ipynb")
         assert want[-1][1] == "False [] False p\n"             # the parameter cell ran
