@@ -93,6 +93,18 @@ def verdict_counts(table: pd.DataFrame) -> dict:
     return out
 
 
+def counted_tiers(table: pd.DataFrame) -> tuple:
+    """The long tiers the counted rows (:func:`counted`) were read from, sorted."""
+    c = counted(table)
+    return tuple(sorted({t for t in c["tier"] if is_long_tier(t)})) if len(c) else ()
+
+
+def tiers_phrase(tiers) -> str:
+    """'the reference tier', 'the decisive and reference tiers' (the reference tier where ``tiers`` is empty)."""
+    tiers = list(tiers) or ["reference"]
+    return f"the {tiers[0]} tier" if len(tiers) == 1 else f"the {', '.join(tiers[:-1])} and {tiers[-1]} tiers"
+
+
 def counts_sentence(table: pd.DataFrame) -> str:
     """'Of N bodies of evidence on the reference tier: **a** reproduced, …; M more have quick-tier
     evidence only, and are not counted', naming the rows left out because they reuse another row's runs."""
@@ -101,9 +113,7 @@ def counts_sentence(table: pd.DataFrame) -> str:
     dup = table[~table.index.isin(counted(table).index)]
     extra = (" (" + ", ".join(f"{r.claim} uses the same runs as {r.same_runs_as}" for r in dup.itertuples(index=False))
              + ", counted once)") if len(dup) else ""
-    tiers = sorted({t for t in counted(table)["tier"] if is_long_tier(t)}) or ["reference"]
-    where = f"the {tiers[0]} tier" if len(tiers) == 1 else f"the {', '.join(tiers[:-1])} and {tiers[-1]} tiers"
-    text = (f"Of {sum(counts.values())} bodies of evidence on {where}{extra}: "
+    text = (f"Of {sum(counts.values())} bodies of evidence on {tiers_phrase(counted_tiers(table))}{extra}: "
             + ", ".join(f"**{n}** {v}" for v, n in counts.items()) + ".")
     if quick:
         names = ", ".join(counted(table).loc[~counted(table)["tier"].map(is_long_tier), "claim"])

@@ -131,9 +131,7 @@ def verdict_tally(profile, root=None) -> dict:
         table = claims.claims_frame(claims.records(profile, root))
     except (KeyError, FileNotFoundError, ValueError) as e:     # a missing chapter's runs
         return {"error": str(e)}
-    counted = claims.counted(table)
-    return {**claims.verdict_counts(table),
-            "tiers": tuple(sorted({t for t in counted["tier"] if claims.is_long_tier(t)})) if len(counted) else ()}
+    return {**claims.verdict_counts(table), "tiers": claims.counted_tiers(table)}
 
 
 def _pp(x) -> str:
@@ -170,8 +168,8 @@ def headline_sentences(gains: pd.DataFrame, paper: pd.DataFrame, tally: dict | N
     if tally and "error" not in tally:
         t = dict(tally)
         quick = t.pop("quick tier only", 0)
-        tiers = list(t.pop("tiers", None) or ["reference"])
-        where = f"the {tiers[0]} tier" if len(tiers) == 1 else f"the {', '.join(tiers[:-1])} and {tiers[-1]} tiers"
+        from .claims import tiers_phrase
+        where = tiers_phrase(t.pop("tiers", None) or ())
         s = (f"On the scorecard, the {sum(t.values())} bodies of evidence read from {where} give: "
              + (", ".join(f"**{k}** {v}" for k, v in t.items() if v) or "none yet") + ".")
         if quick:
