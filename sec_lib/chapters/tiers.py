@@ -53,9 +53,11 @@ def stages(p: ex.Profile, store) -> list[dict]:
     return out
 
 
-def summary_table(profile: str = "cpu", root=None) -> pd.DataFrame:
+def summary_table(profile: str = "cpu", root=None, progress: pd.DataFrame | None = None) -> pd.DataFrame:
     """Per tier: runs held, failed runs, wall hours of training (one thread per CPU run, so CPU
-    run-hours are core-hours), devices, torch versions and dates, and each stage's completeness."""
+    run-hours are core-hours), devices, torch versions and dates, and each stage's completeness. ``progress`` is
+    :func:`decisive_progress`'s table when the caller has it already (the tiers page shows it too), so that it is
+    counted once."""
     rows = []
     for name, (p, store) in stores(profile, root).items():
         runs = store.runs if isinstance(store, TierStore) else _quick_runs(p, store)
@@ -66,7 +68,7 @@ def summary_table(profile: str = "cpu", root=None) -> pd.DataFrame:
         for st in stages(p, store):
             row[st["stage"]] = st["runs"]
         rows.append(row)
-    staged = _decisive_row()
+    staged = _decisive_row(progress)
     if staged:
         rows.append(staged)
     # a stage one tier has and another has not (the quick tiers' "main table", the long tiers' "main
@@ -74,7 +76,7 @@ def summary_table(profile: str = "cpu", root=None) -> pd.DataFrame:
     return pd.DataFrame(rows).fillna(MISSING)
 
 
-def _decisive_row() -> dict | None:
+def _decisive_row(progress: pd.DataFrame | None = None) -> dict | None:
     """The decisive tier's row of :func:`summary_table` (None before it has a committed stage): its runs over every
     stage folder, and its pilot, selection and main comparison as :func:`decisive_progress` counts them (its later
     stages are that table's)."""
@@ -82,7 +84,7 @@ def _decisive_row() -> dict | None:
     if not has_tier(pilot.TIER):
         return None
     runs = open_tier(tier_dir(pilot.TIER)).runs
-    prog = decisive_progress()[0].set_index("stage")
+    prog = (decisive_progress()[0] if progress is None else progress).set_index("stage")
 
     def of(stage: str) -> str:
         have, named = int(prog.loc[stage, "committed"]), prog.loc[stage, "named"]

@@ -49,6 +49,12 @@ def test_the_tiers_tables_have_no_nan_cells(tmp_path):
         if decisive.plan_path().exists():
             assert row["main comparison"].endswith(f" of {len(mainstage.configs(decisive.read_plan()))}")
         assert "The **decisive** tier holds" in tiers.status_sentence(summary)
+        # the page counts the stages once and hands that table over: the same summary as counting them again
+        progress = tiers.decisive_progress()[0]
+        pd.testing.assert_frame_equal(tiers.summary_table("smoke", tmp_path, progress=progress), summary)
+        edited = progress.assign(committed=progress["committed"] + 1)     # and the table handed over is the one used
+        assert tiers.summary_table("smoke", tmp_path, progress=edited).set_index("tier").loc[
+            "decisive", "main comparison"] != row["main comparison"]
 
 
 def test_a_partly_selected_quick_tier_has_no_nan_cells(tmp_path, no_fsync):
