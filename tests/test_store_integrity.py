@@ -98,6 +98,29 @@ def test_has_checks_sizes_and_get_checks_checksums(tmp_path, toy):
     assert not truncate_store.has(cfg)
 
 
+def test_a_get_of_some_tables_parses_only_those_and_still_checks_every_file(tmp_path, toy, monkeypatch):
+    """``get(tables=...)`` parses only the tables asked for (a page's tally reads hundreds of records), but a damaged
+    file it did not ask for is still found by its checksum; a record from before manifests is parsed in full,
+    since parsing is its only check."""
+    store = ResultStore(tmp_path)
+    cfg = toy()
+    full = store.run(cfg)
+    parsed = []
+    real = S.pd.read_parquet
+    monkeypatch.setattr(S.pd, "read_parquet", lambda *a, **k: parsed.append(1) or real(*a, **k))
+    got = store.get(cfg, tables=("evals",))
+    assert len(parsed) == 1 and got.evals.equals(full.evals) and got.steps.empty and got.metrics == full.metrics
+    parsed.clear()
+    assert store.get(cfg, tables=()).metrics == full.metrics and not parsed
+    same_size_flip(store.path(cfg))                            # evals.parquet: asked for by nobody below
+    assert store.get(cfg, tables=("steps",)) is None and store.quarantined[0][2].startswith("evals.parquet")
+    old = ResultStore(tmp_path / "old")
+    old.run(cfg)
+    (old.path(cfg) / S.MANIFEST).unlink()
+    truncate(old.path(cfg))                                    # steps.parquet, in a record without a manifest
+    assert old.get(cfg, tables=("evals",)) is None and old.quarantined[0][2].startswith("steps.parquet")
+
+
 def test_an_old_record_without_manifest_is_accepted_when_it_loads_and_gets_one(tmp_path, toy):
     store = ResultStore(tmp_path)
     cfg = toy()

@@ -10,8 +10,10 @@ A page given an explicit store (``root``), or run at a long profile, shows exact
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
+import os
 from typing import Iterable, Sequence
 
 import numpy as np
@@ -255,12 +257,20 @@ class Evidence:
         self._loader = loader if loader is not None else self._load
         self.chapters: tuple = ()     # the sweeps of the page this evidence serves (page_evidence sets them)
         self.records: dict = {}       # page -> its claims' records decided on this evidence (page_records)
+        self.shared: dict | None = None   # frames shared with the other pages' evidence (page_evidence sets it)
 
     def _load(self, chapter: str):
         from .common import load
         tp = evidence_profile(self.profile, (chapter,), self.root) if self._tiers else self.profile
         self.tier_of[chapter] = tp
-        return load(chapter, tp, root=self.root)
+        if self.shared is None:
+            return load(chapter, tp, root=self.root)
+        key = (chapter, tp, None if self.root is None else str(self.root), os.environ.get("SEC_RUNS_DIR"))
+        if key not in self.shared:
+            self.shared[key] = load(chapter, tp, root=self.root)
+        frames = self.shared[key]         # each evidence object gets its own copy: no claim sees another's edits
+        return dataclasses.replace(frames, **{f.name: getattr(frames, f.name).copy()
+                                              for f in dataclasses.fields(frames)})
 
     @classmethod
     def from_frames(cls, frames: dict, profile=None) -> "Evidence":
@@ -334,6 +344,18 @@ def page_records(page: str, ev: Evidence) -> list:
 
 
 _PAGE_EVIDENCE: dict = {}
+#: The frames the page evidence objects of this process loaded from a store, by (chapter, tier, root,
+#: $SEC_RUNS_DIR): a chapter that several pages read (the main comparison: compare, convergence, instability,
+#: fairness, the landing page ...) is loaded once, not once per page, when the landing page's tally decides every
+#: page's claims.
+_PAGE_FRAMES: dict = {}
+
+
+def forget_pages() -> None:
+    """Drop every page evidence object and the frames they share (the next :func:`page_evidence` reads the
+    stores again)."""
+    _PAGE_EVIDENCE.clear()
+    _PAGE_FRAMES.clear()
 
 
 def page_of(name: str):
@@ -356,6 +378,7 @@ def page_evidence(page: str, profile: str, root=None, tier: str | None = None) -
         chapters = page_of(page).evidence_chapters
         ev = Evidence(tier or evidence_profile(profile, chapters, root), root=root)
         ev.chapters = chapters
+        ev.shared = _PAGE_FRAMES
         _PAGE_EVIDENCE[key] = ev
     return _PAGE_EVIDENCE[key]
 

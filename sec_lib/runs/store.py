@@ -152,11 +152,13 @@ class ResultStore:
 
         ``tables``: the per-run tables the caller needs; the others come back empty. Every store has this
         ``get`` (the committed tier, :class:`sec_lib.runs.tier.TierStore`, then reads only those tables);
-        here the whole record is read and checked either way."""
+        here every file of the record is read and checked against its manifest either way, and only those
+        tables are parsed (all of them for a record from before manifests: parsing is its check)."""
+        tables = tuple(tables)
         unknown = set(tables) - set(TABLES)
         if unknown:
             raise ValueError(f"unknown tables {sorted(unknown)}; valid: {', '.join(TABLES)}")
-        out = self._verified(cfg_or_key, full=True)
+        out = self._verified(cfg_or_key, full=True, tables=tables)
         if not isinstance(out, RunResult):
             return None
         return dataclasses.replace(out, **{t: pd.DataFrame() for t in TABLES if t not in tables})
@@ -171,7 +173,7 @@ class ResultStore:
         path = Path(path)
         return self._read(path, path.name)
 
-    def _verified(self, cfg_or_key, full: bool):
+    def _verified(self, cfg_or_key, full: bool, tables: tuple = TABLES):
         p = self.path(cfg_or_key)
         key = p.name
         for _ in range(5):
@@ -180,7 +182,7 @@ class ResultStore:
             try:
                 if not full and self._sizes_match(p, key):
                     return True
-                return self._read(p, key, upgrade=True)
+                return self._read(p, key, upgrade=True, tables=tables)
             except CorruptRecord as e:
                 if self._quarantine(p, key, e.reason):
                     return None
@@ -219,8 +221,10 @@ class ResultStore:
             raise CorruptRecord(key, p, f"{MANIFEST} is not a valid manifest")
         return files
 
-    def _read(self, p: Path, key: str, upgrade: bool = False) -> RunResult:
-        """Read every file once, check it against the manifest, then parse the bytes that were checked."""
+    def _read(self, p: Path, key: str, upgrade: bool = False, tables: tuple = TABLES) -> RunResult:
+        """Read every file once, check it against the manifest, then parse the bytes that were checked: every
+        table when the record has no manifest (then parsing is the check), else ``tables`` (the others' bytes
+        matched their sha256, so they are what the writer wrote; they come back empty)."""
         try:
             manifest = self._parse_manifest(p, key, (p / MANIFEST).read_bytes())
         except FileNotFoundError:
@@ -241,13 +245,13 @@ class ResultStore:
                     raise CorruptRecord(key, p, f"{name} has {len(blobs[name])} bytes, the manifest says {want['size']}")
                 if hashlib.sha256(blobs[name]).hexdigest() != want["sha256"]:
                     raise CorruptRecord(key, p, f"{name} does not match its sha256 in the manifest")
-        result = self._parse(p, key, blobs)
+        result = self._parse(p, key, blobs, TABLES if manifest is None else tables)
         if manifest is None and upgrade:
             self._add_manifest(p, blobs)
         return result
 
     @staticmethod
-    def _parse(p: Path, key: str, blobs: dict) -> RunResult:
+    def _parse(p: Path, key: str, blobs: dict, wanted: tuple = TABLES) -> RunResult:
         def bad(name, e):
             return CorruptRecord(key, p, f"{name}: {type(e).__name__}: {e}")
         try:
@@ -273,8 +277,11 @@ class ResultStore:
                 raise ValueError(f"failed_step {step!r} is not an integer")
         except Exception as e:  # noqa: BLE001
             raise bad("result.json", e) from None
-        tables = {}
+        tables = {t: pd.DataFrame() for t in TABLES}
+        wanted = set(wanted) | ({"steps"} if meta["status"] == "failed" and step is None else set())
         for t in TABLES:
+            if t not in wanted:
+                continue
             try:
                 tables[t] = with_schema(pd.read_parquet(io.BytesIO(blobs[f"{t}.parquet"])), t, cfg)
             except Exception as e:  # noqa: BLE001

@@ -230,3 +230,39 @@ def test_sec_rows_are_named_for_the_eta_arm_their_runs_were_made_with():
     assert "eta_arm" not in compare.sec_gain(paper.drop(columns="eta_arm"), metrics=("R@1",)).columns
     with pytest.raises(ValueError, match="eta_arm"):
         evidence.name_eta_arms(g.drop(columns="eta_arm"))
+
+
+def test_pages_reading_one_sweep_load_it_once_and_each_gets_its_own_copy(monkeypatch, tmp_path):
+    """The landing page's tally decides every page's claims in one process: a sweep that several pages read (the
+    main comparison) is loaded from the store once, and no page's evidence sees another's edits."""
+    from sec_lib.chapters import common
+    from sec_lib.runs.store import Frames
+    calls = []
+
+    def fake_load(chapter, profile, root=None, tables=()):
+        calls.append((chapter, profile, root))
+        return Frames(*(pd.DataFrame({"key": ["a", "b"], "x": [1.0, 2.0]}) for _ in range(7)))
+    monkeypatch.setattr(common, "load", fake_load)
+    evidence.forget_pages()
+    try:
+        readers = [p.source for p in PAGES if "compare" in p.evidence_chapters][:2]
+        assert len(readers) == 2, readers
+        a, b = (evidence.page_evidence(p, "smoke", root=tmp_path) for p in readers)
+        assert a is not b
+        ra, rb = a.runs("compare"), b.runs("compare")
+        assert len(calls) == 1 and calls[0][0] == "compare"
+        ra.loc[0, "x"] = 99.0                                   # one page edits its frame in place ...
+        ra["y"] = 1
+        assert rb["x"].tolist() == [1.0, 2.0] and "y" not in rb     # ... the other page's is untouched
+        other = tmp_path / "other"                             # another store root is another load
+        evidence.page_evidence(readers[0], "smoke", root=other).runs("compare")
+        assert len(calls) == 2 and calls[1][2] == other
+        evidence._PAGE_EVIDENCE.clear()                        # new evidence objects, the shared frames kept:
+        evidence.page_evidence(readers[0], "smoke", root=tmp_path).runs("compare")
+        assert len(calls) == 2                                 # the same store is not read again ...
+        monkeypatch.setenv("SEC_RUNS_DIR", str(tmp_path / "q"))
+        evidence._PAGE_EVIDENCE.clear()
+        evidence.page_evidence(readers[0], "smoke", root=tmp_path).runs("compare")
+        assert len(calls) == 3                                 # ... another quick store is
+    finally:
+        evidence.forget_pages()

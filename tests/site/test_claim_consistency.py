@@ -77,9 +77,9 @@ def test_build_fails_when_a_claim_has_two_verdicts(tmp_path, monkeypatch):
 def fresh(monkeypatch, tmp_path):
     """No quick-tier runs (only the committed tier), and no evidence object left from another test."""
     monkeypatch.setenv("SEC_RUNS_DIR", str(tmp_path / "quick"))
-    evidence._PAGE_EVIDENCE.clear()
+    evidence.forget_pages()
     yield
-    evidence._PAGE_EVIDENCE.clear()
+    evidence.forget_pages()
 
 
 @pytest.mark.slow
