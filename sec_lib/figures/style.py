@@ -33,6 +33,10 @@ _RC = {
     "legend.title_fontsize": 9, "xtick.labelsize": 9, "ytick.labelsize": 9, "figure.titlesize": 11,
     "axes.spines.top": False, "axes.spines.right": False, "axes.grid": True, "grid.alpha": 0.3,
     "grid.linewidth": 0.6, "lines.linewidth": 1.3, "legend.frameon": False, "image.interpolation": "nearest",
+    # titles sit just above their axes, where matplotlib would put them: no figure has x tick labels on top, and
+    # without this matplotlib measures every axis's tick labels on every draw to check (the same pixels, about a
+    # tenth faster: the explorer draws two dozen eight-panel figures)
+    "axes.titley": 1.0,
 }
 
 

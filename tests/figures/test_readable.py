@@ -238,3 +238,19 @@ def test_explore_cell_figure_is_one_column_wide_and_nothing_is_cut_off():
     assert outside(fig) == [] and overlaps(fig) == []
     texts = [t for _, t in drawn_texts(fig)]
     assert min(t.get_fontsize() for t in texts) >= 9
+
+
+def test_titles_sit_where_matplotlib_would_put_them(monkeypatch):
+    """The style fixes ``axes.titley`` (matplotlib then stops measuring every axis's tick labels on each draw to
+    place the titles): the explorer's cell figure, two dozen of which the explore page draws, has the same pixels
+    as with matplotlib's own title placement."""
+    from sec_lib.figures import style
+    steps, tracked, scatter, curve, etas = _cell_frames()
+
+    def png():
+        fig = explore_fig.cell_figure(steps, tracked, scatter, curve, etas, 0.03, "zero", "semihard", "a title")
+        assert fig.axes[0]._autotitlepos is (style._RC.get("axes.titley") is None)
+        return _png_bytes(fig, explore_fig.CELL_DPI, False)
+    fixed = png()
+    monkeypatch.setattr(style, "_RC", {k: v for k, v in style._RC.items() if k != "axes.titley"})
+    assert png() == fixed
