@@ -257,3 +257,29 @@ def test_a_gpu_run_has_a_gpu_kind_and_is_not_retrained_without_a_gpu(capsys):
     if not torch.cuda.is_available():
         assert commands.rerun_command(new, "gpu") == 2
         assert "was trained on a GPU (gpu:NVIDIA H100" in capsys.readouterr().err
+
+
+def _logged_every(n_steps=13_500, stats=20, dtheta=25):
+    """A per-step log as a run of the decisive tier writes it: the loss every step, the batch statistics every
+    ``stats`` steps (and at step 1), Δθ every ``dtheta`` steps, μ never (no SEC)."""
+    step = pd.RangeIndex(1, n_steps + 1)
+    nan = float("nan")
+    return pd.DataFrame({"step": step, "loss_metric": 1.0 / step, "mu": nan,
+                         "grad_slope": [-1.0 if (s % stats == 0 or s == 1) else nan for s in step],
+                         "dtheta_mean": [0.1 if s % dtheta == 0 else nan for s in step]})
+
+
+def test_decimated_steps_keep_the_rows_of_columns_logged_every_k_steps():
+    df = _logged_every()
+    old = tier.decimate(df, "step", tier.STEP_ROWS)
+    assert old["grad_slope"].notna().sum() < 20                 # evenly spaced steps of the whole run: few stats
+    d = tier.decimate_steps(df)
+    assert len(d) <= tier.STEP_ROWS and {1, 13_500} <= set(d["step"])
+    inner = d[~d["step"].isin([1, 13_500])]
+    assert len(inner) >= 130 and inner["grad_slope"].notna().all() and inner["dtheta_mean"].notna().all()
+    assert (inner["step"] % 100 == 0).all()                     # the steps that log both
+    assert (d["loss_metric"] == 1.0 / d["step"]).all()          # rows are kept whole, never invented
+    sparse = _logged_every(n_steps=2_000, stats=1, dtheta=1)    # every column on every row: plain decimation
+    pd.testing.assert_frame_equal(tier.decimate_steps(sparse), tier.decimate(sparse, "step", tier.STEP_ROWS))
+    short = _logged_every(n_steps=200)                           # fewer steps than the cap: all kept
+    pd.testing.assert_frame_equal(tier.decimate_steps(short), short)

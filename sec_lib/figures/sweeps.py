@@ -193,8 +193,8 @@ def grad_scatter_figure(runs: pd.DataFrame, grad_scatter: pd.DataFrame, facet: s
         plain_log_ticks(ax, "xy")
         ax.set_xlabel("‖f_i‖ (pre-normalization)")
         ax.set_ylabel("‖∂L_metric/∂f_i‖")
-        note = [f"{len(moved)} of {len(natural)} runs at step " + ", ".join(f"{t:,}" for t in sorted(set(moved)))
-                + f" (none at their {step} step)"] if len(moved) else []
+        note = [f"{len(moved)} of {len(natural)} runs shown at step " + ", ".join(f"{t:,}" for t in sorted(set(moved)))
+                + f": no nonzero gradient at their {step} step"] if len(moved) else []
         note += [f"{gone} of {len(natural)} runs: no nonzero gradient"] if gone else []
         ax.set_title(f"{title}{facet} = {v}" + "".join(f"\n{n}" for n in note), **({"fontsize": 10} if note else {}))
     return fig
@@ -203,20 +203,34 @@ def grad_scatter_figure(runs: pd.DataFrame, grad_scatter: pd.DataFrame, facet: s
 @styled
 def slope_figure(curve: pd.DataFrame, facet: str = "loss", hue: str = "variant", col: str = "grad_slope") -> Figure:
     """Per facet: the smoothed per-batch log-log slope over training per hue (mean over seeds with
-    its 95% CI band), with the theory's −1 as a reference."""
+    its 95% CI band), with the theory's −1 as a reference. The y axis spans the means, −1 and 0, and the bands
+    up to that span again beyond them: a band of a few seeds can reach much further (a batch with few nonzero
+    gradients fits a wild slope), and a panel whose band is cut at the axis says so in its title."""
     vals = list(dict.fromkeys(curve[facet]))
     fig, axes = subplots(1, len(vals), w=3.8, h=3.2, sharey=True)
+    means = curve["mean"].to_numpy(float)
+    means = means[np.isfinite(means)]
+    lo = min(-1.0, means.min()) if len(means) else -1.0
+    hi = max(0.0, means.max()) if len(means) else 0.0
+    width = hi - lo                    # the bands are shown up to one such width beyond the means, -1 and 0
+    band_lo, band_hi = curve["ci_lo"].min(), curve["ci_hi"].max()
+    lo = max(min(lo, band_lo if np.isfinite(band_lo) else lo), lo - width)
+    hi = min(max(hi, band_hi if np.isfinite(band_hi) else hi), hi + width)
+    ylim = (lo - 0.05 * (hi - lo), hi + 0.05 * (hi - lo))
     for ax, v in zip(axes[0], vals):
         sub = curve[curve[facet] == v]
         for i, (h, t) in enumerate(sub.groupby(hue, sort=False)):
             c = color_of(h, VARIANT_COLORS, i)
+            t = t.sort_values("step")       # steps some seeds lack a slope at come after the others' in the table
             ax.plot(t["step"], t["mean"], color=c, lw=1.4, label=str(h))
             ok = t["ci_lo"].notna()
             ax.fill_between(t["step"][ok], t["ci_lo"][ok], t["ci_hi"][ok], color=c, alpha=0.15, lw=0)
         ax.axhline(-1, color="k", ls=":", lw=1)
         ax.axhline(0, color="k", lw=0.5)
         ax.set_xlabel("iteration")
-        ax.set_title(str(v))
+        cut = (sub["ci_lo"] < ylim[0]).any() or (sub["ci_hi"] > ylim[1]).any()
+        ax.set_title(str(v) + ("\n(95% band cut at the axis)" if cut else ""))
+    axes[0][0].set_ylim(*ylim)
     axes[0][0].set_ylabel(METRIC_LABELS.get(col, col))
     axes[0][0].legend(fontsize=9)
     return fig

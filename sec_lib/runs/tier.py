@@ -8,7 +8,8 @@ The quick tier lives in the result store (``data/runs``, trained by ``make book`
                         final metrics (R@1, ...), commit, device, torch, python, machine, date, the CPU kind
                         and kernel settings (:data:`PROVENANCE`), wall_s
     evals.parquet       every periodic evaluation (key, step, R@1, ...)
-    steps.parquet       the per-step log, decimated to at most STEP_ROWS rows per run (last step kept)
+    steps.parquet       the per-step log, decimated to at most STEP_ROWS rows per run (last step kept; where the
+                        run logs some columns every k steps, rows that have them: decimate_steps)
     tracked.parquet     tracked samples' norms, at most TRACK_STEPS steps per run
     test_norms.parquet  per test sample: label, norm, hit@1 (float32 / int32 / bool)
     cosines.parquet     sampled test pairs, at most COSINES per run
@@ -64,9 +65,22 @@ def decimate(df: pd.DataFrame, col: str, max_values: int) -> pd.DataFrame:
     return df[df[col].isin(keep)]
 
 
+def decimate_steps(df: pd.DataFrame) -> pd.DataFrame:
+    """The per-step log at about :data:`STEP_ROWS` steps, first and last kept. A run that logs its batch statistics
+    or Δθ only every k steps (``stats_every``, ``dtheta_every``) has those columns on few rows: evenly spaced steps
+    of the whole run would keep them on one row in k or fewer (12 of 250 rows at ``stats_every`` = 20), so the
+    steps kept are chosen, evenly spaced, among the rows that have every column the run logs."""
+    logged = [c for c in df.columns if c != "step" and df[c].notna().any()]
+    full = df[logged].notna().all(axis=1)
+    if df.empty or full.all() or not full.any() or df["step"].nunique() <= STEP_ROWS:
+        return decimate(df, "step", STEP_ROWS)
+    keep = set(decimate(df[full], "step", STEP_ROWS - 2)["step"]) | {df["step"].min(), df["step"].max()}
+    return df[df["step"].isin(keep)]
+
+
 def _compact(name: str, df: pd.DataFrame) -> pd.DataFrame:
     if name == "steps":
-        df = decimate(df, "step", STEP_ROWS)
+        df = decimate_steps(df)
     elif name == "tracked":
         df = decimate(df, "step", TRACK_STEPS)
     elif name == "cosines":

@@ -610,3 +610,34 @@ def test_no_prefixes_when_the_run_is_not_longer_than_the_prefix():
     long = replace(ref, base=dict(ref.base, iterations=5000))
     assert len(ex.convergence(long, any_choice)) == len(ex.main_table(long, any_choice)) + \
         len(ex.MAIN_LOSSES) * 2 * len(ref.seeds)
+
+
+def test_the_slope_curve_of_runs_that_log_the_slope_every_k_steps_has_no_gaps():
+    """The decisive tier logs the batch statistics every 20 steps: the rolling mean runs over the rows that have the
+    slope, so the curve is one line per group (not isolated dashes between rows without it), and its values are
+    the per-run means of neighbouring logged slopes, averaged over seeds."""
+    steps, rows = [], []
+    for seed in range(3):
+        key = f"k{seed}"
+        rows.append({"key": key, "loss": "ms", "variant": "none", "seed": seed})
+        for s in range(1, 401):
+            steps.append({"key": key, "step": s, "grad_slope": -1.0 - seed if s % 20 == 0 else math.nan})
+    curve = instability.slope_curve(pd.DataFrame(rows), pd.DataFrame(steps))
+    assert list(curve["step"]) == list(range(20, 401, 20))       # only the logged steps, every one of them
+    assert curve["mean"].notna().all() and np.allclose(curve["mean"], -2.0)
+
+
+def test_the_slope_figure_spans_the_means_and_says_where_a_band_is_cut():
+    """A few seeds whose batches hold few nonzero gradients give a band of ±100 around slopes near −1: the axis
+    spans the means (with −1 and 0), and the panel whose band goes beyond it says so."""
+    rows = []
+    for loss, wide in (("triplet", False), ("ms", True)):
+        for s in range(100, 1001, 100):
+            half = 100.0 if (wide and s == 900) else 0.5
+            rows.append({"loss": loss, "variant": "none", "step": s, "mean": -1.5, "ci_lo": -1.5 - half,
+                         "ci_hi": -1.5 + half})
+    fig = rp.slope_figure(pd.DataFrame(rows))
+    lo, hi = fig.axes[0].get_ylim()
+    assert -3.5 < lo < -2.0 and 0 <= hi < 2.0           # the means (−1.5), −1 and 0, and 1.5 beyond them
+    titles = {ax.get_title().split("\n")[0]: ax.get_title() for ax in fig.axes}
+    assert "cut" in titles["ms"] and "cut" not in titles["triplet"]

@@ -344,7 +344,7 @@ def test_grad_scatter_moves_a_run_whose_last_batch_has_no_gradient_to_its_latest
     titles = {ax.get_title().split("\n")[0]: ax for ax in fig.axes}
     none_ax = titles["variant = none"]
     n_none = runs["variant"].eq("none").sum()
-    assert f"{n_none} of {n_none} runs at step {mid:,} (none at their last step)" in none_ax.get_title()
+    assert f"{n_none} of {n_none} runs shown at step {mid:,}: no nonzero gradient at their last step" in none_ax.get_title()
     pts = none_ax.collections[0].get_offsets()
     want = gs[gs["key"].str.contains("-none-") & (gs["step"] == mid)]
     assert len(pts) == len(want) and np.allclose(np.sort(pts[:, 0]), np.sort(want["norm"]))
