@@ -1,5 +1,4 @@
-"""The result store: one folder per run, keyed by a hash of its config, written atomically and
-verified on every read.
+"""The result store: one folder per run, keyed by a hash of its config, written atomically and verified on every read.
 
 Layout of ``<root>/<key>/`` (``key``: 16 lowercase hex digits, :func:`run_key`)::
 
@@ -9,22 +8,21 @@ Layout of ``<root>/<key>/`` (``key``: 16 lowercase hex digits, :func:`run_key`):
     evals.parquet   periodic test metrics   test_norms.parquet, cosines.parquet, grad_scatter.parquet
     manifest.json   size and sha256 of every file above (written last)
 
-Writing (safe with any number of writers and readers, on a local or a shared network disk; no
-locks): a run is written into a unique ``<root>/.tmp-<key>-<host>-<pid>-<random>/`` folder and
-published by one ``os.rename`` of that folder to ``<root>/<key>``. A rename onto an existing,
-non-empty folder fails, so a published record is never deleted or overwritten under a reader: when
-the key already holds a complete record the second writer discards its copy and keeps the stored
-one (a failed run is replaced by a finished one only when asked, ``replace=True``: the old record
-is renamed aside first). A record that is there but corrupt is moved to quarantine first.
+Writing (safe with any number of writers and readers, on a local or a shared network disk; no locks): a run is
+written into a unique ``<root>/.tmp-<key>-<host>-<pid>-<random>/`` folder and published by one ``os.rename`` of
+that folder to ``<root>/<key>``. A rename onto an existing, non-empty folder fails, so a published record is
+never deleted or overwritten under a reader: when the key already holds a complete record the second writer
+discards its copy and keeps the stored one (a failed run is replaced by a finished one only when asked,
+``replace=True``: the old record is renamed aside first). A record that is there but corrupt is moved to
+quarantine first.
 
-Reading: :meth:`ResultStore.has` checks the manifest's file sizes; :meth:`ResultStore.get` reads
-every file once, checks it against the manifest's sha256, then parses the bytes it checked (so a
-record replaced mid-read cannot give a mix of two records) and checks that the metrics are numbers
-(finite, or NaN). A record that fails is reported (log warning naming the key, the path and the
-reason), moved to ``<root>/.quarantine/<key>-<timestamp>/`` and treated as missing, so the runner
-trains it again. Records written before manifests existed are accepted when every file loads and
-the metrics check out; a manifest is then added to them (atomically), so the cheap check applies
-next time.
+Reading: :meth:`ResultStore.has` checks the manifest's file sizes; :meth:`ResultStore.get` reads every file
+once, checks it against the manifest's sha256, then parses the tables asked for from the bytes it checked (so a
+record replaced mid-read cannot give a mix of two records), checks that the metrics are numbers (finite, or
+NaN). A record that fails is reported (log warning naming the key, the path and the reason), moved to
+``<root>/.quarantine/<key>-<timestamp>/`` and treated as missing, so the runner trains it again. Records written
+before manifests existed are accepted when every file loads and the metrics check out; a manifest is then added
+to them (atomically), so the cheap check applies next time.
 """
 from __future__ import annotations
 
@@ -151,11 +149,9 @@ class ResultStore:
         """The stored result, checked against its manifest; None when absent or corrupt (quarantined).
 
         ``tables``: the per-run tables the caller needs; the others come back empty. Every store has this
-        ``get`` (the committed tier, :class:`sec_lib.runs.tier.TierStore`, then reads only those tables);
-        here every file of the record is read and checked against its manifest either way, and only those
-        tables are parsed (all of them for a record from before manifests: parsing is its check)."""
-        tables = tuple(tables)
-        unknown = set(tables) - set(TABLES)
+        ``get`` (the committed tier, :class:`sec_lib.runs.tier.TierStore`, then reads only those tables); here
+        every file is checked against the manifest and only those tables are parsed (:meth:`_read`)."""
+        unknown = set(tables := tuple(tables)) - set(TABLES)
         if unknown:
             raise ValueError(f"unknown tables {sorted(unknown)}; valid: {', '.join(TABLES)}")
         out = self._verified(cfg_or_key, full=True, tables=tables)
@@ -222,9 +218,8 @@ class ResultStore:
         return files
 
     def _read(self, p: Path, key: str, upgrade: bool = False, tables: tuple = TABLES) -> RunResult:
-        """Read every file once, check it against the manifest, then parse the bytes that were checked: every
-        table when the record has no manifest (then parsing is the check), else ``tables`` (the others' bytes
-        matched their sha256, so they are what the writer wrote; they come back empty)."""
+        """Read every file once, check it against the manifest, then parse the checked bytes: ``tables`` (the
+        others, empty, matched their sha256), or all of a record without a manifest (parsing is its check)."""
         try:
             manifest = self._parse_manifest(p, key, (p / MANIFEST).read_bytes())
         except FileNotFoundError:
@@ -279,9 +274,7 @@ class ResultStore:
             raise bad("result.json", e) from None
         tables = {t: pd.DataFrame() for t in TABLES}
         wanted = set(wanted) | ({"steps"} if meta["status"] == "failed" and step is None else set())
-        for t in TABLES:
-            if t not in wanted:
-                continue
+        for t in (t for t in TABLES if t in wanted):
             try:
                 tables[t] = with_schema(pd.read_parquet(io.BytesIO(blobs[f"{t}.parquet"])), t, cfg)
             except Exception as e:  # noqa: BLE001
