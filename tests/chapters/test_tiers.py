@@ -219,6 +219,10 @@ def test_the_decisive_progress_table_counts_each_stage_once_the_plan_fixes_it(tm
     t = df.set_index("stage")
     assert t.loc["main", "named"] == len(mainstage.configs(plan)) and "7 seeds for the primary arms" in text
     assert t.loc["extra", "named"] == tiers.MISSING                     # tml and cosface are not selected yet
+    # their selection's first round is known: 2 losses × (η = 0, 5 η, 3 L2 weights) × 3 seeds; a stage that selects
+    # something else (relative SEC's η, rates) still shows none
+    assert t.loc["extra-selection", "named"] == "54 (first round)" == f"{2 * 9 * 3} (first round)"
+    assert t.loc["scale-selection", "named"] == tiers.MISSING
     # the η sweep: 4 losses × (η = 0 and 5 η) × 3 seeds, less the main comparison's runs at seeds 0-2 (η = 0, the
     # selected 0.1 and the paper's η, each on the grid)
     assert t.loc["eta", "named"] == 4 * 6 * 3 - 4 * 3 * 3
