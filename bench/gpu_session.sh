@@ -1,7 +1,7 @@
 #!/bin/bash
 # One lent GPU window, as one command (the device tool runs at most 10 minutes a command): the CUDA tests, then
 # bench/gpu_step.py, then the gpu tier (python -m sec_lib.book gpu-tier) until the budget, resumable. Everything
-# it makes goes to $OUT, at most 8 files: machine.txt, tests.log, bench.log, gpu_step.json, tier.log, gpu_tier.tar
+# it makes goes to $OUT, at most 8 files: machine.txt, tests.log, bench.log, gpu_step.json, tier.log, smi.csv, gpu_tier.tar
 # (data/reference/gpu/ as exported after the last finished chunk). Where this repo's dependencies are missing
 # (pytorch-metric-learning on the lent image), a folder .pydeps/ carried with the tree goes on PYTHONPATH.
 #
@@ -48,9 +48,13 @@ if [ "${TIER:-1}" != 1 ]; then
 elif [ "$t" -gt 90 ]; then
   minutes=$(python3 -c "print(round(($t - 40) / 60, 2))")
   # (the runner's CLI needs the book's packages; the command itself does not)
+  # the GPU's utilization while the tier trains, every second (smi.csv: timestamp, utilization %, memory used MiB)
+  nvidia-smi --query-gpu=timestamp,utilization.gpu,memory.used --format=csv,noheader -l 1 > "$OUT/smi.csv" 2>&1 &
+  smi=$!
   timeout $(( t - 15 )) python3 -c "from sec_lib.runs.commands import gpu_tier_command
 gpu_tier_command($minutes, ${JOBS:-4}, ${TOGETHER:-2})" > "$OUT/tier.log" 2>&1
   echo "gpu-tier rc=$? at $(( $(date +%s) - T0 )) s" >> "$OUT/tier.log"
+  kill $smi 2>/dev/null
 else
   echo "no time left for the gpu tier ($t s)" > "$OUT/tier.log"
 fi

@@ -132,8 +132,8 @@ class ViewAugment:
         grid = F.affine_grid(_inverse_affine(angle, zoom, shear, shift).to(x), list(x.shape), align_corners=False)
         if self.elastic_alpha > 0 and (free or bool(elastic_on.any())):
             disp = _smooth_field(field, self.elastic_sigma)              # (n, 2, h, w), unit std per pixel
-            scale = torch.tensor([2.0 / w, 2.0 / h], dtype=disp.dtype, device=disp.device)
-            disp = disp * self.elastic_alpha * scale[None, :, None, None]
+            disp = disp * self.elastic_alpha           # x by 2 / w and y by 2 / h (scalars: nothing copied to a GPU)
+            disp = torch.stack([disp[:, 0] * (2.0 / w), disp[:, 1] * (2.0 / h)], dim=1)
             disp = disp * elastic_on.to(disp.dtype)[:, None, None, None]
             grid = grid + disp.permute(0, 2, 3, 1).to(grid)
         out = F.grid_sample(x, grid, mode="bilinear", padding_mode="zeros", align_corners=False)

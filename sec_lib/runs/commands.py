@@ -6,6 +6,7 @@
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import subprocess
 import sys
@@ -239,8 +240,17 @@ def gpu_tier_command(minutes: float = 0.0, jobs: int | None = None, together: in
     print(f"restored {tier.restore(out, store)} committed runs of {out} into {store.root}", flush=True)
     prepare_data(p)
 
+    # the float32 runs trained before the profile moved to bf16 + channels-last stay in the tier, as their own kind
+    float32 = dataclasses.replace(p, base={k: v for k, v in p.base.items() if k not in ("autocast", "channels_last")})
+
     def named():
-        return tier.profile_configs(p, store)
+        return tier.profile_configs(p, store) + tier.profile_configs(float32, store)
+    # the learning-rate pilot's Adam runs first: the η selection trains at the rate they choose
+    pilot = [c for c in ex.lr_pilot(p) if c.optimizer == "adam"]
+    todo = [c for c in pilot if not store.has(c)]
+    print(f"gpu tier: Adam's learning-rate pilot, {len(pilot)} runs, {len(todo)} to train", flush=True)
+    if not _train_exporting(todo, named(), out, store, jobs, "gpu tier", together, deadline):
+        return 0
     selection = [c for c in ex.chapter_configs("selection", p, store)
                  if c.loss in ex.MAIN_LOSSES and c.variant in ("sec", "l2reg")]
     selection.sort(key=lambda c: c.variant != "sec")     # SEC's η first, then the L2 weight
