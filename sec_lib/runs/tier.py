@@ -137,7 +137,15 @@ def _row(key: str, r: RunResult, meta: dict) -> dict:
             "optimizer": c.optimizer, "lr": c.lr, "seed": c.seed, "iterations": c.iterations,
             "holdout_classes": c.holdout_classes, "head": c.head,
             **{k: float(v) for k, v in r.metrics.items()},
-            **{k: prov.get(k) for k in PROVENANCE}, "wall_s": r.wall_s}
+            **{k: _provenance_value(k, prov.get(k)) for k in PROVENANCE}, "wall_s": r.wall_s}
+
+
+def _provenance_value(name: str, v):
+    """A provenance value as its column holds it: cuDNN's version as a float (torch reports an int; a row restored
+    from a committed tier reads it back as text), so old and new rows share one column type."""
+    if name == "cudnn" and v is not None and v == v and v != "":
+        return float(v)
+    return v
 
 
 def _write(df: pd.DataFrame, path: Path) -> None:
