@@ -142,20 +142,28 @@ def child(args) -> None:
 
 
 def identical_together(p) -> dict:
-    """Two short runs trained together and alone on the GPU: are their tables the same?"""
+    """Two short runs trained together and alone on the GPU: are their tables the same? Each is also trained alone a
+    second time: the control (GPU kernels are not deterministic, so alone against alone can differ too, and only a
+    together-vs-alone difference beyond it is the interleaving's)."""
     from sec_lib.runs.many import train_many
     from sec_lib.runs.train import train
     cfgs = [bench_config(p, seed=s, iterations=30, read_every=10, eval_every=0, train_classes=300, test_classes=100,
                          holdout_classes=0) for s in (0, 1)]
     together = train_many(cfgs)
+    def compare(x, y):
+        a = x.steps.drop(columns="step_time").to_numpy(dtype=float)
+        b = y.steps.drop(columns="step_time").to_numpy(dtype=float)
+        same = (a == b) | (np.isnan(a) & np.isnan(b))
+        return bool(same.all()), float(abs(a - b)[~same].max()) if not same.all() else 0.0
+
     diffs = []
     for cfg, r in zip(cfgs, together):
-        alone = train(cfg)
-        a = alone.steps.drop(columns="step_time").to_numpy(dtype=float)
-        b = r.steps.drop(columns="step_time").to_numpy(dtype=float)
-        same = (a == b) | (np.isnan(a) & np.isnan(b))
-        diffs.append({"identical_steps": bool(same.all()), "max_abs_diff": float(abs(a - b)[~same].max()) if not same.all()
-                      else 0.0, "R@1 alone": alone.metrics.get("R@1"), "R@1 together": r.metrics.get("R@1")})
+        alone, again = train(cfg), train(cfg)
+        same, diff = compare(alone, r)
+        same_control, diff_control = compare(alone, again)
+        diffs.append({"identical_steps": same, "max_abs_diff": diff, "control_identical_steps": same_control,
+                      "control_max_abs_diff": diff_control, "R@1 alone": alone.metrics.get("R@1"),
+                      "R@1 alone again": again.metrics.get("R@1"), "R@1 together": r.metrics.get("R@1")})
     return {"runs": diffs}
 
 

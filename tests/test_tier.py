@@ -246,9 +246,12 @@ def test_a_gpu_run_has_a_gpu_kind_and_is_not_retrained_without_a_gpu(capsys):
     from sec_lib.runs import commands
     t = tier.TierStore(tier.tier_dir("gpu"))
     rows = t.runs
-    new = rows[rows["cuda"].notna()].iloc[0]["key"]
+    bf16 = rows["config"].str.contains('"autocast": "bf16"')
+    new = rows[rows["cuda"].notna() & ~bf16].iloc[0]["key"]
     old = rows[rows["cuda"].isna()].iloc[0]["key"]
     assert tier.committed_kind(t, new) == "gpu:NVIDIA H100 80GB HBM3/torch 2.11.0+cu130/cuda 13.0/cudnn 91900"
+    assert tier.committed_kind(t, rows[bf16].iloc[0]["key"]) == \
+        "gpu:NVIDIA H100 80GB HBM3/torch 2.11.0+cu130/cuda 13.0/cudnn 91900/bf16/channels_last"
     assert tier.committed_kind(t, old) == "gpu:NVIDIA H100 80GB HBM3/torch 2.11.0+cu130"   # before the columns
     cfg = t.config(new)
     prov = {"device": "X", "torch": "t", "cuda": "c", "cudnn": 1, "runs_together": 4}
@@ -283,3 +286,21 @@ def test_decimated_steps_keep_the_rows_of_columns_logged_every_k_steps():
     pd.testing.assert_frame_equal(tier.decimate_steps(sparse), tier.decimate(sparse, "step", tier.STEP_ROWS))
     short = _logged_every(n_steps=200)                           # fewer steps than the cap: all kept
     pd.testing.assert_frame_equal(tier.decimate_steps(short), short)
+
+
+def test_the_gpu_tier_names_its_float32_runs_beside_the_bf16_profile(tmp_path):
+    """The gpu profile moved to bf16 + channels-last: a chunk's export still names the committed float32 runs (their
+    own kind), so none is dropped from the tier; and cuDNN's version has one column type whether a row was restored
+    (text) or trained here (an int)."""
+    from sec_lib.runs import commands
+    store = ResultStore(tmp_path / "store")
+    t = tier.TierStore(tier.tier_dir("gpu"))
+    assert tier.restore(tier.tier_dir("gpu"), store) == len(t.runs)
+    p = ex.get_profile("gpu")
+    assert p.base["autocast"] == "bf16" and p.base["channels_last"] is True
+    named = {run_key(c) for c in commands.gpu_tier_configs(p, store)}
+    assert set(t.runs["key"]) <= named
+    out = tmp_path / "gpu"
+    assert tier.export(store, commands.gpu_tier_configs(p, store), out)["exported"] == len(t.runs)
+    assert tier.TierStore(out).runs["cudnn"].dropna().unique().tolist() == [91900.0]
+    assert [tier._provenance_value("cudnn", v) for v in ("91900.0", 91900, None)] == [91900.0, 91900.0, None]

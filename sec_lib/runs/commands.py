@@ -228,6 +228,13 @@ def _train_exporting(todo, named, out, store, jobs: int, what: str, together: in
     return True
 
 
+def gpu_tier_configs(p: ex.Profile, store) -> list:
+    """Every gpu-tier run that can be named now: the profile's, and those of its float32 form (trained before the
+    profile moved to bf16 + channels-last; they stay in the tier as their own kind)."""
+    float32 = dataclasses.replace(p, base={k: v for k, v in p.base.items() if k not in ("autocast", "channels_last")})
+    return tier.profile_configs(p, store) + tier.profile_configs(float32, store)
+
+
 def gpu_tier_command(minutes: float = 0.0, jobs: int | None = None, together: int | None = None) -> int:
     """Train the gpu tier in the issue's order, resumably, exporting to ``data/reference/gpu/`` after every chunk:
     the committed runs are restored, then the held-out η selection of the four main losses (SEC, then L2), then
@@ -240,11 +247,9 @@ def gpu_tier_command(minutes: float = 0.0, jobs: int | None = None, together: in
     print(f"restored {tier.restore(out, store)} committed runs of {out} into {store.root}", flush=True)
     prepare_data(p)
 
-    # the float32 runs trained before the profile moved to bf16 + channels-last stay in the tier, as their own kind
-    float32 = dataclasses.replace(p, base={k: v for k, v in p.base.items() if k not in ("autocast", "channels_last")})
 
     def named():
-        return tier.profile_configs(p, store) + tier.profile_configs(float32, store)
+        return gpu_tier_configs(p, store)
     # the learning-rate pilot's Adam runs first: the η selection trains at the rate they choose
     pilot = [c for c in ex.lr_pilot(p) if c.optimizer == "adam"]
     todo = [c for c in pilot if not store.has(c)]
