@@ -289,15 +289,16 @@ def test_decimated_steps_keep_the_rows_of_columns_logged_every_k_steps():
 
 
 def test_the_gpu_tier_names_its_float32_runs_beside_the_bf16_profile(tmp_path):
-    """The gpu profile moved to bf16 + channels-last: a chunk's export still names the committed float32 runs (their
-    own kind), so none is dropped from the tier; and cuDNN's version has one column type whether a row was restored
-    (text) or trained here (an int)."""
+    """The gpu profile moved to bf16 + channels-last, then to NMI/F1 at the last evaluation only: a chunk's export
+    still names the committed runs of its earlier forms, so none is dropped from the tier; and cuDNN's version has
+    one column type whether a row was restored (text) or trained here (an int)."""
     from sec_lib.runs import commands
     store = ResultStore(tmp_path / "store")
     t = tier.TierStore(tier.tier_dir("gpu"))
     assert tier.restore(tier.tier_dir("gpu"), store) == len(t.runs)
     p = ex.get_profile("gpu")
-    assert p.base["autocast"] == "bf16" and p.base["channels_last"] is True
+    assert p.base["autocast"] == "bf16" and p.base["channels_last"] is True and p.base["eval_clustering"] == "final"
+    assert not any(store.has(c) for c in tier.profile_configs(p, store))     # every committed run is an earlier form
     named = {run_key(c) for c in commands.gpu_tier_configs(p, store)}
     assert set(t.runs["key"]) <= named
     out = tmp_path / "gpu"

@@ -228,11 +228,20 @@ def _train_exporting(todo, named, out, store, jobs: int, what: str, together: in
     return True
 
 
+#: The gpu profile's earlier forms, whose committed runs stay in the tier (each its own kind or its own settings):
+#: float32 with NMI/F1 at every evaluation (2026-11-23 to 26), then bf16 + channels-last with NMI/F1 at every
+#: evaluation (2026-11-27, before k-means moved to the last evaluation only).
+GPU_EARLIER_FORMS = ({"autocast": "none", "channels_last": False, "eval_clustering": "all"},
+                     {"eval_clustering": "all"})
+
+
 def gpu_tier_configs(p: ex.Profile, store) -> list:
-    """Every gpu-tier run that can be named now: the profile's, and those of its float32 form (trained before the
-    profile moved to bf16 + channels-last; they stay in the tier as their own kind)."""
-    float32 = dataclasses.replace(p, base={k: v for k, v in p.base.items() if k not in ("autocast", "channels_last")})
-    return tier.profile_configs(p, store) + tier.profile_configs(float32, store)
+    """Every gpu-tier run that can be named now: the profile's, then those of its earlier forms
+    (:data:`GPU_EARLIER_FORMS`), so that an export keeps their committed runs."""
+    out = tier.profile_configs(p, store)
+    for form in GPU_EARLIER_FORMS:
+        out += tier.profile_configs(dataclasses.replace(p, base={**p.base, **form}), store)
+    return out
 
 
 def gpu_tier_command(minutes: float = 0.0, jobs: int | None = None, together: int | None = None) -> int:

@@ -125,7 +125,10 @@ PROFILES = {
                   # bf16 autocast + channels-last: on a lent H100 (bench/reports/gpu_step_h100_2026-11-27.md) the
                   # profile's 4 processes x 4 runs gave 112.7 steps/s in bf16 against 51.6 in float32 (2.2x, the
                   # rule in data/reference/gpu/README.md); the float32 runs stay committed as their own kind
-                  autocast="bf16", channels_last=True),
+                  autocast="bf16", channels_last=True,
+                  # NMI/F1 (k-means, 10 restarts, on the host) only at the last evaluation: at every one of the 13 a
+                  # run spent about 60 s of its 188 s in k-means on the lent H100's host (2026-11-27 report)
+                  eval_clustering="final"),
         seeds=(0, 1, 2), main_seeds=(0, 1, 2, 3, 4), eta_grid=(0.005, 0.05, 0.1, 0.5, 1.0),
         l2_etas=(0.01, 0.005, 0.001), ema_momenta=(0.1, 0.01), fixed_radii=(2.0, 8.0),
         lr_pilot={"adam": (1e-4, 3e-4, 1e-3, 3e-3), "sgd": (0.01, 0.03, 0.1, 0.3)}, jobs=4, together=4,
