@@ -86,6 +86,14 @@ def test_run_all_trains_groups_together_and_records_it(tmp_path):
         run_all(cfgs, root=tmp_path, together=0)
 
 
+def test_worker_processes_get_at_most_together_runs_and_every_process_one_first():
+    from sec_lib.runs.many import process_groups
+    sizes = lambda n, jobs, together: [len(g) for g in process_groups(list(range(n)), jobs, together)]
+    assert sizes(16, 4, 4) == [4, 4, 4, 4] and sizes(4, 4, 4) == [1, 1, 1, 1] and sizes(6, 4, 4) == [2, 2, 2]
+    assert sizes(40, 4, 4) == [4] * 10 and sizes(5, 2, 1) == [1] * 5 and sizes(0, 4, 4) == []
+    assert [x for g in process_groups(list(range(7)), 2, 3) for x in g] == list(range(7))
+
+
 def test_autocast_and_channels_last_enter_the_key_only_when_on():
     base = toy(model="smallcnn", dataset="glyphs")
     assert "autocast" not in base.canonical() and "channels_last" not in base.canonical()

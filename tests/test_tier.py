@@ -305,3 +305,28 @@ def test_the_gpu_tier_names_its_float32_runs_beside_the_bf16_profile(tmp_path):
     assert tier.export(store, commands.gpu_tier_configs(p, store), out)["exported"] == len(t.runs)
     assert tier.TierStore(out).runs["cudnn"].dropna().unique().tolist() == [91900.0]
     assert [tier._provenance_value("cudnn", v) for v in ("91900.0", 91900, None)] == [91900.0, 91900.0, None]
+
+
+def test_a_chunk_starts_only_if_its_pace_says_it_ends_before_the_deadline(monkeypatch, tmp_path):
+    """`_train_exporting` on a fake clock: a chunk costs 10 s per run each process trains. The pace of a chunk of 4
+    runs on 4 processes (1 each) predicts 40 s for one of 16 (4 each), and the pace carries over between calls."""
+    from types import SimpleNamespace
+    from sec_lib.runs import commands, store as store_mod
+    clock = SimpleNamespace(t=0.0)
+    fake_time = SimpleNamespace(monotonic=lambda: clock.t, perf_counter=lambda: clock.t)
+    trained = []
+
+    def fake_run_all(cfgs, root=None, jobs=1, together=1):
+        trained.append(len(cfgs))
+        clock.t += 10.0 * -(-len(cfgs) // jobs)
+    monkeypatch.setattr(commands, "time", fake_time)
+    monkeypatch.setattr(store_mod, "run_all", fake_run_all)
+    monkeypatch.setattr(commands.tier, "export", lambda store, named, out: {"exported": 0})
+    st, pace = SimpleNamespace(root=tmp_path), {}
+    assert commands._train_exporting(list(range(4)), [], tmp_path, st, 4, "t", 4, deadline=45.0, pace=pace)
+    assert trained == [4] and clock.t == 10.0 and pace == {"s": 10.0}
+    # 16 runs (4 per process, 40 s) would end at 50 > 45: not started
+    assert not commands._train_exporting(list(range(32)), [], tmp_path, st, 4, "t", 4, deadline=45.0, pace=pace)
+    assert trained == [4]
+    assert commands._train_exporting(list(range(20)), [], tmp_path, st, 4, "t", 4, deadline=95.0, pace=pace)
+    assert trained == [4, 16, 4] and clock.t == 60.0        # 16 runs: 40 s; the last 4 (1 each): 10 s

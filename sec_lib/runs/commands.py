@@ -208,23 +208,30 @@ def rerun_command(key: str, profile: str, tier_root=None) -> int:
 
 
 def _train_exporting(todo, named, out, store, jobs: int, what: str, together: int = 1,
-                     deadline: float | None = None) -> bool:
+                     deadline: float | None = None, pace: dict | None = None) -> bool:
     """Train ``todo`` in chunks of ``jobs`` x ``together`` runs, exporting every run of ``named`` that is in
     ``store`` to the tier folder ``out`` after each chunk (so a stopped session loses at most one chunk). With
-    ``deadline`` (a ``time.monotonic()`` value), no chunk starts that the last one's duration says would end after
-    it; returns False when it stopped early."""
+    ``deadline`` (a ``time.monotonic()`` value), no chunk starts that the last one's pace says would end after it:
+    seconds per run that one process trains, so a chunk of 4 runs on 4 processes predicts one of 16 on 4 (4 each).
+    ``pace`` (a dict) carries that pace from one call to the next. Returns False when it stopped early."""
+    from .many import process_groups
     from .store import run_all
-    chunk, last = jobs * together, 0.0
+    pace = {} if pace is None else pace
+
+    def per_process(n):
+        return max(map(len, process_groups(list(range(n)), jobs, together)), default=1)
+    chunk = jobs * together
     for i in range(0, len(todo), chunk):
-        if deadline is not None and time.monotonic() + last > deadline:
+        n = len(todo[i:i + chunk])
+        if deadline is not None and time.monotonic() + pace.get("s", 0.0) * per_process(n) > deadline:
             print(f"  stopped before the deadline: {len(todo) - i} {what} runs left for the next call", flush=True)
             return False
         t0 = time.perf_counter()
         run_all(todo[i:i + chunk], root=store.root, jobs=jobs, together=together)
-        last = time.perf_counter() - t0
+        pace["s"] = (time.perf_counter() - t0) / per_process(n)
         counts = tier.export(store, named, out)
         print(f"  {counts['exported']} of {len(named)} {what} runs exported to {out} "
-              f"({time.perf_counter() - t0:.0f} s for the last {len(todo[i:i + chunk])})", flush=True)
+              f"({time.perf_counter() - t0:.0f} s for the last {n})", flush=True)
     return True
 
 
@@ -252,6 +259,7 @@ def gpu_tier_command(minutes: float = 0.0, jobs: int | None = None, together: in
     p = ex.get_profile("gpu")
     jobs, together = jobs or p.jobs, together or p.together
     deadline = time.monotonic() + 60 * minutes if minutes > 0 else None
+    pace = {}                              # seconds per run a process trains, carried from chunk to chunk
     store, out = ResultStore(), tier.tier_dir("gpu")
     print(f"restored {tier.restore(out, store)} committed runs of {out} into {store.root}", flush=True)
     prepare_data(p)
@@ -263,7 +271,7 @@ def gpu_tier_command(minutes: float = 0.0, jobs: int | None = None, together: in
     pilot = [c for c in ex.lr_pilot(p) if c.optimizer == "adam"]
     todo = [c for c in pilot if not store.has(c)]
     print(f"gpu tier: Adam's learning-rate pilot, {len(pilot)} runs, {len(todo)} to train", flush=True)
-    if not _train_exporting(todo, named(), out, store, jobs, "gpu tier", together, deadline):
+    if not _train_exporting(todo, named(), out, store, jobs, "gpu tier", together, deadline, pace):
         return 0
     selection = [c for c in ex.chapter_configs("selection", p, store)
                  if c.loss in ex.MAIN_LOSSES and c.variant in ("sec", "l2reg")]
@@ -271,7 +279,7 @@ def gpu_tier_command(minutes: float = 0.0, jobs: int | None = None, together: in
     todo = [c for c in selection if not store.has(c)]
     print(f"gpu tier: main losses' η/L2 selection, {len(selection)} runs, {len(todo)} to train "
           f"({jobs} processes x {together} runs together)", flush=True)
-    if not _train_exporting(todo, named(), out, store, jobs, "gpu tier", together, deadline):
+    if not _train_exporting(todo, named(), out, store, jobs, "gpu tier", together, deadline, pace):
         return 0
     try:
         main = ex.chapter_configs("main", p, store)
@@ -280,7 +288,7 @@ def gpu_tier_command(minutes: float = 0.0, jobs: int | None = None, together: in
         return 0
     todo = [c for c in main if not store.has(c)]
     print(f"gpu tier: main comparison, {len(main)} runs, {len(todo)} to train", flush=True)
-    _train_exporting(todo, named(), out, store, jobs, "gpu tier", together, deadline)
+    _train_exporting(todo, named(), out, store, jobs, "gpu tier", together, deadline, pace)
     return 0
 
 

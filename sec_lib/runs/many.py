@@ -28,6 +28,13 @@ from .train import RunResult, TrainConfig, training_steps
 __all__ = ["train_many", "Together", "run_together", "gpu_provenance"]
 
 
+def process_groups(items: list, jobs: int, together: int) -> list[list]:
+    """``items`` split into the groups that worker processes train together: at most ``together`` each, and no fewer
+    than ``jobs`` groups while there are that many items (4 runs on 4 processes train alone, not all in one)."""
+    size = max(1, min(together, -(-len(items) // max(1, jobs))))
+    return [items[i:i + size] for i in range(0, len(items), size)]
+
+
 def train_many(configs: list[TrainConfig], on_done: Callable[[int, RunResult], None] | None = None) -> list[RunResult]:
     """Train ``configs`` together, their steps interleaved, and return their results in order.
 

@@ -53,7 +53,7 @@ from .. import kernels
 from ..lifetime import exit_with_parent
 from ..params import Number, ParameterError
 from ..tempfiles import clear_partial_runs, temp_prefix
-from .many import gpu_provenance, run_together
+from .many import gpu_provenance, process_groups, run_together
 from .train import RunResult, TrainConfig, failed_step_of, train, with_schema
 
 log = logging.getLogger(__name__)
@@ -567,8 +567,7 @@ def run_all(configs: list[TrainConfig], root: str | Path | None = None, jobs: in
         own = pool is None
         pool = worker_pool(jobs) if own else pool
         try:
-            items = list(todo.items())
-            groups = [items[i:i + together] for i in range(0, len(items), together)]
+            groups = process_groups(list(todo.items()), jobs, together)
             futures = {pool.submit(_worker, [c for _, c in g], str(store.root)): [k for k, _ in g] for g in groups}
             for f in as_completed(futures):
                 f.result()
