@@ -37,7 +37,7 @@ wait $render
 cat "$OUT/render.log" >> "$OUT/machine.txt"; rm -f "$OUT/render.log"
 
 if [ "${BENCH:-1}" = 1 ]; then
-  timeout ${BENCH_S:-240} python3 bench/gpu_step.py --steps 40 --warmup 10 --profile-steps 10 \
+  timeout ${BENCH_S:-300} python3 bench/gpu_step.py --steps 40 --warmup 10 --profile-steps 10 \
     --out "$OUT/gpu_step.json" > "$OUT/bench.log" 2>&1
   echo "bench rc=$? at $(( $(date +%s) - T0 )) s" >> "$OUT/bench.log"
 fi

@@ -9,7 +9,10 @@ profile says), measured in one process in one call:
   (how much of the host's time per step is the monitor's);
 * ``N together``: the profile's ``together`` runs in one process, interleaved on their own CUDA streams;
 * ``J processes x N together``: the profile's jobs, each a process of N runs (steps summed over all), in float32 and
-  in bf16 + channels_last (several processes can cover a host-bound step: each has a Python thread of its own).
+  in bf16 + channels_last (several processes can cover a host-bound step: each has a Python thread of its own),
+  and in bf16 also as the profile's jobs of one run each and as twice the jobs with half the runs each;
+* ``evaluation_cost``: a 100-step run evaluated at steps 0, 50 and 100, with NMI/F1 (k-means on the host) at every
+  evaluation and at the last only: one clustering's seconds.
 
 ms per step is the wall time of the timed steps divided by their number (per run; runs together share it);
 steps/s is summed over the runs. The busy share is the union of the GPU's kernel intervals over the wall time of a
@@ -47,8 +50,9 @@ ITERATIONS = 1000
 
 
 def bench_config(p, **changes) -> TrainConfig:
+    """The profile's run in float32 (the rows that measure bf16 + channels-last say so), without evaluations."""
     base = {**p.base, "loss": "semihard", "eta": 0.5, "optimizer": "adam", "lr": 1e-3, "holdout_classes": p.holdout_classes,
-            "eval_every": 0, "iterations": ITERATIONS}
+            "eval_every": 0, "iterations": ITERATIONS, "autocast": "none", "channels_last": False}
     base.update(changes)
     return TrainConfig(**base)
 
@@ -141,6 +145,22 @@ def child(args) -> None:
     print(json.dumps(measure(cfgs, args.steps, args.warmup, 0)), flush=True)
 
 
+def evaluation_cost(p) -> dict:
+    """What NMI/F1 at every evaluation costs a run: the same 100-step run (bf16 + channels-last, evaluated at steps 0,
+    50 and 100 on the held-out classes) with k-means at every evaluation and at the last only; the difference over
+    the 2 evaluations that differ is one clustering's time (k-means runs on the host)."""
+    from sec_lib.runs.train import train
+    walls = {}
+    for clustering in ("final", "all"):
+        cfg = bench_config(p, autocast="bf16", channels_last=True, iterations=100, eval_every=50,
+                           eval_clustering=clustering)
+        t0 = time.perf_counter()
+        train(cfg)
+        walls[clustering] = time.perf_counter() - t0
+    return {"run_s_clustering_final": walls["final"], "run_s_clustering_all": walls["all"],
+            "s_per_clustering": (walls["all"] - walls["final"]) / 2}
+
+
 def identical_together(p) -> dict:
     """Two short runs trained together and alone on the GPU: are their tables the same? Each is also trained alone a
     second time: the control (GPU kernels are not deterministic, so alone against alone can differ too, and only a
@@ -204,19 +224,23 @@ def main(argv=None) -> int:
     row(f"{p.together} together, bf16 + channels_last",
         [bench_config(p, seed=s, autocast="bf16", channels_last=True) for s in range(p.together)])
     # the profile's jobs: J processes of N runs, started together; each reports its own timed window
-    for bf16 in (False, True):
-        procs = [subprocess.Popen([sys.executable, __file__, "--child", "--together", str(p.together), "--steps",
+    # (and, in bf16, the tier's 4 processes of one run each, and twice the processes with half the runs each)
+    for jobs, together, bf16 in ((p.jobs, p.together, False), (p.jobs, p.together, True), (p.jobs, 1, True),
+                                 (2 * p.jobs, max(1, p.together // 2), True)):
+        procs = [subprocess.Popen([sys.executable, __file__, "--child", "--together", str(together), "--steps",
                                    str(args.steps), "--warmup", str(args.warmup), *(["--bf16"] if bf16 else [])],
                                   stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
-                 for _ in range(p.jobs)]
+                 for _ in range(jobs)]
         with Utilization() as util:
             outs = [json.loads(pr.communicate()[0].strip().splitlines()[-1]) for pr in procs]
-        r = {"setting": f"{p.jobs} processes x {p.together} together" + (", bf16 + channels_last" if bf16 else ""),
-             "runs": p.jobs * p.together, "ms_per_step": max(o["ms_per_step"] for o in outs),
+        r = {"setting": f"{jobs} processes x {together} together" + (", bf16 + channels_last" if bf16 else ""),
+             "runs": jobs * together, "ms_per_step": max(o["ms_per_step"] for o in outs),
              "steps_per_s": sum(o["steps_per_s"] for o in outs), "gpu_busy_profiler": math.nan,
              "gpu_util_smi": util.mean / 100}
         rows.append(r)
         print(json.dumps(r), flush=True)
+    evals = evaluation_cost(p)
+    print(json.dumps(evals), flush=True)
     check = identical_together(p)
     print(json.dumps(check), flush=True)
     report = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "cuda": torch.version.cuda,
@@ -224,7 +248,7 @@ def main(argv=None) -> int:
                   "model", "image_size", "width", "embed_dim", "batch_size", "loss", "eta", "stats_every",
                   "dtheta_every", "track_every", "read_every")},
               "steps": args.steps, "warmup": args.warmup, "profile_steps": args.profile_steps,
-              "rows": rows, "together_vs_alone": check}
+              "rows": rows, "evaluation_cost": evals, "together_vs_alone": check}
     base = rows[0]["steps_per_s"]
     print(f"\n{'setting':45s} {'runs':>4s} {'ms/step':>8s} {'steps/s':>8s} {'x first':>8s} {'busy':>6s} {'smi':>6s}")
     for r in rows:
