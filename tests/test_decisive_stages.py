@@ -65,7 +65,7 @@ def test_a_choice_is_written_once(tmp_path):
     sec = selection.choose({0.0: 1.0, 0.005: 1.0, 0.05: 2.0, 0.1: 1.5, 0.5: 1.0, 1.0: 0.5})
     l2 = selection.choose({0.0: 3.0, 0.001: 1.0, 0.005: 2.0, 0.01: 1.5}, selection.L2_GRID)
     got = decisive.record_choice("tml", sec, l2, root=tmp_path)
-    assert got["sec"] == 0.05 and got["l2reg"] == 0.005 and got["flags"][0].startswith("L2: SEC not selected")
+    assert got["sec"] == 0.05 and got["l2reg"] == 0.005 and got["flags"][0].startswith("L2: L2-reg not selected")
     other = selection.choose({0.0: 1.0, 0.005: 1.0, 0.05: 1.0, 0.1: 3.0, 0.5: 1.0, 1.0: 0.5})
     assert decisive.record_choice("tml", other, root=tmp_path) == got        # never rewritten
     decisive.record_choice("arcface", other, root=tmp_path)

@@ -470,7 +470,7 @@ def decisive_selection(root=None) -> tuple[pd.DataFrame, pd.DataFrame, str]:
             if all(w in scores for w in grid):
                 c = selection.choose(scores, base)
                 row["choice"] = (f"{c.weight:g}" + (f"; grows to {c.needs:g}" if c.needs else "")
-                                 + "".join(f"; {f}" for f in c.flags))
+                                 + "".join(f"; {f}" for f in c.flags_for("SEC" if mu == "batch" else "L2-reg")))
                 if c.needs is None:
                     chosen.append(f"{loss} {kind} {c.weight:g}")
                 else:

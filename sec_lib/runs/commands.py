@@ -384,7 +384,8 @@ def select_stage(losses, kinds, shape: str, length: int, store, jobs: int, out: 
             c = selection.choose(selection.scores_of(runs), base[kind])
             final[(loss, kind)] = (c, runs)
             print(f"  {loss} {kind}: chosen {c.weight:g} (best nonzero {c.best_nonzero:g})"
-                  + (f", growing the grid to {c.needs:g}" if c.needs else "") + "".join(f"; {f}" for f in c.flags))
+                  + (f", growing the grid to {c.needs:g}" if c.needs else "")
+                  + "".join(f"; {f}" for f in c.flags_for(selection.KIND_NAMES[kind])))
             if c.needs:
                 grids[(loss, kind)] = (*ws, c.needs)
                 grown = True

@@ -198,7 +198,7 @@ def record_choice(loss: str, sec, l2=None, root=None) -> dict:
     have = read_choices(root)
     if loss not in have:
         have[loss] = {"sec": tested_weight(sec), "l2reg": None if l2 is None else tested_weight(l2),
-                      "flags": [*sec.flags, *(f"L2: {f}" for f in (l2.flags if l2 is not None else []))]}
+                      "flags": [*sec.flags, *(f"L2: {f}" for f in (l2.flags_for("L2-reg") if l2 is not None else []))]}
         _write_choices(have, root)
     return have[loss]
 

@@ -75,7 +75,7 @@ def make_plan(sec: dict, l2: dict, diffs: pd.DataFrame, shape: str, length: int)
     n, mde = planned_seeds(sd["sd"])
     eta = {l: float(sec[l].weight or sec[l].best_nonzero) for l in ex.MAIN_LOSSES}
     weights = {l: float(l2[l].weight or l2[l].best_nonzero) for l in ex.MAIN_LOSSES}
-    flags = {l: [*sec[l].flags, *(f"L2: {f}" for f in l2[l].flags)] for l in ex.MAIN_LOSSES}
+    flags = {l: [*sec[l].flags, *(f"L2: {f}" for f in l2[l].flags_for("L2-reg"))] for l in ex.MAIN_LOSSES}
     return Plan(shape, int(length), int(n), float(mde), float(sd["sd"]), sd, eta, weights,
                 {l: f for l, f in flags.items() if f})
 

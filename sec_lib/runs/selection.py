@@ -26,6 +26,8 @@ ETA_GRID = (0.005, 0.05, 0.1, 0.5, 1.0)
 RELATIVE_GRID = (0.1, 1.0, 10.0)
 #: The kinds of weight a held-out selection chooses: SEC's η, the L2 weight (μ = 0), relative SEC's η.
 KINDS = ("sec", "l2reg", "relative")
+#: How a flag names each kind's regularizer (:meth:`Choice.flags_for`).
+KIND_NAMES = {"sec": "SEC", "l2reg": "L2-reg", "relative": "relative SEC"}
 L2_GRID = (0.001, 0.005, 0.01)
 SEEDS = (1000, 1001, 1002)
 MAX_EXTENSIONS = 2
@@ -44,9 +46,14 @@ class Choice:
 
     @property
     def flags(self) -> list[str]:
+        """:meth:`flags_for` SEC's η."""
+        return self.flags_for("SEC")
+
+    def flags_for(self, what: str) -> list[str]:
+        """What the page flags about this choice, ``what`` naming the regularizer chosen ('SEC', 'L2-reg')."""
         out = []
         if self.weight == 0:
-            out.append("SEC not selected (no regularizer scored best); the best nonzero weight is tested")
+            out.append(f"{what} not selected (no regularizer scored best); the best nonzero weight is tested")
         if self.edge and self.needs is None:
             out.append(f"at the {self.edge} edge of its grid after {MAX_EXTENSIONS} extensions")
         return out
