@@ -304,7 +304,21 @@ def test_the_gpu_tier_names_its_float32_runs_beside_the_bf16_profile(tmp_path):
     out = tmp_path / "gpu"
     assert tier.export(store, commands.gpu_tier_configs(p, store), out)["exported"] == len(t.runs)
     assert tier.TierStore(out).runs["cudnn"].dropna().unique().tolist() == [91900.0]
-    assert [tier._provenance_value("cudnn", v) for v in ("91900.0", 91900, None)] == [91900.0, 91900.0, None]
+    # a restored row keeps its numbers as numbers, so it shares its columns with a run trained here (torch reports
+    # cuDNN's version as an int), also after a second restore of a row trained several to a process
+    key = t.runs["key"][t.runs["cudnn"].notna()].iloc[0]
+    assert store.meta(key)["provenance"]["cudnn"] == 91900.0
+    r, extra = store.get(t.config(key)), []
+    for seed, root in ((990, tmp_path / "again"), (991, tmp_path / "third")):
+        new = dataclasses.replace(r, config=r.config.replace(seed=seed))
+        store.save(new, provenance_={**store.meta(key)["provenance"], "cudnn": 91900, "runs_together": 4})
+        extra.append(new.config)
+        assert tier.export(store, commands.gpu_tier_configs(p, store) + extra, out)["exported"] == \
+            len(t.runs) + len(extra)
+        store = ResultStore(root)
+        tier.restore(out, store)
+        assert store.meta(run_key(new.config))["provenance"]["runs_together"] == 4
+    assert tier.TierStore(out).runs["cudnn"].dropna().unique().tolist() == [91900.0]
 
 
 def test_a_chunk_starts_only_if_its_pace_says_it_ends_before_the_deadline(monkeypatch, tmp_path):

@@ -137,15 +137,7 @@ def _row(key: str, r: RunResult, meta: dict) -> dict:
             "optimizer": c.optimizer, "lr": c.lr, "seed": c.seed, "iterations": c.iterations,
             "holdout_classes": c.holdout_classes, "head": c.head,
             **{k: float(v) for k, v in r.metrics.items()},
-            **{k: _provenance_value(k, prov.get(k)) for k in PROVENANCE}, "wall_s": r.wall_s}
-
-
-def _provenance_value(name: str, v):
-    """A provenance value as its column holds it: cuDNN's version as a float (torch reports an int; a row restored
-    from a committed tier reads it back as text), so old and new rows share one column type."""
-    if name == "cudnn" and v is not None and v == v and v != "":
-        return float(v)
-    return v
+            **{k: prov.get(k) for k in PROVENANCE}, "wall_s": r.wall_s}
 
 
 def _write(df: pd.DataFrame, path: Path) -> None:
@@ -349,7 +341,10 @@ def restore(tier: str | Path, store: ResultStore | None = None) -> int:
         if store.has(key):
             continue
         r = t.get(t.config(key))
-        prov = {k: (None if pd.isna(v) else str(v)) for k, v in t.meta(key)["provenance"].items()}
+        # each value as its column holds it (a number stays a number: a restored row and a new one must share
+        # their columns' types when the tier is exported again, cuDNN's version and runs_together among them)
+        prov = {k: (None if pd.isna(v) else v.item() if hasattr(v, "item") else v)
+                for k, v in t.meta(key)["provenance"].items()}
         store.save(r, provenance_=prov)
         n += 1
     return n
