@@ -457,7 +457,8 @@ def decisive_selection(root=None) -> tuple[pd.DataFrame, pd.DataFrame, str]:
     runs = open_tier(d).runs
     runs = runs.assign(score=runs["R@1"].where(runs["status"] == "done", -math.inf))
     tables, chosen, pending, growing = [], [], [], []
-    for kind, mu, base in (("SEC η", "batch", selection.ETA_GRID), ("L2 weight", "zero", selection.L2_GRID)):
+    for kind, mu, base, name in (("SEC η", "batch", selection.ETA_GRID, selection.KIND_NAMES["sec"]),
+                                 ("L2 weight", "zero", selection.L2_GRID, selection.KIND_NAMES["l2reg"])):
         rows = []
         for loss in ex.MAIN_LOSSES:
             sub = runs[(runs["loss"] == loss) & ((runs["eta"] == 0) | (runs["mu"] == mu))]
@@ -470,7 +471,7 @@ def decisive_selection(root=None) -> tuple[pd.DataFrame, pd.DataFrame, str]:
             if all(w in scores for w in grid):
                 c = selection.choose(scores, base)
                 row["choice"] = (f"{c.weight:g}" + (f"; grows to {c.needs:g}" if c.needs else "")
-                                 + "".join(f"; {f}" for f in c.flags_for("SEC" if mu == "batch" else "L2-reg")))
+                                 + "".join(f"; {f}" for f in c.flags_for(name)))
                 if c.needs is None:
                     chosen.append(f"{loss} {kind} {c.weight:g}")
                 else:
