@@ -322,25 +322,51 @@ def test_the_gpu_tier_names_its_float32_runs_beside_the_bf16_profile(tmp_path):
 
 
 def test_a_chunk_starts_only_if_its_pace_says_it_ends_before_the_deadline(monkeypatch, tmp_path):
-    """`_train_exporting` on a fake clock: a chunk costs 10 s per run each process trains. The pace of a chunk of 4
-    runs on 4 processes (1 each) predicts 40 s for one of 16 (4 each), and the pace carries over between calls."""
+    """`_train_exporting` on a fake clock: a process trains a run in 10 s while at most 4 processes share the GPU,
+    and more processes slow each other down in proportion. The pace of a chunk of 4 runs on 4 processes (1 each)
+    predicts 40 s for one of 16 (4 each); a chunk that would end after the deadline gives way to the largest
+    smaller one that would not; the pace carries over between calls; and 8 runs on 8 processes are predicted from
+    the seconds per run of the chunk (20 s), not from one process's pace (10 s), which is what the lent H100 did
+    on 2026-11-27 (8 processes trained 6 runs in the 330 s in which 4 had trained 4 in 176)."""
     from types import SimpleNamespace
     from sec_lib.runs import commands, store as store_mod
+    from sec_lib.runs.many import process_groups
     clock = SimpleNamespace(t=0.0)
     fake_time = SimpleNamespace(monotonic=lambda: clock.t, perf_counter=lambda: clock.t)
     trained = []
 
     def fake_run_all(cfgs, root=None, jobs=1, together=1):
+        groups = process_groups(list(cfgs), jobs, together)
         trained.append(len(cfgs))
-        clock.t += 10.0 * -(-len(cfgs) // jobs)
+        clock.t += 10.0 * max(map(len, groups)) * max(1.0, len(groups) / 4)
     monkeypatch.setattr(commands, "time", fake_time)
     monkeypatch.setattr(store_mod, "run_all", fake_run_all)
     monkeypatch.setattr(commands.tier, "export", lambda store, named, out: {"exported": 0})
     st, pace = SimpleNamespace(root=tmp_path), {}
     assert commands._train_exporting(list(range(4)), [], tmp_path, st, 4, "t", 4, deadline=45.0, pace=pace)
-    assert trained == [4] and clock.t == 10.0 and pace == {"s": 10.0}
-    # 16 runs (4 per process, 40 s) would end at 50 > 45: not started
+    assert trained == [4] and clock.t == 10.0 and pace == {"s": 10.0, "run": 2.5, "processes": 4}
+    assert commands.chunk_seconds(16, 4, 4, pace) == 40.0
+    # 16 runs (4 per process, 40 s) would end at 50 > 45; 12 (3 each, 30 s) end at 40; then nothing fits in 5 s
     assert not commands._train_exporting(list(range(32)), [], tmp_path, st, 4, "t", 4, deadline=45.0, pace=pace)
-    assert trained == [4]
+    assert trained == [4, 12] and clock.t == 40.0
     assert commands._train_exporting(list(range(20)), [], tmp_path, st, 4, "t", 4, deadline=95.0, pace=pace)
-    assert trained == [4, 16, 4] and clock.t == 60.0        # 16 runs: 40 s; the last 4 (1 each): 10 s
+    assert trained == [4, 12, 16, 4] and clock.t == 90.0     # 16 runs: 40 s; the last 4 (1 each): 10 s
+    # 8 processes after a pace of 4: 8 x 2.5 = 20 s, not 10; 6 processes (15 s) fit in 15 s and take 15
+    assert commands.chunk_seconds(8, 8, 1, pace) == 20.0
+    assert not commands._train_exporting(list(range(8)), [], tmp_path, st, 8, "t", 1, deadline=105.0, pace=pace)
+    assert trained == [4, 12, 16, 4, 6] and clock.t == 105.0
+    assert commands.chunk_seconds(1, 8, 1, {}) == 0.0
+
+
+def test_gpu_tier_export_saves_every_run_the_store_holds(monkeypatch, tmp_path):
+    """`bench/gpu_session.sh` calls `gpu_tier_export` after the tier, also when its time limit stopped a chunk: every
+    gpu-tier run in the store reaches the tier folder (on 2026-11-27 six finished runs were lost that way)."""
+    from sec_lib.runs import commands
+    committed = tier.tier_dir("gpu")
+    monkeypatch.setenv("SEC_RUNS_DIR", str(tmp_path / "store"))
+    store = ResultStore()
+    assert store.root == tmp_path / "store"
+    n = tier.restore(committed, store)
+    monkeypatch.setattr(commands.tier, "tier_dir", lambda profile, root=None: tmp_path / profile)
+    assert commands.gpu_tier_export() == 0
+    assert len(tier.TierStore(tmp_path / "gpu").runs) == n == len(tier.TierStore(committed).runs)

@@ -210,29 +210,53 @@ def rerun_command(key: str, profile: str, tier_root=None) -> int:
 def _train_exporting(todo, named, out, store, jobs: int, what: str, together: int = 1,
                      deadline: float | None = None, pace: dict | None = None) -> bool:
     """Train ``todo`` in chunks of ``jobs`` x ``together`` runs, exporting every run of ``named`` that is in
-    ``store`` to the tier folder ``out`` after each chunk (so a stopped session loses at most one chunk). With
-    ``deadline`` (a ``time.monotonic()`` value), no chunk starts that the last one's pace says would end after it:
-    seconds per run that one process trains, so a chunk of 4 runs on 4 processes predicts one of 16 on 4 (4 each).
-    ``pace`` (a dict) carries that pace from one call to the next. Returns False when it stopped early."""
-    from .many import process_groups
+    ``store`` to the tier folder ``out`` after each chunk (so a stopped session loses at most one chunk).
+
+    With ``deadline`` (a ``time.monotonic()`` value) no chunk starts that the last chunk's pace says would end after
+    it; where a whole chunk would not, the largest smaller one that would trains instead. The prediction
+    (:func:`chunk_seconds`) uses the seconds per run that one process trained, and, for a chunk on more processes than
+    the last one, also the seconds per run of the whole chunk (processes that share one GPU slow each other down:
+    8 processes did not train 8 runs in the time 4 trained 4). ``pace`` (a dict) carries the pace from one call to
+    the next. Returns False when it stopped early."""
     from .store import run_all
     pace = {} if pace is None else pace
-
-    def per_process(n):
-        return max(map(len, process_groups(list(range(n)), jobs, together)), default=1)
-    chunk = jobs * together
-    for i in range(0, len(todo), chunk):
-        n = len(todo[i:i + chunk])
-        if deadline is not None and time.monotonic() + pace.get("s", 0.0) * per_process(n) > deadline:
-            print(f"  stopped before the deadline: {len(todo) - i} {what} runs left for the next call", flush=True)
-            return False
+    i = 0
+    while i < len(todo):
+        n = min(jobs * together, len(todo) - i)
+        if deadline is not None:
+            while n and time.monotonic() + chunk_seconds(n, jobs, together, pace) > deadline:
+                n -= 1
+            if not n:
+                print(f"  stopped before the deadline: {len(todo) - i} {what} runs left for the next call", flush=True)
+                return False
         t0 = time.perf_counter()
-        run_all(todo[i:i + chunk], root=store.root, jobs=jobs, together=together)
-        pace["s"] = (time.perf_counter() - t0) / per_process(n)
+        run_all(todo[i:i + n], root=store.root, jobs=jobs, together=together)
+        seconds = time.perf_counter() - t0
+        groups = _groups(n, jobs, together)
+        pace.update(s=seconds / max(map(len, groups)), run=seconds / n, processes=len(groups))
         counts = tier.export(store, named, out)
         print(f"  {counts['exported']} of {len(named)} {what} runs exported to {out} "
-              f"({time.perf_counter() - t0:.0f} s for the last {n})", flush=True)
+              f"({seconds:.0f} s for the last {n}, {len(groups)} processes)", flush=True)
+        i += n
     return True
+
+
+def _groups(n: int, jobs: int, together: int) -> list[list]:
+    from .many import process_groups
+    return process_groups(list(range(n)), jobs, together)
+
+
+def chunk_seconds(n: int, jobs: int, together: int, pace: dict) -> float:
+    """Predicted wall seconds of a chunk of ``n`` runs from the last chunk's ``pace`` (0 before any chunk): the
+    seconds per run a process trains times the runs per process; for more processes than the last chunk had, at
+    least the last chunk's seconds per run times ``n`` (the GPU they share does not get faster)."""
+    if not pace:
+        return 0.0
+    groups = _groups(n, jobs, together)
+    seconds = pace["s"] * max(map(len, groups))
+    if len(groups) > pace.get("processes", len(groups)):
+        seconds = max(seconds, pace["run"] * n)
+    return seconds
 
 
 #: The gpu profile's earlier forms, whose committed runs stay in the tier (each its own kind or its own settings):
@@ -249,6 +273,15 @@ def gpu_tier_configs(p: ex.Profile, store) -> list:
     for form in GPU_EARLIER_FORMS:
         out += tier.profile_configs(dataclasses.replace(p, base={**p.base, **form}), store)
     return out
+
+
+def gpu_tier_export() -> int:
+    """Export every gpu-tier run the store holds to ``data/reference/gpu/`` (``bench/gpu_session.sh`` calls it after
+    the tier, also when its time limit stopped a chunk: runs that chunk finished are saved as they end)."""
+    p, store, out = ex.get_profile("gpu"), ResultStore(), tier.tier_dir("gpu")
+    counts = tier.export(store, gpu_tier_configs(p, store), out)
+    print(f"gpu tier: {counts['exported']} runs exported to {out}", flush=True)
+    return 0
 
 
 def gpu_tier_command(minutes: float = 0.0, jobs: int | None = None, together: int | None = None) -> int:
