@@ -41,7 +41,8 @@ REBUTTAL_TABLES = ("regularizers", "bn_wn", "tml", "simclr")
 PAPER_DATASETS = ("CUB", "Cars", "SOP", "InShop")
 RETRIEVAL_METRICS = ("R@1", "R@2", "R@4", "R@8", "NMI", "F1")
 #: How the pages name the variants.
-VARIANT_NAMES = {"none": "none", "l2reg": "L2-reg", "sec": "SEC"}
+VARIANT_NAMES = {"none": "none", "l2reg": "L2-reg", "sec": "SEC",
+                 "sec, selected η": "SEC (selected η)", "sec, paper's η": "SEC (paper's η)"}
 
 
 def comparison_label(variant: str, baseline: str = "none") -> str:

@@ -43,8 +43,15 @@ def test_the_profile_names_exactly_the_main_stages_runs():
         ex.chapter_configs("beyond", dp, None)
     dp = decisive.profile(p, extra)
     beyond = ex.chapter_configs("beyond", dp, None)
-    assert {(c.loss, c.eta) for c in beyond if c.eta} == {("tml", 0.5), ("cosface", 0.05)}
-    assert {c.seed for c in beyond} == set(range(plan.FLOOR))
+    # the main comparison's four arms over the floor's seeds, each SEC run labelled with its η arm
+    assert {(c.loss, c.variant, c.eta) for c in beyond if c.eta} == {
+        ("tml", "sec", 0.5), ("cosface", "sec", 0.05), ("tml", "sec", 1.0), ("cosface", "sec", 1.0),
+        ("tml", "l2reg", 0.01), ("cosface", "l2reg", 0.001)}
+    assert {c.seed for c in beyond} == set(range(plan.FLOOR)) and len(beyond) == 2 * 4 * plan.FLOOR
+    assert {run_key(c) for c in beyond} <= {run_key(c) for c in ex.chapter_configs("main", dp, None)}
+    arms = {(run_key(c), c.variant, c.eta): lab["eta_arm"] for c, lab in ex.beyond_runs(dp, None)}
+    assert {(v, eta, arm) for (_, v, eta), arm in arms.items() if v == "sec"} == {
+        ("sec", 0.5, "selected"), ("sec", 0.05, "selected"), ("sec", 1.0, "paper")}
     # the other profiles are untouched: no fixed choices, no floor, the η sweep over their seeds
     ref = ex.get_profile("reference")
     assert ref.fixed_choices == {} and ref.floor_seeds == () and ref.sweep_seeds == ()

@@ -56,8 +56,10 @@ def runs_frame(frames) -> pd.DataFrame:
 
 
 def order_rows(df: pd.DataFrame, cols=("loss", "variant")) -> pd.DataFrame:
-    """Sort rows in the book's order: the paper's losses, then variants none / l2reg / sec."""
-    orders = {"loss": ex.MAIN_LOSSES, "variant": ex.VARIANTS}
+    """Sort rows in the book's order: the paper's losses, then tuplet margin and CosFace; variants none / l2reg /
+    sec, then SEC's η arms (selected, then the paper's: :func:`sec_lib.chapters.compare.eta_arms_apart`)."""
+    orders = {"loss": (*ex.MAIN_LOSSES, *ex.EXTRA_LOSSES),
+              "variant": (*ex.VARIANTS, "sec, selected η", "sec, paper's η")}
     keys = []
     for c in cols:
         if c in df.columns:

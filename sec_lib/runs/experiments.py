@@ -276,12 +276,29 @@ def tuned_sec(p: Profile, store) -> list[TrainConfig]:
     return [c for c, _ in tuned_sec_runs(p, store)]
 
 
-def beyond(p: Profile, store) -> list[TrainConfig]:
-    """Tuplet margin and CosFace, without and with SEC (η chosen on held-out classes)."""
+def beyond_runs(p: Profile, store) -> list[tuple[TrainConfig, dict]]:
+    """Tuplet margin and CosFace, each run with its ``eta_arm`` label: without a regularizer ('') and with SEC at
+    the η chosen on held-out classes ('selected'), over ``floor_seeds`` (else the table's seeds). A profile with a
+    main comparison (``main_seeds``) adds that comparison's other two arms over the same seeds: L2-reg at its
+    selected weight ('') and SEC at the paper's η ('paper'; left out where it is the selected η's run)."""
     sel = stored_selection(p, store)
     seeds = p.floor_seeds or table_seeds(p)
-    return [config(p, loss, "sec", s, eta=chosen_eta(p, loss, sel)) for loss in EXTRA_LOSSES for s in seeds] + \
-        [config(p, loss, "none", s) for loss in EXTRA_LOSSES for s in seeds]
+    out = [(config(p, loss, "none", s), {"eta_arm": ""}) for loss in EXTRA_LOSSES for s in seeds]
+    selected = [(config(p, loss, "sec", s, eta=chosen_eta(p, loss, sel)), {"eta_arm": "selected"})
+                for loss in EXTRA_LOSSES for s in seeds]
+    if p.main_seeds:
+        out += [(config(p, loss, "l2reg", s, eta=chosen_eta(p, loss, sel, "zero")), {"eta_arm": ""})
+                for loss in EXTRA_LOSSES for s in seeds]
+        taken = {run_key(c) for c, _ in selected}
+        out += [(c, {"eta_arm": "paper"}) for c in (config(p, loss, "sec", s) for loss in EXTRA_LOSSES for s in seeds)
+                if run_key(c) not in taken]
+    return out + selected
+
+
+def beyond(p: Profile, store) -> list[TrainConfig]:
+    """Tuplet margin and CosFace, without and with SEC (η chosen on held-out classes), and in a profile with a main
+    comparison also L2-reg and SEC at the paper's η (:func:`beyond_runs`)."""
+    return [c for c, _ in beyond_runs(p, store)]
 
 
 def main_comparison(p: Profile, store) -> list[TrainConfig]:
@@ -494,7 +511,8 @@ def chapter_configs(chapter: str, profile: "Profile | str", store) -> list[Train
 #: The sweeps whose runs carry labels that their configs' fields do not name (the μ chapter's setting "EMA ρ=0.9",
 #: main-table membership, the η arm, the fine-tuning regime): a chapter's run function -> the function of (tuned
 #: profile, store) that makes the same runs as (config, labels) pairs. Every chapter showing a sweep gets its labels.
-LABELED = {mu_ablation: mu_runs, pretrained: pretrained_runs, main_table: main_table_runs, tuned_sec: tuned_sec_runs}
+LABELED = {mu_ablation: mu_runs, pretrained: pretrained_runs, main_table: main_table_runs, tuned_sec: tuned_sec_runs,
+           beyond: beyond_runs}
 
 
 def chapter_labels(chapter: str, profile: "Profile | str", store) -> dict[str, dict]:

@@ -232,6 +232,52 @@ def test_sec_rows_are_named_for_the_eta_arm_their_runs_were_made_with():
         evidence.name_eta_arms(g.drop(columns="eta_arm"))
 
 
+def test_the_beyond_table_keeps_each_eta_arm_apart_and_pairs_it_with_the_runs_without_a_regularizer():
+    """tml and CosFace have two SEC arms in the decisive tier (the selected and the paper's η), both with variant
+    'sec': pooled, a paired difference would average them. beyond_gains pairs each arm with the runs without a
+    regularizer on its own (its estimate and p against scipy), and each arm is its own Holm family over the losses;
+    the Q8b claim reads only the selected arm."""
+    from scipy import stats
+    from sec_lib.chapters import compare
+    rows, seeds = [], range(4)
+    shift = {"paper": -1.0, "selected": 0.5}
+    for loss, base in (("tml", 70.0), ("cosface", 60.0)):
+        for s in seeds:
+            noise = 0.3 * ((s * 7) % 3 - 1)
+            rows += [{"key": f"{loss}n{s}", "loss": loss, "variant": "none", "seed": s, "R@1": base + s, "eta": 0.0,
+                      "eta_arm": "", "status": "done"},
+                     {"key": f"{loss}l{s}", "loss": loss, "variant": "l2reg", "seed": s, "R@1": base + s + 0.2 + noise,
+                      "eta": 0.001, "eta_arm": "", "status": "done"}]
+            rows += [{"key": f"{loss}{arm}{s}", "loss": loss, "variant": "sec", "seed": s, "status": "done",
+                      "R@1": base + s + d + noise * (1 + (arm == "paper")), "eta": 1.0 if arm == "paper" else 0.1,
+                      "eta_arm": arm} for arm, d in shift.items()]
+    runs = pd.DataFrame(rows)
+    g = compare.beyond_gains(runs, metrics=("R@1",))
+    assert list(zip(g["loss"], g["variant"])) == [(l, v) for l in ("tml", "cosface")
+                                                 for v in ("l2reg", "sec, selected η", "sec, paper's η")]
+    for r in g.itertuples():
+        arm = {"sec, selected η": ("sec", "selected"), "sec, paper's η": ("sec", "paper")}.get(r.variant,
+                                                                                            ("l2reg", ""))
+        b = runs[(runs.loss == r.loss) & (runs.variant == arm[0]) & (runs.eta_arm == arm[1])].sort_values("seed")
+        a = runs[(runs.loss == r.loss) & (runs.variant == "none")].sort_values("seed")
+        assert r.estimate == pytest.approx((b["R@1"].to_numpy() - a["R@1"].to_numpy()).mean())
+        assert r.p_value == pytest.approx(stats.ttest_rel(b["R@1"], a["R@1"]).pvalue)
+        assert r.m == 2 and r.family == f"{r.comparison}, R@1"
+    assert set(g["comparison"]) == {"L2-reg − none", "SEC (selected η) − none", "SEC (paper's η) − none"}
+    table = compare.main_table(compare.eta_arms_apart(runs), metrics=("R@1",))
+    assert table.groupby("variant")["n"].max().to_dict() == {"none": 4, "l2reg": 4, "sec, selected η": 4,
+                                                             "sec, paper's η": 4}
+    text = compare.beyond_paragraph(g, runs)
+    assert text.index("SEC (selected η) − none, R@1 (weights: tml 0.1, cosface 0.1)") < text.index("paper's η")
+    # the tuplet margin claim (Q8b) is the selected arm's difference, not the two SEC arms averaged
+    q8b = next(c for c in compare.CLAIMS if c.id == "Q8b")
+    from types import SimpleNamespace
+    est = q8b.estimate(evidence.Evidence.from_frames({"beyond": SimpleNamespace(runs=runs)}))
+    sel = runs.query("loss == 'tml' and eta_arm == 'selected'").sort_values("seed")["R@1"].to_numpy()
+    none = runs.query("loss == 'tml' and variant == 'none'").sort_values("seed")["R@1"].to_numpy()
+    assert est["estimate"] == pytest.approx((sel - none).mean()) and est["n"] == 4
+
+
 def test_pages_reading_one_sweep_load_it_once_and_each_gets_its_own_copy(monkeypatch, tmp_path):
     """The landing page's tally decides every page's claims in one process: a sweep that several pages read (the
     main comparison) is loaded from the store once, and no page's evidence sees another's edits."""

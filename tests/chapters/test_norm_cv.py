@@ -558,7 +558,7 @@ def _tables_case(monkeypatch):
                mu_rebuttal=mu_ch.mu_rebuttal_table(mu_runs), normlayer=normlayer.normlayer_table(nl, nl_steps),
                optim=optim.optim_table(nl.assign(optimizer="adam", lr=1e-3)), index=runs_ch.run_index("smoke"),
                main=compare.main_table(F), main_shown=compare.main_table_display(compare.main_table(F)),
-               gains=compare.sec_gain(F))
+               gains=compare.sec_gain(F), beyond=compare.beyond_gains(F))
     for mod in (face, npair, ssl):
         rows = [{"key": f"{l}-{v}-{s}", "loss": l, "variant": v, "seed": s, "status": "done", "eta": 0.1,
                  "R@1": 50.0, "NMI": 40.0, "F1": 20.0, "probe_top1": 30.0, "test_norm_var": 0.04 * (1 + s),
@@ -589,6 +589,7 @@ COVERED = {
     "sec_lib.chapters.bnwn.bnwn_table": _tables_case, "sec_lib.chapters.bnwn.page_reading": _tables_case,
     "sec_lib.chapters.compare.main_table": _tables_case, "sec_lib.chapters.compare.main_table_display": _tables_case,
     "sec_lib.chapters.compare.sec_gain": _tables_case, "sec_lib.chapters.mu.mu_table": _tables_case,
+    "sec_lib.chapters.compare.beyond_gains": _tables_case,
     "sec_lib.chapters.mu.mu_rebuttal_table": _tables_case, "sec_lib.chapters.normlayer.normlayer_table": _tables_case,
     "sec_lib.chapters.optim.optim_table": _tables_case, "sec_lib.chapters.runs.run_index": _tables_case,
     "sec_lib.chapters.face.table": _tables_case, "sec_lib.chapters.npair.table": _tables_case,
