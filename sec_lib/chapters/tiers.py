@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import numbers
 
+import numpy as np
 import pandas as pd
 
 from ..runs import experiments as ex
@@ -373,14 +374,16 @@ def schedule_pilot(root=None) -> tuple[pd.DataFrame, str]:
 
 # -- did the held-out selection predict the test classes? ----------------------------------------------------
 
-COLUMNS = ["loss", "eta", "heldout_gain", "heldout_seeds", "test_gain", "test_seeds"]
+COLUMNS = ["loss", "eta", "heldout_gain", "heldout_seeds", "test_gain", "test_seeds", "test_runs"]
 
 
 def selection_prediction(profile: str = "reference", root=None) -> pd.DataFrame:
     """Per loss and η > 0 of the η grid: the held-out gain over η = 0 that the selection saw (training classes
-    held out, its seeds) beside the test gain over η = 0 of the η sweep (test classes, mean of the paired
-    differences over its seeds). One row per cell that has both; empty where the tier lacks either."""
-    from .common import load
+    held out, its seeds) beside the test gain over η = 0 on the test classes (mean of the paired differences over
+    the seeds), from the η sweep (``test_runs`` 'η sweep'). The decisive tier's η sweep trains late; until it is
+    committed, its test gains come from the main comparison's SEC arms, at the selected and the paper's η ('main
+    comparison'), for the four main losses and for tuplet margin and CosFace. One row per cell that has both;
+    empty where the tier lacks either."""
     try:
         p = ex.get_profile(profile)               # the decisive tier's exists once its plan is written
         store = store_for(profile, root)
@@ -390,32 +393,53 @@ def selection_prediction(profile: str = "reference", root=None) -> pd.DataFrame:
             sel = [r for r in ex.selection_runs(p, store, ex.MAIN_LOSSES) if r.config.mu == "batch"]
             held = pd.DataFrame([{"loss": r.config.loss, "eta": r.config.eta, "R@1": r.metrics.get("R@1", math.nan)}
                                  for r in sel if r.status == "done"], columns=["loss", "eta", "R@1"])
-        sweep = load("eta", profile, tables=(), root=root).runs
     except (KeyError, ValueError, ex.SelectionError):
         return pd.DataFrame(columns=COLUMNS)
-    if not len(held) or not len(sweep):
+    test, source = _test_runs(profile, root, isinstance(store, StagedTier))
+    if not len(held) or test is None or not len(test):
         return pd.DataFrame(columns=COLUMNS)
     h = held.groupby(["loss", "eta"])["R@1"].mean().unstack()
     n_held = held.groupby(["loss", "eta"])["R@1"].count().unstack()
-    t = sweep[sweep["status"] == "done"].pivot_table(index=["loss", "seed"], columns="eta", values="R@1")
+    t = test[test["status"] == "done"].pivot_table(index=["loss", "seed"], columns="eta", values="R@1")
     rows = []
-    for loss in ex.MAIN_LOSSES:
+    for loss in (*ex.MAIN_LOSSES, *ex.EXTRA_LOSSES):
         if loss not in h.index or 0.0 not in h.columns or loss not in t.index.get_level_values(0):
             continue
         tl = t.loc[loss]
         for eta in [e for e in h.columns if e > 0 and e in tl.columns and 0.0 in tl.columns]:
             d = (tl[eta] - tl[0.0]).dropna()
+            if not len(d) or not np.isfinite(h.loc[loss, eta]):
+                continue
             rows.append({"loss": loss, "eta": float(eta), "heldout_gain": float(h.loc[loss, eta] - h.loc[loss, 0.0]),
-                         "heldout_seeds": int(n_held.loc[loss, eta]),
-                         "test_gain": float(d.mean()) if len(d) else math.nan, "test_seeds": int(len(d))})
+                         "heldout_seeds": int(n_held.loc[loss, eta]), "test_gain": float(d.mean()),
+                         "test_seeds": int(len(d)), "test_runs": source})
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
+def _test_runs(profile: str, root, staged: bool):
+    """The runs on the test classes behind :func:`selection_prediction` (loss, seed, eta, status, R@1; η = 0 for the
+    runs without a regularizer) and their source: the η sweep where the tier holds it, else (a staged tier) the
+    main comparison's runs without a regularizer and with SEC (μ the batch mean). (None, '') when neither is there."""
+    from .common import load
+    try:
+        return load("eta", profile, tables=(), root=root).runs, "η sweep"
+    except (KeyError, ValueError, ex.SelectionError):
+        if not staged:
+            return None, ""
+    try:
+        runs = load("main", profile, tables=(), root=root).runs
+    except (KeyError, ValueError, ex.SelectionError):
+        return None, ""
+    runs = runs[runs["variant"].isin(("none", "sec"))]
+    return runs.assign(eta=runs["eta"].where(runs["variant"] == "sec", 0.0)), "main comparison"
+
+
 def _staged_held_out(store) -> pd.DataFrame:
-    """The decisive tier's held-out SEC runs of the four main losses (its ``selection`` stage), one row per finished
-    run: loss, eta, R@1."""
-    rows = [{"loss": c.loss, "eta": c.eta, "R@1": r["R@1"]} for c, r in staged_runs(store, ("selection",))
-            if r["status"] == "done" and c.loss in ex.MAIN_LOSSES and c.mu == "batch" and not c.relative]
+    """The decisive tier's held-out SEC runs (its ``selection`` stage for the four main losses, ``extra-selection``
+    for tuplet margin and CosFace), one row per finished run: loss, eta, R@1."""
+    rows = [{"loss": c.loss, "eta": c.eta, "R@1": r["R@1"]}
+            for c, r in staged_runs(store, ("selection", "extra-selection"))
+            if r["status"] == "done" and c.variant in ("none", "sec") and c.mu == "batch" and not c.relative]
     return pd.DataFrame(rows, columns=["loss", "eta", "R@1"])
 
 
@@ -430,16 +454,23 @@ def prediction_sentence(df: pd.DataFrame, profile: str = "reference") -> str:
     rho = float(stats.spearmanr(d["heldout_gain"], d["test_gain"])[0])
     z, se = math.atanh(max(min(r, 0.999999), -0.999999)), 1 / math.sqrt(len(d) - 3)
     lo, hi = math.tanh(z - 1.96 * se), math.tanh(z + 1.96 * se)
-    same = [loss for loss, g in d.groupby("loss")
+    several = [(loss, g) for loss, g in d.groupby("loss") if len(g) > 1]       # one cell: nothing to choose
+    same = [loss for loss, g in several
             if g.loc[g["heldout_gain"].idxmax(), "eta"] == g.loc[g["test_gain"].idxmax(), "eta"]]
     seeds, held = sorted(set(d["test_seeds"])), sorted(set(d["heldout_seeds"]))
+    source = "/".join(sorted(set(d["test_runs"]))) if "test_runs" in d.columns else "η sweep"
+    partial = ("" if source == "η sweep" else
+               f" The test gains come from the {source} (SEC at the selected and at the paper's η: two cells per loss, one "
+               "where they coincide) "
+               "until the η sweep, which tests every η of the grid, is committed.")
     return (f"Over the {len(d)} (loss, η) cells of the {profile} tier, the held-out gain over η = 0 (mean over "
             f"{'/'.join(map(str, held))} selection seed{'s' if held != [1] else ''} per cell) and the test gain (mean "
             f"over {'/'.join(map(str, seeds))} seeds) correlate at Pearson "
             f"r = {r:+.2f} [{lo:+.2f}, {hi:+.2f}] (Spearman {rho:+.2f}). The held-out choice is also the test's best "
-            f"η for {len(same)} of {d['loss'].nunique()} losses{' (' + ', '.join(same) + ')' if same else ''}. "
+            f"η for {len(same)} of the {len(several)} losses with more than one cell{' (' + ', '.join(same) + ')' if same else ''}. "
             + ("Its selection used 3 seeds per grid point, against the reference tier's one."
-               if profile == "decisive" else "The decisive tier selects with 3 seeds per grid point for this reason."))
+               if profile == "decisive" else "The decisive tier selects with 3 seeds per grid point for this reason.")
+            + partial)
 
 
 # -- the decisive tier's held-out selection -----------------------------------------------------------------

@@ -135,8 +135,16 @@ def test_the_other_functions_the_pages_call_with_their_tier_take_the_decisive_ti
 
 def test_the_tiers_page_compares_the_decisive_held_out_gains_with_its_test_gains(staged):
     from sec_lib.chapters import tiers
-    assert not len(tiers.selection_prediction("decisive"))            # no η sweep committed yet
+    assert not len(tiers.selection_prediction("decisive"))            # no test run committed yet
     store = ResultStore(staged / "runs")
+    main = ex.chapter_configs("main", "decisive", store)
+    for c in main:              # test R@1 = 70 + 5·η (SEC) + seed/1000, as the η sweep's below (runs they share)
+        save(store, c, 70 + 5 * c.eta * (c.variant == "sec") + c.seed / 1000)
+    tier.export(store, main, staged / "data" / "reference" / "decisive" / "main")
+    d = tiers.selection_prediction("decisive")       # before the η sweep: the main comparison's SEC arms
+    assert list(d["eta"]) == [0.1] and set(d["test_runs"]) == {"main comparison"}   # η 1 has no held-out cell
+    assert d["test_gain"].tolist() == pytest.approx([0.5]) and d["heldout_gain"].tolist() == pytest.approx([0.9995])
+    assert set(d["test_seeds"]) == {len({c.seed for c in main if c.variant == "sec" and c.eta == 0.1})}
     sweep = ex.chapter_configs("eta", "decisive", store)
     for c in sweep:                                                    # test R@1 = 70 + 5·η + seed/1000
         save(store, c, 70 + 5 * c.eta + c.seed / 1000)
@@ -145,6 +153,7 @@ def test_the_tiers_page_compares_the_decisive_held_out_gains_with_its_test_gains
     assert list(d.index) == [0.05, 0.1] and list(d["heldout_seeds"]) == [3, 2]          # the failed seed left out
     assert d["heldout_gain"].tolist() == pytest.approx([0.5, 0.9995])
     assert d["test_gain"].tolist() == pytest.approx([0.25, 0.5]) and set(d["test_seeds"]) == {3}
+    assert set(d["test_runs"]) == {"η sweep"}
 
 
 def test_the_compare_page_says_what_the_decisive_selection_flagged(staged):

@@ -164,6 +164,15 @@ def test_selection_prediction_against_scipy():
     assert f"r = {r:+.2f} [{math.tanh(z - 1.96 * se):+.2f}, {math.tanh(z + 1.96 * se):+.2f}]" in s
     assert f"Spearman {stats.spearmanr(df['heldout_gain'], df['test_gain'])[0]:+.2f}" in s
     assert "one selection seed" not in s and "mean over 1 selection seed per cell" in s
+    same = sum(g.loc[g["heldout_gain"].idxmax(), "eta"] == g.loc[g["test_gain"].idxmax(), "eta"]
+               for _, g in df.groupby("loss"))
+    assert f"for {same} of the 2 losses with more than one cell" in s and "come from" not in s
+    # the main comparison's cells (before the η sweep): a loss with one cell has no choice to get right
+    main = pd.DataFrame({"loss": ["triplet", "triplet", "ms", "npair"], "eta": [0.05, 1.0, 1.0, 0.1],
+                         "heldout_gain": [1.0, 0.5, 0.3, 0.2], "heldout_seeds": 3,
+                         "test_gain": [0.2, 0.6, 0.1, 0.0], "test_seeds": 5, "test_runs": "main comparison"})
+    t = tiers.prediction_sentence(main, "decisive")
+    assert "for 0 of the 1 losses with more than one cell" in t and "come from the main comparison" in t
     assert "cannot be measured yet" in tiers.prediction_sentence(df.iloc[:3])
     assert list(tiers.selection_prediction("smoke", root="/nonexistent").columns) == tiers.COLUMNS
 
