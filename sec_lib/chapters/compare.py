@@ -516,6 +516,7 @@ CLAIMS = [
                    "over CUB and Cars", estimate=_sec_vs_l2, expected_sign=+1, page="compare", family="SEC − L2-reg",
           paper=lambda: reference.paper_mean_gain(None, "l2reg", "sec")),
     Claim(id="Q8b", claim="SEC helps the tuplet margin loss", source="review Q8; rebuttal Table 4",
-          measured="R@1 SEC (η chosen on held-out classes) − none, tuplet margin loss", estimate=_beyond(("tml",), "no tuplet-margin runs"),
-          expected_sign=+1, page="compare", family="losses beyond the four", paper=reference.rebuttal_tml_text),
+          measured="R@1 SEC (η chosen on held-out classes) − none, tuplet margin loss",
+          estimate=_beyond(("tml",), "no tuplet-margin runs"), expected_sign=+1, page="compare",
+          family="losses beyond the four", paper=reference.rebuttal_tml_text),
 ]

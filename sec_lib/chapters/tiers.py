@@ -460,14 +460,14 @@ def prediction_sentence(df: pd.DataFrame, profile: str = "reference") -> str:
     seeds, held = sorted(set(d["test_seeds"])), sorted(set(d["heldout_seeds"]))
     source = "/".join(sorted(set(d["test_runs"]))) if "test_runs" in d.columns else "η sweep"
     partial = ("" if source == "η sweep" else
-               f" The test gains come from the {source} (SEC at the selected and at the paper's η: two cells per loss, one "
-               "where they coincide) "
-               "until the η sweep, which tests every η of the grid, is committed.")
+               f" The test gains come from the {source} (SEC at the selected and at the paper's η: two cells per "
+               "loss, one where they coincide) until the η sweep, which tests every η of the grid, is committed.")
     return (f"Over the {len(d)} (loss, η) cells of the {profile} tier, the held-out gain over η = 0 (mean over "
             f"{'/'.join(map(str, held))} selection seed{'s' if held != [1] else ''} per cell) and the test gain (mean "
             f"over {'/'.join(map(str, seeds))} seeds) correlate at Pearson "
             f"r = {r:+.2f} [{lo:+.2f}, {hi:+.2f}] (Spearman {rho:+.2f}). The held-out choice is also the test's best "
-            f"η for {len(same)} of the {len(several)} losses with more than one cell{' (' + ', '.join(same) + ')' if same else ''}. "
+            f"η for {len(same)} of the {len(several)} losses with more than one cell"
+            f"{' (' + ', '.join(same) + ')' if same else ''}. "
             + ("Its selection used 3 seeds per grid point, against the reference tier's one."
                if profile == "decisive" else "The decisive tier selects with 3 seeds per grid point for this reason.")
             + partial)
