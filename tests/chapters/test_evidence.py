@@ -276,6 +276,8 @@ def test_the_beyond_table_keeps_each_eta_arm_apart_and_pairs_it_with_the_runs_wi
     sel = runs.query("loss == 'tml' and eta_arm == 'selected'").sort_values("seed")["R@1"].to_numpy()
     none = runs.query("loss == 'tml' and variant == 'none'").sort_values("seed")["R@1"].to_numpy()
     assert est["estimate"] == pytest.approx((sel - none).mean()) and est["n"] == 4
+    row = g[(g["loss"] == "tml") & (g["variant"] == "sec, selected η")].iloc[0]      # the table's row, its family
+    assert est["p_adj"] == pytest.approx(row["p_adj"]) and est["m"] == 2 and est["verdict"] == row["verdict"]
 
 
 def test_pages_reading_one_sweep_load_it_once_and_each_gets_its_own_copy(monkeypatch, tmp_path):
