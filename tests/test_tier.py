@@ -298,7 +298,10 @@ def test_the_gpu_tier_names_its_float32_runs_beside_the_bf16_profile(tmp_path):
     assert tier.restore(tier.tier_dir("gpu"), store) == len(t.runs)
     p = ex.get_profile("gpu")
     assert p.base["autocast"] == "bf16" and p.base["channels_last"] is True and p.base["eval_clustering"] == "final"
-    assert not any(store.has(c) for c in tier.profile_configs(p, store))     # every committed run is an earlier form
+    current = {run_key(c) for c in tier.profile_configs(p, store) if store.has(c)}
+    earlier = set(t.runs["key"]) - current
+    assert len(earlier) == 22                       # 14 float32 and 8 bf16 runs with k-means at every evaluation
+    assert not earlier & {run_key(c) for c in tier.profile_configs(p, store)}   # the profile alone would drop them
     named = {run_key(c) for c in commands.gpu_tier_configs(p, store)}
     assert set(t.runs["key"]) <= named
     out = tmp_path / "gpu"
