@@ -314,3 +314,25 @@ def test_pages_reading_one_sweep_load_it_once_and_each_gets_its_own_copy(monkeyp
         assert len(calls) == 3                                 # ... another quick store is
     finally:
         evidence.forget_pages()
+
+
+def test_the_face_page_shows_cosface_from_the_compare_pages_tier_where_that_is_another(monkeypatch):
+    """The compare page reads CosFace from a tier that does not hold ArcFace yet, while the face page (and Q8d) read
+    the tier that holds both: the face page states the other tier's CosFace row, the very row of the compare page's
+    table, and says nothing where both pages read one tier."""
+    from types import SimpleNamespace
+    from sec_lib.chapters import compare, face
+    rows = []
+    for s in range(4):
+        rows += [{"key": f"n{s}", "loss": "cosface", "variant": "none", "seed": s, "R@1": 60.0 + s, "eta": 0.0,
+                  "eta_arm": "", "status": "done"},
+                 {"key": f"s{s}", "loss": "cosface", "variant": "sec", "seed": s, "R@1": 59.0 + s + 0.1 * (s % 2),
+                  "eta": 0.005, "eta_arm": "selected", "status": "done"}]
+    runs = pd.DataFrame(rows)
+    ev = evidence.Evidence.from_frames({"beyond": SimpleNamespace(runs=runs)}, profile="decisive")
+    monkeypatch.setattr(evidence, "page_evidence", lambda page, profile, root=None: ev)
+    assert face.compare_tier_sentence("cpu", "decisive") == ""
+    s = face.compare_tier_sentence("cpu", "cpu")
+    row = compare.beyond_gains(runs, metrics=("R@1",)).iloc[0]
+    assert f"{row['estimate']:+.2f} (95% CI [{row['ci_lo']:+.2f}, {row['ci_hi']:+.2f}])" in s
+    assert f"**{row['verdict']}** there" in s and "read the cpu tier until the decisive tier" in s
