@@ -200,6 +200,48 @@ def beyond_paragraph(gains: pd.DataFrame, frames, metric: str = "R@1") -> str:
     return "\n\n".join(blocks)
 
 
+def selected_eta_rows(ev, losses: Sequence[str]) -> pd.DataFrame:
+    """The compare page's R@1 rows of SEC at the η chosen on held-out classes − none for ``losses``, as its tables
+    test them (each row with that table's Holm family): the four main losses from the table of the ``tuned`` runs,
+    tuplet margin and CosFace from the beyond table (:func:`beyond_gains`)."""
+    parts = []
+    if set(losses) & set(ex.MAIN_LOSSES):
+        parts.append(sec_gain(ev.frames("tuned"), variants=("sec",), metrics=("R@1",)))
+    if set(losses) & set(ex.EXTRA_LOSSES):
+        g = beyond_gains(ev.frames("beyond"), metrics=("R@1",))
+        parts.append(g[g["variant"].isin((ETA_ARM_NAMES["selected"], "sec"))])
+    out = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["loss"])
+    return out[out["loss"].isin(losses)].set_index("loss").reindex([l for l in losses if l in set(out["loss"])])
+
+
+def other_tier_sentence(profile: str, shown: str, losses: Sequence[str], names: dict, claims: str,
+                        root=None) -> str:
+    """For a review page that reads ``shown`` (the quick tier, say) while the compare page reads some of its losses
+    from another tier: that tier's rows of SEC at the held-out η − none for ``losses`` (:func:`selected_eta_rows`),
+    so that a reader sees both numbers and which one the page's ``claims`` are decided on. '' where both pages read
+    one tier, or the compare page has none of ``losses``."""
+    from . import evidence
+    from .common import ci_text, mde_text, p_text
+    ev = evidence.page_evidence("compare", profile, root)
+    if ev.profile == shown:
+        return ""
+    try:
+        rows = selected_eta_rows(ev, losses)
+    except (KeyError, ValueError):
+        return ""
+    if not len(rows):
+        return ""
+    parts = [f"for {names.get(loss, loss)}, {ci_text(r['estimate'], r['ci_lo'], r['ci_hi'])} points over "
+             f"{int(r['n'])} seeds ({p_text(r['p_adj'], r['m'])} in its table; {mde_text(r['mde'])}): "
+             f"**{r['verdict']}**" for loss, r in rows.iterrows()]
+    which = " and ".join(names.get(loss, loss) for loss in rows.index)
+    return (f"**{which[:1].upper() + which[1:]} in the {ev.profile} tier.** The compare page reads {which} from the "
+            f"{ev.profile} tier, "
+            "which does not hold this page's other runs yet. There SEC (η chosen on held-out classes) − none "
+            f"changes R@1 {'; '.join(parts)}. This page, and {claims}, read the {shown} tier until the "
+            f"{ev.profile} tier holds all of its runs.")
+
+
 def _role(metric: str) -> str:
     return "norm statistics" if metric in NORM_METRICS else report.metric_role(metric)
 

@@ -66,27 +66,7 @@ CLAIMS = [
 
 
 def compare_tier_sentence(profile: str, shown: str, root=None) -> str:
-    """Where the compare page reads CosFace from another tier than this page's (``shown``): that tier's CosFace row,
-    SEC at the held-out η − none, as the compare page's beyond table tests it (:func:`sec_lib.chapters.compare.
-    beyond_gains`), so that a reader sees both numbers and which one the claim Q8d is decided on. '' where both pages
-    read one tier, or the compare page has no CosFace runs."""
-    from . import compare, evidence
-    from .common import ci_text, mde_text, p_text
-    ev = evidence.page_evidence("compare", profile, root)
-    if ev.profile == shown:
-        return ""
-    try:
-        g = compare.beyond_gains(ev.frames("beyond"), metrics=("R@1",))
-    except (KeyError, ValueError):
-        return ""
-    r = g[(g["loss"] == "cosface") & g["variant"].isin((evidence.ETA_ARM_NAMES["selected"], "sec"))]
-    if not len(r):
-        return ""
-    r = r.iloc[0]
-    return (f"**CosFace in the {ev.profile} tier.** The compare page reads CosFace from the {ev.profile} tier, "
-            "which does not hold ArcFace's runs yet: there SEC (η chosen on held-out classes) − none changes R@1 "
-            f"by {ci_text(r['estimate'], r['ci_lo'], r['ci_hi'])} points over {int(r['n'])} seeds "
-            f"({p_text(r['p_adj'], r['m'])} in the compare page's family of tuplet margin and CosFace; "
-            f"{mde_text(r['mde'])}): "
-            f"**{r['verdict']}** there. This page, and the claim Q8d, read the {shown} tier until the "
-            f"{ev.profile} tier holds both losses' runs.")
+    """CosFace's row of the compare page where that page reads it from another tier than this page's ``shown``
+    (:func:`sec_lib.chapters.compare.other_tier_sentence`); '' where both read one tier."""
+    from .compare import other_tier_sentence
+    return other_tier_sentence(profile, shown, ("cosface",), NAMES, "the claim Q8d", root)

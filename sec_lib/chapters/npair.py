@@ -101,3 +101,12 @@ CLAIMS = [
           source="review (reviewer 3); paper Table 1", measured="R@1 SEC (η chosen on held-out classes) − none, npair",
           expected_sign=+1, page="npair", estimate=row_claim(page_family, loss="npair")),
 ]
+
+
+def compare_tier_sentence(profile: str, shown: str, root=None) -> str:
+    """The normalized N-pair and tuplet margin rows of the compare page where that page reads them from another
+    tier than this page's ``shown`` (:func:`sec_lib.chapters.compare.other_tier_sentence`); '' where both read one
+    tier."""
+    from .compare import other_tier_sentence
+    return other_tier_sentence(profile, shown, ("npair", "tml"),
+                               {"npair": "normalized N-pair", "tml": "tuplet margin"}, "the claim Q11c", root)

@@ -335,4 +335,34 @@ def test_the_face_page_shows_cosface_from_the_compare_pages_tier_where_that_is_a
     s = face.compare_tier_sentence("cpu", "cpu")
     row = compare.beyond_gains(runs, metrics=("R@1",)).iloc[0]
     assert f"{row['estimate']:+.2f} (95% CI [{row['ci_lo']:+.2f}, {row['ci_hi']:+.2f}])" in s
-    assert f"**{row['verdict']}** there" in s and "read the cpu tier until the decisive tier" in s
+    assert f"**{row['verdict']}**" in s and "Q8d, read the cpu tier until the decisive tier holds all" in s
+
+
+def test_the_npair_page_shows_the_compare_pages_npair_and_tml_rows_from_their_tables(monkeypatch):
+    """npair's row comes from the compare page's table of the tuned runs (Holm over the main losses there), tml's
+    from its beyond table: the same p and verdict as those tables give."""
+    from types import SimpleNamespace
+    from sec_lib.chapters import compare, npair
+    tuned, beyond = [], []
+    for s in range(4):
+        for loss, gain in (("npair", 1.0), ("triplet", 0.2)):
+            tuned += [{"key": f"{loss}n{s}", "loss": loss, "variant": "none", "seed": s, "R@1": 70.0 + s,
+                       "eta": 0.0, "eta_arm": "", "status": "done"},
+                      {"key": f"{loss}s{s}", "loss": loss, "variant": "sec", "seed": s, "status": "done",
+                       "R@1": 70.0 + s + gain + 0.2 * (s % 2), "eta": 0.1, "eta_arm": "selected"}]
+        beyond += [{"key": f"tn{s}", "loss": "tml", "variant": "none", "seed": s, "R@1": 60.0 + s, "eta": 0.0,
+                    "eta_arm": "", "status": "done"},
+                   {"key": f"ts{s}", "loss": "tml", "variant": "sec", "seed": s, "R@1": 59.5 + s + 0.3 * (s % 2),
+                    "eta": 0.1, "eta_arm": "selected", "status": "done"}]
+    tuned, beyond = pd.DataFrame(tuned), pd.DataFrame(beyond)
+    ev = evidence.Evidence.from_frames({"tuned": SimpleNamespace(runs=tuned), "beyond": SimpleNamespace(runs=beyond)},
+                                       profile="decisive")
+    rows = compare.selected_eta_rows(ev, ("npair", "tml"))
+    want = compare.sec_gain(tuned, variants=("sec",), metrics=("R@1",)).set_index("loss").loc["npair"]
+    assert list(rows.index) == ["npair", "tml"] and rows.loc["npair", "m"] == 2
+    assert rows.loc["npair", "p_adj"] == pytest.approx(want["p_adj"]) and rows.loc["npair", "verdict"] == want["verdict"]
+    assert rows.loc["tml", "estimate"] == pytest.approx(-0.5 + 0.3 * 2 / 4)
+    monkeypatch.setattr(evidence, "page_evidence", lambda page, profile, root=None: ev)
+    s = npair.compare_tier_sentence("cpu", "cpu")
+    assert s.startswith("**Normalized N-pair and tuplet margin in the decisive tier.**") and "Q11c" in s
+    assert npair.compare_tier_sentence("cpu", "decisive") == ""
