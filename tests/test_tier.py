@@ -359,6 +359,18 @@ def test_a_chunk_starts_only_if_its_pace_says_it_ends_before_the_deadline(monkey
     assert not commands._train_exporting(list(range(8)), [], tmp_path, st, 8, "t", 1, deadline=105.0, pace=pace)
     assert trained == [4, 12, 16, 4, 6] and clock.t == 105.0
     assert commands.chunk_seconds(1, 8, 1, {}) == 0.0
+    # the pace kept in a file reaches the next process: a second command on a warm machine starts no chunk its
+    # window cannot hold (without the file it would start one, with no pace to go by)
+    f = tmp_path / "gpu_pace.json"
+    assert commands._train_exporting(list(range(4)), [], tmp_path, st, 4, "t", 1, deadline=200.0, pace={},
+                                     pace_file=f)
+    import json
+    kept = json.loads(f.read_text())
+    assert kept == {"s": 10.0, "run": 2.5, "processes": 4}
+    start = clock.t
+    assert not commands._train_exporting(list(range(4)), [], tmp_path, st, 4, "t", 1, deadline=start + 5.0,
+                                         pace=kept, pace_file=f)
+    assert clock.t == start
 
 
 def test_gpu_tier_export_saves_every_run_the_store_holds(monkeypatch, tmp_path):
@@ -373,3 +385,22 @@ def test_gpu_tier_export_saves_every_run_the_store_holds(monkeypatch, tmp_path):
     monkeypatch.setattr(commands.tier, "tier_dir", lambda profile, root=None: tmp_path / profile)
     assert commands.gpu_tier_export() == 0
     assert len(tier.TierStore(tmp_path / "gpu").runs) == n == len(tier.TierStore(committed).runs)
+
+
+def test_gpu_tier_command_starts_from_the_pace_kept_in_the_store(monkeypatch, tmp_path):
+    """A second command on a warm GPU machine reads the last chunk's pace from the store (gpu_pace.json)."""
+    import json
+    from sec_lib.runs import commands
+    monkeypatch.setenv("SEC_RUNS_DIR", str(tmp_path / "store"))
+    monkeypatch.setattr(commands.tier, "restore", lambda out, store: 0)
+    monkeypatch.setattr(commands, "prepare_data", lambda p: None)
+    seen = []
+
+    def fake(todo, named, out, store, jobs, what, together=1, deadline=None, pace=None, pace_file=None):
+        seen.append((dict(pace), pace_file))
+        return False
+    monkeypatch.setattr(commands, "_train_exporting", fake)
+    (tmp_path / "store").mkdir()
+    (tmp_path / "store" / "gpu_pace.json").write_text(json.dumps({"s": 176.0, "run": 44.0, "processes": 4}))
+    assert commands.gpu_tier_command(5.0, 4, 1) == 0
+    assert seen == [({"s": 176.0, "run": 44.0, "processes": 4}, tmp_path / "store" / "gpu_pace.json")]

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import subprocess
 import sys
@@ -21,6 +22,7 @@ from tqdm import tqdm
 from .. import kernels
 from ..data import get_dataset
 from ..params import ParameterError
+from ..tempfiles import atomic_write_bytes
 from . import experiments as ex
 from . import tier
 from .launch import LaunchError, as_launcher
@@ -208,7 +210,7 @@ def rerun_command(key: str, profile: str, tier_root=None) -> int:
 
 
 def _train_exporting(todo, named, out, store, jobs: int, what: str, together: int = 1,
-                     deadline: float | None = None, pace: dict | None = None) -> bool:
+                     deadline: float | None = None, pace: dict | None = None, pace_file=None) -> bool:
     """Train ``todo`` in chunks of ``jobs`` x ``together`` runs, exporting every run of ``named`` that is in
     ``store`` to the tier folder ``out`` after each chunk (so a stopped session loses at most one chunk).
 
@@ -217,7 +219,8 @@ def _train_exporting(todo, named, out, store, jobs: int, what: str, together: in
     (:func:`chunk_seconds`) uses the seconds per run that one process trained, and, for a chunk on more processes than
     the last one, also the seconds per run of the whole chunk (processes that share one GPU slow each other down:
     8 processes did not train 8 runs in the time 4 trained 4). ``pace`` (a dict) carries the pace from one call to
-    the next. Returns False when it stopped early."""
+    the next; ``pace_file`` (JSON) keeps it for the next process, e.g. a second command on a warm GPU machine.
+    Returns False when it stopped early."""
     from .store import run_all
     pace = {} if pace is None else pace
     i = 0
@@ -234,6 +237,8 @@ def _train_exporting(todo, named, out, store, jobs: int, what: str, together: in
         seconds = time.perf_counter() - t0
         groups = _groups(n, jobs, together)
         pace.update(s=seconds / max(map(len, groups)), run=seconds / n, processes=len(groups))
+        if pace_file is not None:
+            atomic_write_bytes(Path(pace_file), json.dumps(pace).encode())
         counts = tier.export(store, named, out)
         print(f"  {counts['exported']} of {len(named)} {what} runs exported to {out} "
               f"({seconds:.0f} s for the last {n}, {len(groups)} processes)", flush=True)
@@ -292,8 +297,10 @@ def gpu_tier_command(minutes: float = 0.0, jobs: int | None = None, together: in
     p = ex.get_profile("gpu")
     jobs, together = jobs or p.jobs, together or p.together
     deadline = time.monotonic() + 60 * minutes if minutes > 0 else None
-    pace = {}                              # seconds per run a process trains, carried from chunk to chunk
     store, out = ResultStore(), tier.tier_dir("gpu")
+    # the last chunk's pace, carried from chunk to chunk and kept in the store for the next command on this machine
+    pace_file = Path(store.root) / "gpu_pace.json"
+    pace = json.loads(pace_file.read_text()) if pace_file.is_file() else {}
     print(f"restored {tier.restore(out, store)} committed runs of {out} into {store.root}", flush=True)
     prepare_data(p)
 
@@ -304,7 +311,7 @@ def gpu_tier_command(minutes: float = 0.0, jobs: int | None = None, together: in
     pilot = [c for c in ex.lr_pilot(p) if c.optimizer == "adam"]
     todo = [c for c in pilot if not store.has(c)]
     print(f"gpu tier: Adam's learning-rate pilot, {len(pilot)} runs, {len(todo)} to train", flush=True)
-    if not _train_exporting(todo, named(), out, store, jobs, "gpu tier", together, deadline, pace):
+    if not _train_exporting(todo, named(), out, store, jobs, "gpu tier", together, deadline, pace, pace_file):
         return 0
     selection = [c for c in ex.chapter_configs("selection", p, store)
                  if c.loss in ex.MAIN_LOSSES and c.variant in ("sec", "l2reg")]
@@ -312,7 +319,7 @@ def gpu_tier_command(minutes: float = 0.0, jobs: int | None = None, together: in
     todo = [c for c in selection if not store.has(c)]
     print(f"gpu tier: main losses' η/L2 selection, {len(selection)} runs, {len(todo)} to train "
           f"({jobs} processes x {together} runs together)", flush=True)
-    if not _train_exporting(todo, named(), out, store, jobs, "gpu tier", together, deadline, pace):
+    if not _train_exporting(todo, named(), out, store, jobs, "gpu tier", together, deadline, pace, pace_file):
         return 0
     try:
         main = ex.chapter_configs("main", p, store)
@@ -321,7 +328,7 @@ def gpu_tier_command(minutes: float = 0.0, jobs: int | None = None, together: in
         return 0
     todo = [c for c in main if not store.has(c)]
     print(f"gpu tier: main comparison, {len(main)} runs, {len(todo)} to train", flush=True)
-    _train_exporting(todo, named(), out, store, jobs, "gpu tier", together, deadline, pace)
+    _train_exporting(todo, named(), out, store, jobs, "gpu tier", together, deadline, pace, pace_file)
     return 0
 
 
