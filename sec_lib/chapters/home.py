@@ -206,3 +206,25 @@ def regime_sentence(record) -> str:
             f"each loss without and with SEC, beside the same runs from scratch. Whether SEC's effect is larger there (claim {record.id}, fine-tuned − from-scratch "
             f"SEC − none, mean over the losses): {record.evidence} R@1 points, **{record.verdict}** "
             f"({record.tier or 'quick'} tier).")
+
+
+def beyond_sentence(profile, root=None) -> str:
+    """The landing page's line on the losses beyond the paper's four (the review's question 8): the compare page's
+    rows of SEC at the held-out η − none for tuplet margin and CosFace, as its beyond table tests them
+    (:func:`sec_lib.chapters.compare.selected_eta_rows`, with that table's Holm family and verdicts). '' where the
+    compare page has no such runs."""
+    from . import compare, evidence
+    from .common import mde_text
+    ev = evidence.page_evidence("compare", profile, root)
+    try:
+        rows = compare.selected_eta_rows(ev, ex.EXTRA_LOSSES)
+    except (KeyError, ValueError):
+        return ""
+    if not len(rows):
+        return ""
+    names = {"tml": "tuplet margin", "cosface": "CosFace"}
+    each = "; ".join(f"{names.get(loss, loss)} {_interval(r)} (**{r['verdict']}**, {mde_text(r['mde'])})"
+                     for loss, r in rows.iterrows())
+    return (f"**Beyond the paper's four losses** ({ev.profile} tier, the review's question 8), SEC at the η chosen "
+            f"on held-out classes − none in R@1 (points, {int(rows['n'].max())} paired seeds [95% interval]) is "
+            f"{each}. The compare page shows these losses' other arms too.")

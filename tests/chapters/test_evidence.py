@@ -366,3 +366,27 @@ def test_the_npair_page_shows_the_compare_pages_npair_and_tml_rows_from_their_ta
     s = npair.compare_tier_sentence("cpu", "cpu")
     assert s.startswith("**Normalized N-pair and tuplet margin in the decisive tier.**") and "Q11c" in s
     assert npair.compare_tier_sentence("cpu", "decisive") == ""
+
+
+def test_the_landing_page_states_the_losses_beyond_the_four_from_the_compare_pages_table(monkeypatch):
+    from types import SimpleNamespace
+    from sec_lib.chapters import compare, home
+    rows = []
+    for loss, d in (("tml", -0.5), ("cosface", 1.0)):
+        for s in range(4):
+            rows += [{"key": f"{loss}n{s}", "loss": loss, "variant": "none", "seed": s, "R@1": 60.0 + s, "eta": 0.0,
+                      "eta_arm": "", "status": "done"},
+                     {"key": f"{loss}s{s}", "loss": loss, "variant": "sec", "seed": s, "status": "done",
+                      "R@1": 60.0 + s + d + 0.2 * (s % 2), "eta": 0.1, "eta_arm": "selected"}]
+    runs = pd.DataFrame(rows)
+    ev = evidence.Evidence.from_frames({"beyond": SimpleNamespace(runs=runs)}, profile="decisive")
+    monkeypatch.setattr(evidence, "page_evidence", lambda page, profile, root=None: ev)
+    s = home.beyond_sentence("cpu")
+    g = compare.beyond_gains(runs, metrics=("R@1",)).set_index("loss")
+    for loss, name in (("tml", "tuplet margin"), ("cosface", "CosFace")):
+        r = g.loc[loss]
+        assert f"{name} {r['estimate']:+.1f} [{r['ci_lo']:+.1f}, {r['ci_hi']:+.1f}] (**{r['verdict']}**" in s
+    assert s.index("tuplet margin") < s.index("CosFace") and "(decisive tier" in s
+    empty = evidence.Evidence.from_frames({"beyond": SimpleNamespace(runs=runs.iloc[0:0])}, profile="decisive")
+    monkeypatch.setattr(evidence, "page_evidence", lambda page, profile, root=None: empty)
+    assert home.beyond_sentence("cpu") == ""
