@@ -244,15 +244,20 @@ def length_sentence(p: ex.Profile, store) -> str:
 def page_tiers(profile: str = "cpu") -> pd.DataFrame:
     """Which tier each chapter page shows now: :func:`sec_lib.chapters.evidence.evidence_profile` over the
     sweeps the page reads, as declared in ``PAGES`` (``Page.evidence_chapters``; the selection runs they
-    need are implied and not listed)."""
+    need are implied and not listed), and which of those sweeps the first long tier (:data:`~sec_lib.chapters.
+    evidence.MAIN_TIERS`, the decisive tier) does not hold yet: what the page waits for before it shows that tier."""
+    from .evidence import MAIN_TIERS, covers
+    first = MAIN_TIERS[0]
     rows, seen = [], set()
     for page in PAGES:
         chapters = tuple(c for c in page.evidence_chapters if c in ex.CHAPTERS)
         if page.source in seen or not chapters or page.source in ("runs", "train", "tiers", "explore", "claims"):
             continue
         seen.add(page.source)
+        shown = evidence_profile(profile, chapters)
+        missing = [] if shown == first else [c for c in chapters if c != "selection" and not covers(first, (c,))]
         rows.append({"page": page.source, "reads": ", ".join(c for c in chapters if c != "selection"),
-                     "tier shown": evidence_profile(profile, chapters)})
+                     "tier shown": shown, f"not yet in the {first} tier": ", ".join(missing) or "—"})
     return pd.DataFrame(rows)
 
 

@@ -128,6 +128,14 @@ def test_the_tiers_page_lists_the_tier_of_every_chapter_page(monkeypatch):
     t = tiers.page_tiers("cpu")
     assert set(t["tier shown"]) == {"cpu"} and {"compare", "mu", "home", "fairness"} <= set(t["page"])
     assert not t["reads"].str.contains("selection").any()
+    # what each page waits for: the sweeps the decisive tier does not hold yet
+    held = {"compare", "tuned", "beyond", "norms", "selection"}
+    monkeypatch.setattr(evidence, "covers", lambda tier, chapters: tier == "decisive" and set(chapters) <= held)
+    t = tiers.page_tiers("cpu").set_index("page")
+    col = "not yet in the decisive tier"
+    assert t.loc["compare", "tier shown"] == "decisive" and t.loc["compare", col] == "—"
+    assert t.loc["norms", "tier shown"] == "cpu" and t.loc["norms", col] == "bnwn"
+    assert t.loc["pretrained", col] == "ftrates, pretrained"
 
 
 def test_the_smoke_profile_checks_the_pipeline_and_shows_its_own_runs(monkeypatch):
