@@ -403,3 +403,35 @@ def claims_box(page: str, profile: str, root=None) -> str:
     """HTML: the claims ``page`` decides, each with its verdict badge linking to the claims page."""
     from ..report.claims import box
     return box(page_records(page, page_evidence(page, profile, root)))
+
+
+def waiting_records(page: str, profile: str, shown: str, root=None) -> list:
+    """Where ``page`` shows another tier (``shown``) because the first long tier (:data:`MAIN_TIERS`, the decisive
+    tier) does not hold all of its sweeps yet: the records of the page's claims decided on that tier's runs, for the
+    claims whose own runs it already holds (a finite estimate; a claim missing runs there is not testable and left
+    out). [] where the page shows that tier, or the tier is not committed."""
+    first = MAIN_TIERS[0]
+    if shown == first or not has_tier(first) or root is not None:
+        return []
+    ev = Evidence(first)
+    ev.chapters = page_of(page).evidence_chapters
+    ev.shared = _PAGE_FRAMES
+    return [r for r in page_records(page, ev) if np.isfinite(r.estimate)]
+
+
+def waiting_sentence(page: str, profile: str, shown: str, root=None) -> str:
+    """:func:`waiting_records` in words, for the page's opening: the claims the first long tier can already decide,
+    with their estimates and verdicts there, and the sweeps it does not hold yet. '' where there are none."""
+    first = MAIN_TIERS[0]
+    recs = waiting_records(page, profile, shown, root)
+    if not recs:
+        return ""
+    lacking = [c for c in page_of(page).evidence_chapters if c in ex.CHAPTERS and c not in SELECTION_SWEEPS
+               and not covers(first, (c,))]
+    each = "; ".join(f"{r.id} ({r.statement}): {r.estimate:+.3f} [{r.ci_lo:+.3f}, {r.ci_hi:+.3f}] {r.unit}, "
+                     f"**{r.verdict}**" for r in recs)
+    ids = ", ".join(r.id for r in recs[:-1]) + (" and " if len(recs) > 1 else "") + recs[-1].id
+    return (f"**Already in the {first} tier.** It holds the runs behind {ids}, but not yet "
+            f"those of {', '.join(lacking) or 'every sweep of this page'}. Decided there (Holm over the claims it can "
+            f"decide): {each}. This page and its claims read the {shown} tier until the {first} tier holds all of "
+            f"its runs.")

@@ -398,3 +398,26 @@ def test_the_landing_page_states_the_losses_beyond_the_four_from_the_compare_pag
     empty = evidence.Evidence.from_frames({"beyond": SimpleNamespace(runs=runs.iloc[0:0])}, profile="decisive")
     monkeypatch.setattr(evidence, "page_evidence", lambda page, profile, root=None: empty)
     assert home.beyond_sentence("cpu") == ""
+
+
+def test_a_page_waiting_for_the_decisive_tier_states_the_claims_it_can_already_decide(monkeypatch):
+    """The norms page reads the reference tier while the decisive tier lacks its BN/WN runs: the claims whose runs
+    the decisive tier holds are decided there (a finite estimate) and stated; a claim it cannot decide is left out;
+    nothing where the page shows the decisive tier."""
+    import math
+    from sec_lib.report.claims import ClaimRecord
+
+    def rec(cid, est):
+        return ClaimRecord(id=cid, statement=f"claim {cid}", page="norms", href="", family="f", unit="pp",
+                           expected_sign=1, estimate=est, ci_lo=est - 1, ci_hi=est + 1, n=5, n_counts="seeds",
+                           p_value=0.01, p_adj=0.02, m=2, mde=0.5, verdict="reproduced" if est == est else
+                           "not testable offline")
+    monkeypatch.setattr(evidence, "has_tier", lambda name: True)
+    monkeypatch.setattr(evidence, "page_records", lambda page, ev: [rec("C1", 2.0), rec("Q4", math.nan)])
+    monkeypatch.setattr(evidence, "covers", lambda tier, chapters: set(chapters) <= {"norms"})
+    s = evidence.waiting_sentence("norms", "cpu", "reference")
+    assert "It holds the runs behind C1, but not yet those of bnwn" in s
+    assert "C1 (claim C1): +2.000 [+1.000, +3.000] pp, **reproduced**" in s and "Q4" not in s
+    assert evidence.waiting_sentence("norms", "cpu", "decisive") == ""
+    monkeypatch.setattr(evidence, "page_records", lambda page, ev: [rec("Q4", math.nan)])
+    assert evidence.waiting_sentence("norms", "cpu", "reference") == ""
