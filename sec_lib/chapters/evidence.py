@@ -405,7 +405,7 @@ def claims_box(page: str, profile: str, root=None) -> str:
     return box(page_records(page, page_evidence(page, profile, root)))
 
 
-def waiting_records(page: str, profile: str, shown: str, root=None) -> list:
+def waiting_records(page: str, shown: str, root=None) -> list:
     """Where ``page`` shows another tier (``shown``) because the first long tier (:data:`MAIN_TIERS`, the decisive
     tier) does not hold all of its sweeps yet: the records of the page's claims decided on that tier's runs, for the
     claims whose own runs it already holds (a finite estimate; a claim missing runs there is not testable and left
@@ -419,11 +419,11 @@ def waiting_records(page: str, profile: str, shown: str, root=None) -> list:
     return [r for r in page_records(page, ev) if np.isfinite(r.estimate)]
 
 
-def waiting_sentence(page: str, profile: str, shown: str, root=None) -> str:
+def waiting_sentence(page: str, shown: str, root=None) -> str:
     """:func:`waiting_records` in words, for the page's opening: the claims the first long tier can already decide,
     with their estimates and verdicts there, and the sweeps it does not hold yet. '' where there are none."""
     first = MAIN_TIERS[0]
-    recs = waiting_records(page, profile, shown, root)
+    recs = waiting_records(page, shown, root)
     if not recs:
         return ""
     lacking = [c for c in page_of(page).evidence_chapters if c in ex.CHAPTERS and c not in SELECTION_SWEEPS

@@ -415,9 +415,9 @@ def test_a_page_waiting_for_the_decisive_tier_states_the_claims_it_can_already_d
     monkeypatch.setattr(evidence, "has_tier", lambda name: True)
     monkeypatch.setattr(evidence, "page_records", lambda page, ev: [rec("C1", 2.0), rec("Q4", math.nan)])
     monkeypatch.setattr(evidence, "covers", lambda tier, chapters: set(chapters) <= {"norms"})
-    s = evidence.waiting_sentence("norms", "cpu", "reference")
+    s = evidence.waiting_sentence("norms", "reference")
     assert "It holds the runs behind C1, but not yet those of bnwn" in s
     assert "C1 (claim C1): +2.000 [+1.000, +3.000] pp, **reproduced**" in s and "Q4" not in s
-    assert evidence.waiting_sentence("norms", "cpu", "decisive") == ""
+    assert evidence.waiting_sentence("norms", "decisive") == ""
     monkeypatch.setattr(evidence, "page_records", lambda page, ev: [rec("Q4", math.nan)])
-    assert evidence.waiting_sentence("norms", "cpu", "reference") == ""
+    assert evidence.waiting_sentence("norms", "reference") == ""
