@@ -9,7 +9,8 @@
 #
 # TESTS=0, BENCH=0, TIER=0 leave a part out (a window's first call can measure, and a second one, made at once while
 # the machine is still warm, train). JOBS (default 4) processes of TOGETHER (default 1) runs each: on the H100 of
-# 2026-11-27, 4 processes of one run trained a run in about 44 s of wall time, and 8 were no faster.
+# 2026-11-27, 4 processes of one run trained a run in about 44 s of wall time, and 8 were no faster (the bench's
+# 4 x 4 gave more steps per second, but a chunk of 16 runs takes most of a 10-minute call).
 set -u
 OUT=${OUT:-/tmp/gpu-session}
 mkdir -p "$OUT"
