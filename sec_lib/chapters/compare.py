@@ -21,7 +21,7 @@ from ..reference import RETRIEVAL_METRICS, SOURCES, comparison_label
 from ..report import fmt_metric, format_ci
 from ..runs.tier import StagedTier, store_for
 from . import common, profile_param
-from .evidence import ETA_ARM_NAMES
+from .evidence import ETA_ARM_NAMES, name_eta_arms
 from ..report.claims import Claim, family_row
 from .common import EXPECTED_SIGN, NORM_CV, NORM_METRICS, TEST_NAME, order_rows, runs_frame, with_norm_cv
 
@@ -171,8 +171,7 @@ def eta_arms_apart(frames):
     runs = runs_frame(frames)
     if "eta_arm" not in runs.columns:
         return frames
-    named = runs["eta_arm"].map(ETA_ARM_NAMES)
-    runs = runs.assign(variant=named.where(runs["variant"].eq("sec") & named.notna(), runs["variant"]))
+    runs = name_eta_arms(runs)
     return dataclasses.replace(frames, runs=runs) if dataclasses.is_dataclass(frames) else runs
 
 
@@ -208,8 +207,7 @@ def selected_eta_rows(ev, losses: Sequence[str]) -> pd.DataFrame:
     if set(losses) & set(ex.MAIN_LOSSES):
         parts.append(sec_gain(ev.frames("tuned"), variants=("sec",), metrics=("R@1",)))
     if set(losses) & set(ex.EXTRA_LOSSES):
-        g = beyond_gains(ev.frames("beyond"), metrics=("R@1",))
-        parts.append(g[g["variant"].isin((ETA_ARM_NAMES["selected"], "sec"))])
+        parts.append(_beyond_selected(ev))
     out = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["loss"])
     return out[out["loss"].isin(losses)].set_index("loss").reindex([l for l in losses if l in set(out["loss"])])
 
@@ -523,6 +521,15 @@ def _sec_vs_l2(ev) -> dict:
     return out
 
 
+def _beyond_selected(ev) -> pd.DataFrame:
+    """The beyond table's R@1 rows of SEC at the held-out η − none (:func:`beyond_gains`), computed once per evidence
+    object: the claim Q8b and the other pages' sentences (:func:`selected_eta_rows`) read the same rows."""
+    def rows() -> pd.DataFrame:
+        g = beyond_gains(ev.frames("beyond"), metrics=("R@1",))
+        return g[g["variant"].isin((ETA_ARM_NAMES["selected"], "sec"))]
+    return ev.derived("beyond_selected_r1", rows)
+
+
 def _beyond_row(loss: str):
     """Q8b: the R@1 row of SEC at the selected η − none for ``loss`` as this page's beyond table tests it
     (:func:`beyond_gains`; its Holm family: that arm over tuplet margin and CosFace). No runs of ``loss``: KeyError
@@ -530,8 +537,7 @@ def _beyond_row(loss: str):
     def family(ev) -> pd.DataFrame:
         if not (ev.runs("beyond")["loss"] == loss).any():
             raise KeyError(f"no {loss} runs in the beyond chapter")
-        g = beyond_gains(ev.frames("beyond"), metrics=("R@1",))
-        return g[g["variant"].isin((ETA_ARM_NAMES["selected"], "sec"))]
+        return _beyond_selected(ev)
     return family_row(family, loss=loss)
 
 

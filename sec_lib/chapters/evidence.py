@@ -413,10 +413,13 @@ def waiting_records(page: str, shown: str, root=None) -> list:
     first = MAIN_TIERS[0]
     if shown == first or not has_tier(first) or root is not None:
         return []
-    ev = Evidence(first)
-    ev.chapters = page_of(page).evidence_chapters
-    ev.shared = _PAGE_FRAMES
-    return [r for r in page_records(page, ev) if np.isfinite(r.estimate)]
+    return [r for r in page_records(page, page_evidence(page, first, tier=first)) if np.isfinite(r.estimate)]
+
+
+def lacking(tier: str, chapters: Iterable[str]) -> list[str]:
+    """The sweeps of ``chapters`` the committed ``tier`` does not hold yet, each on its own (:func:`covers`); the
+    selection sweeps are left out, since the sweeps made from their choices cannot be held without them."""
+    return [c for c in chapters if c in ex.CHAPTERS and c not in SELECTION_SWEEPS and not covers(tier, (c,))]
 
 
 def waiting_sentence(page: str, shown: str, root=None) -> str:
@@ -426,12 +429,11 @@ def waiting_sentence(page: str, shown: str, root=None) -> str:
     recs = waiting_records(page, shown, root)
     if not recs:
         return ""
-    lacking = [c for c in page_of(page).evidence_chapters if c in ex.CHAPTERS and c not in SELECTION_SWEEPS
-               and not covers(first, (c,))]
+    missing = lacking(first, page_of(page).evidence_chapters)
     each = "; ".join(f"{r.id} ({r.statement}): {r.estimate:+.3f} [{r.ci_lo:+.3f}, {r.ci_hi:+.3f}] {r.unit}, "
                      f"**{r.verdict}**" for r in recs)
     ids = ", ".join(r.id for r in recs[:-1]) + (" and " if len(recs) > 1 else "") + recs[-1].id
     return (f"**Already in the {first} tier.** It holds the runs behind {ids}, but not yet "
-            f"those of {', '.join(lacking) or 'every sweep of this page'}. Decided there (Holm over the claims it can "
+            f"those of {', '.join(missing) or 'every sweep of this page'}. Decided there (Holm over the claims it can "
             f"decide): {each}. This page and its claims read the {shown} tier until the {first} tier holds all of "
             f"its runs.")

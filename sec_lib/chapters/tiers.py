@@ -246,7 +246,7 @@ def page_tiers(profile: str = "cpu") -> pd.DataFrame:
     sweeps the page reads, as declared in ``PAGES`` (``Page.evidence_chapters``; the selection runs they
     need are implied and not listed), and which of those sweeps the first long tier (:data:`~sec_lib.chapters.
     evidence.MAIN_TIERS`, the decisive tier) does not hold yet: what the page waits for before it shows that tier."""
-    from .evidence import MAIN_TIERS, covers
+    from .evidence import MAIN_TIERS, lacking
     first = MAIN_TIERS[0]
     rows, seen = [], set()
     for page in PAGES:
@@ -255,7 +255,7 @@ def page_tiers(profile: str = "cpu") -> pd.DataFrame:
             continue
         seen.add(page.source)
         shown = evidence_profile(profile, chapters)
-        missing = [] if shown == first else [c for c in chapters if c != "selection" and not covers(first, (c,))]
+        missing = [] if shown == first else lacking(first, chapters)
         rows.append({"page": page.source, "reads": ", ".join(c for c in chapters if c != "selection"),
                      "tier shown": shown, f"not yet in the {first} tier": ", ".join(missing) or "—"})
     return pd.DataFrame(rows)

@@ -135,7 +135,9 @@ def test_the_tiers_page_lists_the_tier_of_every_chapter_page(monkeypatch):
     col = "not yet in the decisive tier"
     assert t.loc["compare", "tier shown"] == "decisive" and t.loc["compare", col] == "—"
     assert t.loc["norms", "tier shown"] == "cpu" and t.loc["norms", col] == "bnwn"
-    assert t.loc["pretrained", col] == "ftrates, pretrained"
+    # ftrates is a selection sweep (the fine-tuning rates): a staged tier never holds one on its own (covers), so
+    # listing it would never clear; the pretrained runs made from its choice are what the page waits for
+    assert t.loc["pretrained", "reads"] == "ftrates, pretrained" and t.loc["pretrained", col] == "pretrained"
 
 
 def test_the_smoke_profile_checks_the_pipeline_and_shows_its_own_runs(monkeypatch):
