@@ -37,6 +37,22 @@ EXPECTED_SIGN = {**{m: +1 for m in (*RETRIEVAL_METRICS, "MAP@R")}, "test_norm_va
                  "test_norm_cv": -1, "train_norm_cv": -1}
 TEST_NAME = "paired t-test over seeds (two-sided)"
 
+#: How a page title names a loss (the papers' names); :func:`loss_noun` is the same name inside a sentence.
+LOSS_TITLES = {"triplet": "Triplet", "semihard": "Semihard triplet", "npair": "Normalized N-pair",
+               "npair_ip": "Inner-product N-pair", "npair_ip_l2": "Inner-product N-pair with L2",
+               "ms": "Multi-similarity", "tml": "Tuplet margin", "cosface": "CosFace", "arcface": "ArcFace",
+               "normface": "NormFace", "contrastive": "Contrastive", "ntxent": "NT-Xent", "supcon": "SupCon"}
+
+
+def loss_noun(loss: str) -> str:
+    """A loss's name inside a sentence: its title with a capitalised first word lowered ('tuplet margin',
+    'normalized N-pair'), a proper name kept ('CosFace', 'NT-Xent'); an unknown loss is its key."""
+    title = LOSS_TITLES.get(loss, loss)
+    first, _, rest = title.partition(" ")
+    if first[1:].islower():
+        first = first.lower()
+    return f"{first} {rest}".rstrip()
+
 
 class MissingChapter(KeyError):
     """Hand-made evidence (the claims page's ``Evidence.from_frames``) lacks what a claim needs (a

@@ -212,14 +212,13 @@ def selected_eta_rows(ev, losses: Sequence[str]) -> pd.DataFrame:
     return out[out["loss"].isin(losses)].set_index("loss").reindex([l for l in losses if l in set(out["loss"])])
 
 
-def other_tier_sentence(profile: str, shown: str, losses: Sequence[str], names: dict, claims: str,
-                        root=None) -> str:
+def other_tier_sentence(profile: str, shown: str, losses: Sequence[str], claims: str, root=None) -> str:
     """For a review page that reads ``shown`` (the quick tier, say) while the compare page reads some of its losses
     from another tier: that tier's rows of SEC at the held-out η − none for ``losses`` (:func:`selected_eta_rows`),
     so that a reader sees both numbers and which one the page's ``claims`` are decided on. '' where both pages read
     one tier, or the compare page has none of ``losses``."""
     from . import evidence
-    from .common import ci_text, mde_text, p_text
+    from .common import ci_text, loss_noun, mde_text, p_text
     ev = evidence.page_evidence("compare", profile, root)
     if ev.profile == shown:
         return ""
@@ -229,10 +228,10 @@ def other_tier_sentence(profile: str, shown: str, losses: Sequence[str], names: 
         return ""
     if not len(rows):
         return ""
-    parts = [f"for {names.get(loss, loss)}, {ci_text(r['estimate'], r['ci_lo'], r['ci_hi'])} points over "
+    parts = [f"for {loss_noun(loss)}, {ci_text(r['estimate'], r['ci_lo'], r['ci_hi'])} points over "
              f"{int(r['n'])} seeds ({p_text(r['p_adj'], r['m'])} in its table; {mde_text(r['mde'])}): "
              f"**{r['verdict']}**" for loss, r in rows.iterrows()]
-    which = " and ".join(names.get(loss, loss) for loss in rows.index)
+    which = " and ".join(loss_noun(loss) for loss in rows.index)
     return (f"**{which[:1].upper() + which[1:]} in the {ev.profile} tier.** The compare page reads {which} from the "
             f"{ev.profile} tier, "
             "which does not hold this page's other runs yet. There SEC (η chosen on held-out classes) − none "

@@ -10,6 +10,7 @@ from ..data.benchmarks import DISPLAY_NAMES
 from ..runs import experiments as ex
 from . import profile_param
 from ..report.claims import Claim
+from .common import loss_noun
 from .review import family_rows, means_table, row_claim, sec_rows, verdict_sentence, wide_means
 
 #: The notebook's parameters (checked by ``sec_lib.params.notebook_params``).
@@ -18,7 +19,6 @@ CHAPTER = "face"
 LOSSES = ex.FACE_LOSSES
 METRICS = ("R@1", "NMI", "F1", "test_norm_var")
 FAMILY = "face page"
-NAMES = {"cosface": "CosFace", "arcface": "ArcFace"}
 
 
 def verdict_rows(runs: pd.DataFrame) -> pd.DataFrame:
@@ -36,7 +36,7 @@ def bars(runs: pd.DataFrame) -> pd.DataFrame:
 def opening(runs: pd.DataFrame) -> str:
     rows = verdict_rows(runs).set_index("loss")
     etas = runs[runs["variant"] == "sec"].groupby("loss")["eta"].first()
-    parts = [f"{NAMES[l]} (η = {etas.get(l, float('nan')):g}) {rows.loc[l, 'estimate']:+.2f} points "
+    parts = [f"{loss_noun(l)} (η = {etas.get(l, float('nan')):g}) {rows.loc[l, 'estimate']:+.2f} points "
              f"(**{rows.loc[l, 'verdict']}**)" for l in LOSSES if l in rows.index]
     data = sorted({DISPLAY_NAMES.get(d, d) for d in runs["dataset"]}) if "dataset" in runs else []
     what = "glyph" if data in ([], ["glyphs"]) else " and ".join(data)
@@ -44,7 +44,8 @@ def opening(runs: pd.DataFrame) -> str:
 
 
 def verdict(runs: pd.DataFrame) -> str:
-    return "\n".join("- " + verdict_sentence(r, f"{NAMES[r['loss']]}: with SEC, R@1", f"SEC helps {NAMES[r['loss']]}")
+    return "\n".join("- " + verdict_sentence(r, f"{loss_noun(r['loss'])}: with SEC, R@1",
+                                              f"SEC helps {loss_noun(r['loss'])}")
                      for r in verdict_rows(runs).to_dict("records"))
 
 
@@ -69,4 +70,4 @@ def compare_tier_sentence(profile: str, shown: str, root=None) -> str:
     """CosFace's row of the compare page where that page reads it from another tier than this page's ``shown``
     (:func:`sec_lib.chapters.compare.other_tier_sentence`); '' where both read one tier."""
     from .compare import other_tier_sentence
-    return other_tier_sentence(profile, shown, ("cosface",), NAMES, "the claim Q8d", root)
+    return other_tier_sentence(profile, shown, ("cosface",), "the claim Q8d", root)

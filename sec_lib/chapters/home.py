@@ -214,7 +214,7 @@ def beyond_sentence(profile, root=None) -> str:
     (:func:`sec_lib.chapters.compare.selected_eta_rows`, with that table's Holm family and verdicts). '' where the
     compare page has no such runs."""
     from . import compare, evidence
-    from .common import mde_text
+    from .common import loss_noun, mde_text
     ev = evidence.page_evidence("compare", profile, root)
     try:
         rows = compare.selected_eta_rows(ev, ex.EXTRA_LOSSES)
@@ -222,8 +222,7 @@ def beyond_sentence(profile, root=None) -> str:
         return ""
     if not len(rows):
         return ""
-    names = {"tml": "tuplet margin", "cosface": "CosFace"}
-    each = "; ".join(f"{names.get(loss, loss)} {_interval(r)} (**{r['verdict']}**, {mde_text(r['mde'])})"
+    each = "; ".join(f"{loss_noun(loss)} {_interval(r)} (**{r['verdict']}**, {mde_text(r['mde'])})"
                      for loss, r in rows.iterrows())
     return (f"**Beyond the paper's four losses** ({ev.profile} tier, the review's question 8), SEC at the η chosen "
             f"on held-out classes − none in R@1 (points, {int(rows['n'].max())} paired seeds [95% interval]) is "

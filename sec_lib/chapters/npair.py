@@ -108,5 +108,4 @@ def compare_tier_sentence(profile: str, shown: str, root=None) -> str:
     tier than this page's ``shown`` (:func:`sec_lib.chapters.compare.other_tier_sentence`); '' where both read one
     tier."""
     from .compare import other_tier_sentence
-    return other_tier_sentence(profile, shown, ("npair", "tml"),
-                               {"npair": "normalized N-pair", "tml": "tuplet margin"}, "the claim Q11c", root)
+    return other_tier_sentence(profile, shown, ("npair", "tml"), "the claim Q11c", root)

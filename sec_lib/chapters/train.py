@@ -15,7 +15,7 @@ from ..report import loglog_fit
 from ..runs.store import ResultStore, run_key
 from ..runs.train import OPTIMIZERS, TrainConfig
 from . import profile_param
-from .common import runs_frame, var_cv_text, with_batch_cv, with_norm_cv
+from .common import LOSS_TITLES, runs_frame, var_cv_text, with_batch_cv, with_norm_cv
 
 #: The notebook's parameters (checked by ``sec_lib.params.notebook_params``).
 PARAMS = {**profile_param(), "dataset": Choice(("glyphs", "toy")), "loss": Choice(tuple(LOSS_NAMES)),
@@ -100,12 +100,6 @@ def _shown(profile: str, root=None) -> str:
         return evidence_profile(profile, page_of("compare").evidence_chapters, root)
     except (KeyError, ValueError):
         return profile
-
-
-#: How a page title names a loss (the paper's names).
-LOSS_TITLES = {"triplet": "Triplet", "semihard": "Semihard triplet", "npair": "Normalized N-pair",
-               "ms": "Multi-similarity", "tml": "Tuplet margin", "cosface": "CosFace", "contrastive": "Contrastive",
-               "ntxent": "NT-Xent"}
 
 
 def run_title(cfg) -> str:

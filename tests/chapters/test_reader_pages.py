@@ -129,6 +129,15 @@ def test_run_title_names_loss_variant_and_seed():
     assert "no regularizer" in train_page.run_title(TrainConfig(loss="ms", eta=0.0))
 
 
+def test_loss_noun_lowers_a_common_word_and_keeps_a_proper_name():
+    from sec_lib.chapters.common import LOSS_TITLES, loss_noun
+    from sec_lib.losses import LOSS_NAMES
+    assert loss_noun("tml") == "tuplet margin" and loss_noun("npair") == "normalized N-pair"
+    assert loss_noun("cosface") == "CosFace" and loss_noun("ntxent") == "NT-Xent"
+    assert loss_noun("no-such-loss") == "no-such-loss"
+    assert set(LOSS_NAMES) <= set(LOSS_TITLES), "every registered loss has a title"
+
+
 def test_file_link_round_trips_and_rejects_bad_names(monkeypatch):
     monkeypatch.delenv("SEC_DOWNLOADS_DIR", raising=False)
     link = file_link(b"a,b\n1,2\n", "x.csv", "data")
