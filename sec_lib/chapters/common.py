@@ -360,6 +360,19 @@ def measures_text(r, digits: int = 2, unit: str = "", detail: str = "", test: st
             f"{mde_text(r.get('mde'), digits)}; {n_text(n, r.get('n_counts', 'seeds'), detail)})")
 
 
+def equivalence_words(r) -> str:
+    """': no effect larger than 0.5 points' where the verdict 'not reproduced' of ``r`` (a verdict row: a mapping or a
+    record with ``verdict``, ``margin``, ``expected_sign``, ``ci_lo``, ``ci_hi``) comes from its equivalence test (the
+    interval inside ±margin: the declared margin, issue 21), not from an effect of the wrong sign; else ''."""
+    get = r.get if isinstance(r, dict) else (lambda k, d=None: getattr(r, k, d))
+    m, lo, hi, sign = get("margin"), get("ci_lo", math.nan), get("ci_hi", math.nan), get("expected_sign", 1)
+    if get("verdict") != "not reproduced" or m is None or not np.isfinite(m) or not m or not np.isfinite(lo):
+        return ""
+    if (sign > 0 and hi < 0) or (sign < 0 and lo > 0):        # decided the wrong way, not by equivalence
+        return ""
+    return f": no effect larger than {m:g} points"
+
+
 def verdict_row_of(est: dict, expected_sign: int, margin=None, n_counts: str = "seeds") -> dict:
     """A verdict row (the keys of :data:`sec_lib.report.ROW_COLUMNS`) from an estimate dict of
     :func:`sec_lib.report.values_ci` / :func:`sec_lib.report.pooled_diff` (``estimate``, ``ci_lo``,

@@ -14,7 +14,7 @@ from ..runs import experiments as ex
 from .. import reference, report
 from ..reference import PAPER_DATASETS
 from . import profile_param
-from .common import MAIN_CHAPTER, load, order_rows
+from .common import MAIN_CHAPTER, equivalence_words, load, order_rows
 from ..report import fmt_metric
 from .compare import sec_gain
 
@@ -77,16 +77,6 @@ def primary_badge(e: dict) -> str:
     detect = f"could detect ≥ {r.mde:.2f} points" if np.isfinite(r.mde) else "no detectable effect without a spread"
     return (f"<p>The primary test is claim {badge(r)}{equivalence_words(r)} (Holm family: {r.family}; "
             f"{r.tier or 'no'} tier; {detect}).</p>")
-
-
-def equivalence_words(r) -> str:
-    """': no effect larger than 0.5 points' where the record's verdict 'not reproduced' comes from its equivalence
-    test (the interval inside ±margin: the declared margin, issue 21), not from an effect of the wrong sign; else ''."""
-    m = r.margin
-    wrong_way = (r.expected_sign > 0 and r.ci_hi < 0) or (r.expected_sign < 0 and r.ci_lo > 0)
-    if r.verdict != "not reproduced" or not m or wrong_way or not np.isfinite(r.ci_lo):
-        return ""
-    return f": no effect larger than {m:g} points"
 
 
 def answer_sentence(e: dict, paper: pd.DataFrame, data: str = "glyphs") -> str:

@@ -18,11 +18,12 @@ import pandas as pd
 
 from ..runs import experiments as ex
 from ..runs import finetune as ft
-from ..report import one_family, paired_diff, summary_table, values_ci
+from ..report import MARGINS, one_family, paired_diff, summary_table, values_ci
 from ..report.claims import Claim, from_row
 from . import check_shown, profile_param
 from ..runs.tier import StagedTier
-from .common import check_cols, cv_from_var, measures_text, verdict_row_of, with_batch_cv, with_norm_cv
+from .common import (check_cols, cv_from_var, equivalence_words, measures_text, verdict_row_of, with_batch_cv,
+                     with_norm_cv)
 
 #: The notebook's parameters (checked by ``sec_lib.params.notebook_params``).
 PARAMS = profile_param()
@@ -154,7 +155,8 @@ def effects(runs: pd.DataFrame, metric: str = "R@1") -> pd.DataFrame:
 
 def effect_family(runs: pd.DataFrame, metric: str = "R@1") -> pd.DataFrame:
     """The family :data:`FAMILY_EFFECT`: SEC − none fine-tuned, one row per main loss, paired on seed, expected
-    sign +1, Holm over the losses."""
+    sign +1 and the metric's declared equivalence margin (±0.5 R@1 points, as every R@1 row of the book), Holm over
+    the losses."""
     r = regime_runs(runs)
     rows = []
     for loss in ex.MAIN_LOSSES:
@@ -162,7 +164,7 @@ def effect_family(runs: pd.DataFrame, metric: str = "R@1") -> pd.DataFrame:
         w = sub.pivot_table(index="seed", columns="variant", values=metric, aggfunc="first")
         d = (w["sec"] - w["none"]).dropna() if {"sec", "none"} <= set(w.columns) else pd.Series(dtype=float)
         rows.append({"comparison": "SEC − none, fine-tuned", "loss": loss, "metric": metric,
-                     **verdict_row_of(values_ci(d.to_numpy()), +1)})
+                     **verdict_row_of(values_ci(d.to_numpy()), +1, MARGINS.get(metric))})
     (fam,) = one_family(pd.DataFrame(rows), family=FAMILY_EFFECT)
     return fam
 
@@ -182,8 +184,8 @@ def _sec_effects(runs: pd.DataFrame, metric: str) -> pd.DataFrame:
 def interaction_family(runs: pd.DataFrame, metric: str = "R@1") -> pd.DataFrame:
     """The family :data:`FAMILY_INTERACTION`: per main loss, (SEC − none fine-tuned) − (SEC − none from scratch)
     paired on seed (the same seed's four runs), and :data:`POOLED`, that difference averaged over the losses per
-    seed; each with its mean and 95% t interval over seeds, the one-sample t-test, expected sign +1, Holm over the
-    five rows. Beside each, the two regimes' SEC − none (means over the same seeds)."""
+    seed; each with its mean and 95% t interval over seeds, the one-sample t-test, expected sign +1 and the
+    metric's declared equivalence margin, Holm over the five rows. Beside each, the two regimes' SEC − none (means over the same seeds)."""
     r = regime_runs(runs)
     e = _sec_effects(r, metric)
     e = e.assign(interaction=e[REGIMES[0]] - e[REGIMES[1]]).dropna()
@@ -193,7 +195,7 @@ def interaction_family(runs: pd.DataFrame, metric: str = "R@1") -> pd.DataFrame:
     for name, g in [*groups, (POOLED, pooled)]:
         rows.append({"loss": name, "metric": metric, "SEC − none, fine-tuned": float(g[REGIMES[0]].mean()) if len(g)
                      else math.nan, "SEC − none, from scratch": float(g[REGIMES[1]].mean()) if len(g) else math.nan,
-                     **verdict_row_of(values_ci(g["interaction"].to_numpy()), +1)})
+                     **verdict_row_of(values_ci(g["interaction"].to_numpy()), +1, MARGINS.get(metric))})
     (fam,) = one_family(pd.DataFrame(rows), family=FAMILY_INTERACTION)
     return fam
 
@@ -214,6 +216,9 @@ def answer_sentence(effect_fam: pd.DataFrame, inter_fam: pd.DataFrame) -> str:
         head = "**Yes: SEC gains more when fine-tuning the pretrained backbone than from scratch**"
     elif np.isfinite(p["ci_hi"]) and p["ci_hi"] < 0:
         head = "**The regime changes SEC's effect, the other way: SEC does worse fine-tuned than from scratch**"
+    elif equivalence_words(p.to_dict()):
+        head = (f"**No: averaged over the losses, the regime changes SEC's effect by no more than {p['margin']:g} "
+                "R@1 points**")
     else:
         head = "**Not detectably, averaged over the losses: no change of SEC's effect with the regime was found**"
     decided = [r for r in inter_fam.to_dict("records") if r["loss"] != POOLED and r["verdict"] == "reproduced"
@@ -222,11 +227,12 @@ def answer_sentence(effect_fam: pd.DataFrame, inter_fam: pd.DataFrame) -> str:
         f"{r['loss']}: {r['estimate']:+.2f}{ci(r['ci_lo'], r['ci_hi'])} ({r['verdict']}; SEC − none "
         f"{r['SEC − none, fine-tuned']:+.2f} fine-tuned against {r['SEC − none, from scratch']:+.2f} from scratch)"
         for r in decided) + ".")
-    per = "; ".join(f"{r['loss']} {r['estimate']:+.2f}{ci(r['ci_lo'], r['ci_hi'])} ({r['verdict']})"
-                    for r in effect_fam.to_dict("records"))
+    per = "; ".join(f"{r['loss']} {r['estimate']:+.2f}{ci(r['ci_lo'], r['ci_hi'])} "
+                    f"({r['verdict']}{equivalence_words(r)})" for r in effect_fam.to_dict("records"))
     gains = int((effect_fam["verdict"] == "reproduced").sum())
     return (f"{head}. The interaction, (SEC − none fine-tuned) − (SEC − none from scratch) averaged over the "
-            f"losses per seed, is {p['estimate']:+.2f}{ci(p['ci_lo'], p['ci_hi'])} R@1 points ({p['verdict']}; Holm "
+            f"losses per seed, is {p['estimate']:+.2f}{ci(p['ci_lo'], p['ci_hi'])} R@1 points "
+            f"({p['verdict']}{equivalence_words(p.to_dict())}; Holm "
             f"over the {int(p['m'])} rows of its family).{per_loss} Fine-tuned, SEC − none per loss: {per}; SEC is a "
             f"reproduced gain for {gains} of {len(effect_fam)} losses in this regime.")
 

@@ -19,12 +19,12 @@ import pandas as pd
 from ..runs import experiments as ex
 from ..runs import scalearms
 from .. import reference
-from ..report import one_family, pooled_diff, summary_table, values_ci
+from ..report import MARGINS, one_family, pooled_diff, summary_table, values_ci
 from ..report.claims import Claim, from_row
 from . import check_shown, common, profile_param
 from ..runs.tier import StagedTier
-from .common import (beside_cv, check_cols, cv_from_var, measures_text, seeds_text, verdict_row_of, with_batch_cv,
-                     with_norm_cv)
+from .common import (beside_cv, check_cols, cv_from_var, equivalence_words, measures_text, seeds_text, verdict_row_of,
+                     with_batch_cv, with_norm_cv)
 
 #: The notebook's parameters (checked by ``sec_lib.params.notebook_params``).
 PARAMS = profile_param()
@@ -96,7 +96,8 @@ def _log_ratio(runs: pd.DataFrame, a: str, b: str, metric: str) -> dict:
 def scale_family(runs: pd.DataFrame, metric: str = "R@1") -> pd.DataFrame:
     """The page's ONE Holm family: each of :data:`CONTRASTS`, ``metric`` of the compared arm − the baseline arm,
     paired on seed within each loss and averaged over the losses per seed (n = seeds), with its verdict (expected
-    sign +1), ``p_adj`` and ``m`` over the four, the detectable effect and ``n_losses``. Beside each: what the
+    sign +1; the metric's declared equivalence margin, ±0.5 points of R@1, as on every R@1 row of the book), ``p_adj``
+    and ``m`` over the four, the detectable effect and ``n_losses``. Beside each: what the
     compared arm did to the scale and the spread, log10 of its training-set mean norm and CV over the baseline's
     (descriptive, not tested)."""
     r = arm_runs(runs)
@@ -104,7 +105,8 @@ def scale_family(runs: pd.DataFrame, metric: str = "R@1") -> pd.DataFrame:
     rows = []
     for name, a, b, mech, sign in CONTRASTS:
         est = pooled_diff(r, "variant", a, b, metric)
-        row = {"comparison": name, "mechanism": mech, "metric": metric, **verdict_row_of(est, sign),
+        row = {"comparison": name, "mechanism": mech, "metric": metric,
+               **verdict_row_of(est, sign, MARGINS.get(metric)),
                "n_losses": est.get("n_groups", 0)}
         for col, label in (("train_norm_mean", "log10 scale ratio"), ("train_norm_cv", "log10 CV ratio")):
             row[label] = _log_ratio(r, a, b, col)["estimate"] if col in r.columns else math.nan
@@ -139,7 +141,7 @@ def answer_sentence(family: pd.DataFrame) -> str:
         r = est[name]
         lo, hi = r["ci_lo"], r["ci_hi"]
         ci = f" [{lo:+.2f}, {hi:+.2f}]" if np.isfinite(lo) and np.isfinite(hi) else ""
-        return f"{name} {r['estimate']:+.2f}{ci} ({r['verdict']})"
+        return f"{name} {r['estimate']:+.2f}{ci} ({r['verdict']}{equivalence_words(r)})"
     head = {"both": "**Both mechanisms move R@1 here**: equalizing the norms and shrinking them each give a gain",
             "equalizing": "**Equalizing moves R@1 here; shrinking does not detectably**",
             "shrinking": "**Shrinking moves R@1 here; equalizing does not detectably**",

@@ -205,3 +205,17 @@ def test_the_landing_page_names_the_page_once_its_claim_has_an_estimate():
     (none,) = evidence.page_records("pretrained", evidence.Evidence.from_frames({}))
     assert home.regime_sentence(none) == "" == home.regime_sentence(None)
     assert home.regime_record("cub-smoke") is None                  # a benchmark book: the page is a note there
+
+
+def test_an_interaction_inside_the_r1_margin_reads_as_no():
+    """The R@1 rows of both families carry the declared equivalence margin (±0.5 points, issue 21): an interaction
+    shown to lie inside it is 'not reproduced' by TOST, and the answer says so instead of 'not detectably'."""
+    gains = {k: 1.0 for k in SEC_GAIN}                      # the same effect in both regimes, little noise
+    runs, _ = regime_frames(noise=0.05, seed=5, gains=gains)
+    eff, fam = pt.effect_family(runs), pt.interaction_family(runs)
+    assert (fam["margin"] == report.MARGINS["R@1"]).all() and (eff["margin"] == report.MARGINS["R@1"]).all()
+    p = fam.set_index("loss").loc[pt.POOLED]
+    assert -0.5 < p["ci_lo"] and p["ci_hi"] < 0.5 and p["verdict"] == "not reproduced"
+    text = pt.answer_sentence(eff, fam)
+    assert text.startswith("**No: averaged over the losses, the regime changes SEC's effect by no more than 0.5")
+    assert "(not reproduced: no effect larger than 0.5 points; Holm" in text

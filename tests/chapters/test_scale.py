@@ -207,3 +207,16 @@ def test_the_pml_question_is_answered_on_the_runs_own_norms():
     t = scale.cir_table(gaps.reset_index())
     assert list(t["arm"]) == ["none", "SEC"] and (t["runs"] == 1).all()
     assert "not already in pytorch-metric-learning" in scale.cir_sentence(gaps.reset_index())
+
+
+def test_a_null_contrast_inside_the_r1_margin_reads_as_no_effect_larger_than_it():
+    """Every R@1 row of the book carries the declared equivalence margin (±0.5 points, issue 21): a contrast whose
+    interval lies inside it is 'not reproduced' by TOST, and the answer says no effect larger than 0.5 points."""
+    runs, _ = arm_frames({**ARMS, "sec-fixed": (0.0, 14.0, 1.0)}, noise=0.02)
+    f = scale.scale_family(runs).set_index("comparison")
+    assert (f["margin"] == report.MARGINS["R@1"]).all()
+    row = f.loc["fixed-scale SEC − none"]
+    assert -0.5 < row["ci_lo"] and row["ci_hi"] < 0.5 and row["p_eq_adj"] < 0.05
+    assert row["verdict"] == "not reproduced"
+    assert "fixed-scale SEC − none" in scale.answer_sentence(f.reset_index())
+    assert "(not reproduced: no effect larger than 0.5 points)" in scale.answer_sentence(f.reset_index())
