@@ -57,7 +57,7 @@ from torch import nn
 
 from .losses.base import sync_free
 
-__all__ = ["SphericalEmbeddingConstraint", "SECRegularizer", "MU_MODES", "center_invariant_penalty"]
+__all__ = ["SphericalEmbeddingConstraint", "SECRegularizer", "MU_MODES", "center_invariant_penalty", "CenterInvariantPenalty"]
 
 #: String choices for ``mu``; a positive float is also accepted (a fixed target radius).
 MU_MODES = ("batch", "ema", "zero")
@@ -277,3 +277,27 @@ def center_invariant_penalty(f: torch.Tensor) -> torch.Tensor:
     _check_embeddings(f)
     sq = f.norm(dim=1) ** 2
     return ((sq - sq.mean()) ** 2 / 4).mean()
+
+
+class CenterInvariantPenalty(nn.Module):
+    """``eta`` times :func:`center_invariant_penalty`: pytorch-metric-learning's ``CenterInvariantRegularizer`` as a
+    training penalty with the interface of :class:`SphericalEmbeddingConstraint` (``forward(f)`` -> a scalar;
+    ``last_mu`` / ``last_mu_tensor``, the batch's mean norm, recorded for the step table), so that a run can train
+    it as an arm beside SEC (issue 23: what a PML user gets who reaches for it instead of SEC). Nothing is
+    detached. ``eta`` must be a finite number > 0."""
+
+    def __init__(self, eta: float = 1.0):
+        super().__init__()
+        if isinstance(eta, bool) or not _is_number(eta) or not math.isfinite(eta) or eta <= 0:
+            raise ValueError(f"eta must be a finite number > 0 for the CenterInvariantRegularizer penalty, got {eta!r}")
+        self.eta = float(eta)
+        self.last_mu_tensor = torch.tensor(math.nan)
+
+    @property
+    def last_mu(self) -> float:
+        return float(self.last_mu_tensor)
+
+    def forward(self, f: torch.Tensor) -> torch.Tensor:
+        _check_embeddings(f)
+        self.last_mu_tensor = f.detach().norm(dim=1).mean()
+        return self.eta * center_invariant_penalty(f)

@@ -11,7 +11,7 @@ from pytorch_metric_learning import losses as pml_losses
 from pytorch_metric_learning import reducers as pml_reducers
 from pytorch_metric_learning.regularizers import CenterInvariantRegularizer
 
-from sec_lib.sec import SECRegularizer, SphericalEmbeddingConstraint, center_invariant_penalty
+from sec_lib.sec import CenterInvariantPenalty, SECRegularizer, SphericalEmbeddingConstraint, center_invariant_penalty
 
 SCALES = (1e-3, 0.37, 1.0, 2.5, 1e3)
 
@@ -200,3 +200,25 @@ def test_center_invariant_is_mu_squared_sec_exactly_up_to_moments(spread):
     assert ratio == pytest.approx(2 * cir / (mu.item() ** 2 * sec), rel=1e-9)
     if spread <= 1e-3:
         assert ratio == pytest.approx(2.0, rel=1e-2)
+
+
+# ------------------------------------------------------------------------------------ CIR as a training penalty
+def test_center_invariant_penalty_module_is_eta_times_pml_with_its_gradient():
+    """The scale chapter's CIR arm (sec.CenterInvariantPenalty): eta times PML's CenterInvariantRegularizer in value
+    and gradient, nothing detached, and the batch's mean norm recorded for the step table."""
+    f = emb(seed=21)
+    fa, fb = f.clone().requires_grad_(), f.clone().requires_grad_()
+    pen = CenterInvariantPenalty(0.03)
+    va, vb = pen(fa), 0.03 * CenterInvariantRegularizer()(fb)
+    va.backward()
+    vb.backward()
+    assert va.item() == pytest.approx(vb.item(), rel=1e-12)
+    torch.testing.assert_close(fa.grad, fb.grad, rtol=1e-10, atol=1e-14)
+    assert pen.last_mu == pytest.approx(f.norm(dim=1).mean().item(), rel=1e-12)
+    assert torch.autograd.gradcheck(CenterInvariantPenalty(0.7), (emb(n=6, d=3, seed=22).requires_grad_(),))
+
+
+@pytest.mark.parametrize("eta", [0, -1.0, float("nan"), float("inf"), True, "1"])
+def test_center_invariant_penalty_refuses_a_bad_weight(eta):
+    with pytest.raises(ValueError, match="eta must be a finite number > 0"):
+        CenterInvariantPenalty(eta)

@@ -62,6 +62,34 @@ def test_without_sec_the_relative_switch_is_reset():
     assert ex.config(p, "ms", "sec", 0, eta=0.0, relative=True) == ex.config(p, "ms", "none", 0)
 
 
+def test_the_cir_penalty_is_left_out_of_the_key_at_its_default_and_validated():
+    c = TrainConfig(eta=0.01)
+    assert "penalty" not in c.to_dict() and "penalty" not in c.canonical()
+    r = c.replace(penalty="cir")
+    assert r.to_dict()["penalty"] == "cir" and run_key(r) != run_key(c) and r.variant == "cir"
+    assert TrainConfig.from_dict(json.loads(json.dumps(r.to_dict()))) == r
+    with pytest.raises(ParameterError, match="'penalty' = 'pml' is not valid.*'sec', 'cir'"):
+        TrainConfig(eta=0.01, penalty="pml").validate()
+    for bad in (dict(eta=0.0), dict(mu="zero"), dict(mu=4.0), dict(relative=True)):
+        with pytest.raises(ParameterError, match="'penalty' = 'cir' needs eta > 0, mu = 'batch'"):
+            TrainConfig(**{"eta": 0.01, "penalty": "cir", **bad}).validate()
+    p = ex.get_profile("smoke")                     # without a regularizer the switch is reset: one store key
+    assert ex.config(p, "ms", "sec", 0, eta=0.0, penalty="cir") == ex.config(p, "ms", "none", 0)
+
+
+def test_a_cir_run_trains_the_cir_penalty(tmp_path):
+    """A short CIR run logs eta * CIR of its batch as loss_sec (checked against PML on the same embeddings by the
+    module's own test) and its mean norm as mu, and differs from the same run with SEC."""
+    from sec_lib.runs.train import train
+    base = ex.config(ex.get_profile("smoke"), "ms", "sec", 0, eta=0.05, iterations=4, eval_every=0)
+    cir, sec = train(base.replace(penalty="cir")), train(base)
+    assert cir.status == sec.status == "done"
+    s, t = cir.steps, sec.steps
+    assert (s["loss_sec"] > 0).all() and (s["mu"] > 0).all()
+    assert s["loss_metric"].iloc[0] == t["loss_metric"].iloc[0]          # the same first batch and weights
+    assert s["loss_sec"].iloc[0] != t["loss_sec"].iloc[0]
+
+
 def test_relative_selection_is_its_own_and_the_plain_selection_never_waits_for_it():
     q = ex.tuned(ex.get_profile("cpu"), "adam", Store())
     rel = ex.relative_selection(q)
@@ -102,10 +130,10 @@ def test_the_fixed_scale_radius_refuses_a_run_without_norms():
         scalearms.fixed_scale_mu(q, "ms", Failed())
 
 
-def test_the_scale_chapter_has_five_arms_per_loss_and_seed():
+def test_the_scale_chapter_has_six_arms_per_loss_and_seed():
     configs = ex.chapter_configs("scale", "cpu", Store())
     q = ex.tuned(ex.get_profile("cpu"), "adam", Store())
-    assert len(configs) == len(ex.MAIN_LOSSES) * len(scalearms.SCALE_ARMS) * len(q.seeds) == 60
+    assert len(configs) == len(ex.MAIN_LOSSES) * len(scalearms.SCALE_ARMS) * len(q.seeds) == 72
     by = {}
     for c in configs:
         by.setdefault((c.loss, c.variant), []).append(c)
@@ -114,9 +142,27 @@ def test_the_scale_chapter_has_five_arms_per_loss_and_seed():
     for loss in ex.MAIN_LOSSES:
         sec, rel, fixed = by[(loss, "sec")][0], by[(loss, "sec-relative")][0], by[(loss, "sec-fixed")][0]
         assert sec.eta == 0.5 and rel.eta == 1.0 and rel.relative and fixed.eta == sec.eta and fixed.mu == 12.0
-    # none, L2-reg and plain SEC are the main table's and the tuned chapter's runs: 24 new runs only
+        cir = by[(loss, "cir")][0]        # PML's CIR at the weight whose value is SEC's at the radius (issue 23)
+        assert cir.penalty == "cir" and cir.mu == "batch" and not cir.relative
+        assert cir.eta == pytest.approx(sec.eta / 12.0 ** 2, rel=1e-3)
+    # none, L2-reg and plain SEC are the main table's and the tuned chapter's runs: 36 new runs only
     old = {run_key(c) for ch in ("compare", "tuned") for c in ex.chapter_configs(ch, "cpu", Store())}
-    assert sum(run_key(c) not in old for c in configs) == 24
+    assert sum(run_key(c) not in old for c in configs) == 36
+
+
+def test_the_cir_weight_matches_sec_at_the_radius_and_refuses_nonsense():
+    assert scalearms.cir_eta(0.05, 11.0) == float(f"{0.05 / 121:.3g}")
+    for bad in ((0.0, 11.0), (0.05, 0.0), (0.05, float("nan"))):
+        with pytest.raises(ValueError, match="CIR arm needs"):
+            scalearms.cir_eta(*bad)
+
+
+def test_only_the_quick_profiles_train_the_cir_arm():
+    """The decisive tier registered its scale stage with five arms: adding the CIR arm to the quick tier must not
+    add a run to it (its stage's store keys are pinned by test_decisive_stages)."""
+    from sec_lib.runs import decisive
+    assert ex.get_profile("cpu").cir_arm and ex.get_profile("smoke").cir_arm
+    assert not ex.get_profile("reference").cir_arm and not decisive.profile().cir_arm
 
 
 def test_a_profile_without_a_relative_grid_trains_no_scale_chapter():

@@ -363,14 +363,17 @@ def measures_text(r, digits: int = 2, unit: str = "", detail: str = "", test: st
 def equivalence_words(r) -> str:
     """': no effect larger than 0.5 points' where the verdict 'not reproduced' of ``r`` (a verdict row: a mapping or a
     record with ``verdict``, ``margin``, ``expected_sign``, ``ci_lo``, ``ci_hi``) comes from its equivalence test (the
-    interval inside ±margin: the declared margin, issue 21), not from an effect of the wrong sign; else ''."""
+    interval inside ±margin: the declared margin, issue 21), not from an effect of the wrong sign; for a no-change
+    claim (expected sign 0), ': within ±0.5 points' where its 'reproduced' is that equivalence; else ''."""
     get = r.get if isinstance(r, dict) else (lambda k, d=None: getattr(r, k, d))
     m, lo, hi, sign = get("margin"), get("ci_lo", math.nan), get("ci_hi", math.nan), get("expected_sign", 1)
-    if get("verdict") != "not reproduced" or m is None or not np.isfinite(m) or not m or not np.isfinite(lo):
+    if m is None or not np.isfinite(m) or not m or not (np.isfinite(lo) and np.isfinite(hi)):
         return ""
-    if (sign > 0 and hi < 0) or (sign < 0 and lo > 0):        # decided the wrong way, not by equivalence
+    if not (-m <= lo and hi <= m):                   # decided by the interval's side, not by equivalence
         return ""
-    return f": no effect larger than {m:g} points"
+    if sign == 0:                                    # a no-change claim: 'reproduced' is the equivalence
+        return f": within ±{m:g} points" if get("verdict") == "reproduced" else ""
+    return f": no effect larger than {m:g} points" if get("verdict") == "not reproduced" else ""
 
 
 def verdict_row_of(est: dict, expected_sign: int, margin=None, n_counts: str = "seeds") -> dict:

@@ -31,7 +31,7 @@ PARAMS = profile_param()
 
 #: How the page names each arm (``TrainConfig.variant``), in the page's order.
 ARM_LABELS = {"none": "none", "l2reg": "L2-reg (μ = 0)", "sec": "SEC", "sec-relative": "relative SEC",
-              "sec-fixed": "fixed-scale SEC"}
+              "sec-fixed": "fixed-scale SEC", "cir": "CIR (PML)"}
 assert tuple(ARM_LABELS) == scalearms.SCALE_ARMS
 #: The two mechanisms a contrast can speak for.
 MECHANISMS = ("equalize", "shrink")
@@ -273,7 +273,7 @@ def _staged_selection_table(p, store) -> pd.DataFrame:
 
 def design_sentence(profile, root=None) -> str:
     """What this page trained, counted from :func:`experiments.scale` for ``profile`` (its store at ``root``): the
-    runs, how many are the page's own (relative SEC and the fixed-scale control) and how many it shares with the
+    runs, how many are the page's own (relative SEC, the fixed-scale control, PML's CIR where trained) and how many it shares with the
     main table and the tuned chapter, and relative SEC's held-out selection."""
     from ..runs.store import run_key
     from ..runs.tier import store_for
@@ -294,9 +294,12 @@ def design_sentence(profile, root=None) -> str:
         n_sel, how = int(points["seeds"].sum()) if len(points) else 0, "3 seeds a point"
     else:
         grid, n_sel, how = ", ".join(f"{e:g}" for e in q.relative_eta_grid), len(ex.relative_selection(q)), "pilot seed"
-    return (f"This page reads {len(configs)} runs ({len(ex.MAIN_LOSSES)} losses × {len(scalearms.SCALE_ARMS)} arms × "
-            f"{seeds_text(configs)} seeds, {its} iterations): {len(own)} are its own (relative SEC and the "
-            f"fixed-scale control), the others are the main table's and the tuned chapter's. Relative SEC's η was "
+    arms = len({c.variant for c in configs})
+    mine = "relative SEC, the fixed-scale control" + (" and PML's CIR" if any(c.penalty == "cir" for c in configs)
+                                                      else "")
+    return (f"This page reads {len(configs)} runs ({len(ex.MAIN_LOSSES)} losses × {arms} arms × "
+            f"{seeds_text(configs)} seeds, {its} iterations): {len(own)} are its own ({mine}), the others are the "
+            f"main table's and the tuned chapter's. Relative SEC's η was "
             f"chosen among {grid} by {n_sel} runs on held-out training classes ({how}). That is all "
             f"this page adds to profile {profile!r}: the same seeds and run length as the main table.")
 
@@ -360,6 +363,83 @@ def cir_sentence(gaps: pd.DataFrame) -> str:
             f"the scale: CIR is homogeneous of degree 4, and along a rescaling it pulls about twice as hard as μ²·SEC "
             f"(the theory page, section 7): at a matched value it contracts the scale twice as hard, and it "
             f"is not SEC: **no, SEC is not already in pytorch-metric-learning**, though CIR is its scale-weighted cousin.")
+
+
+#: The PML arm's own declared family (issue 23, item 7; declared with the arm, before its runs): does PML's
+#: CenterInvariantRegularizer, at the weight whose value is SEC's at the unregularized radius
+#: (:func:`sec_lib.runs.scalearms.cir_eta`), gain like SEC (expected sign +1 against none), and is it SEC (expected no
+#: change against plain SEC, within the R@1 margin)? (comparison, baseline arm, compared arm, expected sign)
+CIR_CONTRASTS = (("CIR − none", "none", "cir", +1), ("CIR − SEC", "sec", "cir", 0))
+#: Its Holm family.
+CIR_FAMILY = "scale page: PML's CIR"
+
+
+def shown_arms(runs: pd.DataFrame) -> list:
+    """The page's names of the arms ``runs`` holds, in the page's order (a tier without the CIR arm shows five)."""
+    have = set(runs["variant"])
+    return [label for v, label in ARM_LABELS.items() if v in have]
+
+
+def cir_family(runs: pd.DataFrame, metric: str = "R@1") -> pd.DataFrame:
+    """The PML arm's family (:data:`CIR_CONTRASTS`): ``metric`` of CIR − none and CIR − SEC, paired on seed within
+    each loss and averaged over the losses per seed, with the metric's declared margin (a 'reproduced' CIR − SEC
+    says the two are equivalent within it); Holm over the two. Empty where ``runs`` hold no CIR arm."""
+    r = arm_runs(runs)
+    if "cir" not in set(r["variant"]):
+        return pd.DataFrame(columns=["comparison", "metric", "estimate", "ci_lo", "ci_hi", "verdict"])
+    check_cols(r, [metric], "runs")
+    rows = [{"comparison": name, "metric": metric,
+             **verdict_row_of(pooled_diff(r, "variant", a, b, metric), sign, MARGINS.get(metric)),
+             "n_losses": pooled_diff(r, "variant", a, b, metric).get("n_groups", 0)}
+            for name, a, b, sign in CIR_CONTRASTS]
+    (fam,) = one_family(pd.DataFrame(rows), family=CIR_FAMILY)
+    return fam
+
+
+def cir_arm_sentence(fam: pd.DataFrame, runs: pd.DataFrame, tier: str) -> str:
+    """What a PML user gets from the CIR arm, computed: its two contrasts with their verdicts, and what it did to
+    the scale and the CV beside SEC's (training-set norms, mean over losses and seeds)."""
+    if not len(fam):
+        return (f"The {tier} tier has no CIR arm: its scale stage was registered with the five arms above. The quick "
+                "tier trains it (`make book`).")
+    r = with_norm_cv(arm_runs(runs))
+    f = fam.set_index("comparison")
+
+    def cite(name):
+        x = f.loc[name]
+        ci = (f" [{x['ci_lo']:+.2f}, {x['ci_hi']:+.2f}]" if np.isfinite(x["ci_lo"]) and np.isfinite(x["ci_hi"])
+              else "")
+        return f"{name} {x['estimate']:+.2f}{ci} R@1 points (**{x['verdict']}**{equivalence_words(x.to_dict())})"
+    m = r.groupby("variant")[["train_norm_mean", "train_norm_cv"]].mean()
+    eta = r.loc[r["variant"] == "cir"].groupby("loss")["eta"].first() if "eta" in r.columns else pd.Series(dtype=float)
+    etas = " (" + ", ".join(f"{loss} {e:.3g}" for loss, e in eta.items()) + ")" if len(eta) else ""
+    same = {"reproduced": "behaves as SEC within the margin",
+            "not reproduced": "does not behave as SEC"}.get(f.loc["CIR − SEC", "verdict"], "cannot be told apart from "
+                                                                                      "SEC or shown to match it here")
+    return (f"**PML's CIR as an arm ({tier} tier).** Trained at η = SEC's η / radius²{etas}, so that at the scale "
+            f"the loss reaches without a regularizer its value is SEC's: {cite('CIR − none')}; {cite('CIR − SEC')} "
+            f"(Holm over these two, {int(f['n'].max())} seeds, each the mean over {int(f['n_losses'].max())} losses; "
+            f"'CIR − SEC' expects no change, ±{f['margin'].max():g} points). Training-set mean norm: none "
+            f"{m.loc['none', 'train_norm_mean']:.3g}, SEC {m.loc['sec', 'train_norm_mean']:.3g}, CIR "
+            f"{m.loc['cir', 'train_norm_mean']:.3g}; CV {m.loc['none', 'train_norm_cv']:.3f}, "
+            f"{m.loc['sec', 'train_norm_cv']:.3f}, {m.loc['cir', 'train_norm_cv']:.3f}. A PML user who reaches for "
+            f"CIR in place of SEC, at SEC's strength, gets a regularizer that {same} on R@1.")
+
+
+def cir_arm_reading(ev, profile: str, root=None) -> tuple[pd.DataFrame, str, pd.DataFrame]:
+    """(family, sentence, runs) of the CIR arm: the page's own tier where it trained the arm, else the quick tier of
+    ``profile`` (the decisive tier registered its scale stage without it), else an empty family and a sentence
+    saying so."""
+    from . import evidence
+    runs = arm_runs(ev.runs("scale"))
+    tier = ev.profile
+    if "cir" not in set(runs["variant"]) and ev.profile != profile:
+        try:
+            runs, tier = arm_runs(evidence.page_evidence("scale", profile, root, tier=profile).runs("scale")), profile
+        except (KeyError, ValueError):
+            pass
+    fam = cir_family(runs)
+    return fam, cir_arm_sentence(fam, runs, tier), runs
 
 
 # ------------------------------------------------------------------------------ the claims this page decides

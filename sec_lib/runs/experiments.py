@@ -50,6 +50,7 @@ def with_variant(base: dict, loss: str, variant: str = "none", **changes) -> dic
     if out.get("eta", 0) == 0:
         out.update(eta=0.0, mu="batch", momentum=1.0)
         out.pop("relative", None)
+        out.pop("penalty", None)
     return out
 
 

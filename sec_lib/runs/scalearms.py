@@ -10,8 +10,9 @@ from .experiments import Profile, SelectionError, TrainConfig
 
 #: The scale chapter's arms (``TrainConfig.variant``), in the page's order: no regularizer, L2-reg (μ = 0), plain
 #: SEC at its selected η, relative SEC (scale-free, ``relative=True``) at its own selected η, and the fixed-scale
-#: control (SEC toward a fixed radius, the loss's median norm without a regularizer, at plain SEC's η).
-SCALE_ARMS = ("none", "l2reg", "sec", "sec-relative", "sec-fixed")
+#: control (SEC toward a fixed radius, the loss's median norm without a regularizer, at plain SEC's η); in a profile
+#: with ``cir_arm`` (the quick ones) also PML's CenterInvariantRegularizer (:func:`cir_eta`).
+SCALE_ARMS = ("none", "l2reg", "sec", "sec-relative", "sec-fixed", "cir")
 
 
 def relative_selection_runs(p: Profile, store) -> list:
@@ -50,10 +51,21 @@ def fixed_scale_mu(p: Profile, loss: str, store) -> float:
     return float(f"{med:.3g}")
 
 
+def cir_eta(sec_eta: float, radius: float) -> float:
+    """The CIR arm's weight: plain SEC's held-out η over the fixed-scale radius squared (to 3 significant digits).
+    CIR is μ²·SEC up to a gap of order the CV (:func:`sec_lib.sec.center_invariant_penalty`), so at the scale the
+    loss reaches without a regularizer (the radius, measured on held-out classes) this weight makes CIR's value
+    SEC's: the arm asks what PML's regularizer does at SEC's strength, not at a weight tuned on its own."""
+    if not (sec_eta > 0 and radius > 0):
+        raise ValueError(f"the CIR arm needs SEC's η > 0 and a radius > 0, got η = {sec_eta!r}, radius = {radius!r}")
+    return float(f"{sec_eta / radius ** 2:.3g}")
+
+
 def scale(p: Profile, store) -> list[TrainConfig]:
     """Shrink or equalize? Every main loss over the table's seeds in the :data:`SCALE_ARMS`: none, L2-reg (the main
     table's weight), plain SEC at the η chosen on held-out classes, relative SEC at its own held-out choice
-    (:func:`chosen_relative_eta`) and the fixed-scale control (:func:`fixed_scale_mu`, at plain SEC's η). The
+    (:func:`chosen_relative_eta`) and the fixed-scale control (:func:`fixed_scale_mu`, at plain SEC's η), and where
+    the profile has ``cir_arm``, PML's CenterInvariantRegularizer at :func:`cir_eta` (issue 23, item 7). The
     none, L2-reg and plain-SEC runs are those of the main table and the tuned chapter. A profile without a
     ``relative_eta_grid`` has no such chapter (no runs). A profile with ``fixed_choices`` (the decisive tier) takes
     relative SEC's η and the radius from them, and trains the arms over its ``floor_seeds``."""
@@ -73,5 +85,7 @@ def scale(p: Profile, store) -> list[TrainConfig]:
         l2 = {"eta": ex.chosen_eta(p, loss, sel, "zero")} if p.main_seeds else {}
         arms = [("none", {}), ("l2reg", l2), ("sec", {"eta": eta}),
                 ("sec", {"eta": relative(loss), "relative": True}), ("sec", {"eta": eta, "mu": radius(loss)})]
+        if p.cir_arm:     # PML's CenterInvariantRegularizer at the weight whose value is SEC's at the radius
+            arms.append(("sec", {"eta": cir_eta(eta, radius(loss)), "penalty": "cir"}))
         out += [ex.config(p, loss, v, s, **ch) for v, ch in arms for s in (p.floor_seeds or ex.table_seeds(p))]
     return out

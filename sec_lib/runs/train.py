@@ -58,11 +58,14 @@ from ..models import ARCHS, HEADS, build_model
 from ..params import Choice, Device, Mu, Number, ParameterError, check_fields
 from ..metrics.probe import linear_probe
 from ..monitor import MonitorConfig, NormMonitor, measure_batch
-from ..sec import SphericalEmbeddingConstraint
+from ..sec import CenterInvariantPenalty, SphericalEmbeddingConstraint
 from ..threads import torch_threads
 
 OPTIMIZERS = ("adam", "adamw", "sgd")
 SCHEDULES = ("constant", "step", "cosine")
+#: The embedding penalties a run can train: SEC (sec.SphericalEmbeddingConstraint, every variant but one) or PML's
+#: CenterInvariantRegularizer (sec.CenterInvariantPenalty; the scale chapter's quick-tier arm, issue 23).
+PENALTIES = ("sec", "cir")
 
 
 class TrainingDiverged(RuntimeError):
@@ -99,6 +102,8 @@ class TrainConfig:
     momentum: float = 1.0             # EMA momentum ρ for mu='ema'
     relative: bool = False            # scale-free SEC: eta * mean((||f_i|| / mu - 1)^2), mu the live batch mean
                                       # (sec.SphericalEmbeddingConstraint(relative=True); needs mu='batch', eta > 0)
+    penalty: str = "sec"              # 'sec', or 'cir': eta * PML's CenterInvariantRegularizer instead of SEC
+                                      # (sec.CenterInvariantPenalty; needs mu='batch', eta > 0, relative False)
     # optimisation
     optimizer: str = "adam"
     lr: float = 1e-3                  # backbone learning rate
@@ -193,6 +198,10 @@ class TrainConfig:
         if self.relative and (self.eta == 0 or self.mu != "batch"):
             raise ParameterError(f"parameter 'relative' = True needs SEC with mu = 'batch' and eta > 0 (got eta = "
                                  f"{self.eta!r}, mu = {self.mu!r}); leave it False otherwise")
+        Choice(PENALTIES).check("penalty", self.penalty)
+        if self.penalty == "cir" and (self.eta == 0 or self.mu != "batch" or self.relative):
+            raise ParameterError(f"parameter 'penalty' = 'cir' needs eta > 0, mu = 'batch' and relative = False (got "
+                                 f"eta = {self.eta!r}, mu = {self.mu!r}, relative = {self.relative!r})")
         if any(not isinstance(m, int) or m < 1 for m in self.lr_milestones):
             raise ParameterError(f"parameter 'lr_milestones' = {self.lr_milestones!r} must be positive integers")
         Number(0, 10**8, True).check("schedule_iterations", self.schedule_iterations)
@@ -218,11 +227,13 @@ class TrainConfig:
     @property
     def variant(self) -> str:
         """The paper's naming: none (no regulariser), l2reg (μ = 0), sec (μ = batch mean), or sec-ema / sec-fixed /
-        sec-relative (the scale-free SEC, ``relative``)."""
+        sec-relative (the scale-free SEC, ``relative``), or cir (PML's CenterInvariantRegularizer, ``penalty``)."""
         if self.eta == 0:
             return "none"
         if self.mu == "zero":
             return "l2reg"
+        if self.penalty == "cir":
+            return "cir"
         if self.mu == "batch":
             return "sec-relative" if self.relative else "sec"
         return "sec-ema" if self.mu == "ema" else "sec-fixed"
@@ -286,7 +297,7 @@ class TrainConfig:
 
 #: Fields left out of :meth:`TrainConfig.to_dict` while they equal their default (fields added later).
 OMITTED_AT_DEFAULT: dict = {"views": 0, "augment": {}, "stats_every": 1, "relative": False, "schedule_iterations": 0,
-                             "read_every": 1, "autocast": "none", "channels_last": False}
+                             "read_every": 1, "autocast": "none", "channels_last": False, "penalty": "sec"}
 #: The values of :attr:`TrainConfig.autocast`.
 AUTOCAST = ("none", "bf16")
 
@@ -395,8 +406,8 @@ def training_steps(cfg: TrainConfig, progress=None):
     if cfg.channels_last:
         model = model.to(memory_format=torch.channels_last)
     loss_fn = make_loss(cfg, train_ds).to(device)
-    sec = SphericalEmbeddingConstraint(eta=cfg.eta, mu=cfg.mu, momentum=cfg.momentum,
-                                       relative=cfg.relative).to(device) if cfg.eta > 0 else None
+    sec = (None if cfg.eta == 0 else CenterInvariantPenalty(cfg.eta).to(device) if cfg.penalty == "cir" else
+           SphericalEmbeddingConstraint(eta=cfg.eta, mu=cfg.mu, momentum=cfg.momentum, relative=cfg.relative).to(device))
     opt, sched = make_optimizer(cfg, model, loss_fn)
     batches = batch_source(cfg, train_ds, device)
     forward = Forward(cfg, device)                      # autocast and memory format, when the config asks

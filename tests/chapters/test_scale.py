@@ -14,7 +14,7 @@ from sec_lib.runs import experiments as ex
 LOSSES = ex.MAIN_LOSSES
 # per arm: R@1 gain over none, mean norm, std of the norms (so CV = std / mean)
 ARMS = {"none": (0.0, 14.0, 2.8), "l2reg": (0.0, 0.6, 0.12), "sec": (2.0, 0.5, 0.06),
-        "sec-relative": (2.0, 14.0, 1.4), "sec-fixed": (1.5, 14.0, 1.0)}
+        "sec-relative": (2.0, 14.0, 1.4), "sec-fixed": (1.5, 14.0, 1.0), "cir": (2.0, 0.3, 0.05)}
 
 
 def arm_frames(arms=ARMS, noise=0.3):
@@ -42,7 +42,7 @@ def test_arms_are_named_and_unknown_variants_refused():
     with pytest.raises(ValueError, match="not arms of the scale page; valid: .*'sec-relative'"):
         scale.arm_runs(runs.assign(variant="sec-ema"))
     t = scale.arm_table(runs)
-    assert list(t["arm"][:5]) == list(scale.ARM_LABELS.values()) and list(t["loss"].unique()) == list(LOSSES)
+    assert list(t["arm"][:6]) == list(scale.ARM_LABELS.values()) and list(t["loss"].unique()) == list(LOSSES)
     cols = list(t.columns)
     assert cols.index("train_norm_cv") == cols.index("train_norm_var") + 1     # each variance with its CV beside it
     assert cols.index("test_norm_cv") == cols.index("test_norm_var") + 1
@@ -220,3 +220,32 @@ def test_a_null_contrast_inside_the_r1_margin_reads_as_no_effect_larger_than_it(
     assert row["verdict"] == "not reproduced"
     assert "fixed-scale SEC − none" in scale.answer_sentence(f.reset_index())
     assert "(not reproduced: no effect larger than 0.5 points)" in scale.answer_sentence(f.reset_index())
+
+
+def test_the_cir_arm_is_its_own_family_of_two_checked_against_scipy():
+    """PML's CIR arm (issue 23, item 7): CIR − none (expected +1) and CIR − SEC (expected no change, ±0.5), paired on
+    seed within each loss and averaged over the losses per seed, Holm over the two; absent arm -> empty family."""
+    from scipy import stats
+    runs, _ = arm_frames(noise=0.05)
+    fam = scale.cir_family(runs).set_index("comparison")
+    assert list(fam.index) == ["CIR − none", "CIR − SEC"] and (fam["family"] == scale.CIR_FAMILY).all()
+    assert list(fam["expected_sign"]) == [1, 0] and (fam["margin"] == report.MARGINS["R@1"]).all()
+    w = runs.pivot_table(index=["seed", "loss"], columns="variant", values="R@1")
+    for name, base in (("CIR − none", "none"), ("CIR − SEC", "sec")):
+        x = (w["cir"] - w[base]).groupby(level=0).mean().to_numpy()
+        assert fam.loc[name, "estimate"] == pytest.approx(x.mean())
+        assert fam.loc[name, "p_value"] == pytest.approx(stats.ttest_1samp(x, 0).pvalue)
+    assert fam["p_adj"].to_numpy() == pytest.approx(report.holm(fam["p_value"].to_numpy()))
+    assert fam.loc["CIR − none", "verdict"] == "reproduced"
+    assert fam.loc["CIR − SEC", "verdict"] == "reproduced"          # the same gain: equivalent within ±0.5
+    text = scale.cir_arm_sentence(fam.reset_index(), runs, "cpu")
+    assert "CIR − SEC" in text and "(**reproduced**: within ±0.5 points)" in text and "behaves as SEC" in text
+    five = runs[runs["variant"] != "cir"]
+    assert scale.cir_family(five).empty and "has no CIR arm" in scale.cir_arm_sentence(scale.cir_family(five), five,
+                                                                                      "decisive")
+    assert scale.shown_arms(five) == [v for k, v in scale.ARM_LABELS.items() if k != "cir"]
+    # a CIR arm that shrinks without the gain: CIR − SEC is decided the other way
+    runs, _ = arm_frames({**ARMS, "cir": (-2.0, 0.3, 0.05)}, noise=0.05)
+    f2 = scale.cir_family(runs).set_index("comparison")
+    assert f2.loc["CIR − SEC", "verdict"] == "not reproduced"
+    assert "does not behave as SEC" in scale.cir_arm_sentence(f2.reset_index(), runs, "cpu")
