@@ -16,9 +16,10 @@ __all__ = ["VARIANT_COLORS", "VARIANT_LABELS", "MU_COLORS", "MU_LABELS", "LOSS_C
 
 #: Okabe-Ito colours per variant (the same on every page); the order is the book's variant order.
 VARIANT_COLORS = {"none": "#4d4d4d", "l2reg": "#0072B2", "sec": "#D55E00", "sec-ema": "#009E73",
-                  "sec-fixed": "#CC79A7", "sec-relative": "#E69F00"}
+                  "sec-fixed": "#CC79A7", "sec-relative": "#E69F00", "cir": "#56B4E9"}
 VARIANT_LABELS = {"none": "none", "l2reg": "L2-reg (μ = 0)", "sec": "SEC (μ = batch mean)",
-                  "sec-ema": "SEC (μ = EMA)", "sec-fixed": "SEC (fixed μ)", "sec-relative": "relative SEC (CV²)"}
+                  "sec-ema": "SEC (μ = EMA)", "sec-fixed": "SEC (fixed μ)", "sec-relative": "relative SEC (CV²)",
+                  "cir": "CIR (PML's CenterInvariantRegularizer)"}
 #: One colour per μ mode: the variant colour of that target.
 MU_COLORS = {"batch": VARIANT_COLORS["sec"], "ema": VARIANT_COLORS["sec-ema"], "zero": VARIANT_COLORS["l2reg"],
              "fixed": VARIANT_COLORS["sec-fixed"]}

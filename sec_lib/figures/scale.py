@@ -28,7 +28,8 @@ def trajectory_figure(traj: pd.DataFrame, rows: Sequence[str] = ROWS) -> Figure:
             t = t.dropna(subset=[col])
             ax.plot(t["step"], t[col], color=VARIANT_COLORS.get(variant, "#000000"), lw=1.3, label=arm)
     fig, axes = loss_measure_grid(traj, rows, draw, lambda col: STEP_LABELS.get(col, col), h=2.3, label_size=8)
-    axes[0][0].legend(fontsize=7)
+    handles, labels = axes[0][0].get_legend_handles_labels()     # below the grid: inside a panel it hid the lines
+    fig.legend(handles, labels, loc="outside lower center", ncols=min(len(labels), 6), fontsize=8)
     return fig
 
 
