@@ -172,18 +172,43 @@ def headline_sentences(gains: pd.DataFrame, paper: pd.DataFrame, tally: dict | N
     return out
 
 
-def regime_record(profile, root=None):
-    """Claim P1's record (the pretrained page's regime interaction), decided on that page's evidence; None where
-    the page does not apply (a benchmark book) or its runs are missing."""
+def page_claim(page: str, claim_id: str, profile, root=None):
+    """Claim ``claim_id``'s record, decided on ``page``'s own evidence (the tier that page shows); None where the page
+    does not apply (a benchmark book) or its runs are missing."""
     from ..runs.benchmarks import page_note
     from . import evidence
-    if page_note(profile, "pretrained") is not None:
+    if page_note(profile, page) is not None:
         return None
     try:
-        recs = evidence.page_records("pretrained", evidence.page_evidence("pretrained", profile, root))
+        recs = evidence.page_records(page, evidence.page_evidence(page, profile, root))
     except (KeyError, FileNotFoundError, ValueError):
         return None
-    return next((r for r in recs if r.id == "P1"), None)
+    return next((r for r in recs if r.id == claim_id), None)
+
+
+def regime_record(profile, root=None):
+    """Claim P1's record (the pretrained page's regime interaction), decided on that page's evidence
+    (:func:`page_claim`)."""
+    return page_claim("pretrained", "P1", profile, root)
+
+
+def mechanism_record(profile, root=None):
+    """Claim S1's record (the scale page: does SEC's gain go with equalizing the norms or with shrinking them?),
+    decided on that page's evidence (:func:`page_claim`)."""
+    return page_claim("scale", "S1", profile, root)
+
+
+def mechanism_sentence(record) -> str:
+    """The landing page's line on the scale page: relative SEC (equalizes without shrinking) − none, claim S1, with
+    its verdict and the mechanism the page's family reads ('' until that claim has an estimate)."""
+    if record is None or record.estimate is None or not np.isfinite(record.estimate):
+        return ""
+    which = record.note.split(": ", 1)[1] if record.note.startswith("which mechanism") else record.note
+    return (f"**Shrink or equalize?** SEC lowers the norms' spread (their CV) but also shrinks their scale, as L2-reg "
+            f"does. [The scale page](scale.html) separates the two with a scale-free SEC and a fixed-scale control. "
+            f"Relative SEC, which equalizes without shrinking, − none (claim {record.id}, mean over the four "
+            f"losses): {record.evidence} R@1 points, **{record.verdict}**{equivalence_words(record)} "
+            f"({record.tier or 'quick'} tier); the mechanism the page's declared family finds: {which}.")
 
 
 def regime_sentence(record) -> str:

@@ -249,3 +249,18 @@ def test_the_cir_arm_is_its_own_family_of_two_checked_against_scipy():
     f2 = scale.cir_family(runs).set_index("comparison")
     assert f2.loc["CIR − SEC", "verdict"] == "not reproduced"
     assert "does not behave as SEC" in scale.cir_arm_sentence(f2.reset_index(), runs, "cpu")
+
+
+def test_the_landing_page_states_the_mechanism_once_its_claim_has_an_estimate():
+    from sec_lib.chapters import home
+    from sec_lib.runs.store import Frames
+    runs, steps = arm_frames()
+    e = pd.DataFrame()
+    (rec,) = evidence.page_records("scale", evidence.Evidence.from_frames({"scale": Frames(runs, steps, e, e, e, e, e)}))
+    text = home.mechanism_sentence(rec)
+    assert "[The scale page](scale.html)" in text and rec.evidence in text and f"**{rec.verdict}**" in text
+    assert text.endswith(f"finds: {scale.mechanism(scale.scale_family(runs))['answer']} (equalizing contrasts "
+                         "reproduced: relative SEC − none, fixed-scale SEC − none; shrinking: none).")
+    (none,) = evidence.page_records("scale", evidence.Evidence.from_frames({}))
+    assert home.mechanism_sentence(none) == "" == home.mechanism_sentence(None)
+    assert home.mechanism_record("cub-smoke") is None                # a benchmark book: the page is a note there
