@@ -57,7 +57,8 @@ from torch import nn
 
 from .losses.base import sync_free
 
-__all__ = ["SphericalEmbeddingConstraint", "SECRegularizer", "MU_MODES", "center_invariant_penalty", "CenterInvariantPenalty"]
+__all__ = ["SphericalEmbeddingConstraint", "SECRegularizer", "MU_MODES", "center_invariant_penalty",
+           "CenterInvariantPenalty"]
 
 #: String choices for ``mu``; a positive float is also accepted (a fixed target radius).
 MU_MODES = ("batch", "ema", "zero")

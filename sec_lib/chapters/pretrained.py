@@ -185,7 +185,8 @@ def interaction_family(runs: pd.DataFrame, metric: str = "R@1") -> pd.DataFrame:
     """The family :data:`FAMILY_INTERACTION`: per main loss, (SEC − none fine-tuned) − (SEC − none from scratch)
     paired on seed (the same seed's four runs), and :data:`POOLED`, that difference averaged over the losses per
     seed; each with its mean and 95% t interval over seeds, the one-sample t-test, expected sign +1 and the
-    metric's declared equivalence margin, Holm over the five rows. Beside each, the two regimes' SEC − none (means over the same seeds)."""
+    metric's declared equivalence margin, Holm over the five rows. Beside each, the two regimes' SEC − none (means
+    over the same seeds)."""
     r = regime_runs(runs)
     e = _sec_effects(r, metric)
     e = e.assign(interaction=e[REGIMES[0]] - e[REGIMES[1]]).dropna()

@@ -273,8 +273,8 @@ def _staged_selection_table(p, store) -> pd.DataFrame:
 
 def design_sentence(profile, root=None) -> str:
     """What this page trained, counted from :func:`experiments.scale` for ``profile`` (its store at ``root``): the
-    runs, how many are the page's own (relative SEC, the fixed-scale control, PML's CIR where trained) and how many it shares with the
-    main table and the tuned chapter, and relative SEC's held-out selection."""
+    runs, how many are the page's own (relative SEC, the fixed-scale control, PML's CIR where trained) and how many
+    it shares with the main table and the tuned chapter, and relative SEC's held-out selection."""
     from ..runs.store import run_key
     from ..runs.tier import store_for
     check_shown(profile)
@@ -413,9 +413,8 @@ def cir_arm_sentence(fam: pd.DataFrame, runs: pd.DataFrame, tier: str) -> str:
     m = r.groupby("variant")[["train_norm_mean", "train_norm_cv"]].mean()
     eta = r.loc[r["variant"] == "cir"].groupby("loss")["eta"].first() if "eta" in r.columns else pd.Series(dtype=float)
     etas = " (" + ", ".join(f"{loss} {e:.3g}" for loss, e in eta.items()) + ")" if len(eta) else ""
-    same = {"reproduced": "behaves as SEC within the margin",
-            "not reproduced": "does not behave as SEC"}.get(f.loc["CIR − SEC", "verdict"], "cannot be told apart from "
-                                                                                      "SEC or shown to match it here")
+    same = {"reproduced": "behaves as SEC within the margin", "not reproduced": "does not behave as SEC"}.get(
+        f.loc["CIR − SEC", "verdict"], "cannot be told apart from SEC or shown to match it here")
     return (f"**PML's CIR as an arm ({tier} tier).** Trained at η = SEC's η / radius²{etas}, so that at the scale "
             f"the loss reaches without a regularizer its value is SEC's: {cite('CIR − none')}; {cite('CIR − SEC')} "
             f"(Holm over these two, {int(f['n'].max())} seeds, each the mean over {int(f['n_losses'].max())} losses; "

@@ -406,8 +406,13 @@ def training_steps(cfg: TrainConfig, progress=None):
     if cfg.channels_last:
         model = model.to(memory_format=torch.channels_last)
     loss_fn = make_loss(cfg, train_ds).to(device)
-    sec = (None if cfg.eta == 0 else CenterInvariantPenalty(cfg.eta).to(device) if cfg.penalty == "cir" else
-           SphericalEmbeddingConstraint(eta=cfg.eta, mu=cfg.mu, momentum=cfg.momentum, relative=cfg.relative).to(device))
+    if cfg.eta == 0:
+        sec = None
+    elif cfg.penalty == "cir":
+        sec = CenterInvariantPenalty(cfg.eta).to(device)
+    else:
+        sec = SphericalEmbeddingConstraint(eta=cfg.eta, mu=cfg.mu, momentum=cfg.momentum,
+                                           relative=cfg.relative).to(device)
     opt, sched = make_optimizer(cfg, model, loss_fn)
     batches = batch_source(cfg, train_ds, device)
     forward = Forward(cfg, device)                      # autocast and memory format, when the config asks

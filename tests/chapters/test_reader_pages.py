@@ -252,7 +252,8 @@ def test_the_primary_badge_words_an_equivalence_verdict_as_no_effect_larger_than
     assert home.equivalence_words(rec("inconclusive", -0.2, 0.8)) == ""
     assert home.equivalence_words(rec("reproduced", 0.6, 1.2)) == ""
     assert home.equivalence_words(rec("not reproduced", 0.1, 0.3, margin=None)) == ""
-    assert home.equivalence_words(vars(rec("not reproduced", -0.3, 0.2))) == ": no effect larger than 0.5 points"  # a row
+    row = vars(rec("not reproduced", -0.3, 0.2))                                        # a row, not a record
+    assert home.equivalence_words(row) == ": no effect larger than 0.5 points"
     assert home.equivalence_words(vars(rec("not reproduced", -0.3, 0.2, margin=float("nan")))) == ""
     assert home.equivalence_words(rec("reproduced", -0.3, 0.2, sign=0)) == ": within ±0.5 points"     # no-change claim
     assert home.equivalence_words(rec("not reproduced", 0.8, 1.4, sign=0)) == ""       # it differs: not equivalence

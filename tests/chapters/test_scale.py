@@ -223,8 +223,8 @@ def test_a_null_contrast_inside_the_r1_margin_reads_as_no_effect_larger_than_it(
 
 
 def test_the_cir_arm_is_its_own_family_of_two_checked_against_scipy():
-    """PML's CIR arm (issue 23, item 7): CIR − none (expected +1) and CIR − SEC (expected no change, ±0.5), paired on
-    seed within each loss and averaged over the losses per seed, Holm over the two; absent arm -> empty family."""
+    """PML's CIR arm (issue 23, item 7): CIR − none (expected +1) and CIR − SEC (expected no change, ±0.5), paired
+    on seed within each loss and averaged over the losses per seed, Holm over the two; absent arm -> empty family."""
     from scipy import stats
     runs, _ = arm_frames(noise=0.05)
     fam = scale.cir_family(runs).set_index("comparison")
@@ -256,7 +256,8 @@ def test_the_landing_page_states_the_mechanism_once_its_claim_has_an_estimate():
     from sec_lib.runs.store import Frames
     runs, steps = arm_frames()
     e = pd.DataFrame()
-    (rec,) = evidence.page_records("scale", evidence.Evidence.from_frames({"scale": Frames(runs, steps, e, e, e, e, e)}))
+    frames = Frames(runs, steps, e, e, e, e, e)
+    (rec,) = evidence.page_records("scale", evidence.Evidence.from_frames({"scale": frames}))
     text = home.mechanism_sentence(rec)
     assert "[The scale page](scale.html)" in text and rec.evidence in text and f"**{rec.verdict}**" in text
     assert text.endswith(f"finds: {scale.mechanism(scale.scale_family(runs))['answer']} (equalizing contrasts "
