@@ -265,3 +265,21 @@ def test_the_landing_page_states_the_mechanism_once_its_claim_has_an_estimate():
     (none,) = evidence.page_records("scale", evidence.Evidence.from_frames({}))
     assert home.mechanism_sentence(none) == "" == home.mechanism_sentence(None)
     assert home.mechanism_record("cub-smoke") is None                # a benchmark book: the page is a note there
+
+
+def test_the_fixed_scale_control_is_read_per_loss_against_sec():
+    """Per loss: fixed-scale − none in R@1 (paired on seed), its CV beside SEC's and none's, its scale over SEC's;
+    the sentence says it equalized harder than SEC only where its CV is lower for every loss, and names the losses it
+    cost more than a point."""
+    runs, _ = arm_frames({**ARMS, "sec-fixed": (-3.0, 14.0, 0.1)}, noise=0.05)
+    t = scale.arm_contrast_by_loss(runs, "sec-fixed").set_index("loss")
+    w = runs.pivot_table(index=["loss", "seed"], columns="variant", values="R@1")
+    for loss in LOSSES:
+        assert t.loc[loss, "R@1 diff"] == pytest.approx((w["sec-fixed"] - w["none"]).xs(loss).mean())
+    assert t["CV"].to_numpy() == pytest.approx(0.1 / 14.0) and t["CV SEC"].to_numpy() == pytest.approx(0.12)
+    assert t["scale / SEC's"].to_numpy() == pytest.approx(28.0)
+    text = scale.fixed_scale_sentence(runs)
+    assert "equalized harder than SEC" in text and "cost more than 1 point on triplet, semihard, npair, ms" in text
+    soft = scale.fixed_scale_sentence(arm_frames({**ARMS, "sec-fixed": (0.0, 14.0, 3.0)}, noise=0.05)[0])
+    assert "harder" not in soft and "cost more" not in soft
+    assert scale.fixed_scale_sentence(runs[runs["variant"] != "sec-fixed"]) == ""
