@@ -81,7 +81,8 @@ def test_a_cir_run_trains_the_cir_penalty(tmp_path):
     """A short CIR run logs eta * CIR of its batch as loss_sec (checked against PML on the same embeddings by the
     module's own test) and its mean norm as mu, and differs from the same run with SEC."""
     from sec_lib.runs.train import train
-    base = ex.config(ex.get_profile("smoke"), "ms", "sec", 0, eta=0.05, iterations=4, eval_every=0)
+    base = TrainConfig(dataset="toy", model="mlp", width=32, embed_dim=8, batch_size=24, iterations=4, eval_every=0,
+                       data_kwargs={"noise": 0.15}, eval_clustering="final", kmeans_n_init=1, loss="semihard", eta=0.05)
     cir, sec = train(base.replace(penalty="cir")), train(base)
     assert cir.status == sec.status == "done"
     s, t = cir.steps, sec.steps
