@@ -93,6 +93,13 @@ def _log_ratio(runs: pd.DataFrame, a: str, b: str, metric: str) -> dict:
     return pooled_diff(runs, "variant", a, b, metric, transform=np.log10)
 
 
+def _contrast_row(r: pd.DataFrame, a: str, b: str, sign: int, metric: str) -> dict:
+    """One contrast of a family: ``metric`` of arm ``b`` − arm ``a`` paired on seed within each loss, averaged over
+    the losses per seed, as a verdict row with the metric's declared margin, and ``n_losses``."""
+    est = pooled_diff(r, "variant", a, b, metric)
+    return {"metric": metric, **verdict_row_of(est, sign, MARGINS.get(metric)), "n_losses": est.get("n_groups", 0)}
+
+
 def scale_family(runs: pd.DataFrame, metric: str = "R@1") -> pd.DataFrame:
     """The page's ONE Holm family: each of :data:`CONTRASTS`, ``metric`` of the compared arm − the baseline arm,
     paired on seed within each loss and averaged over the losses per seed (n = seeds), with its verdict (expected
@@ -104,10 +111,7 @@ def scale_family(runs: pd.DataFrame, metric: str = "R@1") -> pd.DataFrame:
     check_cols(r, [metric], "runs")
     rows = []
     for name, a, b, mech, sign in CONTRASTS:
-        est = pooled_diff(r, "variant", a, b, metric)
-        row = {"comparison": name, "mechanism": mech, "metric": metric,
-               **verdict_row_of(est, sign, MARGINS.get(metric)),
-               "n_losses": est.get("n_groups", 0)}
+        row = {"comparison": name, "mechanism": mech, **_contrast_row(r, a, b, sign, metric)}
         for col, label in (("train_norm_mean", "log10 scale ratio"), ("train_norm_cv", "log10 CV ratio")):
             row[label] = _log_ratio(r, a, b, col)["estimate"] if col in r.columns else math.nan
         rows.append(row)
@@ -432,10 +436,7 @@ def cir_family(runs: pd.DataFrame, metric: str = "R@1") -> pd.DataFrame:
     if "cir" not in set(r["variant"]):
         return pd.DataFrame(columns=["comparison", "metric", "estimate", "ci_lo", "ci_hi", "verdict"])
     check_cols(r, [metric], "runs")
-    rows = [{"comparison": name, "metric": metric,
-             **verdict_row_of(pooled_diff(r, "variant", a, b, metric), sign, MARGINS.get(metric)),
-             "n_losses": pooled_diff(r, "variant", a, b, metric).get("n_groups", 0)}
-            for name, a, b, sign in CIR_CONTRASTS]
+    rows = [{"comparison": name, **_contrast_row(r, a, b, sign, metric)} for name, a, b, sign in CIR_CONTRASTS]
     (fam,) = one_family(pd.DataFrame(rows), family=CIR_FAMILY)
     return fam
 
