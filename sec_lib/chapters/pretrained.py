@@ -327,7 +327,21 @@ def design_sentence(profile, root=None) -> str:
             f"and head rates were chosen by {len(ft.selection(q))} runs on held-out training classes (semihard "
             f"without SEC, pilot seed): trunk rates {', '.join(f'{x:g}' for x in lrs)} × head/trunk ratios "
             f"{', '.join(f'{x:g}' for x in ratios)}; the best held-out R@1 chose trunk {lr:g} and head {lr_head:g} "
-            f"(ratio {lr_head / lr:g}).{cut} The reference tier has no fine-tuning runs yet.")
+            f"(ratio {lr_head / lr:g}).{cut} {decisive_status()}")
+
+
+def decisive_status(root=None) -> str:
+    """Where the decisive tier's two fine-tuning stages stand (committed runs against those named so far), from its
+    committed folders under ``root``: the page reads that tier once both are complete."""
+    from .tiers import MISSING, decisive_progress
+    t = decisive_progress(root)[0].set_index("stage")
+
+    def of(stage: str) -> str:
+        have, named = int(t.loc[stage, "committed"]), t.loc[stage, "named"]
+        return f"{have} of {named}" if named != MISSING else f"{have} (named once the choices they need are made)"
+    return (f"The decisive tier (converged runs, seeds planned for power) trains this page's runs in two stages: "
+            f"its held-out rate selection holds {of('finetune-selection')} runs, its fine-tuned runs "
+            f"{of('pretrained')}; this page reads that tier once both are complete.")
 
 
 def selection_table(profile, root=None) -> pd.DataFrame:

@@ -566,8 +566,8 @@ def decisive_progress(root=None) -> tuple[pd.DataFrame, str]:
                 named = len(cfgs)
             except KeyError:                 # a choice it needs is not made yet
                 pass
-        elif kind == "select" and tuple(args[1]) == ("sec", "l2reg"):     # η and L2 grids, as the main losses'
-            named = f"{selection.first_round(len(getattr(ex, args[0])))} (first round)"
+        elif kind.startswith("select") and plan is not None:          # the grids' first round is known
+            named = f"{decisive.first_round(stage, profile, plan)} (first round)"
         rows.append({"stage": stage, "what": what, "committed": held(stage), "named": named})
     df = pd.DataFrame(rows, columns=["stage", "what", "committed", "named"])
     total = int(df["committed"].sum())

@@ -511,7 +511,7 @@ def later_stages(store, jobs: int, profile: str = "reference") -> int:
         if kind == "select":
             losses, kinds = getattr(ex, args[0]), args[1]
             final = select_stage(losses, kinds, plan.shape, plan.length, store, jobs, out, profile,
-                                 decisive.REVIEW_GRID if stage == "review-selection" else None, stage)
+                                 decisive.selection_grid(stage, "sec"), stage)
             for loss in losses:
                 got = decisive.record_choice(loss, final[(loss, "sec")][0], final.get((loss, "l2reg"), (None,))[0])
                 print(f"  {loss}: η {got['sec']:g}" + ("" if got["l2reg"] is None else f", L2 {got['l2reg']:g}")

@@ -233,6 +233,36 @@ def profile(plan: Plan | None = None, choices: dict | None = None, root=None) ->
         review_eta_grid=REVIEW_GRID, relative_eta_grid=RELATIVE_GRID)
 
 
+def selection_grid(stage: str, kind: str) -> tuple:
+    """The first grid of a held-out selection stage of :data:`STAGES` for ``kind`` ('sec', 'l2reg', 'relative'),
+    without η = 0 (a point of its own): the review losses' η grid for ``review-selection``, else the main losses'."""
+    from . import selection
+    if kind == "sec":
+        return REVIEW_GRID if stage == "review-selection" else selection.ETA_GRID
+    return {"l2reg": selection.L2_GRID, "relative": selection.RELATIVE_GRID}[kind]
+
+
+def first_round(stage: str, p: ex.Profile | None = None, plan: Plan | None = None, profile_name: str = "reference") -> int:
+    """The runs held-out selection ``stage`` of :data:`STAGES` names before any grid grows (its folder holds these,
+    and each grid point a grown grid adds): every point of its first grids (:func:`selection_grid`, η = 0 included
+    where the stage has it; SGD's rate grid; the fine-tuning rate pairs under the decisive profile ``p``) at every
+    seed, each run once. ``plan``: the committed ``plan.json`` by default."""
+    from . import finetune, selection
+    (kind, *args), = [how for name, _, how in STAGES if name == stage]
+    if kind == "select-finetune":
+        return len(finetune.selection(p if p is not None else profile()))
+    plan = plan if plan is not None else read_plan()
+    if kind == "select-lr":
+        return len({ex.run_key(c) for arm in args[0]
+                    for c in selection.rate_configs(arm, selection.LR_GRID, plan.shape, plan.length, profile_name)})
+    if kind not in ("select", "select-scale"):
+        raise ValueError(f"stage {stage!r} is not a held-out selection (its kind is {kind!r})")
+    kinds = args[1] if kind == "select" else ("relative",)
+    return len({ex.run_key(c) for loss in getattr(ex, args[0]) for k in kinds
+                for c in selection.configs(loss, [w for w in (0.0, *selection_grid(stage, k)) if k != "l2reg" or w],
+                                           plan.shape, plan.length, k, profile_name)})
+
+
 def stage_configs(p: ex.Profile, chapters, store=None) -> list:
     """The runs of ``chapters`` under the decisive profile ``p``, each once, in chapter order."""
     out = {}

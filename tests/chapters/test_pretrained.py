@@ -219,3 +219,24 @@ def test_an_interaction_inside_the_r1_margin_reads_as_no():
     text = pt.answer_sentence(eff, fam)
     assert text.startswith("**No: averaged over the losses, the regime changes SEC's effect by no more than 0.5")
     assert "(not reproduced: no effect larger than 0.5 points; Holm" in text
+
+
+def test_the_quick_page_says_where_the_decisive_tiers_fine_tuning_stages_stand(tmp_path):
+    """Before its plan the decisive tier names no fine-tuning runs; with a plan, the rate selection's first round
+    (5 trunk rates × 4 head ratios × 3 seeds) is named and counted from its committed folder, and the fine-tuned
+    runs wait for the chosen rates (an unnamed stage counts its committed runs alone)."""
+    from sec_lib.runs import decisive, finetune, mainstage, tier
+    from sec_lib.runs.store import ResultStore
+    from sec_lib.runs.train import RunResult
+    assert "holds 0 (named once the choices they need are made) runs" in pt.decisive_status(tmp_path)
+    plan = mainstage.Plan("cosine", 9000, 5, 0.45, 0.4, {}, {l: 0.1 for l in LOSSES}, {l: 0.005 for l in LOSSES}, {})
+    mainstage.write_plan(plan, decisive.plan_path(tmp_path))
+    assert "holds 0 of 60 (first round) runs, its fine-tuned runs 0 (named once the choices they need" in pt.decisive_status(tmp_path)
+    store = ResultStore(tmp_path / "runs")
+    e = pd.DataFrame({"step": [1], "R@1": [80.0]})
+    done = finetune.selection(decisive.profile(plan, {}, tmp_path))[:7]
+    for c in done:
+        store.save(RunResult(c, "done", {"R@1": 80.0}, e.iloc[:0], e.iloc[:0], e, e.iloc[:0], e.iloc[:0], e.iloc[:0]))
+    tier.export(store, done, tier.tier_dir(decisive.TIER, tmp_path) / "finetune-selection")
+    assert "holds 7 of 60 (first round) runs" in pt.decisive_status(tmp_path)
+    assert all(c.pretrained and c.holdout_classes for c in done)

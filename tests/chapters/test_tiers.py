@@ -228,10 +228,14 @@ def test_the_decisive_progress_table_counts_each_stage_once_the_plan_fixes_it(tm
     t = df.set_index("stage")
     assert t.loc["main", "named"] == len(mainstage.configs(plan)) and "7 seeds for the primary arms" in text
     assert t.loc["extra", "named"] == tiers.MISSING                     # tml and cosface are not selected yet
-    # their selection's first round is known: 2 losses × (η = 0, 5 η, 3 L2 weights) × 3 seeds; a stage that selects
-    # something else (relative SEC's η, rates) still shows none
+    # every held-out selection's first round is known: tml and CosFace 2 losses × (η = 0, 5 η, 3 L2 weights) × 3
+    # seeds; relative SEC 4 losses × (η = 0 and 3 η) × 3 seeds; the fine-tuning rates 5 trunk rates × 4 head ratios
+    # × 3 seeds; SGD's rates 2 arms × 5 rates × 3 seeds; the review losses 5 × (η = 0 and 3 η) × 3 seeds
     assert t.loc["extra-selection", "named"] == "54 (first round)" == f"{2 * 9 * 3} (first round)"
-    assert t.loc["scale-selection", "named"] == tiers.MISSING
+    assert t.loc["scale-selection", "named"] == f"{4 * 4 * 3} (first round)"
+    assert t.loc["finetune-selection", "named"] == f"{5 * 4 * 3} (first round)"
+    assert t.loc["sgd-selection", "named"] == f"{2 * 5 * 3} (first round)"
+    assert t.loc["review-selection", "named"] == f"{5 * 4 * 3} (first round)"
     # the η sweep: 4 losses × (η = 0 and 5 η) × 3 seeds, less the main comparison's runs at seeds 0-2 (η = 0, the
     # selected 0.1 and the paper's η, each on the grid)
     assert t.loc["eta", "named"] == 4 * 6 * 3 - 4 * 3 * 3
