@@ -327,7 +327,23 @@ def design_sentence(profile, root=None) -> str:
             f"and head rates were chosen by {len(ft.selection(q))} runs on held-out training classes (semihard "
             f"without SEC, pilot seed): trunk rates {', '.join(f'{x:g}' for x in lrs)} × head/trunk ratios "
             f"{', '.join(f'{x:g}' for x in ratios)}; the best held-out R@1 chose trunk {lr:g} and head {lr_head:g} "
-            f"(ratio {lr_head / lr:g}).{cut} {decisive_status()}")
+            f"(ratio {lr_head / lr:g}).{cut}{rate_words(fine, twins)} {decisive_status()}")
+
+
+def rate_words(fine, twins, flags=()) -> str:
+    """How the fine-tuned runs' trunk rate compares with their from-scratch twins' rate (the paper fine-tunes its
+    backbone slowly: rebuttal Table 3), with the held-out choice's ``flags``; empty without both kinds of run."""
+    trunk, scratch = sorted({c.lr for c in fine}), sorted({c.lr for c in twins})
+    if len(trunk) != 1 or len(scratch) != 1:
+        return ""
+    r = trunk[0] / scratch[0]
+    how = ("fine-tuning moves the pretrained trunk more slowly than training from scratch moves the network, as the "
+           "paper's protocol does" if r < 1 else
+           "a slower trunk did not pay on the held-out classes, so these runs move the pretrained trunk at least as "
+           "fast as training from scratch moves the network; the paper fine-tunes its backbone slowly (rebuttal "
+           "Table 3), so in this respect the regime here is not the paper's")
+    flagged = f" (flagged: {'; '.join(flags)})" if flags else ""
+    return f" The chosen trunk rate is {r:.2g}× the from-scratch runs' rate ({scratch[0]:g}){flagged}: {how}."
 
 
 def decisive_status(root=None) -> str:
@@ -374,8 +390,15 @@ def _staged_design_sentence(q, store, fine, twins, shared) -> str:
         pick = sel[sel["chosen"] == "✓"]
         chosen = (f"; the best mean held-out R@1 chose trunk {pick['trunk lr'].iloc[0]:g} and head "
                   f"{pick['head lr'].iloc[0]:g}" if len(pick) else "; no pair is chosen yet")
+        import json
+
+        from ..runs import decisive
+        path = store.root / decisive.CHOICES_FILE                   # the tier's own choices, beside its stages
+        flags = (json.loads(path.read_text()).get(decisive.FINETUNE, {}).get("flags", [])
+                 if len(pick) and path.exists() else [])
         rates = (f"The trunk and head rates were chosen by {int(sel['seeds'].sum())} runs on held-out training classes "
-                 f"(semihard without SEC, 3 seeds a pair): trunk rates {trunks} × head/trunk ratios {ratios}{chosen}.")
+                 f"(semihard without SEC, 3 seeds a pair): trunk rates {trunks} × head/trunk ratios {ratios}{chosen}."
+                 f"{rate_words(fine, twins, flags)}")
     else:
         rates = "Its held-out rate selection has no committed run yet."
     return (f"This page reads {len(fine) + len(twins)} runs of the **decisive tier**: {len(fine)} fine-tuned "

@@ -103,8 +103,12 @@ def plan_path(root=None) -> Path:
     return tier.tier_dir(TIER, root) / "plan.json"
 
 
+#: The file of the tier's held-out choices, in its folder.
+CHOICES_FILE = "choices.json"
+
+
 def choices_path(root=None) -> Path:
-    return tier.tier_dir(TIER, root) / "choices.json"
+    return tier.tier_dir(TIER, root) / CHOICES_FILE
 
 
 def read_plan(root=None) -> Plan:

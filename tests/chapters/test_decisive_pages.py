@@ -1,6 +1,7 @@
 """The pages' held-out selection tables read the decisive tier's selection stages (3 seeds a grid point), and a
 page's selection sweep does not keep the decisive tier from covering it."""
 import dataclasses
+import json
 import math
 import shutil
 
@@ -122,6 +123,12 @@ def test_the_scale_and_pretrained_pages_say_what_the_decisive_tier_trained(stage
     assert "none / L2-reg / SEC / relative SEC × 5 seeds, 3,000 iterations" in f
     assert "chosen by 6 runs on held-out training classes (semihard without SEC, 3 seeds a pair)" in f
     assert "chose trunk 0.0003 and head 0.00015" in f
+    assert "The chosen trunk rate is 0.1× the from-scratch runs' rate (0.003): fine-tuning moves" in f
+    path = decisive.choices_path()                              # a flagged choice says so beside the rate
+    choices = json.loads(path.read_text())
+    choices[decisive.FINETUNE]["flags"] = ["at the high edge of its grid after 2 extensions"]
+    path.write_text(json.dumps(choices))
+    assert "(0.003) (flagged: at the high edge of its grid after 2 extensions): " in pretrained.design_sentence("decisive")
 
 
 def test_the_other_functions_the_pages_call_with_their_tier_take_the_decisive_tier(staged):

@@ -240,3 +240,18 @@ def test_the_quick_page_says_where_the_decisive_tiers_fine_tuning_stages_stand(t
     tier.export(store, done, tier.tier_dir(decisive.TIER, tmp_path) / "finetune-selection")
     assert "holds 7 of 60 (first round) runs" in pt.decisive_status(tmp_path)
     assert all(c.pretrained and c.holdout_classes for c in done)
+
+
+def test_the_chosen_trunk_rate_is_set_beside_the_from_scratch_rate():
+    """Slower than from scratch reads as the paper's protocol; as fast or faster says the regime differs there; a
+    flag is named; without one rate on each side there is nothing to say."""
+    from types import SimpleNamespace as C
+    slow = pt.rate_words([C(lr=1e-3)] * 2, [C(lr=3e-3)])
+    assert slow == (" The chosen trunk rate is 0.33× the from-scratch runs' rate (0.003): fine-tuning moves the "
+                    "pretrained trunk more slowly than training from scratch moves the network, as the paper's "
+                    "protocol does.")
+    fast = pt.rate_words([C(lr=1e-2)], [C(lr=3e-3)], ["at the high edge of its grid after 2 extensions"])
+    assert fast.startswith(" The chosen trunk rate is 3.3× the from-scratch runs' rate (0.003) (flagged: at the "
+                           "high edge of its grid after 2 extensions): a slower trunk did not pay")
+    assert "the regime here is not the paper's" in fast
+    assert pt.rate_words([], [C(lr=3e-3)]) == pt.rate_words([C(lr=1e-3), C(lr=3e-3)], [C(lr=3e-3)]) == ""
