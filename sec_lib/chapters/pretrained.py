@@ -346,6 +346,13 @@ def rate_words(fine, twins, flags=()) -> str:
     return f" The chosen trunk rate is {r:.2g}× the from-scratch runs' rate ({scratch[0]:g}){flagged}: {how}."
 
 
+def answer_heading(profile) -> str:
+    """The bold lead of the page's answer, naming the tier it reads: a committed long tier by name, else the quick
+    tier (the profile ``make book`` trains)."""
+    from .evidence import LONG_TIERS
+    return f"**The answer on these runs (the {profile if profile in LONG_TIERS else 'quick'} tier).** "
+
+
 def schedule_sentence(profile, root=None) -> str:
     """The fine-tuned runs' learning-rate schedule and how the held-out rates were chosen, for the tier ``profile``
     shows (its store at ``root``), counted from the chapter's configs: the quick tier's step schedule (the
@@ -493,6 +500,6 @@ CLAIMS = [
                          "than when training from scratch",
           source="issue 24 (the skeptic's 'different regime'); the paper fine-tunes an ImageNet backbone",
           measured="R@1 (SEC − none fine-tuned) − (SEC − none from scratch), paired on seed, mean over the 4 main "
-                   "losses per seed; quick tier",
+                   "losses per seed",
           expected_sign=+1, page="pretrained", family=FAMILY_INTERACTION, estimate=_est_interaction),
 ]

@@ -255,3 +255,8 @@ def test_the_chosen_trunk_rate_is_set_beside_the_from_scratch_rate():
                            "high edge of its grid after 2 extensions): a slower trunk did not pay")
     assert "the regime here is not the paper's" in fast
     assert pt.rate_words([], [C(lr=3e-3)]) == pt.rate_words([C(lr=1e-3), C(lr=3e-3)], [C(lr=3e-3)]) == ""
+
+
+def test_the_answer_names_the_tier_it_reads():
+    assert pt.answer_heading("cpu") == "**The answer on these runs (the quick tier).** " == pt.answer_heading("smoke")
+    assert pt.answer_heading("decisive") == "**The answer on these runs (the decisive tier).** "
