@@ -11,6 +11,7 @@ SEC − none fine-tuned per loss (:data:`FAMILY_EFFECT`) and the regime interact
 """
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -372,11 +373,11 @@ def schedule_sentence(profile, root=None) -> str:
         return (f"**Schedule:** a step schedule, one decay by {c.lr_decay:g} at iteration {at} of {c.iterations:,} "
                 f"(5/8 of the run: the rebuttal's CUB rows, 0.1 at 5k of 8k). The rates were chosen with the pilot "
                 f"seed alone.")
-    return (f"**Schedule:** this tier's own {c.schedule} decay over {c.iterations:,} iterations, not the paper's step "
-            f"schedule: its schedule pilot found {c.schedule} converged at this length and the step schedule not (tiers "
-            f"page), and keeping the schedule of the from-scratch twins makes the regime interaction compare runs that "
-            f"differ only in their start and the fine-tuning protocol (registered before any of these runs trained: "
-            f"`data/reference/decisive/README.md`). The rates were chosen with 3 seeds a pair.")
+    return (f"**Schedule:** this tier's own {c.schedule} decay over {c.iterations:,} iterations, the shape and length "
+            f"its schedule pilot chose (tiers page), not the paper's step schedule: keeping the schedule of the "
+            f"from-scratch twins makes the regime interaction compare runs that differ only in their start and the "
+            f"fine-tuning protocol (registered before any of these runs trained: `data/reference/decisive/README.md`). "
+            f"The rates were chosen with 3 seeds a pair.")
 
 
 def decisive_status(root=None) -> str:
@@ -423,8 +424,6 @@ def _staged_design_sentence(q, store, fine, twins, shared) -> str:
         pick = sel[sel["chosen"] == "✓"]
         chosen = (f"; the best mean held-out R@1 chose trunk {pick['trunk lr'].iloc[0]:g} and head "
                   f"{pick['head lr'].iloc[0]:g}" if len(pick) else "; no pair is chosen yet")
-        import json
-
         from ..runs import decisive
         path = store.root / decisive.CHOICES_FILE                   # the tier's own choices, beside its stages
         flags = (json.loads(path.read_text()).get(decisive.FINETUNE, {}).get("flags", [])

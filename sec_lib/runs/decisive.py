@@ -252,7 +252,11 @@ def first_round(stage: str, p: ex.Profile | None = None, plan: Plan | None = Non
     where the stage has it; SGD's rate grid; the fine-tuning rate pairs under the decisive profile ``p``) at every
     seed, each run once. ``plan``: the committed ``plan.json`` by default."""
     from . import finetune, selection
-    (kind, *args), = [how for name, _, how in STAGES if name == stage]
+    hows = [how for name, _, how in STAGES if name == stage]
+    if not hows:
+        raise ValueError(f"unknown stage {stage!r}; the stages after the main comparison: "
+                         f"{', '.join(name for name, _, _ in STAGES)}")
+    kind, *args = hows[0]
     if kind == "select-finetune":
         return len(finetune.selection(p if p is not None else profile()))
     plan = plan if plan is not None else read_plan()

@@ -125,7 +125,8 @@ def test_the_scale_and_pretrained_pages_say_what_the_decisive_tier_trained(stage
     assert "chose trunk 0.0003 and head 0.00015" in f
     assert "The chosen trunk rate is 0.1× the from-scratch runs' rate (0.003): fine-tuning moves" in f
     sched = pretrained.schedule_sentence("decisive")         # the tier's own schedule, named as not the paper's
-    assert sched.startswith("**Schedule:** this tier's own cosine decay over 3,000 iterations, not the paper's step")
+    assert sched.startswith("**Schedule:** this tier's own cosine decay over 3,000 iterations, the shape and length its "
+                            "schedule pilot chose (tiers page), not the paper's step schedule")
     assert sched.endswith("The rates were chosen with 3 seeds a pair.")
     path = decisive.choices_path()                              # a flagged choice says so beside the rate
     choices = json.loads(path.read_text())

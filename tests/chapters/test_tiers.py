@@ -236,6 +236,10 @@ def test_the_decisive_progress_table_counts_each_stage_once_the_plan_fixes_it(tm
     assert t.loc["finetune-selection", "named"] == f"{5 * 4 * 3} (first round)"
     assert t.loc["sgd-selection", "named"] == f"{2 * 5 * 3} (first round)"
     assert t.loc["review-selection", "named"] == f"{5 * 4 * 3} (first round)"
+    with pytest.raises(ValueError, match="unknown stage 'nope'; the stages after the main comparison: extra-sel"):
+        decisive.first_round("nope", plan=plan)
+    with pytest.raises(ValueError, match="stage 'eta' is not a held-out selection"):
+        decisive.first_round("eta", plan=plan)
     # the η sweep: 4 losses × (η = 0 and 5 η) × 3 seeds, less the main comparison's runs at seeds 0-2 (η = 0, the
     # selected 0.1 and the paper's η, each on the grid)
     assert t.loc["eta", "named"] == 4 * 6 * 3 - 4 * 3 * 3
