@@ -11,7 +11,6 @@ SEC − none fine-tuned per loss (:data:`FAMILY_EFFECT`) and the regime interact
 """
 from __future__ import annotations
 
-import json
 import math
 
 import numpy as np
@@ -296,21 +295,27 @@ def slope_sentence(runs: pd.DataFrame, steps: pd.DataFrame) -> str:
             f"more negative, the more a small-norm sample's step outweighs a large-norm one's.")
 
 
+def _regime_configs(profile, root=None) -> tuple:
+    """(the profile tuned by its pilot, its store at ``root``, the fine-tuned configs, their from-scratch twins): the
+    chapter's runs as :func:`sec_lib.runs.finetune.chapter_runs` names them, for the sentences that count them."""
+    from ..runs.tier import store_for
+    store = store_for(profile, root)
+    q = ex.tuned(ex.get_profile(profile), "adam", store)
+    labeled = ft.chapter_runs(q, store)
+    return (q, store, [c for c, lab in labeled if lab["regime"] == REGIMES[0]],
+            [c for c, lab in labeled if lab["regime"] == REGIMES[1]])
+
+
 def design_sentence(profile, root=None) -> str:
     """What this page trained, counted from the chapter's configs for ``profile`` (its store at ``root``): the
     fine-tuning runs, their twins (shared with the main table), the held-out rate selection (its grid, and the
     pair it chose), and that this is the quick tier."""
     from ..runs.store import run_key
-    from ..runs.tier import store_for
     check_shown(profile)
     if not has_arm(profile):
         return (f"Profile {profile!r} has no fine-tuning arm yet (profiles with one: "
                 f"{', '.join(ft.FINETUNE_PROFILES)}), so it trains no runs for this page.")
-    store = store_for(profile, root)
-    q = ex.tuned(ex.get_profile(profile), "adam", store)
-    labeled = ft.chapter_runs(q, store)
-    fine = [c for c, lab in labeled if lab["regime"] == REGIMES[0]]
-    twins = [c for c, lab in labeled if lab["regime"] == REGIMES[1]]
+    q, store, fine, twins = _regime_configs(profile, root)
     main = {run_key(c) for c in ex.chapter_configs("compare", profile, store)}
     shared = sum(run_key(c) in main for c in twins)
     if isinstance(store, StagedTier):
@@ -358,13 +363,10 @@ def schedule_sentence(profile, root=None) -> str:
     """The fine-tuned runs' learning-rate schedule and how the held-out rates were chosen, for the tier ``profile``
     shows (its store at ``root``), counted from the chapter's configs: the quick tier's step schedule (the
     rebuttal's), or the decisive tier's own decay, which its from-scratch twins share (registered before its runs)."""
-    from ..runs.tier import store_for
     check_shown(profile)
     if not has_arm(profile):
         return ""
-    store = store_for(profile, root)
-    q = ex.tuned(ex.get_profile(profile), "adam", store)
-    fine = [c for c, lab in ft.chapter_runs(q, store) if lab["regime"] == REGIMES[0]]
+    fine = _regime_configs(profile, root)[2]
     if not fine:
         return ""
     c = fine[0]
@@ -425,9 +427,8 @@ def _staged_design_sentence(q, store, fine, twins, shared) -> str:
         chosen = (f"; the best mean held-out R@1 chose trunk {pick['trunk lr'].iloc[0]:g} and head "
                   f"{pick['head lr'].iloc[0]:g}" if len(pick) else "; no pair is chosen yet")
         from ..runs import decisive
-        path = store.root / decisive.CHOICES_FILE                   # the tier's own choices, beside its stages
-        flags = (json.loads(path.read_text()).get(decisive.FINETUNE, {}).get("flags", [])
-                 if len(pick) and path.exists() else [])
+        flags = (decisive.choices_in(store.root).get(decisive.FINETUNE, {}).get("flags", [])   # the tier's own
+                 if len(pick) else [])
         rates = (f"The trunk and head rates were chosen by {int(sel['seeds'].sum())} runs on held-out training classes "
                  f"(semihard without SEC, 3 seeds a pair): trunk rates {trunks} × head/trunk ratios {ratios}{chosen}."
                  f"{rate_words(fine, twins, flags)}")

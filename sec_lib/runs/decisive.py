@@ -123,7 +123,13 @@ def read_plan(root=None) -> Plan:
 def read_choices(root=None) -> dict:
     """``choices.json`` ({} before any choice): ``{loss: {"sec": η, "l2reg": weight or None, "flags": [...]}}``, and
     under :data:`RATES`, :data:`SCALE` and :data:`FINETUNE` the rates, the scale chapter's and the fine-tuning choices."""
-    path = choices_path(root)
+    return choices_in(tier.tier_dir(TIER, root))
+
+
+def choices_in(folder) -> dict:
+    """:func:`read_choices` of the tier in ``folder`` (a staged tier's folder, as :class:`~sec_lib.runs.tier.StagedTier`
+    opens it)."""
+    path = Path(folder) / CHOICES_FILE
     return json.loads(path.read_text()) if path.exists() else {}
 
 
@@ -266,9 +272,10 @@ def first_round(stage: str, p: ex.Profile | None = None, plan: Plan | None = Non
     if kind not in ("select", "select-scale"):
         raise ValueError(f"stage {stage!r} is not a held-out selection (its kind is {kind!r})")
     kinds = args[1] if kind == "select" else ("relative",)
+    # η = 0 is the no-regularizer run whatever the kind: the key set counts it once per loss
     return len({ex.run_key(c) for loss in getattr(ex, args[0]) for k in kinds
-                for c in selection.configs(loss, [w for w in (0.0, *selection_grid(stage, k)) if k != "l2reg" or w],
-                                           plan.shape, plan.length, k, profile_name)})
+                for c in selection.configs(loss, (0.0, *selection_grid(stage, k)), plan.shape, plan.length, k,
+                                           profile_name)})
 
 
 def stage_configs(p: ex.Profile, chapters, store=None) -> list:
