@@ -2,9 +2,10 @@
 backbone, against training from scratch?
 
 Its runs (``experiments.CHAPTERS['pretrained']``, :func:`sec_lib.runs.finetune.chapter_runs`): the four main losses
-× {none, L2-reg, SEC} × the main table's seeds fine-tuned from the glyph backbone pretrained here (a new head,
-frozen trunk BN, Adam with trunk and head rates chosen on held-out classes, one step decay), each beside its
-from-scratch twin, the main table's run of the same loss, variant and seed. Every run carries its ``regime``
+× {none, L2-reg, SEC} (and relative SEC on the decisive tier) × the main table's seeds, fine-tuned from the glyph
+backbone pretrained here (a new head, frozen trunk BN, Adam with trunk and head rates chosen on held-out classes;
+the quick tier's one step decay, the decisive tier's own cosine), each beside its from-scratch twin, the run of the
+same loss, variant and seed trained from scratch. Every run carries its ``regime``
 ("fine-tuned" / "from scratch", the chapter's sweep label). Two Holm families are declared here, before any run:
 SEC − none fine-tuned per loss (:data:`FAMILY_EFFECT`) and the regime interaction, (SEC − none fine-tuned) −
 (SEC − none from scratch), per loss and averaged over the losses (:data:`FAMILY_INTERACTION`).
@@ -29,8 +30,11 @@ from .common import (check_cols, cv_from_var, equivalence_words, measures_text, 
 PARAMS = profile_param()
 #: The two regimes (the runs' ``regime`` label), fine-tuned first.
 REGIMES = ft.REGIMES
-#: The regularised variants each regime compares with ``none``.
-EFFECT_VARIANTS = ("l2reg", "sec")
+#: The variants the page shows: the main comparison's three and relative SEC, the scale page's scale-free SEC (the
+#: decisive tier's fourth arm, issue 24; the quick tier does not train it).
+SHOWN_VARIANTS = (*ex.VARIANTS, "sec-relative")
+#: The regularised variants each regime compares with ``none`` (descriptive rows), with their names on the page.
+EFFECT_VARIANTS = {"l2reg": "L2-reg", "sec": "SEC", "sec-relative": "relative SEC"}
 #: The Holm family of SEC − none, fine-tuned, one row per main loss (expected sign +1: the paper's gain).
 FAMILY_EFFECT = "pretrained page: SEC − none, fine-tuned"
 #: The Holm family of the regime interaction: one row per main loss and their mean over the losses per seed
@@ -53,14 +57,14 @@ def has_arm(profile: str) -> bool:
 
 def regime_runs(frames) -> pd.DataFrame:
     """The runs of ``frames`` (a store ``Frames`` or a runs DataFrame) with each norm variance's CV; every run
-    must carry a ``regime`` of :data:`REGIMES` and a variant of ``experiments.VARIANTS`` (others are refused with
+    must carry a ``regime`` of :data:`REGIMES` and a variant of :data:`SHOWN_VARIANTS` (others are refused with
     the valid ones named). KeyError when there are no runs (a profile without the fine-tuning arm)."""
     runs = with_norm_cv(frames)
     if not len(runs):
         raise KeyError("no fine-tuning runs: this profile has no fine-tuning arm (profiles with one: "
                        f"{', '.join(ft.FINETUNE_PROFILES)})")
     check_cols(runs, ["regime", "variant", "loss", "seed", "R@1"], "runs")
-    for col, valid in (("regime", REGIMES), ("variant", ex.VARIANTS)):
+    for col, valid in (("regime", REGIMES), ("variant", SHOWN_VARIANTS)):
         bad = sorted(set(runs[col].dropna().astype(str)) - set(valid))
         if bad:
             raise ValueError(f"runs of {col} {bad} are not shown on the pretrained page; valid: {list(valid)}")
@@ -131,24 +135,26 @@ def start_sentence(start: pd.DataFrame) -> str:
 
 
 def effects(runs: pd.DataFrame, metric: str = "R@1") -> pd.DataFrame:
-    """Per regime, loss and regularised variant (L2-reg, SEC): ``metric`` of the variant − none, paired on seed
-    (:func:`sec_lib.report.paired_diff`; 95% t interval, paired t-test), descriptive (no verdicts)."""
+    """Per regime, loss and regularised variant (L2-reg, SEC, relative SEC where trained): ``metric`` of the
+    variant − none, paired on seed (:func:`sec_lib.report.paired_diff`; 95% t interval, paired t-test),
+    descriptive (no verdicts)."""
     r = regime_runs(runs)
     out = []
     for regime in REGIMES:
         sub = r[r["regime"] == regime]
-        for v in EFFECT_VARIANTS:
+        for v, name in EFFECT_VARIANTS.items():
             if not {"none", v} <= set(sub["variant"]):
                 continue
             d = paired_diff(sub, ["loss"], "variant", "none", v, metrics=[metric])
-            out.append(d.assign(regime=regime, comparison=f"{'SEC' if v == 'sec' else 'L2-reg'} − none"))
+            out.append(d.assign(regime=regime, comparison=f"{name} − none"))
     if not out:
         return pd.DataFrame(columns=["regime", "comparison", "loss", "metric", "estimate", "ci_lo", "ci_hi",
                                      "p_value", "n"])
     d = pd.concat(out, ignore_index=True)
     d = d.assign(_r=d["regime"].map({r: i for i, r in enumerate(REGIMES)}),
                  _l=d["loss"].map({l: i for i, l in enumerate(ex.MAIN_LOSSES)}))
-    d = d.sort_values(["_r", "comparison", "_l"], kind="stable").reset_index(drop=True)
+    d = d.assign(_c=d["comparison"].map({f"{n} − none": i for i, n in enumerate(EFFECT_VARIANTS.values())}))
+    d = d.sort_values(["_r", "_c", "_l"], kind="stable").reset_index(drop=True)
     return d[["regime", "comparison", "loss", "metric", "mean_a", "mean_b", "estimate", "ci_lo", "ci_hi", "p_value",
               "n"]]
 
@@ -260,7 +266,7 @@ def slope_table(runs: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
                         "slope (last quarter)": s[s["step"] > 0.75 * last].groupby("key")["grad_slope"].mean()})
     x = r.merge(per.reset_index(), on="key", how="left")
     x = x.assign(_r=x["regime"].map({g: i for i, g in enumerate(REGIMES)}),
-                 _v=x["variant"].map({v: i for i, v in enumerate(ex.VARIANTS)})).sort_values(["_r", "_v"])
+                 _v=x["variant"].map({v: i for i, v in enumerate(SHOWN_VARIANTS)})).sort_values(["_r", "_v"])
     return summary_table(x, ["regime", "variant"], list(per.columns), digits=3)
 
 

@@ -140,6 +140,27 @@ def test_no_interaction_reads_as_no_detectable_change():
     assert f2.loc["ms", "n"] == 3 and f2.loc["triplet", "n"] == 4 and f2.loc[pt.POOLED, "n"] == 4
 
 
+def test_the_relative_sec_arm_is_shown_beside_the_others_but_outside_both_families():
+    """The decisive tier's fourth arm (relative SEC): accepted, its own descriptive rows in both regimes (after
+    L2-reg and SEC), and neither declared family changes."""
+    runs, steps = regime_frames()
+    rel = runs[runs.variant == "sec"].assign(variant="sec-relative", key=lambda d: d["key"] + "-rel")
+    rel = rel.assign(**{"R@1": rel["R@1"] + 0.75})          # relative SEC: 0.75 above SEC in every run
+    both = pd.concat([runs, rel], ignore_index=True)
+    assert set(pt.regime_runs(both)["variant"]) == {*ex.VARIANTS, "sec-relative"}
+    eff = pt.effects(both)
+    assert list(eff[eff.regime == "fine-tuned"]["comparison"].unique()) == ["L2-reg − none", "SEC − none",
+                                                                            "relative SEC − none"]
+    sec = eff[eff.comparison == "SEC − none"].set_index(["regime", "loss"])["estimate"]
+    r = eff[eff.comparison == "relative SEC − none"].set_index(["regime", "loss"])["estimate"]
+    assert (r - sec).to_numpy() == pytest.approx(0.75)
+    pd.testing.assert_frame_equal(pt.effect_family(both), pt.effect_family(runs))
+    pd.testing.assert_frame_equal(pt.interaction_family(both), pt.interaction_family(runs))
+    s = pt.slope_table(both, pd.concat([steps, steps[steps.key.isin(rel["key"].str[:-4])].assign(
+        key=lambda d: d["key"] + "-rel")]))
+    assert list(s["variant"]) == [*ex.VARIANTS, "sec-relative"] * 2
+
+
 def test_trajectories_and_gradient_slopes_in_both_regimes():
     runs, steps = regime_frames()
     t = pt.trajectories(runs, steps)
