@@ -301,6 +301,41 @@ def slope_sentence(runs: pd.DataFrame, steps: pd.DataFrame) -> str:
             f"more negative, the more a small-norm sample's step outweighs a large-norm one's.")
 
 
+def late_gains(runs: pd.DataFrame, evals: pd.DataFrame) -> pd.DataFrame:
+    """Each run of :func:`regime_runs` with its R@1 gain over the last quarter of its length
+    (:func:`sec_lib.runs.pilot.last_quarter_gain`, the measure the tiers page gives every reported run; NaN without
+    an evaluation at or before 75%)."""
+    from ..runs.pilot import last_quarter_gain
+    r = regime_runs(runs)
+    check_cols(r, ["key", "iterations"], "runs")
+    check_cols(evals, ["key", "step", "R@1"], "evals")
+    by = dict(tuple(evals.groupby("key")))
+    gains = [last_quarter_gain(by[k], int(n)) if k in by else math.nan for k, n in zip(r["key"], r["iterations"])]
+    return r[["key", "regime", "loss", "variant", "seed"]].assign(gain=gains)
+
+
+def late_gain_sentence(runs: pd.DataFrame, evals: pd.DataFrame) -> str:
+    """Whether the runs still rise at their end, per regime (median and IQR of :func:`late_gains`), and fine-tuned
+    − from scratch paired on loss, variant and seed, in words."""
+    g = late_gains(runs, evals)
+
+    def regime(name):
+        x = g.loc[g["regime"] == name, "gain"].dropna()
+        if x.empty:
+            return f"{name}, no run has an evaluation at 75% of its length"
+        q1, med, q3 = x.quantile([0.25, 0.5, 0.75])
+        return f"{name}, a median of {med:+.2f} points (IQR {q1:+.2f} to {q3:+.2f}; {len(x)} runs)"
+    w = g.pivot_table(index=["loss", "variant", "seed"], columns="regime", values="gain", aggfunc="first")
+    c = (values_ci((w[REGIMES[0]] - w[REGIMES[1]]).dropna().to_numpy()) if set(REGIMES) <= set(w.columns)
+         else {"n": 0})
+    pair = ("no pair has both regimes evaluated" if not c["n"] else
+            f"fine-tuned − from scratch {c['estimate']:+.2f}"
+            + (f" [{c['ci_lo']:+.2f}, {c['ci_hi']:+.2f}]" if np.isfinite(c["ci_lo"]) else "") + f" ({c['n']} pairs)")
+    return (f"**Still rising at the end?** R@1 gained over the last quarter of each run: {regime(REGIMES[0])}; "
+            f"{regime(REGIMES[1])}; paired on loss, variant and seed, {pair}. Both regimes share the tier's one run length (the decisive tier's chosen by its schedule pilot, "
+            f"on from-scratch runs); no convergence test was made on fine-tuned runs.")
+
+
 def _regime_configs(profile, root=None) -> tuple:
     """(the profile tuned by its pilot, its store at ``root``, the fine-tuned configs, their from-scratch twins): the
     chapter's runs as :func:`sec_lib.runs.finetune.chapter_runs` names them, for the sentences that count them."""

@@ -177,6 +177,27 @@ def test_trajectories_and_gradient_slopes_in_both_regimes():
         pt.slope_table(runs, steps.drop(columns="grad_slope"))
 
 
+def test_the_last_quarter_gain_per_regime_and_paired():
+    """Each run's R@1 gain over its last quarter (end − the evaluation at 75%), per regime and paired."""
+    runs, _ = regime_frames()
+    runs = runs.assign(iterations=100)
+    late = {"fine-tuned": 0.2, "from scratch": 0.8}
+    evals = pd.DataFrame([{"key": k, "step": step, "R@1": 50.0 + (step >= 75) * 5.0 + (step == 100) * late[g]}
+                          for k, g in zip(runs["key"], runs["regime"]) for step in (50, 75, 100)])
+    g = pt.late_gains(runs, evals)
+    assert len(g) == len(runs) and g.groupby("regime")["gain"].agg(["min", "max"]).to_numpy().ravel() == pytest.approx(
+        [0.2, 0.2, 0.8, 0.8])
+    text = pt.late_gain_sentence(runs, evals)
+    assert "fine-tuned, a median of +0.20 points (IQR +0.20 to +0.20; 48 runs)" in text
+    assert "from scratch, a median of +0.80 points" in text and "fine-tuned − from scratch -0.60 [-0.60, -0.60] (48 pairs)" in text
+    # a run without an evaluation at or before 75% of its length, or without evaluations at all, has no gain
+    k0, k1 = runs["key"].iloc[0], runs["key"].iloc[1]
+    g2 = pt.late_gains(runs, evals[~((evals.key == k0) & (evals.step <= 75)) & (evals.key != k1)]).set_index("key")
+    assert np.isnan(g2.loc[k0, "gain"]) and np.isnan(g2.loc[k1, "gain"]) and g2["gain"].notna().sum() == len(runs) - 2
+    with pytest.raises(ValueError, match="evals lacks columns \\['R@1'\\]"):
+        pt.late_gains(runs, evals.drop(columns="R@1"))
+
+
 def test_the_claim_row_comes_from_the_interaction_family():
     runs, steps = regime_frames()
     e = pd.DataFrame()
