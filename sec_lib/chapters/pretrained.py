@@ -210,7 +210,7 @@ def interaction_family(runs: pd.DataFrame, metric: str = "R@1") -> pd.DataFrame:
 def answer_sentence(effect_fam: pd.DataFrame, inter_fam: pd.DataFrame) -> str:
     """The page's answer in one computed paragraph: the pooled interaction with its verdict, and SEC − none
     fine-tuned per loss."""
-    check_cols(inter_fam, ["loss", "estimate", "ci_lo", "ci_hi", "verdict", "m"], "interaction family")
+    check_cols(inter_fam, ["loss", "estimate", "ci_lo", "ci_hi", "verdict", "m", "p_adj"], "interaction family")
     check_cols(effect_fam, ["loss", "estimate", "ci_lo", "ci_hi", "verdict"], "effect family")
     pool = inter_fam[inter_fam["loss"] == POOLED]
     if not len(pool) or not np.isfinite(pool["estimate"].iloc[0]):
@@ -219,13 +219,19 @@ def answer_sentence(effect_fam: pd.DataFrame, inter_fam: pd.DataFrame) -> str:
 
     def ci(lo, hi):
         return f" [{lo:+.2f}, {hi:+.2f}]" if np.isfinite(lo) and np.isfinite(hi) else " (no interval)"
+    below = np.isfinite(p["ci_hi"]) and p["ci_hi"] < 0
+    above = np.isfinite(p["ci_lo"]) and p["ci_lo"] > 0
     if p["verdict"] == "reproduced":
         head = "**Yes: SEC gains more when fine-tuning the pretrained backbone than from scratch**"
-    elif np.isfinite(p["ci_hi"]) and p["ci_hi"] < 0:
+    elif below and p["p_adj"] < 0.05:
         head = "**The regime changes SEC's effect, the other way: SEC does worse fine-tuned than from scratch**"
     elif equivalence_words(p.to_dict()):
         head = (f"**No: averaged over the losses, the regime changes SEC's effect by no more than {p['margin']:g} "
                 "R@1 points**")
+    elif below or above:         # the interval excludes 0, but the family's Holm adjustment does not decide it
+        head = (f"**Not decided: averaged over the losses, SEC's effect is {'smaller' if below else 'larger'} "
+                f"fine-tuned than from scratch by its 95% interval, but not after the Holm adjustment over the "
+                f"{int(p['m'])} rows of its family (adjusted p = {p['p_adj']:.2g}): a hint, not a finding**")
     else:
         head = "**Not detectably, averaged over the losses: no change of SEC's effect with the regime was found**"
     decided = [r for r in inter_fam.to_dict("records") if r["loss"] != POOLED and r["verdict"] == "reproduced"

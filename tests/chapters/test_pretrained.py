@@ -263,6 +263,29 @@ def test_an_interaction_inside_the_r1_margin_reads_as_no():
     assert "(not reproduced: no effect larger than 0.5 points; Holm" in text
 
 
+def test_an_interaction_below_zero_reads_the_other_way_only_when_holm_decides_it():
+    """SEC gains 1 point from scratch and none fine-tuned: the interval lies below 0 with Holm's p < 0.05, "the other
+    way". The same interval with a Holm-adjusted p above 0.05 (an inconclusive row) is "not decided", never a
+    change of the effect."""
+    gains = {k: (0.0 if k[0] == "fine-tuned" else 1.0) for k in SEC_GAIN}
+    runs, _ = regime_frames(noise=0.2, seed=7, gains=gains)
+    eff, fam = pt.effect_family(runs), pt.interaction_family(runs)
+    p = fam.set_index("loss").loc[pt.POOLED]
+    assert p["ci_hi"] < 0 and p["p_adj"] < 0.05
+    assert pt.answer_sentence(eff, fam).startswith("**The regime changes SEC's effect, the other way")
+    undecided = fam.copy()
+    undecided.loc[undecided["loss"] == pt.POOLED, ["p_adj", "verdict"]] = [0.077, "inconclusive"]
+    text = pt.answer_sentence(eff, undecided)
+    assert text.startswith("**Not decided: averaged over the losses, SEC's effect is smaller fine-tuned than from "
+                           "scratch by its 95% interval, but not after the Holm adjustment over the 5 rows of its "
+                           "family (adjusted p = 0.077): a hint, not a finding**")
+    assert "(inconclusive; Holm over the 5 rows" in text
+    above = undecided.copy()
+    row = above["loss"] == pt.POOLED
+    above.loc[row, ["estimate", "ci_lo", "ci_hi"]] = -above.loc[row, ["estimate", "ci_hi", "ci_lo"]].to_numpy()
+    assert pt.answer_sentence(eff, above).startswith("**Not decided: averaged over the losses, SEC's effect is larger")
+
+
 def test_the_quick_page_says_where_the_decisive_tiers_fine_tuning_stages_stand(tmp_path):
     """Before its plan the decisive tier names no fine-tuning runs; with a plan, the rate selection's first round
     (5 trunk rates × 4 head ratios × 3 seeds) is named and counted from its committed folder, and the fine-tuned
