@@ -19,7 +19,7 @@ import pandas as pd
 
 from ..runs import experiments as ex
 from ..runs import finetune as ft
-from ..report import MARGINS, one_family, paired_diff, summary_table, values_ci
+from ..report import MARGINS, VERDICT_RULES, one_family, paired_diff, summary_table, values_ci
 from ..report.claims import Claim, from_row
 from . import check_shown, profile_param
 from ..runs.tier import StagedTier
@@ -223,7 +223,7 @@ def answer_sentence(effect_fam: pd.DataFrame, inter_fam: pd.DataFrame) -> str:
     above = np.isfinite(p["ci_lo"]) and p["ci_lo"] > 0
     if p["verdict"] == "reproduced":
         head = "**Yes: SEC gains more when fine-tuning the pretrained backbone than from scratch**"
-    elif below and p["p_adj"] < 0.05:
+    elif below and p["p_adj"] < VERDICT_RULES.alpha:
         head = "**The regime changes SEC's effect, the other way: SEC does worse fine-tuned than from scratch**"
     elif equivalence_words(p.to_dict()):
         head = (f"**No: averaged over the losses, the regime changes SEC's effect by no more than {p['margin']:g} "
@@ -235,7 +235,8 @@ def answer_sentence(effect_fam: pd.DataFrame, inter_fam: pd.DataFrame) -> str:
     else:
         head = "**Not detectably, averaged over the losses: no change of SEC's effect with the regime was found**"
     decided = [r for r in inter_fam.to_dict("records") if r["loss"] != POOLED and r["verdict"] == "reproduced"
-               or r["loss"] != POOLED and np.isfinite(r["ci_hi"]) and r["ci_hi"] < 0 and r["p_adj"] < 0.05]
+               or r["loss"] != POOLED and np.isfinite(r["ci_hi"]) and r["ci_hi"] < 0
+               and r["p_adj"] < VERDICT_RULES.alpha]
     per_loss = ("" if not decided else " Per loss, the interaction is decided for " + "; ".join(
         f"{r['loss']}: {r['estimate']:+.2f}{ci(r['ci_lo'], r['ci_hi'])} ({r['verdict']}; SEC − none "
         f"{r['SEC − none, fine-tuned']:+.2f} fine-tuned against {r['SEC − none, from scratch']:+.2f} from scratch)"
@@ -338,8 +339,9 @@ def late_gain_sentence(runs: pd.DataFrame, evals: pd.DataFrame) -> str:
             f"fine-tuned − from scratch {c['estimate']:+.2f}"
             + (f" [{c['ci_lo']:+.2f}, {c['ci_hi']:+.2f}]" if np.isfinite(c["ci_lo"]) else "") + f" ({c['n']} pairs)")
     return (f"**Still rising at the end?** R@1 gained over the last quarter of each run: {regime(REGIMES[0])}; "
-            f"{regime(REGIMES[1])}; paired on loss, variant and seed, {pair}. Both regimes share the tier's one run length (the decisive tier's chosen by its schedule pilot, "
-            f"on from-scratch runs); no convergence test was made on fine-tuned runs.")
+            f"{regime(REGIMES[1])}; paired on loss, variant and seed, {pair}. Both regimes share the tier's one run "
+            f"length (the decisive tier's chosen by its schedule pilot, on from-scratch runs); no convergence test "
+            f"was made on fine-tuned runs.")
 
 
 def _regime_configs(profile, root=None) -> tuple:
