@@ -282,8 +282,13 @@ def slope_contrast(runs: pd.DataFrame, steps: pd.DataFrame) -> dict:
     mean, 95% interval and n (pairs)."""
     r = regime_runs(runs)
     per = steps[["key", "grad_slope"]].dropna().groupby("key")["grad_slope"].mean().rename("slope").reset_index()
-    w = r.merge(per, on="key").pivot_table(index=["loss", "variant", "seed"], columns="regime", values="slope",
-                                           aggfunc="first")
+    return _regime_contrast(r.merge(per, on="key"), "slope")
+
+
+def _regime_contrast(per_run: pd.DataFrame, column: str) -> dict:
+    """Fine-tuned − from scratch of the per-run ``column``, paired on (loss, variant, seed): :func:`values_ci` of
+    the differences (n: pairs; NaN and n = 0 without a run of both regimes)."""
+    w = per_run.pivot_table(index=["loss", "variant", "seed"], columns="regime", values=column, aggfunc="first")
     if not set(REGIMES) <= set(w.columns):
         return {"estimate": math.nan, "ci_lo": math.nan, "ci_hi": math.nan, "n": 0}
     return values_ci((w[REGIMES[0]] - w[REGIMES[1]]).dropna().to_numpy())
@@ -332,9 +337,7 @@ def late_gain_sentence(runs: pd.DataFrame, evals: pd.DataFrame) -> str:
             return f"{name}, no run has an evaluation at 75% of its length"
         q1, med, q3 = x.quantile([0.25, 0.5, 0.75])
         return f"{name}, a median of {med:+.2f} points (IQR {q1:+.2f} to {q3:+.2f}; {len(x)} runs)"
-    w = g.pivot_table(index=["loss", "variant", "seed"], columns="regime", values="gain", aggfunc="first")
-    c = (values_ci((w[REGIMES[0]] - w[REGIMES[1]]).dropna().to_numpy()) if set(REGIMES) <= set(w.columns)
-         else {"n": 0})
+    c = _regime_contrast(g, "gain")
     pair = ("no pair has both regimes evaluated" if not c["n"] else
             f"fine-tuned − from scratch {c['estimate']:+.2f}"
             + (f" [{c['ci_lo']:+.2f}, {c['ci_hi']:+.2f}]" if np.isfinite(c["ci_lo"]) else "") + f" ({c['n']} pairs)")
