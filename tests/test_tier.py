@@ -404,3 +404,66 @@ def test_gpu_tier_command_starts_from_the_pace_kept_in_the_store(monkeypatch, tm
     (tmp_path / "store" / "gpu_pace.json").write_text(json.dumps({"s": 176.0, "run": 44.0, "processes": 4}))
     assert commands.gpu_tier_command(5.0, 4, 1) == 0
     assert seen == [({"s": 176.0, "run": 44.0, "processes": 4}, tmp_path / "store" / "gpu_pace.json")]
+
+
+class _HoldsEvery:
+    """A store holding every run but those of ``missing`` losses' held-out selection; R@1 peaks inside each grid
+    (lr 1e-3, η 0.05), as a pilot and a selection that choose would give."""
+    root = "every run"
+
+    def __init__(self, missing=()):
+        self.missing = set(missing)
+
+    def get(self, c, tables=None):
+        import math
+        from types import SimpleNamespace
+        if c.loss in self.missing and c.holdout_classes:
+            return None
+        r1 = 95 - abs(math.log10(c.lr) + 3) - (abs(math.log10(c.eta) + 1.3) if c.eta > 0 else 1.0)
+        return SimpleNamespace(config=c, status="done", metrics={"R@1": r1}, evals=None)
+
+    def has(self, c):
+        return self.get(c) is not None
+
+
+def test_the_gpu_tiers_main_comparison_is_named_from_the_main_losses_selection_alone():
+    """The gpu tier trains the four main losses' selection (η = 0 included), then their none and selected-SEC arms:
+    the same runs (keys) as the main chapter's, named before tuplet margin's and CosFace's selection exists (the main
+    chapter waits for those; before 2026-11-27 the tier's selection left out η = 0, so its main comparison could never
+    be named)."""
+    from sec_lib.runs import commands
+    p = ex.get_profile("gpu")
+    partial = _HoldsEvery(missing=ex.EXTRA_LOSSES)
+    stages = dict(commands.gpu_tier_stages(p, partial))
+    names = list(stages)
+    assert len(names) == 3 and names[0] == "Adam's learning-rate pilot"
+    selection = stages[names[1]]()
+    assert {c.loss for c in selection} == set(ex.MAIN_LOSSES)
+    assert {c.variant for c in selection} == {"none", "sec", "l2reg"} and not any(c.relative for c in selection)
+    assert [c.variant for c in selection] == sorted((c.variant for c in selection),
+                                                    key=commands.GPU_SELECTION_ORDER.get)
+    main = stages[names[2]]()
+    assert len(main) == len(ex.MAIN_LOSSES) * 2 * len(p.main_seeds) == len({run_key(c) for c in main})
+    assert {(c.loss, c.variant, c.eta) for c in main if c.variant == "sec"} == {(l, "sec", 0.05) for l in ex.MAIN_LOSSES}
+    with pytest.raises(KeyError, match="η selection"):
+        ex.chapter_configs("main", p, partial)
+    everything = {run_key(c) for c in ex.chapter_configs("main", p, _HoldsEvery())}
+    assert {run_key(c) for c in main} <= everything
+    # the selection holds every η > 0 run the main chapter's choice reads for these losses
+    chapter_sel = {run_key(c) for c in ex.chapter_configs("selection", p, _HoldsEvery())
+                   if c.loss in ex.MAIN_LOSSES and c.variant in ("none", "sec", "l2reg") and not c.relative}
+    assert {run_key(c) for c in selection} == chapter_sel
+
+
+def test_the_tiers_page_counts_the_gpu_tiers_own_stages():
+    """The tiers page's gpu row counts what the gpu tier trains (Adam's pilot, the main losses' selection, their
+    main comparison), not the whole profile's 12-run pilot and 91-run selection."""
+    from sec_lib.chapters import tiers
+    from sec_lib.runs import commands
+    p = ex.get_profile("gpu")
+    store = _HoldsEvery(missing=ex.EXTRA_LOSSES)
+    want = [len(configs()) for _, configs in commands.gpu_tier_stages(p, store)]
+    rows = tiers.stages(p, store)
+    assert [r["runs"].split(" (")[0] for r in rows] == [f"{n} of {n}" for n in want] == ["4 of 4", "36 of 36", "40 of 40"]
+    assert all(r["complete"] for r in rows)
+    assert "(Adam's learning-rate pilot)" in rows[0]["runs"]

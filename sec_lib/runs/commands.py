@@ -289,6 +289,43 @@ def gpu_tier_export() -> int:
     return 0
 
 
+#: The gpu tier's selection order: SEC's η grid first, then its η = 0 run, then the L2 weights.
+GPU_SELECTION_ORDER = {"sec": 0, "none": 1, "l2reg": 2}
+
+
+def gpu_tier_stages(p: ex.Profile, store) -> list:
+    """The gpu tier's stages in the order :func:`gpu_tier_command` trains them, as (name, configs) pairs, ``configs``
+    a function that names the stage's runs (it raises ``KeyError`` or :class:`~sec_lib.runs.experiments.SelectionError`
+    while a choice it needs is missing). The tiers page counts the same stages.
+
+    1. Adam's learning-rate pilot (the η selection trains at the rate it chooses; the pilot's SGD rows serve the
+       optimizer chapter only).
+    2. The four main losses' held-out selection: SEC's η grid, η = 0, the L2 weights.
+    3. The main comparison the issue asks of a GPU: the four main losses × {none, SEC at the held-out η} × the
+       profile's ``main_seeds``, the same runs (and store keys) as the main chapter's arms of those losses. Named
+       from stage 2 alone: the main chapter also waits for tuplet margin's and CosFace's selection."""
+    q = None
+
+    def tuned():
+        nonlocal q
+        q = q or ex.tuned(p, "adam", store)
+        return q
+
+    def selection():
+        cfgs = [c for c in ex.eta_selection(tuned())
+                if c.loss in ex.MAIN_LOSSES and c.variant in GPU_SELECTION_ORDER and not c.relative]
+        return sorted(cfgs, key=lambda c: GPU_SELECTION_ORDER[c.variant])     # stable: each grid in its order
+
+    def main():
+        sel = ex.stored_selection(tuned(), store, ex.MAIN_LOSSES)
+        return [ex.config(q, loss, variant, s, **changes) for loss in ex.MAIN_LOSSES
+                for variant, changes in (("none", {}), ("sec", {"eta": ex.chosen_eta(q, loss, sel)}))
+                for s in q.main_seeds]
+    return [("Adam's learning-rate pilot", lambda: [c for c in ex.lr_pilot(p) if c.optimizer == "adam"]),
+            ("main losses' η/L2 selection", selection),
+            ("main comparison (main losses × none and SEC at its held-out η)", main)]
+
+
 def gpu_tier_command(minutes: float = 0.0, jobs: int | None = None, together: int | None = None) -> int:
     """Train the gpu tier in the issue's order, resumably, exporting to ``data/reference/gpu/`` after every chunk:
     the committed runs are restored, then the held-out η selection of the four main losses (SEC, then L2), then
@@ -304,31 +341,19 @@ def gpu_tier_command(minutes: float = 0.0, jobs: int | None = None, together: in
     print(f"restored {tier.restore(out, store)} committed runs of {out} into {store.root}", flush=True)
     prepare_data(p)
 
-
     def named():
         return gpu_tier_configs(p, store)
-    # the learning-rate pilot's Adam runs first: the η selection trains at the rate they choose
-    pilot = [c for c in ex.lr_pilot(p) if c.optimizer == "adam"]
-    todo = [c for c in pilot if not store.has(c)]
-    print(f"gpu tier: Adam's learning-rate pilot, {len(pilot)} runs, {len(todo)} to train", flush=True)
-    if not _train_exporting(todo, named(), out, store, jobs, "gpu tier", together, deadline, pace, pace_file):
-        return 0
-    selection = [c for c in ex.chapter_configs("selection", p, store)
-                 if c.loss in ex.MAIN_LOSSES and c.variant in ("sec", "l2reg")]
-    selection.sort(key=lambda c: c.variant != "sec")     # SEC's η first, then the L2 weight
-    todo = [c for c in selection if not store.has(c)]
-    print(f"gpu tier: main losses' η/L2 selection, {len(selection)} runs, {len(todo)} to train "
-          f"({jobs} processes x {together} runs together)", flush=True)
-    if not _train_exporting(todo, named(), out, store, jobs, "gpu tier", together, deadline, pace, pace_file):
-        return 0
-    try:
-        main = ex.chapter_configs("main", p, store)
-    except (KeyError, ex.SelectionError) as e:
-        print(f"gpu tier: the main comparison cannot be named yet: {e}", flush=True)
-        return 0
-    todo = [c for c in main if not store.has(c)]
-    print(f"gpu tier: main comparison, {len(main)} runs, {len(todo)} to train", flush=True)
-    _train_exporting(todo, named(), out, store, jobs, "gpu tier", together, deadline, pace, pace_file)
+    for name, configs in gpu_tier_stages(p, store):
+        try:
+            cfgs = configs()
+        except (KeyError, ex.SelectionError) as e:
+            print(f"gpu tier: the {name} cannot be named yet: {e}", flush=True)
+            return 0
+        todo = [c for c in cfgs if not store.has(c)]
+        print(f"gpu tier: {name}, {len(cfgs)} runs, {len(todo)} to train "
+              f"({jobs} processes x {together} runs together)", flush=True)
+        if not _train_exporting(todo, named(), out, store, jobs, "gpu tier", together, deadline, pace, pace_file):
+            return 0
     return 0
 
 
