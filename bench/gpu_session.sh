@@ -53,12 +53,12 @@ elif [ "$t" -gt 90 ]; then
   # the GPU's utilization while the tier trains, every second (smi.csv: timestamp, utilization %, memory used MiB)
   nvidia-smi --query-gpu=timestamp,utilization.gpu,memory.used --format=csv,noheader -l 1 > "$OUT/smi.csv" 2>&1 &
   smi=$!
-  timeout $(( t - 45 )) python3 -c "from sec_lib.runs.commands import gpu_tier_command
-gpu_tier_command($minutes, ${JOBS:-4}, ${TOGETHER:-1})" > "$OUT/tier.log" 2>&1
+  timeout $(( t - 45 )) python3 -c "from sec_lib.runs import gpu_tier
+gpu_tier.command($minutes, ${JOBS:-4}, ${TOGETHER:-1})" > "$OUT/tier.log" 2>&1
   echo "gpu-tier rc=$? at $(( $(date +%s) - T0 )) s" >> "$OUT/tier.log"
   kill $smi 2>/dev/null
   # the runs a chunk stopped by the time limit had finished are in the store, not yet in the tier folder
-  timeout 35 python3 -c "from sec_lib.runs.commands import gpu_tier_export; gpu_tier_export()" >> "$OUT/tier.log" 2>&1
+  timeout 35 python3 -c "from sec_lib.runs import gpu_tier; gpu_tier.export()" >> "$OUT/tier.log" 2>&1
 else
   echo "no time left for the gpu tier ($t s)" > "$OUT/tier.log"
 fi

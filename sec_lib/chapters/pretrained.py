@@ -280,9 +280,13 @@ def slope_table(runs: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
 def slope_contrast(runs: pd.DataFrame, steps: pd.DataFrame) -> dict:
     """Fine-tuned − from scratch of each run's mean gradient-vs-norm slope, paired on (loss, variant, seed):
     mean, 95% interval and n (pairs)."""
-    r = regime_runs(runs)
+    return _regime_contrast(_run_slopes(runs, steps), "slope")
+
+
+def _run_slopes(runs: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
+    """:func:`regime_runs` with each run's ``slope``: its gradient-vs-norm slope averaged over the logged steps."""
     per = steps[["key", "grad_slope"]].dropna().groupby("key")["grad_slope"].mean().rename("slope").reset_index()
-    return _regime_contrast(r.merge(per, on="key"), "slope")
+    return regime_runs(runs).merge(per, on="key")
 
 
 def _regime_contrast(per_run: pd.DataFrame, column: str) -> dict:
@@ -297,11 +301,9 @@ def _regime_contrast(per_run: pd.DataFrame, column: str) -> dict:
 def slope_sentence(runs: pd.DataFrame, steps: pd.DataFrame) -> str:
     """The gradient-vs-norm relation in both regimes, in words (the paper's argument: a normalized loss's
     gradient falls as 1/‖f‖, slope −1)."""
-    r = regime_runs(runs)
-    per = steps[["key", "grad_slope"]].dropna().groupby("key")["grad_slope"].mean().rename("slope").reset_index()
-    x = r.merge(per, on="key")
+    x = _run_slopes(runs, steps)
     means = {g: values_ci(x.loc[x["regime"] == g, "slope"].to_numpy()) for g in REGIMES}
-    c = slope_contrast(runs, steps)
+    c = _regime_contrast(x, "slope")
 
     def fmt(e):
         ci = f" [{e['ci_lo']:+.3f}, {e['ci_hi']:+.3f}]" if np.isfinite(e["ci_lo"]) else ""

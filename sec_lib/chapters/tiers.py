@@ -39,7 +39,7 @@ def _have(store, configs) -> tuple[int, int]:
 def stages(p: ex.Profile, store) -> list[dict]:
     """One row per stage of ``p`` (pilot, selection, main comparison): runs present of runs planned.
     A later stage is 'not yet defined' while the choices it needs are missing. The gpu tier counts the stages it
-    trains (:func:`~sec_lib.runs.commands.gpu_tier_stages`: Adam's pilot, the main losses' selection), each named
+    trains (:func:`sec_lib.runs.gpu_tier.stages`: Adam's pilot, the main losses' selection), each named
     in its cell."""
     rows = [("learning-rate and run-length pilot", lambda: ex.lr_pilot(p)),
             ("η and L2-weight selection (held-out classes)", lambda: ex.chapter_configs("selection", p, store)),
@@ -47,8 +47,8 @@ def stages(p: ex.Profile, store) -> list[dict]:
                 "main" if p.main_seeds else "compare", p, store))]
     what = ["", "", ""]
     if p.name == "gpu":
-        from ..runs.commands import gpu_tier_stages
-        plan = gpu_tier_stages(p, store)
+        from ..runs import gpu_tier
+        plan = gpu_tier.stages(p, store)
         rows = [(name, configs) for (name, _), (_, configs) in zip(rows, plan)]
         what = [f" ({label})" for label, _ in plan[:2]] + [""]
     out = []

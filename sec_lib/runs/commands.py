@@ -209,7 +209,7 @@ def rerun_command(key: str, profile: str, tier_root=None) -> int:
     return 0
 
 
-def _train_exporting(todo, named, out, store, jobs: int, what: str, together: int = 1,
+def train_exporting(todo, named, out, store, jobs: int, what: str, together: int = 1,
                      deadline: float | None = None, pace: dict | None = None, pace_file=None) -> bool:
     """Train ``todo`` in chunks of ``jobs`` x ``together`` runs, exporting every run of ``named`` that is in
     ``store`` to the tier folder ``out`` after each chunk (so a stopped session loses at most one chunk).
@@ -264,99 +264,6 @@ def chunk_seconds(n: int, jobs: int, together: int, pace: dict) -> float:
     return seconds
 
 
-#: The gpu profile's earlier forms, whose committed runs stay in the tier (each its own kind or its own settings):
-#: float32 with NMI/F1 at every evaluation (2026-11-23 to 26), then bf16 + channels-last with NMI/F1 at every
-#: evaluation (2026-11-27, before k-means moved to the last evaluation only).
-GPU_EARLIER_FORMS = ({"autocast": "none", "channels_last": False, "eval_clustering": "all"},
-                     {"eval_clustering": "all"})
-
-
-def gpu_tier_configs(p: ex.Profile, store) -> list:
-    """Every gpu-tier run that can be named now: the profile's, then those of its earlier forms
-    (:data:`GPU_EARLIER_FORMS`), so that an export keeps their committed runs."""
-    out = tier.profile_configs(p, store)
-    for form in GPU_EARLIER_FORMS:
-        out += tier.profile_configs(dataclasses.replace(p, base={**p.base, **form}), store)
-    return out
-
-
-def gpu_tier_export() -> int:
-    """Export every gpu-tier run the store holds to ``data/reference/gpu/`` (``bench/gpu_session.sh`` calls it after
-    the tier, also when its time limit stopped a chunk: runs that chunk finished are saved as they end)."""
-    p, store, out = ex.get_profile("gpu"), ResultStore(), tier.tier_dir("gpu")
-    counts = tier.export(store, gpu_tier_configs(p, store), out)
-    print(f"gpu tier: {counts['exported']} runs exported to {out}", flush=True)
-    return 0
-
-
-#: The gpu tier's selection order: SEC's η grid first, then its η = 0 run, then the L2 weights.
-GPU_SELECTION_ORDER = {"sec": 0, "none": 1, "l2reg": 2}
-
-
-def gpu_tier_stages(p: ex.Profile, store) -> list:
-    """The gpu tier's stages in the order :func:`gpu_tier_command` trains them, as (name, configs) pairs, ``configs``
-    a function that names the stage's runs (it raises ``KeyError`` or :class:`~sec_lib.runs.experiments.SelectionError`
-    while a choice it needs is missing). The tiers page counts the same stages.
-
-    1. Adam's learning-rate pilot (the η selection trains at the rate it chooses; the pilot's SGD rows serve the
-       optimizer chapter only).
-    2. The four main losses' held-out selection: SEC's η grid, η = 0, the L2 weights.
-    3. The main comparison the issue asks of a GPU: the four main losses × {none, SEC at the held-out η} × the
-       profile's ``main_seeds``, the same runs (and store keys) as the main chapter's arms of those losses. Named
-       from stage 2 alone: the main chapter also waits for tuplet margin's and CosFace's selection."""
-    q = None
-
-    def tuned():
-        nonlocal q
-        q = q or ex.tuned(p, "adam", store)
-        return q
-
-    def selection():
-        cfgs = [c for c in ex.eta_selection(tuned())
-                if c.loss in ex.MAIN_LOSSES and c.variant in GPU_SELECTION_ORDER and not c.relative]
-        return sorted(cfgs, key=lambda c: GPU_SELECTION_ORDER[c.variant])     # stable: each grid in its order
-
-    def main():
-        sel = ex.stored_selection(tuned(), store, ex.MAIN_LOSSES)
-        return [ex.config(q, loss, variant, s, **changes) for loss in ex.MAIN_LOSSES
-                for variant, changes in (("none", {}), ("sec", {"eta": ex.chosen_eta(q, loss, sel)}))
-                for s in q.main_seeds]
-    return [("Adam's learning-rate pilot", lambda: [c for c in ex.lr_pilot(p) if c.optimizer == "adam"]),
-            ("main losses' η/L2 selection", selection),
-            ("main comparison (main losses × none and SEC at its held-out η)", main)]
-
-
-def gpu_tier_command(minutes: float = 0.0, jobs: int | None = None, together: int | None = None) -> int:
-    """Train the gpu tier in the issue's order, resumably, exporting to ``data/reference/gpu/`` after every chunk:
-    the committed runs are restored, then the held-out η selection of the four main losses (SEC, then L2), then
-    the main comparison once that selection is complete. ``minutes`` > 0: start no chunk that would end after that
-    many minutes (a lent GPU's short window). Defaults: the gpu profile's ``jobs`` and ``together``."""
-    p = ex.get_profile("gpu")
-    jobs, together = jobs or p.jobs, together or p.together
-    deadline = time.monotonic() + 60 * minutes if minutes > 0 else None
-    store, out = ResultStore(), tier.tier_dir("gpu")
-    # the last chunk's pace, carried from chunk to chunk and kept in the store for the next command on this machine
-    pace_file = Path(store.root) / "gpu_pace.json"
-    pace = json.loads(pace_file.read_text()) if pace_file.is_file() else {}
-    print(f"restored {tier.restore(out, store)} committed runs of {out} into {store.root}", flush=True)
-    prepare_data(p)
-
-    def named():
-        return gpu_tier_configs(p, store)
-    for name, configs in gpu_tier_stages(p, store):
-        try:
-            cfgs = configs()
-        except (KeyError, ex.SelectionError) as e:
-            print(f"gpu tier: the {name} cannot be named yet: {e}", flush=True)
-            return 0
-        todo = [c for c in cfgs if not store.has(c)]
-        print(f"gpu tier: {name}, {len(cfgs)} runs, {len(todo)} to train "
-              f"({jobs} processes x {together} runs together)", flush=True)
-        if not _train_exporting(todo, named(), out, store, jobs, "gpu tier", together, deadline, pace, pace_file):
-            return 0
-    return 0
-
-
 def pilot_command(jobs: int = 2, profile: str = "reference", pairs: int = 1) -> int:
     """Train the schedule pilot (:mod:`sec_lib.runs.pilot`) in chunks of ``jobs`` runs, exporting the finished
     runs to ``data/reference/decisive/pilot/`` after each chunk (commit it as it grows; a rerun resumes from
@@ -373,7 +280,7 @@ def pilot_command(jobs: int = 2, profile: str = "reference", pairs: int = 1) -> 
     todo = [c for c in cfgs if not store.has(c)]
     print(f"schedule pilot: {len(cfgs)} runs, {len(cfgs) - len(todo)} done; rule: "
           f"{pilot.rule(pilot.LENGTH_PAIRS[pairs - 1])}", flush=True)
-    _train_exporting(todo, cfgs, out, store, jobs, "pilot")
+    train_exporting(todo, cfgs, out, store, jobs, "pilot")
     table = pilot.table(store.get(c, tables=("evals",)) for c in cfgs)
     for pair in pilot.LENGTH_PAIRS[:pairs]:
         conv = pilot.convergence(table, pair)
@@ -437,7 +344,7 @@ def select_stage(losses, kinds, shape: str, length: int, store, jobs: int, out: 
         named += [c for c in want if c not in named]
         todo = [c for c in want if not store.has(c)]
         print(f"{label} ({shape}, {length} iterations): {len(want)} runs named, {len(todo)} to train", flush=True)
-        _train_exporting(todo, named, out, store, jobs, label)
+        train_exporting(todo, named, out, store, jobs, label)
         grown = False
         for (loss, kind), ws in list(grids.items()):
             zero = selection.configs(loss, (0.0,), shape, length, "sec", profile)     # shared by both grids
@@ -472,7 +379,7 @@ def select_rates(arms, shape: str, length: int, store, jobs: int, out: Path, pro
         named += [c for c in want if c not in named]
         todo = [c for c in want if not store.has(c)]
         print(f"SGD rates ({shape}, {length} iterations): {len(want)} runs named, {len(todo)} to train", flush=True)
-        _train_exporting(todo, named, out, store, jobs, "rate-selection")
+        train_exporting(todo, named, out, store, jobs, "rate-selection")
         final, grown = {}, False
         for arm, rates in list(grids.items()):
             rows = [store.get(c, tables=()) for c in selection.rate_configs(arm, rates, shape, length, profile)]
@@ -506,7 +413,7 @@ def select_finetune(p, store, jobs: int, out: Path) -> tuple[float, float, list]
         named += [c for c in want if c not in named]
         todo = [c for c in want if not store.has(c)]
         print(f"fine-tuning rates: {len(want)} runs named, {len(todo)} to train", flush=True)
-        _train_exporting(todo, named, out, store, jobs, "fine-tuning selection")
+        train_exporting(todo, named, out, store, jobs, "fine-tuning selection")
         rows = pd.DataFrame([{"lr": r.config.lr, "ratio": round(r.config.lr_head / r.config.lr, 6), "seed": r.config.seed,
                               "R@1": r.metrics.get("R@1") if r.status == "done" else float("-inf")}
                              for r in (store.get(c, tables=()) for c in want) if r is not None])
@@ -573,7 +480,7 @@ def later_stages(store, jobs: int, profile: str = "reference") -> int:
         earlier |= {run_key(c) for c in cfgs}
         todo = [c for c in cfgs if not store.has(c)]
         print(f"{stage} ({what}): {len(cfgs)} runs, {len(cfgs) - len(todo)} done", flush=True)
-        _train_exporting(todo, cfgs, out, store, jobs, stage)
+        train_exporting(todo, cfgs, out, store, jobs, stage)
     print("the decisive tier's stages are complete" + (
         "; not written yet: " + "; ".join(f"{k} ({v})" for k, v in decisive.LATER.items()) if decisive.LATER else ""),
         flush=True)
@@ -601,6 +508,6 @@ def main_stage(final: dict, shape: str, length: int, store, jobs: int, profile: 
     cfgs = mainstage.configs(plan, profile)
     todo = [c for c in cfgs if not store.has(c)]
     print(f"main comparison: {len(cfgs)} runs, {len(cfgs) - len(todo)} done", flush=True)
-    _train_exporting(todo, cfgs, out, store, jobs, "main-comparison")
+    train_exporting(todo, cfgs, out, store, jobs, "main-comparison")
     print("the main comparison is complete", flush=True)
     return 0

@@ -48,6 +48,7 @@ from ..runs.store import ResultStore, run_all, run_key
 from ..tempfiles import clear_partial_notebooks, temp_prefix
 from ..runs import benchmarks as bench
 from ..runs import commands
+from ..runs import gpu_tier
 from ..runs import tier
 from ..runs.commands import Summary, prepare_data, train_stages, train_sweep  # noqa: F401  (train_sweep: for callers of the old name)
 from ..runs.launch import LaunchError, make_launcher
@@ -469,7 +470,7 @@ def main(argv=None) -> int:
     if args.cmd == "decisive":
         return commands.decisive_command(args.jobs)
     if args.cmd == "gpu-tier":
-        return commands.gpu_tier_command(args.minutes, args.jobs, args.together)
+        return gpu_tier.command(args.minutes, args.jobs, args.together)
     if args.cmd == "portability":
         return portability_command(args.profile, args.sample, args.jobs)
     try:

@@ -1,0 +1,110 @@
+"""The gpu tier (issue 27): what a lent GPU trains, in which order, and how its runs reach ``data/reference/gpu/``.
+
+``bench/gpu_session.sh`` calls :func:`command` and then :func:`export` in each short GPU window; ``python -m
+sec_lib.book gpu-tier`` calls :func:`command`; the tiers page counts :func:`stages`. Training itself is
+:func:`sec_lib.runs.commands.train_exporting`'s, the CPU tiers' too.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from pathlib import Path
+
+from . import commands
+from . import experiments as ex
+from . import tier
+from .store import ResultStore
+
+
+#: The gpu profile's earlier forms, whose committed runs stay in the tier (each its own kind or its own settings):
+#: float32 with NMI/F1 at every evaluation (2026-11-23 to 26), then bf16 + channels-last with NMI/F1 at every
+#: evaluation (2026-11-27, before k-means moved to the last evaluation only).
+EARLIER_FORMS = ({"autocast": "none", "channels_last": False, "eval_clustering": "all"},
+                 {"eval_clustering": "all"})
+
+
+def configs(p: ex.Profile, store) -> list:
+    """Every gpu-tier run that can be named now: the profile's, then those of its earlier forms
+    (:data:`EARLIER_FORMS`), so that an export keeps their committed runs."""
+    out = tier.profile_configs(p, store)
+    for form in EARLIER_FORMS:
+        out += tier.profile_configs(dataclasses.replace(p, base={**p.base, **form}), store)
+    return out
+
+
+def export() -> int:
+    """Export every gpu-tier run the store holds to ``data/reference/gpu/`` (``bench/gpu_session.sh`` calls it after
+    the tier, also when its time limit stopped a chunk: runs that chunk finished are saved as they end)."""
+    p, store, out = ex.get_profile("gpu"), ResultStore(), tier.tier_dir("gpu")
+    counts = tier.export(store, configs(p, store), out)
+    print(f"gpu tier: {counts['exported']} runs exported to {out}", flush=True)
+    return 0
+
+
+#: The gpu tier's selection order: SEC's η grid first, then its η = 0 run, then the L2 weights.
+SELECTION_ORDER = {"sec": 0, "none": 1, "l2reg": 2}
+
+
+def stages(p: ex.Profile, store) -> list:
+    """The gpu tier's stages in the order :func:`command` trains them, as (name, configs) pairs, ``configs``
+    a function that names the stage's runs (it raises ``KeyError`` or :class:`~sec_lib.runs.experiments.SelectionError`
+    while a choice it needs is missing). The tiers page counts the same stages.
+
+    1. Adam's learning-rate pilot (the η selection trains at the rate it chooses; the pilot's SGD rows serve the
+       optimizer chapter only).
+    2. The four main losses' held-out selection: SEC's η grid, η = 0, the L2 weights.
+    3. The main comparison the issue asks of a GPU: the four main losses × {none, SEC at the held-out η} × the
+       profile's ``main_seeds``, the same runs (and store keys) as the main chapter's arms of those losses. Named
+       from stage 2 alone: the main chapter also waits for tuplet margin's and CosFace's selection."""
+    q = None
+
+    def tuned():
+        nonlocal q
+        q = q or ex.tuned(p, "adam", store)
+        return q
+
+    def selection():
+        cfgs = [c for c in ex.eta_selection(tuned())
+                if c.loss in ex.MAIN_LOSSES and c.variant in SELECTION_ORDER and not c.relative]
+        return sorted(cfgs, key=lambda c: SELECTION_ORDER[c.variant])     # stable: each grid in its order
+
+    def main():
+        sel = ex.stored_selection(tuned(), store, ex.MAIN_LOSSES)
+        return [ex.config(q, loss, variant, s, **changes) for loss in ex.MAIN_LOSSES
+                for variant, changes in (("none", {}), ("sec", {"eta": ex.chosen_eta(q, loss, sel)}))
+                for s in q.main_seeds]
+    return [("Adam's learning-rate pilot", lambda: [c for c in ex.lr_pilot(p) if c.optimizer == "adam"]),
+            ("main losses' η/L2 selection", selection),
+            ("main comparison (main losses × none and SEC at its held-out η)", main)]
+
+
+def command(minutes: float = 0.0, jobs: int | None = None, together: int | None = None) -> int:
+    """Train the gpu tier in the issue's order, resumably, exporting to ``data/reference/gpu/`` after every chunk:
+    the committed runs are restored, then the held-out η selection of the four main losses (SEC, then L2), then
+    the main comparison once that selection is complete. ``minutes`` > 0: start no chunk that would end after that
+    many minutes (a lent GPU's short window). Defaults: the gpu profile's ``jobs`` and ``together``."""
+    p = ex.get_profile("gpu")
+    jobs, together = jobs or p.jobs, together or p.together
+    deadline = time.monotonic() + 60 * minutes if minutes > 0 else None
+    store, out = ResultStore(), tier.tier_dir("gpu")
+    # the last chunk's pace, carried from chunk to chunk and kept in the store for the next command on this machine
+    pace_file = Path(store.root) / "gpu_pace.json"
+    pace = json.loads(pace_file.read_text()) if pace_file.is_file() else {}
+    print(f"restored {tier.restore(out, store)} committed runs of {out} into {store.root}", flush=True)
+    commands.prepare_data(p)
+
+    def named():
+        return configs(p, store)
+    for name, naming in stages(p, store):
+        try:
+            cfgs = naming()
+        except (KeyError, ex.SelectionError) as e:
+            print(f"gpu tier: the {name} cannot be named yet: {e}", flush=True)
+            return 0
+        todo = [c for c in cfgs if not store.has(c)]
+        print(f"gpu tier: {name}, {len(cfgs)} runs, {len(todo)} to train "
+              f"({jobs} processes x {together} runs together)", flush=True)
+        if not commands.train_exporting(todo, named(), out, store, jobs, "gpu tier", together, deadline, pace, pace_file):
+            return 0
+    return 0

@@ -1,0 +1,135 @@
+"""The gpu tier (sec_lib/runs/gpu_tier.py): which runs it names, in which order, and how they reach its folder."""
+import dataclasses
+
+import pytest
+
+from sec_lib.runs import commands, gpu_tier, tier
+from sec_lib.runs import experiments as ex
+from sec_lib.runs.store import ResultStore, run_key
+
+
+def test_the_gpu_tier_names_its_float32_runs_beside_the_bf16_profile(tmp_path):
+    """The gpu profile moved to bf16 + channels-last, then to NMI/F1 at the last evaluation only: a chunk's export
+    still names the committed runs of its earlier forms, so none is dropped from the tier; and cuDNN's version has
+    one column type whether a row was restored (text) or trained here (an int)."""
+    store = ResultStore(tmp_path / "store")
+    t = tier.TierStore(tier.tier_dir("gpu"))
+    assert tier.restore(tier.tier_dir("gpu"), store) == len(t.runs)
+    p = ex.get_profile("gpu")
+    assert p.base["autocast"] == "bf16" and p.base["channels_last"] is True and p.base["eval_clustering"] == "final"
+    current = {run_key(c) for c in tier.profile_configs(p, store) if store.has(c)}
+    earlier = set(t.runs["key"]) - current
+    assert len(earlier) == 22                       # 14 float32 and 8 bf16 runs with k-means at every evaluation
+    assert not earlier & {run_key(c) for c in tier.profile_configs(p, store)}   # the profile alone would drop them
+    named = {run_key(c) for c in gpu_tier.configs(p, store)}
+    assert set(t.runs["key"]) <= named
+    out = tmp_path / "gpu"
+    assert tier.export(store, gpu_tier.configs(p, store), out)["exported"] == len(t.runs)
+    assert tier.TierStore(out).runs["cudnn"].dropna().unique().tolist() == [91900.0]
+    # a restored row keeps its numbers as numbers, so it shares its columns with a run trained here (torch reports
+    # cuDNN's version as an int), also after a second restore of a row trained several to a process
+    key = t.runs["key"][t.runs["cudnn"].notna()].iloc[0]
+    assert store.meta(key)["provenance"]["cudnn"] == 91900.0
+    r, extra = store.get(t.config(key)), []
+    for seed, root in ((990, tmp_path / "again"), (991, tmp_path / "third")):
+        new = dataclasses.replace(r, config=r.config.replace(seed=seed))
+        store.save(new, provenance_={**store.meta(key)["provenance"], "cudnn": 91900, "runs_together": 4})
+        extra.append(new.config)
+        assert tier.export(store, gpu_tier.configs(p, store) + extra, out)["exported"] == \
+            len(t.runs) + len(extra)
+        store = ResultStore(root)
+        tier.restore(out, store)
+        assert store.meta(run_key(new.config))["provenance"]["runs_together"] == 4
+    assert tier.TierStore(out).runs["cudnn"].dropna().unique().tolist() == [91900.0]
+
+
+def test_gpu_tier_export_saves_every_run_the_store_holds(monkeypatch, tmp_path):
+    """`bench/gpu_session.sh` calls `gpu_tier.export` after the tier, also when its time limit stopped a chunk: every
+    gpu-tier run in the store reaches the tier folder (on 2026-11-27 six finished runs were lost that way)."""
+    committed = tier.tier_dir("gpu")
+    monkeypatch.setenv("SEC_RUNS_DIR", str(tmp_path / "store"))
+    store = ResultStore()
+    assert store.root == tmp_path / "store"
+    n = tier.restore(committed, store)
+    monkeypatch.setattr(commands.tier, "tier_dir", lambda profile, root=None: tmp_path / profile)
+    assert gpu_tier.export() == 0
+    assert len(tier.TierStore(tmp_path / "gpu").runs) == n == len(tier.TierStore(committed).runs)
+
+
+def test_gpu_tier_command_starts_from_the_pace_kept_in_the_store(monkeypatch, tmp_path):
+    """A second command on a warm GPU machine reads the last chunk's pace from the store (gpu_pace.json)."""
+    import json
+    monkeypatch.setenv("SEC_RUNS_DIR", str(tmp_path / "store"))
+    monkeypatch.setattr(commands.tier, "restore", lambda out, store: 0)
+    monkeypatch.setattr(commands, "prepare_data", lambda p: None)
+    seen = []
+
+    def fake(todo, named, out, store, jobs, what, together=1, deadline=None, pace=None, pace_file=None):
+        seen.append((dict(pace), pace_file))
+        return False
+    monkeypatch.setattr(commands, "train_exporting", fake)
+    (tmp_path / "store").mkdir()
+    (tmp_path / "store" / "gpu_pace.json").write_text(json.dumps({"s": 176.0, "run": 44.0, "processes": 4}))
+    assert gpu_tier.command(5.0, 4, 1) == 0
+    assert seen == [({"s": 176.0, "run": 44.0, "processes": 4}, tmp_path / "store" / "gpu_pace.json")]
+
+
+class _HoldsEvery:
+    """A store holding every run but those of ``missing`` losses' held-out selection; R@1 peaks inside each grid
+    (lr 1e-3, η 0.05), as a pilot and a selection that choose would give."""
+    root = "every run"
+
+    def __init__(self, missing=()):
+        self.missing = set(missing)
+
+    def get(self, c, tables=None):
+        import math
+        from types import SimpleNamespace
+        if c.loss in self.missing and c.holdout_classes:
+            return None
+        r1 = 95 - abs(math.log10(c.lr) + 3) - (abs(math.log10(c.eta) + 1.3) if c.eta > 0 else 1.0)
+        return SimpleNamespace(config=c, status="done", metrics={"R@1": r1}, evals=None)
+
+    def has(self, c):
+        return self.get(c) is not None
+
+
+def test_the_gpu_tiers_main_comparison_is_named_from_the_main_losses_selection_alone():
+    """The gpu tier trains the four main losses' selection (η = 0 included), then their none and selected-SEC arms:
+    the same runs (keys) as the main chapter's, named before tuplet margin's and CosFace's selection exists (the main
+    chapter waits for those; before 2026-11-27 the tier's selection left out η = 0, so its main comparison could never
+    be named)."""
+    p = ex.get_profile("gpu")
+    partial = _HoldsEvery(missing=ex.EXTRA_LOSSES)
+    stages = dict(gpu_tier.stages(p, partial))
+    names = list(stages)
+    assert len(names) == 3 and names[0] == "Adam's learning-rate pilot"
+    selection = stages[names[1]]()
+    assert {c.loss for c in selection} == set(ex.MAIN_LOSSES)
+    assert {c.variant for c in selection} == {"none", "sec", "l2reg"} and not any(c.relative for c in selection)
+    assert [c.variant for c in selection] == sorted((c.variant for c in selection),
+                                                    key=gpu_tier.SELECTION_ORDER.get)
+    main = stages[names[2]]()
+    assert len(main) == len(ex.MAIN_LOSSES) * 2 * len(p.main_seeds) == len({run_key(c) for c in main})
+    assert {(c.loss, c.variant, c.eta) for c in main if c.variant == "sec"} == {(l, "sec", 0.05) for l in ex.MAIN_LOSSES}
+    with pytest.raises(KeyError, match="η selection"):
+        ex.chapter_configs("main", p, partial)
+    everything = {run_key(c) for c in ex.chapter_configs("main", p, _HoldsEvery())}
+    assert {run_key(c) for c in main} <= everything
+    # the selection holds every η > 0 run the main chapter's choice reads for these losses
+    chapter_sel = {run_key(c) for c in ex.chapter_configs("selection", p, _HoldsEvery())
+                   if c.loss in ex.MAIN_LOSSES and c.variant in ("none", "sec", "l2reg") and not c.relative}
+    assert {run_key(c) for c in selection} == chapter_sel
+
+
+def test_the_tiers_page_counts_the_gpu_tiers_own_stages():
+    """The tiers page's gpu row counts what the gpu tier trains (Adam's pilot, the main losses' selection, their
+    main comparison), not the whole profile's 12-run pilot and 91-run selection."""
+    from sec_lib.chapters import tiers
+    p = ex.get_profile("gpu")
+    store = _HoldsEvery(missing=ex.EXTRA_LOSSES)
+    want = [len(configs()) for _, configs in gpu_tier.stages(p, store)]
+    rows = tiers.stages(p, store)
+    assert [r["runs"].split(" (")[0] for r in rows] == [f"{n} of {n}" for n in want] == ["4 of 4", "36 of 36", "40 of 40"]
+    assert all(r["complete"] for r in rows)
+    assert "(Adam's learning-rate pilot)" in rows[0]["runs"]
