@@ -78,8 +78,8 @@ def eta_reading(diffs: pd.DataFrame) -> str:
         if "verdict" in sub.columns and up:
             rep = [f"{e:g}" for e, v in zip(sub["eta"], sub["verdict"]) if v == "reproduced"]
             m = int(sub["m"].iloc[0]) if "m" in sub.columns else 0
-            s += (f" (reproduced, i.e. also with Holm-adjusted p < 0.05 over {m} comparisons, at "
-                  + (f"η ∈ {{{', '.join(rep)}}})" if rep else "no η)"))
+            s += (f" (of these, Holm's adjustment over {m} comparisons keeps "
+                  + (f"η ∈ {{{', '.join(rep)}}}: reproduced there)" if rep else "none: reproduced at no η)"))
         s += ", and is worse with a CI below 0 at " + (f"η ∈ {{{', '.join(down)}}}" if down else "no η")
         if best is not None:
             s += f"; best η by mean difference: {best['eta']:g} ({best['estimate']:+.2f})"
@@ -168,6 +168,47 @@ def range_sentence(grid: pd.DataFrame) -> str:
              f"{ok['eta'].max():g}, {len(ok)} of {len(grid)} grid values" if len(ok)
              else "no η of the grid has its gain's interval above 0 with adjusted p < 0.05")
     return (f"Gain in R@1 over η = 0, mean over the losses per seed (n = seeds): {cells}. So {where}.")
+
+
+def answer_sentence(fam: dict) -> str:
+    """The page's answer, first on the page, from :func:`eta_family`'s two tables: the range of the gain over η = 0
+    averaged over the losses across the grid, which η's 95% intervals lie above 0 before and after Holm's
+    adjustment (with the detectable effects where none survives it), Q9's verdict (:func:`range_verdict`), and how
+    many per-loss rows are reproduced or not."""
+    grid, diffs = fam["grid"], fam["diffs"]
+    if not len(grid):
+        return range_sentence(grid)
+    etas = grid["eta"].astype(float)
+    est = grid["estimate"].astype(float)
+    m, n_losses = int(grid["m"].max()), diffs["loss"].nunique() if len(diffs) else 0
+
+    def eset(rows) -> str:
+        return "{" + ", ".join(f"{e:g}" for e in rows["eta"]) + "}"
+    above = grid[grid["ci_lo"].astype(float) > 0]
+    rep = grid[grid["verdict"] == "reproduced"]
+    seeds = sorted({int(n) for n in grid["n"]})
+    k = int((est > 0).sum())
+    s = (f"Averaged over the {n_losses} losses per seed, SEC's R@1 gain over η = 0 lies between {est.min():+.2f} "
+         f"and {est.max():+.2f} points across the grid's η from {etas.min():g} to {etas.max():g} "
+         + ("(every one of these means above 0). " if k == len(grid) else f"({k} of these {len(grid)} means above 0). "))
+    s += (f"Before adjustment the 95% interval lies above 0 at η ∈ {eset(above)}; " if len(above)
+          else "No η's 95% interval lies above 0, even before adjustment; ")
+    if len(rep):
+        s += f"Holm's adjustment over the page's {m} comparisons keeps η ∈ {eset(rep)} (reproduced there). "
+    else:
+        s += (f"after Holm's adjustment over the page's {m} comparisons none remains: with "
+              f"{'/'.join(map(str, seeds))} seeds a point the design could detect gains of "
+              f"{grid['mde'].min():.1f} to {grid['mde'].max():.1f} points. ")
+    s += f"So the claim that SEC helps over a wide range of η (at least 10× in η) is **{range_verdict(grid)}**."
+    if len(diffs):
+        per = {v: diffs[diffs["verdict"] == v] for v in ("reproduced", "not reproduced")}
+        cells = {v: ", ".join(f"{r['loss']} at η = {r['eta']:g}" for r in d.to_dict("records"))
+                 for v, d in per.items()}
+        s += (f" Of the {len(diffs)} per-loss rows (loss, η), reproduced: {len(per['reproduced'])}"
+              + (f" ({cells['reproduced']})" if len(per["reproduced"]) else "")
+              + f"; not reproduced: {len(per['not reproduced'])}"
+              + (f" ({cells['not reproduced']})" if len(per["not reproduced"]) else "") + "; the rest inconclusive.")
+    return s
 
 
 def page_reading(summary: pd.DataFrame, diffs: pd.DataFrame, rob: dict, grid: pd.DataFrame | None = None) -> str:

@@ -244,9 +244,18 @@ def test_eta_page_is_one_family():
     assert (grid["p_adj"].to_numpy() >= alone["p_adj"].to_numpy()).all() and (alone["m"] == 3).all()
     text = eta_ch.page_reading(eta_ch.eta_summary(runs), diffs, eta_ch.eta_robustness(runs), grid)
     assert "one Holm family of 9 comparisons" in text and text.count("could detect ≥") == 3
-    assert "n = 4 seeds" in text and "(reproduced, i.e. also with Holm-adjusted p < 0.05 over 9 comparisons" in text
+    assert "n = 4 seeds" in text and "(of these, Holm's adjustment over 9 comparisons keeps" in text
     with pytest.raises(ValueError, match="eta_family"):
         eta_ch.page_reading(eta_ch.eta_summary(runs), eta_ch.eta_diffs(runs), {}, alone)
+    # the answer up front reads the same family: the grid's range of mean gains, its verdict, the per-loss counts
+    answer = eta_ch.answer_sentence(fam)
+    lo, hi = grid["estimate"].min(), grid["estimate"].max()
+    assert f"between {lo:+.2f} and {hi:+.2f} points" in answer and "(2 of these 3 means above 0)" in answer
+    assert f"**{eta_ch.range_verdict(grid)}**" in answer and "over the page's 9 comparisons" in answer
+    n_rep = int((diffs["verdict"] == "reproduced").sum())
+    assert f"Of the 6 per-loss rows (loss, η), reproduced: {n_rep}" in answer
+    empty = {"grid": grid.iloc[:0], "diffs": diffs.iloc[:0]}
+    assert "cannot be measured" in eta_ch.answer_sentence(empty)
 
 
 def test_bnwn_page_is_one_family():
