@@ -59,7 +59,8 @@ def eta_figure(summary: pd.DataFrame, metrics: Sequence[str] = ("R@1", "train_no
         ax.set_xlabel("η (log scale)")
         ax.set_title(f"{m} (dashed: η = 0)")
         first = first or ax
-    first.legend(fontsize=9, title="loss")
+    # one legend below the panels: inside the R@1 panel it covered the curves
+    fig.legend(*first.get_legend_handles_labels(), loc="outside lower center", ncols=len(losses), fontsize=9)
     return fig
 
 
