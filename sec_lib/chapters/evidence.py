@@ -405,6 +405,13 @@ def claims_box(page: str, profile: str, root=None) -> str:
     return box(page_records(page, page_evidence(page, profile, root)))
 
 
+def answer_box(page: str, profile: str, root=None) -> str:
+    """HTML: the page's answer for its opening (:func:`sec_lib.report.claims.answer`), from the same records as
+    :func:`claims_box`."""
+    from ..report.claims import answer
+    return answer(page_records(page, page_evidence(page, profile, root)))
+
+
 def waiting_records(page: str, shown: str, root=None) -> list:
     """Where ``page`` shows another tier (``shown``) because the first long tier (:data:`MAIN_TIERS`, the decisive
     tier) does not hold all of its sweeps yet: the records of the page's claims decided on that tier's runs, for the

@@ -104,3 +104,18 @@ def test_every_claim_has_one_verdict_across_pages_on_the_committed_tiers(fresh):
     # the committed tiers decide the pages they cover: their records say so
     ref = table[table["tier"].isin(evidence.MAIN_TIERS)]
     assert {"C4a", "C4v", "C1"} <= set(ref["claim"]), table[["claim", "tier"]]
+
+
+def test_a_pages_answer_states_what_its_claims_box_states():
+    """The answer a page opens with reads the same records as its claims box: the same ids with the same verdicts,
+    the detectable effect beside an inconclusive claim only, and nothing for a page that decides no claim."""
+    from sec_lib.report.claims import answer, box
+    recs = [record(), ClaimRecord(**{**record("inconclusive").__dict__, "id": "C10", "mde": 2.5})]
+    text = answer(recs)
+    assert {c: set(v) for c, v in stated_verdicts({"p": text}).items()} == {"C9": {"reproduced"},
+                                                                             "C10": {"inconclusive"}}
+    assert {c: set(v) for c, v in stated_verdicts({"p": box(recs)}).items()} == {"C9": {"reproduced"},
+                                                                                 "C10": {"inconclusive"}}
+    assert "ours +1.00 [+0.50, +1.50] pp" in text and text.count("could detect") == 1 and "could detect ≥ 2.50" in text
+    assert split_verdicts({"answer": text, "box": box(recs)}) == {}
+    assert answer([]) == ""
