@@ -133,3 +133,21 @@ def test_the_tiers_page_counts_the_gpu_tiers_own_stages():
     assert [r["runs"].split(" (")[0] for r in rows] == [f"{n} of {n}" for n in want] == ["4 of 4", "36 of 36", "40 of 40"]
     assert all(r["complete"] for r in rows)
     assert "(Adam's learning-rate pilot)" in rows[0]["runs"]
+
+
+def test_an_export_names_the_gpu_tiers_main_comparison(tmp_path):
+    """`tier.export` writes only the runs it is given: the gpu tier's main comparison, named before the profile's main
+    chapter can be (that waits for tuplet margin's and CosFace's selection), must be among them, or its runs would
+    never reach `data/reference/gpu/`."""
+    p = ex.get_profile("gpu")
+    partial = _HoldsEvery(missing=ex.EXTRA_LOSSES)
+    main = dict(gpu_tier.stages(p, partial))["main comparison (main losses × none and SEC at its held-out η)"]()
+    assert not {run_key(c) for c in main} & {run_key(c) for c in tier.profile_configs(p, partial)}   # the old gap
+    assert {run_key(c) for c in main} <= {run_key(c) for c in gpu_tier.configs(p, partial)}
+    # before the selection is complete, the stages that can be named are (the pilot, the selection), and no error
+    early = _HoldsEvery(missing=("triplet", *ex.EXTRA_LOSSES))
+    named = {run_key(c) for c in gpu_tier.configs(p, early)}
+    stages = dict(gpu_tier.stages(p, early))
+    assert {run_key(c) for c in stages["main losses' η/L2 selection"]()} <= named
+    with pytest.raises(KeyError):
+        stages["main comparison (main losses × none and SEC at its held-out η)"]()
