@@ -12,8 +12,8 @@ from ..figures import sweeps, widgets
 from ..report import one_family, summary_table, values_ci, with_verdict
 from . import profile_param
 from ..report.claims import Claim
-from .common import (NORM_CV, beside_cv, check_cols, measures_text, name_means, paired, var_cv_text, with_batch_cv,
-                     with_norm_cv)
+from .common import (NORM_CV, beside_cv, check_cols, measures_text, name_means, paired, shared_steps, var_cv_text,
+                     with_batch_cv, with_norm_cv)
 
 #: The notebook's parameters (checked by ``sec_lib.params.notebook_params``).
 PARAMS = profile_param()
@@ -245,6 +245,7 @@ def eta_explorer(summary: pd.DataFrame, runs: pd.DataFrame, steps: pd.DataFrame,
     (:func:`sec_lib.figures.widgets.slider_stack`)."""
     check_cols(runs, ["key", "loss", "eta", "seed"], "runs")
     steps = with_batch_cv(steps)
+    steps = shared_steps(steps, [c for c in dict.fromkeys((y, "norm_cv")) if c in steps.columns])
     etas = sorted(float(e) for e in runs["eta"].unique())
     figs = [sweeps.eta_panel(summary, steps, runs, e, y=y) for e in etas]
     return widgets.slider_stack(figs, [f"{e:g}" for e in etas], description="η", dpi=dpi)

@@ -12,7 +12,8 @@ from .. import reference, report
 from ..report import one_family, pooled_diff, summary_table, values_ci, with_verdict
 from . import profile_param
 from ..report.claims import Claim, from_row
-from .common import beside_cv, check_cols, measures_text, name_means, paired, verdict_row_of, with_norm_cv
+from .common import (beside_cv, check_cols, measures_text, name_means, paired, shared_steps, verdict_row_of,
+                     with_norm_cv)
 
 #: The notebook's parameters (checked by ``sec_lib.params.notebook_params``).
 PARAMS = profile_param()
@@ -188,7 +189,7 @@ def mu_trajectory(runs: pd.DataFrame, steps: pd.DataFrame, settings: Sequence[st
     check_cols(runs, ["key", "loss", "setting"], "runs")
     check_cols(steps, ["key", "step", "mu", "norm_mean"], "steps")
     sub = runs if settings is None else runs[runs["setting"].isin(settings)]
-    m = steps.merge(sub[["key", "loss", "setting"]], on="key")
+    m = shared_steps(steps[["key", "step", "mu", "norm_mean"]]).merge(sub[["key", "loss", "setting"]], on="key")
     return (m.groupby(["loss", "setting", "step"], sort=False)[["mu", "norm_mean"]].mean().reset_index())
 
 

@@ -23,8 +23,8 @@ from ..report import MARGINS, VERDICT_RULES, one_family, paired_diff, summary_ta
 from ..report.claims import Claim, from_row
 from . import check_shown, profile_param
 from ..runs.tier import StagedTier
-from .common import (check_cols, cv_from_var, equivalence_words, measures_text, verdict_row_of, with_batch_cv,
-                     with_norm_cv)
+from .common import (check_cols, cv_from_var, equivalence_words, measures_text, shared_steps, verdict_row_of,
+                     with_batch_cv, with_norm_cv)
 
 #: The notebook's parameters (checked by ``sec_lib.params.notebook_params``).
 PARAMS = profile_param()
@@ -257,7 +257,7 @@ def trajectories(runs: pd.DataFrame, steps: pd.DataFrame, columns=TRAJECTORY_COL
     r = regime_runs(runs)
     s = with_batch_cv(steps)
     check_cols(s, ["key", "step", *columns], "steps")
-    m = s[["key", "step", *columns]].merge(r[["key", "regime", "loss", "variant"]], on="key")
+    m = shared_steps(s[["key", "step", *columns]]).merge(r[["key", "regime", "loss", "variant"]], on="key")
     return m.groupby(["regime", "loss", "variant", "step"], sort=False)[list(columns)].mean().reset_index()
 
 

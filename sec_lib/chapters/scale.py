@@ -23,8 +23,8 @@ from ..report import MARGINS, one_family, pooled_diff, summary_table, values_ci
 from ..report.claims import Claim, from_row
 from . import check_shown, common, profile_param
 from ..runs.tier import StagedTier
-from .common import (beside_cv, check_cols, cv_from_var, equivalence_words, measures_text, seeds_text, verdict_row_of,
-                     with_batch_cv, with_norm_cv)
+from .common import (beside_cv, check_cols, cv_from_var, equivalence_words, measures_text, seeds_text, shared_steps,
+                     verdict_row_of, with_batch_cv, with_norm_cv)
 
 #: The notebook's parameters (checked by ``sec_lib.params.notebook_params``).
 PARAMS = profile_param()
@@ -82,7 +82,7 @@ def trajectories(runs: pd.DataFrame, steps: pd.DataFrame, columns: Sequence[str]
     r = arm_runs(runs)
     s = with_batch_cv(steps)
     check_cols(s, ["key", "step", *columns], "steps")
-    m = s.merge(r[["key", "loss", "variant", "arm"]], on="key")
+    m = shared_steps(s[["key", "step", *columns]]).merge(r[["key", "loss", "variant", "arm"]], on="key")
     out = m.groupby(["loss", "variant", "arm", "step"], sort=False)[list(columns)].mean().reset_index()
     return out.dropna(subset=list(columns), how="all").reset_index(drop=True)
 

@@ -96,6 +96,9 @@ def mu_trajectory_figure(traj: pd.DataFrame) -> Figure:
     """Per loss: the μ SEC used at each step (batch mean, EMA) and, for the run without SEC, the batch
     mean norm it would have used. Constant targets (μ = 0, fixed radii) are not drawn."""
     losses = list(dict.fromkeys(traj["loss"]))
+    # the EMAs share their colour (the μ palette's): each momentum gets a line style of its own
+    emas = [s for s in dict.fromkeys(traj["setting"]) if str(s).startswith("EMA")]
+    style = {"none": "--", **{s: ("-", ":", "-.")[i % 3] for i, s in enumerate(emas)}}
     fig, axes = subplots(1, len(losses), w=4.6, h=3.3)
     for ax, loss in zip(axes[0], losses):
         sub = traj[traj["loss"] == loss]
@@ -103,8 +106,7 @@ def mu_trajectory_figure(traj: pd.DataFrame) -> Figure:
             if str(setting).startswith(("zero", "fixed")):      # μ = 0 and fixed radii are constants
                 continue
             y = t["norm_mean"] if setting == "none" else t["mu"]
-            ax.plot(t["step"], y, color=setting_color(setting), lw=1.3,
-                    ls="--" if setting == "none" else "-",
+            ax.plot(t["step"], y, color=setting_color(setting), lw=1.3, ls=style.get(setting, "-"),
                     label=("none (batch mean ‖f‖)" if setting == "none" else setting))
         ax.set_xlabel("iteration")
         ax.set_ylabel("μ")
