@@ -7,6 +7,7 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.lines import Line2D
 
+from .. import report
 from .palette import (LOSS_MARKERS, STEP_LABELS, VARIANT_COLORS,
                       VARIANT_LABELS, variant_color)
 from .style import (BOOK_WIDTH, empty_panel, fig_ax, fig_axes, figure,
@@ -281,7 +282,7 @@ def norm_trajectories(steps: pd.DataFrame, runs: pd.DataFrame, y: str = "norm_va
     """A batch statistic over training per loss (panels) × variant (colours): mean over seeds with a
     min–max band. ``y``: 'norm_var', 'norm_mean', 'grad_slope', 'dtheta_cv', ... (a steps column)."""
     need(steps, ["key", "step", y], "steps")
-    d = _with_run_attrs(steps[["key", "step", y]], runs).dropna(subset=[y])
+    d = _with_run_attrs(report.shared_steps(steps[["key", "step", y]]), runs).dropna(subset=[y])
     losses, variants = _losses_in(d), _variants_in(d)
     with style():
         fig = figure(BOOK_WIDTH, 2.9)
@@ -454,7 +455,8 @@ def norm_panel(test_norms: pd.DataFrame, steps: pd.DataFrame, runs: pd.DataFrame
         else:
             empty_panel(a1, "no test norms")
         a1.set_xlabel("‖f‖ / run's mean ‖f‖")
-        st = steps[steps["key"].isin(keys)].merge(runs[["key", "seed"]], on="key").dropna(subset=[y])
+        st = report.shared_steps(steps.loc[steps["key"].isin(keys), ["key", "step", y]])
+        st = st.merge(runs[["key", "seed"]], on="key").dropna(subset=[y])
         if len(st):
             sns.lineplot(st, x="step", y=y, estimator="mean", errorbar=("pi", 100), color=c, ax=a2)
             if (st[y] > 0).all():

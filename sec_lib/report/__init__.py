@@ -31,7 +31,8 @@ Modules (every name is re-exported here, so ``from sec_lib.report import X`` is 
   :data:`FAMILY_COLUMNS`;
 * :mod:`.formatting`: :func:`format_ci`, :func:`fmt_cell`, :func:`fmt_estimate`, :func:`fmt_metric`, :func:`wide`,
   :func:`summary_table`;
-* :mod:`.fits`: :func:`loglog_fit`, :func:`loglog_fits`.
+* :mod:`.fits`: :func:`loglog_fit`, :func:`loglog_fits`;
+* :mod:`.steps`: :func:`shared_steps`.
 """
 from .fits import LogLogFit, loglog_fit, loglog_fits
 from .formatting import fmt_cell, fmt_estimate, fmt_metric, format_ci, is_percent, summary_table, wide
@@ -39,6 +40,7 @@ from .intervals import (DEFAULT_METRICS, PAIRED_COLUMNS, cv_from_var, mean_ci, p
                         values_ci)
 from .multiplicity import FAMILY_COLUMNS, adjust_family, holm, one_family, with_verdict
 from .power import min_detectable_effect
+from .steps import shared_steps
 from .verdicts import (
     MARGINS, N_COUNTS, PRIMARY_METRIC, ROW_COLUMNS, SECONDARY_METRICS, VERDICT_RULES, VERDICTS, VerdictRules,
     claim_margin, equivalence_p, margin_for, margin_table, metric_role, usable_interval, verdict, verdict_row,
@@ -46,6 +48,7 @@ from .verdicts import (
 )
 
 __all__ = [
+    "shared_steps",
     "mean_ci",
     "summarize",
     "wide",

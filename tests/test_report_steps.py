@@ -1,9 +1,10 @@
-"""chapters.common.shared_steps: a mean over runs at each step averages every run, also where a committed tier kept a
+"""report.shared_steps (the chapters' common.shared_steps): a mean over runs at each step averages every run, also where a committed tier kept a
 different subset of each run's steps (tier.decimate_steps)."""
 import numpy as np
 import pandas as pd
 import pytest
 
+from sec_lib import report
 from sec_lib.chapters import common, mu
 from sec_lib.runs import tier
 
@@ -49,6 +50,9 @@ def test_no_extrapolation_beyond_a_runs_logged_range_and_nan_rows_are_skipped():
     assert oa.notna().all() and oa.loc[oa.index[oa.index > 400][0]] == pytest.approx(oa.index[oa.index > 400][0])
     with pytest.raises(ValueError, match="steps"):
         common.shared_steps(pd.DataFrame({"key": ["a"], "norm_mean": [1.0]}))
+    with pytest.raises(ValueError, match="DataFrame"):
+        report.shared_steps([1, 2])
+    assert common.shared_steps is report.shared_steps
 
 
 def test_the_mu_trajectory_of_decimated_runs_is_one_curve():
