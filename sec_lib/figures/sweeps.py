@@ -57,7 +57,7 @@ def eta_figure(summary: pd.DataFrame, metrics: Sequence[str] = ("R@1", "train_no
             ax0.set_yscale("log")
         ax.tick_params(labelleft=False)
         ax.set_xlabel("η (log scale)")
-        ax.set_title(f"{m} (dashed: η = 0)")
+        ax.set_title(f"{METRIC_LABELS.get(m, m).split(' (')[0].split(',')[0]} (dashed: η = 0)")   # a name, not the column
         first = first or ax
     # one legend below the panels: inside the R@1 panel it covered the curves
     fig.legend(*first.get_legend_handles_labels(), loc="outside lower center", ncols=len(losses), fontsize=9)
