@@ -51,7 +51,7 @@ def test_gpu_tier_export_saves_every_run_the_store_holds(monkeypatch, tmp_path):
     store = ResultStore()
     assert store.root == tmp_path / "store"
     n = tier.restore(committed, store)
-    monkeypatch.setattr(commands.tier, "tier_dir", lambda profile, root=None: tmp_path / profile)
+    monkeypatch.setattr(tier, "tier_dir", lambda profile, root=None: tmp_path / profile)
     assert gpu_tier.export() == 0
     assert len(tier.TierStore(tmp_path / "gpu").runs) == n == len(tier.TierStore(committed).runs)
 
@@ -60,7 +60,7 @@ def test_gpu_tier_command_starts_from_the_pace_kept_in_the_store(monkeypatch, tm
     """A second command on a warm GPU machine reads the last chunk's pace from the store (gpu_pace.json)."""
     import json
     monkeypatch.setenv("SEC_RUNS_DIR", str(tmp_path / "store"))
-    monkeypatch.setattr(commands.tier, "restore", lambda out, store: 0)
+    monkeypatch.setattr(tier, "restore", lambda out, store: 0)
     monkeypatch.setattr(commands, "prepare_data", lambda p: None)
     seen = []
 

@@ -6,7 +6,6 @@
 """
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 import subprocess
@@ -210,7 +209,7 @@ def rerun_command(key: str, profile: str, tier_root=None) -> int:
 
 
 def train_exporting(todo, named, out, store, jobs: int, what: str, together: int = 1,
-                     deadline: float | None = None, pace: dict | None = None, pace_file=None) -> bool:
+                    deadline: float | None = None, pace: dict | None = None, pace_file=None) -> bool:
     """Train ``todo`` in chunks of ``jobs`` x ``together`` runs, exporting every run of ``named`` that is in
     ``store`` to the tier folder ``out`` after each chunk (so a stopped session loses at most one chunk).
 

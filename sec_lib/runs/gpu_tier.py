@@ -7,6 +7,7 @@ sec_lib.book gpu-tier`` calls :func:`command`; the tiers page counts :func:`stag
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import time
 from pathlib import Path
@@ -63,12 +64,9 @@ def stages(p: ex.Profile, store) -> list:
     3. The main comparison the issue asks of a GPU: the four main losses × {none, SEC at the held-out η} × the
        profile's ``main_seeds``, the same runs (and store keys) as the main chapter's arms of those losses. Named
        from stage 2 alone: the main chapter also waits for tuplet margin's and CosFace's selection."""
-    q = None
-
-    def tuned():
-        nonlocal q
-        q = q or ex.tuned(p, "adam", store)
-        return q
+    @functools.cache
+    def tuned() -> ex.Profile:                      # the pilot's rate, read from the store once for both stages
+        return ex.tuned(p, "adam", store)
 
     def selection():
         cfgs = [c for c in ex.eta_selection(tuned())
@@ -76,7 +74,8 @@ def stages(p: ex.Profile, store) -> list:
         return sorted(cfgs, key=lambda c: SELECTION_ORDER[c.variant])     # stable: each grid in its order
 
     def main():
-        sel = ex.stored_selection(tuned(), store, ex.MAIN_LOSSES)
+        q = tuned()
+        sel = ex.stored_selection(q, store, ex.MAIN_LOSSES)
         return [ex.config(q, loss, variant, s, **changes) for loss in ex.MAIN_LOSSES
                 for variant, changes in (("none", {}), ("sec", {"eta": ex.chosen_eta(q, loss, sel)}))
                 for s in q.main_seeds]

@@ -10,6 +10,7 @@ Pages mark each verdict they state with ``data-claim`` / ``data-verdict`` (the b
   scorecard and the landing page's primary-test badge are rendered, and compared;
 * in the smoke book that ``test_book.py`` builds, every built page is read the same way.
 """
+import dataclasses
 import subprocess
 
 import pytest
@@ -110,7 +111,7 @@ def test_a_pages_answer_states_what_its_claims_box_states():
     """The answer a page opens with reads the same records as its claims box: the same ids with the same verdicts,
     the detectable effect beside an inconclusive claim only, and nothing for a page that decides no claim."""
     from sec_lib.report.claims import answer, box
-    recs = [record(), ClaimRecord(**{**record("inconclusive").__dict__, "id": "C10", "mde": 2.5})]
+    recs = [record(), dataclasses.replace(record("inconclusive"), id="C10", mde=2.5)]
     text = answer(recs)
     assert {c: set(v) for c, v in stated_verdicts({"p": text}).items()} == {"C9": {"reproduced"},
                                                                              "C10": {"inconclusive"}}
