@@ -325,6 +325,9 @@ def n_text(n, n_counts: str = "seeds", detail: str = "") -> str:
     """'n = 3 seeds' / 'n = 12 runs pooled across losses', then ', ``detail``' when given."""
     if n is None or (isinstance(n, float) and not np.isfinite(n)):
         return "n = 0"
+    if int(n) == 1:  # 'n = 1 seed', 'n = 1 run pooled across losses'
+        first, _, rest = n_counts.partition(" ")
+        n_counts = " ".join(filter(None, [first[:-1] if first.endswith("s") else first, rest]))
     return f"n = {int(n)} {n_counts}" + (f", {detail}" if detail else "")
 
 
@@ -397,16 +400,27 @@ def verdict_row_of(est: dict, expected_sign: int, margin=None, n_counts: str = "
     return row
 
 
-def run_step_means(runs: pd.DataFrame, steps: pd.DataFrame, cols: Sequence[str], last_frac: float = 1.0) -> pd.DataFrame:
-    """``runs`` with, per run, the mean over steps (NaN-skipping; the last ``last_frac`` of training)
-    of each step column in ``cols`` (e.g. grad_slope, dtheta_cv, grad_norm_cv)."""
+def run_step_means(runs: pd.DataFrame, steps: pd.DataFrame, cols: Sequence[str], last_frac: float = 1.0,
+                   stat: str = "mean") -> pd.DataFrame:
+    """``runs`` with, per run, the mean (or, with ``stat="median"``, the median) over steps (NaN-skipping; the
+    last ``last_frac`` of training) of each step column in ``cols`` (e.g. dtheta_cv, grad_norm_cv)."""
     if not 0 < last_frac <= 1:
         raise ValueError(f"last_frac must be in (0, 1], got {last_frac!r}")
+    if stat not in ("mean", "median"):
+        raise ValueError(f"stat must be 'mean' or 'median', got {stat!r}")
     cols = list(cols)
     check_cols(steps, ["key", "step", *cols], "steps")
     s = steps
     if last_frac < 1:
         last = s.groupby("key")["step"].transform("max")
         s = s[s["step"] > (1 - last_frac) * last]
-    means = s.groupby("key")[cols].mean().reset_index()
+    means = s.groupby("key")[cols].agg(stat).reset_index()
     return runs.drop(columns=[c for c in cols if c in runs.columns]).merge(means, on="key", how="left")
+
+
+def run_slopes(runs: pd.DataFrame, steps: pd.DataFrame, last_frac: float = 1.0) -> pd.DataFrame:
+    """``runs`` with each run's ``grad_slope``: the MEDIAN over its logged steps of the per-batch log-log slope of
+    ‖∂L/∂f_i‖ against ‖f_i‖. The one per-run summary of that slope on every page. A batch whose norms barely
+    differ fits a slope of −40 or −250 (about a fifth of the decisive tier's batches lie beyond ±5), so a
+    per-run mean follows its few worst batches; the median follows the typical one."""
+    return run_step_means(runs, steps, ["grad_slope"], last_frac, stat="median")

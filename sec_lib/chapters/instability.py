@@ -11,7 +11,7 @@ from .. import report
 from ..report import one_family, pooled_diff, summary_table, values_ci
 from . import profile_param
 from ..report.claims import Claim, from_row
-from .common import check_cols, measures_text, run_step_means, verdict_row_of
+from .common import check_cols, measures_text, run_slopes, run_step_means, verdict_row_of
 
 #: The notebook's parameters (checked by ``sec_lib.params.notebook_params``).
 PARAMS = profile_param()
@@ -44,9 +44,10 @@ INSTABILITY_METRICS = ("grad_slope", "grad_r2", "growth", "cv_end", "max_rel_jum
 
 def instability_table(runs: pd.DataFrame, steps: pd.DataFrame, tracked: pd.DataFrame,
                       by: Sequence[str] = ("loss", "variant")) -> pd.DataFrame:
-    """Per group: mean log-log slope (and r²) of ‖∂L/∂f_i‖ against ‖f_i‖ over training, and the
-    tracked samples' norm growth, final spread and largest step-to-step jump."""
-    r = run_step_means(runs, steps, ["grad_slope", "grad_r2"])
+    """Per group: each run's median log-log slope of ‖∂L/∂f_i‖ against ‖f_i‖ over training
+    (:func:`~sec_lib.chapters.common.run_slopes`) and mean r², and the tracked samples' norm growth,
+    final spread and largest step-to-step jump."""
+    r = run_step_means(run_slopes(runs, steps), steps, ["grad_r2"])
     r = tracked_stats(r, tracked)
     return summary_table(r, list(by), list(INSTABILITY_METRICS), digits=3)
 
@@ -75,13 +76,13 @@ def instability_family(runs: pd.DataFrame, steps: pd.DataFrame, tracked: pd.Data
     """The page's three verdicts as ONE Holm family (issue 9), one row each (``question``, ``what``,
     and the columns of :data:`sec_lib.report.ROW_COLUMNS`):
 
-    * ``slope``: the per-batch log-log slope of ‖∂L/∂f_i‖ against ‖f_i‖ (mean over each run's steps) of
+    * ``slope``: the per-batch log-log slope of ‖∂L/∂f_i‖ against ‖f_i‖ (median over each run's steps) of
       the runs without SEC, one value per run (n = runs pooled across losses and seeds), expected < 0;
     * ``growth``: log(mean tracked norm at the end / at the start) of the runs without SEC, per run, > 0;
     * ``cv_end``: SEC − none of the final CV of the tracked norms, paired on seed and averaged over the
       losses per seed (n = seeds), expected < 0.
     """
-    slopes = run_step_means(runs, steps, ["grad_slope"])
+    slopes = run_slopes(runs, steps)
     tr = tracked_stats(runs, tracked)
     none_sl = slopes.loc[slopes.variant == "none"]
     none_tr = tr.loc[tr.variant == "none"]

@@ -9,7 +9,7 @@ import pandas as pd
 from ..report import one_family, summary_table, values_ci, with_verdict
 from . import profile_param
 from ..report.claims import Claim, family_row
-from .common import beside_cv, measures_text, name_means, paired, run_step_means, verdict_row_of, with_norm_cv
+from .common import beside_cv, measures_text, name_means, paired, run_slopes, verdict_row_of, with_norm_cv
 
 #: The notebook's parameters (checked by ``sec_lib.params.notebook_params``).
 PARAMS = profile_param()
@@ -19,9 +19,10 @@ NORMLAYER_METRICS = ("R@1", "NMI", "train_norm_var", "test_norm_var", "grad_slop
 
 def normlayer_table(runs: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
     """Per head × variant: retrieval, prenorm norm variances, each with its CV (std / mean, scale-free;
-    :func:`~sec_lib.chapters.common.with_norm_cv`) beside it, and the mean log-log slope of the
-    per-sample gradient norm wrt the prenorm features against their norm."""
-    r = with_norm_cv(run_step_means(runs, steps, ["grad_slope"]))
+    :func:`~sec_lib.chapters.common.with_norm_cv`) beside it, and each run's median log-log slope of the
+    per-sample gradient norm wrt the prenorm features against their norm
+    (:func:`~sec_lib.chapters.common.run_slopes`)."""
+    r = with_norm_cv(run_slopes(runs, steps))
     return summary_table(r, ["head", "variant"], beside_cv(NORMLAYER_METRICS, r.columns), digits=3)
 
 
@@ -51,10 +52,11 @@ FAMILY = "normlayer page"
 
 
 def prenorm_slope(runs: pd.DataFrame, steps: pd.DataFrame) -> dict:
-    """The normalize head's per-batch log-log slope of ‖∂L/∂z_i‖ against ‖z_i‖ (mean over each run's
-    steps), averaged per seed over the runs without and with SEC: mean, 95% interval and t-test over
-    seeds (:func:`sec_lib.report.values_ci`), plus ``n_runs`` (the runs behind the seeds' means)."""
-    slopes = run_step_means(runs, steps, ["grad_slope"])
+    """The normalize head's per-batch log-log slope of ‖∂L/∂z_i‖ against ‖z_i‖ (median over each run's steps,
+    :func:`~sec_lib.chapters.common.run_slopes`), averaged per seed over the runs without and with SEC: mean,
+    95% interval and t-test over seeds (:func:`sec_lib.report.values_ci`), plus ``n_runs`` (the runs behind
+    the seeds' means)."""
+    slopes = run_slopes(runs, steps)
     s = slopes[(slopes["head"] == "normalize") & slopes["grad_slope"].notna()]
     out = values_ci(s.groupby("seed")["grad_slope"].mean().to_numpy() if len(s) else [])
     out["n_runs"] = int(len(s))

@@ -23,8 +23,8 @@ from ..report import MARGINS, VERDICT_RULES, one_family, paired_diff, summary_ta
 from ..report.claims import Claim, from_row
 from . import check_shown, profile_param
 from ..runs.tier import StagedTier
-from .common import (check_cols, cv_from_var, equivalence_words, measures_text, shared_steps, verdict_row_of,
-                     with_batch_cv, with_norm_cv)
+from .common import (check_cols, cv_from_var, equivalence_words, measures_text, run_slopes, shared_steps,
+                     verdict_row_of, with_batch_cv, with_norm_cv)
 
 #: The notebook's parameters (checked by ``sec_lib.params.notebook_params``).
 PARAMS = profile_param()
@@ -262,15 +262,18 @@ def trajectories(runs: pd.DataFrame, steps: pd.DataFrame, columns=TRAJECTORY_COL
 
 
 def slope_table(runs: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
-    """Per regime × variant, over its runs (all losses and seeds): each run's mean gradient-vs-norm slope over
-    its logged steps, over the first and over the last quarter of training (mean ± 95% CI over runs)."""
+    """Per regime × variant, over its runs (all losses and seeds): each run's median gradient-vs-norm slope over
+    its logged steps (:func:`~sec_lib.chapters.common.run_slopes`), over the first and over the last quarter of
+    training (mean ± 95% CI over runs)."""
     r = regime_runs(runs)
     check_cols(steps, ["key", "step", "grad_slope"], "steps")
     s = steps[["key", "step", "grad_slope"]].dropna()
     last = s.groupby("key")["step"].transform("max")
-    per = pd.DataFrame({"slope (all steps)": s.groupby("key")["grad_slope"].mean(),
-                        "slope (first quarter)": s[s["step"] <= 0.25 * last].groupby("key")["grad_slope"].mean(),
-                        "slope (last quarter)": s[s["step"] > 0.75 * last].groupby("key")["grad_slope"].mean()})
+    first = s[s["step"] <= 0.25 * last]
+    def per_run(st, last_frac=1.0):
+        return run_slopes(r[["key"]], st, last_frac).set_index("key")["grad_slope"]
+    per = pd.DataFrame({"slope (all steps)": per_run(s), "slope (first quarter)": per_run(first),
+                        "slope (last quarter)": per_run(s, last_frac=0.25)})
     x = r.merge(per.reset_index(), on="key", how="left")
     x = x.assign(_r=x["regime"].map({g: i for i, g in enumerate(REGIMES)}),
                  _v=x["variant"].map({v: i for i, v in enumerate(SHOWN_VARIANTS)})).sort_values(["_r", "_v"])
@@ -278,15 +281,17 @@ def slope_table(runs: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
 
 
 def slope_contrast(runs: pd.DataFrame, steps: pd.DataFrame) -> dict:
-    """Fine-tuned − from scratch of each run's mean gradient-vs-norm slope, paired on (loss, variant, seed):
+    """Fine-tuned − from scratch of each run's median gradient-vs-norm slope, paired on (loss, variant, seed):
     mean, 95% interval and n (pairs)."""
     return _regime_contrast(_run_slopes(runs, steps), "slope")
 
 
 def _run_slopes(runs: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
-    """:func:`regime_runs` with each run's ``slope``: its gradient-vs-norm slope averaged over the logged steps."""
-    per = steps[["key", "grad_slope"]].dropna().groupby("key")["grad_slope"].mean().rename("slope").reset_index()
-    return regime_runs(runs).merge(per, on="key")
+    """:func:`regime_runs` with each run's ``slope``: the median of its gradient-vs-norm slope over the logged
+    steps (:func:`~sec_lib.chapters.common.run_slopes`)."""
+    check_cols(steps, ["key", "step", "grad_slope"], "steps")
+    r = regime_runs(runs)
+    return run_slopes(r, steps).rename(columns={"grad_slope": "slope"}).dropna(subset=["slope"])
 
 
 def _regime_contrast(per_run: pd.DataFrame, column: str) -> dict:
@@ -308,7 +313,7 @@ def slope_sentence(runs: pd.DataFrame, steps: pd.DataFrame) -> str:
     def fmt(e):
         ci = f" [{e['ci_lo']:+.3f}, {e['ci_hi']:+.3f}]" if np.isfinite(e["ci_lo"]) else ""
         return f"{e['estimate']:+.3f}{ci}"
-    return (f"Mean gradient-vs-norm slope per run (log ‖∂L/∂f_i‖ against log ‖f_i‖, averaged over the logged steps; "
+    return (f"Gradient-vs-norm slope per run (log ‖∂L/∂f_i‖ against log ‖f_i‖, the median over the logged steps; "
             f"mean and 95% interval over runs): fine-tuned {fmt(means[REGIMES[0]])} ({means[REGIMES[0]]['n']} runs), "
             f"from scratch {fmt(means[REGIMES[1]])} ({means[REGIMES[1]]['n']} runs); paired on loss, variant and "
             f"seed, fine-tuned − from scratch {fmt(c)} ({c['n']} pairs). A slope of −1 is the paper's 1/‖f‖: the "

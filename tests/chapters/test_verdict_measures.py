@@ -81,6 +81,30 @@ def test_q7a_claim_row_uses_the_slope_interval():
     assert t.ci_lo < 0 < t.ci_hi and t.verdict == "inconclusive"
 
 
+def test_run_slopes_take_each_runs_median_so_one_degenerate_batch_does_not_move_q7a():
+    """A batch whose norms barely differ fits a wild slope (the decisive tier has −253): the per-run summary
+    behind Q7a, the normalize head and the pretrained contrast is the median over the run's steps."""
+    from sec_lib.chapters import common, instability, normlayer, pretrained
+    runs = pd.DataFrame({"key": ["a", "b"], "variant": "none", "loss": "ms", "seed": [0, 1], "head": "normalize",
+                         "R@1": 50.0, "status": "done"})
+    steps = pd.DataFrame({"key": ["a"] * 5 + ["b"] * 5, "step": [1, 2, 3, 4, 5] * 2,
+                          "grad_slope": [-1.0, -1.1, -0.9, -1.0, -200.0, -2.0, -2.1, np.nan, -1.9, -2.0]})
+    got = common.run_slopes(runs, steps).set_index("key")["grad_slope"]
+    assert got.to_dict() == pytest.approx({"a": -1.0, "b": -2.0})
+    assert common.run_step_means(runs, steps, ["grad_slope"]).set_index("key").loc["a", "grad_slope"] == \
+        pytest.approx(-40.8)                                            # what the per-run mean would have said
+    assert common.run_slopes(runs, steps, last_frac=0.4).set_index("key")["grad_slope"].to_dict() == \
+        pytest.approx({"a": -100.5, "b": -1.95})
+    with pytest.raises(ValueError, match="stat must be 'mean' or 'median'"):
+        common.run_step_means(runs, steps, ["grad_slope"], stat="max")
+    fam = instability.instability_family(runs, steps, pd.DataFrame({
+        "key": ["a", "a", "b", "b"], "step": [0, 5] * 2, "sample": 0, "norm": [1.0, 2.0] * 2}))
+    assert fam.set_index("question").loc["slope", "estimate"] == pytest.approx(-1.5)
+    assert normlayer.prenorm_slope(runs, steps)["estimate"] == pytest.approx(-1.5)
+    assert pretrained._run_slopes(runs.assign(regime="from scratch"), steps)["slope"].tolist() == \
+        pytest.approx([-1.0, -2.0])
+
+
 def test_q9_reports_the_range_of_eta():
     rows = []
     gain = {0.0: 0.0, 0.001: -0.4, 0.01: 3.0, 0.1: 4.0, 1.0: -6.0}   # helps only at 0.01 and 0.1
@@ -121,3 +145,11 @@ def test_rules_and_margins_tables():
     rules = claims.rules_table()
     assert set(report.VERDICTS) <= set(rules["rule"]) and "partly" not in set(rules["rule"])
     assert "R@1" in claims.margins_html() and "primary" in claims.role_sentence()
+
+
+def test_n_text_counts_in_the_singular_for_one():
+    from sec_lib.chapters.common import n_text
+    assert n_text(1) == "n = 1 seed"
+    assert n_text(1, "runs pooled across losses") == "n = 1 run pooled across losses"
+    assert n_text(3) == "n = 3 seeds"
+    assert n_text(3, "runs pooled across losses", "paired") == "n = 3 runs pooled across losses, paired"
