@@ -8,6 +8,7 @@ import nbformat
 import pytest
 
 from sec_lib import chapters
+from sec_lib.chapters import evidence
 from sec_lib.runs import experiments as ex
 
 REPO = Path(__file__).resolve().parents[2]
@@ -34,3 +35,21 @@ def test_pages_read_known_sweeps_and_notebooks_call_their_chapter():
                          if c.cell_type == "code")
         assert f"sec_lib.chapters.{name}" in code or f"chapters import {name}" in code or \
             f"from sec_lib.chapters import common, {name}" in code, name
+
+
+#: Pages that open with their own answer sentence, computed from the page's Holm family, instead of the answer box.
+OWN_ANSWER = {"compare": "home.answer_sentence(", "eta": "eta.answer_sentence(", "scale": "scale.answer_sentence(",
+              "pretrained": "pretrained.answer_sentence("}
+
+
+@pytest.mark.parametrize("page", [p for p in evidence.claim_pages() if p != "claims"])
+def test_every_page_that_decides_a_claim_opens_with_its_answer(page):
+    """Each page is an argument: the answer comes before the evidence, and the claims box closes the page."""
+    nb = nbformat.read(REPO / "notebooks" / f"{page}.ipynb", as_version=4)
+    code = [c.source for c in nb.cells if c.cell_type == "code"]
+    opening = OWN_ANSWER.get(page, f'evidence.answer_box("{page}"')
+    first = next((i for i, s in enumerate(code) if opening in s), None)
+    assert first is not None, f"{page}.ipynb does not open with {opening}…"
+    assert first <= 3, f"{page}.ipynb gives its answer only in code cell {first}"
+    box = [i for i, s in enumerate(code) if f'evidence.claims_box("{page}"' in s]
+    assert box and box[-1] > first
