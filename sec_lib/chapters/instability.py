@@ -159,8 +159,8 @@ def _question(q: str):
 CLAIMS = [
     Claim(id="Q7a", claim="The gradient magnitude falls with the norm (‖∂L/∂f‖ ∝ 1/‖f‖)",
           source="review Q7; paper Prop. 2",
-          measured="log-log slope of ‖∂L/∂f_i‖ against ‖f_i‖ in each batch, mean over training, runs without SEC "
-                   "pooled across losses; reproduced only if the interval contains −1 and excludes 0",
+          measured="log-log slope of ‖∂L/∂f_i‖ against ‖f_i‖ in each batch, each run's median over training, runs "
+                   "without SEC pooled across losses; reproduced only if the interval contains −1 and excludes 0",
           unit="slope", expected_sign=-1, page="instability", estimate=_question("slope"),
           n_counts="runs pooled across losses", target=SLOPE_TARGET),
     Claim(id="Q7b", claim="Without SEC the norms of training samples grow during training",

@@ -209,11 +209,39 @@ def page_reading(runs: pd.DataFrame, family: dict | None = None) -> str:
     lines.append(f"- **Batch mean or data mean?** {e['comparison']}: "
                  f"{measures_text(e, 2, 'R@1 points', f'each the mean over {int(e.n_losses)} losses', 't-test against 0')}"
                  f" → *the batch mean is as good as a running mean* (equivalence within ±{e['margin']:g} points): "
-                 f"**{e['verdict']}**.")
+                 f"**{e['verdict']}**{_ema_direction(e)}.{_ema_per_loss(fam)}")
     m = int(fam["ema"]["m"].iloc[0])
     return ("\n".join(lines) + f"\n\nEvery verdict on this page comes from one Holm family of {m} comparisons (the "
             "paired table and the EMA row; the best μ = 0 rows repeat rows of the paired table). The best μ = 0 "
             "weight was picked after the fact, which can only help μ = 0.")
+
+
+def _ema_direction(e) -> str:
+    """Where the pooled equivalence fails because the whole interval lies beyond the margin: which side the mean
+    over the losses favours, so that 'not reproduced' is not read as 'the running mean wins'. '' otherwise."""
+    lo, hi, margin = float(e["ci_lo"]), float(e["ci_hi"]), float(e["margin"])
+    if not (np.isfinite(lo) and np.isfinite(hi) and np.isfinite(margin)):
+        return ""
+    if hi < -margin or lo > margin:
+        side = "worse" if hi < -margin else "better"
+        return f": averaged over the losses, the running mean is {side} than the batch mean by more than {margin:g} points"
+    return ""
+
+
+def _ema_per_loss(fam: dict) -> str:
+    """The pooled EMA row's losses one by one (their rows of the paired table, batch mean − EMA), and whether they
+    agree in sign. '' without those rows."""
+    setting = str(fam["ema"]["comparison"].iloc[0]).split(" − ")[0]
+    rows = fam["diffs"][(fam["diffs"]["versus"] == setting) & (fam["diffs"]["metric"] == fam["ema"]["metric"].iloc[0])]
+    rows = rows[np.isfinite(rows["estimate"].astype(float))]
+    if not len(rows):
+        return ""
+    each = "; ".join(f"{r['loss']} {r['estimate']:+.2f} [{r['ci_lo']:+.2f}, {r['ci_hi']:+.2f}] ({r['verdict']})"
+                     for r in rows.to_dict("records"))
+    signs = set(np.sign(rows["estimate"].astype(float)))
+    agree = (" The losses disagree in sign: the mean over them hides which μ suits which loss."
+             if {-1.0, 1.0} <= signs else "")
+    return f" Per loss, batch mean − {setting} (the paired table's rows): {each}.{agree}"
 
 
 # ------------------------------------------------------------------------------ the claims this page decides

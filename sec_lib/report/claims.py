@@ -315,16 +315,20 @@ def box(records: Sequence[ClaimRecord], claims_page: str = "claims.html") -> str
 
 
 def answer(records: Sequence[ClaimRecord], claims_page: str = "claims.html") -> str:
-    """The page's answer, for its opening: each claim it decides in one clause (badge, statement, ours with its unit,
-    and for an inconclusive claim the smallest effect the design could detect), from the same records as its
-    claims box (:func:`box`), so the opening and the box cannot disagree. '' for a page that decides no claim."""
+    """The page's answer, for its opening: each claim it decides in one clause (badge, statement, ours with its unit
+    and what it measures, the first clause of the record's ``measured``, so that a signed difference says which
+    side it subtracts; for an inconclusive claim the smallest effect the design could detect), from the same records
+    as its claims box (:func:`box`), so the opening and the box cannot disagree. '' for a page that decides no
+    claim."""
     if not records:
         return ""
     parts = []
     for r in records:
         det = f", could detect ≥ {r.mde:.{r.digits}f}" if r.verdict == "inconclusive" and np.isfinite(r.mde) else ""
+        what = r.measured.split(";")[0].strip()
+        what = f" ({_html.escape(what)})" if what else ""
         parts.append(f"{badge(r, claims_page)}: {_html.escape(r.statement)}: ours {_html.escape(r.evidence)} "
-                     f"{_html.escape(r.unit)}{det}")
+                     f"{_html.escape(r.unit)}{what}{det}")
     return ('<p class="page-answer"><b>The answer on these runs</b>, claim by claim as the scorecard decides it '
             f'(the claims box at the end gives each one\'s test): {"; ".join(parts)}.</p>')
 

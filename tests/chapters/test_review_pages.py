@@ -548,6 +548,18 @@ def test_page_readings_are_computed_from_the_frames(mixed):
     mu_r = mu_runs()
     text = mu_ch.page_reading(mu_r)
     assert "best μ = 0" in text and "picked after the fact" in text
+    # 'not reproduced' by an interval wholly beyond the margin says which side is better
+    row = {"ci_lo": -1.9, "ci_hi": -1.0, "margin": 0.5}
+    assert "the running mean is worse than the batch mean by more than 0.5" in mu_ch._ema_direction(row)
+    assert "the running mean is better" in mu_ch._ema_direction({**row, "ci_lo": 1.0, "ci_hi": 1.9})
+    assert mu_ch._ema_direction({**row, "ci_lo": -0.4, "ci_hi": 0.3}) == ""
+    assert mu_ch._ema_direction({**row, "ci_lo": -1.9, "ci_hi": 0.3}) == ""
+    fam = mu_ch.mu_family(mu_r)
+    ema_setting = fam["ema"]["comparison"].iloc[0].split(" − ")[0]
+    per_loss = mu_ch._ema_per_loss(fam)
+    rows = fam["diffs"][(fam["diffs"]["versus"] == ema_setting) & (fam["diffs"]["metric"] == "R@1")]
+    assert len(rows) and all(f"{r.loss} {r.estimate:+.2f}" in per_loss for r in rows.itertuples())
+    assert per_loss in text
     diff = claims.difficulty_association(main.runs, main.test_norms)
     assert claims.difficulty_sentence(diff).startswith("**Difficulty.**")
     summary = eta_ch.eta_summary(f["eta"].runs.assign(test_norm_var=1.0))

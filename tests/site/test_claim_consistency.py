@@ -120,3 +120,6 @@ def test_a_pages_answer_states_what_its_claims_box_states():
     assert "ours +1.00 [+0.50, +1.50] pp" in text and text.count("could detect") == 1 and "could detect ≥ 2.50" in text
     assert split_verdicts({"answer": text, "box": box(recs)}) == {}
     assert answer([]) == ""
+    # a signed difference says what it subtracts: the first clause of the record's measured
+    said = answer([dataclasses.replace(record(), measured="R@1 EMA − batch mean, mean over the losses; equivalence")])
+    assert "pp (R@1 EMA − batch mean, mean over the losses)" in said and "equivalence" not in said
