@@ -36,6 +36,21 @@ def label_mu(runs: pd.DataFrame, profile=None, root=None) -> pd.DataFrame:
 MU_METRICS = ("R@1", "NMI", "F1", "train_norm_var")
 
 
+def eta_sentence(runs: pd.DataFrame) -> str:
+    """Which SEC weight the page's runs use, read from the runs: per loss, the η of its batch-mean runs (every μ
+    setting with SEC shares it), and whether that is the paper's η (:data:`sec_lib.runs.experiments.ETA_SEC`)."""
+    check_cols(runs, ["loss", "setting", "eta"], "runs")
+    eta = runs[runs["setting"] == "batch mean"].groupby("loss")["eta"].unique()
+    if not len(eta):
+        return ""
+    each = ", ".join(f"{loss} {'/'.join(f'{e:g}' for e in sorted(v))}" for loss, v in eta.items())
+    paper = all(len(v) == 1 and np.isclose(v[0], ex.ETA_SEC.get(loss, np.nan)) for loss, v in eta.items())
+    whose = ("the paper's η for each loss, as in the rebuttal's Table 2, not the η the main comparison chose on "
+             "held-out classes" if paper else "not the paper's η for every loss")
+    return (f"SEC's weight on this page is η = {each}: {whose}. The batch mean, the EMAs and the fixed radii all "
+            "use it; only the μ = 0 rows take their own weights.")
+
+
 def mu_table(runs: pd.DataFrame) -> pd.DataFrame:
     """Display table per loss × μ setting (needs the ``setting`` column, see :func:`label_mu`); beside the
     training-set norm variance its CV (std / mean, ``train_norm_cv``) where the runs store the mean norm

@@ -194,6 +194,19 @@ def mu_runs():
     return pd.DataFrame(rows)
 
 
+def test_mu_eta_sentence_reads_the_weight_from_the_runs():
+    from sec_lib.runs.experiments import ETA_SEC
+    runs = mu_runs()
+    runs = runs.assign(eta=[ETA_SEC[r.loss] if r.setting != "none" else 0.0 for r in runs.itertuples()])
+    text = mu_ch.eta_sentence(runs)
+    assert f"semihard {ETA_SEC['semihard']:g}" in text and f"ms {ETA_SEC['ms']:g}" in text
+    assert "the paper's η for each loss" in text
+    other = runs.assign(eta=runs["eta"].where(runs["loss"] != "semihard", 0.05))
+    assert "semihard 0.05" in mu_ch.eta_sentence(other) and "not the paper's η" in mu_ch.eta_sentence(other)
+    with pytest.raises(ValueError, match="eta"):
+        mu_ch.eta_sentence(mu_runs())
+
+
 def test_mu_tables():
     runs = mu_runs()
     best = mu_ch.mu_vs_best_zero(runs)
