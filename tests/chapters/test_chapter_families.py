@@ -296,6 +296,19 @@ def test_fairness_page_is_one_family_and_its_bullets_show_every_measure():
     text = fairness.verdict(rows)
     assert text.count("could detect ≥") == 5 and text.count("n = 4 seeds, each the mean over the losses") == 5
     assert text.count(f"over {int(rows['m'].iloc[0])} comparisons") == 5
+    # the opening puts each dependence against Cohen's small effect: 2% of the variance and r = −0.4 are above it
+    opening = fairness.opening(rows)
+    assert "at or above the 1% Cohen calls small" in opening and "|r| at or above the 0.1 Cohen calls small" in opening
+    assert "tiny" not in opening
+    small = rows.assign(estimate=rows["estimate"].where(rows["statistic"] != "eta2_excess", 0.002),
+                        verdict="reproduced")
+    assert "both dependences are tiny" in fairness.opening(small.assign(
+        estimate=small["estimate"].where(small["statistic"] != "difficulty_r", -0.05)))
+    assert "that dependence is tiny" in fairness.opening(small)
+    assert fairness.size_words(0.0027, "eta2") == "0.27% of the variance, below the 1% Cohen calls small"
+    assert fairness.size_words(-0.07, "r") == "|r| below the 0.1 Cohen calls small"
+    with pytest.raises(ValueError, match="kind must be 'eta2' or 'r'"):
+        fairness.size_words(0.1, "d")
 
 
 def test_review_pages_sentences_show_every_measure():
