@@ -239,7 +239,8 @@ def _ema_direction(e) -> str:
         return ""
     if hi < -margin or lo > margin:
         side = "worse" if hi < -margin else "better"
-        return f": averaged over the losses, the running mean is {side} than the batch mean by more than {margin:g} points"
+        return (f": averaged over the losses, the running mean is {side} than the batch mean by more than "
+                f"{margin:g} points")
     return ""
 
 
