@@ -127,7 +127,7 @@ def page_reading(runs: pd.DataFrame, steps: pd.DataFrame, tracked: pd.DataFrame,
         minus_one = ""
     cv_note = f"each the mean over {int(cv['n_losses'])} losses"
     return (
-        f"- Without SEC, the per-batch slope of log ‖∂L/∂f_i‖ against log ‖f_i‖ averages "
+        f"- Without SEC, the per-batch slope of log ‖∂L/∂f_i‖ against log ‖f_i‖ (each run's median) averages "
         f"{measures_text(sl, 3, detail=pooled(sl), test='t-test against 0')} (theory: −1 at fixed directions): "
         f"*{sl['what']}*: **{sl['verdict']}**.{minus_one}\n"
         f"- Without SEC, log(mean tracked norm at the end / at the start) = "
