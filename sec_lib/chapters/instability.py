@@ -54,12 +54,13 @@ def instability_table(runs: pd.DataFrame, steps: pd.DataFrame, tracked: pd.DataF
 
 def slope_curve(runs: pd.DataFrame, steps: pd.DataFrame, by: Sequence[str] = ("loss", "variant"),
                 col: str = "grad_slope", window: int = 5) -> pd.DataFrame:
-    """Per group × step: the mean over seeds of ``col`` after a centred rolling mean over ``window`` of the run's
-    steps that log it (a run computing it every k steps has it on every k-th row only)."""
+    """Per group × step: the mean over seeds of ``col`` after a centred rolling median over ``window`` of the run's
+    steps that log it (a run computing it every k steps has it on every k-th row only). A median, as each run's
+    summary (:func:`~sec_lib.chapters.common.run_slopes`): a batch whose norms barely differ fits a wild slope."""
     by = list(by)
     check_cols(steps, ["key", "step", col], "steps")
     s = steps.loc[steps[col].notna(), ["key", "step", col]].sort_values(["key", "step"]).copy()
-    s[col] = (s.groupby("key", sort=False)[col].rolling(window, center=True, min_periods=1).mean()
+    s[col] = (s.groupby("key", sort=False)[col].rolling(window, center=True, min_periods=1).median()
               .reset_index(level=0, drop=True))
     m = s.merge(runs[["key", *by]], on="key")
     return report.summarize(m, [*by, "step"], [col]).drop(columns="metric")

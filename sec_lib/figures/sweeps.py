@@ -199,6 +199,8 @@ def grad_scatter_figure(runs: pd.DataFrame, grad_scatter: pd.DataFrame, facet: s
         note = [f"{len(moved)} of {len(natural)} runs shown at step " + ", ".join(f"{t:,}" for t in sorted(set(moved)))
                 + f": no nonzero gradient at their {step} step"] if len(moved) else []
         note += [f"{gone} of {len(natural)} runs: no nonzero gradient"] if gone else []
+        chars = max(20, int(ax.get_position().width * fig.get_figwidth() * 72 / (10 * 0.62)))   # 10-pt text
+        note = [textwrap.fill(n, chars) for n in note]   # as wide as its panel: a long line runs into the next
         ax.set_title(f"{title}{facet} = {v}" + "".join(f"\n{n}" for n in note), **({"fontsize": 10} if note else {}))
     return fig
 

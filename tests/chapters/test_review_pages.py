@@ -638,9 +638,9 @@ def test_no_prefixes_when_the_run_is_not_longer_than_the_prefix():
 
 
 def test_the_slope_curve_of_runs_that_log_the_slope_every_k_steps_has_no_gaps():
-    """The decisive tier logs the batch statistics every 20 steps: the rolling mean runs over the rows that have the
-    slope, so the curve is one line per group (not isolated dashes between rows without it), and its values are
-    the per-run means of neighbouring logged slopes, averaged over seeds."""
+    """The decisive tier logs the batch statistics every 20 steps: the rolling median runs over the rows that have
+    the slope, so the curve is one line per group (not isolated dashes between rows without it), and its values are
+    the per-run medians of neighbouring logged slopes, averaged over seeds; one wild batch does not move it."""
     steps, rows = [], []
     for seed in range(3):
         key = f"k{seed}"
@@ -650,6 +650,10 @@ def test_the_slope_curve_of_runs_that_log_the_slope_every_k_steps_has_no_gaps():
     curve = instability.slope_curve(pd.DataFrame(rows), pd.DataFrame(steps))
     assert list(curve["step"]) == list(range(20, 401, 20))       # only the logged steps, every one of them
     assert curve["mean"].notna().all() and np.allclose(curve["mean"], -2.0)
+    steps = pd.DataFrame(steps)
+    steps.loc[(steps["key"] == "k0") & (steps["step"] == 200), "grad_slope"] = -250.0    # one degenerate batch
+    curve = instability.slope_curve(pd.DataFrame(rows), steps).set_index("step")["mean"]
+    assert np.allclose(curve, -2.0)
 
 
 def test_the_slope_figure_spans_the_means_and_says_where_a_band_is_cut():
