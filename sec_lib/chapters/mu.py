@@ -208,6 +208,38 @@ def mu_trajectory(runs: pd.DataFrame, steps: pd.DataFrame, settings: Sequence[st
     return (m.groupby(["loss", "setting", "step"], sort=False)[["mu", "norm_mean"]].mean().reset_index())
 
 
+def trajectory_sentence(traj: pd.DataFrame, reference: str = "batch mean", factor: float = 2.0) -> str:
+    """:func:`mu_trajectory` at its last step in words: per loss, the batch's mean norm under SEC toward the batch
+    mean and toward each EMA (mean over seeds). Where the slowest EMA ends with norms more than ``factor`` times
+    those under the batch mean, it says what that means: SEC pulls the norms toward the lagging μ, so the batch
+    follows the running mean, and a slow EMA acts as a slowly drifting fixed radius, not as "the mean over the
+    data". '' without the reference or an EMA."""
+    check_cols(traj, ["loss", "setting", "step", "mu", "norm_mean"], "traj")
+    emas = sorted({s for s in traj["setting"] if s.startswith("EMA ρ=")}, key=lambda s: -float(s.split("=")[1]))
+    if reference not in set(traj["setting"]) or not emas:
+        return ""
+    last = traj.loc[traj.groupby(["loss", "setting"])["step"].idxmax()].set_index(["loss", "setting"])["norm_mean"]
+    parts, ratios = [], []
+    for loss in dict.fromkeys(traj["loss"]):
+        if (loss, reference) not in last.index:
+            continue
+        shown = [st for st in (reference, *emas) if (loss, st) in last.index]
+        parts.append(f"{loss}: " + ", ".join(f"{last[(loss, st)]:.2f} ({st})" for st in shown))
+        if (loss, emas[-1]) in last.index and last[(loss, reference)] > 0:
+            ratios.append(last[(loss, emas[-1])] / last[(loss, reference)])
+    if not parts:
+        return ""
+    text = "At the last step, the batch's mean norm ‖f‖ (mean over seeds) is " + "; ".join(parts) + "."
+    if ratios and min(ratios) > factor:
+        times = (f"about {min(ratios):.0f}" if round(min(ratios)) == round(max(ratios))
+                 else f"{min(ratios):.0f} to {max(ratios):.0f}")
+        text += (f" Under the slowest running mean ({emas[-1]}) the norms end {times} "
+                 "times larger than under the batch mean: SEC pulls every norm toward the lagging μ, so the batch "
+                 "follows the running mean rather than the reverse, and a slow EMA acts as a slowly drifting fixed "
+                 "radius near where training started, not as the mean over the data.")
+    return text
+
+
 def page_reading(runs: pd.DataFrame, family: dict | None = None) -> str:
     """The page's closing bullets from the page's one Holm family (:func:`mu_family`, computed from
     ``runs`` unless given): batch-mean SEC against the best μ = 0 per loss and the EMA against the

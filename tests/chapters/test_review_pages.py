@@ -207,6 +207,21 @@ def test_mu_eta_sentence_reads_the_weight_from_the_runs():
         mu_ch.eta_sentence(mu_runs())
 
 
+def test_mu_trajectory_sentence_says_when_a_slow_ema_anchors_the_norms():
+    rows = []
+    for loss in ("semihard", "ms"):
+        for setting, end in (("batch mean", 0.3), ("EMA ρ=0.1", 0.32), ("EMA ρ=0.01", 3.6), ("none", 13.0)):
+            rows += [dict(loss=loss, setting=setting, step=st, mu=end, norm_mean=v)
+                     for st, v in ((1, 4.4), (13500, end))]
+    traj = pd.DataFrame(rows)
+    text = mu_ch.trajectory_sentence(traj)
+    assert "semihard: 0.30 (batch mean), 0.32 (EMA ρ=0.1), 3.60 (EMA ρ=0.01)" in text
+    assert "the norms end about 12 times larger" in text and "slowly drifting fixed radius" in text
+    near = traj.assign(norm_mean=traj["norm_mean"].where(traj["setting"] != "EMA ρ=0.01", 0.4))
+    assert "drifting" not in mu_ch.trajectory_sentence(near)
+    assert mu_ch.trajectory_sentence(traj[traj["setting"] != "batch mean"]) == ""
+
+
 def test_mu_tables():
     runs = mu_runs()
     best = mu_ch.mu_vs_best_zero(runs)
