@@ -120,7 +120,8 @@ def page_reading(runs: pd.DataFrame, family: pd.DataFrame | None = None) -> str:
         bn = r1.loc["bn_before_norm"]
         out.append(f"- **BN before the normalization**: SEC changes R@1 by "
                    f"{measures_text(bn, 2, 'points', test='paired t-test')} here; in the rebuttal it changed by "
-                   f"{bn['rebuttal_diff']:+.2f}. Verdict for *SEC hurts with BN before the normalization*: "
+                   f"{bn['rebuttal_diff']:+.2f}{_rebuttal_side(bn)}. Verdict for *SEC hurts with BN before the "
+                   "normalization*: "
                    f"**{bn['verdict']}**"
                    + (f" (a drop of {abs(bn['estimate']):.2f} points against the rebuttal's "
                       f"{abs(bn['rebuttal_diff']):.2f})."
@@ -128,7 +129,8 @@ def page_reading(runs: pd.DataFrame, family: pd.DataFrame | None = None) -> str:
     if "weightnorm" in r1.index:
         wn = r1.loc["weightnorm"]
         out.append(f"- **WeightNorm**: SEC changes R@1 by {measures_text(wn, 2, 'points', test='paired t-test')} "
-                   f"(rebuttal {wn['rebuttal_diff']:+.2f}). Verdict for *SEC still helps with WeightNorm*: "
+                   f"(rebuttal {wn['rebuttal_diff']:+.2f}{_rebuttal_side(wn)}). Verdict for *SEC still helps with "
+                   "WeightNorm*: "
                    f"**{wn['verdict']}**.")
     r = with_norm_cv(runs)
     var = r.groupby(["head", "variant"])["train_norm_var"].mean()
@@ -136,7 +138,7 @@ def page_reading(runs: pd.DataFrame, family: pd.DataFrame | None = None) -> str:
     bn, pa = ("bn_before_norm", "none"), ("paper", "none")
     if bn in var and pa in var:
         c_bn, c_pa = cv.get(bn, np.nan), cv.get(pa, np.nan)
-        scale_free = (f"; its CV (std / mean, scale-free) is {'lower' if c_bn < c_pa else 'not lower'}"
+        scale_free = (f"; its CV (std / mean, scale-free) is {_lower(c_bn, c_pa)}"
                       if np.isfinite(c_bn) and np.isfinite(c_pa) else "")
         out.append(f"- Without SEC, from the paper's head to BatchNorm right before the normalization, the training "
                    f"norms' {var_cv_text(var[pa], var[bn], c_pa, c_bn)}: the variance is "
@@ -145,6 +147,22 @@ def page_reading(runs: pd.DataFrame, family: pd.DataFrame | None = None) -> str:
         out.append(f"\nEvery verdict on this page, in the paired table and here, comes from one Holm family of "
                    f"{int(fam['m'].iloc[0])} comparisons.")
     return "\n".join(out)
+
+
+def _rebuttal_side(r) -> str:
+    """Whether our 95% interval holds the rebuttal's single-run difference: ', which our interval excludes' or
+    ', which our interval includes'; '' without an interval or a rebuttal value."""
+    lo, hi, reb = (float(r.get(k, np.nan)) for k in ("ci_lo", "ci_hi", "rebuttal_diff"))
+    if not (np.isfinite(lo) and np.isfinite(hi) and np.isfinite(reb)):
+        return ""
+    return f", which our interval {'includes' if lo <= reb <= hi else 'excludes'}"
+
+
+def _lower(new: float, old: float, same: float = 0.05) -> str:
+    """'lower', 'not lower' or, within ``same`` (relative) of ``old``, 'about the same': means with no test."""
+    if abs(new - old) <= same * abs(old):
+        return "about the same"
+    return "lower" if new < old else "not lower"
 
 
 # ------------------------------------------------------------------------------ the claims this page decides

@@ -96,7 +96,8 @@ def variance_vs_gain(frames, metric: str = "R@1", var_col: str = "train_norm_var
 #: Reviewer question 4's one definition, used by the norms page and the claims page.
 Q4_DEFINITION = ("Pearson r, across the losses, between log10(Var‖f‖ without SEC / Var‖f‖ with SEC) of the "
                  "training-set norms and the SEC − none gain in R@1; for our runs computed per seed and averaged "
-                 "over seeds (95% t-interval), for the rebuttal from its Cars variances and the paper's Cars gains")
+                 "over seeds on Fisher's z scale (tanh of the mean atanh r, with its 95% t-interval, which so stays "
+                 "within ±1), for the rebuttal from its Cars variances and the paper's Cars gains")
 
 
 def _pearson(x, y) -> float:
@@ -112,8 +113,10 @@ def q4_correlation(runs: pd.DataFrame, metric: str = "R@1", var_col: str = "trai
 
     Per seed, the Pearson r across the losses between log10(var none / var sec) and the SEC − none
     gain in ``metric`` (seeds with fewer than 3 losses, or no spread, give no r); then the mean over
-    seeds with a 95% t-interval (:func:`sec_lib.report.values_ci`). Returns that dict plus
-    ``per_seed`` ({seed: r}), ``n_losses`` and ``definition``. The claims page calls this function.
+    seeds on Fisher's z scale: :func:`sec_lib.report.values_ci` of atanh r (its t-test is the test), with the
+    estimate and the interval's ends taken back by tanh, so that the interval stays within ±1 (a t-interval of
+    the r's themselves reached −1.12 with 5 seeds). Returns that dict plus ``per_seed`` ({seed: r}),
+    ``n_losses`` and ``definition``. The claims page calls this function.
     """
     runs = runs_frame(runs)
     for col in ("seed", metric, var_col):
@@ -131,7 +134,9 @@ def q4_correlation(runs: pd.DataFrame, metric: str = "R@1", var_col: str = "trai
         if np.isfinite(r):
             per_seed[seed] = r
             n_losses = max(n_losses, int((np.isfinite(ratio) & np.isfinite(gain)).sum()))
-    out = report.values_ci(list(per_seed.values()))
+    z = np.arctanh(np.clip(np.array(list(per_seed.values()), float), -1 + 1e-9, 1 - 1e-9))
+    out = report.values_ci(z)
+    out.update({k: float(np.tanh(out[k])) for k in ("estimate", "ci_lo", "ci_hi")})
     out.update(per_seed=per_seed, n_losses=n_losses, definition=Q4_DEFINITION)
     return out
 

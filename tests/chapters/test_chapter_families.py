@@ -280,6 +280,13 @@ def test_bnwn_page_is_one_family():
     text = bnwn.page_reading(runs, fam)
     assert text.count("over 8 comparisons") == 2 and text.count("could detect ≥") == 2
     assert "one Holm family of 8 comparisons" in text
+    assert text.count(", which our interval") == 2              # the rebuttal's single run against our interval
+    assert bnwn._rebuttal_side({"ci_lo": -0.15, "ci_hi": 0.38, "rebuttal_diff": -17.74}) == \
+        ", which our interval excludes"
+    assert bnwn._rebuttal_side({"ci_lo": -1.0, "ci_hi": 6.0, "rebuttal_diff": 5.59}) == ", which our interval includes"
+    assert bnwn._rebuttal_side({"ci_lo": np.nan, "ci_hi": 6.0, "rebuttal_diff": 5.59}) == ""
+    assert [bnwn._lower(0.187, 0.19), bnwn._lower(0.15, 0.19), bnwn._lower(0.25, 0.19)] == \
+        ["about the same", "lower", "not lower"]
 
 
 def test_fairness_page_is_one_family_and_its_bullets_show_every_measure():

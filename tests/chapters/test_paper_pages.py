@@ -331,8 +331,12 @@ def test_q4_correlation_is_pearson_per_seed_averaged():
         w = sub.pivot(index="loss", columns="variant")
         per.append(stats.pearsonr(np.log10(w[("train_norm_var", "none")] / w[("train_norm_var", "sec")]),
                                   w[("R@1", "sec")] - w[("R@1", "none")]).statistic)
-    assert q["estimate"] == pytest.approx(np.mean(per))
-    assert q["n"] == 3 and q["n_losses"] == 4 and q["ci_lo"] < q["estimate"] < q["ci_hi"]
+    z = np.arctanh(per)                                      # averaged on Fisher's z scale
+    assert q["estimate"] == pytest.approx(np.tanh(np.mean(z)))
+    half = stats.t.ppf(0.975, len(z) - 1) * np.std(z, ddof=1) / np.sqrt(len(z))
+    assert [q["ci_lo"], q["ci_hi"]] == pytest.approx(list(np.tanh([np.mean(z) - half, np.mean(z) + half])))
+    assert q["p_value"] == pytest.approx(stats.ttest_1samp(z, 0.0).pvalue)
+    assert q["n"] == 3 and q["n_losses"] == 4 and -1 < q["ci_lo"] < q["estimate"] < q["ci_hi"] < 1
     with pytest.raises(ValueError, match="train_norm_var"):
         norms.q4_correlation(runs.drop(columns="train_norm_var"))
 
