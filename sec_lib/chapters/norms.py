@@ -96,8 +96,8 @@ def variance_vs_gain(frames, metric: str = "R@1", var_col: str = "train_norm_var
 #: Reviewer question 4's one definition, used by the norms page and the claims page.
 Q4_DEFINITION = ("Pearson r, across the losses, between log10(Var‖f‖ without SEC / Var‖f‖ with SEC) of the "
                  "training-set norms and the SEC − none gain in R@1; for our runs computed per seed and averaged "
-                 "over seeds on Fisher's z scale (tanh of the mean atanh r, with its 95% t-interval, which so stays "
-                 "within ±1), for the rebuttal from its Cars variances and the paper's Cars gains")
+                 "over seeds on Fisher's z scale (tanh of the mean atanh r and of its 95% t-interval, so that the "
+                 "interval stays within ±1), for the rebuttal from its Cars variances and the paper's Cars gains")
 
 
 def _pearson(x, y) -> float:

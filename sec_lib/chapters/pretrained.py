@@ -269,10 +269,10 @@ def slope_table(runs: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
     check_cols(steps, ["key", "step", "grad_slope"], "steps")
     s = steps[["key", "step", "grad_slope"]].dropna()
     last = s.groupby("key")["step"].transform("max")
-    first = s[s["step"] <= 0.25 * last]
     def per_run(st, last_frac=1.0):
         return run_slopes(r[["key"]], st, last_frac).set_index("key")["grad_slope"]
-    per = pd.DataFrame({"slope (all steps)": per_run(s), "slope (first quarter)": per_run(first),
+
+    per = pd.DataFrame({"slope (all steps)": per_run(s), "slope (first quarter)": per_run(s[s["step"] <= 0.25 * last]),
                         "slope (last quarter)": per_run(s, last_frac=0.25)})
     x = r.merge(per.reset_index(), on="key", how="left")
     x = x.assign(_r=x["regime"].map({g: i for i, g in enumerate(REGIMES)}),
