@@ -154,7 +154,7 @@ def mu_family(runs: pd.DataFrame, metric: str = "R@1", reference: str = "batch m
     diffs = with_verdict(_paired_rows(runs, reference, metric), "_sign").drop(columns="_sign")
     ema = ema_vs_batch(runs, metric) if reference == "batch mean" else values_ci([])
     ema_row = pd.DataFrame([{"comparison": f"{ema.get('setting', 'EMA')} − {reference}, mean over the losses",
-                             "metric": metric, **verdict_row_of(ema, 0, report.MARGINS.get(metric)),
+                             "setting": ema.get("setting", "EMA"), "metric": metric, **verdict_row_of(ema, 0, report.MARGINS.get(metric)),
                              "n_losses": ema.get("n_groups", 0)}])
     diffs, ema_row = one_family(diffs, ema_row, family=FAMILY)
     best = []
@@ -186,14 +186,21 @@ def mu_vs_best_zero(runs: pd.DataFrame, metric: str = "R@1") -> pd.DataFrame:
     return mu_family(runs, metric)["best"]
 
 
+def ema_settings(settings) -> list[str]:
+    """The EMA labels among ``settings`` (``"EMA ρ=0.1"``, as :func:`sec_lib.runs.experiments.mu_settings` makes
+    them), fastest first: the last is the smallest ρ, the closest to "the mean over all data"."""
+    emas = [s for s in dict.fromkeys(pd.Series(settings).dropna()) if str(s).startswith("EMA ρ=")]
+    return sorted(emas, key=lambda s: -float(s.split("=", 1)[1]))
+
+
 def ema_vs_batch(runs: pd.DataFrame, metric: str = "R@1") -> dict:
     """Pooled (over the μ-chapter losses) paired difference EMA − batch mean for the EMA with the
     smallest momentum ρ (the closest to "the mean over all data"); a no-change claim."""
     check_cols(runs, ["loss", "setting", "seed", metric], "runs")
-    emas = [s for s in dict.fromkeys(runs["setting"].dropna()) if str(s).startswith("EMA ρ=")]
+    emas = ema_settings(runs["setting"])
     if not emas:
         return values_ci([])
-    ema = min(emas, key=lambda s: float(s.split("=", 1)[1]))
+    ema = emas[-1]
     out = pooled_diff(runs, "setting", "batch mean", ema, metric)
     out["setting"] = ema
     return out
@@ -215,7 +222,7 @@ def trajectory_sentence(traj: pd.DataFrame, reference: str = "batch mean", facto
     follows the running mean, and a slow EMA acts as a slowly drifting fixed radius, not as "the mean over the
     data". '' without the reference or an EMA."""
     check_cols(traj, ["loss", "setting", "step", "mu", "norm_mean"], "traj")
-    emas = sorted({s for s in traj["setting"] if s.startswith("EMA ρ=")}, key=lambda s: -float(s.split("=")[1]))
+    emas = ema_settings(traj["setting"])
     if reference not in set(traj["setting"]) or not emas:
         return ""
     last = traj.loc[traj.groupby(["loss", "setting"])["step"].idxmax()].set_index(["loss", "setting"])["norm_mean"]
@@ -279,7 +286,7 @@ def _ema_direction(e) -> str:
 def _ema_per_loss(fam: dict) -> str:
     """The pooled EMA row's losses one by one (their rows of the paired table, batch mean − EMA), and whether they
     agree in sign. '' without those rows."""
-    setting = str(fam["ema"]["comparison"].iloc[0]).split(" − ")[0]
+    setting = fam["ema"]["setting"].iloc[0]
     rows = fam["diffs"][(fam["diffs"]["versus"] == setting) & (fam["diffs"]["metric"] == fam["ema"]["metric"].iloc[0])]
     rows = rows[np.isfinite(rows["estimate"].astype(float))]
     if not len(rows):
