@@ -154,8 +154,8 @@ def mu_family(runs: pd.DataFrame, metric: str = "R@1", reference: str = "batch m
     diffs = with_verdict(_paired_rows(runs, reference, metric), "_sign").drop(columns="_sign")
     ema = ema_vs_batch(runs, metric) if reference == "batch mean" else values_ci([])
     ema_row = pd.DataFrame([{"comparison": f"{ema.get('setting', 'EMA')} − {reference}, mean over the losses",
-                             "setting": ema.get("setting", "EMA"), "metric": metric, **verdict_row_of(ema, 0, report.MARGINS.get(metric)),
-                             "n_losses": ema.get("n_groups", 0)}])
+                             "setting": ema.get("setting", "EMA"), "metric": metric,
+                             **verdict_row_of(ema, 0, report.MARGINS.get(metric)), "n_losses": ema.get("n_groups", 0)}])
     diffs, ema_row = one_family(diffs, ema_row, family=FAMILY)
     best = []
     for loss, setting in _best_zero(runs, metric).items():
