@@ -2,6 +2,7 @@
 per-sample updates are."""
 from __future__ import annotations
 
+import re
 from typing import Sequence
 
 import numpy as np
@@ -145,6 +146,58 @@ def rates_sentence(runs: pd.DataFrame, pilot: pd.DataFrame) -> str:
     return ("Rates used: " + ", ".join(f"{label(o, a)} {lr:g}" for (o, a), lr in used.items())
             + " (chosen on held-out classes: " + ", ".join(f"{label(o, a)} {chosen[(o, a)]:g}" for (o, a) in used.index
                                                    if (o, a) in chosen.index) + ").")
+
+
+def _failures(status: pd.Series) -> str:
+    """'every seed at each' when every run of those rates failed ('k of k failed' or a pilot's one 'failed' run),
+    else the statuses as they are."""
+    counts = [re.fullmatch(r"(\d+) of (\d+) failed", s) for s in status.astype(str)]
+    if all(s == "failed" for s in status.astype(str)):
+        return "its one run at each" if len(status) > 1 else "its one run"
+    if all(m and m.group(1) == m.group(2) for m in counts):
+        n = sorted({int(m.group(2)) for m in counts})
+        return f"all {n[0]} seeds at each" if len(n) == 1 and len(status) > 1 else \
+            f"all {n[0]} seeds" if len(n) == 1 else "every seed"
+    return "; ".join(status.astype(str))
+
+
+def selection_sentence(pilot: pd.DataFrame) -> str:
+    """What the rate selection (:func:`rate_selection` or :func:`pilot_table`) found, computed from its rows: per
+    optimizer and arm the chosen rate and whether it is interior to the rates that trained, and the rates at which
+    one arm failed while the other trained at the same rate (SEC at the paper's η can narrow SGD's stable range)."""
+    check_cols(pilot, ["optimizer", "arm", "lr", "status", "chosen"], "the rate selection")
+    if not len(pilot):
+        return "No rate-selection runs."
+
+    def label(opt, arm):
+        return f"{opt} with SEC" if arm == "sec" else f"{opt} without SEC"
+
+    def rates(values):
+        v = [f"{x:g}" for x in sorted(values)]
+        return v[0] if len(v) == 1 else ", ".join(v[:-1]) + " and " + v[-1]
+    done = pilot["status"].astype(str) == "done"
+    parts, broke = [], []
+    for (opt, arm), sub in pilot.groupby(["optimizer", "arm"], sort=False):
+        ok, chosen = sub[done[sub.index]], sub[sub["chosen"]]
+        if not len(chosen):
+            continue
+        lr = float(chosen["lr"].iloc[0])
+        grid = sorted(sub["lr"])
+        where = ("the smallest rate of its grid" if lr == grid[0] else "the largest rate of its grid" if lr == grid[-1]
+                 else "the largest rate at which every run trained" if len(ok) and lr == ok["lr"].max()
+                 else "inside its grid")
+        parts.append(f"{label(opt, arm)} chose lr {lr:g} ({where})")
+        failed = sub[~done[sub.index]]
+        if len(failed):
+            others = pilot[(pilot["optimizer"] == opt) & (pilot["arm"] != arm)]
+            trained = set(others.loc[done[others.index], "lr"])
+            alone = [x for x in failed["lr"] if x in trained]
+            what = f"failed at lr {rates(failed['lr'])} ({_failures(failed['status'])})"
+            if alone:
+                what += (f", where {label(opt, 'none' if arm == 'sec' else 'sec')} trained"
+                         + (f": SEC at the paper's η narrows {opt}'s stable range" if arm == "sec" else ""))
+            broke.append(f"{label(opt, arm)} {what}.")
+    return ("; ".join(parts) + "." + (" " + " ".join(broke) if broke else "")).strip()
 
 
 def page_reading(family: dict) -> str:

@@ -112,6 +112,27 @@ def test_the_optim_pages_rates_read_the_decisive_sgd_selection(staged):
                                              "classes: sgd 0.1, sgd + SEC 0.3).")
 
 
+def test_the_rate_selection_sentence_says_where_sec_failed_and_the_plain_arm_trained():
+    t = pd.DataFrame({"optimizer": ["sgd"] * 6, "arm": ["none"] * 3 + ["sec"] * 3, "lr": [0.1, 0.3, 1.0] * 2,
+                      "R@1": [89.1, 88.9, 88.0, 89.2, float("nan"), float("nan")],
+                      "status": ["done"] * 4 + ["3 of 3 failed"] * 2,
+                      "chosen": [True, False, False, True, False, False]})
+    s = optim.selection_sentence(t)
+    assert s.startswith("sgd without SEC chose lr 0.1 (the smallest rate of its grid); "
+                        "sgd with SEC chose lr 0.1 (the smallest rate of its grid).")
+    assert "sgd with SEC failed at lr 0.3 and 1 (all 3 seeds at each), where sgd without SEC trained: SEC at the " \
+           "paper's η narrows sgd's stable range." in s
+    t2 = pd.concat([t.iloc[:3].assign(lr=[0.03, 0.1, 0.3], chosen=[False, True, False]),
+                    t.iloc[3:].assign(lr=[0.03, 0.1, 0.3], chosen=[False, True, False],
+                                      status=["done", "done", "1 of 3 failed"])], ignore_index=True)
+    s2 = optim.selection_sentence(t2)
+    assert "sgd with SEC chose lr 0.1 (the largest rate at which every run trained)" in s2    # one seed of 0.3 failed
+    assert "sgd without SEC chose lr 0.1 (inside its grid)" in s2 and "(1 of 3 failed)" in s2
+    assert optim.selection_sentence(t2.assign(status="done")).count("failed") == 0
+    with pytest.raises(ValueError, match="lacks columns"):
+        optim.selection_sentence(t.drop(columns="chosen"))
+
+
 def test_the_scale_and_pretrained_pages_say_what_the_decisive_tier_trained(staged):
     """Their design sentences count the decisive tier's own runs (seeds per arm, its held-out selections at 3 seeds a
     point) instead of a pilot seed and the quick tier's design."""
