@@ -74,10 +74,57 @@ def optim_table(runs: pd.DataFrame) -> pd.DataFrame:
     return t.merge(lr, on=["optimizer", "loss", "variant"], how="left")
 
 
+def failed_arms(runs: pd.DataFrame) -> pd.DataFrame:
+    """Per optimizer × loss × variant with a failed run: ``failed`` of ``runs``, the ``lr`` and ``eta`` it used and
+    the ``steps`` at which its runs stopped (read from their errors: 'non-finite loss at step N')."""
+    check_cols(runs, ["optimizer", "loss", "variant", "status", "lr", "eta"], "runs")
+    cols = ["optimizer", "loss", "variant", "failed", "runs", "lr", "eta", "steps"]
+    rows = []
+    for (opt, loss, var), sub in runs.groupby(["optimizer", "loss", "variant"], sort=False):
+        bad = sub[sub["status"].astype(str) != "done"]
+        if not len(bad):
+            continue
+        errors = bad["error"].astype(str) if "error" in bad.columns else pd.Series("", index=bad.index)
+        steps = sorted(int(m.group(1)) for m in (re.search(r"non-finite loss at step (\d+)", e) for e in errors) if m)
+        rows.append({"optimizer": opt, "loss": loss, "variant": var, "failed": len(bad), "runs": len(sub),
+                     "lr": float(bad["lr"].iloc[0]), "eta": float(bad["eta"].iloc[0]), "steps": steps})
+    return pd.DataFrame(rows, columns=cols)
+
+
+def failures_sentence(runs: pd.DataFrame) -> str:
+    """Which arms of the chapter failed, at which setting and when, and what that does to the page's comparisons
+    (from :func:`failed_arms`)."""
+    f = failed_arms(runs)
+    if not len(f):
+        return "Every run of the chapter trained to its end."
+    parts = []
+    for r in f.to_dict("records"):
+        arm = "with SEC" if r["variant"] == "sec" else f"({r['variant']})"
+        steps = r["steps"]
+        when = ("" if not steps else f" at step {steps[0]}" if len(steps) == 1
+                else f" between steps {steps[0]} and {steps[-1]}")
+        parts.append(f"{r['optimizer']}, {r['loss']} {arm} (lr {r['lr']:g}, η {r['eta']:g}): {r['failed']} of "
+                     f"{r['runs']} runs stopped with a non-finite loss{when}")
+    return ("Runs that failed: " + "; ".join(parts) + ". A failed run has no R@1; a loss with one is left out of its "
+            "optimizer's averages over the losses (the `left out` columns), so that every seed averages the same "
+            "losses, and its own row keeps only the seeds where both arms trained.")
+
+
 def optim_diffs(runs: pd.DataFrame, metric: str = "R@1") -> pd.DataFrame:
-    """Paired SEC − none per optimizer × loss with its verdict (expected sign +1)."""
+    """Paired SEC − none per optimizer × loss with its verdict (expected sign +1). A loss whose runs of one arm all
+    failed has no pair and no row (:func:`failures_sentence` says so)."""
     d = paired(runs, ["optimizer", "loss"], "variant", "none", "sec", [metric])
-    return name_means(with_verdict(d, +1), "none", "sec")
+    if len(d) and "status" in runs.columns:
+        bad = runs[runs["status"].astype(str) != "done"]
+        failed = set(zip(bad["optimizer"], bad["loss"]))
+        hit = np.array([(o, lo) in failed for o, lo in zip(d["optimizer"], d["loss"])], dtype=bool)
+        d = d[~((d["n"] == 0).to_numpy() & hit)]
+    return name_means(with_verdict(d.reset_index(drop=True), +1), "none", "sec")
+
+
+def _left_out(estimate: dict) -> str:
+    """The losses a pooled estimate left out because a run failed (:func:`~sec_lib.report.pooled_diff`)."""
+    return ", ".join(str(g) for g in estimate.get("excluded", []))
 
 
 def optim_pooled(runs: pd.DataFrame, metric: str = "R@1") -> pd.DataFrame:
@@ -88,16 +135,25 @@ def optim_pooled(runs: pd.DataFrame, metric: str = "R@1") -> pd.DataFrame:
     for opt, sub in runs.groupby("optimizer", sort=False):
         e = pooled_diff(sub, "variant", "none", "sec", metric)
         rows.append({"optimizer": opt, "metric": metric,
-                     **verdict_row_of(e, +1, report.MARGINS.get(metric)), "n_losses": e.get("n_groups", 0)})
+                     **verdict_row_of(e, +1, report.MARGINS.get(metric)), "n_losses": e.get("n_groups", 0),
+                     "left out": _left_out(e)})
     return one_family(pd.DataFrame(rows))[0] if rows else pd.DataFrame(rows)
 
 
 BALANCE_COLS = ("dtheta_cv", "grad_norm_cv", "dtheta_mean")
 
 
+def balance_means(runs: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
+    """The runs that trained to their end, each with its mean over training of :data:`BALANCE_COLS` (the dots of
+    the balance figure): a diverged run's statistics until it stopped describe no trained model."""
+    done = runs[runs["status"].astype(str) == "done"] if "status" in runs.columns else runs
+    return run_step_means(done, steps, list(BALANCE_COLS))
+
+
 def balance_table(runs: pd.DataFrame, steps: pd.DataFrame, by: Sequence[str] = ("optimizer", "variant")) -> pd.DataFrame:
     """Spread of the per-sample updates: mean over training of dtheta_cv (CV of the angle each sample
-    turned in a step), grad_norm_cv (CV of ‖∂L/∂f_i‖ in the batch) and dtheta_mean, per group."""
+    turned in a step), grad_norm_cv (CV of ‖∂L/∂f_i‖ in the batch) and dtheta_mean, per group (failed runs
+    counted, not averaged)."""
     r = run_step_means(runs, steps, list(BALANCE_COLS))
     return summary_table(r, list(by), list(BALANCE_COLS), digits=3)
 
@@ -113,7 +169,7 @@ def balance_diffs(runs: pd.DataFrame, steps: pd.DataFrame, by: Sequence[str] = (
         for col in ("dtheta_cv", "grad_norm_cv"):
             e = pooled_diff(sub, "variant", "none", "sec", col)
             rows.append({**dict(zip(by, key)), "metric": col, **verdict_row_of(e, -1),
-                         "n_losses": e.get("n_groups", 0)})
+                         "n_losses": e.get("n_groups", 0), "left out": _left_out(e)})
     return one_family(pd.DataFrame(rows))[0] if rows else pd.DataFrame(rows)
 
 
@@ -209,13 +265,16 @@ def page_reading(family: dict) -> str:
                          f"got {type(family).__name__}")
     pooled, balance = family["pooled"], family["balance"]
     lines = []
+    def over(r):
+        left = r.get("left out") or ""
+        return f"each the mean over {int(r['n_losses'])} losses" + (f"; {left} left out: a run failed" if left else "")
     for r in pooled.to_dict("records"):
-        note = f"each the mean over {int(r['n_losses'])} losses"
+        note = over(r)
         lines.append(f"- **{r['optimizer']}**: SEC − none = "
                      f"{measures_text(r, 2, 'R@1 points', note, 't-test against 0')} → *SEC helps under "
                      f"{r['optimizer']}*: **{r['verdict']}**.")
     for r in balance.to_dict("records"):
-        note = f"each the mean over {int(r['n_losses'])} losses"
+        note = over(r)
         lines.append(f"- **{r['optimizer']}**, {r['metric']}: SEC − none = "
                      f"{measures_text(r, 3, '', note, 't-test against 0')} → *SEC makes the updates more "
                      f"balanced*: **{r['verdict']}**.")
@@ -252,6 +311,7 @@ CLAIMS = [
           expected_sign=+1, page="optim", estimate=_row("pooled", "adam", "R@1"),
           paper=lambda: reference.paper_mean_gain(), same_runs_as="C4"),
     Claim(id="Q6b", claim="SEC helps under SGD", source="review Q6 (not run in the paper)",
-          measured="R@1 SEC − none under SGD (pilot-chosen lr), mean over the losses per seed",
+          measured="R@1 SEC − none under SGD (each arm's lr chosen on held-out classes with semihard, SEC at the "
+                   "paper's η), mean over the losses per seed where every run trained",
           expected_sign=+1, page="optim", estimate=_row("pooled", "sgd", "R@1")),
 ]

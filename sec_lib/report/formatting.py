@@ -95,21 +95,24 @@ def fmt_cell(mean, lo, hi, n, digits: int = 2) -> str:
 def summary_table(runs: pd.DataFrame, by: Sequence[str], metrics: Sequence[str], digits: int = 2) -> pd.DataFrame:
     """Display table: one row per group (first-appearance order), cells "mean ± CI half-width"
     (Student t, 95%, :func:`summarize`; see :func:`fmt_cell`), plus the number of runs
-    and of failed (diverged) runs per group. Failed runs have no metrics and are not averaged."""
+    and of failed (diverged) runs per group. Failed runs (``status`` other than 'done') are not averaged, even
+    where they carry values (a diverged run's step statistics until it stopped); a group whose runs all failed
+    keeps its row, with "n/a" cells."""
     by = list(by)
     check_columns(check_frame(runs, "runs"), [*by, *metrics], "runs columns")
-    s = summarize(runs, by, list(metrics))
+    status = runs["status"] if "status" in runs.columns else pd.Series("done", index=runs.index)
+    s = summarize(runs[status == "done"], by, list(metrics))
+    found = {(k if isinstance(k, tuple) else (k,)): sub for k, sub in s.groupby(by, sort=False, dropna=False)}
     out = []
-    for key, sub in s.groupby(by, sort=False, dropna=False):
+    for key, _ in runs.groupby(by, sort=False, dropna=False):
         key = key if isinstance(key, tuple) else (key,)
-        row = dict(zip(by, key))
+        row, sub = dict(zip(by, key)), found.get(key)
         for m in metrics:
-            hit = sub[sub["metric"] == m]
+            hit = sub[sub["metric"] == m] if sub is not None else s.iloc[:0]
             row[m] = (fmt_cell(hit["mean"].iloc[0], hit["ci_lo"].iloc[0], hit["ci_hi"].iloc[0], hit["n"].iloc[0], digits)
                       if len(hit) else "n/a")
         out.append(row)
     w = pd.DataFrame(out, columns=[*by, *metrics])
-    status = runs["status"] if "status" in runs.columns else pd.Series("done", index=runs.index)
     counts = (runs.assign(_failed=(status != "done").astype(int))
               .groupby(by, sort=False, dropna=False)
               .agg(runs=("_failed", "size"), failed=("_failed", "sum")).reset_index())

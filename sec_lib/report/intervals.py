@@ -191,11 +191,23 @@ def pooled_diff(runs: pd.DataFrame, compare_col: str, a, b, metric: str, pool: S
     over the pool groups per seed, then mean ± t-CI over seeds with a one-sample t-test against 0.
 
     ``transform`` (e.g. ``np.log10``) is applied to the metric before differencing. Returns a dict
-    ``estimate, ci_lo, ci_hi, n`` (seeds), ``p_value``, ``n_groups`` (pool groups with a pair).
+    ``estimate, ci_lo, ci_hi, n`` (seeds), ``p_value``, ``n_groups`` (pool groups with a pair) and ``excluded``
+    (the pool groups left out, as labels).
+
+    A failed run (a ``status`` column other than 'done') leaves its whole pool group out, both arms and every
+    seed, and the group is named in ``excluded``: averaging that group over its surviving seeds only would give
+    seeds means over different sets of groups (and the survivors of a diverging arm are a selected sample).
     """
     pool = list(pool)
     check_columns(check_frame(runs, "runs"), [compare_col, metric, pair_on, *pool], "runs columns")
     sub = runs[runs[compare_col].isin([a, b])]
+    excluded: list = []
+    if "status" in sub.columns and pool:
+        bad = sub.loc[sub["status"].astype(str) != "done", pool].drop_duplicates()
+        if len(bad):
+            hit = sub[pool].apply(tuple, axis=1).isin(set(bad.apply(tuple, axis=1)))
+            excluded = [k[0] if len(pool) == 1 else k for k in bad.apply(tuple, axis=1)]
+            sub = sub[~hit]
     vals = pd.to_numeric(sub[metric], errors="coerce").astype(float)
     if transform is not None:
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -206,11 +218,13 @@ def pooled_diff(runs: pd.DataFrame, compare_col: str, a, b, metric: str, pool: S
         raise ValueError(f"several runs share {key + [compare_col]}; add the distinguishing column to pool")
     wide_ = sub.pivot_table(index=key, columns=compare_col, values="_v", aggfunc="first", dropna=False)
     if a not in wide_.columns or b not in wide_.columns:
-        return {"estimate": math.nan, "ci_lo": math.nan, "ci_hi": math.nan, "n": 0, "p_value": math.nan, "n_groups": 0}
+        return {"estimate": math.nan, "ci_lo": math.nan, "ci_hi": math.nan, "n": 0, "p_value": math.nan, "n_groups": 0,
+                "excluded": excluded}
     d = (wide_[b] - wide_[a]).replace([np.inf, -np.inf], np.nan).dropna()
     per_seed = d.groupby(level=0).mean()
     out = values_ci(per_seed.to_numpy(), level)
     out["n_groups"] = int(d.reset_index()[pool].drop_duplicates().shape[0]) if pool else int(len(d) > 0)
+    out["excluded"] = excluded
     return out
 
 

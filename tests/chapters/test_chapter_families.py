@@ -222,6 +222,50 @@ def test_optim_page_is_one_family():
     assert text.count("n = 3 seeds, each the mean over 2 losses") == 6
 
 
+def test_optim_page_leaves_a_failed_arm_out_and_says_so():
+    """SGD with SEC diverges for npair (every seed): npair has no SGD row, is left out of SGD's averages (R@1 and
+    balance, each seed over the same losses), its diverged steps are not averaged, and the page says which runs
+    failed, at which setting and when."""
+    from sec_lib.chapters import optim
+    rows, steps = [], []
+    losses = ("triplet", "npair", "ms")
+    for opt, gain in (("adam", 2.0), ("sgd", 0.5)):
+        for loss in losses:
+            for v in ("none", "sec"):
+                for s, e in zip((0, 1, 2), (0.0, 0.6, -0.4)):
+                    key = f"{opt}-{loss}-{v}-{s}"
+                    bad = opt == "sgd" and loss == "npair" and v == "sec"
+                    rows.append(dict(key=key, optimizer=opt, loss=loss, variant=v, seed=s, lr=0.1, eta=1.0 * (v == "sec"),
+                                     status="failed" if bad else "done",
+                                     error=f"non-finite loss at step {10 + s}: metric=nan, sec=nan" if bad else None,
+                                     **{"R@1": np.nan if bad else 50 + e + (gain + 0.3 * s) * (v == "sec")}))
+                    steps += [dict(key=key, step=i, dtheta_cv=(9.0 if bad else 0.6 - (0.2 + 0.01 * s * i) * (v == "sec")),
+                                   grad_norm_cv=0.5 + 0.02 * s * (v == "sec"), dtheta_mean=0.1) for i in (1, 2)]
+    runs, steps = pd.DataFrame(rows), pd.DataFrame(steps)
+    fam = optim.optim_family(runs, steps)
+    diffs, pooled, bal = fam["diffs"], fam["pooled"], fam["balance"]
+    assert ("sgd", "npair") not in set(zip(diffs["optimizer"], diffs["loss"])) and len(diffs) == 5
+    p = pooled.set_index("optimizer")
+    assert (p.loc["sgd", "n_losses"], p.loc["sgd", "left out"]) == (2, "npair")
+    assert (p.loc["adam", "n_losses"], p.loc["adam", "left out"]) == (3, "")
+    kept = runs[(runs.optimizer == "sgd") & (runs.loss != "npair")]
+    assert p.loc["sgd", "estimate"] == pytest.approx(report.pooled_diff(kept, "variant", "none", "sec", "R@1")["estimate"])
+    b = bal.set_index(["optimizer", "metric"])
+    assert b.loc[("sgd", "dtheta_cv"), "left out"] == "npair"        # the diverged steps (9.0) are not in it
+    assert b.loc[("sgd", "dtheta_cv"), "estimate"] == pytest.approx(-0.2 - 0.015 * 1)
+    assert (optim.balance_means(runs, steps)["dtheta_cv"] < 1).all()
+    t = optim.balance_table(runs, steps).set_index(["optimizer", "variant"])
+    assert (t.loc[("sgd", "sec"), "runs"], t.loc[("sgd", "sec"), "failed"]) == (9, 3)
+    assert not t.loc[("sgd", "sec"), "dtheta_cv"].startswith("9")
+    s = optim.failures_sentence(runs)
+    assert s.startswith("Runs that failed: sgd, npair with SEC (lr 0.1, η 1): 3 of 3 runs stopped with a non-finite "
+                        "loss between steps 10 and 12.")
+    assert optim.failures_sentence(runs[runs.status == "done"]) == "Every run of the chapter trained to its end."
+    text = optim.page_reading(fam)
+    assert "n = 3 seeds, each the mean over 2 losses; npair left out: a run failed" in text
+    assert text.count("npair left out") == 3          # SGD's R@1 and its two balance rows
+
+
 def test_eta_page_is_one_family():
     from sec_lib.chapters import eta as eta_ch
     rows = []

@@ -129,6 +129,26 @@ def test_pooled_diff_against_hand_computation():
     assert report.pooled_diff(runs[runs.variant != "sec"], "variant", "none", "sec", "R@1")["n"] == 0
 
 
+def test_pooled_diff_leaves_out_a_loss_in_which_a_run_failed():
+    """A diverged run (status 'failed', R@1 NaN) takes its loss out of the pooled mean for every seed, so each seed
+    averages the same losses; the loss is named in ``excluded``."""
+    gains = dict(triplet=2.0, semihard=-1.0, npair=0.5, ms=1.5)
+    runs = main_runs(gains)
+    failed = (runs["loss"] == "npair") & (runs["variant"] == "sec") & (runs["seed"] == SEEDS[0])
+    runs.loc[failed, ["status", "R@1"]] = ["failed", np.nan]
+    out = report.pooled_diff(runs, "variant", "none", "sec", "R@1")
+    kept = [l for l in LOSSES if l != "npair"]
+    per_seed = [np.mean([gains[l] + 0.3 * s for l in kept]) for s in SEEDS]
+    m, lo, hi = t_ci(per_seed)
+    assert (out["estimate"], out["ci_lo"], out["ci_hi"]) == pytest.approx((m, lo, hi))
+    assert out["n"] == 3 and out["n_groups"] == 3 and out["excluded"] == ["npair"]
+    # without a status column the old rule holds: the NaN pair alone drops out (seed 0 averages 3 losses)
+    mixed = report.pooled_diff(runs.drop(columns="status"), "variant", "none", "sec", "R@1")
+    assert mixed["excluded"] == [] and mixed["n_groups"] == 4
+    assert mixed["estimate"] != pytest.approx(m)
+    assert report.pooled_diff(main_runs(gains), "variant", "none", "sec", "R@1")["excluded"] == []
+
+
 # ------------------------------------------------------------------------------------ chapters
 
 
@@ -144,6 +164,12 @@ def test_summary_table_cells_and_counts():
     assert t.loc["b", "x"] == "5.00 (n=1)" and t.loc["b", "v"] == "1e+05 (n=1)"
     assert (t.loc["b", "runs"], t.loc["b", "failed"]) == (2, 1)
     assert report.fmt_cell(np.nan, np.nan, np.nan, 0) == "n/a"
+    # a failed run's values (a diverged run's step statistics) are not averaged; a group of failed runs keeps its row
+    runs.loc[runs["status"] == "failed", "x"] = 99.0
+    runs = pd.concat([runs, pd.DataFrame([dict(loss="c", seed=0, status="failed", x=7.0, v=np.nan)])])
+    t = report.summary_table(runs, ["loss"], ["x", "v"]).set_index("loss")
+    assert t.loc["b", "x"] == "5.00 (n=1)" and list(t.index) == ["a", "b", "c"]
+    assert (t.loc["c", "x"], t.loc["c", "runs"], t.loc["c", "failed"]) == ("n/a", 1, 1)
 
 
 def test_eta_diffs_and_reading():
