@@ -38,7 +38,7 @@ def pilot_table(pilot_runs: pd.DataFrame) -> pd.DataFrame:
         best = max(zip(sub["_score"], -sub["lr"], sub.index))
         chosen.add(best[2])
     df["chosen"] = [i in chosen for i in df.index]
-    return df[["optimizer", "arm", "lr", "R@1", "status", "chosen"]].reset_index(drop=True)
+    return df[["optimizer", "arm", "eta", "lr", "R@1", "status", "chosen"]].reset_index(drop=True)
 
 
 def rate_selection(profile, root=None) -> pd.DataFrame:
@@ -54,15 +54,15 @@ def rate_selection(profile, root=None) -> pd.DataFrame:
         return pilot_table(load_pilot(p, root).runs)
 
     def rate(c):
-        return (("optimizer", c.optimizer), ("arm", "sec" if c.eta > 0 else "none"), ("lr", c.lr)) \
+        return (("optimizer", c.optimizer), ("arm", "sec" if c.eta > 0 else "none"), ("eta", c.eta), ("lr", c.lr)) \
             if c.optimizer == "sgd" else None
     out = staged_selection(store, ("sgd-selection",), rate)
     if not len(out):
-        return pd.DataFrame(columns=["optimizer", "arm", "lr", "R@1", "status", "chosen", "seeds"])
+        return pd.DataFrame(columns=["optimizer", "arm", "eta", "lr", "R@1", "status", "chosen", "seeds"])
     out = out.rename(columns={"held-out R@1": "R@1"})
     out["chosen"] = [bool(lr == fixed_or_nan(p, "lr", "sgd+sec" if a == "sec" else "sgd"))
                      for a, lr in zip(out["arm"], out["lr"])]
-    return out[["optimizer", "arm", "lr", "R@1", "status", "chosen", "seeds"]]
+    return out[["optimizer", "arm", "eta", "lr", "R@1", "status", "chosen", "seeds"]]
 
 
 def optim_table(runs: pd.DataFrame) -> pd.DataFrame:
@@ -254,6 +254,34 @@ def selection_sentence(pilot: pd.DataFrame) -> str:
                          + (f": SEC at the paper's η narrows {opt}'s stable range" if arm == "sec" else ""))
             broke.append(f"{label(opt, arm)} {what}.")
     return ("; ".join(parts) + "." + (" " + " ".join(broke) if broke else "")).strip()
+
+
+def eta_sentence(runs: pd.DataFrame, pilot: pd.DataFrame) -> str:
+    """Which η SGD's SEC arm used per loss against the η its rate was chosen at (:func:`rate_selection`'s ``eta``
+    of the chosen SEC row): a loss at another η tests a rate that was not chosen for it. Empty without an SGD SEC
+    arm."""
+    check_cols(pilot, ["optimizer", "arm", "eta", "chosen"], "the rate selection")
+    chosen = pilot[(pilot["optimizer"] == "sgd") & (pilot["arm"] == "sec") & pilot["chosen"]]
+    sec = runs[(runs["optimizer"] == "sgd") & (runs["variant"] == "sec")]
+    if not len(chosen) or not len(sec):
+        return ""
+    at = float(chosen["eta"].iloc[0])
+    used = sec.groupby("loss", sort=False)["eta"].first()
+    other = used[~np.isclose(used.to_numpy(float), at)]
+    if not len(other):
+        return f"SGD's SEC arm uses η {at:g} for every loss, the η its rate was chosen at."
+    by_eta = {e: [lo for lo, v in other.items() if v == e] for e in dict.fromkeys(other)}
+
+    def times(r):
+        return {2.0: "twice", 0.5: "half"}.get(r, f"{r:g} times")
+
+    def names(ls):
+        return ls[0] if len(ls) == 1 else ", ".join(ls[:-1]) + " and " + ls[-1]
+    return (f"SGD's SEC arm chose its rate with semihard at η {at:g}; "
+            + "; ".join(f"{names(ls)} use{'s' if len(ls) == 1 else ''} η {e:g}, {times(e / at)} that"
+                        for e, ls in by_eta.items())
+            + ". Under SGD, SEC's step on the parameters scales with lr·η, so those rows test a rate chosen at "
+            + ("another η." if len(by_eta) > 1 else f"{'a smaller' if next(iter(by_eta)) > at else 'a larger'} η."))
 
 
 def page_reading(family: dict) -> str:

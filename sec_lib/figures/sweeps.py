@@ -243,19 +243,30 @@ def slope_figure(curve: pd.DataFrame, facet: str = "loss", hue: str = "variant",
 
 @styled
 def pilot_figure(pilot: pd.DataFrame) -> Figure:
-    """Final R@1 of the learning-rate pilot per optimizer and rate; the chosen rate is circled."""
+    """Held-out R@1 of the learning-rate selection per optimizer and rate, one line per arm (without SEC, with SEC);
+    a rate whose runs failed is an × on the panel's floor; the chosen rate of each arm is circled."""
     opts = list(dict.fromkeys(pilot["optimizer"]))
     fig, axes = subplots(1, len(opts), w=3.6, h=3.0)
+    arms = pilot["arm"] if "arm" in pilot.columns else pd.Series("none", index=pilot.index)
+    ok = pilot["status"].astype(str) == "done" if "status" in pilot.columns else pd.Series(True, index=pilot.index)
     for ax, o in zip(axes[0], opts):
-        sub = pilot[pilot["optimizer"] == o].sort_values("lr")
-        ax.plot(sub["lr"], sub["R@1"], marker="o", color=VARIANT_COLORS["none"])
-        ch = sub[sub["chosen"]]
-        ax.scatter(ch["lr"], ch["R@1"], s=160, facecolors="none", edgecolors=VARIANT_COLORS["sec"], lw=2, label="chosen")
+        sub = pilot[pilot["optimizer"] == o]
+        floor = pd.to_numeric(sub.loc[ok[sub.index], "R@1"], errors="coerce").min()
+        for arm in dict.fromkeys(arms[sub.index]):
+            a = sub[arms[sub.index] == arm].sort_values("lr")
+            good, bad = a[ok[a.index]], a[~ok[a.index]]
+            colour = VARIANT_COLORS.get(arm, VARIANT_COLORS["none"])
+            label = "with SEC" if arm == "sec" else "without SEC"
+            ax.plot(good["lr"], good["R@1"], marker="o", color=colour, label=label)
+            if len(bad) and np.isfinite(floor):
+                ax.scatter(bad["lr"], [floor] * len(bad), marker="x", s=60, color=colour, label=f"{label}: failed")
+            ch = good[good["chosen"]]
+            ax.scatter(ch["lr"], ch["R@1"], s=160, facecolors="none", edgecolors=colour, lw=2)
         ax.set_xscale("log")
         ax.set_xlabel("learning rate")
-        ax.set_ylabel("final R@1 (%)")
-        ax.set_title(o)
-        ax.legend(fontsize=9)
+        ax.set_ylabel("held-out R@1 (%)")
+        ax.set_title(f"{o} (chosen rates circled)", fontsize=10)
+        ax.legend(fontsize=8)
     return fig
 
 

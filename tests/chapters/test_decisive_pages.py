@@ -133,6 +133,21 @@ def test_the_rate_selection_sentence_says_where_sec_failed_and_the_plain_arm_tra
         optim.selection_sentence(t.drop(columns="chosen"))
 
 
+def test_the_optim_page_says_when_sgds_sec_arm_runs_at_another_eta_than_its_rate_was_chosen_at():
+    pilot = pd.DataFrame({"optimizer": ["sgd"] * 3, "arm": ["none", "sec", "sec"], "eta": [0.0, 0.5, 0.5],
+                          "lr": [0.1, 0.1, 0.3], "chosen": [True, True, False]})
+    runs = pd.DataFrame({"optimizer": ["adam"] + ["sgd"] * 5, "variant": ["sec", "none", "sec", "sec", "sec", "sec"],
+                         "loss": ["ms", "ms", "semihard", "triplet", "npair", "ms"],
+                         "eta": [1.0, 0.0, 0.5, 1.0, 1.0, 1.0]})
+    assert optim.eta_sentence(runs, pilot) == (
+        "SGD's SEC arm chose its rate with semihard at η 0.5; triplet, npair and ms use η 1, twice that. Under SGD, "
+        "SEC's step on the parameters scales with lr·η, so those rows test a rate chosen at a smaller η.")
+    assert optim.eta_sentence(runs[runs.loss != "ms"].assign(eta=lambda d: d.eta.where(d.eta != 1.0, 0.25)), pilot) \
+        .startswith("SGD's SEC arm chose its rate with semihard at η 0.5; triplet and npair use η 0.25, half that.")
+    assert optim.eta_sentence(runs[runs.loss == "semihard"], pilot).endswith("the η its rate was chosen at.")
+    assert optim.eta_sentence(runs[runs.optimizer == "adam"], pilot) == ""
+
+
 def test_the_scale_and_pretrained_pages_say_what_the_decisive_tier_trained(staged):
     """Their design sentences count the decisive tier's own runs (seeds per arm, its held-out selections at 3 seeds a
     point) instead of a pilot seed and the quick tier's design."""

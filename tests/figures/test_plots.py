@@ -356,3 +356,23 @@ def test_grad_scatter_moves_a_run_whose_last_batch_has_no_gradient_to_its_latest
     assert len(pts) == len(want) and np.allclose(np.sort(pts[:, 0]), np.sort(want["norm"]))
     assert "no sample with a nonzero gradient" in titles["variant = l2reg:"].get_title()
     assert "\n" not in titles["variant = sec"].get_title()       # nothing moved: the plain title
+
+
+def test_the_rate_selection_figure_draws_each_arm_and_marks_its_failed_rates():
+    """One line per arm (the SGD panel used to join both arms' points into one line), an × per failed rate on the
+    panel's floor, a circle on each arm's chosen rate."""
+    from sec_lib.figures import sweeps
+    t = pd.DataFrame({"optimizer": ["adam"] * 2 + ["sgd"] * 6, "arm": ["none"] * 5 + ["sec"] * 3,
+                      "lr": [1e-3, 3e-3, 0.03, 0.1, 0.3, 0.03, 0.1, 0.3],
+                      "R@1": [88.0, 88.5, 87.0, 89.0, 88.9, 88.2, 88.8, np.nan],
+                      "status": ["done"] * 7 + ["3 of 3 failed"], "chosen": [False, True, False, True, False,
+                                                                            False, True, False]})
+    fig = sweeps.pilot_figure(t)
+    adam, sgd = fig.axes[:2]
+    lines = [ln for ln in sgd.get_lines() if len(ln.get_xdata())]
+    assert sorted(len(ln.get_xdata()) for ln in lines) == [2, 3]            # the arms apart: none 3 rates, SEC 2
+    xs = [c for c in sgd.collections if c.get_offsets().shape[0]]
+    failed = [c for c in xs if list(c.get_offsets()[:, 0]) == [0.3] and c.get_offsets()[0, 1] == pytest.approx(87.0)]
+    assert len(failed) == 1                                                # the failed rate, on the floor (87.0)
+    assert sorted(tuple(c.get_offsets()[0]) for c in xs if c not in failed) == [(0.1, 88.8), (0.1, 89.0)]
+    assert [ln.get_label() for ln in adam.get_lines()] == ["without SEC"]
