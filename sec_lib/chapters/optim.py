@@ -293,6 +293,7 @@ def page_reading(family: dict) -> str:
                          f"got {type(family).__name__}")
     pooled, balance = family["pooled"], family["balance"]
     lines = []
+
     def over(r):
         left = r.get("left out") or ""
         return f"each the mean over {int(r['n_losses'])} losses" + (f"; {left} left out: a run failed" if left else "")

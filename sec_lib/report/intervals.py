@@ -195,8 +195,8 @@ def pooled_diff(runs: pd.DataFrame, compare_col: str, a, b, metric: str, pool: S
     (the pool groups left out, as labels).
 
     A failed run (a ``status`` column other than 'done') leaves its whole pool group out, both arms and every
-    seed, and the group is named in ``excluded``: averaging that group over its surviving seeds only would give
-    seeds means over different sets of groups (and the survivors of a diverging arm are a selected sample).
+    seed, and the group is named in ``excluded``: averaging that group over its surviving seeds only would make
+    each seed's mean cover a different set of groups (and the survivors of a diverging arm are a selected sample).
     """
     pool = list(pool)
     check_columns(check_frame(runs, "runs"), [compare_col, metric, pair_on, *pool], "runs columns")
