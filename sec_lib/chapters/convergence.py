@@ -51,15 +51,33 @@ TWIN_COLS = ("dataset", "model", "width", "head", "embed_dim", "loss", "optimize
              "momentum", "seed", "batch_size", "image_size", "device")
 
 
-def splice_early(runs: pd.DataFrame, evals: pd.DataFrame, metric: str = "R@1"):
+def _spacing(steps) -> int:
+    """The most common gap between consecutive evaluation steps (0 for fewer than two)."""
+    gaps = np.diff(np.sort(np.asarray(steps, dtype=float)))
+    gaps = gaps[gaps > 0]
+    if not len(gaps):
+        return 0
+    vals, counts = np.unique(gaps, return_counts=True)
+    return int(vals[np.argmax(counts)])
+
+
+#: The training-log column by which :func:`splice_early` checks that a prefix retraces its run.
+LOG_COLUMN = "loss_metric"
+
+
+def splice_early(runs: pd.DataFrame, evals: pd.DataFrame, metric: str = "R@1", steps: pd.DataFrame | None = None):
     """Join each run to its dense-early prefix (the same run stopped early and evaluated more often,
     ``experiments.early_twin``), when the chapter has prefixes.
 
     Returns ``(runs, evals, check)``. Without prefixes (the quick profiles): the inputs and ``None``.
     With them: only the full runs that have a prefix (so that every curve has the same resolution), each
     curve made of its prefix's evaluations up to the prefix's length and its own after it; ``check``
-    has one row per pair with the steps both evaluated and the largest absolute ``metric`` difference
-    there (0 when the prefix retraces its run, as it does under a constant learning rate)."""
+    has one row per pair: ``prefix_last`` (the prefix's last evaluation), ``prefix_every`` and ``own_every``
+    (the usual spacing of the prefix's and the run's evaluations), the steps both evaluated and the largest
+    absolute ``metric`` difference there (0 when the prefix retraces its run). Given the training logs
+    ``steps``, also ``logged_steps``, the steps both logged up to the prefix's end, and ``max |Δloss|``, the
+    largest difference of their training loss (:data:`LOG_COLUMN`) there: a check that still works where the
+    two runs share no evaluation step but the untrained one."""
     check_cols(evals, ["key", "step", metric], "evals")
     if "iterations" not in runs.columns:     # hand-made frames without run lengths hold no prefixes
         return runs, evals, None
@@ -74,14 +92,29 @@ def splice_early(runs: pd.DataFrame, evals: pd.DataFrame, metric: str = "R@1"):
     twin = dict(zip(ident[is_prefix], pre["key"]))
     pairs = [(k, twin[i]) for k, i in zip(full["key"], ident[~is_prefix]) if i in twin]
     by_key = dict(tuple(evals.groupby("key", sort=False)))
+    logs = {}
+    if steps is not None:
+        check_cols(steps, ["key", "step", LOG_COLUMN], "steps")
+        logs = dict(tuple(steps.groupby("key", sort=False)))
     parts, rows = [], []
     for key, pkey in pairs:
         e, d = by_key.get(key, evals.iloc[:0]), by_key.get(pkey, evals.iloc[:0])
         upto = d["step"].max() if len(d) else -1
         both = e.merge(d, on="step", suffixes=("", "_prefix"))
-        rows.append({"key": key, "prefix_key": pkey, "shared_steps": ", ".join(str(int(t)) for t in both["step"]),
-                     f"max |Δ{metric}|": float((both[metric] - both[f"{metric}_prefix"]).abs().max())
-                     if len(both) else np.nan})
+        row = {"key": key, "prefix_key": pkey, "prefix_last": int(upto), "prefix_every": _spacing(d["step"]),
+               "own_every": _spacing(e["step"]), "shared_steps": ", ".join(str(int(t)) for t in both["step"]),
+               f"max |Δ{metric}|": float((both[metric] - both[f"{metric}_prefix"]).abs().max())
+               if len(both) else np.nan}
+        if steps is not None:
+            lf, lp = logs.get(key), logs.get(pkey)
+            if lf is not None and lp is not None:
+                b = lf[["step", LOG_COLUMN]].merge(lp[["step", LOG_COLUMN]], on="step", suffixes=("", "_prefix"))
+                b = b[b["step"] <= upto]
+                row["logged_steps"] = len(b)
+                row["max |Δloss|"] = float((b[LOG_COLUMN] - b[f"{LOG_COLUMN}_prefix"]).abs().max()) if len(b) else np.nan
+            else:
+                row["logged_steps"], row["max |Δloss|"] = 0, np.nan
+        rows.append(row)
         parts.append(pd.concat([d.assign(key=key), e[e["step"] > upto]], ignore_index=True))
     spliced = pd.concat(parts, ignore_index=True) if parts else evals.iloc[:0]
     keep = full[full["key"].isin([k for k, _ in pairs])].reset_index(drop=True)
@@ -89,21 +122,38 @@ def splice_early(runs: pd.DataFrame, evals: pd.DataFrame, metric: str = "R@1"):
 
 
 def prefix_sentence(check: "pd.DataFrame | None", evals: pd.DataFrame, metric: str = "R@1") -> str:
-    """What :func:`splice_early` did, computed: how many runs, evaluated how densely up to which step,
-    and how well the prefixes retrace their runs. Empty without prefixes."""
+    """What :func:`splice_early` did, computed from its ``check``: how many runs, evaluated how densely up to which
+    step, and how the data show that the prefixes retrace their runs (the training logs where ``check`` has them,
+    the evaluations both made otherwise). Empty without prefixes."""
     if check is None or not len(check):
         return ""
-    e = evals[evals["key"].isin(check["key"])].sort_values("step")
-    steps = sorted(e["step"].unique())
-    gaps = np.diff(steps)
-    dense = int(gaps.min()) if len(gaps) else 0
-    upto = max((int(t) for t, g in zip(steps[1:], gaps) if g == dense), default=0)
+
+    def one(col):
+        vals = sorted({int(v) for v in check[col]})
+        return ", ".join(f"{v:,}" for v in vals)
+    text = (f"Each of these {len(check)} runs was also retraced from the start to iteration {one('prefix_last')} and "
+            f"evaluated every {one('prefix_every')} iterations there; its curve uses those evaluations up to "
+            f"{one('prefix_last')} and its own, every {one('own_every')} iterations, after.")
     worst = check[f"max |Δ{metric}|"].max()
-    shared = check["shared_steps"].iloc[0]
-    return (f"Each of these {len(check)} runs was also retraced from the start to iteration {upto:,} and "
-            f"evaluated every {dense} iterations there; its curve uses those evaluations up to {upto:,} and its "
-            f"own every {int(gaps.max()) if len(gaps) else 0} after. The retraced runs are exact prefixes: at the "
-            f"steps both evaluated ({shared}) the {metric} differs by at most {worst:.2g} points.")
+    shared = sorted({int(t) for s in check["shared_steps"] for t in str(s).split(", ") if t != ""})
+    beyond = [t for t in shared if t > 0]
+    evals_text = (f"at the evaluations both made ({', '.join(f'{t:,}' for t in shared)}) {metric} differs by at most "
+                  f"{worst:.2g} points")
+    if "max |Δloss|" in check.columns and check["logged_steps"].min() > 0:
+        gap = check["max |Δloss|"].max()
+        same = "agree exactly" if gap == 0 else f"differ by at most {gap:.2g}"
+        lo, hi = int(check["logged_steps"].min()), int(check["logged_steps"].max())
+        text += (f" Whether the retraced runs are exact prefixes, their training logs say: their training losses "
+                 f"{same} at every step both logged up to the prefix's end ({lo if lo == hi else f'{lo} to {hi}'} "
+                 f"steps a pair)")
+        text += (f", and {evals_text}." if beyond else
+                 "; their evaluations cannot check it, since the two share none but the untrained network's.")
+    elif beyond:
+        text += f" The retraced runs are exact prefixes: {evals_text}."
+    else:
+        text += (" The two share no evaluation but the untrained network's, so these evaluations cannot show that the "
+                 "prefixes retrace their runs.")
+    return text
 
 
 def reach_table(runs: pd.DataFrame, evals: pd.DataFrame, frac: float = 0.9, metric: str = "R@1") -> pd.DataFrame:
@@ -148,8 +198,10 @@ def early_column(frac: float) -> str:
 
 def early_table(runs: pd.DataFrame, evals: pd.DataFrame, fracs: Sequence[float] = EARLY_FRACTIONS,
                 metric: str = "R@1") -> pd.DataFrame:
-    """``runs`` with, for each fraction ``f`` of ``fracs``, the run's ``metric`` at the first evaluation
-    step at or after ``f`` × its run length (its last evaluation step), and that step.
+    """``runs`` with, for each fraction ``f`` of ``fracs``, the run's ``metric`` at the evaluation step nearest to
+    ``f`` × its run length (its last evaluation step; a tie goes to the later step), and that step. (The first
+    evaluation at or after ``f`` × length took the decisive tier's 25% to 37%: its runs evaluate every 1,687 of
+    13,500 iterations after their dense start, and 2 × 1,687 falls one iteration short of 25%.)
 
     Columns ``R@1 at 10%`` (:func:`early_column`) and ``step at 10%``; only evaluation steps that exist
     in the run are used (no interpolation). Failed runs and runs without evaluations get NaN."""
@@ -164,7 +216,8 @@ def early_table(runs: pd.DataFrame, evals: pd.DataFrame, fracs: Sequence[float] 
         t, r = e["step"].to_numpy(float), e[metric].to_numpy(float)
         rec = {"key": key}
         for f in fracs:
-            j = int(np.argmax(t >= f * t[-1] - 1e-9))
+            dist = np.abs(t - f * t[-1])
+            j = int(np.flatnonzero(dist <= dist.min() + 1e-9)[-1])
             rec[early_column(f)], rec[f"step at {f:.0%}"] = float(r[j]), float(t[j])
         rows.append(rec)
     cols = ["key"] + [c for f in fracs for c in (early_column(f), f"step at {f:.0%}")]
@@ -238,7 +291,7 @@ def page_family(ev) -> dict:
     """:func:`convergence_family` on the page's evidence, exactly as the page computes it."""
     def compute():
         f = ev.frames("convergence")
-        runs, evals, _ = splice_early(f.runs[f.runs["variant"].isin(["none", "sec"])], f.evals)
+        runs, evals, _ = splice_early(f.runs[f.runs["variant"].isin(["none", "sec"])], f.evals, steps=f.steps)
         return convergence_family(reach_table(runs, evals), early_table(runs, evals))
     return ev.derived("convergence_family", compute)
 

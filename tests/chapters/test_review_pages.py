@@ -644,9 +644,28 @@ def test_splice_early_joins_each_run_to_its_dense_prefix():
     c = check.set_index("key")
     assert c.loc["sec1", "shared_steps"] == "0, 20, 40" and c.loc["sec1", "max |ΔR@1|"] == pytest.approx(0.25)
     assert c.loc["none0", "max |ΔR@1|"] == 0.0 and c.loc["none0", "prefix_key"] == "none0-early"
+    assert (c.loc["sec1", "prefix_last"], c.loc["sec1", "prefix_every"], c.loc["sec1", "own_every"]) == (40, 5, 20)
     text = convergence.prefix_sentence(check, spliced)
-    assert "4 runs" in text and "to iteration 40" in text and "every 5 iterations" in text and "every 20 after" in text
-    assert "at most 0.25 points" in text
+    assert "4 runs" in text and "to iteration 40" in text and "every 5 iterations there" in text
+    assert "its own, every 20 iterations, after" in text
+    assert "The retraced runs are exact prefixes: at the evaluations both made (0, 20, 40) R@1 differs by at most " \
+           "0.25 points." in text
+    # the training logs: the prefix of sec1 logs one different loss; a pair that shares only step 0 of its evaluations
+    logs = pd.DataFrame([dict(key=k, step=t, loss_metric=1.0 / t + (0.5 if (k, t) == ("sec1-early", 30) else 0.0))
+                         for k in runs["key"] for t in (10, 20, 30, 40, 60)])
+    _, _, lc = convergence.splice_early(runs, ev, steps=logs)
+    lc = lc.set_index("key")
+    assert (lc.loc["sec1", "logged_steps"], lc.loc["sec1", "max |Δloss|"]) == (4, pytest.approx(0.5))
+    assert lc.loc["none0", "max |Δloss|"] == 0.0
+    t2 = convergence.prefix_sentence(lc.reset_index(), spliced)
+    assert "their training losses differ by at most 0.5 at every step both logged up to the prefix's end (4 steps " \
+           "a pair), and at the evaluations both made (0, 20, 40) R@1 differs by at most 0.25 points." in t2
+    only0 = lc.reset_index().assign(shared_steps="0", **{"max |ΔR@1|": 0.0, "max |Δloss|": 0.0})
+    assert convergence.prefix_sentence(only0, spliced).endswith(
+        "agree exactly at every step both logged up to the prefix's end (4 steps a pair); their evaluations "
+        "cannot check it, since the two share none but the untrained network's.")
+    assert convergence.prefix_sentence(only0.drop(columns=["logged_steps", "max |Δloss|"]), spliced).endswith(
+        "so these evaluations cannot show that the prefixes retrace their runs.")
     # without prefixes: unchanged
     plain = runs[~runs.key.str.endswith("-early")]
     r2, e2, c2 = convergence.splice_early(plain, ev)

@@ -25,13 +25,20 @@ def test_early_table_uses_existing_eval_steps():
     ev = pd.DataFrame({"key": ["a"] * 5 + ["b"] * 2, "step": [0, 30, 60, 120, 200, 0, 200],
                        "R@1": [0.0, 10.0, 20.0, 30.0, 40.0, 0.0, 5.0]})
     e = convergence.early_table(runs, ev).set_index("key")
-    # run length 200: 10% -> first eval at or after step 20 is 30; 25% -> 60; 50% -> 120
+    # run length 200: 10% -> the eval nearest to step 20 is 30; 25% (50) -> 60; 50% (100) -> 120
     assert e.loc["a", ["step at 10%", "step at 25%", "step at 50%"]].tolist() == [30, 60, 120]
     assert e.loc["a", ["R@1 at 10%", "R@1 at 25%", "R@1 at 50%"]].tolist() == [10.0, 20.0, 30.0]
     assert e.loc["b"].drop("status").isna().all()           # failed run: no values
     assert convergence.early_steps(e.reset_index()) == "10% → step 30; 25% → step 60; 50% → step 120"
     with pytest.raises(ValueError, match="fractions"):
         convergence.early_table(runs, ev, fracs=(0.0,))
+    # the decisive tier's curves: every 100 to 2,000, then every 1,687, and 13,500; 25% (3,375) is 3,374, not 5,061
+    steps = [*range(0, 2001, 100), *range(1687 * 2, 13500, 1687), 13500]
+    dense = pd.DataFrame({"key": "c", "step": steps, "R@1": np.arange(len(steps), dtype=float)})
+    d = convergence.early_table(pd.DataFrame({"key": ["c"], "status": ["done"]}), dense).set_index("key")
+    assert d.loc["c", ["step at 10%", "step at 25%", "step at 50%"]].tolist() == [1400, 3374, 6748]
+    tie = pd.DataFrame({"key": "t", "step": [0, 40, 60, 100], "R@1": [0.0, 1.0, 2.0, 3.0]})
+    assert convergence.early_table(pd.DataFrame({"key": ["t"]}), tie, fracs=(0.5,))["step at 50%"].tolist() == [60]
 
 
 def test_convergence_diffs_are_one_holm_family():
