@@ -666,6 +666,16 @@ def test_splice_early_joins_each_run_to_its_dense_prefix():
         "cannot check it, since the two share none but the untrained network's.")
     assert convergence.prefix_sentence(only0.drop(columns=["logged_steps", "max |Δloss|"]), spliced).endswith(
         "so these evaluations cannot show that the prefixes retrace their runs.")
+    # how many runs cross 90% after the dense start (step 40): the reach is then interpolated across 20 iterations
+    reach = convergence.reach_table(keep, spliced)
+    late = int((reach["reach"] > 40).sum())
+    assert late == 4 and convergence.resolution_sentence(reach, check).startswith(
+        "4 of 4 runs reach 90% of their final R@1 after their dense start ends (iteration 40), where their "
+        "evaluations are up to 20 iterations apart")
+    early = reach.assign(reach=10.0)
+    assert convergence.resolution_sentence(early, check).startswith("Every run reaches 90% of its final R@1 within "
+                                                                    "its dense start")
+    assert convergence.resolution_sentence(reach, None) == ""
     # without prefixes: unchanged
     plain = runs[~runs.key.str.endswith("-early")]
     r2, e2, c2 = convergence.splice_early(plain, ev)
