@@ -320,8 +320,13 @@ def balance_figure(runs_with_means: pd.DataFrame, cols: Sequence[str] = ("dtheta
 def convergence_figure(band: pd.DataFrame, reach: pd.DataFrame | None = None, metric: str = "R@1",
                        variants: Sequence[str] = ("none", "sec")) -> Figure:
     """Per loss: ``metric`` against iteration per variant, the mean over seeds with the seeds' range
-    (min–max) as a band; vertical dashed lines at the mean iteration to reach 90% of the final value."""
+    (min–max) as a band; vertical dashed lines at the mean iteration to reach 90% of the final value. Where the
+    curves span 20 or more times their first evaluation step (a dense start, then a long run), the iteration axis
+    is linear up to that step and logarithmic after it, so that the early iterations, where the question lies,
+    are not a sliver."""
     losses = list(dict.fromkeys(band["loss"]))
+    pos = band.loc[band["step"] > 0, "step"]
+    linthresh = float(pos.min()) if len(pos) and band["step"].max() >= 20 * pos.min() else None
     ncols = min(4, len(losses))
     nrows = math.ceil(len(losses) / ncols)
     fig, axes = subplots(nrows, ncols, w=3.8, h=3.1)
@@ -339,7 +344,12 @@ def convergence_figure(band: pd.DataFrame, reach: pd.DataFrame | None = None, me
                 if len(rr):
                     ax.axvline(rr.mean(), color=c, ls="--", lw=1)
         ax.set_title(loss)
-        ax.set_xlabel("iteration")
+        if linthresh:
+            ax.set_xscale("symlog", linthresh=linthresh)
+            ax.set_xlim(0, float(band["step"].max()) * 1.05)
+            ax.set_xlabel(f"iteration (log > {linthresh:g})")
+        else:
+            ax.set_xlabel("iteration")
         ax.set_ylabel(METRIC_LABELS.get(metric, metric))
     for k in range(len(losses), nrows * ncols):
         axes[k // ncols][k % ncols].set_visible(False)

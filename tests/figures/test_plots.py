@@ -376,3 +376,15 @@ def test_the_rate_selection_figure_draws_each_arm_and_marks_its_failed_rates():
     assert len(failed) == 1                                                # the failed rate, on the floor (87.0)
     assert sorted(tuple(c.get_offsets()[0]) for c in xs if c not in failed) == [(0.1, 88.8), (0.1, 89.0)]
     assert [ln.get_label() for ln in adam.get_lines()] == ["without SEC"]
+
+
+def test_the_convergence_figure_spreads_a_dense_start_on_a_log_axis_and_keeps_short_curves_linear():
+    from sec_lib.figures import sweeps
+    def band(steps):
+        return pd.DataFrame([dict(loss=loss, variant=v, step=t, mean=float(t) ** 0.3, min=0.0, max=1.0)
+                             for loss in ("triplet", "ms") for v in ("none", "sec") for t in steps])
+    long_ = sweeps.convergence_figure(band([0, 100, 200, 2000, 13500]))
+    ax = long_.axes[0]
+    assert ax.get_xscale() == "symlog" and ax.get_xlabel() == "iteration (log > 100)" and ax.get_xlim()[0] == 0
+    short = sweeps.convergence_figure(band([0, 20, 40, 120]))
+    assert short.axes[0].get_xscale() == "linear" and short.axes[0].get_xlabel() == "iteration"
