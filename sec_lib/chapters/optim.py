@@ -10,6 +10,7 @@ import pandas as pd
 
 from .. import report
 from ..runs import experiments as ex
+from ..runs.train import nonfinite_step
 from ..report import one_family, pooled_diff, summary_table, with_verdict
 from . import profile_param
 from ..report.claims import Claim, family_row
@@ -84,8 +85,8 @@ def failed_arms(runs: pd.DataFrame) -> pd.DataFrame:
         bad = sub[sub["status"].astype(str) != "done"]
         if not len(bad):
             continue
-        errors = bad["error"].astype(str) if "error" in bad.columns else pd.Series("", index=bad.index)
-        steps = sorted(int(m.group(1)) for m in (re.search(r"non-finite loss at step (\d+)", e) for e in errors) if m)
+        errors = bad["error"] if "error" in bad.columns else pd.Series(None, index=bad.index)
+        steps = sorted(s for s in map(nonfinite_step, errors) if s is not None)
         rows.append({"optimizer": opt, "loss": loss, "variant": var, "failed": len(bad), "runs": len(sub),
                      "lr": float(bad["lr"].iloc[0]), "eta": float(bad["eta"].iloc[0]), "steps": steps})
     return pd.DataFrame(rows, columns=cols)
@@ -204,6 +205,12 @@ def rates_sentence(runs: pd.DataFrame, pilot: pd.DataFrame) -> str:
                                                    if (o, a) in chosen.index) + ").")
 
 
+def _and_list(items) -> str:
+    """'a', 'a and b', 'a, b and c'."""
+    items = [str(x) for x in items]
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
 def _failures(status: pd.Series) -> str:
     """'every seed at each' when every run of those rates failed ('k of k failed' or a pilot's one 'failed' run),
     else the statuses as they are."""
@@ -229,8 +236,7 @@ def selection_sentence(pilot: pd.DataFrame) -> str:
         return f"{opt} with SEC" if arm == "sec" else f"{opt} without SEC"
 
     def rates(values):
-        v = [f"{x:g}" for x in sorted(values)]
-        return v[0] if len(v) == 1 else ", ".join(v[:-1]) + " and " + v[-1]
+        return _and_list(f"{x:g}" for x in sorted(values))
     done = pilot["status"].astype(str) == "done"
     parts, broke = [], []
     for (opt, arm), sub in pilot.groupby(["optimizer", "arm"], sort=False):
@@ -274,11 +280,8 @@ def eta_sentence(runs: pd.DataFrame, pilot: pd.DataFrame) -> str:
 
     def times(r):
         return {2.0: "twice", 0.5: "half"}.get(r, f"{r:g} times")
-
-    def names(ls):
-        return ls[0] if len(ls) == 1 else ", ".join(ls[:-1]) + " and " + ls[-1]
     return (f"SGD's SEC arm chose its rate with semihard at η {at:g}; "
-            + "; ".join(f"{names(ls)} use{'s' if len(ls) == 1 else ''} η {e:g}, {times(e / at)} that"
+            + "; ".join(f"{_and_list(ls)} use{'s' if len(ls) == 1 else ''} η {e:g}, {times(e / at)} that"
                         for e, ls in by_eta.items())
             + ". Under SGD, SEC's step on the parameters scales with lr·η, so those rows test a rate chosen at "
             + ("another η." if len(by_eta) > 1 else f"{'a smaller' if next(iter(by_eta)) > at else 'a larger'} η."))

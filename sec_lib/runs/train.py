@@ -325,8 +325,19 @@ class RunResult:
         if self.status == "done":
             return None
         step = self.failed_step if self.failed_step is not None else failed_step_of(self.steps)
-        reason = re.sub(r"^non-finite loss at step \d+: (.*)$", r"non-finite loss, \1", self.error or "no reason recorded")
+        reason = NONFINITE.sub(r"non-finite loss, \2", self.error or "no reason recorded")
         return f"failed at step {step}: {reason}"
+
+
+#: A non-finite loss's error message, as the training loop writes it ('non-finite loss at step N: ...'): its
+#: step and its details. The one parser of that message (:attr:`RunResult.failure`, :func:`nonfinite_step`).
+NONFINITE = re.compile(r"^non-finite loss at step (\d+): (.*)$")
+
+
+def nonfinite_step(error) -> int | None:
+    """The step at which a run's loss became non-finite, read from its ``error``; None for any other error."""
+    m = NONFINITE.match(str(error)) if error is not None else None
+    return int(m.group(1)) if m else None
 
 
 def failed_step_of(steps: pd.DataFrame) -> int:
