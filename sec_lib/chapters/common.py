@@ -268,7 +268,13 @@ def staged_selection(store, stages: Sequence[str], setting) -> pd.DataFrame:
     g = df.groupby(cols, sort=True)
     out = g.agg(**{"held-out R@1": ("_R@1", "mean"), "seeds": ("_R@1", "size"), "failed": ("_failed", "sum")})
     out["status"] = ["done" if f == 0 else f"{int(f)} of {n} failed" for f, n in zip(out["failed"], out["seeds"])]
-    return out.drop(columns="failed").reset_index()
+    return out.reset_index()
+
+
+def and_list(items) -> str:
+    """'a', 'a and b', 'a, b and c'."""
+    items = [str(x) for x in items]
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
 def describe_runs(runs: pd.DataFrame) -> str:

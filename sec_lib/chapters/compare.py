@@ -418,19 +418,25 @@ def overall_sentence(gains: pd.DataFrame, metric: str = "R@1", variant: str = "s
             + tail)
 
 
-def eta_selection_table(profile, root=None) -> pd.DataFrame:
+#: Each loss's held-out selection stage in the decisive tier: the four main losses', tuplet margin and CosFace's,
+#: the review losses'.
+SELECTION_STAGES = ("selection", "extra-selection", "review-selection")
+
+
+def eta_selection_table(profile, root=None, losses=None) -> pd.DataFrame:
     """Held-out R@1 of every η of the selection runs, per loss, with the chosen η marked.
 
     The selection runs train on the training classes minus the held-out ones and evaluate on those
     held-out training classes (``experiments.eta_selection``), so the test classes play no part.
-    ``root``: the result store's folder (default: ``$SEC_RUNS_DIR`` or ``data/runs``).
+    ``root``: the result store's folder (default: ``$SEC_RUNS_DIR`` or ``data/runs``). ``losses``: the losses to
+    show (default: the four main losses, tuplet margin and CosFace, this page's; a review page passes its own).
     """
+    losses = tuple(losses) if losses is not None else (*ex.MAIN_LOSSES, *ex.EXTRA_LOSSES)
     p = ex.get_profile(profile) if isinstance(profile, str) else profile
     store = store_for(p.name, root)
     if isinstance(store, StagedTier):
-        return _staged_eta_selection(p, store)
-    selection = [r for r in ex.selection_runs(p, store, (*ex.MAIN_LOSSES, *ex.EXTRA_LOSSES))
-                 if r.config.mu == "batch"]                                  # the η rows, not L2
+        return _staged_eta_selection(p, store, losses)
+    selection = [r for r in ex.selection_runs(p, store, losses) if r.config.mu == "batch"]   # the η rows, not L2
     out = pd.DataFrame([{"loss": r.config.loss, "eta": r.config.eta, "status": r.status,
                          "heldout_R@1": r.metrics.get("R@1", np.nan)} for r in selection])
     chosen = {loss: ex.chosen_eta(p, loss, selection) for loss in out["loss"].unique()}
@@ -438,14 +444,14 @@ def eta_selection_table(profile, root=None) -> pd.DataFrame:
     return out.sort_values(["loss", "eta"]).reset_index(drop=True)
 
 
-def _staged_eta_selection(p, store) -> pd.DataFrame:
-    """:func:`eta_selection_table` of the decisive tier: its held-out selection stages (the four main losses, then
-    tuplet margin and CosFace), each η's held-out R@1 the mean over its seeds (``seeds``), ``chosen`` the η its
-    profile fixed from that selection (``plan.json``, ``choices.json``)."""
+def _staged_eta_selection(p, store, losses) -> pd.DataFrame:
+    """:func:`eta_selection_table` of the decisive tier for ``losses``: its held-out selection stages
+    (:data:`SELECTION_STAGES`), each η's held-out R@1 the mean over its seeds (``seeds``), ``chosen`` the η its
+    profile fixed from that selection (``plan.json``, ``choices.json``; none while the loss's selection trains)."""
     def eta_point(c):
-        keep = c.loss in (*ex.MAIN_LOSSES, *ex.EXTRA_LOSSES) and not c.relative and (c.eta == 0 or c.mu == "batch")
+        keep = c.loss in losses and not c.relative and (c.eta == 0 or c.mu == "batch")
         return (("loss", c.loss), ("eta", c.eta)) if keep else None
-    out = common.staged_selection(store, ("selection", "extra-selection"), eta_point)
+    out = common.staged_selection(store, SELECTION_STAGES, eta_point)
     if not len(out):
         return pd.DataFrame(columns=["loss", "eta", "status", "heldout_R@1", "seeds", "chosen"])
     out = out.rename(columns={"held-out R@1": "heldout_R@1"})
@@ -454,11 +460,13 @@ def _staged_eta_selection(p, store) -> pd.DataFrame:
         drop=True)
 
 
-def selection_flags(profile) -> str:
-    """Markdown: what the decisive tier's held-out selection flagged, per loss (``plan.json`` for the four main losses,
-    ``choices.json`` for the others): where η = 0 scored best, SEC was not selected for that loss and its best nonzero
-    η is tested, flagged; where a choice sits at an edge of its grid after every extension, it says so. Empty for
-    a tier without such flags (the quick and reference tiers choose by their own rule, shown in the table above)."""
+def selection_flags(profile, losses=None) -> str:
+    """Markdown: what the decisive tier's held-out selection flagged for ``losses`` (default: the four main losses,
+    tuplet margin and CosFace; ``plan.json`` for the four main losses, ``choices.json`` for the others): where η = 0
+    scored best, SEC was not selected for that loss and its best nonzero η is tested, flagged; where a choice sits at
+    an edge of its grid after every extension, it says so; a loss whose selection has not been made yet is named.
+    Empty for a tier without such flags (the quick and reference tiers choose by their own rule, shown in the table
+    above)."""
     if profile != "decisive":
         return ""
     from ..runs import decisive
@@ -466,19 +474,34 @@ def selection_flags(profile) -> str:
         plan = decisive.read_plan()
     except KeyError:
         return ""
-    flags = {loss: list(f) for loss, f in plan.flags.items() if f}
-    for loss, c in decisive.read_choices().items():
-        if isinstance(c, dict) and c.get("flags") and loss not in (decisive.RATES, decisive.SCALE, decisive.FINETUNE):
-            flags.setdefault(loss, []).extend(c["flags"])
+    losses = tuple(losses) if losses is not None else (*ex.MAIN_LOSSES, *ex.EXTRA_LOSSES)
+    choices = decisive.read_choices()
+    flags, pending = {}, []
+    for loss in losses:
+        if loss in plan.eta:
+            fs = list(plan.flags.get(loss, ()))
+        elif isinstance(choices.get(loss), dict):
+            fs = list(choices[loss].get("flags", ()))
+        else:
+            pending.append(loss)
+            continue
+        if fs:
+            flags[loss] = fs
+    wait = (f"The held-out η of {common.and_list(pending)} is not chosen yet: "
+            f"{'its' if len(pending) == 1 else 'their'} selection is still training." if pending else "")
     if not flags:
-        return ("Every η and L2 weight the decisive tier chose on held-out classes is interior to its grid, and SEC was "
-                "selected for every loss.")
+        done = [x for x in losses if x not in pending]
+        if not done:
+            return wait
+        kinds = "η and L2 weight" if any(loss in (*ex.MAIN_LOSSES, *ex.EXTRA_LOSSES) for loss in done) else "η"
+        return (f"Every {kinds} the decisive tier chose on held-out classes is interior to its grid, and SEC was "
+                f"selected for every loss{'' if not pending else ' chosen so far'}." + (" " + wait if wait else ""))
     lines = []
     for loss, fs in flags.items():
-        eta = plan.eta.get(loss)
+        eta = plan.eta.get(loss, choices.get(loss, {}).get("sec"))
         tested = f" (η = {eta:g} is tested)" if eta is not None else ""
         lines.append(f"- **{loss}**{tested}: " + "; ".join(fs) + ".")
-    return "**Flagged by the held-out selection:**\n\n" + "\n".join(lines)
+    return "**Flagged by the held-out selection:**\n\n" + "\n".join(lines) + ("\n\n" + wait if wait else "")
 
 
 def gains_paragraph(gains: pd.DataFrame, metric: str = "R@1", variant: str = "sec", baseline: str = "none",

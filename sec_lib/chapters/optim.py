@@ -2,7 +2,6 @@
 per-sample updates are."""
 from __future__ import annotations
 
-import re
 from typing import Sequence
 
 import numpy as np
@@ -15,8 +14,8 @@ from ..report import one_family, pooled_diff, summary_table, with_verdict
 from . import profile_param
 from ..report.claims import Claim, family_row
 from .. import reference
-from .common import (beside_cv, check_cols, measures_text, name_means, paired, run_step_means, verdict_row_of,
-                     with_norm_cv)
+from .common import (and_list, beside_cv, check_cols, measures_text, name_means, paired, run_step_means,
+                     verdict_row_of, with_norm_cv)
 
 #: The notebook's parameters (checked by ``sec_lib.params.notebook_params``).
 PARAMS = profile_param()
@@ -26,7 +25,8 @@ def pilot_table(pilot_runs: pd.DataFrame) -> pd.DataFrame:
     """The learning-rate pilot (semihard on held-out training classes, one seed no reported run uses):
     optimizer, arm (no SEC, or SGD with SEC at the paper's η), lr, held-out R@1, status and whether
     it was chosen, by the rule of ``experiments.chosen_lr`` (best R@1 per optimizer and arm; ties
-    and failed runs: the smaller rate; a failed run counts as -inf)."""
+    and failed runs: the smaller rate; a failed run counts as -inf); ``seeds`` (1) and ``failed`` (0 or 1) as in
+    :func:`rate_selection`."""
     check_cols(pilot_runs, ["optimizer", "lr", "status", "eta"], "pilot runs")
     df = pilot_runs.copy()
     if "R@1" not in df.columns:
@@ -39,14 +39,15 @@ def pilot_table(pilot_runs: pd.DataFrame) -> pd.DataFrame:
         best = max(zip(sub["_score"], -sub["lr"], sub.index))
         chosen.add(best[2])
     df["chosen"] = [i in chosen for i in df.index]
-    return df[["optimizer", "arm", "eta", "lr", "R@1", "status", "chosen"]].reset_index(drop=True)
+    df["seeds"], df["failed"] = 1, (df["status"] != "done").astype(int)
+    return df[["optimizer", "arm", "eta", "lr", "R@1", "status", "chosen", "seeds", "failed"]].reset_index(drop=True)
 
 
 def rate_selection(profile, root=None) -> pd.DataFrame:
     """How the chapter's learning rates were chosen, in :func:`pilot_table`'s columns: the learning-rate pilot of
     ``profile``; for the decisive tier, its held-out selection of SGD's rates without and with SEC (the
-    ``sgd-selection`` stage: each rate's R@1 the mean over its ``seeds``, ``chosen`` the rate its profile fixed;
-    Adam's rate is the tier's fixed 3e-3)."""
+    ``sgd-selection`` stage: each rate's R@1 the mean over its ``seeds``, of which ``failed`` failed, ``chosen`` the
+    rate its profile fixed; Adam's rate is the tier's fixed 3e-3)."""
     from ..runs.tier import StagedTier, store_for
     from .common import fixed_or_nan, load_pilot, staged_selection
     p = ex.get_profile(profile) if isinstance(profile, str) else profile
@@ -58,12 +59,13 @@ def rate_selection(profile, root=None) -> pd.DataFrame:
         return (("optimizer", c.optimizer), ("arm", "sec" if c.eta > 0 else "none"), ("eta", c.eta), ("lr", c.lr)) \
             if c.optimizer == "sgd" else None
     out = staged_selection(store, ("sgd-selection",), rate)
+    cols = ["optimizer", "arm", "eta", "lr", "R@1", "status", "chosen", "seeds", "failed"]
     if not len(out):
-        return pd.DataFrame(columns=["optimizer", "arm", "eta", "lr", "R@1", "status", "chosen", "seeds"])
+        return pd.DataFrame(columns=cols)
     out = out.rename(columns={"held-out R@1": "R@1"})
     out["chosen"] = [bool(lr == fixed_or_nan(p, "lr", "sgd+sec" if a == "sec" else "sgd"))
                      for a, lr in zip(out["arm"], out["lr"])]
-    return out[["optimizer", "arm", "eta", "lr", "R@1", "status", "chosen", "seeds"]]
+    return out[cols]
 
 
 def optim_table(runs: pd.DataFrame) -> pd.DataFrame:
@@ -205,30 +207,24 @@ def rates_sentence(runs: pd.DataFrame, pilot: pd.DataFrame) -> str:
                                                    if (o, a) in chosen.index) + ").")
 
 
-def _and_list(items) -> str:
-    """'a', 'a and b', 'a, b and c'."""
-    items = [str(x) for x in items]
-    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
-
-
-def _failures(status: pd.Series) -> str:
-    """'every seed at each' when every run of those rates failed ('k of k failed' or a pilot's one 'failed' run),
-    else the statuses as they are."""
-    counts = [re.fullmatch(r"(\d+) of (\d+) failed", s) for s in status.astype(str)]
-    if all(s == "failed" for s in status.astype(str)):
-        return "its one run at each" if len(status) > 1 else "its one run"
-    if all(m and m.group(1) == m.group(2) for m in counts):
-        n = sorted({int(m.group(2)) for m in counts})
-        return f"all {n[0]} seeds at each" if len(n) == 1 and len(status) > 1 else \
+def _failures(rows: pd.DataFrame) -> str:
+    """How many runs failed at the rates of ``rows`` (each with a failed run; ``failed`` of ``seeds``): 'all k
+    seeds at each' when every run failed, 'its one run' for a one-seed pilot, else each rate's 'k of n failed'."""
+    seeds, failed = rows["seeds"].astype(int), rows["failed"].astype(int)
+    if (seeds == 1).all():
+        return "its one run at each" if len(rows) > 1 else "its one run"
+    if (failed == seeds).all():
+        n = sorted(set(seeds))
+        return f"all {n[0]} seeds at each" if len(n) == 1 and len(rows) > 1 else \
             f"all {n[0]} seeds" if len(n) == 1 else "every seed"
-    return "; ".join(status.astype(str))
+    return "; ".join(f"{f} of {n} failed" for f, n in zip(failed, seeds))
 
 
 def selection_sentence(pilot: pd.DataFrame) -> str:
     """What the rate selection (:func:`rate_selection` or :func:`pilot_table`) found, computed from its rows: per
     optimizer and arm the chosen rate and whether it is interior to the rates that trained, and the rates at which
     one arm failed while the other trained at the same rate (SEC at the paper's η can narrow SGD's stable range)."""
-    check_cols(pilot, ["optimizer", "arm", "lr", "status", "chosen"], "the rate selection")
+    check_cols(pilot, ["optimizer", "arm", "lr", "seeds", "failed", "chosen"], "the rate selection")
     if not len(pilot):
         return "No rate-selection runs."
 
@@ -236,8 +232,8 @@ def selection_sentence(pilot: pd.DataFrame) -> str:
         return f"{opt} with SEC" if arm == "sec" else f"{opt} without SEC"
 
     def rates(values):
-        return _and_list(f"{x:g}" for x in sorted(values))
-    done = pilot["status"].astype(str) == "done"
+        return and_list(f"{x:g}" for x in sorted(values))
+    done = pilot["failed"] == 0
     parts, broke = [], []
     for (opt, arm), sub in pilot.groupby(["optimizer", "arm"], sort=False):
         ok, chosen = sub[done[sub.index]], sub[sub["chosen"]]
@@ -254,7 +250,7 @@ def selection_sentence(pilot: pd.DataFrame) -> str:
             others = pilot[(pilot["optimizer"] == opt) & (pilot["arm"] != arm)]
             trained = set(others.loc[done[others.index], "lr"])
             alone = [x for x in failed["lr"] if x in trained]
-            what = f"failed at lr {rates(failed['lr'])} ({_failures(failed['status'])})"
+            what = f"failed at lr {rates(failed['lr'])} ({_failures(failed)})"
             if alone:
                 what += (f", where {label(opt, 'none' if arm == 'sec' else 'sec')} trained"
                          + (f": SEC at the paper's η narrows {opt}'s stable range" if arm == "sec" else ""))
@@ -281,7 +277,7 @@ def eta_sentence(runs: pd.DataFrame, pilot: pd.DataFrame) -> str:
     def times(r):
         return {2.0: "twice", 0.5: "half"}.get(r, f"{r:g} times")
     return (f"SGD's SEC arm chose its rate with semihard at η {at:g}; "
-            + "; ".join(f"{_and_list(ls)} use{'s' if len(ls) == 1 else ''} η {e:g}, {times(e / at)} that"
+            + "; ".join(f"{and_list(ls)} use{'s' if len(ls) == 1 else ''} η {e:g}, {times(e / at)} that"
                         for e, ls in by_eta.items())
             + ". Under SGD, SEC's step on the parameters scales with lr·η, so those rows test a rate chosen at "
             + ("another η." if len(by_eta) > 1 else f"{'a smaller' if next(iter(by_eta)) > at else 'a larger'} η."))

@@ -115,7 +115,7 @@ def test_the_optim_pages_rates_read_the_decisive_sgd_selection(staged):
 def test_the_rate_selection_sentence_says_where_sec_failed_and_the_plain_arm_trained():
     t = pd.DataFrame({"optimizer": ["sgd"] * 6, "arm": ["none"] * 3 + ["sec"] * 3, "lr": [0.1, 0.3, 1.0] * 2,
                       "R@1": [89.1, 88.9, 88.0, 89.2, float("nan"), float("nan")],
-                      "status": ["done"] * 4 + ["3 of 3 failed"] * 2,
+                      "status": ["done"] * 4 + ["3 of 3 failed"] * 2, "seeds": 3, "failed": [0] * 4 + [3] * 2,
                       "chosen": [True, False, False, True, False, False]})
     s = optim.selection_sentence(t)
     assert s.startswith("sgd without SEC chose lr 0.1 (the smallest rate of its grid); "
@@ -124,11 +124,17 @@ def test_the_rate_selection_sentence_says_where_sec_failed_and_the_plain_arm_tra
            "paper's η narrows sgd's stable range." in s
     t2 = pd.concat([t.iloc[:3].assign(lr=[0.03, 0.1, 0.3], chosen=[False, True, False]),
                     t.iloc[3:].assign(lr=[0.03, 0.1, 0.3], chosen=[False, True, False],
-                                      status=["done", "done", "1 of 3 failed"])], ignore_index=True)
+                                      status=["done", "done", "1 of 3 failed"], failed=[0, 0, 1])],
+                   ignore_index=True)
     s2 = optim.selection_sentence(t2)
     assert "sgd with SEC chose lr 0.1 (the largest rate at which every run trained)" in s2    # one seed of 0.3 failed
     assert "sgd without SEC chose lr 0.1 (inside its grid)" in s2 and "(1 of 3 failed)" in s2
-    assert optim.selection_sentence(t2.assign(status="done")).count("failed") == 0
+    assert optim.selection_sentence(t2.assign(status="done", failed=0)).count("failed") == 0
+    pilot = optim.pilot_table(pd.DataFrame({"optimizer": ["sgd"] * 3, "lr": [0.1, 0.3, 1.0], "eta": [0.5] * 3,
+                                            "R@1": [80.0, float("nan"), float("nan")],
+                                            "status": ["done", "failed", "failed"]}))
+    assert list(pilot["failed"]) == [0, 1, 1] and set(pilot["seeds"]) == {1}
+    assert "sgd with SEC failed at lr 0.3 and 1 (its one run at each)." in optim.selection_sentence(pilot)
     with pytest.raises(ValueError, match="lacks columns"):
         optim.selection_sentence(t.drop(columns="chosen"))
 
@@ -212,9 +218,35 @@ def test_the_compare_page_says_what_the_decisive_selection_flagged(staged):
     (staged / "data" / "reference" / "decisive" / "plan.json").write_text(flagged.to_json())
     decisive.record_choice("tml", selection.Choice(0.5, 0.5, {}, (0.005, 0.5), "high", None),
                            selection.Choice(0.005, 0.005, {}, (0.005,), None, None))
-    s = compare.selection_flags("decisive")
+    s = compare.selection_flags("decisive", losses=("triplet", "tml"))
     assert "- **triplet** (η = 0.1 is tested): SEC not selected" in s
-    assert "- **tml**: at the high edge of its grid after 2 extensions." in s
+    assert "- **tml** (η = 0.5 is tested): at the high edge of its grid after 2 extensions." in s
+    assert "tml" not in compare.selection_flags("decisive")        # not a loss of the stand-in's compare page
+
+
+def test_a_review_pages_eta_selection_reads_its_losses_from_the_review_selection_stage(staged):
+    store = ResultStore(staged / "runs")
+    configs = selection.configs("supcon", (0.0, 0.1, 0.5), "cosine", 3000)
+    for c in configs:                                         # held-out R@1 = 70 + 10·η + seed/1000: η 0.5 best
+        save(store, c, 70 + 10 * c.eta + (c.seed - 1000) / 1000)
+    tier.export(store, configs, staged / "data" / "reference" / "decisive" / "review-selection")
+    t = compare.eta_selection_table("decisive", losses=("supcon",))
+    assert set(t["loss"]) == {"supcon"} and list(t["eta"]) == [0.0, 0.1, 0.5] and list(t["seeds"]) == [3] * 3
+    assert t["heldout_R@1"].tolist() == pytest.approx([70.001, 71.001, 75.001])
+    assert not t["chosen"].any()                                  # not chosen yet: choices.json has no supcon
+    assert set(compare.eta_selection_table("decisive")["loss"]) == {"triplet"}      # the compare page's losses only
+    assert compare.selection_flags("decisive", losses=("supcon",)) == (
+        "The held-out η of supcon is not chosen yet: its selection is still training.")
+    both = compare.selection_flags("decisive", losses=("triplet", "supcon"))
+    assert both.startswith("Every η and L2 weight the decisive tier chose on held-out classes is interior to its "
+                           "grid, and SEC was selected for every loss chosen so far.")
+    decisive.record_choice("supcon", selection.Choice(0.5, 0.5, {}, (0.1, 0.5), "high", None))
+    t = compare.eta_selection_table("decisive", losses=("supcon",))
+    assert list(t["chosen"]) == [False, False, True]
+    assert compare.selection_flags("decisive", losses=("supcon",)) == (
+        "**Flagged by the held-out selection:**\n\n- **supcon** (η = 0.5 is tested): at the high edge of its grid "
+        "after 2 extensions.")
+    assert "supcon" not in compare.selection_flags("decisive")     # another page's loss stays off the compare page
 
 
 def test_the_tiers_page_shows_the_last_quarter_gain_of_every_reported_decisive_run(staged):
