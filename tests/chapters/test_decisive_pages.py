@@ -209,6 +209,27 @@ def test_the_tiers_page_compares_the_decisive_held_out_gains_with_its_test_gains
     assert set(d["test_runs"]) == {"η sweep"}
 
 
+def test_the_tiers_page_takes_a_review_losss_test_gain_from_its_review_chapter(staged, monkeypatch):
+    from sec_lib.chapters import tiers
+    monkeypatch.setattr(ex, "SSL_LOSSES", ("supcon",))
+    monkeypatch.setattr(ex, "REVIEW_LOSSES", ("supcon",))
+    store = ResultStore(staged / "runs")
+    held = selection.configs("supcon", (0.0, 0.1, 0.5), "cosine", 3000)
+    for c in held:                                            # held-out R@1 = 70 + 10·η + seed/1000: η 0.5 best
+        save(store, c, 70 + 10 * c.eta + (c.seed - 1000) / 1000)
+    tier.export(store, held, staged / "data" / "reference" / "decisive" / "review-selection")
+    decisive.record_choice("supcon", selection.Choice(0.5, 0.5, {}, (0.1, 0.5), None, None))
+    assert not len(tiers.selection_prediction("decisive"))            # no test run committed yet
+    runs = ex.chapter_configs("ssl", "decisive", store)
+    for c in runs:                                                    # test R@1 = 60 + 2·η (SEC) + seed/1000
+        save(store, c, 60 + 2 * c.eta * (c.variant == "sec") + c.seed / 1000)
+    tier.export(store, runs, staged / "data" / "reference" / "decisive" / "review")
+    d = tiers.selection_prediction("decisive")
+    assert list(zip(d["loss"], d["eta"], d["test_runs"])) == [("supcon", 0.5, "review chapters")]
+    assert d["heldout_gain"].tolist() == pytest.approx([5.0]) and d["test_gain"].tolist() == pytest.approx([1.0])
+    assert set(d["test_seeds"]) == {len({c.seed for c in runs})}
+
+
 def test_the_compare_page_says_what_the_decisive_selection_flagged(staged):
     assert compare.selection_flags("reference") == ""
     assert "is interior to its grid, and SEC was selected for every loss" in compare.selection_flags("decisive")

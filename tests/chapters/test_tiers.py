@@ -167,12 +167,26 @@ def test_selection_prediction_against_scipy():
     same = sum(g.loc[g["heldout_gain"].idxmax(), "eta"] == g.loc[g["test_gain"].idxmax(), "eta"]
                for _, g in df.groupby("loss"))
     assert f"for {same} of the 2 losses with more than one cell" in s and "come from" not in s
+    # within each loss: the partial correlation given the loss, against scipy on the residuals of a loss-only fit
+    import numpy as np
+    X = pd.get_dummies(df["loss"]).astype(float).to_numpy()
+    res = {c: df[c] - X @ np.linalg.lstsq(X, df[c], rcond=None)[0] for c in ("heldout_gain", "test_gain")}
+    rw = stats.pearsonr(res["heldout_gain"], res["test_gain"])[0]
+    zw, sew = math.atanh(rw), 1 / math.sqrt(len(df) - 3 - 1)
+    assert (f"over the 6 cells of the 2 losses with more than one), r = {rw:+.2f} [{math.tanh(zw - 1.96 * sew):+.2f}, "
+            f"{math.tanh(zw + 1.96 * sew):+.2f}]") in s
     # the main comparison's cells (before the η sweep): a loss with one cell has no choice to get right
     main = pd.DataFrame({"loss": ["triplet", "triplet", "ms", "npair"], "eta": [0.05, 1.0, 1.0, 0.1],
                          "heldout_gain": [1.0, 0.5, 0.3, 0.2], "heldout_seeds": 3,
                          "test_gain": [0.2, 0.6, 0.1, 0.0], "test_seeds": 5, "test_runs": "main comparison"})
     t = tiers.prediction_sentence(main, "decisive")
     assert "for 0 of the 1 losses with more than one cell" in t and "come from the main comparison" in t
+    assert "Within each loss" not in t                          # one loss with more than one cell: nothing to centre
+    assert "The η sweep, which tests every η of the grid for the four main losses, is not committed yet." in t
+    mixed = pd.concat([df.assign(test_runs="η sweep"), main.iloc[3:].assign(loss="supcon", test_runs="review chapters")])
+    assert tiers.prediction_sentence(mixed, "decisive").endswith(
+        "The test gains come from the η sweep (every η of the grid) for triplet and ms and the review chapters (SEC at "
+        "the selected η: one cell per loss) for supcon.")
     assert "cannot be measured yet" in tiers.prediction_sentence(df.iloc[:3])
     assert list(tiers.selection_prediction("smoke", root="/nonexistent").columns) == tiers.COLUMNS
 
