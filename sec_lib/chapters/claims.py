@@ -117,8 +117,7 @@ def counts_sentence(table: pd.DataFrame) -> str:
             + ", ".join(f"**{n}** {v}" for v, n in counts.items()) + ".")
     if quick:
         names = ", ".join(counted(table).loc[~counted(table)["tier"].map(is_long_tier), "claim"])
-        text += (f" **{quick}** more ({names}) have quick-tier evidence only ({QUICK_ONLY}): they are shown, "
-                 "not counted.")
+        text += f" **{quick}** more ({names}) have quick-tier evidence only: they are shown, not counted."
     return text
 
 

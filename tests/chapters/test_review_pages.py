@@ -519,7 +519,7 @@ def test_tally_counts_the_long_tier_only(mixed):
     assert sum(v for k, v in counts.items() if k != claims.QUICK_ONLY) == len(long_rows)
     assert counts[claims.QUICK_ONLY] == len(claims.counted(t)) - len(long_rows)
     s = claims.counts_sentence(t)
-    assert s.startswith(f"Of {len(long_rows)} bodies of evidence on the reference tier") and "quick tier only" in s
+    assert s.startswith(f"Of {len(long_rows)} bodies of evidence on the reference tier") and "quick-tier evidence only" in s
     assert "Q6a uses the same runs as C4" in s
     # the decisive tier counts as committed evidence beside the reference tier, and the sentence names both
     both = t.assign(tier=["decisive" if c in ("C4", "C5") else tr for c, tr in zip(t["claim"], t["tier"])])
