@@ -279,10 +279,13 @@ RISING = 0.3
 def kind_table(profile: str = "reference", root=None) -> pd.DataFrame:
     """What is known of the CPU kind of each batch of a committed tier: the rows' own ``cpu_kind`` where they
     record it (runs trained under the contract), else ``kinds.csv`` beside the tier; one row per committing
-    commit with its run count, first run date and evidence."""
-    from ..runs.tier import KINDS_FILE, UNKNOWN_KIND
+    commit with its run count, first run date and evidence. A staged tier (the decisive tier): one row per stage
+    (:func:`_staged_kinds`)."""
+    from ..runs.tier import KINDS_FILE, UNKNOWN_KIND, stage_dirs
     d = tier_dir(profile, root)
     if not (d / "runs.parquet").exists():
+        if stage_dirs(d):
+            return _staged_kinds(StagedTier(d))
         return pd.DataFrame(columns=["commit", "runs", "first run", "CPU kind", "evidence"])
     runs = open_tier(d).runs
     own = runs["cpu_kind"] if "cpu_kind" in runs else pd.Series(None, index=runs.index)
@@ -298,6 +301,51 @@ def kind_table(profile: str = "reference", root=None) -> pd.DataFrame:
         rows.append({"commit": r.commit[:10], "runs": int(r.runs), "first run": str(r.first)[:16], "CPU kind": kind,
                      "evidence": ev})
     return pd.DataFrame(rows)
+
+
+def _staged_kinds(store: StagedTier) -> pd.DataFrame:
+    """:func:`kind_table` of a staged tier: per stage folder, its runs, the first and last run dates, the CPU kinds
+    its runs recorded (``cpu_kind``, the contract's provenance; each with its count) and how many trained on a CPU
+    with AVX2 only and with AVX-512 (the ISA each run recorded) under the same pin."""
+    rows = []
+    for part in store.parts:
+        r = _with_kind(part.runs)
+        kinds = r["_kind"].value_counts()
+        rows.append({"stage": part.root.name, "runs": len(r), "first run": str(r["date"].min())[:16],
+                     "last run": str(r["date"].max())[:16],
+                     "CPU kind": ", ".join(f"{k} ({n})" for k, n in kinds.items()),
+                     "AVX2 only": int((~r["_avx512"]).sum()), "with AVX-512": int(r["_avx512"].sum())})
+    return pd.DataFrame(rows).sort_values("first run", kind="stable").reset_index(drop=True)
+
+
+def _with_kind(runs: pd.DataFrame) -> pd.DataFrame:
+    """``runs`` with ``_kind`` (its recorded CPU kind, :data:`UNRECORDED` where none) and ``_avx512`` (whether its
+    recorded ISA has avx512f)."""
+    kind = runs["cpu_kind"] if "cpu_kind" in runs else pd.Series(None, index=runs.index, dtype=object)
+    isa = runs["cpu_isa"] if "cpu_isa" in runs else pd.Series("", index=runs.index)
+    return runs.assign(_kind=kind.fillna(UNRECORDED),
+                       _avx512=isa.fillna("").astype(str).str.split().map(lambda flags: "avx512f" in flags))
+
+
+def staged_kind_sentence(profile: str = "decisive", root=None) -> str:
+    """How many of a staged tier's runs recorded which CPU kind, and how many trained on a CPU with AVX2 only and
+    with AVX-512 under the same pin (computed from every stage's runs, each run once)."""
+    try:
+        store = StagedTier(tier_dir(profile, root))
+    except FileNotFoundError:
+        return f"The {profile} tier has no committed run yet."
+    r = _with_kind(store.runs)
+    kinds = r["_kind"].value_counts()
+    head = (f"All {len(r):,} runs of the {profile} tier recorded one CPU kind, **{kinds.index[0]}**"
+            if len(kinds) == 1 else
+            f"The {len(r):,} runs of the {profile} tier recorded {len(kinds)} CPU kinds: "
+            + ", ".join(f"{k} ({n})" for k, n in kinds.items()))
+    return (head + f"; {int((~r['_avx512']).sum()):,} trained on a CPU with AVX2 only and {int(r['_avx512'].sum()):,} "
+            "on CPUs with AVX-512 under the same pin, which gives the same bits (`data/reference/crosscpu/`).")
+
+
+#: The CPU kind of a staged run that did not record one (none of the decisive tier's: it trained under the contract).
+UNRECORDED = "not recorded"
 
 
 def last_quarter(profile: str = "reference", root=None) -> pd.DataFrame:

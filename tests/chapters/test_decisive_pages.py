@@ -230,6 +230,29 @@ def test_the_tiers_page_takes_a_review_losss_test_gain_from_its_review_chapter(s
     assert set(d["test_seeds"]) == {len({c.seed for c in runs})}
 
 
+def test_the_tiers_page_counts_the_cpu_kind_and_the_isa_each_decisive_run_recorded(staged):
+    from sec_lib.chapters import tiers
+    path = staged / "data" / "reference" / "decisive" / "sgd-selection" / "runs.parquet"
+    r = pd.read_parquet(path)
+    mine = r["cpu_kind"].iloc[0]                   # this machine's kind: every stand-in run recorded it
+    r.loc[r.index[:2], "cpu_isa"] = "sse4_2 avx avx2 fma"                     # two trained on an AVX2-only CPU
+    r.loc[r.index[2:], "cpu_isa"] = "sse4_2 avx avx2 fma avx512f"
+    r.loc[r.index[:1], "cpu_kind"] = "Intel/AVX2/avx2"                        # and one of them on another kind
+    r.to_parquet(path)
+    k = tiers.kind_table("decisive").set_index("stage")
+    assert set(k.index) == {"selection", "scale-selection", "finetune-selection", "sgd-selection"}
+    n = len(r)
+    assert k.loc["sgd-selection", ["runs", "AVX2 only", "with AVX-512"]].tolist() == [n, 2, n - 2]
+    assert k.loc["sgd-selection", "CPU kind"] == f"{mine} ({n - 1}), Intel/AVX2/avx2 (1)"
+    total = len(tier.StagedTier(staged / "data" / "reference" / "decisive").runs)
+    assert tiers.staged_kind_sentence("decisive").startswith(
+        f"The {total:,} runs of the decisive tier recorded 2 CPU kinds: {mine} ({total - 1}), Intel/AVX2/avx2 (1)")
+    r.assign(cpu_kind=mine).to_parquet(path)
+    assert tiers.staged_kind_sentence("decisive").startswith(f"All {total:,} runs of the decisive tier recorded one "
+                                                             f"CPU kind, **{mine}**")
+    assert tiers.staged_kind_sentence("gpu") == "The gpu tier has no committed run yet."
+
+
 def test_the_compare_page_says_what_the_decisive_selection_flagged(staged):
     assert compare.selection_flags("reference") == ""
     assert "is interior to its grid, and SEC was selected for every loss" in compare.selection_flags("decisive")
