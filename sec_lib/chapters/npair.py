@@ -72,10 +72,10 @@ def opening(runs: pd.DataFrame, steps: pd.DataFrame) -> str:
     ip, ipl2 = ("npair_ip", "none"), ("npair_ip_l2", "none")
     drift = ""
     if ip in g.index and ipl2 in g.index:
-        drift = (f" Without SEC, the batch mean norm ends training at {g.loc[ip, 'ratio']:.2g}× its starting value with "
+        drift = (f"Without SEC, the batch mean norm ends training at {g.loc[ip, 'ratio']:.2g}× its starting value with "
                  f"the bare inner-product loss and at {g.loc[ipl2, 'ratio']:.2g}× with Sohn's l2 penalty. ")
     parts = [f"{v}: {rows.loc[v, 'estimate']:+.2f} (**{rows.loc[v, 'verdict']}**)" for v in LOSSES if v in rows.index]
-    return ("**Answer.**" + drift + "SEC changes R@1 by " + "; ".join(parts) + " points.")
+    return "**Answer.** " + drift + "SEC changes R@1 by " + "; ".join(parts) + " points."
 
 
 def verdict(runs: pd.DataFrame) -> str:
