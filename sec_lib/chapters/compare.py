@@ -418,11 +418,6 @@ def overall_sentence(gains: pd.DataFrame, metric: str = "R@1", variant: str = "s
             + tail)
 
 
-#: Each loss's held-out selection stage in the decisive tier: the four main losses', tuplet margin and CosFace's,
-#: the review losses'.
-SELECTION_STAGES = ("selection", "extra-selection", "review-selection")
-
-
 def eta_selection_table(profile, root=None, losses=None) -> pd.DataFrame:
     """Held-out R@1 of every η of the selection runs, per loss, with the chosen η marked.
 
@@ -446,12 +441,13 @@ def eta_selection_table(profile, root=None, losses=None) -> pd.DataFrame:
 
 def _staged_eta_selection(p, store, losses) -> pd.DataFrame:
     """:func:`eta_selection_table` of the decisive tier for ``losses``: its held-out selection stages
-    (:data:`SELECTION_STAGES`), each η's held-out R@1 the mean over its seeds (``seeds``), ``chosen`` the η its
+    (:data:`sec_lib.runs.decisive.ETA_SELECTION_STAGES`), each η's held-out R@1 the mean over its seeds (``seeds``), ``chosen`` the η its
     profile fixed from that selection (``plan.json``, ``choices.json``; none while the loss's selection trains)."""
     def eta_point(c):
         keep = c.loss in losses and not c.relative and (c.eta == 0 or c.mu == "batch")
         return (("loss", c.loss), ("eta", c.eta)) if keep else None
-    out = common.staged_selection(store, SELECTION_STAGES, eta_point)
+    from ..runs.decisive import ETA_SELECTION_STAGES
+    out = common.staged_selection(store, ETA_SELECTION_STAGES, eta_point)
     if not len(out):
         return pd.DataFrame(columns=["loss", "eta", "status", "heldout_R@1", "seeds", "chosen"])
     out = out.rename(columns={"held-out R@1": "heldout_R@1"})

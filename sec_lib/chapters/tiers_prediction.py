@@ -47,11 +47,11 @@ def selection_prediction(profile: str = "reference", root=None) -> pd.DataFrame:
     for loss in (*ex.MAIN_LOSSES, *ex.EXTRA_LOSSES, *ex.REVIEW_LOSSES):
         if loss not in h.index or 0.0 not in h.columns or not np.isfinite(h.loc[loss, 0.0]):
             continue
-        source = next((s for s in TEST_SOURCES if ((test["test_runs"] == s) & (test["loss"] == loss)).any()), None)
+        mine = test[test["loss"] == loss]
+        source = next((s for s in TEST_SOURCES if (mine["test_runs"] == s).any()), None)
         if source is None:
             continue
-        tl = test[(test["test_runs"] == source) & (test["loss"] == loss)].pivot_table(index="seed", columns="eta",
-                                                                                      values="R@1")
+        tl = mine[mine["test_runs"] == source].pivot_table(index="seed", columns="eta", values="R@1")
         for eta in [e for e in h.columns if e > 0 and e in tl.columns and 0.0 in tl.columns]:
             d = (tl[eta] - tl[0.0]).dropna()
             if not len(d) or not np.isfinite(h.loc[loss, eta]):
@@ -99,11 +99,11 @@ def _test_runs(profile: str, root, staged: bool) -> pd.DataFrame | None:
 
 
 def _staged_held_out(store) -> pd.DataFrame:
-    """The decisive tier's held-out SEC runs (its ``selection`` stage for the four main losses, ``extra-selection``
-    for tuplet margin and CosFace, ``review-selection`` for the review losses), one row per finished run: loss, eta,
-    R@1."""
+    """The decisive tier's held-out SEC runs (its η selection stages,
+    :data:`~sec_lib.runs.decisive.ETA_SELECTION_STAGES`), one row per finished run: loss, eta, R@1."""
+    from ..runs.decisive import ETA_SELECTION_STAGES
     rows = [{"loss": c.loss, "eta": c.eta, "R@1": r["R@1"]}
-            for c, r in staged_runs(store, ("selection", "extra-selection", "review-selection"))
+            for c, r in staged_runs(store, ETA_SELECTION_STAGES)
             if r["status"] == "done" and c.variant in ("none", "sec") and c.mu == "batch" and not c.relative]
     return pd.DataFrame(rows, columns=["loss", "eta", "R@1"])
 

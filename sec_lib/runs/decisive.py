@@ -89,6 +89,9 @@ STAGES = (
     ("review-selection", "the review losses: held-out η grid", ("select", "REVIEW_LOSSES", ("sec",))),
     ("review", "SimCLR and SupCon, the N-pair readings, CosFace and ArcFace", ("train", ("ssl", "npair", "face"))),
 )
+#: The stage folders of the held-out η selections, in training order: the four main losses' (``selection``, which the
+#: main stage writes), then each "select" stage of :data:`STAGES` (tuplet margin and CosFace's, the review losses').
+ETA_SELECTION_STAGES = ("selection", *(name for name, _, how in STAGES if how[0] == "select"))
 #: What the tier does not train yet, and why (nothing, now).
 LATER: dict = {}
 
