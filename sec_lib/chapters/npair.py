@@ -66,7 +66,27 @@ def norm_growth(runs: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
     return out.assign(_o=out["loss"].map(order)).sort_values(["_o", "variant"]).drop(columns="_o").reset_index(drop=True)
 
 
-def opening(runs: pd.DataFrame, steps: pd.DataFrame) -> str:
+#: The rows of this page that another page's claim decides: the tuplet margin loss is claim Q8b, decided on the compare
+#: page (its Holm family: the losses beyond the four). This page shows that record, so that the loss carries one
+#: verdict in the book; its runs still count in this page's family of four, which adjusts Q11a-c as declared.
+ELSEWHERE = {"tml": "Q8b"}
+
+
+def decided_elsewhere(profile: str, root=None) -> dict:
+    """``{loss: ClaimRecord}``: the record of each :data:`ELSEWHERE` claim as the page that owns it decides it
+    (:func:`sec_lib.chapters.evidence.claim_records`, the same object the claims page shows)."""
+    from .evidence import claim_records
+    recs = {r.id: r for r in claim_records(profile, root, pages=("compare",))}
+    return {loss: recs[cid] for loss, cid in ELSEWHERE.items() if cid in recs}
+
+
+def _record_row(rec) -> dict:
+    """A claim record as a verdict row (:func:`sec_lib.chapters.common.measures_text`'s keys)."""
+    return {k: getattr(rec, k) for k in ("estimate", "ci_lo", "ci_hi", "p_adj", "m", "mde", "n", "n_counts", "verdict")}
+
+
+def opening(runs: pd.DataFrame, steps: pd.DataFrame, elsewhere: dict | None = None) -> str:
+    """The page's answer; ``elsewhere``: :func:`decided_elsewhere`, whose records replace those losses' rows."""
     rows = verdict_rows(runs).set_index("loss")
     g = norm_growth(runs, steps).set_index(["loss", "variant"])
     ip, ipl2 = ("npair_ip", "none"), ("npair_ip_l2", "none")
@@ -74,14 +94,25 @@ def opening(runs: pd.DataFrame, steps: pd.DataFrame) -> str:
     if ip in g.index and ipl2 in g.index:
         drift = (f"Without SEC, the batch mean norm ends training at {g.loc[ip, 'ratio']:.2g}× its starting value with "
                  f"the bare inner-product loss and at {g.loc[ipl2, 'ratio']:.2g}× with Sohn's l2 penalty. ")
-    parts = [f"{v}: {rows.loc[v, 'estimate']:+.2f} (**{rows.loc[v, 'verdict']}**)" for v in LOSSES if v in rows.index]
+    elsewhere = elsewhere or {}
+    parts = [f"{v}: {elsewhere[v].estimate:+.2f} (**{elsewhere[v].verdict}**, claim {elsewhere[v].id})" if v in elsewhere
+             else f"{v}: {rows.loc[v, 'estimate']:+.2f} (**{rows.loc[v, 'verdict']}**)" for v in LOSSES if v in rows.index]
     return "**Answer.** " + drift + "SEC changes R@1 by " + "; ".join(parts) + " points."
 
 
-def verdict(runs: pd.DataFrame) -> str:
-    rows = verdict_rows(runs)
-    return "\n".join("- " + verdict_sentence(r, f"`{r['loss']}`: with SEC, R@1", f"SEC helps {r['loss']}")
-                     for r in rows.to_dict("records"))
+def verdict(runs: pd.DataFrame, elsewhere: dict | None = None) -> str:
+    """One line per variant; a variant another page's claim decides (``elsewhere``: :func:`decided_elsewhere`)
+    shows that claim's record, named, instead of this page's row."""
+    elsewhere = elsewhere or {}
+    lines = []
+    for r in verdict_rows(runs).to_dict("records"):
+        rec = elsewhere.get(r["loss"])
+        if rec is None:
+            lines.append("- " + verdict_sentence(r, f"`{r['loss']}`: with SEC, R@1", f"SEC helps {r['loss']}"))
+        else:
+            lines.append(f"- `{r['loss']}`, decided on the {rec.page} page as claim {rec.id} (Holm family: {rec.family}): "
+                         + verdict_sentence(_record_row(rec), "with SEC, R@1", rec.statement))
+    return "\n".join(lines)
 
 
 def page_family(ev) -> pd.DataFrame:
