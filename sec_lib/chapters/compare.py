@@ -496,8 +496,17 @@ def selection_flags(profile, losses=None) -> str:
     for loss, fs in flags.items():
         eta = plan.eta.get(loss, choices.get(loss, {}).get("sec"))
         tested = f" (η = {eta:g} is tested)" if eta is not None else ""
-        lines.append(f"- **{loss}**{tested}: " + "; ".join(fs) + ".")
+        lines.append(f"- **{loss}**{tested}: " + flags_text(fs))
     return "**Flagged by the held-out selection:**\n\n" + "\n".join(lines) + ("\n\n" + wait if wait else "")
+
+
+def flags_text(flags) -> str:
+    """A loss's selection flags as recorded (SEC's as they are, the L2 weight's prefixed 'L2: ', as
+    ``plan.json`` and ``choices.json`` keep them) in words, grouped by regularizer: 'SEC's η: …. The L2 weight: …'."""
+    sec = [f.replace("SEC not selected", "not selected") for f in flags if not f.startswith("L2: ")]
+    l2 = [f[len("L2: "):].replace("L2-reg not selected", "not selected") for f in flags if f.startswith("L2: ")]
+    parts = [*(["SEC's η: " + "; ".join(sec)] if sec else []), *(["the L2 weight: " + "; ".join(l2)] if l2 else [])]
+    return ". ".join(p[0].upper() + p[1:] for p in parts) + "."
 
 
 def gains_paragraph(gains: pd.DataFrame, metric: str = "R@1", variant: str = "sec", baseline: str = "none",

@@ -263,9 +263,18 @@ def test_the_compare_page_says_what_the_decisive_selection_flagged(staged):
     decisive.record_choice("tml", selection.Choice(0.5, 0.5, {}, (0.005, 0.5), "high", None),
                            selection.Choice(0.005, 0.005, {}, (0.005,), None, None))
     s = compare.selection_flags("decisive", losses=("triplet", "tml"))
-    assert "- **triplet** (η = 0.1 is tested): SEC not selected" in s
-    assert "- **tml** (η = 0.5 is tested): at the high edge of its grid after 2 extensions." in s
+    assert "- **triplet** (η = 0.1 is tested): SEC's η: not selected (no regularizer scored best)" in s
+    assert "- **tml** (η = 0.5 is tested): SEC's η: at the high edge of its grid after 2 extensions." in s
     assert "tml" not in compare.selection_flags("decisive")        # not a loss of the stand-in's compare page
+    # the L2 weight's flags (recorded as 'L2: …') stand apart from SEC's, each regularizer named once
+    assert compare.flags_text(["SEC not selected (no regularizer scored best); the best nonzero weight is tested",
+                               "L2: L2-reg not selected (no regularizer scored best); the best nonzero weight is tested",
+                               "L2: at the low edge of its grid after 2 extensions"]) == (
+        "SEC's η: not selected (no regularizer scored best); the best nonzero weight is tested. The L2 weight: not "
+        "selected (no regularizer scored best); the best nonzero weight is tested; at the low edge of its grid after "
+        "2 extensions.")
+    assert compare.flags_text(["L2: at the low edge of its grid after 2 extensions"]) == (
+        "The L2 weight: at the low edge of its grid after 2 extensions.")
 
 
 def test_a_review_pages_eta_selection_reads_its_losses_from_the_review_selection_stage(staged):
