@@ -12,7 +12,7 @@ PROFILE ?= cpu
 help:
 	@echo "make book   - run every notebook (profile $(PROFILE)) and build _build/html"
 	@echo "make test   - run the test suite (installs what is missing)"
-	@echo "make reference - train what is missing of the reference tier and export it to data/reference/"
+	@echo "make reference - the same as make decisive (the reference tier it replaced was retired on 2026-11-28)"
 	@echo "make decisive - train what is missing of the decisive tier (pilot, then held-out selection) and export it"
 	@echo "make pretrained - retrain the committed glyph backbone (data/reference/pretrained/; 9-15 min of one core)"
 	@echo "make publish - push the built _build/html to the gh-pages branch (ghp-import; run make book first)"
@@ -58,10 +58,9 @@ book: setup js
 	$(PY) -m sec_lib.book run --profile $(PROFILE)
 	$(PY) -m sec_lib.book build
 
-# The reference tier: hours on 2 cores; resumes where it stopped; commit data/reference/ as it grows.
-reference: setup
-	$(PY) -m sec_lib.book train --profile reference
-	$(PY) -m sec_lib.book export --profile reference
+# The reference tier (5,000 constant-rate iterations) was retired on 2026-11-28 (data/reference/reference/README.md):
+# `make reference` trains the tier that replaced it, the decisive tier.
+reference: decisive
 
 # The decisive tier (data/reference/decisive/): hours on 2 cores; resumes from the store and the committed
 # folder; commit data/reference/decisive/ as it grows. Its first stage is the schedule pilot on held-out classes.

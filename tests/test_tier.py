@@ -83,7 +83,7 @@ def test_rerun_retrains_a_row_and_matches(exported, tmp_path):
 
 
 def test_rerun_trains_even_when_the_store_holds_the_key(exported, tmp_path, monkeypatch):
-    """After ``make reference`` restores the tier, the local store holds every committed key: a rerun
+    """After ``make decisive`` restores the tier, the local store holds every committed key: a rerun
     that returned the stored copy would always 'match'. It must train, and leave the stored copy alone."""
     _, configs, out, _ = exported
     store = ResultStore(tmp_path / "restored")
@@ -175,6 +175,24 @@ def test_rerun_on_the_same_kind_demands_identity(exported, tmp_path, capsys, mon
     assert commands.rerun_command(key, "smoke", staged) == 0
     assert "(identical)" in capsys.readouterr().out
     assert commands.rerun_command("0" * 16, "smoke", staged) == 2      # in no stage: the clear error, nothing trains
+    assert "is in no stage of the tier" in capsys.readouterr().err
+
+
+def test_the_retired_reference_tier_is_not_exported_and_rerun_reads_its_successor(capsys, monkeypatch, tmp_path):
+    """The reference tier is retired: `export --profile reference` refuses (naming the commit that holds it whole and
+    the tier that replaced it) before it reads any store, and `rerun KEY` of the reference profile looks in the
+    decisive tier, with a clear error for a key it does not hold."""
+    from sec_lib.runs import commands
+    monkeypatch.setenv("SEC_RUNS_DIR", str(tmp_path / "runs"))
+    assert tier.RETIRED_TIERS == ("reference",) and "reference" not in tier.TIER_PROFILES
+    assert commands.export_command("reference") == 2
+    err = capsys.readouterr().err
+    assert "retired" in err and tier.RETIRED_AT["reference"] in err and "make decisive" in err
+    assert not (tmp_path / "runs").exists()
+    if not tier.stage_dirs(tier.tier_dir("decisive")):
+        pytest.skip("no committed decisive tier in this checkout")
+    assert commands.rerun_command("0" * 16, "reference") == 2
+    assert "data/reference/decisive" in capsys.readouterr().err
 
 
 def test_rerun_on_another_kind_reports_seed_sds_and_exits_0(exported, tmp_path, capsys, monkeypatch):

@@ -4,7 +4,7 @@ collected from the pages that decide them, tallied by tier, and shown.
 Nothing here computes an estimate. Each page module holds the claims it owns (``CLAIMS``, a list of
 :class:`sec_lib.report.claims.Claim`) and decides them on its own evidence
 (:func:`sec_lib.chapters.evidence.page_records`); this page collects those records
-(:func:`records`), counts them (the reference tier only; quick-tier-only rows apart) and displays them.
+(:func:`records`), counts them (the long tiers only; quick-tier-only rows apart) and displays them.
 Its own claims are question 10 with the class as the attribute (:mod:`.normclass`).
 """
 from __future__ import annotations
@@ -31,7 +31,7 @@ QUICK_ONLY = "quick tier only"
 
 def records(profile: str, root=None, pages: Sequence[str] | None = None, tier: str | None = None) -> list:
     """Every claim's record, each decided by the page that owns it (sorted by id); ``tier``: every page
-    read from that tier (the quick tier beside the reference one)."""
+    read from that tier (the quick tier beside the decisive one)."""
     return evidence.claim_records(profile, root, pages, tier)
 
 
@@ -76,7 +76,7 @@ def counted(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def is_long_tier(tier) -> bool:
-    """Whether a row's tier is a committed long tier (decisive, reference, …): the only evidence the tally counts."""
+    """Whether a row's tier is a committed long tier (decisive, gpu): the only evidence the tally counts."""
     parts = [t for t in str(tier or "").split("/") if t]
     return bool(parts) and all(t in (*STAGED_TIERS, *TIER_PROFILES) for t in parts)
 
@@ -100,13 +100,13 @@ def counted_tiers(table: pd.DataFrame) -> tuple:
 
 
 def tiers_phrase(tiers) -> str:
-    """'the reference tier', 'the decisive and reference tiers' (the reference tier where ``tiers`` is empty)."""
-    tiers = list(tiers) or ["reference"]
+    """'the decisive tier', 'the decisive and gpu tiers' (the first main tier where ``tiers`` is empty)."""
+    tiers = list(tiers) or [evidence.MAIN_TIERS[0]]
     return f"the {tiers[0]} tier" if len(tiers) == 1 else f"the {', '.join(tiers[:-1])} and {tiers[-1]} tiers"
 
 
 def counts_sentence(table: pd.DataFrame) -> str:
-    """'Of N bodies of evidence on the reference tier: **a** reproduced, …; M more have quick-tier
+    """'Of N bodies of evidence on the decisive tier: **a** reproduced, …; M more have quick-tier
     evidence only, and are not counted', naming the rows left out because they reuse another row's runs."""
     counts = verdict_counts(table)
     quick = counts.pop(QUICK_ONLY)
@@ -128,8 +128,8 @@ def tier_sentence(table: pd.DataFrame) -> str:
     if not len(have):
         return "No row has runs behind it."
     return ("Evidence: " + ", ".join(f"{n} rows from the **{t}** tier" for t, n in have.items())
-            + ". Each page reads the first committed tier that holds all of its runs (the decisive tier, then the "
-              "reference tier), and the quick tier until one does.")
+            + ". Each page reads the decisive tier where it holds all of the page's runs, and the quick tier until "
+              "it does.")
 
 
 def tier_agreement(table: pd.DataFrame, quick: pd.DataFrame) -> pd.DataFrame:

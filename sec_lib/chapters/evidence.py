@@ -1,7 +1,7 @@
 """Which tier a page shows: a committed tier as the main evidence where it holds every run the page
-needs (the decisive tier first, then the reference tier: :data:`MAIN_TIERS`), with the quick tier (the
-profile ``make book`` trains) beside it. The decisive tier takes a page over from the reference tier as soon
-as its committed stages hold every run of the page's sweeps, chapter by chapter, with no switch to flip.
+needs (the decisive tier: :data:`MAIN_TIERS`), with the quick tier (the profile ``make book`` trains) beside it.
+The decisive tier takes a page over from the quick tier as soon as its committed stages hold every run of the
+page's sweeps, chapter by chapter, with no switch to flip.
 
 A page calls :func:`evidence_profile` with its own ``profile`` parameter and the sweeps it reads
 (``experiments.CHAPTERS``), loads its runs for the returned profile, says which tier produced its
@@ -26,9 +26,9 @@ from ..runs.tier import STAGED_TIERS, TIER_PROFILES, has_tier, open_tier, stage_
 from ..report import fmt_metric
 
 #: The committed tiers a page may show as its main evidence, in order of preference: the first that holds every run of
-#: the page's sweeps. The decisive tier (converged runs, seeds planned for power: issue 21) is committed stage by stage
-#: and replaces the reference tier (5,000 iterations, 5 seeds) on each page it covers.
-MAIN_TIERS = ("decisive", "reference")
+#: the page's sweeps. The decisive tier (converged runs, seeds planned for power: issue 21), committed stage by stage,
+#: replaced the reference tier (5,000 iterations, 5 seeds), retired on 2026-11-28 (``tier.RETIRED_TIERS``).
+MAIN_TIERS = ("decisive",)
 #: Every committed long tier: a page run at one of these profiles shows exactly that tier.
 LONG_TIERS = (*STAGED_TIERS, *TIER_PROFILES)
 #: Profiles whose pages show their own runs: the test suite's smoke book, and the real-benchmark books (their
@@ -157,10 +157,6 @@ def tier_sentence(shown: str, quick: str, chapters: Sequence[str], root=None) ->
         if committed:
             text += (f". No committed tier ({' or '.join(committed)}) holds every run this page needs yet, so the "
                      f"page shows the quick tier; see the tiers page for their progress")
-    later = [t for t in MAIN_TIERS[:MAIN_TIERS.index(shown)] if has_tier(t)] if shown in MAIN_TIERS else []
-    if later:
-        text += (f". The {' and '.join(later)} tier, still being trained and committed stage by stage, takes this page "
-                 f"over once it holds every run the page needs; see the tiers page for its progress")
     return text + "."
 
 
@@ -181,7 +177,7 @@ def same_sign(a, b) -> str:
 
 
 def sign_agreement(main: pd.DataFrame, quick: pd.DataFrame, metric: str = "R@1",
-                   by: Sequence[str] = ("loss", "variant"), names=("reference", "quick")) -> pd.DataFrame:
+                   by: Sequence[str] = ("loss", "variant"), names=("decisive", "quick")) -> pd.DataFrame:
     """Per comparison (``by``), the main tier's and the quick tier's paired difference in ``metric``
     with their intervals and verdicts, and whether the two estimates have the same sign.
 
@@ -203,7 +199,7 @@ def sign_agreement(main: pd.DataFrame, quick: pd.DataFrame, metric: str = "R@1",
     return pd.DataFrame(rows)
 
 
-def agreement_sentence(table: pd.DataFrame, names=("reference", "quick")) -> str:
+def agreement_sentence(table: pd.DataFrame, names=("decisive", "quick")) -> str:
     """How many comparisons keep their sign from the quick tier to the main one."""
     known = table[table["same sign"] != "n/a"]
     if not len(known):
@@ -372,7 +368,7 @@ def page_evidence(page: str, profile: str, root=None, tier: str | None = None) -
     the page reads, declared once in ``PAGES``), its store, and each sweep's frames loaded once.
     The same object (per process) serves the page itself and every other page that shows its claims,
     so a claim is decided on the same runs wherever it appears. ``tier``: read that tier instead (the
-    claims page sets the quick tier beside the reference one)."""
+    claims page sets the quick tier beside the decisive one)."""
     key = (page, profile, None if root is None else str(root), tier)
     if key not in _PAGE_EVIDENCE:
         chapters = page_of(page).evidence_chapters

@@ -9,7 +9,7 @@ import pandas as pd
 
 from ..runs import experiments as ex
 from ..runs.store import ResultStore
-from ..runs.tier import TIER_PROFILES, StagedTier, TierStore, has_tier, open_tier, tier_dir
+from ..runs.tier import RETIRED_TIERS, TIER_PROFILES, StagedTier, TierStore, has_tier, open_tier, tier_dir
 from . import PAGES, profile_param
 from .evidence import evidence_profile
 from .tiers_prediction import (COLUMNS, TEST_SOURCES, prediction_sentence,  # noqa: F401 (the page's API)
@@ -200,19 +200,6 @@ def _fmt_grid(grid) -> str:
     return ", ".join(f"{g:g}" for g in grid)
 
 
-def pilot_curves(p: ex.Profile, store) -> pd.DataFrame:
-    """The Adam pilot's held-out R@1 curves (step, lr, R@1, smoothed R@1) behind the run length."""
-    rows = []
-    for c in ex.lr_pilot(p):
-        r = store.get(c)
-        if r is None or c.optimizer != "adam" or c.eta > 0 or r.status != "done":
-            continue
-        pts = dict(ex.curve(r))
-        sm = ex.smoothed(pts, p.plateau_window)
-        rows += [{"lr": c.lr, "step": s, "R@1": v, "smoothed": sm[s]} for s, v in sorted(pts.items())]
-    return pd.DataFrame(rows, columns=["lr", "step", "R@1", "smoothed"])
-
-
 def status_sentence(summary: pd.DataFrame) -> str:
     """What the committed tiers hold, computed from :func:`summary_table`."""
     parts = []
@@ -226,27 +213,8 @@ def status_sentence(summary: pd.DataFrame) -> str:
                      f"{row['run-hours']} run-hours on {row['device']}): {have}.")
     if not parts:
         return "No long tier is committed yet; every page shows the quick tier."
-    return " ".join(parts) + (" A page shows the decisive tier, or else the reference tier, as soon as that tier "
-                              "holds every run the page needs, and the quick tier until then; each page's first "
-                              "sentence says which.")
-
-
-def length_sentence(p: ex.Profile, store) -> str:
-    """The run-length choice in words: the chosen rate's smoothed held-out R@1 at the chosen length,
-    at three quarters of it, and at the end of the pilot."""
-    try:
-        runs = ex.pilot_runs(p, store, "adam")
-        lr, length = ex.chosen_lr(p, "adam", runs), ex.chosen_iterations(p, runs)
-    except (KeyError, ex.SelectionError) as e:
-        return f"No run length yet: {str(e).strip(chr(34))}"
-    run = next(r for r in runs if r.config.lr == lr and r.config.eta == 0)
-    sm = ex.smoothed(dict(ex.curve(run)), p.plateau_window)
-    before = max(s for s in sm if s <= 0.75 * length)
-    end = max(sm)
-    return (f"At lr {lr:g} the smoothed held-out R@1 is {sm[before]:.1f} % at step {before} and {sm[length]:.1f} % at "
-            f"step {length} (a gain of {sm[length] - sm[before]:.2f} points, under the {p.plateau_gain} threshold), "
-            f"so runs train for {length} iterations. Training on to step {end} of the pilot reached "
-            f"{sm[end]:.1f} %: {sm[end] - sm[length]:+.2f} points more, the price of stopping there.")
+    return " ".join(parts) + (" A page shows the decisive tier as soon as that tier holds every run the page needs, "
+                              "and the quick tier until then; each page's first sentence says which.")
 
 
 def page_tiers(profile: str = "cpu") -> pd.DataFrame:
@@ -274,6 +242,12 @@ def page_tiers(profile: str = "cpu") -> pd.DataFrame:
 #: A reported run whose R@1 gained more than this over its last quarter is flagged as still rising (the
 #: decisive tier's convergence margin, :data:`sec_lib.runs.pilot.CONVERGED_GAIN`).
 RISING = 0.3
+
+
+def tier_label(name: str) -> str:
+    """How the page names a committed tier: 'retired reference' for a retired one (:data:`~sec_lib.runs.tier.
+    RETIRED_TIERS`), else its name."""
+    return f"retired {name}" if name in RETIRED_TIERS else name
 
 
 def kind_table(profile: str = "reference", root=None) -> pd.DataFrame:
@@ -483,8 +457,19 @@ def decisive_selection(root=None) -> tuple[pd.DataFrame, pd.DataFrame, str]:
             f"seeds; a grid grows by a point while its best weight sits at an edge). "
             + (f"Final choices: {', '.join(chosen)}. " if chosen else "No choice is final yet. ")
             + (f"Growing at an edge: {', '.join(growing)}. " if growing else "")
-            + (f"Pending: {', '.join(pending)}." if pending else "Every choice is made; the plan is written next."))
+            + (f"Pending: {', '.join(pending)}." if pending else "Every choice is made; " + (
+                "the plan is written from them (`plan.json`, below)." if _plan_written(root) else
+                "the plan is written next.")))
     return tables[0], tables[1], text
+
+
+def _plan_written(root=None) -> bool:
+    from ..runs import decisive
+    try:
+        decisive.read_plan(root)
+    except KeyError:
+        return False
+    return True
 
 
 def decisive_progress(root=None) -> tuple[pd.DataFrame, str]:
@@ -529,7 +514,10 @@ def decisive_progress(root=None) -> tuple[pd.DataFrame, str]:
         rows.append({"stage": stage, "what": what, "committed": held(stage), "named": named})
     df = pd.DataFrame(rows, columns=["stage", "what", "committed", "named"])
     total = int(df["committed"].sum())
-    text = (f"{total} runs of the decisive tier are committed. "
+    distinct = len(open_tier(base).runs) if total else 0       # a run two stages share is one run
+    shared = (f" (the table's {total:,}: {total - distinct} of its rows repeat a run another stage folder holds too)"
+              if total > distinct else "")
+    text = (f"{distinct:,} runs of the decisive tier are committed{shared}. "
             + (f"The plan is written (`plan.json`): {plan.seeds} seeds for the primary arms, {plan.shape} at "
                f"{plan.length:,} iterations." if plan else
                "The plan (`plan.json`: the seed count, η and L2 weight of each main loss) is written when the "

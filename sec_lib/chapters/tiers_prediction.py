@@ -153,6 +153,6 @@ def prediction_sentence(df: pd.DataFrame, profile: str = "reference") -> str:
             f"r = {r:+.2f} [{lo:+.2f}, {hi:+.2f}] (Spearman {rho:+.2f}).{within} The held-out choice is also the test's best "
             f"η for {len(same)} of the {len(several)} losses with more than one cell"
             f"{' (' + ', '.join(same) + ')' if same else ''}. "
-            + ("Its selection used 3 seeds per grid point, against the reference tier's one."
+            + ("Its selection used 3 seeds per grid point, against one in the retired reference tier."
                if profile == "decisive" else "The decisive tier selects with 3 seeds per grid point for this reason.")
             + partial)

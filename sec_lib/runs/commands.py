@@ -140,7 +140,14 @@ def train_command(profile: str, chapters, launcher) -> int:
 
 
 def export_command(profile: str) -> int:
-    """Copy the profile's finished runs into its committed tier ``data/reference/<profile>/``."""
+    """Copy the profile's finished runs into its committed tier ``data/reference/<profile>/`` (refused for a
+    retired tier, whose folder keeps its history)."""
+    if profile in tier.RETIRED_TIERS:
+        print(f"error: the {profile} tier was retired on 2026-11-28 and is no longer exported (its folder keeps "
+              f"runs.parquet, evals.parquet, kinds.csv and its portability report; commit {tier.RETIRED_AT[profile]} "
+              f"holds it whole); the {tier.REPLACED_BY[profile]} tier replaced it: `make {tier.REPLACED_BY[profile]}` "
+              "trains and exports it", file=sys.stderr)
+        return 2
     store = ResultStore()
     counts = tier.export(store, tier.profile_configs(profile, store), tier.tier_dir(profile))
     print(f"{tier.tier_dir(profile)}: {counts['exported']} runs exported, "
@@ -158,9 +165,17 @@ def rerun_command(key: str, profile: str, tier_root=None) -> int:
     a difference is reported as on another kind (GPU kernels are not deterministic).
     On another kind, or where the committed kind is unknown, it reports the difference in units of that
     arm's seed SD, says that bit-identity is not expected there, and exits 0."""
+    if tier_root is None and profile in tier.REPLACED_BY:     # the reference profile's committed runs: the decisive tier
+        tier_root = tier.tier_dir(tier.REPLACED_BY[profile])
     root = Path(tier_root) if tier_root is not None else tier.tier_dir(profile)
     if not (root / "runs.parquet").exists():       # a staged tier (data/reference/decisive): the stage holding the run
-        root = next((d for d in tier.stage_dirs(root) if tier.TierStore(d).has_key(key)), root)
+        stages = tier.stage_dirs(root)
+        found = next((d for d in stages if tier.TierStore(d).has_key(key)), None)
+        if stages and found is None:
+            print(f"error: run {key!r} is in no stage of the tier {root} (its stages: "
+                  f"{', '.join(d.name for d in stages)}; see each stage's runs.parquet)", file=sys.stderr)
+            return 2
+        root = found or root
     try:
         t = tier.TierStore(root)
         t.config(key)                      # an unknown key: a clear error before anything trains

@@ -1,7 +1,8 @@
 """Evidence tiers committed to the repository: compact, read-only copies of a profile's runs.
 
 The quick tier lives in the result store (``data/runs``, trained by ``make book``). Longer tiers
-(``reference``, ``gpu``) take hours, so their results are committed under
+(``gpu``, and the staged ``decisive`` tier, one such folder per stage; the retired ``reference`` tier:
+:data:`RETIRED_TIERS`) take hours, so their results are committed under
 ``data/reference/<profile>/`` as a handful of parquet files that pandas reads directly:
 
     runs.parquet        one row per run: key, config (the full TrainConfig as JSON), status, error,
@@ -158,7 +159,7 @@ class TierStore:
         self.root = Path(root)
         if not (self.root / "runs.parquet").exists():
             raise FileNotFoundError(f"no tier at {self.root} (runs.parquet missing); "
-                                    "train it with `make reference` or use the quick tier")
+                                    "train it with `make decisive` or use the quick tier")
         self.runs = pd.read_parquet(self.root / "runs.parquet")
         self._by_key = {k: i for i, k in enumerate(self.runs["key"])}
         self._tables: dict = {}
@@ -233,7 +234,18 @@ class TierStore:
         return self.get(self.config(Path(path).name))
 
 
-TIER_PROFILES = ("reference", "gpu")
+TIER_PROFILES = ("gpu",)
+#: Committed tiers kept only as history: the reference tier (5,000 iterations at a constant rate, 5 seeds, trained
+#: before the reproducibility contract) was replaced by the decisive tier and retired on 2026-11-28. Its folder keeps
+#: ``runs.parquet`` (every run's config, metrics and provenance: ``rerun --tier`` retrains any of them),
+#: ``evals.parquet``, ``kinds.csv`` and its portability report; its other tables were dropped (:data:`RETIRED_AT`
+#: names the last commit that holds them). No page reads it as evidence and no training run restores from it.
+RETIRED_TIERS = ("reference",)
+#: The last commit whose tree holds each retired tier whole.
+RETIRED_AT = {"reference": "9649a31"}
+#: The tier that holds a retired tier's profile's committed runs now (the decisive tier trains the reference
+#: profile's network and data): where ``rerun --profile reference`` looks, and what ``export`` names instead.
+REPLACED_BY = {"reference": "decisive"}
 #: Tiers committed one folder per stage (``data/reference/<tier>/<stage>/runs.parquet``: the decisive tier's
 #: pilot, selection, main comparison, ...), read as one store (:class:`StagedTier`).
 STAGED_TIERS = ("decisive",)
@@ -320,7 +332,7 @@ def _open_staged(root: str, stamp: tuple) -> StagedTier:
 
 def store_for(profile: str, root=None):
     """Where a page of ``profile`` reads its runs: the result store at ``root`` when one is given;
-    else the committed tier of a long profile (reference, gpu, and the staged decisive tier) when it exists; else
+    else the committed tier of a long profile (gpu, and the staged decisive tier) when it exists; else
     the quick store (``$SEC_RUNS_DIR`` or ``data/runs``)."""
     if root is None and profile in (*TIER_PROFILES, *STAGED_TIERS) and has_tier(profile):
         return open_tier(tier_dir(profile))

@@ -8,7 +8,7 @@
     python -m sec_lib.book export --profile P                  (finished runs -> data/reference/P/)
     python -m sec_lib.book rerun KEY --profile P               (retrain a committed row, compare R@1 as the
                                                                reproducibility contract says)
-    python -m sec_lib.book portability --profile reference --sample N   (does a verdict depend on the CPU?)
+    python -m sec_lib.book portability --sample N   (does a verdict depend on the CPU? the decisive tier)
     python -m sec_lib.book build [--site DIR]
 
 ``run`` first trains (or reuses from the result store) every run the chosen chapters need, with a
@@ -418,12 +418,17 @@ def main(argv=None) -> int:
     e = sub.add_parser("export", help="copy a profile's finished runs into its committed tier data/reference/<profile>/")
     e.add_argument("--profile", default="reference", choices=ex.PROFILE_NAMES)
     rr = sub.add_parser("rerun", help="retrain one run of a committed tier from its row and compare its final R@1")
-    rr.add_argument("key", help="the run's key (the 'key' column of data/reference/<profile>/runs.parquet)")
+    rr.add_argument("key", help="the run's key (the 'key' column of a committed tier's runs.parquet)")
     rr.add_argument("--profile", default="reference", choices=ex.PROFILE_NAMES)
-    rr.add_argument("--tier", type=Path, default=None, help="a committed tier folder (default: data/reference/<profile>)")
+    rr.add_argument("--tier", type=Path, default=None,
+                    help="a committed tier folder (default: data/reference/<profile>; for the reference profile the "
+                         "decisive tier, which replaced the retired reference tier: data/reference/reference/ "
+                         "reruns one of the retired runs)")
     pt = sub.add_parser("portability", help="retrain a stratified sample of the committed primary comparison on this "
                                             "machine and report whether any estimate leaves its interval or changes verdict")
-    pt.add_argument("--profile", default="reference", choices=("reference",))
+    pt.add_argument("--profile", default="decisive", choices=("decisive",),
+                    help="the committed tier whose primary comparison is retrained (the retired reference tier's "
+                         "report stays in data/reference/reference/portability/)")
     pt.add_argument("--sample", type=int, default=8, help="how many runs to retrain (default 8: one seed of each arm)")
     pt.add_argument("--jobs", type=int, default=2, help="parallel training processes")
     pl = sub.add_parser("pilot", help="train the decisive tier's schedule pilot on held-out classes (resumable) "

@@ -43,14 +43,14 @@ def test_headline_sentences_count_intervals_and_quote_the_paper():
     assert "above zero for 0 of 4 losses and below zero for 1" in s[1]
     lo, hi = paper["paper_gain"].min(), paper["paper_gain"].max()
     assert f"{lo:+.1f} to {hi:+.1f}" in s[1] and "4 datasets" in s[1]
-    assert "the 3 bodies of evidence read from the reference tier" in s[2] and "**reproduced** 2" in s[2]
+    assert "the 3 bodies of evidence read from the decisive tier" in s[2] and "**reproduced** 2" in s[2]
     assert "inconclusive" not in s[2] and "quick-tier" not in s[2]
     s = home.headline_sentences(g, paper, {"reproduced": 2, "inconclusive": 1, "quick tier only": 4})
     assert "the 3 bodies of evidence" in s[2] and "4 more have quick-tier evidence only and are not counted" in s[2]
     assert "could not be computed" in home.headline_sentences(g, paper, {"error": "no runs"})[2]
-    # each claim is read from the tier its page shows: the decisive tier takes pages over one by one
-    s = home.headline_sentences(g, paper, {"reproduced": 1, "inconclusive": 2, "tiers": ("decisive", "reference")})
-    assert "the 3 bodies of evidence read from the decisive and reference tiers give" in s[2]
+    # each claim is read from the tier its page shows, and the sentence names every long tier the claims read
+    s = home.headline_sentences(g, paper, {"reproduced": 1, "inconclusive": 2, "tiers": ("decisive", "gpu")})
+    assert "the 3 bodies of evidence read from the decisive and gpu tiers give" in s[2]
     s = home.headline_sentences(g, paper, {"inconclusive": 3, "tiers": ("decisive",)})
     assert "read from the decisive tier give" in s[2]
 

@@ -513,20 +513,23 @@ def test_claims_all_losing():
 
 def test_tally_counts_the_long_tier_only(mixed):
     _, table = mixed
-    t = table.assign(tier=["reference" if c.startswith("C") else "cpu" for c in table["claim"]])
+    t = table.assign(tier=["decisive" if c.startswith("C") else "cpu" for c in table["claim"]])
     counts = claims.verdict_counts(t)
     long_rows = claims.counted(t)[claims.counted(t)["claim"].str.startswith("C")]
     assert sum(v for k, v in counts.items() if k != claims.QUICK_ONLY) == len(long_rows)
     assert counts[claims.QUICK_ONLY] == len(claims.counted(t)) - len(long_rows)
     s = claims.counts_sentence(t)
-    assert s.startswith(f"Of {len(long_rows)} bodies of evidence on the reference tier") and "quick-tier evidence only" in s
+    assert s.startswith(f"Of {len(long_rows)} bodies of evidence on the decisive tier") and "quick-tier evidence only" in s
     assert "Q6a uses the same runs as C4" in s
-    # the decisive tier counts as committed evidence beside the reference tier, and the sentence names both
-    both = t.assign(tier=["decisive" if c in ("C4", "C5") else tr for c, tr in zip(t["claim"], t["tier"])])
+    # the gpu tier counts as committed evidence beside the decisive tier, and the sentence names both; the retired
+    # reference tier never counts
+    both = t.assign(tier=["gpu" if c in ("C4", "C5") else tr for c, tr in zip(t["claim"], t["tier"])])
     assert claims.verdict_counts(both)[claims.QUICK_ONLY] == counts[claims.QUICK_ONLY]
     assert claims.counts_sentence(both).startswith(f"Of {len(long_rows)} bodies of evidence on the decisive and "
-                                                   "reference tiers")
-    assert "the decisive tier, then the reference tier" in claims.tier_sentence(both)
+                                                   "gpu tiers")
+    assert "Each page reads the decisive tier where it holds all of the page's runs" in claims.tier_sentence(both)
+    retired = t.assign(tier=["reference" if c.startswith("C") else "cpu" for c in t["claim"]])
+    assert claims.verdict_counts(retired)[claims.QUICK_ONLY] == len(claims.counted(t))
     html = claims.claims_html(t)
     assert '<a href="eta.html">eta</a>' in html and "data:text/csv;base64," in html and "<details>" in html
 

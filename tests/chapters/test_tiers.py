@@ -76,18 +76,6 @@ def test_stages_count_present_runs(store):
     assert rows["η and L2-weight selection (held-out classes)"]["runs"].endswith(f"of {len(ex.eta_selection(ex.tuned(p, 'adam', store)))}")
 
 
-def test_length_sentence_reads_the_smoothed_curve(store):
-    p = ex.get_profile("reference")
-    adam = p.lr_pilot["adam"]
-    flat = [(s, 50 + min(s, 3000) / 100) for s in range(0, 6001, 250)]
-    for c in ex.lr_pilot(p):
-        if c.optimizer == "adam":
-            save(store, c, 90.0 if c.lr == adam[1] else 80.0, flat)
-    text = tiers.length_sentence(p, store)
-    assert "runs train for 5000 iterations" in text and f"lr {adam[1]:g}" in text
-    assert "+0.00 points more" in text
-
-
 def test_the_kind_table_reads_each_rows_kind_or_kinds_csv(tmp_path):
     """Runs trained under the contract carry their kind; older batches take kinds.csv's, else 'unknown'."""
     from sec_lib.chapters import tiers
