@@ -123,14 +123,15 @@ def with_committed_kinds(rep: dict, profile: str = "decisive", root=None) -> dic
 
 def sentence(rep: dict) -> str:
     """One computed sentence on a report."""
-    changed = [r["estimate"] for r in rep["estimates"] if not r["same_verdict"]]
+    changed = [f"{r['estimate']} ({r['verdict']} → {r['swapped_verdict']})" for r in rep["estimates"]
+               if not r["same_verdict"]]
     outside = [r["estimate"] for r in rep["estimates"] if not r["inside"]]
     kinds = rep["committed_kinds"]
     kinds = ", ".join(f"{v} on {k}" for k, v in kinds.items()) if isinstance(kinds, dict) else ", ".join(kinds)
     s = (f"On {rep['cpu_kind']}, {rep['n']} retrained runs of the primary comparison (committed: {kinds}) landed {rep['mean_diff']:+.2f} R@1 from the committed ones on average "
          f"(SD {rep['sd_diff']:.2f}, largest {rep['max_abs_diff']:.2f}; {rep['identical']} identical). ")
-    s += ("No verdict changed" if not changed else f"The verdict changed for: {', '.join(changed)}")
-    s += (", and every estimate stayed inside its committed interval." if not outside
+    s += ("No verdict changed" if not changed else f"The verdict changed for {'; '.join(changed)}")
+    s += ((", and" if not changed else ", though") + " every estimate stayed inside its committed interval." if not outside
           else f"; outside the committed interval: {', '.join(outside)}.")
     return s
 

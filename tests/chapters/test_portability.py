@@ -26,7 +26,10 @@ def test_the_retired_reference_tiers_report_is_still_read():
     if not reps:
         pytest.skip("the retired reference tier's portability report is not in this checkout")
     assert all(r["n"] == len(r["diffs"]) and r["cpu_kind"] for r in reps)
-    assert pt.sentence(reps[0]).startswith(f"On {reps[0]['cpu_kind']}, {reps[0]['n']} retrained runs")
+    said = pt.sentence(reps[0])
+    assert said.startswith(f"On {reps[0]['cpu_kind']}, {reps[0]['n']} retrained runs")
+    for e in reps[0]["estimates"]:                     # each changed verdict named with its before and after
+        assert (f"{e['estimate']} ({e['verdict']} → {e['swapped_verdict']})" in said) == (not e["same_verdict"])
 
 
 def test_the_sample_takes_one_seed_of_every_arm_first(runs):
@@ -56,4 +59,5 @@ def test_a_large_shift_of_the_sec_runs_is_reported_as_a_changed_verdict(runs):
     assert not any(r["inside"] for r in rep["estimates"])
     pooled = next(r for r in rep["estimates"] if r["estimate"] == "pooled")
     assert pooled["swapped"] == pytest.approx(pooled["committed"] - 10.0)
-    assert "The verdict changed for" in pt.sentence({**rep, "cpu_kind": "X", "committed_kinds": {"Y": 8}})
+    said = pt.sentence({**rep, "cpu_kind": "X", "committed_kinds": {"Y": 8}})
+    assert "The verdict changed for " in said and " → " in said and "outside the committed interval: " in said
