@@ -297,7 +297,7 @@ def test_a_review_pages_eta_selection_reads_its_losses_from_the_review_selection
     t = compare.eta_selection_table("decisive", losses=("supcon",))
     assert list(t["chosen"]) == [False, False, True]
     assert compare.selection_flags("decisive", losses=("supcon",)) == (
-        "**Flagged by the held-out selection:**\n\n- **supcon** (η = 0.5 is tested): at the high edge of its grid "
+        "**Flagged by the held-out selection:**\n\n- **supcon** (η = 0.5 is tested): SEC's η: at the high edge of its grid "
         "after 2 extensions.")
     assert "supcon" not in compare.selection_flags("decisive")     # another page's loss stays off the compare page
 
