@@ -418,7 +418,7 @@ def decisive_selection(root=None) -> tuple[pd.DataFrame, pd.DataFrame, str]:
     registered grid and any extension trained), each cell the mean held-out R@1 over the seeds trained and how many
     of the 3 (:data:`MISSING` where none), and the choice by the registered rule
     (:func:`sec_lib.runs.selection.choose`) once every point has its seeds, with its flags; and a computed sentence."""
-    from ..runs import pilot, selection
+    from ..runs import decisive, pilot, selection
     d = tier_dir(pilot.TIER, root) / "selection"
     if not (d / "runs.parquet").exists():
         return pd.DataFrame(), pd.DataFrame(), "The decisive tier's held-out selection has no committed run yet."
@@ -458,18 +458,9 @@ def decisive_selection(root=None) -> tuple[pd.DataFrame, pd.DataFrame, str]:
             + (f"Final choices: {', '.join(chosen)}. " if chosen else "No choice is final yet. ")
             + (f"Growing at an edge: {', '.join(growing)}. " if growing else "")
             + (f"Pending: {', '.join(pending)}." if pending else "Every choice is made; " + (
-                "the plan is written from them (`plan.json`, below)." if _plan_written(root) else
+                "the plan is written from them (`plan.json`, below)." if decisive.plan_path(root).exists() else
                 "the plan is written next.")))
     return tables[0], tables[1], text
-
-
-def _plan_written(root=None) -> bool:
-    from ..runs import decisive
-    try:
-        decisive.read_plan(root)
-    except KeyError:
-        return False
-    return True
 
 
 def decisive_progress(root=None) -> tuple[pd.DataFrame, str]:
