@@ -18,7 +18,7 @@ from .common import and_list, staged_runs
 COLUMNS = ["loss", "eta", "heldout_gain", "heldout_seeds", "test_gain", "test_seeds", "test_runs"]
 
 
-def selection_prediction(profile: str = "reference", root=None) -> pd.DataFrame:
+def selection_prediction(profile: str, root=None) -> pd.DataFrame:
     """Per loss and η > 0 of the η grid: the held-out gain over η = 0 that the selection saw (training classes
     held out, its seeds) beside the test gain over η = 0 on the test classes (mean of the paired differences over
     the seeds), and which runs gave the test gain (``test_runs``, :data:`TEST_SOURCES`): the η sweep, every η of
@@ -114,7 +114,7 @@ def _fisher(r: float, dof: int) -> tuple[float, float]:
     return math.tanh(z - 1.96 * se), math.tanh(z + 1.96 * se)
 
 
-def prediction_sentence(df: pd.DataFrame, profile: str = "reference") -> str:
+def prediction_sentence(df: pd.DataFrame, profile: str) -> str:
     """How well the held-out gains ranked the test gains: Pearson and Spearman r over the (loss, η) cells
     (Pearson with a Fisher-z 95% interval), Pearson within each loss (the partial correlation given the loss, over
     the losses with more than one cell), and per loss whether the held-out choice is the test's best η."""

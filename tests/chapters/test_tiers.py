@@ -146,7 +146,7 @@ def test_selection_prediction_against_scipy():
     rows = [{"loss": l, "eta": e, "heldout_gain": h, "heldout_seeds": 1, "test_gain": h * 0.5 + rng.normal(0, 0.3),
              "test_seeds": 5} for l in ("triplet", "ms") for e, h in zip((0.005, 0.05, 0.5), rng.normal(0, 1, 3))]
     df = pd.DataFrame(rows)
-    s = tiers.prediction_sentence(df)
+    s = tiers.prediction_sentence(df, "cpu")                  # a tier that selects with one seed
     r = stats.pearsonr(df["heldout_gain"], df["test_gain"])[0]
     z, se = math.atanh(r), 1 / math.sqrt(len(df) - 3)
     assert f"r = {r:+.2f} [{math.tanh(z - 1.96 * se):+.2f}, {math.tanh(z + 1.96 * se):+.2f}]" in s
@@ -175,7 +175,7 @@ def test_selection_prediction_against_scipy():
     assert tiers.prediction_sentence(mixed, "decisive").endswith(
         "The test gains come from the η sweep (every η of the grid) for triplet and ms and the review chapters (SEC at "
         "the selected η: one cell per loss) for supcon.")
-    assert "cannot be measured yet" in tiers.prediction_sentence(df.iloc[:3])
+    assert "cannot be measured yet" in tiers.prediction_sentence(df.iloc[:3], "cpu")
     assert list(tiers.selection_prediction("smoke", root="/nonexistent").columns) == tiers.COLUMNS
 
 
