@@ -2,7 +2,9 @@
 # One lent GPU window, as one command (the device tool runs at most 10 minutes a command): the CUDA tests, then
 # bench/gpu_step.py, then the gpu tier (python -m sec_lib.book gpu-tier) until the budget, resumable. Everything
 # it makes goes to $OUT, at most 8 files: machine.txt, tests.log, bench.log, gpu_step.json, tier.log, smi.csv, gpu_tier.tar
-# (data/reference/gpu/ as exported after the last finished chunk). Where this repo's dependencies are missing
+# (data/reference/gpu/ as exported after the last finished chunk, and the gpu profile's pretrained trunk and its
+# provenance where this call pretrained it; over 15 MiB, the tar comes in parts gpu_tier.tar.00, .01: join them with
+# `cat gpu_tier.tar.* > gpu_tier.tar`, since a lent machine returns at most 16 MiB a file). Where this repo's dependencies are missing
 # (pytorch-metric-learning on the lent image), a folder .pydeps/ carried with the tree goes on PYTHONPATH.
 #
 #   BUDGET=530 OUT=/tmp/out SEC_GIT_COMMIT=$(git rev-parse HEAD) bash bench/gpu_session.sh
@@ -62,5 +64,10 @@ gpu_tier.command($minutes, ${JOBS:-4}, ${TOGETHER:-1})" > "$OUT/tier.log" 2>&1
 else
   echo "no time left for the gpu tier ($t s)" > "$OUT/tier.log"
 fi
-tar cf "$OUT/gpu_tier.tar" data/reference/gpu
+# a trunk pretrained in this call (newer than machine.txt) goes back with the tier; a committed one is not resent
+trunk=$(find data/reference/pretrained -name 'glyph_resnet18s_64px.*' -newer "$OUT/machine.txt" 2>/dev/null)
+tar cf "$OUT/gpu_tier.tar" data/reference/gpu $trunk
+if [ "$(stat -c %s "$OUT/gpu_tier.tar")" -gt $(( 15 * 1024 * 1024 )) ]; then
+  split -b 15M -d "$OUT/gpu_tier.tar" "$OUT/gpu_tier.tar." && rm "$OUT/gpu_tier.tar"
+fi
 echo "done at $(( $(date +%s) - T0 )) s"

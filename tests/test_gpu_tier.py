@@ -103,7 +103,8 @@ def test_the_gpu_tiers_main_comparison_is_named_from_the_main_losses_selection_a
     partial = _HoldsEvery(missing=ex.EXTRA_LOSSES)
     stages = dict(gpu_tier.stages(p, partial))
     names = list(stages)
-    assert len(names) == 3 and names[0] == "Adam's learning-rate pilot"
+    assert len(names) == 5 and names[0] == "Adam's learning-rate pilot"
+    assert names[3:] == [gpu_tier.TRUNK_STAGE, gpu_tier.FINETUNED_STAGE]
     selection = stages[names[1]]()
     assert {c.loss for c in selection} == set(ex.MAIN_LOSSES)
     assert {c.variant for c in selection} == {"none", "sec", "l2reg"} and not any(c.relative for c in selection)
@@ -128,11 +129,15 @@ def test_the_tiers_page_counts_the_gpu_tiers_own_stages():
     from sec_lib.chapters import tiers
     p = ex.get_profile("gpu")
     store = _HoldsEvery(missing=ex.EXTRA_LOSSES)
-    want = [len(configs()) for _, configs in gpu_tier.stages(p, store)]
+    want = [len(configs()) for _, configs in gpu_tier.stages(p, store)[:3]]
     rows = tiers.stages(p, store)
-    assert [r["runs"].split(" (")[0] for r in rows] == [f"{n} of {n}" for n in want] == ["4 of 4", "36 of 36", "40 of 40"]
-    assert all(r["complete"] for r in rows)
+    assert [r["runs"].split(" (")[0] for r in rows[:3]] == [f"{n} of {n}" for n in want] == ["4 of 4", "36 of 36",
+                                                                                            "40 of 40"]
+    assert all(r["complete"] for r in rows[:3])
     assert "(Adam's learning-rate pilot)" in rows[0]["runs"]
+    # the pretrained regime, one more row: it waits for the trunk (not committed in this checkout)
+    assert rows[3]["stage"] == tiers.PRETRAINED and not rows[3]["complete"]
+    assert rows[3]["runs"] == "rates: the trunk is not pretrained yet"
 
 
 def test_an_export_names_the_gpu_tiers_main_comparison(tmp_path):
@@ -151,3 +156,68 @@ def test_an_export_names_the_gpu_tiers_main_comparison(tmp_path):
     assert {run_key(c) for c in stages["main losses' η/L2 selection"]()} <= named
     with pytest.raises(KeyError):
         stages["main comparison (main losses × none and SEC at its held-out η)"]()
+
+
+_TRUNK = {"format": "sec_lib pretrained glyph backbone v1",
+          "config": {"arch": "resnet18s", "width": 64, "image_size": 64, "device": "cuda", "save_dtype": "bfloat16"}}
+
+
+def test_the_gpu_tiers_fine_tuned_stages_start_from_its_pretrained_trunk(monkeypatch):
+    """Stages 4 and 5 (issue 27: "pretrain the gpu profile's ResNet-18 the same way on the disjoint classes and
+    fine-tune it"): the fine-tuning rates on held-out classes, then every run of the main comparison started from
+    the gpu profile's own trunk at the chosen rates, each with that run as its from-scratch twin. Both wait, with
+    the command that builds it, while the trunk is not committed."""
+    from sec_lib.runs import finetune
+    from sec_lib.chapters import tiers
+    p = ex.get_profile("gpu")
+    store = _HoldsEvery(missing=ex.EXTRA_LOSSES)
+    stages = dict(gpu_tier.stages(p, store))
+    for name in (gpu_tier.TRUNK_STAGE, gpu_tier.FINETUNED_STAGE):
+        with pytest.raises(FileNotFoundError, match="glyph_resnet18s_64px.json.*pretrain --profile gpu"):
+            stages[name]()
+    named = {run_key(c) for c in gpu_tier.configs(p, store)}               # an export names the stages before them
+    assert {run_key(c) for c in stages["main comparison (main losses × none and SEC at its held-out η)"]()} <= named
+    monkeypatch.setattr(finetune, "committed_provenance", lambda path=None, profile="reference":
+                        _TRUNK if profile == "gpu" else pytest.fail("the gpu tier fine-tunes the gpu trunk"))
+    sel = stages[gpu_tier.TRUNK_STAGE]()
+    lrs, ratios = finetune.GRIDS["gpu"]
+    assert len(sel) == len(lrs) * len(ratios) == 12 and len({run_key(c) for c in sel}) == 12
+    for c in sel:
+        assert (c.loss, c.variant, c.seed, c.holdout_classes) == ("semihard", "none", p.pilot_seed, p.holdout_classes)
+        assert c.pretrained == "data/reference/pretrained/glyph_resnet18s_64px.pt" and c.freeze_bn
+        assert (c.model, c.width, c.image_size, c.autocast, c.channels_last) == ("resnet18s", 64, 64, "bf16", True)
+    main = stages["main comparison (main losses × none and SEC at its held-out η)"]()
+    fine = stages[gpu_tier.FINETUNED_STAGE]()
+    assert len(fine) == len(main) == 40
+    # _HoldsEvery's R@1 peaks at lr 1e-3: the interior trunk rate; the ratios tie, and the smallest wins
+    assert {(c.lr, c.lr_head) for c in fine} == {(1e-3, 1e-3 * min(ratios))}
+    q = ex.tuned(p, "adam", store)
+    for f, m in zip(fine, main):
+        assert finetune.scratch_config(q, f) == m                          # its twin: the same run from scratch
+        assert dataclasses.replace(f, pretrained=None, freeze_bn=False, lr=m.lr, lr_head=m.lr_head) == m
+    assert named <= {run_key(c) for c in gpu_tier.configs(p, store)}
+    row = tiers.stages(p, store)[3]
+    assert row == {"stage": tiers.PRETRAINED, "runs": "rates: 12 of 12; fine-tuned: 40 of 40", "complete": True}
+
+
+def test_the_gpu_tier_pretrains_its_trunk_before_the_fine_tuning_stages(monkeypatch, tmp_path):
+    """The command trains the stages in order; before the first fine-tuning stage it pretrains the trunk where it is
+    not committed, and a pretraining stopped at the deadline ends the command (its state is kept for the next)."""
+    from sec_lib.runs import pretrain
+    monkeypatch.setenv("SEC_RUNS_DIR", str(tmp_path / "store"))
+    monkeypatch.setattr(tier, "restore", lambda out, store: 0)
+    monkeypatch.setattr(commands, "prepare_data", lambda p: None)
+    store = _HoldsEvery(missing=ex.EXTRA_LOSSES)
+    store.root = tmp_path / "store"                                        # where the command keeps its pace
+    monkeypatch.setattr(gpu_tier, "ResultStore", lambda: store)
+    trained, calls = [], []
+    monkeypatch.setattr(commands, "train_exporting", lambda todo, *a, **k: trained.append(len(todo)) or True)
+    monkeypatch.setattr(pretrain, "REPO", tmp_path)                        # no trunk committed here
+
+    def stopped(cfg, stop_at=None):
+        calls.append((cfg, stop_at))
+        raise pretrain.PretrainStopped(500, cfg.iterations, tmp_path / "state.pt")
+    monkeypatch.setattr(pretrain, "build_checkpoint", stopped)
+    assert gpu_tier.command(5.0, 4, 1) == 0
+    assert len(trained) == 3                       # the pilot, the selection and the main comparison, all present
+    assert [c for c, _ in calls] == [pretrain.GPU_CONFIG] and calls[0][1] is not None

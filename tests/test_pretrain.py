@@ -157,3 +157,50 @@ def test_the_gpu_profiles_trunk_is_pretrained_by_the_same_recipe_under_its_own_n
     assert all(torch.equal(loaded[k], v) for k, v in res["trunk"].items())
     with pytest.raises(ParameterError, match="'arch'.*'smallcnn', 'resnet18s'"):
         pt.PretrainConfig(arch="resnet50").validate()
+
+
+def test_the_gpu_trunk_is_saved_in_bfloat16_and_loads_into_a_float32_network(tmp_path, monkeypatch):
+    """The gpu profile's checkpoint is saved in bfloat16 (22 MB, not 45: a lent machine returns at most 16 MiB a file
+    and takes a 64 MiB tree); its provenance hashes the saved weights and the trained ones; the float32 trunk's
+    config and files are unchanged; a bad dtype is refused with the valid ones."""
+    assert pt.GPU_CONFIG.save_dtype == "bfloat16" and pt.PretrainConfig().save_dtype == "float32"
+    assert "save_dtype" not in pt.committed_config().to_dict()
+    assert pt.GPU_CONFIG.to_dict()["save_dtype"] == "bfloat16"
+    with pytest.raises(ParameterError, match="'save_dtype' = 'float16'.*'float32', 'bfloat16'"):
+        pt.PretrainConfig(save_dtype="float16").validate()
+    tiny = pt.PretrainConfig(arch="resnet18s", width=8, image_size=32, iterations=3, batch_size=16,
+                             save_dtype="bfloat16")
+    monkeypatch.setattr(pt, "_state_path", lambda cfg: tmp_path / "state.pt")
+    # the test features are those of the weights fine-tuning starts from: the saved (rounded) ones
+    monkeypatch.setattr(pt, "feature_recall", lambda state, cfg: {
+        "R@1": -1.0 if state is None else float(state["conv1.weight"].dtype == torch.bfloat16)})
+    out = tmp_path / "trunk.pt"
+    prov = pt.build_checkpoint(tiny, out=out, log_every=0)
+    saved = torch.load(out, weights_only=True)
+    assert {v.dtype for v in saved.values() if v.is_floating_point()} == {torch.bfloat16}
+    assert {v.dtype for v in saved.values() if not v.is_floating_point()} == {torch.int64}   # num_batches_tracked
+    assert prov["weights_hash"] == pt.weights_hash(saved) != prov["trained_weights_hash"]
+    assert prov["test_features"] == {"pretrained": {"R@1": 1.0}, "random_init": {"R@1": -1.0}}
+    assert prov["config"]["save_dtype"] == "bfloat16" and json.loads(out.with_suffix(".json").read_text()) == prov
+    net = build_model("resnet18s", width=8, image_size=32, pretrained=str(out))
+    loaded = net.backbone.state_dict()
+    assert all(loaded[k].dtype == (torch.float32 if v.is_floating_point() else v.dtype) for k, v in saved.items())
+    assert all(torch.equal(loaded[k], v.to(loaded[k].dtype)) for k, v in saved.items())
+    trunk = net.backbone.state_dict()                                  # float32: saved as it is
+    assert all(v is trunk[k] for k, v in pt.saved_state(trunk, pt.PretrainConfig()).items())
+
+
+def test_a_pretraining_stopped_at_its_deadline_resumes_to_the_same_weights(tmp_path, monkeypatch):
+    """A lent GPU's command ends at its deadline: pretraining stops at its next state save (PretrainStopped, naming
+    the step) and the next call resumes it to the weights of an uninterrupted run."""
+    monkeypatch.setattr(pt, "CHECKPOINT_EVERY", 2)
+    tiny = pt.PretrainConfig(arch="resnet18s", width=8, image_size=32, iterations=4, batch_size=16)
+    whole = pt.pretrain(tiny)["trunk"]
+    state = tmp_path / "state.pt"
+    with pytest.raises(pt.PretrainStopped, match="stopped at step 2 of 4") as e:
+        pt.pretrain(tiny, state_path=state, stop_at=0.0)
+    assert (e.value.step, e.value.steps) == (2, 4) and state.exists()
+    resumed = pt.pretrain(tiny, state_path=state)["trunk"]
+    assert all(torch.equal(whole[k], resumed[k]) for k in whole)
+    with pytest.raises(ValueError, match="stop_at needs a state_path"):
+        pt.pretrain(tiny, stop_at=0.0)

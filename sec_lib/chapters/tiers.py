@@ -36,11 +36,16 @@ def _have(store, configs) -> tuple[int, int]:
     return sum(store.get(c) is not None for c in configs), len(configs)
 
 
+#: The summary's column for the pretrained regime of the long tiers: its held-out rate selection and its fine-tuned runs.
+PRETRAINED = "pretrained regime"
+
+
 def stages(p: ex.Profile, store) -> list[dict]:
     """One row per stage of ``p`` (pilot, selection, main comparison): runs present of runs planned.
     A later stage is 'not yet defined' while the choices it needs are missing. The gpu tier counts the stages it
-    trains (:func:`sec_lib.runs.gpu_tier.stages`: Adam's pilot, the main losses' selection), each named
-    in its cell."""
+    trains (:func:`sec_lib.runs.gpu_tier.stages`: Adam's pilot, the main losses' selection, the main comparison),
+    each named in its cell, and its pretrained regime (the fine-tuning rates, then the fine-tuned runs) in one
+    more row, :data:`PRETRAINED`."""
     rows = [("learning-rate and run-length pilot", lambda: ex.lr_pilot(p)),
             ("η and L2-weight selection (held-out classes)", lambda: ex.chapter_configs("selection", p, store)),
             ("main comparison" if p.main_seeds else "main table", lambda: ex.chapter_configs(
@@ -59,7 +64,26 @@ def stages(p: ex.Profile, store) -> list[dict]:
         except (KeyError, ex.SelectionError) as e:
             out.append({"stage": name, "runs": "not yet defined", "complete": False,
                         "note": str(e).split(";")[0]})
+    if p.name == "gpu":
+        out.append(_pretrained_stages([configs for _, configs in plan[3:]], store))
     return out
+
+
+def _pretrained_stages(namings, store) -> dict:
+    """The gpu tier's :data:`PRETRAINED` row: its fine-tuning rate selection and its fine-tuned runs, present of
+    planned, or 'not yet defined' from the first that waits (for the pretrained trunk, or for the chosen rates)."""
+    from ..runs import gpu_tier
+    parts, complete = [], True
+    for label, naming in zip(("rates", "fine-tuned"), namings):
+        try:
+            have, need = _have(store, naming())
+        except gpu_tier.WAITING as e:
+            why = "the trunk is not pretrained yet" if isinstance(e, FileNotFoundError) else "not yet defined"
+            return {"stage": PRETRAINED, "runs": "; ".join(parts + [f"{label}: {why}"]), "complete": False,
+                    "note": str(e).split(";")[0]}
+        parts.append(f"{label}: {have} of {need}")
+        complete &= have == need
+    return {"stage": PRETRAINED, "runs": "; ".join(parts), "complete": complete}
 
 
 def summary_table(profile: str = "cpu", root=None, progress: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -102,7 +126,8 @@ def _decisive_row(progress: pd.DataFrame | None = None) -> dict | None:
             "run-hours": round(float(runs["wall_s"].sum()) / 3600, 2), "device": _joined(runs, "device"),
             "torch": _joined(runs, "torch"), "dates": _dates(runs) or MISSING,
             "learning-rate and run-length pilot": f"{of('pilot')} (schedule pilot)",
-            "η and L2-weight selection (held-out classes)": of("selection"), "main comparison": of("main")}
+            "η and L2-weight selection (held-out classes)": of("selection"), "main comparison": of("main"),
+            PRETRAINED: f"rates: {of('finetune-selection')}; fine-tuned: {of('pretrained')}"}
 
 
 def _joined(runs: pd.DataFrame, col: str) -> str:
@@ -206,7 +231,7 @@ def status_sentence(summary: pd.DataFrame) -> str:
     for row in summary.to_dict("records"):
         if row["tier"].startswith("quick"):
             continue
-        stages_ = {k: v for k, v in row.items() if ("pilot" in k or "selection" in k or "main" in k)
+        stages_ = {k: v for k, v in row.items() if ("pilot" in k or "selection" in k or "main" in k or k == PRETRAINED)
                    and isinstance(v, str) and v != MISSING}
         have = "; ".join(f"{k}: {v}" for k, v in stages_.items())
         parts.append(f"The **{row['tier']}** tier holds {row['runs']} runs ({row['failed']} failed, "

@@ -39,7 +39,7 @@ import pandas as pd
 
 from ..params import Choice
 from . import experiments as ex
-from .pretrain import CHECKPOINT, committed_config
+from .pretrain import committed_provenance, provenance_path
 from .store import ResultStore
 from .train import TrainConfig
 
@@ -70,35 +70,47 @@ TRUNK_LRS = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2)
 #: ratio (1e-4: 87.2-87.6; 1e-2: 60.8-78.3), so the edge rule still brackets the choice. ``smoke`` (tests) trains
 #: one rate and two ratios.
 GRIDS = {"smoke": ((1e-3,), (0.2, AUTHORS_CODE_RATIO)), "cpu": (TRUNK_LRS[1:4], HEAD_RATIOS),
-         "decisive": (TRUNK_LRS, HEAD_RATIOS)}
+         "decisive": (TRUNK_LRS, HEAD_RATIOS),
+         # the gpu tier: the cpu profile's 12 pairs, one seed a pair (as its η selection), about one GPU window
+         "gpu": (TRUNK_LRS[1:4], HEAD_RATIOS)}
 #: The decisive tier's trunk-rate grid grows by this factor at an edge (its rates are half-decades).
 TRUNK_FACTOR = 3.0
 #: The step schedule: one decay at this fraction of the run, by :data:`DECAY` (the rebuttal's CUB rows: 0.1 at 5k of 8k).
 MILESTONE_FRACTION = 5 / 8
 DECAY = 0.1
-#: Profiles with a fine-tuning arm (the quick tier; smoke for the tests; the decisive tier, :mod:`sec_lib.runs.decisive`).
+#: Profiles whose book chapter has a fine-tuning arm (the quick tier; smoke for the tests; the decisive tier,
+#: :mod:`sec_lib.runs.decisive`).
 FINETUNE_PROFILES = ("smoke", "cpu", "decisive")
+#: Every profile that fine-tunes: those, and the gpu profile, whose fine-tuning runs are stages of the gpu tier
+#: (:func:`sec_lib.runs.gpu_tier.stages`), not a chapter's.
+PROFILES = FINETUNE_PROFILES + ("gpu",)
+#: Whose pretrained trunk (:data:`sec_lib.runs.pretrain.PROFILE_CONFIGS`) each profile fine-tunes: the gpu profile its
+#: ResNet-18's; every other one the reference profile's smallcnn.
+TRUNKS = {"gpu": "gpu"}
 
 
 def _profile(profile) -> ex.Profile:
     p = ex.get_profile(profile) if isinstance(profile, str) else profile
-    Choice(FINETUNE_PROFILES).check("profile", p.name)
+    Choice(PROFILES).check("profile", p.name)
     return p
 
 
 def settings(profile, iterations: int | None = None) -> dict:
     """The TrainConfig settings every fine-tuning run of ``profile`` adds to the profile's base: the committed
-    checkpoint (repository-relative, so that the store key does not depend on the checkout's place) and its trunk's
-    width and image size, frozen BN, Adam, the step schedule."""
+    checkpoint of its trunk (:data:`TRUNKS`; repository-relative, so that the store key does not depend on the
+    checkout's place) and the trunk's architecture, width and image size, frozen BN, Adam, the step schedule (the
+    decisive and gpu tiers: their own schedule, so that a twin differs only in its start and the protocol).
+    FileNotFoundError, naming the command, while that checkpoint is not committed."""
     p = _profile(profile)
-    ck = committed_config()
+    trunk = TRUNKS.get(p.name, "reference")
+    ck = committed_provenance(profile=trunk)["config"]   # as pretrained (read on any machine: a GPU's too)
     n = iterations or p.base["iterations"]
-    if p.name == "decisive":   # the tier's own (converged) schedule: a twin differs only in its start and the protocol
+    if p.name in ("decisive", "gpu"):
         sched = {"schedule": p.base["schedule"], "lr_milestones": tuple(p.base.get("lr_milestones", ()))}
     else:
         sched = {"schedule": "step", "lr_milestones": (max(1, round(MILESTONE_FRACTION * n)),), "lr_decay": DECAY}
-    return dict(pretrained=str(CHECKPOINT), model=ck.arch, width=ck.width, image_size=ck.image_size, freeze_bn=True,
-                optimizer="adam", **sched)
+    return dict(pretrained=str(provenance_path(trunk).with_suffix(".pt")), model=ck["arch"], width=ck["width"],
+                image_size=ck["image_size"], freeze_bn=True, optimizer="adam", **sched)
 
 
 def grid(profile) -> tuple[tuple, tuple]:

@@ -14,6 +14,8 @@ from pathlib import Path
 
 from . import commands
 from . import experiments as ex
+from . import finetune
+from . import pretrain
 from . import tier
 from .store import ResultStore
 
@@ -35,7 +37,7 @@ def configs(p: ex.Profile, store) -> list:
     for _, naming in stages(p, store):
         try:
             out += naming()
-        except (KeyError, ex.SelectionError):          # a later stage waits for this one's choices
+        except WAITING:                                # a later stage waits for this one's choices
             break
     return out
 
@@ -51,6 +53,13 @@ def export() -> int:
 
 #: The gpu tier's selection order: SEC's η grid first, then its η = 0 run, then the L2 weights.
 SELECTION_ORDER = {"sec": 0, "none": 1, "l2reg": 2}
+#: What a stage's naming raises while it waits for an earlier one: a missing run or choice (KeyError,
+#: SelectionError), or the pretrained trunk the fine-tuning stages start from, not committed yet (FileNotFoundError).
+WAITING = (KeyError, ex.SelectionError, FileNotFoundError)
+#: The first stage that needs the gpu profile's pretrained trunk (:data:`sec_lib.runs.pretrain.GPU_CONFIG`):
+#: :func:`command` pretrains it before that stage when it is not committed.
+TRUNK_STAGE = "fine-tuning rate selection (the pretrained ResNet-18 trunk, held-out classes)"
+FINETUNED_STAGE = "fine-tuned comparison (main losses × none and SEC, from the pretrained trunk)"
 
 
 def stages(p: ex.Profile, store) -> list:
@@ -63,7 +72,13 @@ def stages(p: ex.Profile, store) -> list:
     2. The four main losses' held-out selection: SEC's η grid, η = 0, the L2 weights.
     3. The main comparison the issue asks of a GPU: the four main losses × {none, SEC at the held-out η} × the
        profile's ``main_seeds``, the same runs (and store keys) as the main chapter's arms of those losses. Named
-       from stage 2 alone: the main chapter also waits for tuplet margin's and CosFace's selection."""
+       from stage 2 alone: the main chapter also waits for tuplet margin's and CosFace's selection.
+    4. The pretrained regime's rates (:data:`TRUNK_STAGE`): the gpu profile's ResNet-18 trunk pretrained the way the
+       decisive tier's smallcnn trunk was (:data:`sec_lib.runs.pretrain.GPU_CONFIG`; :func:`command` pretrains it
+       first where it is not committed), then :func:`sec_lib.runs.finetune.selection`: semihard without SEC, every
+       (trunk rate, head/trunk ratio) pair of ``finetune.GRIDS['gpu']``, on the held-out classes with the pilot seed.
+    5. The fine-tuned comparison (:data:`FINETUNED_STAGE`): every run of stage 3 started from the trunk instead, at
+       the chosen rates (``finetune.settings``); its from-scratch twin is that run of stage 3."""
     @functools.cache
     def tuned() -> ex.Profile:                      # the pilot's rate, read from the store once for both stages
         return ex.tuned(p, "adam", store)
@@ -79,9 +94,34 @@ def stages(p: ex.Profile, store) -> list:
         return [ex.config(q, loss, variant, s, **changes) for loss in ex.MAIN_LOSSES
                 for variant, changes in (("none", {}), ("sec", {"eta": ex.chosen_eta(q, loss, sel)}))
                 for s in q.main_seeds]
+    def finetuned():
+        lr, lr_head = finetune.chosen_rates(p, store)
+        return [dataclasses.replace(c, **finetune.settings(p), lr=lr, lr_head=lr_head) for c in main()]
     return [("Adam's learning-rate pilot", lambda: [c for c in ex.lr_pilot(p) if c.optimizer == "adam"]),
             ("main losses' η/L2 selection", selection),
-            ("main comparison (main losses × none and SEC at its held-out η)", main)]
+            ("main comparison (main losses × none and SEC at its held-out η)", main),
+            (TRUNK_STAGE, lambda: finetune.selection(p)),
+            (FINETUNED_STAGE, finetuned)]
+
+
+def pretrained_trunk(deadline: float | None = None) -> bool:
+    """Whether the gpu profile's pretrained trunk is committed; if not, pretrain it now (on this machine's GPU,
+    resumably: :func:`sec_lib.runs.pretrain.build_checkpoint`), stopping at ``deadline`` (a ``time.monotonic()``
+    value) with its state saved for the next call. ``bench/gpu_session.sh`` sends a new checkpoint back."""
+    cfg = pretrain.GPU_CONFIG
+    if (pretrain.REPO / pretrain.provenance_path("gpu")).is_file():
+        return True
+    print(f"gpu tier: pretraining the gpu profile's trunk ({cfg.arch}, width {cfg.width}, {cfg.image_size} px, "
+          f"{cfg.iterations} steps) for the fine-tuning stages", flush=True)
+    try:
+        prov = pretrain.build_checkpoint(cfg, stop_at=None if deadline is None else deadline - 30)
+    except pretrain.PretrainStopped as e:
+        print(f"gpu tier: {e}", flush=True)
+        return False
+    print(f"gpu tier: pretrained in {prov['train']['seconds']:.0f} s, test R@1 of its features "
+          f"{prov['test_features']['pretrained']['R@1']:.2f} (random init "
+          f"{prov['test_features']['random_init']['R@1']:.2f}); written to {pretrain.checkpoint_path(cfg)}", flush=True)
+    return True
 
 
 def command(minutes: float = 0.0, jobs: int | None = None, together: int | None = None) -> int:
@@ -102,9 +142,11 @@ def command(minutes: float = 0.0, jobs: int | None = None, together: int | None 
     def named():
         return configs(p, store)
     for name, naming in stages(p, store):
+        if name == TRUNK_STAGE and not pretrained_trunk(deadline):
+            return 0
         try:
             cfgs = naming()
-        except (KeyError, ex.SelectionError) as e:
+        except WAITING as e:
             print(f"gpu tier: the {name} cannot be named yet: {e}", flush=True)
             return 0
         todo = [c for c in cfgs if not store.has(c)]

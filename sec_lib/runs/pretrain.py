@@ -19,8 +19,10 @@ atomically every :data:`CHECKPOINT_EVERY` steps and a restart continues from it,
     python -m sec_lib.runs.pretrain --check    # retrain from the committed config and compare weights hashes
 
 The gpu profile's counterpart (issue 27): the same recipe for its trunk, ``resnet18s`` at width 64 on 64-px
-images, trained on a GPU (:data:`GPU_CONFIG`; ``python -m sec_lib.runs.pretrain --profile gpu``), written to
-``data/reference/pretrained/glyph_resnet18s_64px.pt`` with its provenance beside it (:func:`checkpoint_path`).
+images, trained on a GPU (:data:`GPU_CONFIG`; ``python -m sec_lib.runs.pretrain --profile gpu``; the gpu tier's
+command runs it before its fine-tuning stages, :mod:`sec_lib.runs.gpu_tier`), saved in bfloat16
+(:func:`saved_state`) to ``data/reference/pretrained/glyph_resnet18s_64px.pt`` with its provenance beside it
+(:func:`checkpoint_path`).
 
 Reproducibility (the contract of :mod:`sec_lib.kernels`): with the pinned kernels and one thread, retraining
 from the committed config gives the same weights hash on the same CPU kind. tests/test_pretrain.py retrains a
@@ -69,6 +71,17 @@ FORMAT = "sec_lib pretrained glyph backbone v1"
 
 #: The trunks that can be pretrained: the reference profile's and the gpu profile's.
 ARCHS = ("smallcnn", "resnet18s")
+#: The dtypes a checkpoint's floating-point tensors can be saved in (:attr:`PretrainConfig.save_dtype`).
+SAVE_DTYPES = ("float32", "bfloat16")
+
+
+class PretrainStopped(Exception):
+    """A pretraining run stopped at its deadline (``stop_at``) after saving its state: the next call resumes it."""
+
+    def __init__(self, step: int, steps: int, state_path: Path):
+        super().__init__(f"pretraining stopped at step {step} of {steps} (its state is in {state_path}; the next "
+                         "call resumes from there)")
+        self.step, self.steps = step, steps
 
 
 @dataclass(frozen=True)
@@ -90,12 +103,15 @@ class PretrainConfig:
     seed: int = 0
     num_threads: int = 1
     device: str = "cpu"                  # not in to_dict while "cpu" (the committed configs predate it)
+    save_dtype: str = "float32"          # the checkpoint's floating-point tensors (:func:`saved_state`); not in
+                                         # to_dict while "float32" (the committed configs predate it)
 
     def validate(self) -> "PretrainConfig":
         Choice(ARCHS).check("arch", self.arch)
         Device().check("device", self.device)
         Choice(("sgd",)).check("optimizer", self.optimizer)
         Choice(("cosine", "constant")).check("schedule", self.schedule)
+        Choice(SAVE_DTYPES).check("save_dtype", self.save_dtype)
         for name, spec in [("width", Number(1, 4096, True)), ("image_size", Number(16, 1024, True)),
                            ("instances_per_class", Number(1, 10000, True)), ("data_seed", Number(0, 2**31 - 1, True)),
                            ("iterations", Number(1, 10**7, True)), ("batch_size", Number(2, 100000, True)),
@@ -109,6 +125,8 @@ class PretrainConfig:
         d = dataclasses.asdict(self)
         if d["device"] == "cpu":
             del d["device"]
+        if d["save_dtype"] == "float32":
+            del d["save_dtype"]
         return d
 
     @classmethod
@@ -116,8 +134,11 @@ class PretrainConfig:
         return cls(**check_fields(cls, d)).validate()
 
 
-#: The gpu profile's trunk, pretrained the same way (same classes, recipe and seed) on a GPU.
-GPU_CONFIG = PretrainConfig(arch="resnet18s", width=64, image_size=64, device="cuda")
+#: The gpu profile's trunk, pretrained the same way (same classes, recipe and seed) on a GPU, in float32, and saved
+#: in bfloat16: 22 MB instead of 45, so that the checkpoint comes back from a lent machine (16 MiB a file there, so in
+#: two parts) and travels to the next one with the tree (64 MiB in all). The gpu profile's runs compute under bf16
+#: autocast; its fine-tuning starts from these rounded weights (the provenance holds both weights hashes).
+GPU_CONFIG = PretrainConfig(arch="resnet18s", width=64, image_size=64, device="cuda", save_dtype="bfloat16")
 #: Which pretraining config serves which profile's fine-tuning.
 PROFILE_CONFIGS = {"reference": PretrainConfig(), "gpu": GPU_CONFIG}
 
@@ -128,6 +149,13 @@ def checkpoint_path(cfg: PretrainConfig) -> Path:
     if cfg.arch == "smallcnn":
         return CHECKPOINT
     return CHECKPOINT.with_name(f"glyph_{cfg.arch}_{cfg.image_size}px.pt")
+
+
+def saved_state(trunk: dict, cfg: PretrainConfig) -> dict:
+    """The trunk as its checkpoint holds it: the floating-point tensors in ``cfg.save_dtype``, the others (BatchNorm's
+    ``num_batches_tracked``) as they are. A float32 trunk is returned unchanged."""
+    dtype = getattr(torch, cfg.save_dtype)
+    return {k: v.to(dtype) if v.is_floating_point() else v for k, v in trunk.items()}
 
 
 def weights_hash(state: dict) -> str:
@@ -202,19 +230,24 @@ def _optimizer(cfg: PretrainConfig, params):
 
 
 def pretrain(cfg: PretrainConfig, steps: int | None = None, state_path: Path | None = None,
-             log_every: int = 0) -> dict:
+             log_every: int = 0, stop_at: float | None = None) -> dict:
     """Train ``cfg`` (its first ``steps`` steps, default all) and return ``{"trunk": state_dict, "steps",
     "train_loss", "train_acc", "seconds"}``. With ``state_path`` the run saves its whole state there every
     :data:`CHECKPOINT_EVERY` steps (atomically) and resumes from it if it exists (for the same config); a resumed
-    run ends with the same weights as an uninterrupted one."""
+    run ends with the same weights as an uninterrupted one. ``stop_at`` (a ``time.monotonic()`` value, with
+    ``state_path``): past it, the run stops at its next state save and raises :class:`PretrainStopped` (a lent GPU's
+    command ends; the next one resumes)."""
     cfg.validate()
     kernels.check()
     steps = cfg.iterations if steps is None else int(Number(1, cfg.iterations, True).check("steps", steps))
+    if stop_at is not None and state_path is None:
+        raise ValueError("stop_at needs a state_path: a run that stops early must save its state to resume from")
     with torch_threads(cfg.num_threads):
-        return _pretrain(cfg, steps, state_path, log_every)
+        return _pretrain(cfg, steps, state_path, log_every, stop_at)
 
 
-def _pretrain(cfg: PretrainConfig, steps: int, state_path: Path | None, log_every: int) -> dict:
+def _pretrain(cfg: PretrainConfig, steps: int, state_path: Path | None, log_every: int,
+              stop_at: float | None = None) -> dict:
     t0 = time.perf_counter()
     ds = load_pretrain_glyphs(cfg.image_size, cfg.instances_per_class, cfg.data_seed)
     device = torch.device(cfg.device)
@@ -264,6 +297,8 @@ def _pretrain(cfg: PretrainConfig, steps: int, state_path: Path | None, log_ever
                         "opt": opt.state_dict(), "sched": sched.state_dict() if sched is not None else None,
                         "batches": batches.state()}, buf)
             atomic_write_bytes(Path(state_path), buf.getvalue())
+            if stop_at is not None and time.monotonic() > stop_at:
+                raise PretrainStopped(step, steps, Path(state_path))
     return {"trunk": {k: v.detach().cpu().clone() for k, v in trunk.state_dict().items()}, "steps": steps,
             "train_loss": loss_sum / seen if seen else float("nan"),
             "train_acc": 100.0 * correct / seen if seen else float("nan"),
@@ -291,14 +326,17 @@ def _state_path(cfg: PretrainConfig = PretrainConfig()) -> Path:
     return default_data_dir() / "pretrain" / checkpoint_path(cfg).with_suffix(".state.pt").name
 
 
-def build_checkpoint(cfg: PretrainConfig = PretrainConfig(), out: Path | None = None, log_every: int = 500) -> dict:
-    """Train (resuming where a previous attempt stopped), then write the checkpoint and its provenance
-    (each atomically; the weights first). Returns the provenance."""
+def build_checkpoint(cfg: PretrainConfig = PretrainConfig(), out: Path | None = None, log_every: int = 500,
+                     stop_at: float | None = None) -> dict:
+    """Train (resuming where a previous attempt stopped), then write the checkpoint (:func:`saved_state`) and its
+    provenance (each atomically; the weights first). Returns the provenance. ``stop_at``: as :func:`pretrain`'s
+    (raises :class:`PretrainStopped`, nothing written but the state)."""
     out = REPO / checkpoint_path(cfg) if out is None else Path(out)
     commit = _git_commit()                  # the code as the run starts (others may commit while it trains)
-    res = pretrain(cfg, state_path=_state_path(cfg), log_every=log_every)
+    res = pretrain(cfg, state_path=_state_path(cfg), log_every=log_every, stop_at=stop_at)
+    saved = saved_state(res["trunk"], cfg)
     buf = io.BytesIO()
-    torch.save(res["trunk"], buf)
+    torch.save(saved, buf)
     atomic_write_bytes(out, buf.getvalue())
     man = pretrain_manifest()
     prov = {
@@ -315,44 +353,53 @@ def build_checkpoint(cfg: PretrainConfig = PretrainConfig(), out: Path | None = 
         "seed": cfg.seed,
         "kernels": kernels.provenance(),
         **({"device": torch.cuda.get_device_name(), **gpu_provenance()} if cfg.device.startswith("cuda") else {}),
-        "weights_hash": weights_hash(res["trunk"]),
+        "weights_hash": weights_hash(saved),
+        **({"trained_weights_hash": weights_hash(res["trunk"])} if cfg.save_dtype != "float32" else {}),
         "file_sha256": _file_sha256(out),
         "train": {"steps": res["steps"], "last200_loss": res["train_loss"], "last200_acc": res["train_acc"],
                   "seconds": res["seconds"]},
-        "test_features": {"pretrained": feature_recall(res["trunk"], cfg), "random_init": feature_recall(None, cfg)},
+        "test_features": {"pretrained": feature_recall(saved, cfg), "random_init": feature_recall(None, cfg)},
     }
     atomic_write_bytes(out.with_suffix(".json"), (json.dumps(prov, indent=1) + "\n").encode("utf-8"))
     _state_path(cfg).unlink(missing_ok=True)
     return prov
 
 
-def committed_provenance(path: Path | None = None) -> dict:
-    """The committed checkpoint's provenance."""
-    p = REPO / PROVENANCE if path is None else Path(path)
+def provenance_path(profile: str = "reference") -> Path:
+    """The repository-relative provenance file of ``profile``'s trunk (:data:`PROFILE_CONFIGS`)."""
+    return checkpoint_path(PROFILE_CONFIGS[Choice(tuple(PROFILE_CONFIGS)).check("profile", profile)]).with_suffix(".json")
+
+
+def committed_provenance(path: Path | None = None, profile: str = "reference") -> dict:
+    """The committed checkpoint's provenance: ``path``, else that of ``profile``'s trunk (:func:`provenance_path`).
+    FileNotFoundError, naming the command that builds it, where it is not committed."""
+    p = REPO / provenance_path(profile) if path is None else Path(path)
     if not p.exists():
-        raise FileNotFoundError(f"{p} does not exist; build it with `python -m sec_lib.runs.pretrain`")
+        raise FileNotFoundError(f"{p} does not exist; build it with `python -m sec_lib.runs.pretrain"
+                                f"{'' if profile == 'reference' else ' --profile ' + profile}`")
     return json.loads(p.read_text(encoding="utf-8"))
 
 
-def committed_config() -> PretrainConfig:
-    """The committed checkpoint's config."""
-    return PretrainConfig.from_dict(committed_provenance()["config"])
+def committed_config(profile: str = "reference") -> PretrainConfig:
+    """The config of ``profile``'s committed checkpoint (the reference profile's smallcnn trunk by default)."""
+    return PretrainConfig.from_dict(committed_provenance(profile=profile)["config"])
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m sec_lib.runs.pretrain", description=__doc__.split("\n")[0])
     ap.add_argument("--check", action="store_true",
-                    help="retrain from the committed config and compare the weights hash with the committed one")
+                    help="retrain the profile's trunk from its committed config and compare the weights hash with the "
+                         "committed one")
     ap.add_argument("--steps", type=int, default=None, help="with --check: only the first N steps (prints the hash)")
     ap.add_argument("--profile", default="reference", choices=sorted(PROFILE_CONFIGS),
                     help="whose trunk to pretrain: the reference profile's smallcnn (default, a CPU) or the gpu "
                          "profile's resnet18s (a GPU)")
     args = ap.parse_args(argv)
     if args.check:
-        cfg = committed_config()
+        cfg = committed_config(args.profile)
         res = pretrain(cfg, steps=args.steps, log_every=500)
-        got = weights_hash(res["trunk"])
-        prov = committed_provenance()
+        got = weights_hash(saved_state(res["trunk"], cfg))
+        prov = committed_provenance(profile=args.profile)
         print(json.dumps({"cpu_kind": kernels.this_kind(), "steps": res["steps"], "weights_hash": got,
                           "committed": prov["weights_hash"], "committed_cpu_kind": prov["kernels"]["cpu_kind"]}))
         if args.steps is None:
