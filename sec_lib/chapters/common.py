@@ -338,9 +338,12 @@ def n_text(n, n_counts: str = "seeds", detail: str = "") -> str:
 
 
 def p_text(p_adj, m) -> str:
-    """'Holm-adjusted p = 0.012 over 7 comparisons', or 'no test' without a p-value."""
+    """'Holm-adjusted p = 0.012 over 7 comparisons', 'p = 0.04 (the only comparison of its family)', or 'no test'
+    without a p-value."""
     if p_adj is None or not np.isfinite(p_adj):
         return "no test"
+    if int(m) == 1:
+        return f"p = {p_adj:.2g} (the only comparison of its family)"
     return f"Holm-adjusted p = {p_adj:.2g} over {int(m)} comparisons"
 
 
@@ -384,6 +387,23 @@ def equivalence_words(r) -> str:
     if sign == 0:                                    # a no-change claim: 'reproduced' is the equivalence
         return f": within ±{m:g} points" if get("verdict") == "reproduced" else ""
     return f": no effect larger than {m:g} points" if get("verdict") == "not reproduced" else ""
+
+
+def record_row(rec) -> dict:
+    """A claim record as a verdict row (:func:`measures_text`'s keys)."""
+    return {k: getattr(rec, k) for k in ("estimate", "ci_lo", "ci_hi", "p_adj", "m", "mde", "n", "n_counts", "verdict")}
+
+
+def decided_elsewhere(table: pd.DataFrame, records: dict, key: str) -> pd.DataFrame:
+    """A page's Holm family table in which each row whose ``key`` value is in ``records`` (``{value: ClaimRecord}``,
+    the claim another page decides on the same runs) carries that claim's verdict, named ("Q8b (compare page): not
+    reproduced"), so that the book gives those runs one verdict. The row's numbers stay this family's: the family
+    is adjusted as declared."""
+    out = table.copy()
+    for value, rec in records.items():
+        if "verdict" in out.columns:
+            out.loc[out[key] == value, "verdict"] = f"{rec.id} ({rec.page} page): {rec.verdict}"
+    return out
 
 
 def verdict_row_of(est: dict, expected_sign: int, margin=None, n_counts: str = "seeds") -> dict:

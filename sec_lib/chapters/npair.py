@@ -15,6 +15,7 @@ from ..runs import experiments as ex
 from . import profile_param
 from ..report.claims import Claim
 from . import review
+from .common import record_row
 from .review import family_rows, means_table, row_claim, sec_rows, verdict_sentence, wide_means
 
 #: The notebook's parameters (checked by ``sec_lib.params.notebook_params``).
@@ -80,11 +81,6 @@ def decided_elsewhere(profile: str, root=None) -> dict:
     return {loss: recs[cid] for loss, cid in ELSEWHERE.items() if cid in recs}
 
 
-def _record_row(rec) -> dict:
-    """A claim record as a verdict row (:func:`sec_lib.chapters.common.measures_text`'s keys)."""
-    return {k: getattr(rec, k) for k in ("estimate", "ci_lo", "ci_hi", "p_adj", "m", "mde", "n", "n_counts", "verdict")}
-
-
 def opening(runs: pd.DataFrame, steps: pd.DataFrame, elsewhere: dict | None = None) -> str:
     """The page's answer; ``elsewhere``: :func:`decided_elsewhere`, whose records replace those losses' rows."""
     rows = verdict_rows(runs).set_index("loss")
@@ -111,7 +107,7 @@ def verdict(runs: pd.DataFrame, elsewhere: dict | None = None) -> str:
             lines.append("- " + verdict_sentence(r, f"`{r['loss']}`: with SEC, R@1", f"SEC helps {r['loss']}"))
         else:
             lines.append(f"- `{r['loss']}`, decided on the {rec.page} page as claim {rec.id} (Holm family: {rec.family}): "
-                         + verdict_sentence(_record_row(rec), "with SEC, R@1", rec.statement))
+                         + verdict_sentence(record_row(rec), "with SEC, R@1", rec.statement))
     return "\n".join(lines)
 
 

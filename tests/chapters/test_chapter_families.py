@@ -220,6 +220,22 @@ def test_optim_page_is_one_family():
     text = optim.page_reading(fam)
     assert text.count("could detect ≥") == 6 and "one Holm family of 10 comparisons" in text
     assert text.count("n = 3 seeds, each the mean over 2 losses") == 6
+    # Adam's R@1 row is C4's runs: with C4's record the page states C4's verdict for it, named, and the rest as before
+    from dataclasses import replace
+    from sec_lib.report.claims import ClaimRecord
+    c4 = ClaimRecord(id="C4", statement="SEC improves R@1 on average over the losses", page="compare",
+                     href="compare.html", family="pooled, main table's η", unit="pp", expected_sign=1, estimate=1.5,
+                     ci_lo=0.1, ci_hi=2.9, n=3, n_counts="seeds", p_value=0.042, p_adj=0.042, m=1, mde=2.0,
+                     verdict="reproduced")
+    said = optim.page_reading(fam, c4)
+    adam = next(line for line in said.splitlines() if line.startswith("- **adam**"))
+    assert adam.startswith("- **adam**, decided on the compare page as claim C4 (the same runs; Holm family: pooled")
+    assert "+1.50 R@1 points (95% CI [+0.10, +2.90]" in adam and "p = 0.042 (the only comparison of its family)" in adam
+    assert adam.endswith("→ *SEC helps under adam*: **reproduced**.")
+    assert "hurt under Adam?* Measured as the gain from removing it with SEC: **reproduced** (+1.50 points)" in said
+    assert "Every other verdict on this page" in said and "(Adam's R@1 row among them, as declared)" in said
+    assert [x for x in said.splitlines() if "**sgd**" in x] == [x for x in text.splitlines() if "**sgd**" in x]
+    assert "inconclusive" in optim.page_reading(fam, replace(c4, verdict="inconclusive")).split("hurt under Adam?")[1]
 
 
 def test_optim_page_leaves_a_failed_arm_out_and_says_so():

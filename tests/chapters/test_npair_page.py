@@ -45,3 +45,10 @@ def test_the_tuplet_margin_row_shows_the_compare_pages_claim_not_a_second_verdic
     assert "tml: -0.44 (**not reproduced**, claim Q8b)" in npair.opening(runs, steps, {"tml": q8b})
     from sec_lib.chapters import compare
     assert npair.ELSEWHERE == {"tml": "Q8b"} and "Q8b" in {c.id for c in compare.CLAIMS}   # a claim the compare page owns
+    # the page's family table too: tml's row carries Q8b's verdict, named; its numbers stay this family's
+    from sec_lib.chapters import common
+    fam = npair.verdict_rows(runs)
+    shown = common.decided_elsewhere(fam, {"tml": q8b}, "loss")
+    assert shown.loc[shown["loss"] == "tml", "verdict"].tolist() == ["Q8b (compare page): not reproduced"]
+    assert shown.drop(columns="verdict").equals(fam.drop(columns="verdict"))
+    assert shown.loc[shown["loss"] != "tml", "verdict"].equals(fam.loc[fam["loss"] != "tml", "verdict"])

@@ -464,6 +464,11 @@ def test_claims_verdicts_on_hand_made_frames(mixed):
         assert v[q] == "not testable offline" and ("no frames for chapter" in t.loc[q, "note"]
                                                    or "profile" in t.loc[q, "note"])
     assert t.loc["Q6a", "same_runs_as"] == "C4" and t.loc["Q3", "same_runs_as"] == ""   # Q3 has its own runs
+    # Q6a (SEC helps under Adam) is C4's runs: it carries C4's record, not a second verdict from the optim family
+    for col in ("estimate", "ci_lo", "ci_hi", "p_adj", "m", "verdict"):
+        assert t.loc["Q6a", col] == t.loc["C4", col], col
+    assert t.loc["Q6a", "family"] == "compare page, as C4 (pooled, main table's η)" != t.loc["Q6b", "family"]
+    assert "decided as claim C4 on the compare page" in t.loc["Q6a", "note"]
     # variance reduction grows with the loss index, gains do not follow it (triplet 3, semihard -2, npair 1, ms 2)
     red = np.log10([4.0 * k / 0.04 for k in (1, 2, 3, 4)])
     assert t.loc["Q4", "estimate"] == pytest.approx(np.corrcoef(red, [3.0, -2.0, 1.0, 2.0])[0, 1], abs=0.05)
