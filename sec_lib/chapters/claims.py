@@ -17,7 +17,7 @@ import pandas as pd
 
 from .. import report
 from ..figures.tables import csv_link, fold_columns
-from ..report.claims import anchor, sign_word
+from ..report.claims import anchor, estimate_source, sign_word
 from ..runs.tier import STAGED_TIERS, TIER_PROFILES
 from . import evidence, profile_param
 from .normclass import (CLAIMS, HIT_COLUMNS, class_association, class_association_summary,  # noqa: F401 (the page's API)
@@ -58,7 +58,7 @@ def claim_definitions(claims: Sequence | None = None) -> pd.DataFrame:
     sign, the function computing the estimate, the page that decides it and its Holm family."""
     claims = claims if claims is not None else [c for p in evidence.claim_pages() for c in evidence.page_claims(p)]
     rows = [{"id": c.id, "claim": c.claim, "source": c.source, "measured": c.measured, "unit": c.unit,
-             "expected": sign_word(c.expected_sign), "function": getattr(c.estimate, "__name__", "").lstrip("_"),
+             "expected": sign_word(c.expected_sign), "function": estimate_source(c.estimate),
              "page": c.href, "family": c.family_name} for c in claims]
     out = pd.DataFrame(rows).sort_values("id", key=lambda s: s.map(evidence.claim_sort_key)).reset_index(drop=True)
     # on the page: id, claim, unit, expected, page; how it is measured and decided folded under it

@@ -315,10 +315,15 @@ def page_family(ev) -> dict:
     return ev.derived("convergence_family", compute)
 
 
+def pooled_row(ev) -> dict:
+    """C3's estimate: the pooled row (SEC − none, mean over the losses per seed) of the page's family."""
+    return from_row(page_family(ev)["pooled"].iloc[0])
+
+
 CLAIMS = [
     Claim(id="C3", claim="SEC converges faster", source="paper Sec. 4 (training curves)",
           measured="iterations until test R@1 first reaches 90% of the run's final R@1, SEC − none, paired on seed, "
                    "mean over the losses per seed (the convergence page's test)",
           unit="iterations", expected_sign=-1, page="convergence",
-          estimate=lambda ev: from_row(page_family(ev)["pooled"].iloc[0])),
+          estimate=pooled_row),
 ]

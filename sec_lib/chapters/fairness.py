@@ -257,7 +257,7 @@ CLAIMS = [
           source="meta-review (fairness)", measured="within-class η² of norm/mean norm by font design minus its "
           "shuffled value, runs without SEC, mean over the 4 losses per seed", unit="η²", expected_sign=+1,
           page="fairness", estimate=row_claim(page_family, statistic="eta2_excess", variant="none")),
-    Claim(id="Q10e", claim="SEC removes the font-design dependence of the norms", source="meta-review (fairness)",
+    Claim(id="Q10e", claim="SEC lowers the font-design dependence of the norms", source="meta-review (fairness)",
           measured="excess η² by font design, SEC − none, paired on seed", unit="η²", expected_sign=-1,
           page="fairness", estimate=row_claim(page_family, statistic="eta2_excess", variant="sec − none")),
     Claim(id="Q10f", claim="Unregularized norms are smaller in harder classes", source="meta-review (fairness)",

@@ -14,6 +14,7 @@ from ..figures import results as results_fig
 from ..figures import widgets
 from ..reference import SOURCES, VARIANT_NAMES
 from . import profile_param
+from .instability import SLOPE_TARGET
 from .common import NORM_CV, NORM_METRICS, beside_cv, cv_from_var, order_rows, run_attrs, runs_frame, with_norm_cv
 from .compare import fmt_p, main_table, sec_gain
 from ..report.claims import Claim
@@ -282,9 +283,12 @@ def norms_verdict(reduction: pd.DataFrame, corr: pd.DataFrame, per_run: pd.DataF
     if len(per_run):
         med = per_run["slope_median"].median()
         out.append(f"The median per-batch gradient-vs-norm slope over all {len(per_run)} runs is {med:+.2f}: "
-                   + ("in the typical run, larger norms come with smaller gradients within a batch, as Proposition 2 "
-                      "implies" if med < 0 else "in the typical run, larger norms do not come with smaller gradients "
-                      "within a batch") + " (a description without a test; the instability page tests the slope).")
+                   + ("in the typical run, larger norms come with smaller gradients within a batch, the direction "
+                      f"Proposition 2 gives; it predicts a slope of {SLOPE_TARGET:+g} (‖∂L/∂f‖ ∝ 1/‖f‖), and this one is "
+                      + ("steeper" if med < SLOPE_TARGET else "shallower") if med < 0 else
+                      "in the typical run, larger norms do not come with smaller gradients within a batch")
+                   + " (a description without a test; the instability page tests the slope against "
+                   f"{SLOPE_TARGET:+g}, claim Q7a).")
     return " ".join(out) if out else "No runs to judge."
 
 

@@ -505,8 +505,9 @@ def _est_equalize(ev) -> dict:
 
 
 CLAIMS = [
-    Claim(id="S1", claim="SEC's R@1 gain goes with its CV reduction (equalizing the norms), not with its scale "
-                         "reduction: relative SEC, which lowers the CV without shrinking, still gains",
+    Claim(id="S1", claim="Equalizing the norms gains R@1 without shrinking them: relative SEC, which lowers the CV "
+                         "without shrinking the scale, still gains (whether shrinking gains too is the page's "
+                         "family, not this claim)",
           source="the paper's argument (Sec. 3); issue 23",
           measured="R@1 relative SEC (scale-free, own held-out η) − none, mean over the 4 main losses per seed; the "
                    "note names the mechanism the page's family finds",

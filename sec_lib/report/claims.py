@@ -156,7 +156,19 @@ def family_row(family: Callable, **match) -> Callable:
             raise KeyError(f"no row with {match} in the page's family")
         return from_row(t.iloc[0])
     estimate.__name__ = "row_" + "_".join(str(v) for v in match.values())
+    estimate.row_of = (getattr(family, "__module__", "") or "", ", ".join(f"{k} = {v}" for k, v in match.items()))
     return estimate
+
+
+def estimate_source(estimate: Callable) -> str:
+    """Where a claim's estimate is computed, for a reader going to the code: 'sec_lib.chapters.fairness: the row
+    statistic = eta2_excess, variant = none of the page's family' (:func:`family_row`), else the function's module
+    and name (a closure: the function that made it)."""
+    module, row = getattr(estimate, "row_of", ("", ""))
+    if row:
+        return f"{module}: the row {row} of the page's family"
+    name = getattr(estimate, "__qualname__", "").split(".<locals>")[0]
+    return f"{getattr(estimate, '__module__', '')}.{name}".strip(".")
 
 
 def _paper_value(p):

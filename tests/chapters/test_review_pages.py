@@ -554,6 +554,24 @@ def test_claim_definitions_are_data():
     assert set(claims.rules_table()["rule"]) >= set(report.VERDICTS)
 
 
+def test_each_claims_estimate_is_named_by_code_a_reader_can_open():
+    """The claims page names where each estimate is computed: a page family's row (its module and the row's columns)
+    or a module-level function; never '<lambda>' or a generated name like 'row_SEC − none (normalize head)_R@1'."""
+    import importlib
+    from sec_lib.report.claims import estimate_source
+    for p in evidence.claim_pages():
+        for c in evidence.page_claims(p):
+            where = estimate_source(c.estimate)
+            assert "<" not in where and "row_" not in where, (c.id, where)
+            module, _, rest = where.partition(": the row ")
+            if rest:
+                assert importlib.import_module(module) and rest.endswith(" of the page's family"), (c.id, where)
+            else:
+                mod, _, name = where.rpartition(".")
+                assert callable(getattr(importlib.import_module(mod), name)), (c.id, where)
+    assert estimate_source(compare.CLAIMS[0].estimate) == "sec_lib.chapters.compare: the row loss = triplet of the page's family"
+
+
 def test_notebook_params_spec():
     for page in (eta_ch, mu_ch, bnwn, normlayer, optim, convergence, instability, claims):
         assert set(page.PARAMS) == {"profile"}
