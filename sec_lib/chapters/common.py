@@ -348,7 +348,7 @@ def p_text(p_adj, m) -> str:
 
 
 def mde_text(mde, digits: int = 2, unit: str = "") -> str:
-    """'could detect ≥ 1.23' (the smallest effect the design detects at 80% power), or 'detectable
+    """'could detect ≥ 1.23' (the smallest effect the design detects at 80% power, at its family's level α/m), or 'detectable
     effect n/a (no spread)' without it (fewer than 2 values, or zero spread)."""
     if mde is None or not np.isfinite(mde):
         return "detectable effect n/a (no spread)"
