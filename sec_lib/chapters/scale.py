@@ -443,7 +443,11 @@ def cir_family(runs: pd.DataFrame, metric: str = "R@1") -> pd.DataFrame:
 
 def cir_arm_sentence(fam: pd.DataFrame, runs: pd.DataFrame, tier: str) -> str:
     """What a PML user gets from the CIR arm, computed: its two contrasts with their verdicts, and what it did to
-    the scale and the CV beside SEC's (training-set norms, mean over losses and seeds)."""
+    the scale and the CV beside SEC's (training-set norms, mean over losses and seeds). From a tier that is not one
+    whose verdicts the book states (:data:`sec_lib.chapters.evidence.MAIN_TIERS`), each verdict is marked 'quick
+    tier only', as the scorecard lists such a result apart."""
+    from .evidence import MAIN_TIERS
+    quick = tier not in MAIN_TIERS
     if not len(fam):
         return (f"The {tier} tier has no CIR arm: its scale stage was registered with the five arms above. The quick "
                 "tier trains it (`make book`).")
@@ -454,13 +458,18 @@ def cir_arm_sentence(fam: pd.DataFrame, runs: pd.DataFrame, tier: str) -> str:
         x = f.loc[name]
         ci = (f" [{x['ci_lo']:+.2f}, {x['ci_hi']:+.2f}]" if np.isfinite(x["ci_lo"]) and np.isfinite(x["ci_hi"])
               else "")
-        return f"{name} {x['estimate']:+.2f}{ci} R@1 points (**{x['verdict']}**{equivalence_words(x.to_dict())})"
+        return (f"{name} {x['estimate']:+.2f}{ci} R@1 points ({'quick tier only: ' if quick else ''}**{x['verdict']}**"
+                f"{equivalence_words(x.to_dict())})")
     m = r.groupby("variant")[["train_norm_mean", "train_norm_cv"]].mean()
     eta = r.loc[r["variant"] == "cir"].groupby("loss")["eta"].first() if "eta" in r.columns else pd.Series(dtype=float)
     etas = " (" + ", ".join(f"{loss} {e:.3g}" for loss, e in eta.items()) + ")" if len(eta) else ""
     same = {"reproduced": "behaves as SEC within the margin", "not reproduced": "does not behave as SEC"}.get(
         f.loc["CIR − SEC", "verdict"], "cannot be told apart from SEC or shown to match it here")
-    return (f"**PML's CIR as an arm ({tier} tier).** Trained at η = SEC's η / radius²{etas}, so that at the scale "
+    length = f" of {int(r['iterations'].max()):,} iterations" if "iterations" in r.columns else ""
+    head = (f"**PML's CIR as an arm (the quick tier only: {int(f['n'].max())} seeds{length}; the decisive tier "
+            "registered its scale stage without this arm, so these are not verdicts of the book).**" if quick else
+            f"**PML's CIR as an arm ({tier} tier).**")
+    return (f"{head} Trained at η = SEC's η / radius²{etas}, so that at the scale "
             f"the loss reaches without a regularizer its value is SEC's: {cite('CIR − none')}; {cite('CIR − SEC')} "
             f"(Holm over these two, {int(f['n'].max())} seeds, each the mean over {int(f['n_losses'].max())} losses; "
             f"'CIR − SEC' expects no change, ±{f['margin'].max():g} points). Training-set mean norm: none "
@@ -483,7 +492,10 @@ def cir_arm_reading(ev, profile: str, root=None) -> tuple[pd.DataFrame, str, pd.
         except (KeyError, ValueError):
             pass
     fam = cir_family(runs)
-    return fam, cir_arm_sentence(fam, runs, tier), runs
+    text = cir_arm_sentence(fam, runs, tier)
+    if len(fam) and tier not in evidence.MAIN_TIERS:        # the table says it too
+        fam = fam.assign(verdict=[f"quick tier only: {v}" for v in fam["verdict"]])
+    return fam, text, runs
 
 
 # ------------------------------------------------------------------------------ the claims this page decides

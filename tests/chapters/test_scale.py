@@ -238,8 +238,13 @@ def test_the_cir_arm_is_its_own_family_of_two_checked_against_scipy():
     assert fam["p_adj"].to_numpy() == pytest.approx(report.holm(fam["p_value"].to_numpy()))
     assert fam.loc["CIR − none", "verdict"] == "reproduced"
     assert fam.loc["CIR − SEC", "verdict"] == "reproduced"          # the same gain: equivalent within ±0.5
-    text = scale.cir_arm_sentence(fam.reset_index(), runs, "cpu")
+    text = scale.cir_arm_sentence(fam.reset_index(), runs, "decisive")
     assert "CIR − SEC" in text and "(**reproduced**: within ±0.5 points)" in text and "behaves as SEC" in text
+    # from the quick tier, each verdict is marked as that tier's only (the scorecard lists such results apart)
+    quick = scale.cir_arm_sentence(fam.reset_index(), runs.assign(iterations=120), "cpu")
+    assert quick.startswith("**PML's CIR as an arm (the quick tier only: 3 seeds of 120 iterations;")
+    assert "not verdicts of the book" in quick
+    assert "(quick tier only: **reproduced**: within ±0.5 points)" in quick and "(**reproduced**" not in quick
     five = runs[runs["variant"] != "cir"]
     assert scale.cir_family(five).empty and "has no CIR arm" in scale.cir_arm_sentence(scale.cir_family(five), five,
                                                                                       "decisive")
