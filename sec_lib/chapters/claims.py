@@ -44,7 +44,7 @@ def claims_frame(recs: Sequence) -> pd.DataFrame:
         return t
     t["evidence"] = [r.evidence for r in recs]
     t["p"] = [("" if not np.isfinite(p) else f"{p:.2g}") for p in t["p_adj"].astype(float)]
-    t["detectable"] = [("" if not np.isfinite(r.mde) else f"≥ {r.mde:.{r.digits}f}") for r in recs]
+    t["detectable"] = [r.detectable for r in recs]
     t["n (counts)"] = [("" if not r.n else f"{r.n} {r.n_counts}") for r in recs]
     t["paper_value"] = [float(p) if isinstance(p, (int, float)) and not isinstance(p, bool) else np.nan
                         for p in t["paper"]]

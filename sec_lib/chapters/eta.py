@@ -276,7 +276,8 @@ def _est_range(ev) -> dict:
     ok = g[g["verdict"] == "reproduced"]
     span = float(np.log10(ok["eta"].max() / ok["eta"].min())) if len(ok) else 0.0
     return {"estimate": span, "ci_lo": np.nan, "ci_hi": np.nan, "n": int(g["n"].min()), "p_value": np.nan,
-            "mde": float(g["mde"].max()), "m": int(g["m"].max()), "verdict": range_verdict(g),
+            # no detectable effect in decades: each η's, in R@1 points, is in the note
+            "mde": np.nan, "m": int(g["m"].max()), "verdict": range_verdict(g),
             "note": range_sentence(g) + " Estimate: decades of η spanned (no interval)."}
 
 

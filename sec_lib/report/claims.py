@@ -119,6 +119,15 @@ class ClaimRecord:
         return 3 if self.unit in FINE_UNITS else 2
 
     @property
+    def detectable(self) -> str:
+        """The smallest effect the design could detect, as a reader reads it: '≥ 0.50', '' without one, and for a
+        correlation whose detectable effect lies beyond r's range, 'none (≥ 1.49 is beyond the range of r)'."""
+        if self.mde is None or not np.isfinite(self.mde):
+            return ""
+        text = f"≥ {self.mde:.{self.digits}f}"
+        return f"none ({text} is beyond the range of r)" if self.unit == "r" and self.mde >= 1 else text
+
+    @property
     def evidence(self) -> str:
         """'estimate [lo, hi]' (or the estimate alone, or 'no evidence')."""
         if self.estimate is None or not np.isfinite(self.estimate):
@@ -315,9 +324,10 @@ def box(records: Sequence[ClaimRecord], claims_page: str = "claims.html") -> str
         return "<p>This page decides no claim.</p>"
     items = []
     for r in records:
-        det = f"; could detect ≥ {r.mde:.{r.digits}f}" if np.isfinite(r.mde) else ""
-        p = f"; Holm-adjusted p = {_p_text(r.p_adj)} over {r.m} in the family <i>{_html.escape(r.family)}</i>" \
-            if np.isfinite(r.p_adj) else ""
+        det = f"; could detect {r.detectable}" if r.detectable else ""
+        p = ("" if not np.isfinite(r.p_adj) else
+             f"; p = {_p_text(r.p_adj)}, the only comparison of the family <i>{_html.escape(r.family)}</i>" if r.m == 1
+             else f"; Holm-adjusted p = {_p_text(r.p_adj)} over {r.m} in the family <i>{_html.escape(r.family)}</i>")
         n = f"; n = {r.n} {r.n_counts}" if r.n else ""
         tier = f"; {r.tier} tier" if r.tier else ""
         note = f"<br><small>{_html.escape(r.note)}</small>" if r.note else ""
@@ -330,19 +340,23 @@ def answer(records: Sequence[ClaimRecord], claims_page: str = "claims.html") -> 
     """The page's answer, for its opening: each claim it decides in one clause (badge, statement, ours with its unit
     and what it measures, the first clause of the record's ``measured``, so that a signed difference says which
     side it subtracts; for an inconclusive claim the smallest effect the design could detect), from the same records
-    as its claims box (:func:`box`), so the opening and the box cannot disagree. '' for a page that decides no
-    claim."""
+    as its claims box (:func:`box`), so the opening and the box cannot disagree; one bullet a claim where the page
+    decides several. '' for a page that decides no claim."""
     if not records:
         return ""
     parts = []
     for r in records:
-        det = f", could detect ≥ {r.mde:.{r.digits}f}" if r.verdict == "inconclusive" and np.isfinite(r.mde) else ""
+        det = f", could detect {r.detectable}" if r.verdict == "inconclusive" and r.detectable else ""
         what = r.measured.split(";")[0].strip()
         what = f" ({_html.escape(what)})" if what else ""
         parts.append(f"{badge(r, claims_page)}: {_html.escape(r.statement)}: ours {_html.escape(r.evidence)} "
                      f"{_html.escape(r.unit)}{what}{det}")
-    return ('<p class="page-answer"><b>The answer on these runs</b>, claim by claim as the scorecard decides it '
-            f'(the claims box at the end gives each one\'s test): {"; ".join(parts)}.</p>')
+    lead = ('<b>The answer on these runs</b>, claim by claim as the scorecard decides it (the claims box at the end '
+            'gives each one\'s test)')
+    if len(parts) == 1:
+        return f'<p class="page-answer">{lead}: {parts[0]}.</p>'
+    return (f'<div class="page-answer"><p>{lead}:</p><ul>' + "".join(f"<li>{x}.</li>" for x in parts)
+            + "</ul></div>")
 
 
 def sign_word(expected_sign: int) -> str:

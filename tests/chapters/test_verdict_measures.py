@@ -133,6 +133,7 @@ def test_q9_reports_the_range_of_eta():
     ok = fam[fam["verdict"] == "reproduced"].index
     assert t.estimate == pytest.approx(np.log10(ok.max() / ok.min())) and t.verdict == eta_ch.range_verdict(fam.reset_index())
     assert "η from 0.01 to 0.1" in t.note and t.verdict == "reproduced"             # 0.01 to 0.1: one decade
+    assert np.isnan(t.mde) and t.detectable == "" and "could detect ≥" in t.note     # R@1's, per η, in the note
     narrow = runs[runs["eta"].isin([0.0, 0.01, 1.0])]
     assert q9(narrow).verdict == "inconclusive"                                     # one η: no range shown
 

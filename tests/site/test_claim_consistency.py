@@ -123,3 +123,20 @@ def test_a_pages_answer_states_what_its_claims_box_states():
     # a signed difference says what it subtracts: the first clause of the record's measured
     said = answer([dataclasses.replace(record(), measured="R@1 EMA − batch mean, mean over the losses; equivalence")])
     assert "pp (R@1 EMA − batch mean, mean over the losses)" in said and "equivalence" not in said
+
+
+def test_an_answer_of_several_claims_is_a_list_and_the_detectable_effect_keeps_its_unit():
+    """A page deciding several claims opens with one bullet a claim (one sentence joined by semicolons read as a wall);
+    one claim stays a sentence. A detectable effect beyond a correlation's range says that no r could be detected, and
+    a one-comparison family is not called Holm-adjusted."""
+    from sec_lib.report.claims import answer, box
+    one, two = record(), dataclasses.replace(record("inconclusive"), id="C10", mde=2.5)
+    many = answer([one, two])
+    assert many.startswith('<div class="page-answer"><p><b>The answer on these runs</b>') and many.count("<li>") == 2
+    assert answer([one]).startswith('<p class="page-answer">') and "<li>" not in answer([one])
+    r = dataclasses.replace(record("inconclusive"), unit="r", mde=1.487)
+    assert r.detectable == "none (≥ 1.487 is beyond the range of r)"
+    assert dataclasses.replace(r, mde=0.6).detectable == "≥ 0.600" and dataclasses.replace(r, mde=float("nan")).detectable == ""
+    assert "could detect none (≥ 1.487 is beyond the range of r)" in answer([r])
+    assert "p = 0.01, the only comparison of the family <i>f</i>" in box([one]) and "Holm-adjusted" not in box([one])
+    assert "Holm-adjusted p = 0.01 over 3 in the family" in box([dataclasses.replace(one, m=3)])
