@@ -20,6 +20,7 @@ from ..figures.tables import csv_link, fold_columns
 from ..report.claims import anchor, estimate_source, sign_word
 from ..runs.tier import STAGED_TIERS, TIER_PROFILES
 from . import evidence, profile_param
+from .common import equivalence_words
 from .normclass import (CLAIMS, HIT_COLUMNS, class_association, class_association_summary,  # noqa: F401 (the page's API)
                         difficulty_association, difficulty_sentence)
 
@@ -35,6 +36,16 @@ def records(profile: str, root=None, pages: Sequence[str] | None = None, tier: s
     return evidence.claim_records(profile, root, pages, tier)
 
 
+def p_cell(r) -> str:
+    """A record's adjusted p as the scorecard shows it; where its verdict comes from the equivalence test (the
+    interval inside ±margin), that test's adjusted p beside it, since the difference test's p alone (0.66, say)
+    would not explain a 'not reproduced'."""
+    if r.p_adj is None or not np.isfinite(r.p_adj):
+        return ""
+    eq = f" (equivalence: {r.p_eq_adj:.2g})" if equivalence_words(r) and np.isfinite(r.p_eq_adj) else ""
+    return f"{r.p_adj:.2g}{eq}"
+
+
 def claims_frame(recs: Sequence) -> pd.DataFrame:
     """The records as a table (one row per claim; ``claim`` = id), with display cells: ``evidence``
     "estimate [lo, hi]", ``p`` (adjusted), ``detectable`` ("≥ X"), ``n (counts)``, ``paper``."""
@@ -43,7 +54,7 @@ def claims_frame(recs: Sequence) -> pd.DataFrame:
     if not len(t):
         return t
     t["evidence"] = [r.evidence for r in recs]
-    t["p"] = [("" if not np.isfinite(p) else f"{p:.2g}") for p in t["p_adj"].astype(float)]
+    t["p"] = [p_cell(r) for r in recs]
     t["detectable"] = [r.detectable for r in recs]
     t["n (counts)"] = [("" if not r.n else f"{r.n} {r.n_counts}") for r in recs]
     t["paper_value"] = [float(p) if isinstance(p, (int, float)) and not isinstance(p, bool) else np.nan

@@ -107,6 +107,7 @@ class ClaimRecord:
     measured: str = ""
     same_runs_as: str = ""
     margin: float | None = None
+    p_eq_adj: float = math.nan
     extra: dict = field(default_factory=dict)
 
     def as_dict(self) -> dict:
@@ -237,6 +238,7 @@ def _record(c: Claim, e: dict, adj) -> ClaimRecord:
     n = None if n is None or (isinstance(n, float) and math.isnan(n)) else int(n)
     usable = _usable(e)
     p = _number(e.get("p_value")) if usable else math.nan
+    p_eq_adj = _number(e.get("p_eq_adj"))
     if "verdict" in e:                          # the page's own rule decided (and adjusted) it
         v, p_adj, m = e["verdict"], _number(e.get("p_adj", p)), int(e.get("m", 1))
     elif adj is None:                           # tested in the page's family: its adjusted p
@@ -255,7 +257,7 @@ def _record(c: Claim, e: dict, adj) -> ClaimRecord:
                        ci_hi=hi if usable else math.nan, n=n, n_counts=c.n_counts, p_value=p, p_adj=p_adj, m=m,
                        mde=mde, verdict=v, tier=str(e.get("tier") or ""), paper=_paper_value(c.paper),
                        note=str(e.get("note") or ""), source=c.source, measured=c.measured,
-                       same_runs_as=c.same_runs_as, margin=c.margin_value(),
+                       same_runs_as=c.same_runs_as, margin=c.margin_value(), p_eq_adj=p_eq_adj,
                        extra={k: v for k, v in e.items() if k not in known})
 
 

@@ -140,3 +140,17 @@ def test_an_answer_of_several_claims_is_a_list_and_the_detectable_effect_keeps_i
     assert "could detect none (≥ 1.487 is beyond the range of r)" in answer([r])
     assert "p = 0.01, the only comparison of the family <i>f</i>" in box([one]) and "Holm-adjusted" not in box([one])
     assert "Holm-adjusted p = 0.01 over 3 in the family" in box([dataclasses.replace(one, m=3)])
+
+
+def test_the_scorecard_shows_the_equivalence_tests_p_beside_a_verdict_it_decided():
+    """'not reproduced' beside the difference test's p = 0.66 reads as a contradiction: where the equivalence test
+    (the interval inside ±margin) decided the verdict, the scorecard's p cell shows its adjusted p too."""
+    from sec_lib.chapters.claims import claims_frame, p_cell
+    null = dataclasses.replace(record("not reproduced"), estimate=-0.05, ci_lo=-0.38, ci_hi=0.27, p_adj=0.66,
+                               p_eq_adj=0.011, margin=0.5)
+    assert p_cell(null) == "0.66 (equivalence: 0.011)"
+    assert p_cell(record()) == "0.01"                                        # decided by the interval's side
+    wrong_side = dataclasses.replace(record("not reproduced"), estimate=-1.0, ci_lo=-1.5, ci_hi=-0.6, margin=0.5,
+                                     p_eq_adj=0.9)
+    assert p_cell(wrong_side) == "0.01"
+    assert list(claims_frame([null, record()])["p"]) == ["0.66 (equivalence: 0.011)", "0.01"]
