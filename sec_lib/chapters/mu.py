@@ -309,7 +309,10 @@ def page_family(ev) -> dict:
 
 def _est_ema(ev) -> dict:
     r = page_family(ev)["ema"].iloc[0]
-    return from_row(r, note=str(r["comparison"]))
+    side = ("" if not np.isfinite(r["ci_lo"]) or r["ci_lo"] <= 0 <= r["ci_hi"] else
+            "; the running mean does worse than the batch mean on average (the paper's choice)" if r["ci_hi"] < 0
+            else "; the running mean does better than the batch mean on average")
+    return from_row(r, note=f"{r['comparison']}{side}")
 
 
 def _est_best_zero(ev) -> dict:

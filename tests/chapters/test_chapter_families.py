@@ -411,3 +411,17 @@ def test_norms_page_is_one_family_and_its_closing_text_counts():
     text = norms.norms_verdict(red, corr, per_run)
     assert "with 4 losses neither settles" in text and "over all 3 runs is -0.80" in text
     assert "a description without a test" in text
+
+
+def test_q1s_note_says_which_way_the_running_mean_differs(monkeypatch):
+    """Q1 ('the batch mean works as well as a running mean') is not reproduced both when the running mean is better and
+    when it is worse; its note says which, since the second favours the paper's choice."""
+    from sec_lib.chapters import mu as mu_ch
+    def row(lo, hi):
+        return pd.DataFrame([{"comparison": "EMA ρ=0.01 − batch mean", "estimate": (lo + hi) / 2, "ci_lo": lo,
+                              "ci_hi": hi, "n": 5, "p_value": 0.01, "p_adj": 0.01, "m": 3, "verdict": "not reproduced"}])
+    for (lo, hi), said in (((-1.9, -1.0), "does worse"), ((1.0, 1.9), "does better"), ((-0.3, 0.2), None)):
+        monkeypatch.setattr(mu_ch, "page_family", lambda ev, t=row(lo, hi): {"ema": t})
+        note = mu_ch._est_ema(None)["note"]
+        assert note.startswith("EMA ρ=0.01 − batch mean")
+        assert (said in note) if said else note == "EMA ρ=0.01 − batch mean"
