@@ -186,6 +186,109 @@ def test_index_sentence_says_which_seed_has_a_page():
     assert "24 runs" in s and "3 seeds" in s and "8 run pages show seed 0 only" in s
 
 
+def _index(profile, iterations, seeds, l2=0.005, sec=None):
+    """A made-up run index of ``profile``'s main table (as :func:`runs.run_index` returns it, with its attrs)."""
+    sec = sec or {"triplet": 1.0, "semihard": 0.5, "npair": 1.0, "ms": 1.0}
+    idx = pd.DataFrame([dict(loss=l, variant=v, eta={"none": 0.0, "l2reg": l2, "sec": sec[l]}[v], seed=s, status="done",
+                             **{"run page": "yes" if s == 0 else ""})
+                        for l in LOSSES for v in ("none", "l2reg", "sec") for s in range(seeds)])
+    idx.attrs.update(profile=profile, iterations=(iterations,))
+    return idx
+
+
+def test_the_index_sentence_names_its_tier_and_its_run_length():
+    s = runs.index_sentence(_index("cpu", 120, 3), "cpu")
+    assert "**36 runs** of the main table of the quick tier (profile `cpu`, 120 iterations, trained by " \
+           "`make book`)" in s
+    assert "4 losses × 3 variants × 3 seeds (0 failed)" in s and "main comparison" not in s
+    g = runs.index_sentence(_index("gpu", 3000, 5), "gpu")
+    assert "the gpu tier (committed under `data/reference/gpu/`, 3,000 iterations)" in g and "quick" not in g
+
+
+def test_the_answer_says_the_verdicts_come_from_the_decisive_tier_not_from_these_runs():
+    quick, decisive = _index("cpu", 120, 3), _index("decisive", 13500, 5, l2=0.001)
+    a = runs.tier_answer(quick, "cpu", decisive)
+    assert "The 12 run pages of this section and the table of every seed below show the quick tier (profile `cpu`, " \
+           "120 iterations" in a
+    assert "do not come from these runs" in a and "**decisive tier**" in a and "(compare.html)" in a
+    assert "60 runs of 13,500 iterations (4 losses × 3 variants × 5 seeds)" in a
+    assert "committed under `data/reference/decisive/`" in a and "held-out training classes" in a
+    same = runs.tier_answer(quick, "cpu", None)
+    assert "reads the same runs" in same and "decisive" not in same
+
+
+def test_the_weights_sentence_is_read_from_the_runs_own_weights():
+    fixed = runs.weights_sentence(_index("cpu", 120, 3))
+    assert "were fixed before any run and tuned on no classes at all" in fixed
+    assert "SEC at the paper's η for each loss (triplet 1, semihard triplet 0.5, normalized N-pair 1, " \
+           "multi-similarity 1)" in fixed and "L2-reg at η = 0.005 for every loss" in fixed
+    # L2 weights that are not the fixed constant were chosen on held-out classes: the sentence may not say "fixed"
+    chosen = runs.weights_sentence(_index("gpu", 3000, 5, l2=0.001))
+    assert "fixed before any run" not in chosen and "none was tuned on the test classes" in chosen
+    assert "L2-reg at weights chosen on held-out training classes (triplet 0.001" in chosen
+    beside = runs.weights_sentence(_index("cpu", 120, 3), _index("decisive", 13500, 5, l2=0.001))
+    assert "The decisive tier, whose runs give the book's verdicts, chose its weights on held-out training classes" \
+           in beside and "its L2-reg weights (triplet 0.001" in beside and "SEC at the selected η" in beside
+
+
+def _staged_checkout(root):
+    """A checkout with a staged tier 'stg' (stages a and b; run k1 in both, as a re-export could leave it) and the
+    retired reference tier."""
+    base = root / "data" / "reference"
+    for stage, keys in (("a", ["k1", "k2"]), ("b", ["k1", "k3"])):
+        d = base / "stg" / stage
+        d.mkdir(parents=True)
+        pd.DataFrame({"key": keys, "status": "done", "loss": "ms", "seed": [0, 1]}).to_parquet(d / "runs.parquet")
+        pd.DataFrame({"key": keys, "step": 10, "R@1": [1.0, 2.0], "src": stage}).to_parquet(d / "evals.parquet")
+        pd.concat([pd.DataFrame({"key": k, "step": np.arange(1, 301), "norm_var": 1.0, "src": stage}) for k in keys]
+                  ).to_parquet(d / "steps.parquet")
+    ref = base / "reference"
+    ref.mkdir(parents=True)
+    pd.DataFrame({"key": ["r1", "r2"], "status": ["done", "failed"], "loss": "ms", "seed": [0, 1]}).to_parquet(
+        ref / "runs.parquet")
+    pd.DataFrame({"key": ["r1"], "step": 10, "R@1": 1.0}).to_parquet(ref / "evals.parquet")
+
+
+def test_a_staged_tier_is_joined_for_download_and_a_retired_tier_is_labelled_and_not_offered(tmp_path):
+    _staged_checkout(tmp_path)
+    files = {name: (data, what) for name, data, what in runs.committed_downloads(tmp_path, 20)}
+    assert set(files) == {"stg_runs.parquet", "stg_evals.parquet", "stg_steps.parquet"}     # no reference_*
+    r = pd.read_parquet(io.BytesIO(files["stg_runs.parquet"][0]))
+    assert list(r["key"]) == ["k1", "k2", "k3"] and list(r["stage"]) == ["a", "a", "b"] and r.columns[1] == "stage"
+    ev = pd.read_parquet(io.BytesIO(files["stg_evals.parquet"][0]))
+    assert sorted(ev["key"]) == ["k1", "k2", "k3"] and set(ev.loc[ev["key"] == "k1", "src"]) == {"a"}
+    st = pd.read_parquet(io.BytesIO(files["stg_steps.parquet"][0]))
+    assert set(st.loc[st["key"] == "k1", "src"]) == {"a"} and st.groupby("key").size().max() <= 20
+    steps_what, runs_what = files["stg_steps.parquet"][1], files["stg_runs.parquet"][1]
+    assert "2 stage folders joined" in steps_what and "at most 20 steps" in steps_what
+    assert runs_what.startswith("stg tier, runs table") and "column stage" in runs_what
+    summary = runs.committed_summary(tmp_path).set_index("tier")
+    assert list(summary.index) == ["retired reference", "stg"]
+    assert summary.loc["stg", "runs"] == 3 and summary.loc["stg", "folder"] == "data/reference/stg/ (2 stage folders)"
+    assert summary.loc["stg", "status"] == "current"
+    assert summary.loc["retired reference", "runs"] == 2 and summary.loc["retired reference", "done"] == 1
+    status = summary.loc["retired reference", "status"]
+    assert status.startswith("retired: replaced by the decisive tier") and "9649a31" in status
+    assert "no downloads" in status
+    text = runs.committed_sentence(tmp_path)
+    assert "The stg tier is committed one folder per stage (2 stage folders" in text and "`stage` column" in text
+    assert "The reference tier is retired, replaced by the decisive tier" in text and "not among the downloads" in text
+
+
+def test_the_committed_tiers_table_of_this_checkout_has_the_decisive_tier_and_a_retired_reference_tier():
+    from sec_lib.runs import tier
+    summary = runs.committed_summary().set_index("tier")
+    if tier.has_tier("decisive"):
+        assert summary.loc["decisive", "runs"] == len(tier.open_tier(tier.tier_dir("decisive")).runs)
+        assert summary.loc["decisive", "status"] == "current"
+    assert "reference" not in summary.index
+    if "retired reference" in summary.index:
+        assert summary.loc["retired reference", "status"].startswith("retired")
+    names = {name for name, _, _ in runs.committed_downloads()}
+    assert not any(n.startswith("reference_") for n in names)
+    assert not tier.has_tier("decisive") or {"decisive_runs.parquet", "decisive_evals.parquet"} <= names
+
+
 def fake_sweep_frames():
     rows, steps = [], []
     for loss in LOSSES[:2]:
