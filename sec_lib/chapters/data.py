@@ -4,7 +4,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..runs import decisive, tier
 from ..runs import experiments as ex
+from ..runs.train import TrainConfig
 from . import profile_param
 
 #: The notebook's parameters (checked by ``sec_lib.params.notebook_params``).
@@ -62,21 +64,88 @@ def render_info(ds) -> pd.DataFrame:
     return pd.DataFrame([{"setting": k, "value": str(v)} for k, v in rows])
 
 
+#: The profile ``make book`` trains (the Makefile's ``PROFILE``): the quick tier.
+QUICK_PROFILE = "cpu"
+#: What a profile trains where it is not a committed tier's: the test suite's book, the quick tier.
+ROLES = {"smoke": "none: the test suite's book", QUICK_PROFILE: "quick tier (make book)"}
+
+
+def built_profile(name: str) -> tuple[ex.Profile, str]:
+    """The settings that profile ``name`` trains now, and the tier they make. A profile whose committed tier was
+    retired trains the tier that replaced it (:data:`sec_lib.runs.tier.REPLACED_BY`: the ``reference`` profile's
+    network and data make the decisive tier, whose schedule, length and seeds its committed plan fixes:
+    :func:`sec_lib.runs.decisive.profile`); before that tier has a plan, the profile's own settings, and the tier
+    named as not planned yet. A long profile (``gpu``) makes its own committed tier."""
+    p = ex.PROFILES[name]
+    if name in tier.REPLACED_BY:
+        new = tier.REPLACED_BY[name]
+        try:
+            return ex.get_profile(new), f"{new} tier (data/reference/{new}/)"
+        except KeyError:
+            return p, f"{new} tier (not planned yet)"
+    if name in tier.TIER_PROFILES:
+        return p, f"{name} tier (data/reference/{name}/)"
+    return p, ROLES.get(name, "")
+
+
+def _iterations(p: ex.Profile):
+    return f"{min(p.iteration_grid)}–{max(p.iteration_grid)}" if p.iteration_grid else p.base.get("iterations")
+
+
 def profile_table() -> pd.DataFrame:
-    """What each profile trains on: classes, image size, model, iterations (a range: the candidates its pilot
-    chooses from), batch, seeds ("5/3": the main comparison's, then the other chapters'), from
-    experiments.PROFILES."""
+    """What each profile trains (:func:`built_profile`: the ``reference`` profile, the decisive tier's settings from
+    its committed plan): the tier it makes, classes, image size, model, iterations (a range: the candidates its pilot
+    chooses from) and learning-rate schedule, batch, seeds ("5/3": the main comparison's, then the other
+    chapters'), from experiments.PROFILES."""
     rows = []
-    for name, p in ex.PROFILES.items():
+    for name in ex.PROFILES:
+        p, made = built_profile(name)
         b = p.base
-        rows.append({"profile": name, "dataset": b.get("dataset", "glyphs"),
+        rows.append({"profile": name, "tier": made, "dataset": b.get("dataset", "glyphs"),
                      "train classes": b.get("train_classes") or "all", "test classes": b.get("test_classes") or "all",
                      "image size": b.get("image_size"), "model": b.get("model", "smallcnn"),
-                     "embedding dim": b.get("embed_dim"),
-                     "iterations": (f"{min(p.iteration_grid)}–{max(p.iteration_grid)}"
-                                    if p.iteration_grid else b.get("iterations")),
+                     "embedding dim": b.get("embed_dim"), "iterations": _iterations(p),
+                     "schedule": b.get("schedule") or TrainConfig.schedule,
                      "batch": b.get("batch_size"),
                      "seeds": (f"{len(p.main_seeds)}/{len(p.seeds)}"
                                if p.main_seeds and len(p.main_seeds) != len(p.seeds) else len(p.seeds)),
                      "device": b.get("device", "cpu")})
     return pd.DataFrame(rows)
+
+
+def profile_sentence() -> str:
+    """What each profile is for and which one the published book's verdicts come from, computed from the profiles
+    and the decisive tier's committed plan."""
+    names = list(ex.PROFILES)
+    quick = ex.PROFILES[QUICK_PROFILE].base.get("iterations")
+    parts = ["`smoke` only checks that every page executes" if "smoke" in names else "",
+             f"`{QUICK_PROFILE}` is the quick tier, what `make book` trains in minutes on two cores ({quick:,} "
+             "iterations a run, far from converged)",
+             "`gpu` is the larger setting for a machine with a GPU" if "gpu" in names else ""]
+    verdicts = ""
+    for name, new in tier.REPLACED_BY.items():
+        if name not in names:
+            continue
+        try:
+            plan = decisive.read_plan() if new == decisive.TIER else None
+        except KeyError:
+            plan = None
+        if plan is None:
+            parts.append(f"`{name}` is the network and data of the {new} tier, which has no plan yet")
+            continue
+        p = ex.get_profile(new)
+        seeds = (f"{plan.seeds} seeds" if len(p.seeds) == plan.seeds
+                 else f"{plan.seeds} seeds for the main comparison's primary arms, {len(p.seeds)} for the rest")
+        if p.sweep_seeds and len(p.sweep_seeds) != len(p.seeds):
+            seeds += f" ({len(p.sweep_seeds)} a point of the η sweep)"
+        parts.append(f"`{name}` is the network and data of the **{new} tier** (`make {new}` trains it), committed "
+                     f"under `data/reference/{new}/`: a {plan.shape} learning-rate schedule over {plan.length:,} "
+                     f"iterations, the schedule and length its schedule pilot chose on held-out training classes, and "
+                     f"{seeds}. The profile keeps its name from the retired {name} tier it trained first, a different "
+                     "set of runs")
+        verdicts = (f" The published book (`make book`, profile `{QUICK_PROFILE}`) takes its verdicts from the {new} "
+                    "tier: a page shows that tier's evidence wherever it holds the runs the page needs, with the quick "
+                    f"tier beside it, and the quick tier alone where the {new} tier does not cover a page "
+                    "([the tiers page](tiers.html) lists which page reads which tier).")
+    parts = [x for x in parts if x]
+    return (f"The book has **{len(names)} profiles**, one row each below. " + "; ".join(parts) + "." + verdicts)

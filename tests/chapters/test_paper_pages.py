@@ -448,6 +448,40 @@ def test_data_page_tables_from_dataset_objects():
         data_page.font_table(te)
 
 
+def test_the_profile_table_shows_the_decisive_tiers_settings_for_the_reference_profile():
+    from sec_lib.runs import decisive
+    from sec_lib.runs import experiments as ex
+    t = data_page.profile_table().set_index("profile")
+    assert list(t.index) == list(ex.PROFILES)
+    plan = decisive.read_plan()
+    ref = t.loc["reference"]
+    assert ref["tier"] == "decisive tier (data/reference/decisive/)"
+    assert ref["iterations"] == plan.length and ref["schedule"] == plan.shape and ref["seeds"] == plan.seeds
+    assert "–" not in str(ref["iterations"])                # not the retired tier's pilot range
+    assert t.loc["cpu", "tier"] == "quick tier (make book)" and t.loc["cpu", "schedule"] == "constant"
+    assert t.loc["gpu", "tier"].startswith("gpu tier") and t.loc["gpu", "schedule"] == "step"
+    s = data_page.profile_sentence()
+    assert f"**{len(ex.PROFILES)} profiles**" in s and "three sizes" not in s
+    assert f"a {plan.shape} learning-rate schedule over {plan.length:,} iterations" in s
+    assert "**decisive tier**" in s and "retired reference tier" in s and "takes its verdicts from the decisive tier" in s
+    assert "`cpu` is the quick tier" in s and "is what the published book shows" not in s
+
+
+def test_the_profile_table_before_the_decisive_plan_shows_the_reference_profiles_own_settings(monkeypatch):
+    from sec_lib.runs import decisive
+    from sec_lib.runs import experiments as ex
+
+    def no_plan(root=None):
+        raise KeyError("no plan")
+    monkeypatch.setattr(decisive, "read_plan", no_plan)
+    ref = data_page.profile_table().set_index("profile").loc["reference"]
+    assert ref["tier"] == "decisive tier (not planned yet)"
+    grid = ex.PROFILES["reference"].iteration_grid
+    assert ref["iterations"] == f"{min(grid)}–{max(grid)}"
+    assert "`reference` is the network and data of the decisive tier, which has no plan yet" in \
+        data_page.profile_sentence()
+
+
 # ------------------------------------------------------------------------------------------ train page
 
 
