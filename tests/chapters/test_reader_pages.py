@@ -360,3 +360,18 @@ def test_the_primary_badge_words_an_equivalence_verdict_as_no_effect_larger_than
     assert home.equivalence_words(vars(rec("not reproduced", -0.3, 0.2, margin=float("nan")))) == ""
     assert home.equivalence_words(rec("reproduced", -0.3, 0.2, sign=0)) == ": within ±0.5 points"     # no-change claim
     assert home.equivalence_words(rec("not reproduced", 0.8, 1.4, sign=0)) == ""       # it differs: not equivalence
+
+
+def test_the_rerun_and_cite_pages_tell_the_reference_profile_from_the_retired_tier_and_ask_for_the_commit():
+    from pathlib import Path
+
+    from sec_lib.runs import tier
+    book = Path(__file__).resolve().parents[2] / "book"
+    row = next(line for line in (book / "rerun.md").read_text(encoding="utf-8").splitlines()
+               if line.startswith("| `reference` |"))
+    assert "named `reference` but builds the decisive tier" in row and "*retired reference tier*" in row
+    assert f"commit `{tier.RETIRED_AT['reference']}`" in row and "data/reference/reference/README.md" in row
+    cite = (book / "cite.md").read_text(encoding="utf-8")
+    versions = " ".join(cite.split("## Versions")[1].split())
+    assert "give the commit you read, its git hash" in versions and "*Unreleased*" in versions
+    assert "the evidence changes between releases" in versions
