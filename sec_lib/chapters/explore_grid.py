@@ -347,7 +347,7 @@ def reading(grid: Grid, summary: pd.DataFrame | None = None) -> str:
             f"falls in {var_falls} of {len(trends)} (ρ from {trends['rho_var'].min():+.2f} to "
             f"{trends['rho_var'].max():+.2f})" + _cv_trend(trends) + ". " + _trend_words(r1_down, var_falls, len(trends)))
     for loss, (mu, r1, eta) in best_mu.items():
-        summary_lines.append(f"For {loss} the highest R@1 with SEC on (η > 0) is {r1:.1f}%, with μ = "
+        summary_lines.append(f"For {loss} the highest R@1 with a regularizer on (η > 0: SEC, or L2-reg where μ = zero) is {r1:.1f}%, with μ = "
                              f"{mu_label(mu)} at η = {eta_label(eta)}.")
     if n_div:
         summary_lines.append(f"{n_div} of {len(s)} cells diverged (a non-finite loss), which marks where η is too large "

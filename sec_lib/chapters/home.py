@@ -239,6 +239,6 @@ def beyond_sentence(profile, root=None) -> str:
         return ""
     each = "; ".join(f"{loss_noun(loss)} {_interval(r)} (**{r['verdict']}**, {mde_text(r['mde'])})"
                      for loss, r in rows.iterrows())
-    return (f"**Beyond the paper's four losses** ({ev.profile} tier, the review's question 8), SEC at the η chosen "
+    return (f"**Beyond the paper's four losses** ({ev.profile} tier; the reviewers asked whether SEC helps other losses, their question 8), SEC at the η chosen "
             f"on held-out classes − none in R@1 (points, {int(rows['n'].max())} paired seeds [95% interval]) is "
             f"{each}. The compare page shows these losses' other arms too.")

@@ -557,7 +557,7 @@ def _est_interaction(ev) -> dict:
 CLAIMS = [
     Claim(id="P1", claim="SEC's R@1 effect is larger when fine-tuning a pretrained backbone (the paper's regime) "
                          "than when training from scratch",
-          source="issue 24 (the skeptic's 'different regime'); the paper fine-tunes an ImageNet backbone",
+          source="this book's question (the skeptic's 'different regime'); the paper fine-tunes an ImageNet backbone",
           measured="R@1 (SEC − none fine-tuned) − (SEC − none from scratch), paired on seed, mean over the 4 main "
                    "losses per seed",
           expected_sign=+1, page="pretrained", family=FAMILY_INTERACTION, estimate=_est_interaction),

@@ -520,7 +520,7 @@ CLAIMS = [
     Claim(id="S1", claim="Equalizing the norms gains R@1 without shrinking them: relative SEC, which lowers the CV "
                          "without shrinking the scale, still gains (whether shrinking gains too is the page's "
                          "family, not this claim)",
-          source="the paper's argument (Sec. 3); issue 23",
+          source="the paper's argument (Sec. 3); this book's question (shrink or equalize)",
           measured="R@1 relative SEC (scale-free, own held-out η) − none, mean over the 4 main losses per seed; the "
                    "note names the mechanism the page's family finds",
           expected_sign=+1, page="scale", estimate=_est_equalize),

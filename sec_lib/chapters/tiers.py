@@ -8,6 +8,7 @@ import numbers
 import pandas as pd
 
 from ..runs import experiments as ex
+from ..runs import tier as tier_mod
 from ..runs.store import ResultStore
 from ..runs.tier import RETIRED_TIERS, TIER_PROFILES, StagedTier, TierStore, has_tier, open_tier, tier_dir
 from . import PAGES, profile_param
@@ -34,6 +35,12 @@ def stores(profile: str, root=None) -> dict:
 
 def _have(store, configs) -> tuple[int, int]:
     return sum(store.get(c) is not None for c in configs), len(configs)
+
+
+def note_of(e: Exception) -> str:
+    """An exception's first clause as a table cell: quotes stripped, paths inside the repository made relative to it
+    (a reader's checkout is not this one)."""
+    return str(e).strip('"').split(";")[0].replace(f"{tier_mod.REPO}/", "")
 
 
 #: The summary's column for the pretrained regime of the long tiers: its held-out rate selection and its fine-tuned runs.
@@ -63,7 +70,7 @@ def stages(p: ex.Profile, store) -> list[dict]:
             out.append({"stage": name, "runs": f"{have} of {need}{label}", "complete": have == need})
         except (KeyError, ex.SelectionError) as e:
             out.append({"stage": name, "runs": "not yet defined", "complete": False,
-                        "note": str(e).split(";")[0]})
+                        "note": note_of(e)})
     if p.name == "gpu":
         out.append(_pretrained_stages([configs for _, configs in plan[3:]], store))
     return out
@@ -80,7 +87,7 @@ def _pretrained_stages(namings, store) -> dict:
         except gpu_tier.WAITING as e:
             why = "the trunk is not pretrained yet" if isinstance(e, FileNotFoundError) else "not yet defined"
             return {"stage": PRETRAINED, "runs": "; ".join(parts + [f"{label}: {why}"]), "complete": False,
-                    "note": str(e).split(";")[0]}
+                    "note": note_of(e)}
         parts.append(f"{label}: {have} of {need}")
         complete &= have == need
     return {"stage": PRETRAINED, "runs": "; ".join(parts), "complete": complete}
@@ -173,7 +180,7 @@ def preregistration(p: ex.Profile, store) -> pd.DataFrame:
                          "note": ""})
         except (KeyError, ex.SelectionError) as e:
             rows.append({"choice": what, "value": "pending" if isinstance(e, KeyError) else "refused",
-                         "grid": _fmt_grid(grid), "held-out R@1": math.nan, "note": str(e).strip('"').split(";")[0]})
+                         "grid": _fmt_grid(grid), "held-out R@1": math.nan, "note": note_of(e)})
     try:
         runs = ex.pilot_runs(p, store, "adam")
         rows.append({"choice": "run length (iterations)", "value": str(ex.chosen_iterations(p, runs)),

@@ -245,3 +245,12 @@ def test_the_decisive_progress_table_counts_each_stage_once_the_plan_fixes_it(tm
     # the η sweep: 4 losses × (η = 0 and 5 η) × 3 seeds, less the main comparison's runs at seeds 0-2 (η = 0, the
     # selected 0.1 and the paper's η, each on the grid)
     assert t.loc["eta", "named"] == 4 * 6 * 3 - 4 * 3 * 3
+
+
+def test_a_pending_choices_note_names_repository_paths_relative_to_it():
+    """The tiers page's notes come from exceptions that name a store; a reader's checkout is not this one."""
+    from sec_lib.runs import tier
+    e = KeyError(f"the learning-rate pilot of profile 'gpu' is not in the result store {tier.REPO}/data/reference/gpu "
+                 "(4 of 8 runs missing); run `python -m sec_lib.book run --profile gpu` first")
+    assert tiers.note_of(e) == ("the learning-rate pilot of profile 'gpu' is not in the result store "
+                                "data/reference/gpu (4 of 8 runs missing)")
