@@ -227,7 +227,10 @@ def page_reading(summary: pd.DataFrame, diffs: pd.DataFrame, rob: dict, grid: pd
     ends = norm_var_ends(summary, eta_max)
     rng = range_sentence(grid) + " " if grid is not None else ""
     fam = (f"\n\nEvery verdict on this page comes from one Holm family of {int(diffs['m'].iloc[0])} comparisons "
-           "(the paired table and the per-η averages)." if fams == {FAMILY} and len(diffs) else "")
+           f"(the paired table and the per-η averages), each on the η sweep's {int(diffs['n'].max())} seeds. The "
+           "compare page's per-loss claims (C4a–d) test SEC at the paper's η on the main comparison's own seeds, in a "
+           "family of four: a row here and that claim can differ in verdict, and the claim decides."
+           if fams == {FAMILY} and len(diffs) else "")
     no_cv = not any(np.isfinite(e[2]) and np.isfinite(e[3]) for e in ends.values())
     return (eta_reading(diffs) + "\n\n" + rng
             + "At the largest η (" + f"{eta_max:g}" + ") the training-set norm variance is "

@@ -304,6 +304,7 @@ def test_eta_page_is_one_family():
     assert (grid["p_adj"].to_numpy() >= alone["p_adj"].to_numpy()).all() and (alone["m"] == 3).all()
     text = eta_ch.page_reading(eta_ch.eta_summary(runs), diffs, eta_ch.eta_robustness(runs), grid)
     assert "one Holm family of 9 comparisons" in text and text.count("could detect ≥") == 3
+    assert "each on the η sweep's 4 seeds" in text and "(C4a–d)" in text and "the claim decides" in text
     assert "n = 4 seeds" in text and "(of these, Holm's adjustment over 9 comparisons keeps" in text
     with pytest.raises(ValueError, match="eta_family"):
         eta_ch.page_reading(eta_ch.eta_summary(runs), eta_ch.eta_diffs(runs), {}, alone)
