@@ -20,7 +20,7 @@ import pandas as pd
 from .params import Choice
 
 __all__ = ["SOURCES", "REBUTTAL_TABLES", "PAPER_DATASETS", "RETRIEVAL_METRICS", "VARIANT_NAMES", "comparison_label",
-           "check_datasets", "paper_table", "paper_gains", "rebuttal_table", "rebuttal_variance", "rebuttal_all", "paper_files"]
+           "check_datasets", "paper_table", "paper_gains", "rebuttal_table", "rebuttal_variance", "rebuttal_variance_note", "rebuttal_all", "paper_files"]
 
 
 def paper_files():
@@ -125,6 +125,18 @@ def rebuttal_variance() -> pd.DataFrame:
     df["reduction"] = df["norm_var_none"] - df["norm_var_sec"]
     df["ratio"] = df["norm_var_none"] / df["norm_var_sec"]
     return _with_source(df, SOURCES["variance"])
+
+
+def rebuttal_variance_note() -> str:
+    """The rebuttal gives two training-set norm variances for semihard on Cars without and with SEC, one in its
+    Table 2 and one in its answer on variance reductions, that disagree; both are copied as given. The sentence,
+    computed from the copies, that every caption showing one of them adds."""
+    t2 = rebuttal_table("regularizers")
+    t2 = t2[t2["loss"] == "semihard"].set_index("setting")["mean_norm_var"]
+    v = rebuttal_variance().set_index("loss").loc["semihard"]
+    return (f"The rebuttal gives two norm variances for semihard on Cars without and with SEC: {t2['none']:.3g} → "
+            f"{t2['sec']:.3g} in its Table 2 and {v['norm_var_none']:.3g} → {v['norm_var_sec']:.3g} in its answer "
+            "on variance reductions; it does not say why they differ, and both are shown as given.")
 
 
 def rebuttal_all() -> pd.DataFrame:
