@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..figures.tables import fold_columns
 from ..runs import decisive, tier
 from ..runs import experiments as ex
 from ..runs.train import TrainConfig
@@ -110,7 +111,8 @@ def profile_table() -> pd.DataFrame:
                      "seeds": (f"{len(p.main_seeds)}/{len(p.seeds)}"
                                if p.main_seeds and len(p.main_seeds) != len(p.seeds) else len(p.seeds)),
                      "device": b.get("device", "cpu")})
-    return pd.DataFrame(rows)
+    # the data set and device folded under the table, so that it fits the text column (the CSV keeps every column)
+    return fold_columns(pd.DataFrame(rows), ["profile"], {"Data set and device per profile": ["dataset", "device"]})
 
 
 def profile_sentence() -> str:

@@ -7,6 +7,7 @@ import numbers
 
 import pandas as pd
 
+from ..figures.tables import fold_columns
 from ..runs import experiments as ex
 from ..runs import tier as tier_mod
 from ..runs.store import ResultStore
@@ -113,7 +114,9 @@ def summary_table(profile: str = "cpu", root=None, progress: pd.DataFrame | None
         rows.append(staged)
     # a stage one tier has and another has not (the quick tiers' "main table", the long tiers' "main
     # comparison") is MISSING there, not NaN
-    return pd.DataFrame(rows).fillna(MISSING)
+    # where and when each tier trained, folded under the table, so that it fits the text column (the CSV keeps all)
+    return fold_columns(pd.DataFrame(rows).fillna(MISSING), ["tier"],
+                        {"Where and when each tier trained (device, torch, dates)": ["device", "torch", "dates"]})
 
 
 def _decisive_row(progress: pd.DataFrame | None = None) -> dict | None:
