@@ -119,7 +119,7 @@ def tier_runs(profile: str, chapters: Iterable[str], root=None) -> pd.DataFrame:
                                        "device", "torch", "date"])
 
 
-def _describe(profile: str, runs: pd.DataFrame) -> str:
+def _describe(profile: str, runs: pd.DataFrame, what: str = "") -> str:
     if not len(runs):
         return "no runs yet"
     its = "/".join(f"{i:,}" for i in sorted(runs["iterations"].unique()))
@@ -137,7 +137,7 @@ def _describe(profile: str, runs: pd.DataFrame) -> str:
     dates = sorted(d for d in runs["date"] if d)
     when = (dates[0] if dates[0] == dates[-1] else f"{dates[0]} to {dates[-1]}") if dates else "?"
     data = " and ".join(sorted({DISPLAY_NAMES.get(d, d) for d in runs["dataset"]}))
-    return (f"{len(runs)} runs of {its} iterations on {data}, scored on {classes}, {hours:.2f} run-hours of wall time on {dev} "
+    return (f"{len(runs)} runs of {its} iterations{what} on {data}, scored on {classes}, {hours:.2f} run-hours of wall time on {dev} "
             f"(torch {torch_}, one thread per run: at most that many core-hours, less where the machine was shared), "
             f"trained {when}")
 
@@ -146,7 +146,9 @@ def tier_sentence(shown: str, quick: str, chapters: Sequence[str], root=None) ->
     """Which tier produced this page's numbers, with how many runs, iterations and core-hours, and
     what the quick tier beside it is."""
     main = tier_runs(shown, chapters, root)
-    text = f"**Evidence on this page: the {shown} tier**, {_describe(shown, main)}"
+    # the runs of the page's sweeps: a page may read only some of them (the norms page reads 10 of the BN/WN
+    # sweep's runs), and says so where it does
+    text = f"**Evidence on this page: the {shown} tier**, {_describe(shown, main, ' (all of the sweeps this page draws on)')}"
     if shown in LONG_TIERS:
         text += f", committed under `data/reference/{shown}/`"
     if shown != quick:

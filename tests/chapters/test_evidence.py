@@ -144,6 +144,9 @@ def test_the_committed_decisive_tier_renders_the_headline():
     assert g["estimate"].notna().all() and (g["ci_lo"] < g["ci_hi"]).all()
     s = evidence.tier_sentence("decisive", "cpu", ("main",))
     assert s.startswith("**Evidence on this page: the decisive tier**") and "13,500 iterations" in s
+    n = len(evidence.tier_runs("decisive", ("main",)))
+    assert s.startswith(f"**Evidence on this page: the decisive tier**, {n} runs of 13,500 iterations (all of the sweeps "
+                        "this page draws on) on ")
 
 
 @pytest.mark.skipif(not tier.has_tier("decisive"), reason="no committed decisive tier")
