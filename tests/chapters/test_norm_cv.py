@@ -613,8 +613,10 @@ COVERED = {
     "sec_lib.chapters.pretrained.start_norms": _pretrained_case, "sec_lib.chapters.pretrained.start_table":
         _pretrained_case, "sec_lib.chapters.pretrained.start_sentence": _pretrained_case,
 }
-#: Functions that read a norm variance but show none themselves, and why.
+#: Functions that read a norm variance but show none themselves, or only numbers no CV can be given for, and why.
 NOT_SHOWN = {
+    "sec_lib.reference.rebuttal_variance_note": "the rebuttal's own two variances, given without their means (no CV "
+                                                 "can be computed); the tables it captions give ours with their CV",
     "sec_lib.chapters.common.norm_cv_note": "the note that says which CV is missing",
     "sec_lib.chapters.common.with_batch_cv": "adds the batch CV; the figures it feeds are covered",
     "sec_lib.chapters.theory.summary": "the numbers verdict_lines states; its lines are covered",
