@@ -74,7 +74,7 @@ def primary_badge(e: dict) -> str:
     """HTML: the primary test's claim id and verdict (its record's badge), with the tier it was read from."""
     from ..report.claims import badge
     r = e["record"]
-    detect = f"could detect ≥ {r.mde:.2f} points" if np.isfinite(r.mde) else "no detectable effect without a spread"
+    detect = f"could detect {r.detectable} points" if r.detectable else "no detectable effect without a spread"
     return (f"<p>The primary test is claim {badge(r)}{equivalence_words(r)} (Holm family: {r.family}; "
             f"{r.tier or 'no'} tier; {detect}).</p>")
 

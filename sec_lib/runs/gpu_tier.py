@@ -96,7 +96,8 @@ def stages(p: ex.Profile, store) -> list:
                 for s in q.main_seeds]
     def finetuned():
         lr, lr_head = finetune.chosen_rates(p, store)
-        return [dataclasses.replace(c, **finetune.settings(p), lr=lr, lr_head=lr_head) for c in main()]
+        start = {**finetune.settings(p), "lr": lr, "lr_head": lr_head}      # read the trunk's provenance once
+        return [dataclasses.replace(c, **start) for c in main()]
     return [("Adam's learning-rate pilot", lambda: [c for c in ex.lr_pilot(p) if c.optimizer == "adam"]),
             ("main losses' η/L2 selection", selection),
             ("main comparison (main losses × none and SEC at its held-out η)", main),
