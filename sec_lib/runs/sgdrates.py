@@ -1,0 +1,158 @@
+"""Q6c, a registered follow-up to Q6b: does SEC help under SGD when each loss and arm gets its own held-out rate?
+
+Registered on 2026-11-28, before any of its test-class runs (``data/followups/sgd-rates/README.md``):
+
+- **Why.** The decisive tier chose SGD's two rates (without SEC, and with SEC at the paper's η) on semihard alone
+  (``sgd-selection``); Q6b's other losses reuse them. A held-out diagnostic (54 runs, the ``selection`` folder here)
+  showed that rate is no other loss's best.
+- **Selection** (held-out classes only). For each of :data:`LOSSES` and each arm of
+  :data:`~sec_lib.runs.selection.RATE_ARMS`, exactly the tier's own rule for SGD's rates
+  (:func:`sec_lib.runs.commands.select_rates`): the grid :data:`~sec_lib.runs.selection.LR_GRID`, 3 seeds a rate,
+  the best mean held-out R@1 (a diverged run scores −∞; ties: the smaller rate), grown ×/÷ 10 at an edge, twice a
+  side at most. The runs are :func:`~sec_lib.runs.selection.rate_configs` (the tier's schedule and length), so the
+  diagnostic's runs are points of these grids. Semihard is not selected again: the tier's ``sgd-selection`` is its
+  per-loss selection already.
+- **Test.** Q6b's own runs (the decisive ``optim`` stage's SGD configs, :data:`SEEDS`), with only the rate changed to
+  the loss's and arm's choice: SEC at the paper's η, as in Q6b. Semihard's chosen rates are Q6b's, so its runs are
+  Q6b's runs, reused.
+- **Primary metric and family.** R@1, SEC − none averaged over the four main losses per seed (a loss with a failed
+  run is left out, as in Q6b), one t-test against 0; with the four per-loss differences, one Holm family of 5
+  (:data:`FAMILY`). Verdict words and margins are the book's (:func:`sec_lib.report.with_verdict`).
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+
+from . import selection, tier
+from ..train import TrainConfig
+
+#: The losses whose SGD rates this follow-up selects (semihard's are the tier's ``sgd-selection``).
+LOSSES = ("triplet", "npair", "ms")
+#: The four main losses its test pools, as Q6b.
+TEST_LOSSES = ("triplet", "semihard", "npair", "ms")
+#: The test seeds: Q6b's (the decisive tier's floor).
+SEEDS = tuple(range(5))
+#: The follow-up's folder: ``selection/`` (held-out runs), ``test/`` (test-class runs), ``choices.json``.
+FOLDER = tier.REPO / "data" / "followups" / "sgd-rates"
+#: Its Holm family's name.
+FAMILY = "Q6c: SGD at per-loss rates"
+
+
+def folder(root=None) -> Path:
+    return FOLDER if root is None else Path(root) / "data" / "followups" / "sgd-rates"
+
+
+def _plan():
+    from .decisive import read_plan
+    return read_plan()
+
+
+def selection_configs(loss: str, arm: str, rates, plan=None) -> list[TrainConfig]:
+    """The held-out runs of ``loss``'s rate selection for ``arm`` at ``rates`` (the tier's schedule and length)."""
+    if loss not in LOSSES:
+        raise ValueError(f"loss {loss!r} is not selected by this follow-up; valid values: {', '.join(LOSSES)}")
+    plan = plan or _plan()
+    return selection.rate_configs(arm, rates, plan.shape, plan.length, loss=loss)
+
+
+def score_rates(runs) -> dict:
+    """{lr: mean held-out R@1 over the 3 selection seeds} from RunResults (a failed run scores −∞)."""
+    df = pd.DataFrame([{"lr": r.config.lr, "seed": r.config.seed,
+                        "R@1": r.metrics.get("R@1") if r.status == "done" else float("-inf")}
+                       for r in runs if r is not None], columns=["lr", "seed", "R@1"])
+    return selection.scores_of(df, by="lr")
+
+
+def choose(store, loss: str, arm: str, plan=None):
+    """(the :class:`~sec_lib.runs.selection.Choice` once final, else None; the selection runs still to train): the
+    tier's rule on :data:`~sec_lib.runs.selection.LR_GRID`, grown at an edge."""
+    rates = tuple(selection.LR_GRID)
+    while True:
+        cfgs = selection_configs(loss, arm, rates, plan)
+        todo = [c for c in cfgs if not store.has(c)]
+        if todo:
+            return None, todo
+        c = selection.choose(score_rates([store.get(x, tables=()) for x in cfgs]), selection.LR_GRID, zero=False)
+        if c.needs is None:
+            return c, []
+        rates = (*rates, c.needs)
+
+
+def q6b_configs() -> list[TrainConfig]:
+    """Q6b's SGD runs as the decisive ``optim`` stage committed them, in its order."""
+    runs = pd.read_parquet(tier.tier_dir("decisive") / "optim" / "runs.parquet", columns=["config", "optimizer"])
+    return [TrainConfig(**json.loads(c)) for c in runs.loc[runs["optimizer"] == "sgd", "config"]]
+
+
+def test_configs(rates: dict) -> list[TrainConfig]:
+    """Q6b's runs with each loss's and arm's rate from ``rates`` ({loss: {'sgd': lr, 'sgd+sec': lr}}; a loss not
+    there keeps Q6b's rate)."""
+    import dataclasses
+    out = []
+    for c in q6b_configs():
+        arm = "sgd+sec" if c.eta > 0 else "sgd"
+        lr = rates.get(c.loss, {}).get(arm, c.lr)
+        out.append(dataclasses.replace(c, lr=float(lr)))
+    return out
+
+
+def read_choices(root=None) -> dict:
+    path = folder(root) / "choices.json"
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def write_choices(choices: dict, root=None) -> None:
+    """``choices.json``, atomically: {loss: {arm: {"lr": lr, "flags": [...], "scores": {lr: R@1}}}}."""
+    path = folder(root) / "choices.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-choices-")
+    with os.fdopen(fd, "w") as f:
+        f.write(json.dumps(choices, indent=1, sort_keys=True) + "\n")
+    os.replace(tmp, path)
+
+
+def main(jobs: int = 2, root_store=None) -> dict:
+    """Train the follow-up, resumably: the selections (grown until final), ``choices.json``, then the test runs;
+    each export after every chunk of ``jobs`` runs. Returns the choices."""
+    from .commands import train_exporting
+    from .store import ResultStore
+    store = ResultStore(root_store)
+    out = folder()
+    for stage in ("selection", "test"):
+        if (out / stage / "runs.parquet").exists():
+            print(f"restored {tier.restore(out / stage, store)} committed {stage} runs into {store.root}", flush=True)
+    named: list = []
+    while True:
+        todo, final = [], {}
+        for arm in ("sgd", "sgd+sec"):               # the arm without SEC first: its grids sit at their edges
+            for loss in LOSSES:
+                c, need = choose(store, loss, arm)
+                named += [x for x in selection_configs(loss, arm, selection.LR_GRID) + need if x not in named]
+                todo += need
+                if c is not None:
+                    final.setdefault(loss, {})[arm] = {"lr": float(c.weight), "flags": c.flags_for("rate"),
+                                                       "scores": {f"{k:g}": v for k, v in sorted(c.scores.items())}}
+        if not todo:
+            break
+        print(f"Q6c selection: {len(todo)} held-out runs to train", flush=True)
+        train_exporting(todo, named, out / "selection", store, jobs, "Q6c selection")
+    have = read_choices()
+    if have and have != final:
+        raise RuntimeError(f"{out / 'choices.json'} differs from the selection's runs: {have} vs {final}")
+    write_choices(final)
+    print("Q6c rates: " + "; ".join(f"{loss} {a} {v['lr']:g}" for loss, arms in final.items() for a, v in arms.items()),
+          flush=True)
+    tests = test_configs({loss: {a: v["lr"] for a, v in arms.items()} for loss, arms in final.items()})
+    todo = [c for c in tests if not store.has(c)]
+    print(f"Q6c test: {len(tests)} runs, {len(todo)} to train", flush=True)
+    train_exporting(todo, tests, out / "test", store, jobs, "Q6c test")
+    return final
+
+
+if __name__ == "__main__":
+    main()
