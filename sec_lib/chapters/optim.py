@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from .. import report
-from ..runs import decisive
+from ..runs import decisive, sgdrates
 from ..runs import experiments as ex
 from ..runs.train import nonfinite_step
 from ..report import one_family, pooled_diff, summary_table, with_verdict
@@ -284,11 +284,12 @@ def eta_sentence(runs: pd.DataFrame, pilot: pd.DataFrame) -> str:
             + ("another η." if len(by_eta) > 1 else f"{'a smaller' if next(iter(by_eta)) > at else 'a larger'} η."))
 
 
-def page_reading(family: dict, c4=None) -> str:
+def page_reading(family: dict, c4=None, q6c: str = "") -> str:
     """The page's closing bullets from its one Holm family (:func:`optim_family`): SEC's gain per
     optimizer averaged over the losses, how balanced the updates are, and the answer for Adam; each with
     interval, adjusted p, detectable effect, n and verdict. ``c4``: :func:`c4_record`, whose record replaces
-    Adam's R@1 row (the same runs: one verdict in the book)."""
+    Adam's R@1 row (the same runs: one verdict in the book). ``q6c``: :func:`q6c_reading`, the follow-up's bullet,
+    whose registered family is its own."""
     if not isinstance(family, dict) or not {"pooled", "balance"} <= set(family):
         raise ValueError("family must be the dict of optim_family(runs, steps) (keys diffs, pooled, balance), "
                          f"got {type(family).__name__}")
@@ -308,6 +309,8 @@ def page_reading(family: dict, c4=None) -> str:
         lines.append(f"- **{r['optimizer']}**: SEC − none = "
                      f"{measures_text(r, 2, 'R@1 points', note, 't-test against 0')} → *SEC helps under "
                      f"{r['optimizer']}*: **{r['verdict']}**.")
+    if q6c:
+        lines.append(q6c)
     for r in balance.to_dict("records"):
         note = over(r)
         lines.append(f"- **{r['optimizer']}**, {r['metric']}: SEC − none = "
@@ -320,11 +323,72 @@ def page_reading(family: dict, c4=None) -> str:
         lines.append(f"\nSo, *does the norm imbalance still hurt under Adam?* Measured as the gain from removing it "
                      f"with SEC: **{v}** ({est:+.2f} points).")
     m = next((int(t["m"].iloc[0]) for t in (pooled, balance) if len(t)), 0)
+    if q6c:
+        lines.append(f"\nQ6c's comparisons are the registered family of its follow-up ({sgdrates.FAMILY}, "
+                     f"{len(sgdrates.TEST_LOSSES) + 1} comparisons); every other verdict on this page comes from one Holm "
+                     f"family of {m} comparisons" + (" (Adam's R@1 row among them, as declared)." if c4 is not None
+                                                    and len(adam) else "."))
+        return "\n".join(lines)
     lines.append(f"\nEvery other verdict on this page, in the tables above and here, comes from one Holm family of {m} "
                  "comparisons (Adam's R@1 row among them, as declared)." if c4 is not None and len(adam) else
                  f"\nEvery verdict on this page, in the tables above and here, comes from one Holm family of {m} "
                  "comparisons.")
     return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------ Q6c: SGD at per-loss rates
+
+def q6c_family(runs: pd.DataFrame, metric: str = "R@1") -> dict:
+    """Q6c's one Holm family (:data:`sec_lib.runs.sgdrates.FAMILY`, registered: 5 comparisons) on the follow-up's
+    test runs: SEC − none per loss (:func:`optim_diffs`) and averaged over the losses per seed (:func:`optim_pooled`),
+    the primary. Returns ``{"diffs", "pooled"}``."""
+    diffs, pooled = one_family(optim_diffs(runs, metric), optim_pooled(runs, metric), family=sgdrates.FAMILY)
+    return {"diffs": diffs, "pooled": pooled}
+
+
+def q6c_evidence(ev) -> dict:
+    """Q6c's family (:func:`q6c_family`) where this page shows the decisive tier, whose follow-up it is (its runs are
+    Q6b's with the rate changed): ``data/followups/sgd-rates/test`` read once per evidence. KeyError (no evidence)
+    on another tier, or while the follow-up's runs are not all committed."""
+    from ..runs.pilot import TIER
+    ev.frames("optim")
+    shown = ev.profile_of("optim")
+    if shown != TIER:
+        raise KeyError(f"Q6c is a follow-up on the {TIER} tier's runs; the {shown} tier has none")
+    return ev.derived("q6c_family", lambda: q6c_family(sgdrates.test_runs()))
+
+
+def q6c_rates_sentence(table: pd.DataFrame) -> str:
+    """Which rate each loss and arm chose (:func:`sec_lib.runs.sgdrates.rate_table`), and against Q6b's shared
+    rates."""
+    chosen = table[table["chosen"]]
+    if not len(chosen):
+        return "Q6c's held-out selection is not final yet."
+    parts = []
+    for loss, sub in chosen.groupby("loss", sort=False):
+        r = dict(zip(sub["arm"], sub["lr"]))
+        parts.append(f"{loss}: {r.get('sgd', float('nan')):g} without SEC, {r.get('sgd+sec', float('nan')):g} with it")
+    return ("Chosen on held-out classes, by the tier's rule: " + "; ".join(parts)
+            + ". Semihard keeps the tier's own selection (0.1 for both arms), so its runs are Q6b's.")
+
+
+def q6c_or_note(ev) -> tuple:
+    """(:func:`q6c_evidence`, '') where the follow-up decides Q6c on this page's tier, else (None, why not)."""
+    try:
+        return q6c_evidence(ev), ""
+    except KeyError as e:
+        return None, f"**Q6c has no evidence here yet.** {e.args[0]}."
+
+
+def q6c_reading(ev) -> str:
+    """Q6c's bullet for the page's verdict, from its record (the claim decides it)."""
+    from .evidence import page_records
+    rec = next(r for r in page_records("optim", ev) if r.id == "Q6c")
+    if rec.estimate is None or not np.isfinite(rec.estimate):
+        return f"- **sgd, each loss and arm at its own held-out rate** (Q6c): no evidence yet. {rec.note}."
+    return (f"- **sgd, each loss and arm at its own held-out rate** (Q6c, the registered follow-up; Holm family: "
+            f"{rec.family}): SEC − none = {measures_text(record_row(rec), 2, 'R@1 points', '', 't-test against 0')} → "
+            f"*{rec.statement}*: **{rec.verdict}**.")
 
 
 # ------------------------------------------------------------------------------ the claims this page decides
@@ -373,4 +437,11 @@ CLAIMS = [
           measured="R@1 SEC − none under SGD (each arm's lr chosen on held-out classes with semihard, SEC at the "
                    "paper's η), mean over the losses per seed where every run trained",
           expected_sign=+1, page="optim", estimate=_row("pooled", "sgd", "R@1")),
+    Claim(id="Q6c", claim="SEC helps under SGD when each loss and arm has its own held-out rate",
+          source="review Q6; a registered follow-up to Q6b (data/followups/sgd-rates)",
+          measured="R@1 SEC − none under SGD, each loss's and arm's lr chosen on held-out classes by the tier's rule, "
+                   "SEC at the paper's η (Q6b's runs, the rate changed), mean over the losses per seed where every "
+                   "run trained",
+          expected_sign=+1, page="optim", family=sgdrates.FAMILY,
+          estimate=family_row(lambda ev: q6c_evidence(ev)["pooled"], optimizer="sgd", metric="R@1")),
 ]

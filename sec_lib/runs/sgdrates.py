@@ -37,19 +37,29 @@ LOSSES = ("triplet", "npair", "ms")
 TEST_LOSSES = ("triplet", "semihard", "npair", "ms")
 #: The test seeds: Q6b's (the decisive tier's floor).
 SEEDS = tuple(range(5))
-#: The follow-up's folder: ``selection/`` (held-out runs), ``test/`` (test-class runs), ``choices.json``.
-FOLDER = tier.REPO / "data" / "followups" / "sgd-rates"
+#: The follow-up's folder under the repository: ``selection/`` (held-out runs), ``test/`` (test-class runs),
+#: ``choices.json`` and its README.
+FOLDER = ("data", "followups", "sgd-rates")
 #: Its Holm family's name.
 FAMILY = "Q6c: SGD at per-loss rates"
 
 
 def folder(root=None) -> Path:
-    return FOLDER if root is None else Path(root) / "data" / "followups" / "sgd-rates"
+    """:data:`FOLDER` of the repository (or of ``root``)."""
+    return Path(root or tier.REPO).joinpath(*FOLDER)
 
 
 def _plan():
     from .decisive import read_plan
     return read_plan()
+
+
+def _rel(path: Path) -> str:
+    """``path`` as a reader finds it: relative to the repository where it is inside it."""
+    try:
+        return str(Path(path).relative_to(tier.REPO))
+    except ValueError:
+        return str(path)
 
 
 def selection_configs(loss: str, arm: str, rates, plan=None) -> list[TrainConfig]:
@@ -83,9 +93,10 @@ def choose(store, loss: str, arm: str, plan=None):
         rates = (*rates, c.needs)
 
 
-def q6b_configs() -> list[TrainConfig]:
-    """Q6b's SGD runs as the decisive ``optim`` stage committed them, in its order."""
-    runs = pd.read_parquet(tier.tier_dir("decisive") / "optim" / "runs.parquet", columns=["config", "optimizer"])
+def q6b_configs(root=None) -> list[TrainConfig]:
+    """Q6b's SGD runs as the decisive ``optim`` stage committed them (in the repository, or in ``root``), in its
+    order."""
+    runs = pd.read_parquet(tier.tier_dir("decisive", root) / "optim" / "runs.parquet", columns=["config", "optimizer"])
     return [TrainConfig(**json.loads(c)) for c in runs.loc[runs["optimizer"] == "sgd", "config"]]
 
 
@@ -116,6 +127,46 @@ def write_choices(choices: dict, root=None) -> None:
     os.replace(tmp, path)
 
 
+def test_runs(root=None) -> pd.DataFrame:
+    """The committed test runs (``test/runs.parquet``), once ``choices.json`` is written and every test run of its
+    rates is there; KeyError (no evidence yet) before, saying how many are missing."""
+    from ..runs.experiments import run_key
+    here = folder(root)
+    choices = read_choices(root)
+    if not choices:
+        raise KeyError(f"Q6c's held-out selection is not final yet: {_rel(here / 'choices.json')} is not written")
+    want = {run_key(c) for c in test_configs({loss: {a: v["lr"] for a, v in arms.items()}
+                                              for loss, arms in choices.items()})}
+    path = here / "test" / "runs.parquet"
+    runs = pd.read_parquet(path) if path.exists() else pd.DataFrame(columns=["key"])
+    missing = want - set(runs["key"])
+    if missing:
+        raise KeyError(f"Q6c's test runs are not all committed yet: {len(want) - len(missing)} of {len(want)} are in "
+                       f"{_rel(path)}")
+    return runs[runs["key"].isin(want)].reset_index(drop=True)
+
+
+def rate_table(root=None) -> pd.DataFrame:
+    """The selection as committed: per loss, arm and rate, the mean held-out R@1 over the seeds that trained to
+    their end, the ``seeds`` and how many ``failed`` (a failed run scores −∞ in the rule, so its rate is never
+    chosen), and whether the rate was ``chosen`` (``choices.json``)."""
+    path = folder(root) / "selection" / "runs.parquet"
+    cols = ["loss", "arm", "eta", "lr", "R@1", "seeds", "failed", "chosen"]
+    if not path.exists():
+        return pd.DataFrame(columns=cols)
+    runs = pd.read_parquet(path, columns=["loss", "eta", "lr", "seed", "status", "R@1"])
+    runs["arm"] = ["sgd+sec" if e > 0 else "sgd" for e in runs["eta"]]
+    runs["failed"] = runs["status"].astype(str) != "done"
+    runs.loc[runs["failed"], "R@1"] = float("nan")
+    out = (runs.groupby(["loss", "arm", "eta", "lr"], sort=True)
+           .agg(**{"R@1": ("R@1", "mean"), "seeds": ("seed", "size"), "failed": ("failed", "sum")}).reset_index())
+    choices = read_choices(root)
+    out["chosen"] = [choices.get(lo, {}).get(a, {}).get("lr") == lr for lo, a, lr in zip(out["loss"], out["arm"], out["lr"])]
+    order = {lo: i for i, lo in enumerate(LOSSES)}
+    return out.sort_values(["loss", "arm", "lr"], key=lambda c: c.map(order) if c.name == "loss" else c)[cols] \
+        .reset_index(drop=True)
+
+
 def main(jobs: int = 2, root_store=None) -> dict:
     """Train the follow-up, resumably: the selections (grown until final), ``choices.json``, then the test runs;
     each export after every chunk of ``jobs`` runs. Returns the choices."""
@@ -132,7 +183,9 @@ def main(jobs: int = 2, root_store=None) -> dict:
         for arm in ("sgd", "sgd+sec"):               # the arm without SEC first: its grids sit at their edges
             for loss in LOSSES:
                 c, need = choose(store, loss, arm)
-                named += [x for x in selection_configs(loss, arm, selection.LR_GRID) + need if x not in named]
+                for x in selection_configs(loss, arm, selection.LR_GRID) + need:
+                    if x not in named:
+                        named.append(x)
                 todo += need
                 if c is not None:
                     final.setdefault(loss, {})[arm] = {"lr": float(c.weight), "flags": c.flags_for("rate"),
