@@ -188,6 +188,7 @@ def test_the_retired_reference_tier_is_not_exported_and_rerun_reads_its_successo
     assert commands.export_command("reference") == 2
     err = capsys.readouterr().err
     assert "retired" in err and tier.RETIRED_AT["reference"] in err and "make decisive" in err
+    assert f"retired on {tier.RETIRED_ON['reference']}" in err
     assert not (tmp_path / "runs").exists()
     if not tier.stage_dirs(tier.tier_dir("decisive")):
         pytest.skip("no committed decisive tier in this checkout")

@@ -143,7 +143,7 @@ def export_command(profile: str) -> int:
     """Copy the profile's finished runs into its committed tier ``data/reference/<profile>/`` (refused for a
     retired tier, whose folder keeps its history)."""
     if profile in tier.RETIRED_TIERS:
-        print(f"error: the {profile} tier was retired on 2026-11-28 and is no longer exported (its folder keeps "
+        print(f"error: the {profile} tier was retired on {tier.RETIRED_ON[profile]} and is no longer exported (its folder keeps "
               f"runs.parquet, evals.parquet, kinds.csv and its portability report; commit {tier.RETIRED_AT[profile]} "
               f"holds it whole); the {tier.REPLACED_BY[profile]} tier replaced it: `make {tier.REPLACED_BY[profile]}` "
               "trains and exports it", file=sys.stderr)

@@ -243,6 +243,8 @@ TIER_PROFILES = ("gpu",)
 RETIRED_TIERS = ("reference",)
 #: The last commit whose tree holds each retired tier whole.
 RETIRED_AT = {"reference": "9649a31"}
+#: The day each retired tier was retired.
+RETIRED_ON = {"reference": "2026-11-28"}
 #: The tier that holds a retired tier's profile's committed runs now (the decisive tier trains the reference
 #: profile's network and data): where ``rerun --profile reference`` looks, and what ``export`` names instead.
 REPLACED_BY = {"reference": "decisive"}
