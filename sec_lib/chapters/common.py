@@ -340,11 +340,8 @@ def n_text(n, n_counts: str = "seeds", detail: str = "") -> str:
 def p_text(p_adj, m) -> str:
     """'Holm-adjusted p = 0.012 over 7 comparisons', 'p = 0.04 (the only comparison of its family)', or 'no test'
     without a p-value."""
-    if p_adj is None or not np.isfinite(p_adj):
-        return "no test"
-    if int(m) == 1:
-        return f"p = {p_adj:.2g} (the only comparison of its family)"
-    return f"Holm-adjusted p = {p_adj:.2g} over {int(m)} comparisons"
+    from ..report.claims import p_words
+    return p_words(p_adj, m) or "no test"
 
 
 def mde_text(mde, digits: int = 2, unit: str = "") -> str:

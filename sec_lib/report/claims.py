@@ -319,6 +319,20 @@ def _p_text(p) -> str:
     return "" if p is None or not np.isfinite(p) else f"{p:.2g}"
 
 
+def p_words(p_adj, m, family: str = "") -> str:
+    """The adjusted p in words, the one wording of the book: 'Holm-adjusted p = 0.012 over 7 comparisons', or where
+    the family holds one comparison 'p = 0.04 (the only comparison of its family)'; given ``family`` (already
+    escaped for HTML where it goes into HTML), 'Holm-adjusted p = 0.012 over 7 in the family F' and 'p = 0.04, the
+    only comparison of the family F'. '' without a p-value."""
+    if p_adj is None or not np.isfinite(p_adj):
+        return ""
+    if int(m) == 1:
+        return (f"p = {_p_text(p_adj)}, the only comparison of the family {family}" if family else
+                f"p = {_p_text(p_adj)} (the only comparison of its family)")
+    return f"Holm-adjusted p = {_p_text(p_adj)} over {int(m)}" + (f" in the family {family}" if family else
+                                                                 " comparisons")
+
+
 def box(records: Sequence[ClaimRecord], claims_page: str = "claims.html") -> str:
     """The claims a page decides, one line each: badge, statement, estimate [interval] with unit,
     adjusted p over the family, the smallest effect the design could detect, n, tier."""
@@ -327,9 +341,8 @@ def box(records: Sequence[ClaimRecord], claims_page: str = "claims.html") -> str
     items = []
     for r in records:
         det = f"; could detect {r.detectable}" if r.detectable else ""
-        p = ("" if not np.isfinite(r.p_adj) else
-             f"; p = {_p_text(r.p_adj)}, the only comparison of the family <i>{_html.escape(r.family)}</i>" if r.m == 1
-             else f"; Holm-adjusted p = {_p_text(r.p_adj)} over {r.m} in the family <i>{_html.escape(r.family)}</i>")
+        p = p_words(r.p_adj, r.m, f"<i>{_html.escape(r.family)}</i>")
+        p = f"; {p}" if p else ""
         n = f"; n = {r.n} {r.n_counts}" if r.n else ""
         tier = f"; {r.tier} tier" if r.tier else ""
         note = f"<br><small>{_html.escape(r.note)}</small>" if r.note else ""
