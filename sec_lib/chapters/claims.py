@@ -20,7 +20,7 @@ from ..figures.tables import csv_link, fold_columns
 from ..report.claims import anchor, estimate_source, sign_word
 from ..runs.tier import STAGED_TIERS, TIER_PROFILES
 from . import evidence, profile_param
-from .common import equivalence_words
+from ..report.verdicts import equivalence_p_words
 from .normclass import (CLAIMS, HIT_COLUMNS, class_association, class_association_summary,  # noqa: F401 (the page's API)
                         difficulty_association, difficulty_sentence)
 
@@ -42,8 +42,7 @@ def p_cell(r) -> str:
     would not explain a 'not reproduced'."""
     if r.p_adj is None or not np.isfinite(r.p_adj):
         return ""
-    eq = f" (equivalence: {r.p_eq_adj:.2g})" if equivalence_words(r) and np.isfinite(r.p_eq_adj) else ""
-    return f"{r.p_adj:.2g}{eq}"
+    return f"{r.p_adj:.2g}{equivalence_p_words(r)}"
 
 
 def claims_frame(recs: Sequence) -> pd.DataFrame:

@@ -22,6 +22,7 @@ from ..runs.tier import store_for
 from ..report.claims import mde_from_ci as _mde_from_ci
 from ..report import cv_from_var  # noqa: F401 (the chapters' name for it)
 from ..report import shared_steps  # noqa: F401 (the chapters' name for it)
+from ..report.verdicts import equivalence_words  # noqa: F401 (the chapters' name for it)
 
 #: Each norm variance of the runs table (absolute units) -> its scale-free counterpart, the coefficient of
 #: variation CV = std / mean of the same norms (issue 23). SEC mostly shrinks the embedding, so a variance
@@ -368,22 +369,6 @@ def measures_text(r, digits: int = 2, unit: str = "", detail: str = "", test: st
     tested = test and p != "no test"
     return (f"{est:+.{digits}f}{' ' + unit if unit else ''} ({ci}; {test + ', ' if tested else ''}{p}; "
             f"{mde_text(r.get('mde'), digits)}; {n_text(n, r.get('n_counts', 'seeds'), detail)})")
-
-
-def equivalence_words(r) -> str:
-    """': no effect larger than 0.5 points' where the verdict 'not reproduced' of ``r`` (a verdict row: a mapping or a
-    record with ``verdict``, ``margin``, ``expected_sign``, ``ci_lo``, ``ci_hi``) comes from its equivalence test (the
-    interval inside ±margin: the declared margin, issue 21), not from an effect of the wrong sign; for a no-change
-    claim (expected sign 0), ': within ±0.5 points' where its 'reproduced' is that equivalence; else ''."""
-    get = r.get if isinstance(r, dict) else (lambda k, d=None: getattr(r, k, d))
-    m, lo, hi, sign = get("margin"), get("ci_lo", math.nan), get("ci_hi", math.nan), get("expected_sign", 1)
-    if m is None or not np.isfinite(m) or not m or not (np.isfinite(lo) and np.isfinite(hi)):
-        return ""
-    if not (-m <= lo and hi <= m):                   # decided by the interval's side, not by equivalence
-        return ""
-    if sign == 0:                                    # a no-change claim: 'reproduced' is the equivalence
-        return f": within ±{m:g} points" if get("verdict") == "reproduced" else ""
-    return f": no effect larger than {m:g} points" if get("verdict") == "not reproduced" else ""
 
 
 def record_row(rec) -> dict:

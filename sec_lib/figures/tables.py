@@ -12,6 +12,7 @@ from typing import Sequence
 import pandas as pd
 from IPython.display import HTML, display
 
+from ..report.verdicts import equivalence_p_words
 from ..tempfiles import atomic_write_bytes
 
 
@@ -115,7 +116,9 @@ def compact_verdict_table(df: pd.DataFrame, floatfmt: str = "{:.2f}") -> pd.Data
     out = df[names].copy()
     out["estimate [95% CI]"] = [num(e, True) + ("" if pd.isna(lo) or pd.isna(hi) else f" [{num(lo, True)}, {num(hi, True)}]")
                                 for e, lo, hi in zip(df[est], df["ci_lo"], df["ci_hi"])]
-    out["adj. p"] = ["n/a" if pd.isna(p) else f"{p:.2g}" for p in df["p_adj"]]
+    # where a 'not reproduced' comes from the equivalence test, that test's p beside it, as on the scorecard
+    out["adj. p"] = ["n/a" if pd.isna(r["p_adj"]) else f"{r['p_adj']:.2g}{equivalence_p_words(r)}"
+                     for r in df.to_dict("records")]
     out["verdict"] = df["verdict"].to_numpy()
     if "mde" in df.columns:
         out["could detect"] = ["" if pd.isna(v) else f"≥ {num(v)}" for v in df["mde"]]

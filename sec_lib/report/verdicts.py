@@ -351,3 +351,28 @@ def verdict_table(rows: Sequence[dict]) -> pd.DataFrame:
     base = ["claim", "text", "estimate", "ci_lo", "ci_hi", "n", "paper", "link", "expected_sign", "verdict"]
     extras = list(dict.fromkeys(k for rec in out for k in rec if k not in base))
     return pd.DataFrame(out, columns=base + extras)
+
+
+def equivalence_words(r) -> str:
+    """': no effect larger than 0.5 points' where the verdict 'not reproduced' of ``r`` (a verdict row: a mapping or a
+    record with ``verdict``, ``margin``, ``expected_sign``, ``ci_lo``, ``ci_hi``) comes from its equivalence test (the
+    interval inside ±margin: the declared margin, issue 21), not from an effect of the wrong sign; for a no-change
+    claim (expected sign 0), ': within ±0.5 points' where its 'reproduced' is that equivalence; else ''."""
+    get = r.get if isinstance(r, dict) else (lambda k, d=None: getattr(r, k, d))
+    m, lo, hi, sign = get("margin"), get("ci_lo", math.nan), get("ci_hi", math.nan), get("expected_sign", 1)
+    if m is None or not np.isfinite(m) or not m or not (np.isfinite(lo) and np.isfinite(hi)):
+        return ""
+    if not (-m <= lo and hi <= m):                   # decided by the interval's side, not by equivalence
+        return ""
+    if sign == 0:                                    # a no-change claim: 'reproduced' is the equivalence
+        return f": within ±{m:g} points" if get("verdict") == "reproduced" else ""
+    return f": no effect larger than {m:g} points" if get("verdict") == "not reproduced" else ""
+
+
+def equivalence_p_words(r) -> str:
+    """' (equivalence: 0.012)', the equivalence test's adjusted p (``p_eq_adj``) of ``r`` (a verdict row or a claim
+    record), where that test gave its verdict (:func:`equivalence_words`), else '': what the book shows beside the
+    difference test's adjusted p, which alone would not explain a 'not reproduced'."""
+    get = r.get if isinstance(r, dict) else (lambda k, d=None: getattr(r, k, d))
+    q = get("p_eq_adj", math.nan)
+    return f" (equivalence: {q:.2g})" if equivalence_words(r) and q is not None and np.isfinite(q) else ""

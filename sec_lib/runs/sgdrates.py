@@ -29,7 +29,7 @@ from pathlib import Path
 import pandas as pd
 
 from . import selection, tier
-from ..train import TrainConfig
+from .train import TrainConfig
 
 #: The losses whose SGD rates this follow-up selects (semihard's are the tier's ``sgd-selection``).
 LOSSES = ("triplet", "npair", "ms")

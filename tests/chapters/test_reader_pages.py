@@ -342,6 +342,11 @@ def test_verdict_tables_show_key_columns_first_and_fold_the_rest():
     csv = base64.b64decode(re.search(r"base64,([^\"]+)", page).group(1)).decode()
     assert csv.splitlines()[0] == ",".join(raw.columns)            # the CSV keeps the raw table
     assert compact_verdict_table(raw.drop(columns="verdict")) is None
+    # a 'not reproduced' the equivalence test gave (the interval inside ±margin) shows that test's p beside the
+    # difference test's, as the scorecard does; one from an effect of the wrong sign does not
+    eq = raw.assign(estimate=[0.1, -0.9], ci_lo=[-0.2, -1.2], ci_hi=[0.4, -0.6], verdict="not reproduced",
+                    p_eq_adj=[0.012, 0.9])
+    assert list(compact_verdict_table(eq)["adj. p"]) == ["0.02 (equivalence: 0.012)", "0.6"]
 
 
 def test_the_primary_badge_words_an_equivalence_verdict_as_no_effect_larger_than_the_margin():
