@@ -176,3 +176,10 @@ def test_q6c_has_no_evidence_on_a_tier_other_than_the_decisive_one():
         optim.q6c_evidence(ev)
     claim = next(c for c in optim.CLAIMS if c.id == "Q6c")
     assert claim.family == sgdrates.FAMILY and claim.expected_sign == +1
+
+
+def test_the_command_refuses_a_bad_jobs_count_before_any_work(capsys, monkeypatch):
+    monkeypatch.setattr(sgdrates, "main", lambda jobs: pytest.fail("no work may start"))
+    with pytest.raises(SystemExit) as e:
+        sgdrates.cli(["--jobs", "0"])
+    assert e.value.code == 2 and "--jobs must be at least 1, got 0" in capsys.readouterr().err

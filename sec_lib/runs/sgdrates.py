@@ -207,5 +207,17 @@ def main(jobs: int = 2, root_store=None) -> dict:
     return final
 
 
+def cli(argv=None) -> int:
+    """``python -m sec_lib.runs.sgdrates [--jobs N]`` (``make followup-sgd``)."""
+    import argparse
+    ap = argparse.ArgumentParser(prog="python -m sec_lib.runs.sgdrates", description=__doc__.splitlines()[0])
+    ap.add_argument("--jobs", type=int, default=2, help="runs trained at once (default 2: one a core)")
+    args = ap.parse_args(argv)
+    if args.jobs < 1:
+        ap.error(f"--jobs must be at least 1, got {args.jobs}")
+    main(jobs=args.jobs)
+    return 0
+
+
 if __name__ == "__main__":
-    main()
+    raise SystemExit(cli())
