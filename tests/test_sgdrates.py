@@ -132,6 +132,9 @@ def test_the_driver_selects_writes_its_choices_then_trains_and_exports_the_test_
         ["triplet", "sgd", 0.3], ["triplet", "sgd+sec", 0.03], ["npair", "sgd", 0.01], ["npair", "sgd+sec", 0.03],
         ["ms", "sgd", 1.0], ["ms", "sgd+sec", 0.03]]
     assert "npair: 0.01 without SEC, 0.03 with it" in optim.q6c_rates_sentence(table)
+    curves = optim.q6c_selection_curves(table)
+    assert set(curves["arm"]) == {"none", "sec"} and set(curves["status"]) == {"done"}
+    assert curves["chosen"].sum() == 6 and list(curves.columns) == ["loss", "arm", "lr", "R@1", "status", "chosen"]
 
 
 def test_test_runs_are_no_evidence_until_every_one_is_committed(repo, monkeypatch):

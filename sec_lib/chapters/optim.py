@@ -372,6 +372,15 @@ def q6c_rates_sentence(table: pd.DataFrame) -> str:
             + ". Semihard keeps the tier's own selection (0.1 for both arms), so its runs are Q6b's.")
 
 
+def q6c_selection_curves(table: pd.DataFrame) -> pd.DataFrame:
+    """:func:`sec_lib.runs.sgdrates.rate_table` in :func:`sec_lib.figures.sweeps.pilot_figure`'s columns, one panel
+    per loss: ``arm`` 'none' / 'sec', ``status`` 'done' only where no seed of the rate failed (a rate with a failed
+    seed is never chosen: the figure marks it ×)."""
+    out = table.assign(arm=np.where(table["arm"] == "sgd+sec", "sec", "none"),
+                       status=np.where(table["failed"] == 0, "done", "failed"))
+    return out[["loss", "arm", "lr", "R@1", "status", "chosen"]]
+
+
 def q6c_or_note(ev) -> tuple:
     """(:func:`q6c_evidence`, '') where the follow-up decides Q6c on this page's tier, else (None, why not)."""
     try:

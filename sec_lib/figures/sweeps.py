@@ -242,15 +242,16 @@ def slope_figure(curve: pd.DataFrame, facet: str = "loss", hue: str = "variant",
 
 
 @styled
-def pilot_figure(pilot: pd.DataFrame) -> Figure:
-    """Held-out R@1 of the learning-rate selection per optimizer and rate, one line per arm (without SEC, with SEC);
-    a rate whose runs failed is an × on the panel's floor; the chosen rate of each arm is circled."""
-    opts = list(dict.fromkeys(pilot["optimizer"]))
+def pilot_figure(pilot: pd.DataFrame, panel: str = "optimizer") -> Figure:
+    """Held-out R@1 of the learning-rate selection per rate, one panel per value of ``panel`` (the optimizer; Q6c's
+    selection: the loss), one line per arm (without SEC, with SEC); a rate whose runs failed is an × on the panel's
+    floor; the chosen rate of each arm is circled."""
+    opts = list(dict.fromkeys(pilot[panel]))
     fig, axes = subplots(1, len(opts), w=3.6, h=3.0)
     arms = pilot["arm"] if "arm" in pilot.columns else pd.Series("none", index=pilot.index)
     ok = pilot["status"].astype(str) == "done" if "status" in pilot.columns else pd.Series(True, index=pilot.index)
     for ax, o in zip(axes[0], opts):
-        sub = pilot[pilot["optimizer"] == o]
+        sub = pilot[pilot[panel] == o]
         floor = pd.to_numeric(sub.loc[ok[sub.index], "R@1"], errors="coerce").min()
         for arm in dict.fromkeys(arms[sub.index]):
             a = sub[arms[sub.index] == arm].sort_values("lr")
