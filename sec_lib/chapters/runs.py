@@ -1,7 +1,8 @@
 """The runs index: every seed of the main table's runs of the page's tier (the quick tier in the published book;
 the twelve run pages show seed 0), which tier that is and which tier the book's verdicts come from, and the per-run
 data of this build's tier and of the committed tiers (``data/reference/<tier>/``; the decisive tier's stage folders
-joined into one file each, the retired tiers listed without downloads) to download: the runs table (one row per
+joined into one file each, the retired tiers listed without downloads) and registered follow-ups
+(``data/followups/<name>/``) to download: the runs table (one row per
 run, its full config as JSON, final metrics, provenance), the evaluation curves and the per-step log (decimated),
 as parquet files and the runs table as CSV."""
 from __future__ import annotations
@@ -90,22 +91,38 @@ def tier_downloads(profile, root=None, max_steps: int = DOWNLOAD_STEPS) -> list[
              f"per-step log, at most {max_steps} steps per run ({len(f['steps'])} rows)")]
 
 
+#: Registered follow-ups (``data/followups/<name>/``, each with its README) are listed with the committed tiers
+#: under this prefix: ``followup-sgd-rates``, Q6c's.
+FOLLOWUP = "followup-"
+
+
 def committed_tiers(root=None) -> dict:
-    """{tier: {file name: [(stage, path), ...]}} of the committed tiers present under ``data/reference/``: a tier's
-    own files (stage None), or for a staged tier (one folder per stage: the decisive tier,
-    :func:`sec_lib.runs.tier.stage_dirs`) each stage's file, in stage order. Retired tiers are included
-    (:data:`sec_lib.runs.tier.RETIRED_TIERS`: :func:`committed_summary` labels them, :func:`committed_downloads`
-    leaves them out)."""
+    """{tier: {file name: [(stage, path), ...]}} of the committed tiers present under ``data/reference/``, then of
+    the registered follow-ups under ``data/followups/`` (named :data:`FOLLOWUP` + folder): a tier's own files (stage
+    None), or for a staged tier (one folder per stage: the decisive tier, :func:`sec_lib.runs.tier.stage_dirs`)
+    each stage's file, in stage order. Retired tiers are included (:data:`sec_lib.runs.tier.RETIRED_TIERS`:
+    :func:`committed_summary` labels them, :func:`committed_downloads` leaves them out)."""
     base = tier.tier_dir("x", root).parent
     out = {}
-    for d in sorted(base.iterdir()) if base.is_dir() else []:
-        parts = [(None, d)] if (d / "runs.parquet").is_file() else [(s.name, s) for s in tier.stage_dirs(d)]
-        files = {f"{d.name}_{t}.parquet": [(stage, f / f"{t}.parquet") for stage, f in parts
-                                           if (f / f"{t}.parquet").is_file()] for t in TIER_FILES}
-        files = {name: found for name, found in files.items() if found}
-        if files:
-            out[d.name] = files
+    for prefix, where in (("", base), (FOLLOWUP, base.parent / "followups")):
+        for d in sorted(where.iterdir()) if where.is_dir() else []:
+            parts = [(None, d)] if (d / "runs.parquet").is_file() else [(s.name, s) for s in tier.stage_dirs(d)]
+            name = prefix + d.name
+            files = {f"{name}_{t}.parquet": [(stage, f / f"{t}.parquet") for stage, f in parts
+                                             if (f / f"{t}.parquet").is_file()] for t in TIER_FILES}
+            files = {n: found for n, found in files.items() if found}
+            if files:
+                out[name] = files
     return out
+
+
+def folder_of(name: str) -> str:
+    """The repository folder of a committed tier or follow-up named as :func:`committed_tiers` names it."""
+    return (f"data/followups/{name[len(FOLLOWUP):]}/" if name.startswith(FOLLOWUP) else f"data/reference/{name}/")
+
+
+def _kind(name: str) -> str:
+    return "follow-up" if name.startswith(FOLLOWUP) else "tier"
 
 
 def committed_table(parts: list, table: str) -> pd.DataFrame:
@@ -150,7 +167,7 @@ def committed_downloads(root=None, max_steps: int = COMMITTED_STEPS) -> list[tup
             table = name[len(prof) + 1:-len(".parquet")]
             what = {"runs": "runs table", "evals": "evaluation curves",
                     "steps": f"per-step log, at most {max_steps} steps per run"}.get(table, table)
-            what = f"{prof} tier, {what}{joined}" + (" (column stage: the folder)"
+            what = f"{prof} {_kind(prof)}, {what}{joined}" + (" (column stage: the folder)"
                                                       if stages and table == "runs" else "")
             if table == "steps":
                 data = _parquet(_decimate_steps(committed_table(parts, table), max_steps))
@@ -172,11 +189,13 @@ def committed_summary(root=None) -> pd.DataFrame:
         name = f"{prof}_runs.parquet"
         runs = committed_table(files[name], "runs") if name in files else pd.DataFrame()
         stages = _stages(files)
-        folder = f"data/reference/{prof}/" + (f" ({len(stages)} stage folders)" if stages else "")
+        folder = folder_of(prof) + (f" ({len(stages)} stage folder{'s' * (len(stages) != 1)})" if stages else "")
         if prof in tier.RETIRED_TIERS:
             status = "retired" + (f": replaced by the {tier.REPLACED_BY[prof]} tier" if prof in tier.REPLACED_BY
                                   else "") + (f"; whole at commit {tier.RETIRED_AT[prof]}" if prof in tier.RETIRED_AT
                                               else "") + "; no downloads here"
+        elif prof.startswith(FOLLOWUP):
+            status = f"a registered follow-up: its README ({folder_of(prof)}README.md) holds its plan"
         else:
             status = "current"
         rows.append({"tier": tier_label(prof), "runs": len(runs),
@@ -202,9 +221,10 @@ def committed_sentence(root=None) -> str:
             by = f", replaced by the {tier.REPLACED_BY[prof]} tier" if prof in tier.REPLACED_BY else ""
             out.append(f"The {prof} tier is retired{by}: no page reads it, so it is listed for its history only and "
                        f"its files are not among the downloads; they stay in the repository under "
-                       f"`data/reference/{prof}/`{at}.")
+                       f"`{folder_of(prof)}`{at}.")
         elif stages:
-            out.append(f"The {prof} tier is committed one folder per stage ({len(stages)} stage folders); each of "
+            out.append(f"The {prof} {_kind(prof)} is committed one folder per stage ({len(stages)} stage "
+                       f"folder{'s' * (len(stages) != 1)}); each of "
                        "its downloads joins them into one file, each run once, and its runs table's `stage` column "
                        "names the folder a run came from.")
     return " ".join(out)

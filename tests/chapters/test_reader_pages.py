@@ -272,6 +272,17 @@ def test_a_staged_tier_is_joined_for_download_and_a_retired_tier_is_labelled_and
     assert "no downloads" in status
     text = runs.committed_sentence(tmp_path)
     assert "The stg tier is committed one folder per stage (2 stage folders" in text and "`stage` column" in text
+    # a registered follow-up (data/followups/<name>/) is listed after the tiers, with its folder and README
+    fu = tmp_path / "data" / "followups" / "fu" / "test"
+    fu.mkdir(parents=True)
+    pd.DataFrame({"key": ["f1"], "status": "done", "loss": "ms", "seed": [0]}).to_parquet(fu / "runs.parquet")
+    summary = runs.committed_summary(tmp_path).set_index("tier")
+    assert list(summary.index) == ["retired reference", "stg", "followup-fu"]
+    assert summary.loc["followup-fu", "folder"] == "data/followups/fu/ (1 stage folder)"
+    assert "data/followups/fu/README.md" in summary.loc["followup-fu", "status"]
+    files = {name: what for name, _, what in runs.committed_downloads(tmp_path, 20)}
+    assert files["followup-fu_runs.parquet"].startswith("followup-fu follow-up, runs table")
+    assert "The followup-fu follow-up is committed one folder per stage (1 stage folder" in runs.committed_sentence(tmp_path)
     assert "The reference tier is retired, replaced by the decisive tier" in text and "not among the downloads" in text
 
 
