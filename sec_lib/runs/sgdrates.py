@@ -22,6 +22,7 @@ Registered on 2026-11-28, before any of its test-class runs (``data/followups/sg
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
 from pathlib import Path
@@ -76,6 +77,12 @@ def score_rates(runs) -> dict:
                         "R@1": r.metrics.get("R@1") if r.status == "done" else float("-inf")}
                        for r in runs if r is not None], columns=["lr", "seed", "R@1"])
     return selection.scores_of(df, by="lr")
+
+
+def scores_json(scores: dict) -> dict:
+    """A choice's scores as ``choices.json`` keeps them: {"0.03": R@1}, a rate with a diverged seed (−∞ in the rule)
+    as null, so that the file is strict JSON."""
+    return {f"{k:g}": (float(v) if math.isfinite(v) else None) for k, v in sorted(scores.items())}
 
 
 def choose(store, loss: str, arm: str, plan=None):
@@ -189,7 +196,7 @@ def main(jobs: int = 2, root_store=None) -> dict:
                 todo += need
                 if c is not None:
                     final.setdefault(loss, {})[arm] = {"lr": float(c.weight), "flags": c.flags_for("rate"),
-                                                       "scores": {f"{k:g}": v for k, v in sorted(c.scores.items())}}
+                                                       "scores": scores_json(c.scores)}
         if not todo:
             break
         print(f"Q6c selection: {len(todo)} held-out runs to train", flush=True)
