@@ -121,8 +121,9 @@ def folder_of(name: str) -> str:
     return (f"data/followups/{name[len(FOLLOWUP):]}/" if name.startswith(FOLLOWUP) else f"data/reference/{name}/")
 
 
-def _kind(name: str) -> str:
-    return "follow-up" if name.startswith(FOLLOWUP) else "tier"
+def display_name(name: str) -> str:
+    """'decisive tier', 'follow-up sgd-rates': how the page names what :func:`committed_tiers` lists."""
+    return f"follow-up {name[len(FOLLOWUP):]}" if name.startswith(FOLLOWUP) else f"{name} tier"
 
 
 def committed_table(parts: list, table: str) -> pd.DataFrame:
@@ -167,7 +168,7 @@ def committed_downloads(root=None, max_steps: int = COMMITTED_STEPS) -> list[tup
             table = name[len(prof) + 1:-len(".parquet")]
             what = {"runs": "runs table", "evals": "evaluation curves",
                     "steps": f"per-step log, at most {max_steps} steps per run"}.get(table, table)
-            what = f"{prof} {_kind(prof)}, {what}{joined}" + (" (column stage: the folder)"
+            what = f"{display_name(prof)}, {what}{joined}" + (" (column stage: the folder)"
                                                       if stages and table == "runs" else "")
             if table == "steps":
                 data = _parquet(_decimate_steps(committed_table(parts, table), max_steps))
@@ -223,7 +224,7 @@ def committed_sentence(root=None) -> str:
                        f"its files are not among the downloads; they stay in the repository under "
                        f"`{folder_of(prof)}`{at}.")
         elif stages:
-            out.append(f"The {prof} {_kind(prof)} is committed one folder per stage ({len(stages)} stage "
+            out.append(f"The {display_name(prof)} is committed one folder per stage ({len(stages)} stage "
                        f"folder{'s' * (len(stages) != 1)}); each of "
                        "its downloads joins them into one file, each run once, and its runs table's `stage` column "
                        "names the folder a run came from.")

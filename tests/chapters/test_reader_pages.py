@@ -281,8 +281,8 @@ def test_a_staged_tier_is_joined_for_download_and_a_retired_tier_is_labelled_and
     assert summary.loc["followup-fu", "folder"] == "data/followups/fu/ (1 stage folder)"
     assert "data/followups/fu/README.md" in summary.loc["followup-fu", "status"]
     files = {name: what for name, _, what in runs.committed_downloads(tmp_path, 20)}
-    assert files["followup-fu_runs.parquet"].startswith("followup-fu follow-up, runs table")
-    assert "The followup-fu follow-up is committed one folder per stage (1 stage folder" in runs.committed_sentence(tmp_path)
+    assert files["followup-fu_runs.parquet"].startswith("follow-up fu, runs table")
+    assert "The follow-up fu is committed one folder per stage (1 stage folder)" in runs.committed_sentence(tmp_path)
     assert "The reference tier is retired, replaced by the decisive tier" in text and "not among the downloads" in text
 
 
