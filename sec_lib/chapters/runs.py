@@ -199,7 +199,7 @@ def committed_summary(root=None) -> pd.DataFrame:
             status = f"a registered follow-up: its README ({folder_of(prof)}README.md) holds its plan"
         else:
             status = "current"
-        rows.append({"tier": tier_label(prof), "runs": len(runs),
+        rows.append({"tier": display_name(prof) if prof.startswith(FOLLOWUP) else tier_label(prof), "runs": len(runs),
                      "done": int((runs["status"] == "done").sum()) if "status" in runs else 0,
                      "losses": runs["loss"].nunique() if "loss" in runs else 0,
                      "seeds": runs["seed"].nunique() if "seed" in runs else 0,

@@ -277,9 +277,9 @@ def test_a_staged_tier_is_joined_for_download_and_a_retired_tier_is_labelled_and
     fu.mkdir(parents=True)
     pd.DataFrame({"key": ["f1"], "status": "done", "loss": "ms", "seed": [0]}).to_parquet(fu / "runs.parquet")
     summary = runs.committed_summary(tmp_path).set_index("tier")
-    assert list(summary.index) == ["retired reference", "stg", "followup-fu"]
-    assert summary.loc["followup-fu", "folder"] == "data/followups/fu/ (1 stage folder)"
-    assert "data/followups/fu/README.md" in summary.loc["followup-fu", "status"]
+    assert list(summary.index) == ["retired reference", "stg", "follow-up fu"]
+    assert summary.loc["follow-up fu", "folder"] == "data/followups/fu/ (1 stage folder)"
+    assert "data/followups/fu/README.md" in summary.loc["follow-up fu", "status"]
     files = {name: what for name, _, what in runs.committed_downloads(tmp_path, 20)}
     assert files["followup-fu_runs.parquet"].startswith("follow-up fu, runs table")
     assert "The follow-up fu is committed one folder per stage (1 stage folder)" in runs.committed_sentence(tmp_path)
