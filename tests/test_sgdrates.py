@@ -49,25 +49,26 @@ class FakeStore:
 def test_a_rate_peaking_at_the_grid_edge_grows_the_grid_then_the_choice_is_final():
     peak = {"sgd": 3.0, "sgd+sec": 0.03}             # without SEC the best rate lies beyond the grid's high edge
     st = FakeStore(lambda c: 80 - abs(math.log10(c.lr / peak["sgd+sec" if c.eta else "sgd"])) + c.seed / 1e4)
-    c, need = sgdrates.choose(st, "triplet", "sgd", Plan)
-    assert c is None and sorted({x.lr for x in need}) == list(selection.LR_GRID) and len(need) == 15
+    c, grid, need = sgdrates.choose(st, "triplet", "sgd", Plan)
+    assert c is None and sorted({x.lr for x in need}) == list(selection.LR_GRID) and len(need) == 15 and grid == need
     assert all(x.loss == "triplet" and x.optimizer == "sgd" and x.holdout_classes > 0 and x.eta == 0 for x in need)
     st.fill(need)
-    c, need = sgdrates.choose(st, "triplet", "sgd", Plan)
+    c, grid, need = sgdrates.choose(st, "triplet", "sgd", Plan)
     assert c is None and {x.lr for x in need} == {10.0} and {x.seed for x in need} == set(selection.SEEDS)
+    assert {x.lr for x in grid} == {*selection.LR_GRID, 10.0}          # the grown grid, trained points included
     st.fill(need)
-    c, need = sgdrates.choose(st, "triplet", "sgd", Plan)
-    assert need == [] and c.weight == 1.0 and c.needs is None and c.edge is None   # 1 beats 10: interior
+    c, grid, need = sgdrates.choose(st, "triplet", "sgd", Plan)
+    assert need == [] and len(grid) == 18 and c.weight == 1.0 and c.needs is None and c.edge is None   # 1 beats 10: interior
     st.fill(sgdrates.selection_configs("triplet", "sgd+sec", selection.LR_GRID, Plan))
-    c, need = sgdrates.choose(st, "triplet", "sgd+sec", Plan)
+    c, _, need = sgdrates.choose(st, "triplet", "sgd+sec", Plan)
     assert need == [] and c.weight == 0.03
 
 
 def test_a_diverged_seed_keeps_its_rate_from_being_chosen():
     st = FakeStore(lambda c: math.nan if (c.lr == 0.1 and c.seed == 1001) else 80 - abs(c.lr - 0.1))
     st.fill(sgdrates.selection_configs("ms", "sgd", selection.LR_GRID, Plan))
-    c, _ = sgdrates.choose(st, "ms", "sgd", Plan)
-    assert c.weight in (0.03, 0.3) and c.scores[0.1] == -math.inf
+    c, _, _ = sgdrates.choose(st, "ms", "sgd", Plan)
+    assert c.weight == 0.03 and c.scores[0.1] == -math.inf       # 0.03 and 0.3 tie without 0.1: the smaller rate
 
 
 def test_bad_loss_is_refused_with_the_valid_ones():
@@ -99,18 +100,25 @@ def repo(tmp_path, monkeypatch, no_fsync):
 def test_the_driver_selects_writes_its_choices_then_trains_and_exports_the_test_runs(repo, monkeypatch, capsys):
     peak = {("triplet", False): 0.3, ("triplet", True): 0.03, ("npair", False): 0.01, ("npair", True): 0.03,
             ("ms", False): 1.0, ("ms", True): 0.03, ("semihard", False): 0.1, ("semihard", True): 0.1}
-    base = [c for c in sgdrates.q6b_configs(REPO) if c.seed < 2]            # two seeds: the same logic, fewer writes
-    monkeypatch.setattr(sgdrates, "q6b_configs", lambda: [dataclasses.replace(c, iterations=10) for c in base])
+    base = [dataclasses.replace(c, iterations=10) for c in sgdrates.q6b_configs(REPO) if c.seed < 2]   # 2 seeds
+    monkeypatch.setattr(sgdrates, "q6b_configs", lambda root=None: base)
     trained = []
+
+    def score(c):
+        s = 80 - abs(math.log10(c.lr / peak[(c.loss, c.eta > 0)])) + c.seed / 1e3 + (c.eta > 0) * 0.5
+        return math.nan if (c.loss, c.eta > 0, c.lr) == ("ms", True, 1.0) else s     # diverged
 
     def fake_run_all(configs, root=None, jobs=1, **kw):
         store = S.ResultStore(root)
         for c in configs:
-            score = 80 - abs(math.log10(c.lr / peak[(c.loss, c.eta > 0)])) + c.seed / 1e3 + (c.eta > 0) * 0.5
-            score = math.nan if (c.loss, c.eta > 0, c.lr) == ("ms", True, 1.0) else score     # diverged
-            store.save(result(c, score))
+            store.save(result(c, score(c)))
             trained.append(c)
         return []
+    # Q6b's runs are committed in the decisive tier's optim stage: semihard's are restored from it, never retrained
+    q6b = S.ResultStore(repo / "q6b-store")
+    for c in base:
+        q6b.save(result(c, score(c)))
+    tier.export(q6b, base, tier.tier_dir("decisive") / "optim")
     monkeypatch.setattr(S, "run_all", fake_run_all)
     final = sgdrates.main(jobs=200)          # one chunk a round: one export each
     assert {lo: {a: v["lr"] for a, v in arms.items()} for lo, arms in final.items()} == {
@@ -126,14 +134,16 @@ def test_the_driver_selects_writes_its_choices_then_trains_and_exports_the_test_
     assert len(sel) == 3 * (6 * 5 + 2) and (sel["holdout_classes"] > 0).all()
     runs = sgdrates.test_runs()
     assert len(runs) == len(base) and (runs["holdout_classes"] == 0).all()
+    assert not [c for c in trained if c.loss == "semihard"] and "committed Q6b runs" in capsys.readouterr().out
     assert set(runs.loc[(runs.loss == "ms") & (runs.variant == "none"), "lr"]) == {1.0}
     n = len(trained)
     assert sgdrates.main(jobs=200) == final and len(trained) == n          # a rerun resumes: nothing trains again
     table = sgdrates.rate_table()
     assert table.loc[table["chosen"], ["loss", "arm", "lr"]].values.tolist() == [
-        ["triplet", "sgd", 0.3], ["triplet", "sgd+sec", 0.03], ["npair", "sgd", 0.01], ["npair", "sgd+sec", 0.03],
-        ["ms", "sgd", 1.0], ["ms", "sgd+sec", 0.03]]
-    assert "npair: 0.01 without SEC, 0.03 with it" in optim.q6c_rates_sentence(table)
+        ["triplet", "none", 0.3], ["triplet", "sec", 0.03], ["npair", "none", 0.01], ["npair", "sec", 0.03],
+        ["ms", "none", 1.0], ["ms", "sec", 0.03]]
+    said = optim.q6c_rates_sentence(table, {"semihard": {"none": 0.1, "sec": 0.2}})
+    assert "N-pair: 0.01 without SEC, 0.03 with it" in said and "selection (0.1 without SEC, 0.2 with it)" in said
     curves = optim.q6c_selection_curves(table)
     assert set(curves["arm"]) == {"none", "sec"}
     assert curves.loc[curves["status"] == "failed", ["loss", "arm", "lr"]].values.tolist() == [["ms", "sec", 1.0]]
@@ -144,7 +154,7 @@ def test_test_runs_are_no_evidence_until_every_one_is_committed(repo, monkeypatc
     with pytest.raises(KeyError, match="not final yet"):
         sgdrates.test_runs()
     sgdrates.write_choices({"triplet": {"sgd": {"lr": 0.3}, "sgd+sec": {"lr": 0.03}}})
-    monkeypatch.setattr(sgdrates, "q6b_configs", lambda q=sgdrates.q6b_configs: q(REPO))
+    monkeypatch.setattr(sgdrates, "q6b_configs", lambda root=None, q=sgdrates.q6b_configs: q(REPO))
     with pytest.raises(KeyError, match="0 of 40"):
         sgdrates.test_runs()
 
@@ -167,8 +177,8 @@ def test_q6c_is_one_family_of_five_and_its_reading_names_it():
     assert {int(m) for t in fam.values() for m in t["m"]} == {5}
     assert set(fam["pooled"]["family"]) == {sgdrates.FAMILY} and fam["pooled"]["verdict"].iloc[0] == "reproduced"
     reading = optim.page_reading({"pooled": fam["pooled"].iloc[:0], "balance": pd.DataFrame()}, None, "- **Q6c** x")
-    assert "- **Q6c** x" in reading and f"Q6c's comparisons are the registered family of its follow-up " \
-                                         f"({sgdrates.FAMILY}, 5 comparisons)" in reading
+    assert "- **Q6c** x" in reading and f"Q6c's comparisons are the Holm family of its registered follow-up " \
+                                         f"({sgdrates.FAMILY}); every other verdict" in reading
 
 
 def test_q6c_has_no_evidence_on_a_tier_other_than_the_decisive_one():
@@ -189,3 +199,30 @@ def test_the_command_refuses_a_bad_jobs_count_before_any_work(capsys, monkeypatc
     with pytest.raises(SystemExit) as e:
         sgdrates.cli(["--jobs", "0"])
     assert e.value.code == 2 and "--jobs must be at least 1, got 0" in capsys.readouterr().err
+
+
+def test_a_restart_keeps_the_grown_points_of_a_finished_grid_in_the_export(repo, monkeypatch):
+    """A grid grown and final in one process (N-pair's, to 0.001) is exported whole by a later process that still has
+    other selection runs to train: the export writes only the runs it is named."""
+    monkeypatch.setattr(sgdrates, "q6b_configs", lambda root=None: [])
+    store = S.ResultStore(repo / "runs")
+    peak = {"npair": 0.01}
+
+    def fill(configs):
+        for c in configs:
+            store.save(result(c, 80 - abs(math.log10(c.lr / peak.get(c.loss, 0.1))) + c.seed / 1e3))
+    for _ in range(2):                                   # N-pair without SEC: the grid, then its grown point
+        fill(sgdrates.choose(store, "npair", "sgd", Plan)[2])
+    assert {c.lr for c in sgdrates.choose(store, "npair", "sgd", Plan)[1]} == {0.001, *selection.LR_GRID}
+    trained = []
+
+    def fake_run_all(configs, root=None, jobs=1, **kw):
+        fill(configs)
+        trained.extend(configs)
+        return []
+    monkeypatch.setattr(S, "run_all", fake_run_all)
+    sgdrates.main(jobs=200)
+    sel = pd.read_parquet(sgdrates.folder() / "selection" / "runs.parquet")
+    grown = sel[(sel["loss"] == "npair") & (sel["eta"] == 0)]
+    assert set(grown["lr"]) == {0.001, *selection.LR_GRID} and len(grown) == 18
+    assert not [c for c in trained if c.loss == "npair" and c.eta == 0]    # nothing of that grid trained again

@@ -324,10 +324,9 @@ def page_reading(family: dict, c4=None, q6c: str = "") -> str:
                      f"with SEC: **{v}** ({est:+.2f} points).")
     m = next((int(t["m"].iloc[0]) for t in (pooled, balance) if len(t)), 0)
     if q6c:
-        lines.append(f"\nQ6c's comparisons are the registered family of its follow-up ({sgdrates.FAMILY}, "
-                     f"{len(sgdrates.TEST_LOSSES) + 1} comparisons); every other verdict on this page comes from one Holm "
-                     f"family of {m} comparisons" + (" (Adam's R@1 row among them, as declared)." if c4 is not None
-                                                    and len(adam) else "."))
+        lines.append(f"\nQ6c's comparisons are the Holm family of its registered follow-up ({sgdrates.FAMILY}); every "
+                     f"other verdict on this page comes from one Holm family of {m} comparisons"
+                     + (" (Adam's R@1 row among them, as declared)." if c4 is not None and len(adam) else "."))
         return "\n".join(lines)
     lines.append(f"\nEvery other verdict on this page, in the tables above and here, comes from one Holm family of {m} "
                  "comparisons (Adam's R@1 row among them, as declared)." if c4 is not None and len(adam) else
@@ -358,26 +357,28 @@ def q6c_evidence(ev) -> dict:
     return ev.derived("q6c_family", lambda: q6c_family(sgdrates.test_runs()))
 
 
-def q6c_rates_sentence(table: pd.DataFrame) -> str:
-    """Which rate each loss and arm chose (:func:`sec_lib.runs.sgdrates.rate_table`), and against Q6b's shared
-    rates."""
+def q6c_rates_sentence(table: pd.DataFrame, shared: dict | None = None) -> str:
+    """Which rate each loss and arm chose (:func:`sec_lib.runs.sgdrates.rate_table`), and semihard's, which keeps
+    Q6b's (``shared``: :func:`sec_lib.runs.sgdrates.q6b_rates`, read from Q6b's runs by default)."""
+    from .common import loss_noun
     chosen = table[table["chosen"]]
     if not len(chosen):
         return "Q6c's held-out selection is not final yet."
     parts = []
     for loss, sub in chosen.groupby("loss", sort=False):
         r = dict(zip(sub["arm"], sub["lr"]))
-        parts.append(f"{loss}: {r.get('sgd', float('nan')):g} without SEC, {r.get('sgd+sec', float('nan')):g} with it")
-    return ("Chosen on held-out classes, by the tier's rule: " + "; ".join(parts)
-            + ". Semihard keeps the tier's own selection (0.1 for both arms), so its runs are Q6b's.")
+        parts.append(f"{loss_noun(loss)}: {r.get('none', np.nan):g} without SEC, {r.get('sec', np.nan):g} with it")
+    semi = (shared if shared is not None else sgdrates.q6b_rates()).get("semihard", {})
+    return ("Chosen on held-out classes, by the tier's rule: " + "; ".join(parts) + ". Semihard keeps the tier's own "
+            f"selection ({semi.get('none', np.nan):g} without SEC, {semi.get('sec', np.nan):g} with it), so its runs "
+            "are Q6b's.")
 
 
 def q6c_selection_curves(table: pd.DataFrame) -> pd.DataFrame:
     """:func:`sec_lib.runs.sgdrates.rate_table` in :func:`sec_lib.figures.sweeps.pilot_figure`'s columns, one panel
-    per loss: ``arm`` 'none' / 'sec', ``status`` 'done' only where no seed of the rate failed (a rate with a failed
-    seed is never chosen: the figure marks it ×)."""
-    out = table.assign(arm=np.where(table["arm"] == "sgd+sec", "sec", "none"),
-                       status=np.where(table["failed"] == 0, "done", "failed"))
+    per loss: ``status`` 'done' only where no seed of the rate failed (a rate with a failed seed is never chosen: the
+    figure marks it ×)."""
+    out = table.assign(status=np.where(table["failed"] == 0, "done", "failed"))
     return out[["loss", "arm", "lr", "R@1", "status", "chosen"]]
 
 
@@ -386,18 +387,23 @@ def q6c_or_note(ev) -> tuple:
     try:
         return q6c_evidence(ev), ""
     except KeyError as e:
-        return None, f"**Q6c has no evidence here yet.** {e.args[0]}."
+        return None, f"**Q6c has no evidence here.** {e.args[0]}."
 
 
 def q6c_reading(ev) -> str:
-    """Q6c's bullet for the page's verdict, from its record (the claim decides it)."""
+    """Q6c's bullet for the page's verdict, from its record (the claim decides it; its Holm family's size is the
+    rows it holds, as computed), with the losses its average spans."""
     from .evidence import page_records
     rec = next(r for r in page_records("optim", ev) if r.id == "Q6c")
+    head = "- **sgd, each loss and arm at its own held-out rate** (Q6c, the registered follow-up"
     if rec.estimate is None or not np.isfinite(rec.estimate):
-        return f"- **sgd, each loss and arm at its own held-out rate** (Q6c): no evidence yet. {rec.note}."
-    return (f"- **sgd, each loss and arm at its own held-out rate** (Q6c, the registered follow-up; Holm family: "
-            f"{rec.family}): SEC − none = {measures_text(record_row(rec), 2, 'R@1 points', '', 't-test against 0')} → "
-            f"*{rec.statement}*: **{rec.verdict}**.")
+        return f"{head}): no evidence. {rec.note}."
+    pooled = q6c_evidence(ev)["pooled"].iloc[0]
+    left = pooled.get("left out") or ""
+    over = f"each the mean over {int(pooled['n_losses'])} losses" + (f"; {left} left out: a run failed" if left else "")
+    return (f"{head}; Holm family: {rec.family}): SEC − none = "
+            f"{measures_text(record_row(rec), 2, 'R@1 points', over, 't-test against 0')} → *{rec.statement}*: "
+            f"**{rec.verdict}**.")
 
 
 # ------------------------------------------------------------------------------ the claims this page decides

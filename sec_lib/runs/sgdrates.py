@@ -3,8 +3,8 @@
 Registered on 2026-11-28, before any of its test-class runs (``data/followups/sgd-rates/README.md``):
 
 - **Why.** The decisive tier chose SGD's two rates (without SEC, and with SEC at the paper's η) on semihard alone
-  (``sgd-selection``); Q6b's other losses reuse them. A held-out diagnostic (54 runs, the ``selection`` folder here)
-  showed that rate is no other loss's best.
+  (``sgd-selection``); Q6b's other losses reuse them. A held-out diagnostic (54 runs, now points of the grids in the
+  ``selection`` folder here) showed that rate is no other loss's best.
 - **Selection** (held-out classes only). For each of :data:`LOSSES` and each arm of
   :data:`~sec_lib.runs.selection.RATE_ARMS`, exactly the tier's own rule for SGD's rates
   (:func:`sec_lib.runs.commands.select_rates`): the grid :data:`~sec_lib.runs.selection.LR_GRID`, 3 seeds a rate,
@@ -86,17 +86,18 @@ def scores_json(scores: dict) -> dict:
 
 
 def choose(store, loss: str, arm: str, plan=None):
-    """(the :class:`~sec_lib.runs.selection.Choice` once final, else None; the selection runs still to train): the
-    tier's rule on :data:`~sec_lib.runs.selection.LR_GRID`, grown at an edge."""
+    """(the :class:`~sec_lib.runs.selection.Choice` once final, else None; every run of the grid so far, grown
+    points included; the runs of it still to train): the tier's rule on :data:`~sec_lib.runs.selection.LR_GRID`,
+    grown at an edge."""
     rates = tuple(selection.LR_GRID)
     while True:
         cfgs = selection_configs(loss, arm, rates, plan)
         todo = [c for c in cfgs if not store.has(c)]
         if todo:
-            return None, todo
+            return None, cfgs, todo
         c = selection.choose(score_rates([store.get(x, tables=()) for x in cfgs]), selection.LR_GRID, zero=False)
         if c.needs is None:
-            return c, []
+            return c, cfgs, []
         rates = (*rates, c.needs)
 
 
@@ -107,12 +108,20 @@ def q6b_configs(root=None) -> list[TrainConfig]:
     return [TrainConfig(**json.loads(c)) for c in runs.loc[runs["optimizer"] == "sgd", "config"]]
 
 
-def test_configs(rates: dict) -> list[TrainConfig]:
+def q6b_rates(root=None) -> dict:
+    """{loss: {'none': lr, 'sec': lr}}: the rates Q6b's runs trained at (the tier's shared SGD rates)."""
+    out: dict = {}
+    for c in q6b_configs(root):
+        out.setdefault(c.loss, {})["sec" if c.eta > 0 else "none"] = float(c.lr)
+    return out
+
+
+def test_configs(rates: dict, root=None) -> list[TrainConfig]:
     """Q6b's runs with each loss's and arm's rate from ``rates`` ({loss: {'sgd': lr, 'sgd+sec': lr}}; a loss not
     there keeps Q6b's rate)."""
     import dataclasses
     out = []
-    for c in q6b_configs():
+    for c in q6b_configs(root):
         arm = "sgd+sec" if c.eta > 0 else "sgd"
         lr = rates.get(c.loss, {}).get(arm, c.lr)
         out.append(dataclasses.replace(c, lr=float(lr)))
@@ -143,7 +152,7 @@ def test_runs(root=None) -> pd.DataFrame:
     if not choices:
         raise KeyError(f"Q6c's held-out selection is not final yet: {_rel(here / 'choices.json')} is not written")
     want = {run_key(c) for c in test_configs({loss: {a: v["lr"] for a, v in arms.items()}
-                                              for loss, arms in choices.items()})}
+                                              for loss, arms in choices.items()}, root)}
     path = here / "test" / "runs.parquet"
     runs = pd.read_parquet(path) if path.exists() else pd.DataFrame(columns=["key"])
     missing = want - set(runs["key"])
@@ -154,21 +163,24 @@ def test_runs(root=None) -> pd.DataFrame:
 
 
 def rate_table(root=None) -> pd.DataFrame:
-    """The selection as committed: per loss, arm and rate, the mean held-out R@1 over the seeds that trained to
-    their end, the ``seeds`` and how many ``failed`` (a failed run scores −∞ in the rule, so its rate is never
-    chosen), and whether the rate was ``chosen`` (``choices.json``)."""
+    """The selection as committed: per loss, arm ('none', or 'sec' at the paper's η, as the page's other rate tables
+    name them) and rate, the mean held-out R@1 over the seeds that trained to their end, the ``seeds`` and how many
+    ``failed`` (a failed run scores −∞ in the rule, so its rate is never chosen), and whether the rate was
+    ``chosen`` (``choices.json``)."""
     path = folder(root) / "selection" / "runs.parquet"
     cols = ["loss", "arm", "eta", "lr", "R@1", "seeds", "failed", "chosen"]
     if not path.exists():
         return pd.DataFrame(columns=cols)
     runs = pd.read_parquet(path, columns=["loss", "eta", "lr", "seed", "status", "R@1"])
-    runs["arm"] = ["sgd+sec" if e > 0 else "sgd" for e in runs["eta"]]
+    runs["arm"] = ["sec" if e > 0 else "none" for e in runs["eta"]]
     runs["failed"] = runs["status"].astype(str) != "done"
     runs.loc[runs["failed"], "R@1"] = float("nan")
     out = (runs.groupby(["loss", "arm", "eta", "lr"], sort=True)
            .agg(**{"R@1": ("R@1", "mean"), "seeds": ("seed", "size"), "failed": ("failed", "sum")}).reset_index())
     choices = read_choices(root)
-    out["chosen"] = [choices.get(lo, {}).get(a, {}).get("lr") == lr for lo, a, lr in zip(out["loss"], out["arm"], out["lr"])]
+    arms = {"none": "sgd", "sec": "sgd+sec"}            # choices.json's arms are selection.RATE_ARMS
+    out["chosen"] = [choices.get(lo, {}).get(arms[a], {}).get("lr") == lr
+                     for lo, a, lr in zip(out["loss"], out["arm"], out["lr"])]
     order = {lo: i for i, lo in enumerate(LOSSES)}
     return out.sort_values(["loss", "arm", "lr"], key=lambda c: c.map(order) if c.name == "loss" else c)[cols] \
         .reset_index(drop=True)
@@ -181,17 +193,18 @@ def main(jobs: int = 2, root_store=None) -> dict:
     from .store import ResultStore
     store = ResultStore(root_store)
     out = folder()
-    for stage in ("selection", "test"):
-        if (out / stage / "runs.parquet").exists():
-            print(f"restored {tier.restore(out / stage, store)} committed {stage} runs into {store.root}", flush=True)
+    q6b = tier.tier_dir("decisive") / "optim"
+    for what, where in (("Q6b", q6b), ("selection", out / "selection"), ("test", out / "test")):
+        if (where / "runs.parquet").exists():    # Q6b's: semihard's test runs are its runs, reused, never retrained
+            print(f"restored {tier.restore(where, store)} committed {what} runs into {store.root}", flush=True)
     named: list = []
     while True:
         todo, final = [], {}
         for arm in ("sgd", "sgd+sec"):               # the arm without SEC first: its grids sit at their edges
             for loss in LOSSES:
-                c, need = choose(store, loss, arm)
-                for x in selection_configs(loss, arm, selection.LR_GRID) + need:
-                    if x not in named:
+                c, grid, need = choose(store, loss, arm)
+                for x in grid:                          # every run of the grid, grown points included: the export
+                    if x not in named:                  # writes only the runs it is named
                         named.append(x)
                 todo += need
                 if c is not None:
