@@ -135,6 +135,9 @@ def test_the_driver_selects_writes_its_choices_then_trains_and_exports_the_test_
     runs = sgdrates.test_runs()
     assert len(runs) == len(base) and (runs["holdout_classes"] == 0).all()
     assert not [c for c in trained if c.loss == "semihard"] and "committed Q6b runs" in capsys.readouterr().out
+    said = optim.q6c_evidence_sentence()
+    assert said.startswith("**Evidence for Q6c:** the selection, 96 runs of 3,000 iterations on glyphs, scored on 400 held-out")
+    assert "the test, 16 runs of 10 iterations" in said and "(4 of them Q6b's runs, reused)" in said
     assert set(runs.loc[(runs.loss == "ms") & (runs.variant == "none"), "lr"]) == {1.0}
     n = len(trained)
     assert sgdrates.main(jobs=200) == final and len(trained) == n          # a rerun resumes: nothing trains again

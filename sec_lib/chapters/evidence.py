@@ -142,6 +142,13 @@ def _describe(profile: str, runs: pd.DataFrame, what: str = "") -> str:
             f"trained {when}")
 
 
+def runs_sentence(runs: pd.DataFrame, what: str = "") -> str:
+    """'40 runs of 13,500 iterations on glyphs, scored on all test classes, 2.53 run-hours ... trained 2026-11-28':
+    the evidence banner's description of ``runs`` (:func:`tier_runs`' columns), for evidence outside a tier (a
+    registered follow-up's folder)."""
+    return _describe("", runs, what)
+
+
 def tier_sentence(shown: str, quick: str, chapters: Sequence[str], root=None) -> str:
     """Which tier produced this page's numbers, with how many runs, iterations and core-hours, and
     what the quick tier beside it is."""

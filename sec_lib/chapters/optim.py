@@ -10,6 +10,7 @@ import pandas as pd
 from .. import report
 from ..runs import decisive, sgdrates
 from ..runs import experiments as ex
+from ..runs.store import run_key
 from ..runs.train import nonfinite_step
 from ..report import one_family, pooled_diff, summary_table, with_verdict
 from . import profile_param
@@ -372,6 +373,21 @@ def q6c_rates_sentence(table: pd.DataFrame, shared: dict | None = None) -> str:
     return ("Chosen on held-out classes, by the tier's rule: " + "; ".join(parts) + ". Semihard keeps the tier's own "
             f"selection ({semi.get('none', np.nan):g} without SEC, {semi.get('sec', np.nan):g} with it), so its runs "
             "are Q6b's.")
+
+
+def q6c_evidence_sentence(root=None) -> str:
+    """What produced Q6c's numbers, as the evidence banner words a tier: its held-out selection and its test runs
+    (semihard's are Q6b's, reused), with their iterations, run-hours, machine and dates."""
+    from .evidence import runs_sentence
+    sel, test = sgdrates.stage_runs("selection", root), sgdrates.stage_runs("test", root)
+    if not len(sel):
+        return "Q6c has no committed runs yet."
+    out = f"**Evidence for Q6c:** the selection, {runs_sentence(sel)}"
+    if len(test):
+        q6b = {run_key(c) for c in sgdrates.q6b_configs(root)}
+        reused = int(test["key"].isin(q6b).sum())
+        out += f"; the test, {runs_sentence(test)}" + (f" ({reused} of them Q6b's runs, reused)" if reused else "")
+    return out + f"; committed under `{sgdrates.FOLDER_TEXT}`."
 
 
 def q6c_selection_curves(table: pd.DataFrame) -> pd.DataFrame:

@@ -41,6 +41,7 @@ SEEDS = tuple(range(5))
 #: The follow-up's folder under the repository: ``selection/`` (held-out runs), ``test/`` (test-class runs),
 #: ``choices.json`` and its README.
 FOLDER = ("data", "followups", "sgd-rates")
+FOLDER_TEXT = "/".join(FOLDER) + "/"
 #: Its Holm family's name.
 FAMILY = "Q6c: SGD at per-loss rates"
 
@@ -160,6 +161,19 @@ def test_runs(root=None) -> pd.DataFrame:
         raise KeyError(f"Q6c's test runs are not all committed yet: {len(want) - len(missing)} of {len(want)} are in "
                        f"{_rel(path)}")
     return runs[runs["key"].isin(want)].reset_index(drop=True)
+
+
+def stage_runs(stage: str, root=None) -> pd.DataFrame:
+    """The committed runs of ``stage`` ('selection', 'test') in :func:`sec_lib.chapters.evidence.tier_runs`' columns
+    (the date to the day), for the page's account of what produced Q6c; empty before the stage is committed."""
+    cols = ["key", "dataset", "iterations", "test_classes", "holdout_classes", "wall_s", "device", "torch", "date"]
+    path = folder(root) / stage / "runs.parquet"
+    if not path.exists():
+        return pd.DataFrame(columns=cols)
+    runs = pd.read_parquet(path)
+    cfg = [json.loads(c) for c in runs["config"]]
+    return runs.assign(dataset=[c["dataset"] for c in cfg], test_classes=[c.get("test_classes") for c in cfg],
+                       date=runs["date"].astype(str).str[:10])[cols]
 
 
 def rate_table(root=None) -> pd.DataFrame:
