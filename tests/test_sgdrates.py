@@ -229,3 +229,18 @@ def test_a_restart_keeps_the_grown_points_of_a_finished_grid_in_the_export(repo,
     grown = sel[(sel["loss"] == "npair") & (sel["eta"] == 0)]
     assert set(grown["lr"]) == {0.001, *selection.LR_GRID} and len(grown) == 18
     assert not [c for c in trained if c.loss == "npair" and c.eta == 0]    # nothing of that grid trained again
+
+
+def test_the_page_shows_q6c_only_where_it_shows_the_decisive_tier():
+    from sec_lib.chapters.evidence import Evidence
+
+    class Ev(Evidence):
+        def __init__(self, tier):
+            super().__init__("x", {"optim": object()}, loader=lambda ch: None)
+            self.shown = tier
+
+        def profile_of(self, chapter):
+            return self.shown
+    assert optim.q6c_applies(Ev("decisive")) and not optim.q6c_applies(Ev("cub-smoke"))
+    said = optim.q6c_absent(Ev("cub-smoke"))
+    assert "the cub-smoke tier, which has none" in said and "glyph" not in said

@@ -346,15 +346,28 @@ def q6c_family(runs: pd.DataFrame, metric: str = "R@1") -> dict:
     return {"diffs": diffs, "pooled": pooled}
 
 
+def q6c_applies(ev) -> bool:
+    """Whether this page shows Q6c's follow-up: only where it shows the decisive tier, whose runs the follow-up
+    retrains (a real-benchmark book, or a quick book without the committed tier, has none of it)."""
+    from ..runs.pilot import TIER
+    ev.frames("optim")
+    return ev.profile_of("optim") == TIER
+
+
+def q6c_absent(ev) -> str:
+    """What the page says in Q6c's place where :func:`q6c_applies` is False."""
+    from ..runs.pilot import TIER
+    return (f"Q6c is a follow-up on the {TIER} tier's runs; this page shows the {ev.profile_of('optim')} tier, which has "
+            "none, so it shows no part of it.")
+
+
 def q6c_evidence(ev) -> dict:
     """Q6c's family (:func:`q6c_family`) where this page shows the decisive tier, whose follow-up it is (its runs are
     Q6b's with the rate changed): ``data/followups/sgd-rates/test`` read once per evidence. KeyError (no evidence)
     on another tier, or while the follow-up's runs are not all committed."""
     from ..runs.pilot import TIER
-    ev.frames("optim")
-    shown = ev.profile_of("optim")
-    if shown != TIER:
-        raise KeyError(f"Q6c is a follow-up on the {TIER} tier's runs; the {shown} tier has none")
+    if not q6c_applies(ev):
+        raise KeyError(f"Q6c is a follow-up on the {TIER} tier's runs; the {ev.profile_of('optim')} tier has none")
     return ev.derived("q6c_family", lambda: q6c_family(sgdrates.test_runs()))
 
 
