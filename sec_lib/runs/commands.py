@@ -364,9 +364,7 @@ def select_stage(losses, kinds, shape: str, length: int, store, jobs: int, out: 
             zero = selection.configs(loss, (0.0,), shape, length, "sec", profile)     # shared by both grids
             rows = [store.get(c, tables=()) for c in zero + selection.configs(loss, [w for w in ws if w], shape,
                                                                                length, kind, profile)]
-            runs = pd.DataFrame([{"eta": r.config.eta, "seed": r.config.seed,       # a diverged run cannot win
-                                  "R@1": r.metrics.get("R@1") if r.status == "done" else float("-inf")}
-                                 for r in rows if r is not None], columns=["eta", "seed", "R@1"])
+            runs = selection.held_out_frame(rows)                     # a diverged run cannot win
             c = selection.choose(selection.scores_of(runs), base[kind])
             final[(loss, kind)] = (c, runs)
             print(f"  {loss} {kind}: chosen {c.weight:g} (best nonzero {c.best_nonzero:g})"
@@ -397,9 +395,7 @@ def select_rates(arms, shape: str, length: int, store, jobs: int, out: Path, pro
         final, grown = {}, False
         for arm, rates in list(grids.items()):
             rows = [store.get(c, tables=()) for c in selection.rate_configs(arm, rates, shape, length, profile)]
-            runs = pd.DataFrame([{"lr": r.config.lr, "seed": r.config.seed,       # a diverged run cannot win
-                                  "R@1": r.metrics.get("R@1") if r.status == "done" else float("-inf")}
-                                 for r in rows if r is not None], columns=["lr", "seed", "R@1"])
+            runs = selection.held_out_frame(rows, by="lr")            # a diverged run cannot win
             c = selection.choose(selection.scores_of(runs, by="lr"), selection.LR_GRID, zero=False)
             final[arm] = c
             print(f"  {arm}: chosen lr {c.weight:g}" + (f", growing the grid to {c.needs:g}" if c.needs else "")

@@ -40,10 +40,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
-import tempfile
 from pathlib import Path
 
+from ..tempfiles import atomic_write_bytes
 from . import experiments as ex
 from . import tier
 from .mainstage import EVALS, Plan
@@ -137,12 +136,7 @@ def choices_in(folder) -> dict:
 
 
 def _write_choices(have: dict, root=None) -> None:
-    path = choices_path(root)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-choices-")
-    with os.fdopen(fd, "w") as f:
-        f.write(json.dumps(have, indent=1, sort_keys=True) + "\n")
-    os.replace(tmp, path)
+    atomic_write_bytes(choices_path(root), (json.dumps(have, indent=1, sort_keys=True) + "\n").encode())
 
 
 def record_rate(arm: str, choice, root=None) -> dict:

@@ -99,6 +99,14 @@ def scores_of(runs: pd.DataFrame, seeds=None, metric: str = "R@1", by: str = "et
     return out
 
 
+def held_out_frame(results, by: str = "eta") -> pd.DataFrame:
+    """Columns ``by`` (the config field a grid varies: η, or ``lr``), seed and R@1 of held-out RunResults (None
+    skipped), a run that did not finish scoring −∞ so that it cannot win: what :func:`scores_of` averages."""
+    return pd.DataFrame([{by: getattr(r.config, by), "seed": r.config.seed,
+                          "R@1": r.metrics.get("R@1") if r.status == "done" else float("-inf")}
+                         for r in results if r is not None], columns=[by, "seed", "R@1"])
+
+
 def paired_diffs(runs: pd.DataFrame, weight: float, metric: str = "R@1") -> pd.DataFrame:
     """Per seed: ``metric`` at ``weight`` minus at 0 (columns seed, diff), for the seed plan's SD."""
     w = runs.pivot_table(index="seed", columns="eta", values=metric)

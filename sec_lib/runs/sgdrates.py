@@ -23,13 +23,13 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import tempfile
 from pathlib import Path
 
 import pandas as pd
 
+from ..tempfiles import atomic_write_bytes
 from . import selection, tier
+from .store import run_key
 from .train import TrainConfig
 
 #: The losses whose SGD rates this follow-up selects (semihard's are the tier's ``sgd-selection``).
@@ -72,14 +72,6 @@ def selection_configs(loss: str, arm: str, rates, plan=None) -> list[TrainConfig
     return selection.rate_configs(arm, rates, plan.shape, plan.length, loss=loss)
 
 
-def score_rates(runs) -> dict:
-    """{lr: mean held-out R@1 over the 3 selection seeds} from RunResults (a failed run scores −∞)."""
-    df = pd.DataFrame([{"lr": r.config.lr, "seed": r.config.seed,
-                        "R@1": r.metrics.get("R@1") if r.status == "done" else float("-inf")}
-                       for r in runs if r is not None], columns=["lr", "seed", "R@1"])
-    return selection.scores_of(df, by="lr")
-
-
 def scores_json(scores: dict) -> dict:
     """A choice's scores as ``choices.json`` keeps them: {"0.03": R@1}, a rate with a diverged seed (−∞ in the rule)
     as null, so that the file is strict JSON."""
@@ -96,7 +88,8 @@ def choose(store, loss: str, arm: str, plan=None):
         todo = [c for c in cfgs if not store.has(c)]
         if todo:
             return None, cfgs, todo
-        c = selection.choose(score_rates([store.get(x, tables=()) for x in cfgs]), selection.LR_GRID, zero=False)
+        runs = selection.held_out_frame([store.get(x, tables=()) for x in cfgs], by="lr")   # as select_rates scores
+        c = selection.choose(selection.scores_of(runs, by="lr"), selection.LR_GRID, zero=False)
         if c.needs is None:
             return c, cfgs, []
         rates = (*rates, c.needs)
@@ -136,18 +129,12 @@ def read_choices(root=None) -> dict:
 
 def write_choices(choices: dict, root=None) -> None:
     """``choices.json``, atomically: {loss: {arm: {"lr": lr, "flags": [...], "scores": {lr: R@1}}}}."""
-    path = folder(root) / "choices.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-choices-")
-    with os.fdopen(fd, "w") as f:
-        f.write(json.dumps(choices, indent=1, sort_keys=True) + "\n")
-    os.replace(tmp, path)
+    atomic_write_bytes(folder(root) / "choices.json", (json.dumps(choices, indent=1, sort_keys=True) + "\n").encode())
 
 
 def test_runs(root=None) -> pd.DataFrame:
     """The committed test runs (``test/runs.parquet``), once ``choices.json`` is written and every test run of its
     rates is there; KeyError (no evidence yet) before, saying how many are missing."""
-    from ..runs.experiments import run_key
     here = folder(root)
     choices = read_choices(root)
     if not choices:
