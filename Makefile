@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 JS_STAMP := node_modules/.installed
 PROFILE ?= cpu
 
-.PHONY: setup lock js browser test book book-html reference decisive followup-sgd pretrained publish clean-book help
+.PHONY: setup lock js browser test book book-html reference decisive followup-sgd followup-sgd-eta pretrained publish clean-book help
 
 help:
 	@echo "make book   - run every notebook (profile $(PROFILE)) and build _build/html"
@@ -15,6 +15,7 @@ help:
 	@echo "make reference - the same as make decisive (the reference tier it replaced was retired on 2026-11-28)"
 	@echo "make decisive - train what is missing of the decisive tier (pilot, then held-out selection) and export it"
 	@echo "make followup-sgd - train what is missing of Q6c, the registered follow-up on SGD's rates (data/followups/sgd-rates/)"
+	@echo "make followup-sgd-eta - train what is missing of Q6d, the registered follow-up on SEC's η under SGD (data/followups/sgd-eta/)"
 	@echo "make pretrained - retrain the committed glyph backbone (data/reference/pretrained/; 9-15 min of one core)"
 	@echo "make publish - push the built _build/html to the gh-pages branch (ghp-import; run make book first)"
 	@echo "make setup  - create .venv and install sec_lib editable with the [$(EXTRAS)] extras, pinned by $(LOCK)"
@@ -72,6 +73,11 @@ decisive: setup
 # held-out classes, then Q6b's runs at those rates; about 1.5 hours on 2 cores; resumes from the store and the folder.
 followup-sgd: setup
 	$(PY) -m sec_lib.runs.sgdrates --jobs 2
+
+# Q6d, the registered follow-up to Q6c (data/followups/sgd-eta/README.md): SEC's η per loss on held-out classes at
+# the SGD rate of the loss's arm without SEC, then Q6b's runs at that rate and η; about 2 hours on 2 cores; resumes.
+followup-sgd-eta: setup
+	$(PY) -m sec_lib.runs.sgdeta --jobs 2
 
 # The glyph backbone pretrained on classes no split uses (issue 24), committed under data/reference/pretrained/:
 # retrains it from its config (resumes an interrupted attempt) and rewrites the checkpoint and its provenance; on

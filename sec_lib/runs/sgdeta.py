@@ -1,0 +1,190 @@
+"""Q6d, a registered follow-up to Q6c: does SEC help under SGD at an η chosen for SGD?
+
+Registered on 2026-11-28, before any of its runs (``data/followups/sgd-eta/README.md``):
+
+- **Why.** Q6b and Q6c train SEC under SGD at the paper's η (1 for triplet, N-pair and MS; 0.5 for semihard), an η
+  the paper chose for its own optimizer. With it, every SGD rate from 0.3 up diverges, so Q6c's SEC arm trained at
+  0.03 while triplet and MS without SEC trained best at 0.3: its verdict ("not reproduced", −1.82) cannot separate
+  SEC from the lower rate it forced. Q6d holds the rate fixed and chooses η instead.
+- **Selection** (held-out classes only). For each of :data:`LOSSES`, at the rate its arm *without* SEC uses under
+  SGD (:func:`base_rates`: Q6c's choice for triplet, N-pair and MS, Q6b's 0.1 for semihard), exactly the decisive
+  tier's η rule (:func:`sec_lib.runs.commands.select_stage`): the grid η = 0 and
+  :data:`~sec_lib.runs.selection.ETA_GRID`, 3 seeds a point, the best mean held-out R@1 (a diverged run scores −∞;
+  ties: the smaller η), the nonzero grid grown ×/÷ 10 while its best sits at an edge, twice a side at most. When
+  η = 0 wins, SEC was not selected and its best nonzero η is tested, flagged. The runs are SGD's held-out runs of
+  the tier (:func:`sec_lib.runs.selection.rate_configs`' settings), so Q6c's rate grids give the η = 0 points and
+  some η = paper points.
+- **Test.** Q6b's own runs (the decisive ``optim`` stage's SGD configs, :data:`SEEDS`) with both arms at the loss's
+  rate without SEC and SEC at the chosen η: the arm without SEC is exactly Q6c's (semihard's: Q6b's), reused.
+- **Primary metric and family.** As Q6c: R@1, SEC − none averaged over the four main losses per seed (a loss with a
+  failed run is left out), one t-test against 0; with the four per-loss differences, one Holm family of 5
+  (:data:`FAMILY`). Verdict words and margins are the book's (:func:`sec_lib.report.with_verdict`).
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from ..tempfiles import atomic_write_bytes
+from . import selection, sgdrates, tier
+from .store import run_key
+from .train import TrainConfig
+
+#: The four main losses, each selected and tested.
+LOSSES = ("triplet", "semihard", "npair", "ms")
+#: The test seeds: Q6b's (the decisive tier's floor).
+SEEDS = sgdrates.SEEDS
+#: The follow-up's folder: ``selection/`` (held-out runs), ``test/`` (test-class runs), ``choices.json``, README.
+FOLDER = ("data", "followups", "sgd-eta")
+FOLDER_TEXT = "/".join(FOLDER) + "/"
+#: Its Holm family's name.
+FAMILY = "Q6d: SGD at a held-out η"
+
+
+def folder(root=None) -> Path:
+    """:data:`FOLDER` of the repository (or of ``root``)."""
+    return Path(root or tier.REPO).joinpath(*FOLDER)
+
+
+def base_rates(root=None) -> dict:
+    """{loss: lr}: the SGD rate of each loss's arm without SEC, at which Q6d trains both arms: Q6c's held-out choice
+    (``sgd-rates/choices.json``) for its losses, Q6b's shared rate for semihard. KeyError while Q6c's choice is not
+    committed."""
+    chosen = sgdrates.read_choices(root)
+    if not chosen:
+        raise KeyError(f"Q6d needs Q6c's rates: {sgdrates.FOLDER_TEXT}choices.json is not committed")
+    q6b = sgdrates.q6b_rates(root)
+    return {loss: float(chosen[loss]["sgd"]["lr"]) if loss in chosen else float(q6b[loss]["none"]) for loss in LOSSES}
+
+
+def selection_configs(loss: str, etas, lr: float, plan=None) -> list[TrainConfig]:
+    """The held-out runs of ``loss``'s η selection under SGD at rate ``lr``: every η of ``etas`` (0: no SEC) and seed
+    of :data:`~sec_lib.runs.selection.SEEDS`, with the settings of the tier's SGD rate runs (the tier's schedule and
+    length), so that η = 0 and the paper's η are points of Q6c's rate grids."""
+    from . import experiments as ex
+    from .pilot import schedule
+    if loss not in LOSSES:
+        raise ValueError(f"loss {loss!r} is not selected by this follow-up; valid values: {', '.join(LOSSES)}")
+    plan = plan or sgdrates._plan()
+    p = ex.get_profile("reference")
+    return [ex.config(p, loss, "sec" if w else "none", seed, holdout_classes=p.holdout_classes, optimizer="sgd",
+                      lr=float(lr), eval_every=0, stats_every=20, **({"eta": float(w)} if w else {}),
+                      **schedule(plan.shape, plan.length))
+            for w in etas for seed in selection.SEEDS]
+
+
+def choose(store, loss: str, lr: float, plan=None):
+    """(the :class:`~sec_lib.runs.selection.Choice` once final, else None; every run of the grid so far; the runs of
+    it still to train): the tier's η rule (η = 0 a point of its own) on
+    :data:`~sec_lib.runs.selection.ETA_GRID`, grown at an edge."""
+    etas = (0.0, *selection.ETA_GRID)
+    while True:
+        cfgs = selection_configs(loss, etas, lr, plan)
+        todo = [c for c in cfgs if not store.has(c)]
+        if todo:
+            return None, cfgs, todo
+        runs = selection.held_out_frame([store.get(x, tables=()) for x in cfgs])      # a diverged run cannot win
+        c = selection.choose(selection.scores_of(runs), selection.ETA_GRID)
+        if c.needs is None:
+            return c, cfgs, []
+        etas = (*etas, c.needs)
+
+
+def test_configs(choices: dict, root=None) -> list[TrainConfig]:
+    """Q6b's runs with both arms at the loss's rate without SEC and SEC at the η to test (``choices``:
+    {loss: {"lr": lr, "tested": η}}), in Q6b's order."""
+    out = []
+    for c in sgdrates.q6b_configs(root):
+        ch = choices[c.loss]
+        out.append(dataclasses.replace(c, lr=float(ch["lr"]), **({"eta": float(ch["tested"])} if c.eta > 0 else {})))
+    return out
+
+
+def read_choices(root=None) -> dict:
+    path = folder(root) / "choices.json"
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def write_choices(choices: dict, root=None) -> None:
+    """``choices.json``, atomically: {loss: {"lr", "eta" (chosen; 0: SEC not selected), "tested" (the η the test
+    trains), "flags", "scores": {η: R@1}}}."""
+    atomic_write_bytes(folder(root) / "choices.json", (json.dumps(choices, indent=1, sort_keys=True) + "\n").encode())
+
+
+def test_runs(root=None) -> pd.DataFrame:
+    """The committed test runs (``test/runs.parquet``), once ``choices.json`` is written and every test run is
+    there; KeyError (no evidence yet) before, saying how many are missing."""
+    here = folder(root)
+    choices = read_choices(root)
+    if not choices:
+        raise KeyError(f"Q6d's held-out selection is not final yet: {sgdrates._rel(here / 'choices.json')} is not "
+                       "written")
+    want = {run_key(c) for c in test_configs(choices, root)}
+    path = here / "test" / "runs.parquet"
+    runs = pd.read_parquet(path) if path.exists() else pd.DataFrame(columns=["key"])
+    missing = want - set(runs["key"])
+    if missing:
+        raise KeyError(f"Q6d's test runs are not all committed yet: {len(want) - len(missing)} of {len(want)} are in "
+                       f"{sgdrates._rel(path)}")
+    return runs[runs["key"].isin(want)].reset_index(drop=True)
+
+
+def main(jobs: int = 2, root_store=None) -> dict:
+    """Train the follow-up, resumably: the η selections (grown until final), ``choices.json``, then the test runs;
+    each export after every chunk of ``jobs`` runs. Committed runs that are points of it (Q6b's, Q6c's, the tier's
+    ``sgd-selection``) are restored first and never retrained. Returns the choices."""
+    from .commands import train_exporting
+    from .store import ResultStore
+    store = ResultStore(root_store)
+    out = folder()
+    dec, q6c = tier.tier_dir("decisive"), sgdrates.folder()
+    for what, where in (("Q6b", dec / "optim"), ("SGD rate selection", dec / "sgd-selection"),
+                        ("Q6c selection", q6c / "selection"), ("Q6c test", q6c / "test"),
+                        ("selection", out / "selection"), ("test", out / "test")):
+        if (where / "runs.parquet").exists():
+            print(f"restored {tier.restore(where, store)} committed {what} runs into {store.root}", flush=True)
+    rates = base_rates()
+    named: list = []
+    while True:
+        todo, final = [], {}
+        for loss in LOSSES:
+            c, grid, need = choose(store, loss, rates[loss])
+            named += [x for x in grid if x not in named]
+            todo += need
+            if c is not None:
+                final[loss] = {"lr": rates[loss], "eta": float(c.weight), "tested": float(c.best_nonzero),
+                               "flags": c.flags_for("SEC"), "scores": sgdrates.scores_json(c.scores)}
+        if not todo:
+            break
+        print(f"Q6d selection: {len(todo)} held-out runs to train", flush=True)
+        train_exporting(todo, named, out / "selection", store, jobs, "Q6d selection")
+    have = read_choices()
+    if have and have != final:
+        raise RuntimeError(f"{out / 'choices.json'} differs from the selection's runs: {have} vs {final}")
+    write_choices(final)
+    print("Q6d η at SGD's rate: " + "; ".join(f"{loss} lr {v['lr']:g} η {v['eta']:g} (tested {v['tested']:g})"
+                                             for loss, v in final.items()), flush=True)
+    tests = test_configs(final)
+    todo = [c for c in tests if not store.has(c)]
+    print(f"Q6d test: {len(tests)} runs, {len(todo)} to train", flush=True)
+    train_exporting(todo, tests, out / "test", store, jobs, "Q6d test")
+    return final
+
+
+def cli(argv=None) -> int:
+    """``python -m sec_lib.runs.sgdeta [--jobs N]`` (``make followup-sgd-eta``)."""
+    import argparse
+    ap = argparse.ArgumentParser(prog="python -m sec_lib.runs.sgdeta", description=__doc__.splitlines()[0])
+    ap.add_argument("--jobs", type=int, default=2, help="runs trained at once (default 2: one a core)")
+    args = ap.parse_args(argv)
+    if args.jobs < 1:
+        ap.error(f"--jobs must be at least 1, got {args.jobs}")
+    main(jobs=args.jobs)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(cli())
