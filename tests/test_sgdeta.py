@@ -1,0 +1,145 @@
+"""Q6d, the registered follow-up to Q6c (``sec_lib.runs.sgdeta``): the tier's η rule per loss at the SGD rate of its
+arm without SEC, grown at an edge, η = 0 allowed to win; its η = 0 and paper-η points are Q6c's runs; the test runs
+are Q6b's at that rate with only η changed, the arm without SEC Q6c's; the driver resumes and reuses."""
+import dataclasses
+import json
+import math
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from sec_lib.runs import selection, sgdeta, sgdrates, tier
+from sec_lib.runs import store as S
+from sec_lib.runs.experiments import run_key
+
+from test_sgdrates import FakeStore, Plan, result
+
+REPO = Path(__file__).resolve().parents[1]
+RATES = {"triplet": 0.3, "semihard": 0.1, "npair": 0.01, "ms": 0.3}
+
+
+def test_a_best_eta_at_the_low_edge_grows_the_grid_down_then_the_choice_is_final():
+    st = FakeStore(lambda c: 80 - abs(math.log10((c.eta or 1e-9) / 5e-4)) + c.seed / 1e4)   # peaks below 0.005
+    c, grid, need = sgdeta.choose(st, "triplet", 0.3, Plan)
+    assert c is None and grid == need and len(need) == 3 * (1 + len(selection.ETA_GRID))
+    assert {x.eta for x in need} == {0.0, *selection.ETA_GRID} and {x.seed for x in need} == set(selection.SEEDS)
+    assert all(x.loss == "triplet" and x.optimizer == "sgd" and x.lr == 0.3 and x.holdout_classes > 0 for x in need)
+    assert {x.variant for x in need if x.eta == 0} == {"none"} and {x.variant for x in need if x.eta} == {"sec"}
+    st.fill(need)
+    c, grid, need = sgdeta.choose(st, "triplet", 0.3, Plan)
+    assert c is None and {x.eta for x in need} == {0.0005} and len(grid) == 21
+    st.fill(need)
+    c, grid, need = sgdeta.choose(st, "triplet", 0.3, Plan)      # 0.0005 is the low edge now: grown once more
+    assert c is None and {x.eta for x in need} == {0.00005}
+    st.fill(need)
+    c, grid, need = sgdeta.choose(st, "triplet", 0.3, Plan)
+    assert need == [] and len(grid) == 24 and c.weight == 0.0005 and c.edge is None and c.needs is None
+
+
+def test_when_no_sec_wins_sec_is_not_selected_and_its_best_eta_is_tested():
+    st = FakeStore(lambda c: 85.0 if c.eta == 0 else (math.nan if c.eta >= 0.5 else 84 - c.eta))
+    st.fill(sgdeta.selection_configs("ms", (0.0, *selection.ETA_GRID), 0.3, Plan))
+    c, _, need = sgdeta.choose(st, "ms", 0.3, Plan)
+    while need:                          # 0.005, the low edge, is the best nonzero η: the grid grows, twice at most
+        st.fill(need)
+        c, _, need = sgdeta.choose(st, "ms", 0.3, Plan)
+    assert c.weight == 0.0 and c.best_nonzero == 0.00005 and c.edge == "low" and c.scores[0.5] == -math.inf
+    assert any("SEC not selected" in f for f in c.flags_for("SEC"))
+
+
+def test_bad_loss_is_refused_with_the_valid_ones():
+    with pytest.raises(ValueError, match="triplet, semihard, npair, ms"):
+        sgdeta.selection_configs("ntxent", (0.0,), 0.1, Plan)
+
+
+def test_its_no_sec_and_paper_eta_points_are_the_tiers_sgd_rate_runs():
+    plan = sgdrates._plan()
+    for loss in sgdrates.LOSSES:
+        assert [run_key(c) for c in sgdeta.selection_configs(loss, (0.0,), 0.3, plan)] == \
+            [run_key(c) for c in sgdrates.selection_configs(loss, "sgd", (0.3,), plan)]
+        assert [run_key(c) for c in sgdeta.selection_configs(loss, (1.0,), 0.03, plan)] == \
+            [run_key(c) for c in sgdrates.selection_configs(loss, "sgd+sec", (0.03,), plan)]
+    semi = sgdeta.selection_configs("semihard", (0.0, 0.5), 0.1, plan)
+    assert [run_key(c) for c in semi] == [run_key(c) for a in selection.RATE_ARMS
+                                          for c in selection.rate_configs(a, (0.1,), plan.shape, plan.length)]
+
+
+def test_the_rates_are_q6cs_choices_without_sec_and_q6bs_for_semihard():
+    assert sgdeta.base_rates() == {lo: sgdrates.read_choices()[lo]["sgd"]["lr"] if lo in sgdrates.LOSSES
+                                   else sgdrates.q6b_rates()[lo]["none"] for lo in sgdeta.LOSSES}
+
+
+def test_the_test_runs_are_q6bs_at_the_rate_without_sec_and_the_chosen_eta():
+    rates = sgdeta.base_rates()
+    chosen = {lo: {"lr": rates[lo], "tested": 0.05} for lo in sgdeta.LOSSES}
+    q6b, new = sgdrates.q6b_configs(), sgdeta.test_configs(chosen)
+    assert len(new) == 40
+    for a, b in zip(q6b, new):
+        assert b.lr == rates[a.loss] and b.eta == (0.05 if a.eta > 0 else 0.0)
+        assert dataclasses.replace(b, lr=a.lr, eta=a.eta) == a            # nothing else changed
+    q6c = sgdrates.test_configs({lo: {a: v["lr"] for a, v in arms.items()}
+                                 for lo, arms in sgdrates.read_choices().items()})
+    assert {run_key(c) for c in new if c.eta == 0} == {run_key(c) for c in q6c if c.eta == 0}   # Q6c's, reused
+
+
+@pytest.fixture
+def repo(tmp_path, monkeypatch, no_fsync):
+    monkeypatch.setattr(tier, "REPO", tmp_path)
+    monkeypatch.setattr(sgdrates, "_plan", lambda: Plan)
+    monkeypatch.setenv("SEC_RUNS_DIR", str(tmp_path / "runs"))
+    return tmp_path
+
+
+def test_no_rates_without_q6cs_choice(repo):
+    with pytest.raises(KeyError, match="Q6d needs Q6c's rates"):
+        sgdeta.base_rates()
+    with pytest.raises(KeyError, match="not final yet"):
+        sgdeta.test_runs()
+
+
+def test_the_driver_selects_writes_its_choices_then_trains_and_exports_the_test_runs(repo, monkeypatch, capsys):
+    peak = {"triplet": 0.05, "semihard": 0.5, "npair": 0.0, "ms": 1.0}     # npair: no SEC wins
+    base = [dataclasses.replace(c, iterations=10) for c in sgdrates.q6b_configs(REPO) if c.seed < 2]   # 2 seeds
+    monkeypatch.setattr(sgdrates, "q6b_configs", lambda root=None: base)
+    sgdrates.write_choices({lo: {"sgd": {"lr": RATES[lo]}, "sgd+sec": {"lr": 0.03}} for lo in sgdrates.LOSSES})
+    trained = []
+
+    def score(c):
+        if c.loss == "npair":
+            return 85.0 - 10 * c.eta + c.seed / 1e3
+        return 80 - abs(math.log10(max(c.eta, 1e-6) / peak[c.loss])) + c.seed / 1e3
+
+    def fake_run_all(configs, root=None, jobs=1, **kw):
+        store = S.ResultStore(root)
+        for c in configs:
+            store.save(result(c, score(c)))
+            trained.append(c)
+        return []
+    q6b = S.ResultStore(repo / "q6b-store")             # Q6b's runs, committed: semihard's none arm among them
+    for c in base:
+        q6b.save(result(c, score(c)))
+    tier.export(q6b, base, tier.tier_dir("decisive") / "optim")
+    monkeypatch.setattr(S, "run_all", fake_run_all)
+    final = sgdeta.main(jobs=500)
+    assert {lo: (v["lr"], v["eta"], v["tested"]) for lo, v in final.items()} == {
+        "triplet": (0.3, 0.05, 0.05), "semihard": (0.1, 0.5, 0.5), "npair": (0.01, 0.0, 0.00005), "ms": (0.3, 1.0, 1.0)}
+    assert any("not selected" in f for f in final["npair"]["flags"])
+    assert {c.eta for c in trained if c.loss == "npair"} >= {0.0005, 0.00005}      # grown twice at the low edge
+    here = sgdeta.folder()
+    assert json.loads((here / "choices.json").read_text()) == final == sgdeta.read_choices()
+    runs = sgdeta.test_runs()
+    assert len(runs) == len(base) and (runs["holdout_classes"] == 0).all()
+    assert set(runs.loc[runs.variant == "sec", "eta"]) == {0.05, 0.5, 0.00005, 1.0}
+    assert set(runs.loc[runs.variant == "none", "lr"]) == {0.3, 0.1, 0.01}
+    assert not [c for c in trained if c.holdout_classes == 0 and c.loss == "semihard" and c.eta == 0]   # Q6b's
+    assert "committed Q6b runs" in capsys.readouterr().out
+    n = len(trained)
+    assert sgdeta.main(jobs=500) == final and len(trained) == n          # a rerun resumes: nothing trains again
+
+
+def test_the_command_refuses_a_bad_jobs_count_before_any_work(capsys, monkeypatch):
+    monkeypatch.setattr(sgdeta, "main", lambda jobs: pytest.fail("no work may start"))
+    with pytest.raises(SystemExit) as e:
+        sgdeta.cli(["--jobs", "0"])
+    assert e.value.code == 2 and "--jobs must be at least 1, got 0" in capsys.readouterr().err
