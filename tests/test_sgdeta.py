@@ -143,3 +143,49 @@ def test_the_command_refuses_a_bad_jobs_count_before_any_work(capsys, monkeypatc
     with pytest.raises(SystemExit) as e:
         sgdeta.cli(["--jobs", "0"])
     assert e.value.code == 2 and "--jobs must be at least 1, got 0" in capsys.readouterr().err
+
+
+def test_the_eta_table_the_sentence_and_the_figure_read_the_committed_selection(repo, monkeypatch):
+    from sec_lib.chapters import optim
+    from sec_lib.figures import sweeps
+    score = {0.0: 85.0, 0.005: 84.0, 0.05: 86.0, 0.1: 85.5, 0.5: math.nan, 1.0: math.nan}
+    st = S.ResultStore(repo / "runs")
+    cfgs = sgdeta.selection_configs("ms", (0.0, *selection.ETA_GRID), 0.3, Plan)
+    for c in cfgs:
+        st.save(result(c, score[c.eta]))
+    tier.export(st, cfgs, sgdeta.folder() / "selection")
+    assert optim.q6d_eta_sentence(sgdeta.eta_table()) == "Q6d's held-out selection is not final yet."
+    sgdeta.write_choices({"ms": {"lr": 0.3, "eta": 0.05, "tested": 0.05}})
+    table = sgdeta.eta_table()
+    assert table["eta"].tolist() == [0.0, *selection.ETA_GRID] and (table["seeds"] == 3).all()
+    assert table.loc[table["failed"] > 0, "eta"].tolist() == [0.5, 1.0] and table["R@1"].isna().sum() == 2
+    assert table.loc[table["chosen"], "eta"].tolist() == [0.05] == table.loc[table["tested"], "eta"].tolist()
+    assert optim.q6d_eta_sentence(table) == "Chosen on held-out classes, by the tier's η rule: multi-similarity at lr 0.3: η 0.05."
+    sgdeta.write_choices({"ms": {"lr": 0.3, "eta": 0.0, "tested": 0.05}})
+    said = optim.q6d_eta_sentence(sgdeta.eta_table())
+    assert "multi-similarity at lr 0.3: no SEC scored best, so SEC was not selected; its best η, 0.05, is tested" in said
+    curves = optim.q6d_selection_curves(sgdeta.eta_table())
+    assert curves.loc[curves["arm"] == "none", "eta"].tolist() == [0.0] and curves["chosen"].sum() == 1
+    fig = sweeps.pilot_figure(curves, panel="loss", x="eta")
+    ax = fig.axes[0]
+    assert ax.get_xlabel() == "SEC's η" and any(l.get_linestyle() == "--" and l.get_ydata()[0] == 85.0
+                                                for l in ax.get_lines())
+    with pytest.raises(ValueError, match="'lr' or 'eta'"):
+        sweeps.pilot_figure(curves, panel="loss", x="mu")
+
+
+def test_q6d_is_its_own_family_of_five_and_the_reading_names_both_follow_ups():
+    from sec_lib.chapters import optim
+    from test_sgdrates import _runs
+    fam = optim.followup_family(_runs({"triplet": -1.0, "semihard": -0.8, "npair": -1.2, "ms": -0.9}), "Q6d")
+    assert {int(m) for t in fam.values() for m in t["m"]} == {5} and set(fam["pooled"]["family"]) == {sgdeta.FAMILY}
+    assert fam["pooled"]["verdict"].iloc[0] == "not reproduced"
+    reading = optim.page_reading({"pooled": fam["pooled"].iloc[:0], "balance": pd.DataFrame()}, None,
+                                 {"Q6c": "- **Q6c** x", "Q6d": "- **Q6d** y"})
+    assert "- **Q6c** x\n- **Q6d** y" in reading
+    assert (f"Q6c's and Q6d's comparisons are each the Holm family of its own registered follow-up (Q6c: "
+            f"{sgdrates.FAMILY}; Q6d: {sgdeta.FAMILY}); every other verdict") in reading
+    claim = next(c for c in optim.CLAIMS if c.id == "Q6d")
+    assert claim.family == sgdeta.FAMILY and claim.expected_sign == +1 and claim.page == "optim"
+    with pytest.raises(ValueError, match="valid values: Q6c, Q6d"):
+        optim.followup_family(fam["diffs"], "Q6e")

@@ -135,7 +135,7 @@ def test_the_driver_selects_writes_its_choices_then_trains_and_exports_the_test_
     runs = sgdrates.test_runs()
     assert len(runs) == len(base) and (runs["holdout_classes"] == 0).all()
     assert not [c for c in trained if c.loss == "semihard"] and "committed Q6b runs" in capsys.readouterr().out
-    said = optim.q6c_evidence_sentence()
+    said = optim.followup_evidence_sentence("Q6c")
     assert said.startswith("**Evidence for Q6c:** the selection, 96 runs of 3,000 iterations on glyphs, scored on 400 held-out")
     assert "the test, 16 runs of 10 iterations" in said and "(4 of them Q6b's runs, reused)" in said
     assert set(runs.loc[(runs.loss == "ms") & (runs.variant == "none"), "lr"]) == {1.0}
@@ -175,11 +175,11 @@ def _runs(gain: dict, seeds=5) -> pd.DataFrame:
 
 
 def test_q6c_is_one_family_of_five_and_its_reading_names_it():
-    fam = optim.q6c_family(_runs({"triplet": 1.0, "semihard": 0.8, "npair": 1.2, "ms": 0.9}))
+    fam = optim.followup_family(_runs({"triplet": 1.0, "semihard": 0.8, "npair": 1.2, "ms": 0.9}), "Q6c")
     assert len(fam["diffs"]) == 4 and len(fam["pooled"]) == 1
     assert {int(m) for t in fam.values() for m in t["m"]} == {5}
     assert set(fam["pooled"]["family"]) == {sgdrates.FAMILY} and fam["pooled"]["verdict"].iloc[0] == "reproduced"
-    reading = optim.page_reading({"pooled": fam["pooled"].iloc[:0], "balance": pd.DataFrame()}, None, "- **Q6c** x")
+    reading = optim.page_reading({"pooled": fam["pooled"].iloc[:0], "balance": pd.DataFrame()}, None, {"Q6c": "- **Q6c** x"})
     assert "- **Q6c** x" in reading and f"Q6c's comparisons are the Holm family of its registered follow-up " \
                                          f"({sgdrates.FAMILY}); every other verdict" in reading
 
@@ -192,7 +192,7 @@ def test_q6c_has_no_evidence_on_a_tier_other_than_the_decisive_one():
             return "cpu"
     ev = Ev.from_frames({"optim": object()}, "cpu")
     with pytest.raises(KeyError, match="the cpu tier has none"):
-        optim.q6c_evidence(ev)
+        optim.followup_evidence(ev, "Q6c")
     claim = next(c for c in optim.CLAIMS if c.id == "Q6c")
     assert claim.family == sgdrates.FAMILY and claim.expected_sign == +1
 
@@ -241,6 +241,6 @@ def test_the_page_shows_q6c_only_where_it_shows_the_decisive_tier():
 
         def profile_of(self, chapter):
             return self.shown
-    assert optim.q6c_applies(Ev("decisive")) and not optim.q6c_applies(Ev("cub-smoke"))
-    said = optim.q6c_absent(Ev("cub-smoke"))
+    assert optim.followups_apply(Ev("decisive")) and not optim.followups_apply(Ev("cub-smoke"))
+    said = optim.followup_absent(Ev("cub-smoke"), "Q6c")
     assert "the cub-smoke tier, which has none" in said and "glyph" not in said

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from .. import report
-from ..runs import decisive, sgdrates
+from ..runs import decisive, sgdeta, sgdrates
 from ..runs import experiments as ex
 from ..runs.store import run_key
 from ..runs.train import nonfinite_step
@@ -285,12 +285,12 @@ def eta_sentence(runs: pd.DataFrame, pilot: pd.DataFrame) -> str:
             + ("another η." if len(by_eta) > 1 else f"{'a smaller' if next(iter(by_eta)) > at else 'a larger'} η."))
 
 
-def page_reading(family: dict, c4=None, q6c: str = "") -> str:
+def page_reading(family: dict, c4=None, followups: dict | None = None) -> str:
     """The page's closing bullets from its one Holm family (:func:`optim_family`): SEC's gain per
     optimizer averaged over the losses, how balanced the updates are, and the answer for Adam; each with
     interval, adjusted p, detectable effect, n and verdict. ``c4``: :func:`c4_record`, whose record replaces
-    Adam's R@1 row (the same runs: one verdict in the book). ``q6c``: :func:`q6c_reading`, the follow-up's bullet,
-    whose registered family is its own."""
+    Adam's R@1 row (the same runs: one verdict in the book). ``followups``: {id: :func:`followup_reading`}, the
+    registered follow-ups' bullets (:data:`FOLLOWUPS`), each decided in a registered family of its own."""
     if not isinstance(family, dict) or not {"pooled", "balance"} <= set(family):
         raise ValueError("family must be the dict of optim_family(runs, steps) (keys diffs, pooled, balance), "
                          f"got {type(family).__name__}")
@@ -310,8 +310,8 @@ def page_reading(family: dict, c4=None, q6c: str = "") -> str:
         lines.append(f"- **{r['optimizer']}**: SEC − none = "
                      f"{measures_text(r, 2, 'R@1 points', note, 't-test against 0')} → *SEC helps under "
                      f"{r['optimizer']}*: **{r['verdict']}**.")
-    if q6c:
-        lines.append(q6c)
+    followups = {k: v for k, v in (followups or {}).items() if v}
+    lines += list(followups.values())
     for r in balance.to_dict("records"):
         note = over(r)
         lines.append(f"- **{r['optimizer']}**, {r['metric']}: SEC − none = "
@@ -324,10 +324,15 @@ def page_reading(family: dict, c4=None, q6c: str = "") -> str:
         lines.append(f"\nSo, *does the norm imbalance still hurt under Adam?* Measured as the gain from removing it "
                      f"with SEC: **{v}** ({est:+.2f} points).")
     m = next((int(t["m"].iloc[0]) for t in (pooled, balance) if len(t)), 0)
-    if q6c:
-        lines.append(f"\nQ6c's comparisons are the Holm family of its registered follow-up ({sgdrates.FAMILY}); every "
-                     f"other verdict on this page comes from one Holm family of {m} comparisons"
-                     + (" (Adam's R@1 row among them, as declared)." if c4 is not None and len(adam) else "."))
+    if followups:
+        fams = [FOLLOWUPS[i][0].FAMILY for i in followups]
+        whose = and_list([f"{i}'s" for i in followups])
+        lines.append(f"\n{whose} comparisons are the Holm family of its registered follow-up ({fams[0]})"
+                     if len(fams) == 1 else
+                     f"\n{whose} comparisons are each the Holm family of its own registered follow-up ("
+                     + "; ".join(f"{i}: {f}" for i, f in zip(followups, fams)) + ")")
+        lines[-1] += (f"; every other verdict on this page comes from one Holm family of {m} comparisons"
+                      + (" (Adam's R@1 row among them, as declared)." if c4 is not None and len(adam) else "."))
         return "\n".join(lines)
     lines.append(f"\nEvery other verdict on this page, in the tables above and here, comes from one Holm family of {m} "
                  "comparisons (Adam's R@1 row among them, as declared)." if c4 is not None and len(adam) else
@@ -336,39 +341,104 @@ def page_reading(family: dict, c4=None, q6c: str = "") -> str:
     return "\n".join(lines)
 
 
-# ------------------------------------------------------------------------------ Q6c: SGD at per-loss rates
+# ------------------------------------------------------------------------------ registered follow-ups: Q6c, Q6d
 
-def q6c_family(runs: pd.DataFrame, metric: str = "R@1") -> dict:
-    """Q6c's one Holm family (:data:`sec_lib.runs.sgdrates.FAMILY`, registered: 5 comparisons) on the follow-up's
-    test runs: SEC − none per loss (:func:`optim_diffs`) and averaged over the losses per seed (:func:`optim_pooled`),
-    the primary. Returns ``{"diffs", "pooled"}``."""
-    diffs, pooled = one_family(optim_diffs(runs, metric), optim_pooled(runs, metric), family=sgdrates.FAMILY)
+#: The registered follow-ups this page shows, each decided in a Holm family of its own: {claim id: (its module under
+#: :mod:`sec_lib.runs`, which trains it and reads its committed folder; how the page's verdict names its design)}.
+FOLLOWUPS = {
+    "Q6c": (sgdrates, "sgd, each loss and arm at its own held-out rate"),
+    "Q6d": (sgdeta, "sgd, SEC's η chosen on held-out classes at the rate without SEC"),
+}
+
+
+def _followup(fid: str):
+    if fid not in FOLLOWUPS:
+        raise ValueError(f"follow-up {fid!r} is not on this page; valid values: {', '.join(FOLLOWUPS)}")
+    return FOLLOWUPS[fid][0]
+
+
+def followup_family(runs: pd.DataFrame, fid: str, metric: str = "R@1") -> dict:
+    """A follow-up's one Holm family (its module's ``FAMILY``, registered: 5 comparisons) on its test runs: SEC − none
+    per loss (:func:`optim_diffs`) and averaged over the losses per seed (:func:`optim_pooled`), the primary.
+    Returns ``{"diffs", "pooled"}``."""
+    family = _followup(fid).FAMILY                      # a bad id is refused before any work
+    diffs, pooled = one_family(optim_diffs(runs, metric), optim_pooled(runs, metric), family=family)
     return {"diffs": diffs, "pooled": pooled}
 
 
-def q6c_applies(ev) -> bool:
-    """Whether this page shows Q6c's follow-up: only where it shows the decisive tier, whose runs the follow-up
-    retrains (a real-benchmark book, or a quick book without the committed tier, has none of it)."""
+def followups_apply(ev) -> bool:
+    """Whether this page shows the registered follow-ups: only where it shows the decisive tier, whose runs they
+    retrain (a real-benchmark book, or a quick book without the committed tier, has none of them)."""
     from ..runs.pilot import TIER
     ev.frames("optim")
     return ev.profile_of("optim") == TIER
 
 
-def q6c_absent(ev) -> str:
-    """What the page says in Q6c's place where :func:`q6c_applies` is False."""
+def followup_absent(ev, fid: str) -> str:
+    """What the page says in a follow-up's place where :func:`followups_apply` is False."""
     from ..runs.pilot import TIER
-    return (f"Q6c is a follow-up on the {TIER} tier's runs; this page shows the {ev.profile_of('optim')} tier, which has "
-            "none, so it shows no part of it.")
+    _followup(fid)
+    return (f"{fid} is a follow-up on the {TIER} tier's runs; this page shows the {ev.profile_of('optim')} tier, which "
+            "has none, so it shows no part of it.")
 
 
-def q6c_evidence(ev) -> dict:
-    """Q6c's family (:func:`q6c_family`) where this page shows the decisive tier, whose follow-up it is (its runs are
-    Q6b's with the rate changed): ``data/followups/sgd-rates/test`` read once per evidence. KeyError (no evidence)
-    on another tier, or while the follow-up's runs are not all committed."""
+def followup_evidence(ev, fid: str) -> dict:
+    """A follow-up's family (:func:`followup_family`) where this page shows the decisive tier, whose follow-up it is
+    (its runs are Q6b's with the rate or η changed): its committed ``test/`` read once per evidence. KeyError (no
+    evidence) on another tier, or while the follow-up's runs are not all committed."""
     from ..runs.pilot import TIER
-    if not q6c_applies(ev):
-        raise KeyError(f"Q6c is a follow-up on the {TIER} tier's runs; the {ev.profile_of('optim')} tier has none")
-    return ev.derived("q6c_family", lambda: q6c_family(sgdrates.test_runs()))
+    fu = _followup(fid)
+    if not followups_apply(ev):
+        raise KeyError(f"{fid} is a follow-up on the {TIER} tier's runs; the {ev.profile_of('optim')} tier has none")
+    return ev.derived(f"{fid.lower()}_family", lambda: followup_family(fu.test_runs(), fid))
+
+
+def followup_or_note(ev, fid: str) -> tuple:
+    """(:func:`followup_evidence`, '') where the follow-up decides its claim on this page's tier, else (None, why
+    not)."""
+    try:
+        return followup_evidence(ev, fid), ""
+    except KeyError as e:
+        return None, f"**{fid} has no evidence here.** {e.args[0]}."
+
+
+def followup_evidence_sentence(fid: str, root=None) -> str:
+    """What produced a follow-up's numbers, as the evidence banner words a tier: its held-out selection and its test
+    runs (those that are Q6b's runs, reused, counted), with their iterations, run-hours, machine and dates."""
+    from .evidence import runs_sentence
+    fu = _followup(fid)
+    sel, test = fu.stage_runs("selection", root), fu.stage_runs("test", root)
+    if not len(sel):
+        return f"{fid} has no committed runs yet."
+    out = f"**Evidence for {fid}:** the selection, {runs_sentence(sel)}"
+    if len(test):
+        q6b = {run_key(c) for c in sgdrates.q6b_configs(root)}
+        reused = int(test["key"].isin(q6b).sum())
+        out += f"; the test, {runs_sentence(test)}" + (f" ({reused} of them Q6b's runs, reused)" if reused else "")
+    return out + f"; committed under `{fu.FOLDER_TEXT}`."
+
+
+def followup_reading(ev, fid: str) -> str:
+    """A follow-up's bullet for the page's verdict, from its record (the claim decides it; its Holm family's size is
+    the rows it holds, as computed), with the losses its average spans."""
+    from .evidence import page_records
+    _followup(fid)
+    rec = next(r for r in page_records("optim", ev) if r.id == fid)
+    head = f"- **{FOLLOWUPS[fid][1]}** ({fid}, a registered follow-up"
+    if rec.estimate is None or not np.isfinite(rec.estimate):
+        return f"{head}): no evidence. {rec.note}."
+    pooled = followup_evidence(ev, fid)["pooled"].iloc[0]
+    left = pooled.get("left out") or ""
+    over = f"each the mean over {int(pooled['n_losses'])} losses" + (f"; {left} left out: a run failed" if left else "")
+    return (f"{head}; Holm family: {rec.family}): SEC − none = "
+            f"{measures_text(record_row(rec), 2, 'R@1 points', over, 't-test against 0')} → *{rec.statement}*: "
+            f"**{rec.verdict}**.")
+
+
+def followup_readings(ev) -> dict:
+    """{id: :func:`followup_reading`} of every follow-up this page shows (none where :func:`followups_apply` is
+    False), for :func:`page_reading`."""
+    return {fid: followup_reading(ev, fid) for fid in FOLLOWUPS} if followups_apply(ev) else {}
 
 
 def q6c_rates_sentence(table: pd.DataFrame, shared: dict | None = None) -> str:
@@ -388,21 +458,6 @@ def q6c_rates_sentence(table: pd.DataFrame, shared: dict | None = None) -> str:
             "are Q6b's.")
 
 
-def q6c_evidence_sentence(root=None) -> str:
-    """What produced Q6c's numbers, as the evidence banner words a tier: its held-out selection and its test runs
-    (semihard's are Q6b's, reused), with their iterations, run-hours, machine and dates."""
-    from .evidence import runs_sentence
-    sel, test = sgdrates.stage_runs("selection", root), sgdrates.stage_runs("test", root)
-    if not len(sel):
-        return "Q6c has no committed runs yet."
-    out = f"**Evidence for Q6c:** the selection, {runs_sentence(sel)}"
-    if len(test):
-        q6b = {run_key(c) for c in sgdrates.q6b_configs(root)}
-        reused = int(test["key"].isin(q6b).sum())
-        out += f"; the test, {runs_sentence(test)}" + (f" ({reused} of them Q6b's runs, reused)" if reused else "")
-    return out + f"; committed under `{sgdrates.FOLDER_TEXT}`."
-
-
 def q6c_selection_curves(table: pd.DataFrame) -> pd.DataFrame:
     """:func:`sec_lib.runs.sgdrates.rate_table` in :func:`sec_lib.figures.sweeps.pilot_figure`'s columns, one panel
     per loss: ``status`` 'done' only where no seed of the rate failed (a rate with a failed seed is never chosen: the
@@ -411,28 +466,33 @@ def q6c_selection_curves(table: pd.DataFrame) -> pd.DataFrame:
     return out[["loss", "arm", "lr", "R@1", "status", "chosen"]]
 
 
-def q6c_or_note(ev) -> tuple:
-    """(:func:`q6c_evidence`, '') where the follow-up decides Q6c on this page's tier, else (None, why not)."""
-    try:
-        return q6c_evidence(ev), ""
-    except KeyError as e:
-        return None, f"**Q6c has no evidence here.** {e.args[0]}."
+def q6d_eta_sentence(table: pd.DataFrame) -> str:
+    """Which η each loss chose at its rate (:func:`sec_lib.runs.sgdeta.eta_table`), and the η its test trains where
+    η = 0 (no SEC) won."""
+    from .common import loss_noun
+    if not len(table) or not table["chosen"].any():
+        return "Q6d's held-out selection is not final yet."
+    parts = []
+    for loss, sub in table.groupby("loss", sort=False):
+        chosen, tested = sub.loc[sub["chosen"], "eta"], sub.loc[sub["tested"], "eta"]
+        at = f"{loss_noun(loss)} at lr {sub['lr'].iloc[0]:g}"
+        if not len(chosen) or not len(tested):
+            parts.append(f"{at}: not final yet")
+        elif chosen.iloc[0] == 0:
+            parts.append(f"{at}: no SEC scored best, so SEC was not selected; its best η, {tested.iloc[0]:g}, is "
+                         "tested")
+        else:
+            parts.append(f"{at}: η {chosen.iloc[0]:g}")
+    return "Chosen on held-out classes, by the tier's η rule: " + "; ".join(parts) + "."
 
 
-def q6c_reading(ev) -> str:
-    """Q6c's bullet for the page's verdict, from its record (the claim decides it; its Holm family's size is the
-    rows it holds, as computed), with the losses its average spans."""
-    from .evidence import page_records
-    rec = next(r for r in page_records("optim", ev) if r.id == "Q6c")
-    head = "- **sgd, each loss and arm at its own held-out rate** (Q6c, the registered follow-up"
-    if rec.estimate is None or not np.isfinite(rec.estimate):
-        return f"{head}): no evidence. {rec.note}."
-    pooled = q6c_evidence(ev)["pooled"].iloc[0]
-    left = pooled.get("left out") or ""
-    over = f"each the mean over {int(pooled['n_losses'])} losses" + (f"; {left} left out: a run failed" if left else "")
-    return (f"{head}; Holm family: {rec.family}): SEC − none = "
-            f"{measures_text(record_row(rec), 2, 'R@1 points', over, 't-test against 0')} → *{rec.statement}*: "
-            f"**{rec.verdict}**.")
+def q6d_selection_curves(table: pd.DataFrame) -> pd.DataFrame:
+    """:func:`sec_lib.runs.sgdeta.eta_table` in :func:`sec_lib.figures.sweeps.pilot_figure`'s columns with η as the
+    x axis (``x``), one panel per loss; η = 0 (without SEC) is the panel's reference line, ``status`` as in
+    :func:`q6c_selection_curves`; ``chosen`` marks the η the test trains."""
+    out = table.assign(status=np.where(table["failed"] == 0, "done", "failed"),
+                       arm=np.where(table["eta"] > 0, "sec", "none"), chosen=table["tested"])
+    return out[["loss", "arm", "eta", "R@1", "status", "chosen"]]
 
 
 # ------------------------------------------------------------------------------ the claims this page decides
@@ -487,5 +547,12 @@ CLAIMS = [
                    "SEC at the paper's η (Q6b's runs, the rate changed), mean over the losses per seed where every "
                    "run trained",
           expected_sign=+1, page="optim", family=sgdrates.FAMILY,
-          estimate=family_row(lambda ev: q6c_evidence(ev)["pooled"], optimizer="sgd", metric="R@1")),
+          estimate=family_row(lambda ev: followup_evidence(ev, "Q6c")["pooled"], optimizer="sgd", metric="R@1")),
+    Claim(id="Q6d", claim="SEC helps under SGD at an η chosen for SGD",
+          source="review Q6; a registered follow-up to Q6c (data/followups/sgd-eta)",
+          measured="R@1 SEC − none under SGD, both arms at the loss's held-out rate without SEC (Q6c's), SEC at the "
+                   "η chosen on held-out classes at that rate by the tier's η rule (Q6b's runs, rate and η changed), "
+                   "mean over the losses per seed where every run trained",
+          expected_sign=+1, page="optim", family=sgdeta.FAMILY,
+          estimate=family_row(lambda ev: followup_evidence(ev, "Q6d")["pooled"], optimizer="sgd", metric="R@1")),
 ]

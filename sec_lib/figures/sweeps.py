@@ -242,10 +242,13 @@ def slope_figure(curve: pd.DataFrame, facet: str = "loss", hue: str = "variant",
 
 
 @styled
-def pilot_figure(pilot: pd.DataFrame, panel: str = "optimizer") -> Figure:
-    """Held-out R@1 of the learning-rate selection per rate, one panel per value of ``panel`` (the optimizer; Q6c's
-    selection: the loss), one line per arm (without SEC, with SEC); a rate whose runs failed is an × on the panel's
-    floor; the chosen rate of each arm is circled."""
+def pilot_figure(pilot: pd.DataFrame, panel: str = "optimizer", x: str = "lr") -> Figure:
+    """Held-out R@1 of a selection per rate, one panel per value of ``panel`` (the optimizer; Q6c's selection: the
+    loss), one line per arm (without SEC, with SEC); a point whose runs failed is an × on the panel's floor; the
+    chosen point of each arm is circled. ``x``: 'lr', or 'eta' for an η selection (Q6d's), where η = 0, the arm
+    without SEC, is a dashed line across the panel."""
+    if x not in ("lr", "eta"):
+        raise ValueError(f"x must be 'lr' or 'eta', got {x!r}")
     opts = list(dict.fromkeys(pilot[panel]))
     fig, axes = subplots(1, len(opts), w=3.6, h=3.0)
     arms = pilot["arm"] if "arm" in pilot.columns else pd.Series("none", index=pilot.index)
@@ -254,19 +257,23 @@ def pilot_figure(pilot: pd.DataFrame, panel: str = "optimizer") -> Figure:
         sub = pilot[pilot[panel] == o]
         floor = pd.to_numeric(sub.loc[ok[sub.index], "R@1"], errors="coerce").min()
         for arm in dict.fromkeys(arms[sub.index]):
-            a = sub[arms[sub.index] == arm].sort_values("lr")
+            a = sub[arms[sub.index] == arm].sort_values(x)
             good, bad = a[ok[a.index]], a[~ok[a.index]]
             colour = VARIANT_COLORS.get(arm, VARIANT_COLORS["none"])
             label = "with SEC" if arm == "sec" else "without SEC"
-            ax.plot(good["lr"], good["R@1"], marker="o", color=colour, label=label)
+            if x == "eta" and arm != "sec":
+                if len(good):                                   # one point: η = 0
+                    ax.axhline(float(good["R@1"].iloc[0]), ls="--", color=colour, label=f"{label} (η = 0)")
+                continue
+            ax.plot(good[x], good["R@1"], marker="o", color=colour, label=label)
             if len(bad) and np.isfinite(floor):
-                ax.scatter(bad["lr"], [floor] * len(bad), marker="x", s=60, color=colour, label=f"{label}: failed")
+                ax.scatter(bad[x], [floor] * len(bad), marker="x", s=60, color=colour, label=f"{label}: failed")
             ch = good[good["chosen"]]
-            ax.scatter(ch["lr"], ch["R@1"], s=160, facecolors="none", edgecolors=colour, lw=2)
+            ax.scatter(ch[x], ch["R@1"], s=160, facecolors="none", edgecolors=colour, lw=2)
         ax.set_xscale("log")
-        ax.set_xlabel("learning rate")
+        ax.set_xlabel("learning rate" if x == "lr" else "SEC's η")
         ax.set_ylabel("held-out R@1 (%)")
-        ax.set_title(f"{o} (chosen rates circled)", fontsize=10)
+        ax.set_title(f"{o} (chosen {'rates' if x == 'lr' else 'η'} circled)", fontsize=10)
         ax.legend(fontsize=8)
     return fig
 

@@ -132,6 +132,35 @@ def test_runs(root=None) -> pd.DataFrame:
     return runs[runs["key"].isin(want)].reset_index(drop=True)
 
 
+def stage_runs(stage: str, root=None) -> pd.DataFrame:
+    """The committed runs of ``stage`` ('selection', 'test'), as :func:`sec_lib.runs.sgdrates.stage_runs` gives
+    Q6c's; empty before the stage is committed."""
+    return sgdrates.committed_runs(folder(root) / stage)
+
+
+def eta_table(root=None) -> pd.DataFrame:
+    """The selection as committed: per loss and η (0: without SEC) at the loss's rate ``lr``, the mean held-out R@1
+    over the seeds that trained to their end, the ``seeds`` and how many ``failed`` (a failed run scores −∞ in the
+    rule, so its η is never chosen), whether η was ``chosen`` and whether it is the one the test trains (``tested``:
+    the chosen η, or the best nonzero one where η = 0 won)."""
+    path = folder(root) / "selection" / "runs.parquet"
+    cols = ["loss", "lr", "eta", "R@1", "seeds", "failed", "chosen", "tested"]
+    if not path.exists():
+        return pd.DataFrame(columns=cols)
+    runs = pd.read_parquet(path, columns=["loss", "eta", "lr", "seed", "status", "R@1"])
+    runs["failed"] = runs["status"].astype(str) != "done"
+    runs.loc[runs["failed"], "R@1"] = float("nan")
+    out = (runs.groupby(["loss", "lr", "eta"], sort=True)
+           .agg(**{"R@1": ("R@1", "mean"), "seeds": ("seed", "size"), "failed": ("failed", "sum")}).reset_index())
+    choices = read_choices(root)
+    for col, field in (("chosen", "eta"), ("tested", "tested")):
+        out[col] = [choices.get(lo, {}).get(field) == e and choices[lo]["lr"] == lr
+                    for lo, lr, e in zip(out["loss"], out["lr"], out["eta"])]
+    order = {lo: i for i, lo in enumerate(LOSSES)}
+    return out.sort_values(["loss", "eta"], key=lambda c: c.map(order) if c.name == "loss" else c)[cols] \
+        .reset_index(drop=True)
+
+
 def main(jobs: int = 2, root_store=None) -> dict:
     """Train the follow-up, resumably: the η selections (grown until final), ``choices.json``, then the test runs;
     each export after every chunk of ``jobs`` runs. Committed runs that are points of it (Q6b's, Q6c's, the tier's

@@ -153,8 +153,14 @@ def test_runs(root=None) -> pd.DataFrame:
 def stage_runs(stage: str, root=None) -> pd.DataFrame:
     """The committed runs of ``stage`` ('selection', 'test') in :func:`sec_lib.chapters.evidence.tier_runs`' columns
     (the date to the day), for the page's account of what produced Q6c; empty before the stage is committed."""
+    return committed_runs(folder(root) / stage)
+
+
+def committed_runs(where: Path) -> pd.DataFrame:
+    """The runs committed in the folder ``where`` (a follow-up's stage) in :func:`stage_runs`' columns; empty when it
+    has none."""
     cols = ["key", "dataset", "iterations", "test_classes", "holdout_classes", "wall_s", "device", "torch", "date"]
-    path = folder(root) / stage / "runs.parquet"
+    path = Path(where) / "runs.parquet"
     if not path.exists():
         return pd.DataFrame(columns=cols)
     runs = pd.read_parquet(path)
