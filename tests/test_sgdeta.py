@@ -189,3 +189,13 @@ def test_q6d_is_its_own_family_of_five_and_the_reading_names_both_follow_ups():
     assert claim.family == sgdeta.FAMILY and claim.expected_sign == +1 and claim.page == "optim"
     with pytest.raises(ValueError, match="valid values: Q6c, Q6d"):
         optim.followup_family(fam["diffs"], "Q6e")
+
+
+def test_a_committed_choice_is_never_rewritten_by_a_different_one(tmp_path, no_fsync):
+    from sec_lib.runs import followup
+    path = tmp_path / "choices.json"
+    followup.settle_choices(path, {"ms": {"eta": 0.05}})
+    followup.settle_choices(path, {"ms": {"eta": 0.05}})                  # the same choice: a rerun is fine
+    with pytest.raises(RuntimeError, match="differs from the selection's runs"):
+        followup.settle_choices(path, {"ms": {"eta": 0.5}})
+    assert followup.read_json(path) == {"ms": {"eta": 0.05}}

@@ -23,14 +23,11 @@ Registered on 2026-11-28, before any of its runs (``data/followups/sgd-eta/READM
 from __future__ import annotations
 
 import dataclasses
-import json
 from pathlib import Path
 
 import pandas as pd
 
-from ..tempfiles import atomic_write_bytes
-from . import selection, sgdrates, tier
-from .store import run_key
+from . import followup, selection, sgdrates, tier
 from .train import TrainConfig
 
 #: The four main losses, each selected and tested.
@@ -78,19 +75,10 @@ def selection_configs(loss: str, etas, lr: float, plan=None) -> list[TrainConfig
 
 def choose(store, loss: str, lr: float, plan=None):
     """(the :class:`~sec_lib.runs.selection.Choice` once final, else None; every run of the grid so far; the runs of
-    it still to train): the tier's η rule (η = 0 a point of its own) on
-    :data:`~sec_lib.runs.selection.ETA_GRID`, grown at an edge."""
-    etas = (0.0, *selection.ETA_GRID)
-    while True:
-        cfgs = selection_configs(loss, etas, lr, plan)
-        todo = [c for c in cfgs if not store.has(c)]
-        if todo:
-            return None, cfgs, todo
-        runs = selection.held_out_frame([store.get(x, tables=()) for x in cfgs])      # a diverged run cannot win
-        c = selection.choose(selection.scores_of(runs), selection.ETA_GRID)
-        if c.needs is None:
-            return c, cfgs, []
-        etas = (*etas, c.needs)
+    it still to train): the tier's η rule (η = 0 a point of its own) on :data:`~sec_lib.runs.selection.ETA_GRID`,
+    grown at an edge (:func:`sec_lib.runs.followup.grid_choice`, as ``select_stage`` scores it)."""
+    return followup.grid_choice(store, lambda etas: selection_configs(loss, etas, lr, plan),
+                                (0.0, *selection.ETA_GRID), selection.ETA_GRID)
 
 
 def test_configs(choices: dict, root=None) -> list[TrainConfig]:
@@ -104,38 +92,25 @@ def test_configs(choices: dict, root=None) -> list[TrainConfig]:
 
 
 def read_choices(root=None) -> dict:
-    path = folder(root) / "choices.json"
-    return json.loads(path.read_text()) if path.exists() else {}
+    return followup.read_json(folder(root) / "choices.json")
 
 
 def write_choices(choices: dict, root=None) -> None:
     """``choices.json``, atomically: {loss: {"lr", "eta" (chosen; 0: SEC not selected), "tested" (the η the test
     trains), "flags", "scores": {η: R@1}}}."""
-    atomic_write_bytes(folder(root) / "choices.json", (json.dumps(choices, indent=1, sort_keys=True) + "\n").encode())
+    followup.write_json(folder(root) / "choices.json", choices)
 
 
 def test_runs(root=None) -> pd.DataFrame:
     """The committed test runs (``test/runs.parquet``), once ``choices.json`` is written and every test run is
     there; KeyError (no evidence yet) before, saying how many are missing."""
-    here = folder(root)
-    choices = read_choices(root)
-    if not choices:
-        raise KeyError(f"Q6d's held-out selection is not final yet: {sgdrates._rel(here / 'choices.json')} is not "
-                       "written")
-    want = {run_key(c) for c in test_configs(choices, root)}
-    path = here / "test" / "runs.parquet"
-    runs = pd.read_parquet(path) if path.exists() else pd.DataFrame(columns=["key"])
-    missing = want - set(runs["key"])
-    if missing:
-        raise KeyError(f"Q6d's test runs are not all committed yet: {len(want) - len(missing)} of {len(want)} are in "
-                       f"{sgdrates._rel(path)}")
-    return runs[runs["key"].isin(want)].reset_index(drop=True)
+    return followup.committed_test_runs(folder(root), lambda ch: test_configs(ch, root), "Q6d")
 
 
 def stage_runs(stage: str, root=None) -> pd.DataFrame:
     """The committed runs of ``stage`` ('selection', 'test'), as :func:`sec_lib.runs.sgdrates.stage_runs` gives
     Q6c's; empty before the stage is committed."""
-    return sgdrates.committed_runs(folder(root) / stage)
+    return followup.committed_runs(folder(root) / stage)
 
 
 def eta_table(root=None) -> pd.DataFrame:
@@ -170,11 +145,9 @@ def main(jobs: int = 2, root_store=None) -> dict:
     store = ResultStore(root_store)
     out = folder()
     dec, q6c = tier.tier_dir("decisive"), sgdrates.folder()
-    for what, where in (("Q6b", dec / "optim"), ("SGD rate selection", dec / "sgd-selection"),
-                        ("Q6c selection", q6c / "selection"), ("Q6c test", q6c / "test"),
-                        ("selection", out / "selection"), ("test", out / "test")):
-        if (where / "runs.parquet").exists():
-            print(f"restored {tier.restore(where, store)} committed {what} runs into {store.root}", flush=True)
+    followup.restore_committed(store, (("Q6b", dec / "optim"), ("SGD rate selection", dec / "sgd-selection"),
+                                       ("Q6c selection", q6c / "selection"), ("Q6c test", q6c / "test"),
+                                       ("selection", out / "selection"), ("test", out / "test")))
     rates = base_rates()
     named: list = []
     while True:
@@ -185,15 +158,12 @@ def main(jobs: int = 2, root_store=None) -> dict:
             todo += need
             if c is not None:
                 final[loss] = {"lr": rates[loss], "eta": float(c.weight), "tested": float(c.best_nonzero),
-                               "flags": c.flags_for("SEC"), "scores": sgdrates.scores_json(c.scores)}
+                               "flags": c.flags_for("SEC"), "scores": followup.scores_json(c.scores)}
         if not todo:
             break
         print(f"Q6d selection: {len(todo)} held-out runs to train", flush=True)
         train_exporting(todo, named, out / "selection", store, jobs, "Q6d selection")
-    have = read_choices()
-    if have and have != final:
-        raise RuntimeError(f"{out / 'choices.json'} differs from the selection's runs: {have} vs {final}")
-    write_choices(final)
+    followup.settle_choices(out / "choices.json", final)
     print("Q6d η at SGD's rate: " + "; ".join(f"{loss} lr {v['lr']:g} η {v['eta']:g} (tested {v['tested']:g})"
                                              for loss, v in final.items()), flush=True)
     tests = test_configs(final)
@@ -205,14 +175,7 @@ def main(jobs: int = 2, root_store=None) -> dict:
 
 def cli(argv=None) -> int:
     """``python -m sec_lib.runs.sgdeta [--jobs N]`` (``make followup-sgd-eta``)."""
-    import argparse
-    ap = argparse.ArgumentParser(prog="python -m sec_lib.runs.sgdeta", description=__doc__.splitlines()[0])
-    ap.add_argument("--jobs", type=int, default=2, help="runs trained at once (default 2: one a core)")
-    args = ap.parse_args(argv)
-    if args.jobs < 1:
-        ap.error(f"--jobs must be at least 1, got {args.jobs}")
-    main(jobs=args.jobs)
-    return 0
+    return followup.cli("sec_lib.runs.sgdeta", __doc__.splitlines()[0], lambda jobs: main(jobs=jobs), argv)
 
 
 if __name__ == "__main__":

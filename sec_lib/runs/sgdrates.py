@@ -22,13 +22,11 @@ Registered on 2026-11-28, before any of its test-class runs (``data/followups/sg
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 import pandas as pd
 
-from ..tempfiles import atomic_write_bytes
-from . import selection, tier
+from . import followup, selection, tier
 from .store import run_key
 from .train import TrainConfig
 
@@ -56,14 +54,6 @@ def _plan():
     return read_plan()
 
 
-def _rel(path: Path) -> str:
-    """``path`` as a reader finds it: relative to the repository where it is inside it."""
-    try:
-        return str(Path(path).relative_to(tier.REPO))
-    except ValueError:
-        return str(path)
-
-
 def selection_configs(loss: str, arm: str, rates, plan=None) -> list[TrainConfig]:
     """The held-out runs of ``loss``'s rate selection for ``arm`` at ``rates`` (the tier's schedule and length)."""
     if loss not in LOSSES:
@@ -72,27 +62,12 @@ def selection_configs(loss: str, arm: str, rates, plan=None) -> list[TrainConfig
     return selection.rate_configs(arm, rates, plan.shape, plan.length, loss=loss)
 
 
-def scores_json(scores: dict) -> dict:
-    """A choice's scores as ``choices.json`` keeps them: {"0.03": R@1}, a rate with a diverged seed (−∞ in the rule)
-    as null, so that the file is strict JSON."""
-    return {f"{k:g}": (float(v) if math.isfinite(v) else None) for k, v in sorted(scores.items())}
-
-
 def choose(store, loss: str, arm: str, plan=None):
     """(the :class:`~sec_lib.runs.selection.Choice` once final, else None; every run of the grid so far, grown
     points included; the runs of it still to train): the tier's rule on :data:`~sec_lib.runs.selection.LR_GRID`,
-    grown at an edge."""
-    rates = tuple(selection.LR_GRID)
-    while True:
-        cfgs = selection_configs(loss, arm, rates, plan)
-        todo = [c for c in cfgs if not store.has(c)]
-        if todo:
-            return None, cfgs, todo
-        runs = selection.held_out_frame([store.get(x, tables=()) for x in cfgs], by="lr")   # as select_rates scores
-        c = selection.choose(selection.scores_of(runs, by="lr"), selection.LR_GRID, zero=False)
-        if c.needs is None:
-            return c, cfgs, []
-        rates = (*rates, c.needs)
+    grown at an edge (:func:`sec_lib.runs.followup.grid_choice`, as ``select_rates`` scores it)."""
+    return followup.grid_choice(store, lambda rates: selection_configs(loss, arm, rates, plan),
+                                tuple(selection.LR_GRID), selection.LR_GRID, by="lr", zero=False)
 
 
 def q6b_configs(root=None) -> list[TrainConfig]:
@@ -123,50 +98,26 @@ def test_configs(rates: dict, root=None) -> list[TrainConfig]:
 
 
 def read_choices(root=None) -> dict:
-    path = folder(root) / "choices.json"
-    return json.loads(path.read_text()) if path.exists() else {}
+    return followup.read_json(folder(root) / "choices.json")
 
 
 def write_choices(choices: dict, root=None) -> None:
     """``choices.json``, atomically: {loss: {arm: {"lr": lr, "flags": [...], "scores": {lr: R@1}}}}."""
-    atomic_write_bytes(folder(root) / "choices.json", (json.dumps(choices, indent=1, sort_keys=True) + "\n").encode())
+    followup.write_json(folder(root) / "choices.json", choices)
 
 
 def test_runs(root=None) -> pd.DataFrame:
     """The committed test runs (``test/runs.parquet``), once ``choices.json`` is written and every test run of its
     rates is there; KeyError (no evidence yet) before, saying how many are missing."""
-    here = folder(root)
-    choices = read_choices(root)
-    if not choices:
-        raise KeyError(f"Q6c's held-out selection is not final yet: {_rel(here / 'choices.json')} is not written")
-    want = {run_key(c) for c in test_configs({loss: {a: v["lr"] for a, v in arms.items()}
-                                              for loss, arms in choices.items()}, root)}
-    path = here / "test" / "runs.parquet"
-    runs = pd.read_parquet(path) if path.exists() else pd.DataFrame(columns=["key"])
-    missing = want - set(runs["key"])
-    if missing:
-        raise KeyError(f"Q6c's test runs are not all committed yet: {len(want) - len(missing)} of {len(want)} are in "
-                       f"{_rel(path)}")
-    return runs[runs["key"].isin(want)].reset_index(drop=True)
+    return followup.committed_test_runs(
+        folder(root), lambda ch: test_configs({loss: {a: v["lr"] for a, v in arms.items()}
+                                               for loss, arms in ch.items()}, root), "Q6c")
 
 
 def stage_runs(stage: str, root=None) -> pd.DataFrame:
     """The committed runs of ``stage`` ('selection', 'test') in :func:`sec_lib.chapters.evidence.tier_runs`' columns
     (the date to the day), for the page's account of what produced Q6c; empty before the stage is committed."""
-    return committed_runs(folder(root) / stage)
-
-
-def committed_runs(where: Path) -> pd.DataFrame:
-    """The runs committed in the folder ``where`` (a follow-up's stage) in :func:`stage_runs`' columns; empty when it
-    has none."""
-    cols = ["key", "dataset", "iterations", "test_classes", "holdout_classes", "wall_s", "device", "torch", "date"]
-    path = Path(where) / "runs.parquet"
-    if not path.exists():
-        return pd.DataFrame(columns=cols)
-    runs = pd.read_parquet(path)
-    cfg = [json.loads(c) for c in runs["config"]]
-    return runs.assign(dataset=[c["dataset"] for c in cfg], test_classes=[c.get("test_classes") for c in cfg],
-                       date=runs["date"].astype(str).str[:10])[cols]
+    return followup.committed_runs(folder(root) / stage)
 
 
 def rate_table(root=None) -> pd.DataFrame:
@@ -200,10 +151,9 @@ def main(jobs: int = 2, root_store=None) -> dict:
     from .store import ResultStore
     store = ResultStore(root_store)
     out = folder()
-    q6b = tier.tier_dir("decisive") / "optim"
-    for what, where in (("Q6b", q6b), ("selection", out / "selection"), ("test", out / "test")):
-        if (where / "runs.parquet").exists():    # Q6b's: semihard's test runs are its runs, reused, never retrained
-            print(f"restored {tier.restore(where, store)} committed {what} runs into {store.root}", flush=True)
+    # Q6b's first: semihard's test runs are its runs, reused, never retrained
+    followup.restore_committed(store, (("Q6b", tier.tier_dir("decisive") / "optim"), ("selection", out / "selection"),
+                                       ("test", out / "test")))
     named: list = []
     while True:
         todo, final = [], {}
@@ -216,15 +166,12 @@ def main(jobs: int = 2, root_store=None) -> dict:
                 todo += need
                 if c is not None:
                     final.setdefault(loss, {})[arm] = {"lr": float(c.weight), "flags": c.flags_for("rate"),
-                                                       "scores": scores_json(c.scores)}
+                                                       "scores": followup.scores_json(c.scores)}
         if not todo:
             break
         print(f"Q6c selection: {len(todo)} held-out runs to train", flush=True)
         train_exporting(todo, named, out / "selection", store, jobs, "Q6c selection")
-    have = read_choices()
-    if have and have != final:
-        raise RuntimeError(f"{out / 'choices.json'} differs from the selection's runs: {have} vs {final}")
-    write_choices(final)
+    followup.settle_choices(out / "choices.json", final)
     print("Q6c rates: " + "; ".join(f"{loss} {a} {v['lr']:g}" for loss, arms in final.items() for a, v in arms.items()),
           flush=True)
     tests = test_configs({loss: {a: v["lr"] for a, v in arms.items()} for loss, arms in final.items()})
@@ -236,14 +183,7 @@ def main(jobs: int = 2, root_store=None) -> dict:
 
 def cli(argv=None) -> int:
     """``python -m sec_lib.runs.sgdrates [--jobs N]`` (``make followup-sgd``)."""
-    import argparse
-    ap = argparse.ArgumentParser(prog="python -m sec_lib.runs.sgdrates", description=__doc__.splitlines()[0])
-    ap.add_argument("--jobs", type=int, default=2, help="runs trained at once (default 2: one a core)")
-    args = ap.parse_args(argv)
-    if args.jobs < 1:
-        ap.error(f"--jobs must be at least 1, got {args.jobs}")
-    main(jobs=args.jobs)
-    return 0
+    return followup.cli("sec_lib.runs.sgdrates", __doc__.splitlines()[0], lambda jobs: main(jobs=jobs), argv)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,116 @@
+"""What the registered follow-ups share (``data/followups/<name>/``: :mod:`~sec_lib.runs.sgdrates`, Q6c;
+:mod:`~sec_lib.runs.sgdeta`, Q6d): a held-out grid chosen by the tier's rule and grown at an edge, the committed
+runs restored before any training, ``choices.json`` written atomically, the test runs read only once all are
+committed, and the command line.
+"""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pandas as pd
+
+from ..tempfiles import atomic_write_bytes
+from . import selection, tier
+
+
+def rel(path: Path) -> str:
+    """``path`` as a reader finds it: relative to the repository where it is inside it."""
+    try:
+        return str(Path(path).relative_to(tier.REPO))
+    except ValueError:
+        return str(path)
+
+
+def grid_choice(store, configs_of, points: tuple, base: tuple, by: str = "eta", zero: bool = True):
+    """One held-out grid by the tier's rule (:func:`sec_lib.runs.selection.choose` on ``base``; ``zero``: the point 0
+    may win): (the Choice once final, else None; every run of the grid so far, grown points included; the runs of it
+    still to train). ``configs_of(points)`` names the runs of ``points`` (the config field ``by`` varies); a run that
+    did not finish scores −∞, and the grid grows ×/÷ 10 at an edge while the rule asks for a point."""
+    while True:
+        cfgs = configs_of(points)
+        todo = [c for c in cfgs if not store.has(c)]
+        if todo:
+            return None, cfgs, todo
+        runs = selection.held_out_frame([store.get(x, tables=()) for x in cfgs], by=by)
+        c = selection.choose(selection.scores_of(runs, by=by), base, zero=zero)
+        if c.needs is None:
+            return c, cfgs, []
+        points = (*points, c.needs)
+
+
+def scores_json(scores: dict) -> dict:
+    """A choice's scores as ``choices.json`` keeps them: {"0.03": R@1}, a point with a diverged seed (−∞ in the rule)
+    as null, so that the file is strict JSON."""
+    return {f"{k:g}": (float(v) if math.isfinite(v) else None) for k, v in sorted(scores.items())}
+
+
+def read_json(path: Path) -> dict:
+    """A follow-up's ``choices.json``; {} while it is not written."""
+    return json.loads(Path(path).read_text()) if Path(path).exists() else {}
+
+
+def write_json(path: Path, data: dict) -> None:
+    """``data`` as ``choices.json`` keeps it (indented, keys sorted), written atomically."""
+    atomic_write_bytes(Path(path), (json.dumps(data, indent=1, sort_keys=True) + "\n").encode())
+
+
+def settle_choices(path: Path, final: dict) -> None:
+    """Write the selection's ``final`` choices to ``path``; RuntimeError if a committed file says otherwise (the
+    registered choice is never rewritten by a different one)."""
+    have = read_json(path)
+    if have and have != final:
+        raise RuntimeError(f"{path} differs from the selection's runs: {have} vs {final}")
+    write_json(path, final)
+
+
+def committed_runs(where: Path) -> pd.DataFrame:
+    """The runs committed in the folder ``where`` (a follow-up's stage) in
+    :func:`sec_lib.chapters.evidence.tier_runs`' columns (the date to the day); empty when it has none."""
+    cols = ["key", "dataset", "iterations", "test_classes", "holdout_classes", "wall_s", "device", "torch", "date"]
+    path = Path(where) / "runs.parquet"
+    if not path.exists():
+        return pd.DataFrame(columns=cols)
+    runs = pd.read_parquet(path)
+    cfg = [json.loads(c) for c in runs["config"]]
+    return runs.assign(dataset=[c["dataset"] for c in cfg], test_classes=[c.get("test_classes") for c in cfg],
+                       date=runs["date"].astype(str).str[:10])[cols]
+
+
+def committed_test_runs(here: Path, want_of, what: str) -> pd.DataFrame:
+    """A follow-up's committed test runs (``here/test/runs.parquet``), once its ``choices.json`` is written and every
+    run ``want_of(choices)`` names (their configs) is there; KeyError (no evidence yet) before, saying how many are
+    missing. ``what``: the follow-up's id, for the message."""
+    from .store import run_key
+    choices = read_json(here / "choices.json")
+    if not choices:
+        raise KeyError(f"{what}'s held-out selection is not final yet: {rel(here / 'choices.json')} is not written")
+    want = {run_key(c) for c in want_of(choices)}
+    path = here / "test" / "runs.parquet"
+    runs = pd.read_parquet(path) if path.exists() else pd.DataFrame(columns=["key"])
+    missing = want - set(runs["key"])
+    if missing:
+        raise KeyError(f"{what}'s test runs are not all committed yet: {len(want) - len(missing)} of {len(want)} are "
+                       f"in {rel(path)}")
+    return runs[runs["key"].isin(want)].reset_index(drop=True)
+
+
+def restore_committed(store, places) -> None:
+    """Restore into ``store`` every committed stage of ``places`` ((what, folder) pairs; a folder without runs is
+    skipped), so that no run committed there trains again."""
+    for what, where in places:
+        if (Path(where) / "runs.parquet").exists():
+            print(f"restored {tier.restore(where, store)} committed {what} runs into {store.root}", flush=True)
+
+
+def cli(prog: str, description: str, main, argv=None) -> int:
+    """A follow-up's command, ``python -m <prog> [--jobs N]``: a bad ``--jobs`` is refused before any work."""
+    import argparse
+    ap = argparse.ArgumentParser(prog=f"python -m {prog}", description=description)
+    ap.add_argument("--jobs", type=int, default=2, help="runs trained at once (default 2: one a core)")
+    args = ap.parse_args(argv)
+    if args.jobs < 1:
+        ap.error(f"--jobs must be at least 1, got {args.jobs}")
+    main(jobs=args.jobs)
+    return 0
