@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from sec_lib.runs import selection, sgdeta, sgdrates, tier
+from sec_lib.runs import followup, selection, sgdeta, sgdrates, tier
 from sec_lib.runs import store as S
 from sec_lib.runs.experiments import run_key
 
@@ -54,7 +54,7 @@ def test_bad_loss_is_refused_with_the_valid_ones():
 
 
 def test_its_no_sec_and_paper_eta_points_are_the_tiers_sgd_rate_runs():
-    plan = sgdrates._plan()
+    plan = followup.tier_plan()
     for loss in sgdrates.LOSSES:
         assert [run_key(c) for c in sgdeta.selection_configs(loss, (0.0,), 0.3, plan)] == \
             [run_key(c) for c in sgdrates.selection_configs(loss, "sgd", (0.3,), plan)]
@@ -86,7 +86,7 @@ def test_the_test_runs_are_q6bs_at_the_rate_without_sec_and_the_chosen_eta():
 @pytest.fixture
 def repo(tmp_path, monkeypatch, no_fsync):
     monkeypatch.setattr(tier, "REPO", tmp_path)
-    monkeypatch.setattr(sgdrates, "_plan", lambda: Plan)
+    monkeypatch.setattr(followup, "tier_plan", lambda: Plan)
     monkeypatch.setenv("SEC_RUNS_DIR", str(tmp_path / "runs"))
     return tmp_path
 

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from sec_lib.chapters import optim
-from sec_lib.runs import selection, sgdrates, tier
+from sec_lib.runs import followup, selection, sgdrates, tier
 from sec_lib.runs import store as S
 from sec_lib.runs.experiments import run_key
 from sec_lib.runs.train import RunResult
@@ -92,7 +92,7 @@ def test_the_test_runs_are_q6bs_runs_with_only_the_rate_changed():
 @pytest.fixture
 def repo(tmp_path, monkeypatch, no_fsync):
     monkeypatch.setattr(tier, "REPO", tmp_path)
-    monkeypatch.setattr(sgdrates, "_plan", lambda: Plan)
+    monkeypatch.setattr(followup, "tier_plan", lambda: Plan)
     monkeypatch.setenv("SEC_RUNS_DIR", str(tmp_path / "runs"))
     return tmp_path
 

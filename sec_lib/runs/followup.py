@@ -23,6 +23,13 @@ def rel(path: Path) -> str:
         return str(path)
 
 
+def tier_plan():
+    """The decisive tier's registered plan, whose schedule shape and length the follow-ups' held-out runs train
+    under (``data/reference/decisive/plan.json``)."""
+    from .decisive import read_plan
+    return read_plan()
+
+
 def grid_choice(store, configs_of, points: tuple, base: tuple, by: str = "eta", zero: bool = True):
     """One held-out grid by the tier's rule (:func:`sec_lib.runs.selection.choose` on ``base``; ``zero``: the point 0
     may win): (the Choice once final, else None; every run of the grid so far, grown points included; the runs of it

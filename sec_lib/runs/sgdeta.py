@@ -65,7 +65,7 @@ def selection_configs(loss: str, etas, lr: float, plan=None) -> list[TrainConfig
     from .pilot import schedule
     if loss not in LOSSES:
         raise ValueError(f"loss {loss!r} is not selected by this follow-up; valid values: {', '.join(LOSSES)}")
-    plan = plan or sgdrates._plan()
+    plan = plan or followup.tier_plan()
     p = ex.get_profile("reference")
     return [ex.config(p, loss, "sec" if w else "none", seed, holdout_classes=p.holdout_classes, optimizer="sgd",
                       lr=float(lr), eval_every=0, stats_every=20, **({"eta": float(w)} if w else {}),

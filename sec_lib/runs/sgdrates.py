@@ -49,16 +49,11 @@ def folder(root=None) -> Path:
     return Path(root or tier.REPO).joinpath(*FOLDER)
 
 
-def _plan():
-    from .decisive import read_plan
-    return read_plan()
-
-
 def selection_configs(loss: str, arm: str, rates, plan=None) -> list[TrainConfig]:
     """The held-out runs of ``loss``'s rate selection for ``arm`` at ``rates`` (the tier's schedule and length)."""
     if loss not in LOSSES:
         raise ValueError(f"loss {loss!r} is not selected by this follow-up; valid values: {', '.join(LOSSES)}")
-    plan = plan or _plan()
+    plan = plan or followup.tier_plan()
     return selection.rate_configs(arm, rates, plan.shape, plan.length, loss=loss)
 
 
