@@ -192,7 +192,6 @@ def test_q6d_is_its_own_family_of_five_and_the_reading_names_both_follow_ups():
 
 
 def test_a_committed_choice_is_never_rewritten_by_a_different_one(tmp_path, no_fsync):
-    from sec_lib.runs import followup
     path = tmp_path / "choices.json"
     followup.settle_choices(path, {"ms": {"eta": 0.05}})
     followup.settle_choices(path, {"ms": {"eta": 0.05}})                  # the same choice: a rerun is fine
