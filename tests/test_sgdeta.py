@@ -134,6 +134,10 @@ def test_the_driver_selects_writes_its_choices_then_trains_and_exports_the_test_
     assert set(runs.loc[runs.variant == "none", "lr"]) == {0.3, 0.1, 0.01}
     assert not [c for c in trained if c.holdout_classes == 0 and c.loss == "semihard" and c.eta == 0]   # Q6b's
     assert "committed Q6b runs" in capsys.readouterr().out
+    from sec_lib.chapters import optim
+    said = optim.followup_evidence_sentence("Q6d")
+    assert said.startswith("**Evidence for Q6d:** the selection, ") and "reused" not in said.split("; the test")[0]
+    assert "(4 of them Q6b's runs, reused)" in said          # semihard's test runs: Q6b's, both arms (η 0.5 won)
     n = len(trained)
     assert sgdeta.main(jobs=500) == final and len(trained) == n          # a rerun resumes: nothing trains again
 
@@ -183,8 +187,8 @@ def test_q6d_is_its_own_family_of_five_and_the_reading_names_both_follow_ups():
     reading = optim.page_reading({"pooled": fam["pooled"].iloc[:0], "balance": pd.DataFrame()}, None,
                                  {"Q6c": "- **Q6c** x", "Q6d": "- **Q6d** y"})
     assert "- **Q6c** x\n- **Q6d** y" in reading
-    assert (f"Q6c's and Q6d's comparisons are each the Holm family of its own registered follow-up (Q6c: "
-            f"{sgdrates.FAMILY}; Q6d: {sgdeta.FAMILY}); every other verdict") in reading
+    assert (f"Each registered follow-up (Q6c and Q6d) is decided in a Holm family of its own ({sgdrates.FAMILY}; "
+            f"{sgdeta.FAMILY}); every other verdict") in reading
     claim = next(c for c in optim.CLAIMS if c.id == "Q6d")
     assert claim.family == sgdeta.FAMILY and claim.expected_sign == +1 and claim.page == "optim"
     with pytest.raises(ValueError, match="valid values: Q6c, Q6d"):

@@ -180,7 +180,7 @@ def test_q6c_is_one_family_of_five_and_its_reading_names_it():
     assert {int(m) for t in fam.values() for m in t["m"]} == {5}
     assert set(fam["pooled"]["family"]) == {sgdrates.FAMILY} and fam["pooled"]["verdict"].iloc[0] == "reproduced"
     reading = optim.page_reading({"pooled": fam["pooled"].iloc[:0], "balance": pd.DataFrame()}, None, {"Q6c": "- **Q6c** x"})
-    assert "- **Q6c** x" in reading and f"Q6c's comparisons are the Holm family of its registered follow-up " \
+    assert "- **Q6c** x" in reading and f"Each registered follow-up (Q6c) is decided in a Holm family of its own " \
                                          f"({sgdrates.FAMILY}); every other verdict" in reading
 
 

@@ -325,12 +325,8 @@ def page_reading(family: dict, c4=None, followups: dict | None = None) -> str:
                      f"with SEC: **{v}** ({est:+.2f} points).")
     m = next((int(t["m"].iloc[0]) for t in (pooled, balance) if len(t)), 0)
     if followups:
-        fams = [FOLLOWUPS[i][0].FAMILY for i in followups]
-        whose = and_list([f"{i}'s" for i in followups])
-        lines.append(f"\n{whose} comparisons are the Holm family of its registered follow-up ({fams[0]})"
-                     if len(fams) == 1 else
-                     f"\n{whose} comparisons are each the Holm family of its own registered follow-up ("
-                     + "; ".join(f"{i}: {f}" for i, f in zip(followups, fams)) + ")")
+        lines.append(f"\nEach registered follow-up ({and_list(followups)}) is decided in a Holm family of its own ("
+                     + "; ".join(FOLLOWUPS[i][0].FAMILY for i in followups) + ")")
         lines[-1] += (f"; every other verdict on this page comes from one Holm family of {m} comparisons"
                       + (" (Adam's R@1 row among them, as declared)." if c4 is not None and len(adam) else "."))
         return "\n".join(lines)
@@ -404,17 +400,25 @@ def followup_or_note(ev, fid: str) -> tuple:
 
 def followup_evidence_sentence(fid: str, root=None) -> str:
     """What produced a follow-up's numbers, as the evidence banner words a tier: its held-out selection and its test
-    runs (those that are Q6b's runs, reused, counted), with their iterations, run-hours, machine and dates."""
+    runs, with their iterations, run-hours, machine and dates, and how many of each are runs committed before it
+    (its module's ``reused_from``: Q6b's, Q6c's or the tier's), reused."""
     from .evidence import runs_sentence
     fu = _followup(fid)
     sel, test = fu.stage_runs("selection", root), fu.stage_runs("test", root)
     if not len(sel):
         return f"{fid} has no committed runs yet."
-    out = f"**Evidence for {fid}:** the selection, {runs_sentence(sel)}"
+    earlier = fu.reused_from(root)
+
+    def reused(runs, stage):
+        found = {w: runs["key"].isin(k) for (st, w), k in earlier.items() if st == stage}
+        found = {w: hit for w, hit in found.items() if hit.any()}
+        if not found:
+            return ""
+        n = int(pd.concat(found.values(), axis=1).any(axis=1).sum())
+        return f" ({n} of them {and_list(found)} runs, reused)"
+    out = f"**Evidence for {fid}:** the selection, {runs_sentence(sel)}{reused(sel, 'selection')}"
     if len(test):
-        q6b = {run_key(c) for c in sgdrates.q6b_configs(root)}
-        reused = int(test["key"].isin(q6b).sum())
-        out += f"; the test, {runs_sentence(test)}" + (f" ({reused} of them Q6b's runs, reused)" if reused else "")
+        out += f"; the test, {runs_sentence(test)}{reused(test, 'test')}"
     return out + f"; committed under `{fu.FOLDER_TEXT}`."
 
 

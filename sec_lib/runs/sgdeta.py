@@ -107,6 +107,19 @@ def test_runs(root=None) -> pd.DataFrame:
     return followup.committed_test_runs(folder(root), lambda ch: test_configs(ch, root), "Q6d")
 
 
+def reused_from(root=None) -> dict:
+    """{(stage, whose): run keys}: the runs committed before this follow-up that its stages reuse: the selection's
+    η = 0 and paper-η points are Q6c's or the tier's ``sgd-selection`` runs; the test's arm without SEC is Q6c's
+    (semihard's: Q6b's), for the page's account of what produced it."""
+    dec, q6c = tier.tier_dir("decisive", root), sgdrates.folder(root)
+
+    def keys(where):
+        path = where / "runs.parquet"
+        return set(pd.read_parquet(path, columns=["key"])["key"]) if path.exists() else set()
+    return {("selection", "Q6c's"): keys(q6c / "selection"), ("selection", "the tier's"): keys(dec / "sgd-selection"),
+            ("test", "Q6c's"): keys(q6c / "test") - keys(dec / "optim"), ("test", "Q6b's"): keys(dec / "optim")}
+
+
 def stage_runs(stage: str, root=None) -> pd.DataFrame:
     """The committed runs of ``stage`` ('selection', 'test'), as :func:`sec_lib.runs.sgdrates.stage_runs` gives
     Q6c's; empty before the stage is committed."""

@@ -72,6 +72,12 @@ def q6b_configs(root=None) -> list[TrainConfig]:
     return [TrainConfig(**json.loads(c)) for c in runs.loc[runs["optimizer"] == "sgd", "config"]]
 
 
+def reused_from(root=None) -> dict:
+    """{(stage, whose): run keys}: the runs committed before this follow-up that its stages reuse (the test's
+    semihard runs are Q6b's), for the page's account of what produced it."""
+    return {("test", "Q6b's"): {run_key(c) for c in q6b_configs(root)}}
+
+
 def q6b_rates(root=None) -> dict:
     """{loss: {'none': lr, 'sec': lr}}: the rates Q6b's runs trained at (the tier's shared SGD rates)."""
     out: dict = {}
