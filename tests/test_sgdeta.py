@@ -189,8 +189,6 @@ def test_q6d_is_its_own_family_of_five_and_the_reading_names_both_follow_ups():
     assert "- **Q6c** x\n- **Q6d** y" in reading
     assert (f"Each registered follow-up (Q6c and Q6d) is decided in a Holm family of its own ({sgdrates.FAMILY}; "
             f"{sgdeta.FAMILY}); every other verdict") in reading
-    claim = next(c for c in optim.CLAIMS if c.id == "Q6d")
-    assert claim.family == sgdeta.FAMILY and claim.expected_sign == +1 and claim.page == "optim"
     with pytest.raises(ValueError, match="valid values: Q6c, Q6d"):
         optim.followup_family(fam["diffs"], "Q6e")
 
@@ -202,3 +200,37 @@ def test_a_committed_choice_is_never_rewritten_by_a_different_one(tmp_path, no_f
     with pytest.raises(RuntimeError, match="differs from the selection's runs"):
         followup.settle_choices(path, {"ms": {"eta": 0.5}})
     assert followup.read_json(path) == {"ms": {"eta": 0.05}}
+
+
+def test_q6d_joins_the_scorecard_with_its_committed_test_runs_not_before():
+    """A registered follow-up's claim is on the scorecard once its test runs are committed; until then the page says
+    its runs are underway (no 'not testable offline' verdict for a test that is merely not finished)."""
+    from sec_lib.chapters import optim
+    try:
+        sgdeta.test_runs()
+        committed = True
+    except KeyError:
+        committed = False
+    claims = {c.id: c for c in optim.CLAIMS}
+    if committed:
+        assert "Q6d" in claims, "Q6d's test runs are committed: add its Claim (family sgdeta.FAMILY) to optim.CLAIMS"
+        assert claims["Q6d"].family == sgdeta.FAMILY and claims["Q6d"].expected_sign == +1
+    else:
+        assert "Q6d" not in claims
+
+
+def test_a_follow_up_without_its_claim_reads_as_underway():
+    from sec_lib.chapters import optim
+    from sec_lib.chapters.evidence import Evidence
+
+    class Ev(Evidence):
+        def __init__(self):
+            super().__init__("x", {"optim": object()}, loader=lambda ch: None)
+
+        def profile_of(self, chapter):
+            return "decisive"
+    said = optim.followup_reading(Ev(), "Q6d") if "Q6d" not in {c.id for c in optim.CLAIMS} else ""
+    if said:
+        assert said.startswith("- **sgd, SEC's η chosen on held-out classes at the rate without SEC** (Q6d, a "
+                               "registered follow-up): its runs are underway, so it is not on the scorecard yet.")
+        assert "testable" not in said
