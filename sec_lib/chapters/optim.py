@@ -10,7 +10,6 @@ import pandas as pd
 from .. import report
 from ..runs import decisive, sgdeta, sgdrates
 from ..runs import experiments as ex
-from ..runs.store import run_key
 from ..runs.train import nonfinite_step
 from ..report import one_family, pooled_diff, summary_table, with_verdict
 from . import profile_param
