@@ -109,3 +109,11 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def atomic_write_json(path: Path, data) -> None:
+    """``data`` as the project's JSON records keep it (indented by 1, keys sorted, a final newline), written with
+    :func:`atomic_write_bytes` (the decisive tier's and the follow-ups' ``choices.json``)."""
+    import json
+    atomic_write_bytes(path, (json.dumps(data, indent=1, sort_keys=True) + "\n").encode())
+

@@ -42,7 +42,7 @@ import dataclasses
 import json
 from pathlib import Path
 
-from ..tempfiles import atomic_write_bytes
+from ..tempfiles import atomic_write_json
 from . import experiments as ex
 from . import tier
 from .mainstage import EVALS, Plan
@@ -136,7 +136,7 @@ def choices_in(folder) -> dict:
 
 
 def _write_choices(have: dict, root=None) -> None:
-    atomic_write_bytes(choices_path(root), (json.dumps(have, indent=1, sort_keys=True) + "\n").encode())
+    atomic_write_json(choices_path(root), have)
 
 
 def record_rate(arm: str, choice, root=None) -> dict:

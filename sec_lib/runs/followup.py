@@ -1,7 +1,7 @@
 """What the registered follow-ups share (``data/followups/<name>/``: :mod:`~sec_lib.runs.sgdrates`, Q6c;
 :mod:`~sec_lib.runs.sgdeta`, Q6d): a held-out grid chosen by the tier's rule and grown at an edge, the committed
-runs restored before any training, ``choices.json`` written atomically, the test runs read only once all are
-committed, and the command line.
+runs restored before any training, the selection trained until every grid is final, ``choices.json`` never rewritten
+by a different choice, the test runs trained and read only once all are committed, and the command line.
 """
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..tempfiles import atomic_write_bytes
+from ..tempfiles import atomic_write_json
 from . import selection, tier
 
 
@@ -47,6 +47,34 @@ def grid_choice(store, configs_of, points: tuple, base: tuple, by: str = "eta", 
         points = (*points, c.needs)
 
 
+def select(store, choosers: dict, out: Path, jobs: int, fid: str) -> dict:
+    """{key: Choice} once every grid of ``choosers`` ({key: () -> :func:`grid_choice`'s triple}, in training order)
+    is final: each round trains what the grids still need, exporting every run of every grid so far (grown points
+    included: the export writes only the runs it is named) to ``out/selection`` after each chunk of ``jobs``."""
+    from .commands import train_exporting
+    named: list = []
+    while True:
+        todo, final = [], {}
+        for key, choose in choosers.items():
+            c, grid, need = choose()
+            named += [x for x in grid if x not in named]
+            todo += need
+            if c is not None:
+                final[key] = c
+        if not todo:
+            return final
+        print(f"{fid} selection: {len(todo)} held-out runs to train", flush=True)
+        train_exporting(todo, named, Path(out) / "selection", store, jobs, f"{fid} selection")
+
+
+def train_test(store, tests: list, out: Path, jobs: int, fid: str) -> None:
+    """Train the test runs ``tests`` that ``store`` lacks and export them all to ``out/test``."""
+    from .commands import train_exporting
+    todo = [c for c in tests if not store.has(c)]
+    print(f"{fid} test: {len(tests)} runs, {len(todo)} to train", flush=True)
+    train_exporting(todo, tests, Path(out) / "test", store, jobs, f"{fid} test")
+
+
 def scores_json(scores: dict) -> dict:
     """A choice's scores as ``choices.json`` keeps them: {"0.03": R@1}, a point with a diverged seed (−∞ in the rule)
     as null, so that the file is strict JSON."""
@@ -58,18 +86,13 @@ def read_json(path: Path) -> dict:
     return json.loads(Path(path).read_text()) if Path(path).exists() else {}
 
 
-def write_json(path: Path, data: dict) -> None:
-    """``data`` as ``choices.json`` keeps it (indented, keys sorted), written atomically."""
-    atomic_write_bytes(Path(path), (json.dumps(data, indent=1, sort_keys=True) + "\n").encode())
-
-
 def settle_choices(path: Path, final: dict) -> None:
     """Write the selection's ``final`` choices to ``path``; RuntimeError if a committed file says otherwise (the
     registered choice is never rewritten by a different one)."""
     have = read_json(path)
     if have and have != final:
         raise RuntimeError(f"{path} differs from the selection's runs: {have} vs {final}")
-    write_json(path, final)
+    atomic_write_json(path, final)
 
 
 def committed_runs(where: Path) -> pd.DataFrame:

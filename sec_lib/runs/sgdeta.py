@@ -27,6 +27,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..tempfiles import atomic_write_json
 from . import followup, selection, sgdrates, tier
 from .train import TrainConfig
 
@@ -98,7 +99,7 @@ def read_choices(root=None) -> dict:
 def write_choices(choices: dict, root=None) -> None:
     """``choices.json``, atomically: {loss: {"lr", "eta" (chosen; 0: SEC not selected), "tested" (the η the test
     trains), "flags", "scores": {η: R@1}}}."""
-    followup.write_json(folder(root) / "choices.json", choices)
+    atomic_write_json(folder(root) / "choices.json", choices)
 
 
 def test_runs(root=None) -> pd.DataFrame:
@@ -153,7 +154,6 @@ def main(jobs: int = 2, root_store=None) -> dict:
     """Train the follow-up, resumably: the η selections (grown until final), ``choices.json``, then the test runs;
     each export after every chunk of ``jobs`` runs. Committed runs that are points of it (Q6b's, Q6c's, the tier's
     ``sgd-selection``) are restored first and never retrained. Returns the choices."""
-    from .commands import train_exporting
     from .store import ResultStore
     store = ResultStore(root_store)
     out = folder()
@@ -162,27 +162,14 @@ def main(jobs: int = 2, root_store=None) -> dict:
                                        ("Q6c selection", q6c / "selection"), ("Q6c test", q6c / "test"),
                                        ("selection", out / "selection"), ("test", out / "test")))
     rates = base_rates()
-    named: list = []
-    while True:
-        todo, final = [], {}
-        for loss in LOSSES:
-            c, grid, need = choose(store, loss, rates[loss])
-            named += [x for x in grid if x not in named]
-            todo += need
-            if c is not None:
-                final[loss] = {"lr": rates[loss], "eta": float(c.weight), "tested": float(c.best_nonzero),
-                               "flags": c.flags_for("SEC"), "scores": followup.scores_json(c.scores)}
-        if not todo:
-            break
-        print(f"Q6d selection: {len(todo)} held-out runs to train", flush=True)
-        train_exporting(todo, named, out / "selection", store, jobs, "Q6d selection")
+    choosers = {loss: (lambda loss=loss: choose(store, loss, rates[loss])) for loss in LOSSES}
+    final = {loss: {"lr": rates[loss], "eta": float(c.weight), "tested": float(c.best_nonzero),
+                    "flags": c.flags_for("SEC"), "scores": followup.scores_json(c.scores)}
+             for loss, c in followup.select(store, choosers, out, jobs, "Q6d").items()}
     followup.settle_choices(out / "choices.json", final)
     print("Q6d η at SGD's rate: " + "; ".join(f"{loss} lr {v['lr']:g} η {v['eta']:g} (tested {v['tested']:g})"
                                              for loss, v in final.items()), flush=True)
-    tests = test_configs(final)
-    todo = [c for c in tests if not store.has(c)]
-    print(f"Q6d test: {len(tests)} runs, {len(todo)} to train", flush=True)
-    train_exporting(todo, tests, out / "test", store, jobs, "Q6d test")
+    followup.train_test(store, test_configs(final), out, jobs, "Q6d")
     return final
 
 

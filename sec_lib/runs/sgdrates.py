@@ -26,6 +26,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..tempfiles import atomic_write_json
 from . import followup, selection, tier
 from .store import run_key
 from .train import TrainConfig
@@ -104,7 +105,7 @@ def read_choices(root=None) -> dict:
 
 def write_choices(choices: dict, root=None) -> None:
     """``choices.json``, atomically: {loss: {arm: {"lr": lr, "flags": [...], "scores": {lr: R@1}}}}."""
-    followup.write_json(folder(root) / "choices.json", choices)
+    atomic_write_json(folder(root) / "choices.json", choices)
 
 
 def test_runs(root=None) -> pd.DataFrame:
@@ -148,37 +149,23 @@ def rate_table(root=None) -> pd.DataFrame:
 def main(jobs: int = 2, root_store=None) -> dict:
     """Train the follow-up, resumably: the selections (grown until final), ``choices.json``, then the test runs;
     each export after every chunk of ``jobs`` runs. Returns the choices."""
-    from .commands import train_exporting
     from .store import ResultStore
     store = ResultStore(root_store)
     out = folder()
     # Q6b's first: semihard's test runs are its runs, reused, never retrained
     followup.restore_committed(store, (("Q6b", tier.tier_dir("decisive") / "optim"), ("selection", out / "selection"),
                                        ("test", out / "test")))
-    named: list = []
-    while True:
-        todo, final = [], {}
-        for arm in ("sgd", "sgd+sec"):               # the arm without SEC first: its grids sit at their edges
-            for loss in LOSSES:
-                c, grid, need = choose(store, loss, arm)
-                for x in grid:                          # every run of the grid, grown points included: the export
-                    if x not in named:                  # writes only the runs it is named
-                        named.append(x)
-                todo += need
-                if c is not None:
-                    final.setdefault(loss, {})[arm] = {"lr": float(c.weight), "flags": c.flags_for("rate"),
-                                                       "scores": followup.scores_json(c.scores)}
-        if not todo:
-            break
-        print(f"Q6c selection: {len(todo)} held-out runs to train", flush=True)
-        train_exporting(todo, named, out / "selection", store, jobs, "Q6c selection")
+    choosers = {(loss, arm): (lambda loss=loss, arm=arm: choose(store, loss, arm))
+                for arm in ("sgd", "sgd+sec") for loss in LOSSES}   # the arm without SEC first: its grids sit at edges
+    final: dict = {}
+    for (loss, arm), c in followup.select(store, choosers, out, jobs, "Q6c").items():
+        final.setdefault(loss, {})[arm] = {"lr": float(c.weight), "flags": c.flags_for("rate"),
+                                           "scores": followup.scores_json(c.scores)}
     followup.settle_choices(out / "choices.json", final)
     print("Q6c rates: " + "; ".join(f"{loss} {a} {v['lr']:g}" for loss, arms in final.items() for a, v in arms.items()),
           flush=True)
-    tests = test_configs({loss: {a: v["lr"] for a, v in arms.items()} for loss, arms in final.items()})
-    todo = [c for c in tests if not store.has(c)]
-    print(f"Q6c test: {len(tests)} runs, {len(todo)} to train", flush=True)
-    train_exporting(todo, tests, out / "test", store, jobs, "Q6c test")
+    followup.train_test(store, test_configs({loss: {a: v["lr"] for a, v in arms.items()} for loss, arms in final.items()}),
+                        out, jobs, "Q6c")
     return final
 
 
