@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 JS_STAMP := node_modules/.installed
 PROFILE ?= cpu
 
-.PHONY: setup lock js browser test book book-html reference decisive followup-sgd followup-sgd-eta pretrained publish clean-book help
+.PHONY: setup lock js browser deps test book book-html reference decisive followup-sgd followup-sgd-eta pretrained publish clean-book help
 
 help:
 	@echo "make book   - run every notebook (profile $(PROFILE)) and build _build/html"
@@ -19,6 +19,7 @@ help:
 	@echo "make pretrained - retrain the committed glyph backbone (data/reference/pretrained/; 9-15 min of one core)"
 	@echo "make publish - push the built _build/html to the gh-pages branch (ghp-import; run make book first)"
 	@echo "make setup  - create .venv and install sec_lib editable with the [$(EXTRAS)] extras, pinned by $(LOCK)"
+	@echo "make deps   - install what make test needs (setup, js and browser, side by side)"
 	@echo "make lock   - regenerate $(LOCK) from pyproject.toml (pip-tools)"
 
 setup: $(STAMP)
@@ -53,10 +54,17 @@ $(JS_STAMP): package.json package-lock.json
 browser:
 	@command -v chromium >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 
-test: setup js browser
+# What `make test` needs, installed side by side: pip's packages, npm's and Debian's Chromium do not depend on each
+# other, so on a fresh machine they download and unpack at once (one job each; the output of each is printed whole
+# when it ends, and a failing one fails `make deps` under its own name). Installed ones are skipped, as before.
+deps:
+	@$(MAKE) --no-print-directory -j3 --output-sync=target setup js browser
+
+test: deps
 	$(PY) -m pytest -q
 
-book: setup js
+book:
+	@$(MAKE) --no-print-directory -j2 --output-sync=target setup js
 	$(PY) -m sec_lib.book run --profile $(PROFILE)
 	$(PY) -m sec_lib.book build
 
