@@ -142,13 +142,6 @@ def test_the_driver_selects_writes_its_choices_then_trains_and_exports_the_test_
     assert sgdeta.main(jobs=500) == final and len(trained) == n          # a rerun resumes: nothing trains again
 
 
-def test_the_command_refuses_a_bad_jobs_count_before_any_work(capsys, monkeypatch):
-    monkeypatch.setattr(sgdeta, "main", lambda jobs: pytest.fail("no work may start"))
-    with pytest.raises(SystemExit) as e:
-        sgdeta.cli(["--jobs", "0"])
-    assert e.value.code == 2 and "--jobs must be at least 1, got 0" in capsys.readouterr().err
-
-
 def test_the_eta_table_the_sentence_and_the_figure_read_the_committed_selection(repo, monkeypatch):
     from sec_lib.chapters import optim
     from sec_lib.figures import sweeps

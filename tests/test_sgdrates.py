@@ -197,13 +197,6 @@ def test_q6c_has_no_evidence_on_a_tier_other_than_the_decisive_one():
     assert claim.family == sgdrates.FAMILY and claim.expected_sign == +1
 
 
-def test_the_command_refuses_a_bad_jobs_count_before_any_work(capsys, monkeypatch):
-    monkeypatch.setattr(sgdrates, "main", lambda jobs: pytest.fail("no work may start"))
-    with pytest.raises(SystemExit) as e:
-        sgdrates.cli(["--jobs", "0"])
-    assert e.value.code == 2 and "--jobs must be at least 1, got 0" in capsys.readouterr().err
-
-
 def test_a_restart_keeps_the_grown_points_of_a_finished_grid_in_the_export(repo, monkeypatch):
     """A grid grown and final in one process (N-pair's, to 0.001) is exported whole by a later process that still has
     other selection runs to train: the export writes only the runs it is named."""
