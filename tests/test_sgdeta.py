@@ -186,6 +186,32 @@ def test_q6d_is_its_own_family_of_five_and_the_reading_names_both_follow_ups():
         optim.followup_family(fam["diffs"], "Q6e")
 
 
+def test_the_answer_for_sgd_groups_the_verdicts_by_the_eta_sec_trained_at():
+    """Q6b and Q6c train SEC at the paper's η, Q6d at a held-out one: the page's answer for SGD says whether the
+    verdict depends on η, from the records (a claim without an estimate on this tier is left out)."""
+    from types import SimpleNamespace as R
+    from sec_lib.chapters import optim
+    q6b, q6c, q6d = (R(id="Q6b", verdict="not reproduced", estimate=-2.54), R(id="Q6c", verdict="not reproduced",
+                     estimate=-1.82), R(id="Q6d", verdict="reproduced", estimate=0.85))
+    assert optim.sgd_answer([q6d, q6c, q6b, R(id="C4", verdict="reproduced", estimate=0.4)]) == (
+        "And *does SEC help under SGD?* It depends on SEC's η: at the paper's η, Q6b **not reproduced** (-2.54 points) "
+        "and Q6c **not reproduced** (-1.82 points); at an η chosen for SGD on held-out classes, Q6d **reproduced** "
+        "(+0.85 points).")
+    same = optim.sgd_answer([q6b, R(id="Q6d", verdict="not reproduced", estimate=-0.9)])
+    assert same.startswith("And *does SEC help under SGD?* The verdict is the same at every η tested: at the paper's η, "
+                           "Q6b **not reproduced** (-2.54 points); at an η chosen")
+    quick = optim.sgd_answer([R(id="Q6b", verdict="inconclusive", estimate=0.3),
+                              R(id="Q6c", verdict="not testable offline", estimate=float("nan")),
+                              R(id="Q6d", verdict="not testable offline", estimate=None)])
+    assert quick == "And *does SEC help under SGD?* Only the paper's η was tested here: Q6b **inconclusive** (+0.30 points)."
+    assert optim.sgd_answer([]) == ""
+    fam = optim.followup_family(__import__("test_sgdrates")._runs({"triplet": 1.0, "semihard": 0.8, "npair": 1.2,
+                                                                     "ms": 0.9}), "Q6d")
+    reading = optim.page_reading({"pooled": fam["pooled"].iloc[:0], "balance": pd.DataFrame()}, None,
+                                 {"Q6d": "- **Q6d** y"}, "And *does SEC help under SGD?* z")
+    assert "- **Q6d** y\n\nAnd *does SEC help under SGD?* z\n\nEach registered follow-up (Q6d)" in reading
+
+
 def test_a_committed_choice_is_never_rewritten_by_a_different_one(tmp_path, no_fsync):
     path = tmp_path / "choices.json"
     followup.settle_choices(path, {"ms": {"eta": 0.05}})

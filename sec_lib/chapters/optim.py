@@ -284,12 +284,13 @@ def eta_sentence(runs: pd.DataFrame, pilot: pd.DataFrame) -> str:
             + ("another η." if len(by_eta) > 1 else f"{'a smaller' if next(iter(by_eta)) > at else 'a larger'} η."))
 
 
-def page_reading(family: dict, c4=None, followups: dict | None = None) -> str:
+def page_reading(family: dict, c4=None, followups: dict | None = None, sgd: str = "") -> str:
     """The page's closing bullets from its one Holm family (:func:`optim_family`): SEC's gain per
     optimizer averaged over the losses, how balanced the updates are, and the answer for Adam; each with
     interval, adjusted p, detectable effect, n and verdict. ``c4``: :func:`c4_record`, whose record replaces
     Adam's R@1 row (the same runs: one verdict in the book). ``followups``: {id: :func:`followup_reading`}, the
-    registered follow-ups' bullets (:data:`FOLLOWUPS`), each decided in a registered family of its own."""
+    registered follow-ups' bullets (:data:`FOLLOWUPS`), each decided in a registered family of its own. ``sgd``:
+    :func:`sgd_answer`, the answer for SGD, after Adam's."""
     if not isinstance(family, dict) or not {"pooled", "balance"} <= set(family):
         raise ValueError("family must be the dict of optim_family(runs, steps) (keys diffs, pooled, balance), "
                          f"got {type(family).__name__}")
@@ -322,6 +323,8 @@ def page_reading(family: dict, c4=None, followups: dict | None = None) -> str:
         v, est = (c4.verdict, c4.estimate) if c4 is not None else (a.verdict, a.estimate)
         lines.append(f"\nSo, *does the norm imbalance still hurt under Adam?* Measured as the gain from removing it "
                      f"with SEC: **{v}** ({est:+.2f} points).")
+    if sgd:
+        lines.append(f"\n{sgd}")
     m = next((int(t["m"].iloc[0]) for t in (pooled, balance) if len(t)), 0)
     if followups:
         lines.append(f"\nEach registered follow-up ({and_list(followups)}) is decided in a Holm family of its own ("
@@ -443,6 +446,41 @@ def followup_reading(ev, fid: str) -> str:
             f"**{rec.verdict}**.")
 
 
+#: The SGD claims by the η their SEC arm trained at: the page's answer for SGD groups their verdicts by it.
+SGD_ETA = {"Q6b": "the paper's η", "Q6c": "the paper's η", "Q6d": "an η chosen for SGD on held-out classes"}
+
+
+def sgd_answer(records) -> str:
+    """The page's answer to *does SEC help under SGD?* from its claims' records (:data:`SGD_ETA`'s, in that order;
+    one without an estimate on this tier is left out): each verdict with its estimate, grouped by the η SEC trained
+    at, and whether the answer depends on it. '' where none has an estimate."""
+    by_id = {r.id: r for r in records}
+    groups: dict = {}
+    for cid, eta in SGD_ETA.items():
+        r = by_id.get(cid)
+        if r is not None and r.estimate is not None and np.isfinite(r.estimate):
+            groups.setdefault(eta, []).append(r)
+    if not groups:
+        return ""
+    verdicts = {r.verdict for rs in groups.values() for r in rs}
+    parts = [f"at {eta}, " + and_list(f"{r.id} **{r.verdict}** ({r.estimate:+.2f} points)" for r in rs)
+             for eta, rs in groups.items()]
+    if len(groups) == 1:
+        lead = f"Only {next(iter(groups))} was tested here:"
+        parts = [parts[0].split(", ", 1)[1]]
+    elif len(verdicts) == 1:
+        lead = "The verdict is the same at every η tested:"
+    else:
+        lead = "It depends on SEC's η:"
+    return f"And *does SEC help under SGD?* {lead} " + "; ".join(parts) + "."
+
+
+def sgd_reading(ev) -> str:
+    """:func:`sgd_answer` from this page's records on ``ev`` (each claim decided as the scorecard decides it)."""
+    from .evidence import page_records
+    return sgd_answer(page_records("optim", ev))
+
+
 def followup_readings(ev) -> dict:
     """{id: :func:`followup_reading`} of every follow-up this page shows (none where :func:`followups_apply` is
     False), for :func:`page_reading`."""
@@ -556,4 +594,10 @@ CLAIMS = [
                    "run trained",
           expected_sign=+1, page="optim", family=sgdrates.FAMILY,
           estimate=family_row(lambda ev: followup_evidence(ev, "Q6c")["pooled"], optimizer="sgd", metric="R@1")),
+    Claim(id="Q6d", claim="SEC helps under SGD at an η chosen for SGD",
+          source="review Q6; a registered follow-up to Q6c (data/followups/sgd-eta)",
+          measured="R@1 SEC − none under SGD, both arms at the loss's held-out rate without SEC, SEC at the η chosen "
+                   "on held-out classes at that rate, mean over the losses per seed where every run trained",
+          expected_sign=+1, page="optim", family=sgdeta.FAMILY,
+          estimate=family_row(lambda ev: followup_evidence(ev, "Q6d")["pooled"], optimizer="sgd", metric="R@1")),
 ]
