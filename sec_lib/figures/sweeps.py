@@ -250,10 +250,16 @@ def pilot_figure(pilot: pd.DataFrame, panel: str = "optimizer", x: str = "lr") -
     if x not in ("lr", "eta"):
         raise ValueError(f"x must be 'lr' or 'eta', got {x!r}")
     opts = list(dict.fromkeys(pilot[panel]))
-    fig, axes = subplots(1, len(opts), w=3.6, h=3.0)
+    ncols = len(opts) if len(opts) <= 3 else -(-len(opts) // 2)      # four panels: two rows of two, legible
+    nrows = -(-len(opts) // ncols)
+    fig, axes = subplots(nrows, ncols, w=3.6, h=2.6 if nrows > 1 else 3.0)
     arms = pilot["arm"] if "arm" in pilot.columns else pd.Series("none", index=pilot.index)
     ok = pilot["status"].astype(str) == "done" if "status" in pilot.columns else pd.Series(True, index=pilot.index)
-    for ax, o in zip(axes[0], opts):
+    flat = list(axes.ravel())
+    for ax in flat[len(opts):]:
+        ax.set_visible(False)
+    handles: dict = {}                                              # one legend for the figure, each label once
+    for k, (ax, o) in enumerate(zip(flat, opts)):
         sub = pilot[pilot[panel] == o]
         floor = pd.to_numeric(sub.loc[ok[sub.index], "R@1"], errors="coerce").min()
         for arm in dict.fromkeys(arms[sub.index]):
@@ -271,10 +277,15 @@ def pilot_figure(pilot: pd.DataFrame, panel: str = "optimizer", x: str = "lr") -
             ch = good[good["chosen"]]
             ax.scatter(ch[x], ch["R@1"], s=160, facecolors="none", edgecolors=colour, lw=2)
         ax.set_xscale("log")
-        ax.set_xlabel("learning rate" if x == "lr" else "SEC's η")
-        ax.set_ylabel("held-out R@1 (%)")
-        ax.set_title(f"{o} (chosen {'rates' if x == 'lr' else 'η'} circled)", fontsize=10)
-        ax.legend(fontsize=8)
+        if k >= len(opts) - ncols:                              # the bottom panel of each column
+            ax.set_xlabel("learning rate" if x == "lr" else "SEC's η")
+        if k % ncols == 0:
+            ax.set_ylabel("held-out R@1 (%)")
+        ax.set_title(str(o), fontsize=10)
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(lab, h)
+    fig.legend(list(handles.values()), list(handles), loc="outside lower center", ncol=min(len(handles), 4),
+               fontsize=8, title=f"the chosen {'rates' if x == 'lr' else 'η'} circled", title_fontsize=8)
     return fig
 
 
