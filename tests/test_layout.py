@@ -35,6 +35,18 @@ def test_a_split_module_still_exports_its_names(module):
     assert not missing, f"{module}.__all__ names {missing}, which it does not define"
 
 
+def test_the_optim_page_still_exports_its_follow_ups_names():
+    """sec_lib.chapters.optim_followups was split from the optim page, whose notebook and claims read its names as
+    ``optim.<name>``; importing the split module first works too (it imports the page only inside functions)."""
+    import subprocess
+    import sys
+    from sec_lib.chapters import optim, optim_followups
+    assert all(getattr(optim, name) is getattr(optim_followups, name) for name in optim_followups.__all__)
+    code = "import sec_lib.chapters.optim_followups as f, sec_lib.chapters.optim as o; print(o.FOLLOWUPS is f.FOLLOWUPS)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip() == "True", out.stderr
+
+
 def test_every_loss_class_lives_in_a_family_module_and_imports_from_the_package():
     families = {"sec_lib.losses.pair", "sec_lib.losses.npair", "sec_lib.losses.contrastive", "sec_lib.losses.proxy"}
     for name, spec in LOSS_SPECS.items():
