@@ -18,7 +18,7 @@ from .. import reference
 from .common import (and_list, beside_cv, check_cols, measures_text, name_means, paired, record_row, run_step_means,
                      verdict_row_of, with_norm_cv)
 # The registered follow-ups (Q6c, Q6d) have a module of their own; their names are this page's too.
-from .optim_followups import (FOLLOWUPS, SGD_ETA, _followup, followup_absent, followup_evidence,  # noqa: F401
+from .optim_followups import (FOLLOWUPS, SGD_ETA, followup_absent, followup_evidence,  # noqa: F401
                               followup_evidence_sentence, followup_family, followup_or_note, followup_reading,
                               followup_readings, followups_apply, q6c_rates_sentence, q6c_selection_curves,
                               q6d_eta_sentence, q6d_selection_curves, sgd_answer, sgd_reading)
