@@ -131,6 +131,13 @@ def optim_diffs(runs: pd.DataFrame, metric: str = "R@1") -> pd.DataFrame:
     return name_means(with_verdict(d.reset_index(drop=True), +1), "none", "sec")
 
 
+def pooled_over(row) -> str:
+    """What a pooled row (:func:`optim_pooled`'s) averages, for the page's verdict bullets: 'each the mean over N
+    losses', and the losses it left out because a run failed."""
+    left = row.get("left out") or ""
+    return f"each the mean over {int(row['n_losses'])} losses" + (f"; {left} left out: a run failed" if left else "")
+
+
 def _left_out(estimate: dict) -> str:
     """The losses a pooled estimate left out because a run failed (:func:`~sec_lib.report.pooled_diff`)."""
     return ", ".join(str(g) for g in estimate.get("excluded", []))
@@ -301,12 +308,8 @@ def page_reading(family: dict, c4=None, followups: dict | None = None, sgd: str 
                          f"got {type(family).__name__}")
     pooled, balance = family["pooled"], family["balance"]
     lines = []
-
-    def over(r):
-        left = r.get("left out") or ""
-        return f"each the mean over {int(r['n_losses'])} losses" + (f"; {left} left out: a run failed" if left else "")
     for r in pooled.to_dict("records"):
-        note = over(r)
+        note = pooled_over(r)
         if r["optimizer"] == "adam" and c4 is not None:
             lines.append(f"- **adam**, decided on the {c4.page} page as claim {c4.id} (the same runs; Holm family: "
                          f"{c4.family}): SEC − none = {measures_text(record_row(c4), 2, 'R@1 points', note, 't-test against 0')}"
@@ -318,7 +321,7 @@ def page_reading(family: dict, c4=None, followups: dict | None = None, sgd: str 
     followups = {k: v for k, v in (followups or {}).items() if v}
     lines += list(followups.values())
     for r in balance.to_dict("records"):
-        note = over(r)
+        note = pooled_over(r)
         lines.append(f"- **{r['optimizer']}**, {r['metric']}: SEC − none = "
                      f"{measures_text(r, 3, '', note, 't-test against 0')} → *SEC makes the updates more "
                      f"balanced*: **{r['verdict']}**.")

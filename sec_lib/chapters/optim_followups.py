@@ -117,9 +117,8 @@ def followup_reading(ev, fid: str) -> str:
     rec = next(r for r in page_records("optim", ev) if r.id == fid)
     if rec.estimate is None or not np.isfinite(rec.estimate):
         return f"{head}): no evidence. {rec.note}."
-    pooled = followup_evidence(ev, fid)["pooled"].iloc[0]
-    left = pooled.get("left out") or ""
-    over = f"each the mean over {int(pooled['n_losses'])} losses" + (f"; {left} left out: a run failed" if left else "")
+    from .optim import pooled_over
+    over = pooled_over(followup_evidence(ev, fid)["pooled"].iloc[0])
     return (f"{head}; Holm family: {rec.family}): SEC − none = "
             f"{measures_text(record_row(rec), 2, 'R@1 points', over, 't-test against 0')} → *{rec.statement}*: "
             f"**{rec.verdict}**.")
@@ -141,17 +140,14 @@ def sgd_answer(records) -> str:
             groups.setdefault(eta, []).append(r)
     if not groups:
         return ""
-    verdicts = {r.verdict for rs in groups.values() for r in rs}
-    parts = [f"at {eta}, " + and_list(f"{r.id} **{r.verdict}** ({r.estimate:+.2f} points)" for r in rs)
-             for eta, rs in groups.items()]
-    if len(groups) == 1:
-        lead = f"Only {next(iter(groups))} was tested here:"
-        parts = [parts[0].split(", ", 1)[1]]
-    elif len(verdicts) == 1:
-        lead = "The verdict is the same at every η tested:"
-    else:
-        lead = "It depends on SEC's η:"
-    return f"And *does SEC help under SGD?* {lead} " + "; ".join(parts) + "."
+    said = {eta: and_list(f"{r.id} **{r.verdict}** ({r.estimate:+.2f} points)" for r in rs)
+            for eta, rs in groups.items()}
+    if len(said) == 1:
+        eta, only = next(iter(said.items()))
+        return f"And *does SEC help under SGD?* Only {eta} was tested here: {only}."
+    same = len({r.verdict for rs in groups.values() for r in rs}) == 1
+    lead = "The verdict is the same at every η tested:" if same else "It depends on SEC's η:"
+    return f"And *does SEC help under SGD?* {lead} " + "; ".join(f"at {eta}, {x}" for eta, x in said.items()) + "."
 
 
 def sgd_reading(ev) -> str:
