@@ -14,6 +14,7 @@ Nothing else is ever removed: only names that start with ``.tmp-`` (and, for not
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -114,6 +115,4 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
 def atomic_write_json(path: Path, data) -> None:
     """``data`` as the project's JSON records keep it (indented by 1, keys sorted, a final newline), written with
     :func:`atomic_write_bytes` (the decisive tier's and the follow-ups' ``choices.json``)."""
-    import json
     atomic_write_bytes(path, (json.dumps(data, indent=1, sort_keys=True) + "\n").encode())
-
