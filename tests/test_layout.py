@@ -35,16 +35,19 @@ def test_a_split_module_still_exports_its_names(module):
     assert not missing, f"{module}.__all__ names {missing}, which it does not define"
 
 
-def test_the_optim_page_still_exports_its_follow_ups_names():
-    """sec_lib.chapters.optim_followups was split from the optim page, whose notebook and claims read its names as
-    ``optim.<name>``; importing the split module first works too (it imports the page only inside functions)."""
-    import subprocess
-    import sys
-    from sec_lib.chapters import optim, optim_followups
-    assert all(getattr(optim, name) is getattr(optim_followups, name) for name in optim_followups.__all__)
-    code = "import sec_lib.chapters.optim_followups as f, sec_lib.chapters.optim as o; print(o.FOLLOWUPS is f.FOLLOWUPS)"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert out.stdout.strip() == "True", out.stderr
+def test_the_optim_page_still_exports_its_split_modules_names_and_neither_imports_the_page():
+    """sec_lib.chapters.optim_followups and optim_stats were split from the optim page, whose notebook and claims read
+    their names as ``optim.<name>``; neither imports the page back (no cycle), at its top or inside a function."""
+    import ast
+    import inspect
+    from sec_lib.chapters import optim, optim_followups, optim_stats
+    for mod in (optim_followups, optim_stats):
+        assert all(getattr(optim, name) is getattr(mod, name) for name in mod.__all__), mod.__name__
+        back = [node.lineno for node in ast.walk(ast.parse(inspect.getsource(mod)))
+                if isinstance(node, ast.ImportFrom)
+                and (node.module in ("optim", "sec_lib.chapters.optim")
+                     or (node.module in (None, "sec_lib.chapters") and any(a.name == "optim" for a in node.names)))]
+        assert not back, f"{mod.__name__} imports the optim page at lines {back}"
 
 
 def test_every_loss_class_lives_in_a_family_module_and_imports_from_the_package():

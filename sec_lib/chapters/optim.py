@@ -7,16 +7,17 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from .. import report
 from ..runs import decisive, sgdeta, sgdrates
 from ..runs import experiments as ex
 from ..runs.train import nonfinite_step
-from ..report import one_family, pooled_diff, summary_table, with_verdict
+from ..report import one_family, pooled_diff, summary_table
 from . import profile_param
 from ..report.claims import Claim, family_row
 from .. import reference
-from .common import (and_list, beside_cv, check_cols, measures_text, name_means, paired, record_row, run_step_means,
-                     verdict_row_of, with_norm_cv)
+from .common import (and_list, beside_cv, check_cols, measures_text, record_row, run_step_means, verdict_row_of,
+                     with_norm_cv)
+# SEC − none per loss and over the losses, shared with the follow-ups; their names are this page's too.
+from .optim_stats import left_out, optim_diffs, optim_pooled, pooled_over  # noqa: F401
 # The registered follow-ups (Q6c, Q6d) have a module of their own; their names are this page's too.
 from .optim_followups import (FOLLOWUPS, SGD_ETA, followup_absent, followup_evidence,  # noqa: F401
                               followup_evidence_sentence, followup_family, followup_or_note, followup_reading,
@@ -119,43 +120,6 @@ def failures_sentence(runs: pd.DataFrame) -> str:
             "losses, and its own row keeps only the seeds where both arms trained.")
 
 
-def optim_diffs(runs: pd.DataFrame, metric: str = "R@1") -> pd.DataFrame:
-    """Paired SEC − none per optimizer × loss with its verdict (expected sign +1). A loss whose runs of one arm all
-    failed has no pair and no row (:func:`failures_sentence` says so)."""
-    d = paired(runs, ["optimizer", "loss"], "variant", "none", "sec", [metric])
-    if len(d) and "status" in runs.columns:
-        bad = runs[runs["status"].astype(str) != "done"]
-        failed = set(zip(bad["optimizer"], bad["loss"]))
-        hit = np.array([(o, lo) in failed for o, lo in zip(d["optimizer"], d["loss"])], dtype=bool)
-        d = d[~((d["n"] == 0).to_numpy() & hit)]
-    return name_means(with_verdict(d.reset_index(drop=True), +1), "none", "sec")
-
-
-def pooled_over(row) -> str:
-    """What a pooled row (:func:`optim_pooled`'s) averages, for the page's verdict bullets: 'each the mean over N
-    losses', and the losses it left out because a run failed."""
-    left = row.get("left out") or ""
-    return f"each the mean over {int(row['n_losses'])} losses" + (f"; {left} left out: a run failed" if left else "")
-
-
-def _left_out(estimate: dict) -> str:
-    """The losses a pooled estimate left out because a run failed (:func:`~sec_lib.report.pooled_diff`)."""
-    return ", ".join(str(g) for g in estimate.get("excluded", []))
-
-
-def optim_pooled(runs: pd.DataFrame, metric: str = "R@1") -> pd.DataFrame:
-    """Per optimizer: SEC − none averaged over the losses per seed, mean ± CI over seeds (n = seeds),
-    as verdict rows (expected sign +1) taken as a family of their own; the page's one family is
-    :func:`optim_family`."""
-    rows = []
-    for opt, sub in runs.groupby("optimizer", sort=False):
-        e = pooled_diff(sub, "variant", "none", "sec", metric)
-        rows.append({"optimizer": opt, "metric": metric,
-                     **verdict_row_of(e, +1, report.MARGINS.get(metric)), "n_losses": e.get("n_groups", 0),
-                     "left out": _left_out(e)})
-    return one_family(pd.DataFrame(rows))[0] if rows else pd.DataFrame(rows)
-
-
 BALANCE_COLS = ("dtheta_cv", "grad_norm_cv", "dtheta_mean")
 
 
@@ -185,7 +149,7 @@ def balance_diffs(runs: pd.DataFrame, steps: pd.DataFrame, by: Sequence[str] = (
         for col in ("dtheta_cv", "grad_norm_cv"):
             e = pooled_diff(sub, "variant", "none", "sec", col)
             rows.append({**dict(zip(by, key)), "metric": col, **verdict_row_of(e, -1),
-                         "n_losses": e.get("n_groups", 0), "left out": _left_out(e)})
+                         "n_losses": e.get("n_groups", 0), "left out": left_out(e)})
     return one_family(pd.DataFrame(rows))[0] if rows else pd.DataFrame(rows)
 
 

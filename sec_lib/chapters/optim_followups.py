@@ -1,8 +1,9 @@
 """The optimizer page's registered follow-ups (Q6c, Q6d): each one's family on its committed test runs, what produced
 it, its selection's table, sentence and figure columns, its bullet in the page's verdict, and the page's answer for
 SGD, which groups the SGD claims by the η SEC trained at. Split from :mod:`sec_lib.chapters.optim`, which re-exports
-every name here (the notebook and the claims read them as ``optim.<name>``); it imports from that module only
-inside the functions that need it, so either module may be imported first."""
+every name here (the notebook and the claims read them as ``optim.<name>``). It does not import that module: the
+statistics both use are in :mod:`sec_lib.chapters.optim_stats`, and the page's claims are read through
+:func:`sec_lib.chapters.evidence.page_claims`."""
 from __future__ import annotations
 
 import numpy as np
@@ -11,6 +12,7 @@ import pandas as pd
 from ..report import one_family
 from ..runs import sgdeta, sgdrates
 from .common import and_list, measures_text, record_row
+from .optim_stats import optim_diffs, optim_pooled, pooled_over
 
 __all__ = ["FOLLOWUPS", "followup_family", "followups_apply", "followup_absent", "followup_evidence",
            "followup_or_note", "followup_evidence_sentence", "followup_reading", "SGD_ETA", "sgd_answer",
@@ -38,7 +40,6 @@ def followup_family(runs: pd.DataFrame, fid: str, metric: str = "R@1") -> dict:
     """A follow-up's one Holm family (its module's ``FAMILY``, registered: 5 comparisons) on its test runs: SEC − none
     per loss (:func:`optim_diffs`) and averaged over the losses per seed (:func:`optim_pooled`), the primary.
     Returns ``{"diffs", "pooled"}``."""
-    from .optim import optim_diffs, optim_pooled
     family = _followup(fid).FAMILY                      # a bad id is refused before any work
     diffs, pooled = one_family(optim_diffs(runs, metric), optim_pooled(runs, metric), family=family)
     return {"diffs": diffs, "pooled": pooled}
@@ -107,17 +108,15 @@ def followup_evidence_sentence(fid: str, root=None) -> str:
 def followup_reading(ev, fid: str) -> str:
     """A follow-up's bullet for the page's verdict, from its record (the claim decides it; its Holm family's size is
     the rows it holds, as computed), with the losses its average spans."""
-    from .evidence import page_records
+    from .evidence import page_claims, page_records
     _followup(fid)
-    from .optim import CLAIMS
     head = f"- **{FOLLOWUPS[fid][1]}** ({fid}, a registered follow-up"
-    if fid not in {c.id for c in CLAIMS}:           # registered, its runs underway: not on the scorecard yet
+    if fid not in {c.id for c in page_claims("optim")}:           # registered, its runs underway: not on the scorecard yet
         why = followup_or_note(ev, fid)[1].split("** ", 1)[-1] or "its test runs are committed, the claim not yet."
         return f"{head}): its runs are underway, so it is not on the scorecard yet. {why}"
     rec = next(r for r in page_records("optim", ev) if r.id == fid)
     if rec.estimate is None or not np.isfinite(rec.estimate):
         return f"{head}): no evidence. {rec.note}."
-    from .optim import pooled_over
     over = pooled_over(followup_evidence(ev, fid)["pooled"].iloc[0])
     return (f"{head}; Holm family: {rec.family}): SEC − none = "
             f"{measures_text(record_row(rec), 2, 'R@1 points', over, 't-test against 0')} → *{rec.statement}*: "
