@@ -184,7 +184,7 @@ def rerun_command(key: str, profile: str, tier_root=None) -> int:
         return 2
     cfg = t.config(key)
     if not cfg.device.startswith("cpu"):           # a GPU run: its kind is its GPU's (tier.gpu_kind)
-        from .store import provenance
+        from .provenance import provenance
         if not torch.cuda.is_available():
             print(f"error: run {key} was trained on a GPU ({tier.committed_kind(t, key)}); this machine has none, "
                   f"so it cannot retrain it (its config asks for device {cfg.device!r})", file=sys.stderr)

@@ -14,8 +14,6 @@ The store records how a run was trained (``runs_together`` in its provenance); i
 from __future__ import annotations
 
 import contextlib
-import functools
-import subprocess
 from typing import Callable
 
 import torch
@@ -23,9 +21,10 @@ import torch
 from .. import kernels
 from ..params import ParameterError
 from ..threads import torch_threads
+from .provenance import provenance
 from .train import RunResult, TrainConfig, training_steps
 
-__all__ = ["train_many", "Together", "run_together", "gpu_provenance"]
+__all__ = ["train_many", "Together", "run_together", "process_groups"]
 
 
 def process_groups(items: list, jobs: int, together: int) -> list[list]:
@@ -99,7 +98,6 @@ class Together:
 def run_together(store, configs: list[TrainConfig], retry_failed: bool = False) -> list[RunResult]:
     """``store.run`` for several configs trained together in this process (:func:`train_many`): each is saved as
     soon as it ends, with ``runs_together`` in its provenance. Returns every config's result, stored or new."""
-    from .store import provenance
     stored = [store.get(c) for c in configs]
     todo = [i for i, r in enumerate(stored) if r is None or (r.status != "done" and retry_failed)]
 
@@ -110,22 +108,6 @@ def run_together(store, configs: list[TrainConfig], retry_failed: bool = False) 
         stored[i] = result
     train_many([configs[i] for i in todo], on_done=save)
     return stored
-
-
-def gpu_provenance() -> dict:
-    """The GPU side of a run's provenance: CUDA and cuDNN as torch was built with them, and the driver."""
-    return {"cuda": torch.version.cuda, "driver": gpu_driver(), "cudnn": torch.backends.cudnn.version()}
-
-
-@functools.lru_cache(maxsize=1)
-def gpu_driver() -> str | None:
-    """The NVIDIA driver's version as ``nvidia-smi`` reports it (None where it cannot be read)."""
-    try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=30)
-        return out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else None
-    except (OSError, subprocess.SubprocessError):
-        return None
 
 
 def _stream(device: torch.device):

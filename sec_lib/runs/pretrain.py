@@ -56,7 +56,7 @@ from ..models import build_model
 from ..params import Choice, Device, Number, check_fields
 from ..tempfiles import atomic_write_bytes
 from ..threads import torch_threads
-from .many import gpu_provenance
+from .provenance import gpu_provenance
 
 REPO = Path(__file__).resolve().parents[2]
 #: The committed checkpoint and its provenance (repository-relative paths: they are what a config names).
@@ -179,7 +179,7 @@ CODE_PATHS = ("sec_lib/runs/pretrain.py", "sec_lib/data", "sec_lib/models.py", "
 
 def _git_commit() -> str:
     """The commit of the code, ``+dirty`` when the library's files differ from it; ``$SEC_GIT_COMMIT`` when set (a
-    tree copied to another machine, as :func:`sec_lib.runs.store.git_commit` reads it)."""
+    tree copied to another machine, as :func:`sec_lib.runs.provenance.git_commit` reads it)."""
     if os.environ.get("SEC_GIT_COMMIT"):
         return os.environ["SEC_GIT_COMMIT"]
     try:

@@ -35,7 +35,6 @@ import logging
 import math
 import multiprocessing as mp
 import os
-import platform
 import re
 import shutil
 import tempfile
@@ -47,13 +46,12 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 import pandas as pd
-import torch
 
-from .. import kernels
 from ..lifetime import exit_with_parent
 from ..params import Number, ParameterError
 from ..tempfiles import clear_partial_runs, temp_prefix
-from .many import gpu_provenance, process_groups, run_together
+from .many import process_groups, run_together
+from .provenance import provenance
 from .train import RunResult, TrainConfig, failed_step_of, train, with_schema
 
 log = logging.getLogger(__name__)
@@ -415,45 +413,6 @@ class ResultStore:
         """Remove the temporary folders that interrupted writers left (:mod:`sec_lib.tempfiles`:
         never one a live process may still be writing); return how many."""
         return clear_partial_runs(self.root)
-
-
-def provenance(cfg: TrainConfig) -> dict:
-    """Where and how a run was trained: the date, commit, device, versions, and the CPU kind with its kernel
-    settings (:func:`sec_lib.kernels.provenance`)."""
-    dev, gpu = cfg.device, cfg.device.startswith("cuda") and torch.cuda.is_available()
-    dev = torch.cuda.get_device_name(torch.device(dev)) if gpu else dev
-    return {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "torch": torch.__version__, "python": platform.python_version(), "machine": platform.machine(),
-            "device": dev, **(gpu_provenance() if gpu else {}), "commit": git_commit(), **kernels.provenance()}
-
-
-def git_commit() -> str | None:
-    """``$SEC_GIT_COMMIT`` when set (a tree copied to another machine, whose ``.git`` may be absent
-    or stale), else the commit of the checkout holding this package (a plain clone or a git
-    worktree), else None."""
-    if os.environ.get("SEC_GIT_COMMIT"):
-        return os.environ["SEC_GIT_COMMIT"]
-    head = Path(__file__).resolve().parents[2] / ".git"
-    try:
-        if head.is_file():                      # a worktree: ".git" names the real git folder
-            head = Path(head.read_text().split("gitdir:", 1)[1].strip())
-        ref = (head / "HEAD").read_text().strip()
-        if not ref.startswith("ref:"):
-            return ref
-        name = ref.split(" ", 1)[1]
-        common = Path((head / "commondir").read_text().strip()) if (head / "commondir").exists() else None
-        for base in (head, (head / common) if common else None):
-            if base is not None and (base / name).exists():
-                return (base / name).read_text().strip()
-        for base in (head, (head / common) if common else None):
-            packed = base / "packed-refs" if base is not None else None
-            if packed is not None and packed.exists():
-                for line in packed.read_text().splitlines():
-                    if line.endswith(name):
-                        return line.split()[0]
-        return None
-    except (OSError, IndexError):
-        return None
 
 
 @dataclass
