@@ -9,9 +9,7 @@ the median step time of each setting, its ratio to ``native``, the ATen capabili
 hash of the step table (loss and norms at every step): equal hashes mean equal bits on this CPU.
 """
 import argparse
-import hashlib
 import json
-import os
 import statistics
 import subprocess
 import sys

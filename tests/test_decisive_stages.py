@@ -1,6 +1,5 @@
 """The decisive tier after its main comparison: one profile for every chapter (its main-comparison runs are the
 main stage's own), held-out choices written once, and the later stages trained with stand-in training."""
-import json
 import math
 
 import pandas as pd

@@ -1,5 +1,4 @@
 """The paper's gradient facts (Sec. 3, Prop. 1-2 and Eq. 1), checked with autograd on every loss."""
-import math
 
 import pytest
 import torch

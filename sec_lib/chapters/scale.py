@@ -19,7 +19,7 @@ import pandas as pd
 from ..runs import experiments as ex
 from ..runs import scalearms
 from .. import reference
-from ..report import MARGINS, one_family, pooled_diff, summary_table, values_ci
+from ..report import MARGINS, one_family, pooled_diff, summary_table
 from ..report.claims import Claim, from_row
 from . import check_shown, common, profile_param
 from ..runs.tier import StagedTier

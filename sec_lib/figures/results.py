@@ -321,7 +321,7 @@ def variance_vs_gain(vvg: pd.DataFrame, axes=None):
     ds = vvg.attrs.get("paper_dataset", "Cars")
     with style():
         fig, (a1, a2) = fig_axes(axes, 2, (BOOK_WIDTH, 3.3))
-        for ax, src, title in ((a1, "ours", f"Ours (glyphs), mean over seeds"),
+        for ax, src, title in ((a1, "ours", "Ours (glyphs), mean over seeds"),
                                (a2, "rebuttal", f"Rebuttal (Cars train set), paper gains ({ds})")):
             d = vvg[vvg["source"] == src]
             for r in d.itertuples(index=False):

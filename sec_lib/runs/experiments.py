@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import dataclasses
 
-import numpy as np
 
 from ..losses import LOSS_SPECS
 from ..params import Choice

@@ -203,7 +203,7 @@ class SubmititLauncher(Launcher):
         for c in configs:
             check_config(c, here=(cluster == "local"))
             if c.device == "cuda" and self.gpus_per_job == 0:
-                raise ParameterError(f"runs with device='cuda' need GPUs, but gpus_per_job = 0; "
+                raise ParameterError("runs with device='cuda' need GPUs, but gpus_per_job = 0; "
                                      "pass --gpus-per-job 1 (or more)")
         return cluster
 

@@ -9,7 +9,6 @@ weights fixed before any run. :mod:`sec_lib.runs.experiments` re-exports every n
 """
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 
 from ..params import Choice

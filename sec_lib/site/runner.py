@@ -44,7 +44,7 @@ from ..data.glyphs import default_data_dir
 from ..figures.tables import DOWNLOADS_ENV
 from ..params import Choice, ParameterError
 from ..report.claims import check_built_book
-from ..runs.store import ResultStore, run_all, run_key
+from ..runs.store import ResultStore
 from ..tempfiles import clear_partial_notebooks, temp_prefix
 from ..runs import benchmarks as bench
 from ..runs import commands

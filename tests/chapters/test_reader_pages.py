@@ -98,7 +98,6 @@ def test_table1_glance_same_layout_for_paper_and_ours():
 def test_a_real_benchmark_book_names_its_dataset_and_sets_the_papers_numbers_for_it_beside_ours():
     """Issue 25: table1, compare and the landing page of a cub/cars/sop/inshop book name that dataset and show
     the paper's numbers for it, at its K values (SOP: R@1-1000, no clustering for In-Shop)."""
-    from sec_lib.chapters import compare
     from sec_lib.runs import benchmarks
     assert benchmarks.paper_datasets("sop") == ("SOP",) and home.paper_sets("sop") == ("SOP",)
     assert home.paper_sets("cpu") == reference.PAPER_DATASETS                 # a glyph book: all four of Table 1

@@ -12,7 +12,7 @@ import pytest
 from sec_lib.runs import experiments as ex
 from sec_lib.chapters import claims, evidence, face, fairness, npair, review, ssl
 from sec_lib.losses import LOSS_SPECS
-from sec_lib.runs.store import Frames, run_key
+from sec_lib.runs.store import Frames
 
 REPO = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location("key_check", REPO / "bench" / "key_check.py")

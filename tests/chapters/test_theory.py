@@ -2,13 +2,10 @@
 independent formulas (Pythagoras, Eq. (1)) and scipy's regression, plus the theory notebook."""
 from __future__ import annotations
 
-import math
 import pathlib
 
 import numpy as np
 import pytest
-import torch
-from scipy import stats
 
 from sec_lib.chapters import theory as T
 from sec_lib.figures import theory as theory_fig

@@ -3,7 +3,6 @@ run, Q7a's slope rule, Q9's range of η, Holm within a chapter's family, the tal
 import numpy as np
 import pandas as pd
 import pytest
-from scipy import stats
 
 from sec_lib import report
 from sec_lib.chapters import claims, convergence, evidence, norms, eta as eta_ch

@@ -6,14 +6,12 @@ or book/nb is touched); the glyph cache under data/ is shared with the other tes
 """
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from sec_lib import chapters
 from sec_lib.params import ParameterError
 from sec_lib.site import nbstyle, runner
 

@@ -12,6 +12,7 @@ Pages mark each verdict they state with ``data-claim`` / ``data-verdict`` (the b
 """
 import dataclasses
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -39,7 +40,7 @@ def test_marks_are_found_and_disagreements_caught():
         "C9": {"reproduced": ["a"], "not reproduced": ["b"]}}
 
 
-def _built(tmp_path, pages: dict) -> "Path":
+def _built(tmp_path, pages: dict) -> Path:
     html = tmp_path / "_build" / "html"
     for name, text in pages.items():
         (html / name).parent.mkdir(parents=True, exist_ok=True)
