@@ -103,7 +103,8 @@ def _start_smoke_sweep(tmp_path_factory) -> None:
     site = _new_site(tmp)
     run = [sys.executable, "-m", "sec_lib.book", "run", "--profile", "smoke", "--site", str(site), "--jobs", "1"]
     done = shlex.quote(str(tmp / "done"))       # the cub-smoke book waits for it (see _start_cub_smoke_book)
-    _launch("smoke_site", tmp, site, ["bash", "-c", f"{' '.join(map(shlex.quote, run))}; rc=$?; touch {done}; exit $rc"],
+    script = f"{' '.join(map(shlex.quote, run))}; rc=$?; touch {done}; exit $rc"
+    _launch("smoke_site", tmp, site, ["bash", "-c", script],
             dict(os.environ, SEC_RUNS_DIR=str(tmp / "runs"), PYTHONUNBUFFERED="1"))
 
 
@@ -129,7 +130,8 @@ def _start_cub_smoke_book(tmp_path_factory) -> None:
     first = _SWEEPS.get("smoke_site")             # started first: this book starts when it ends (at most 30 min)
     done = shlex.quote(str(first["tmp"] / "done")) if first else None
     wait = f"for _ in $(seq 1800); do [ -e {done} ] && break; sleep 1; done; " if first else ""
-    script = wait + f"{step('run', run)}; [ \"$(cat {shlex.quote(str(tmp / 'run.rc'))})\" = 0 ] && {step('build', build)}"
+    ran = shlex.quote(str(tmp / "run.rc"))
+    script = wait + f"{step('run', run)}; [ \"$(cat {ran})\" = 0 ] && {step('build', build)}"
     from sec_lib.runs import benchmarks as B          # none of the caller's benchmark options may leak into the book
     env = {k: v for k, v in os.environ.items() if k not in (B.ROOT_ENV, B.PRETRAINED_ENV, B.BACKBONE_ENV)}
     _launch("cub_smoke_book", tmp, site, ["bash", "-c", script], dict(env, SEC_RUNS_DIR=str(tmp / "runs"),

@@ -111,7 +111,7 @@ def followup_reading(ev, fid: str) -> str:
     from .evidence import page_claims, page_records
     _followup(fid)
     head = f"- **{FOLLOWUPS[fid][1]}** ({fid}, a registered follow-up"
-    if fid not in {c.id for c in page_claims("optim")}:           # registered, its runs underway: not on the scorecard yet
+    if fid not in {c.id for c in page_claims("optim")}:     # registered, its runs underway: not on the scorecard yet
         why = followup_or_note(ev, fid)[1].split("** ", 1)[-1] or "its test runs are committed, the claim not yet."
         return f"{head}): its runs are underway, so it is not on the scorecard yet. {why}"
     rec = next(r for r in page_records("optim", ev) if r.id == fid)

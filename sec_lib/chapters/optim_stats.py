@@ -1,7 +1,7 @@
 """The optim page's statistics on SEC − none, shared by the page (:mod:`sec_lib.chapters.optim`) and its registered
 follow-ups (:mod:`sec_lib.chapters.optim_followups`): the paired difference per optimizer × loss, the average over the
-losses per seed, and the sentence for what that average spans. Both modules import from here, so neither imports the
-other at its top."""
+losses per seed, and the sentence for what that average spans. Both modules import from here, so the follow-ups do
+not import the page."""
 from __future__ import annotations
 
 import numpy as np
