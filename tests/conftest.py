@@ -1,7 +1,8 @@
 """Shared by the tests: a tiny toy-data training config, the parameter check of a notebook's first cells,
 and two books made in the background while the other tests run, once per session, into temporary sites: the smoke
 sweep (every notebook executed at smoke parameters; the pages' tests read its outputs and run last) and the whole
-cub-smoke book on fixture folders (run and built; issue 25's end-to-end test).
+cub-smoke book on fixture folders (run and built; issue 25's end-to-end test). The smoke sweep's site is built in the
+background too, once its notebooks ran.
 
 The two books run one after the other, each in one process (``--jobs 1``), so that together they keep one core busy
 and the other tests the other. Run side by side with two processes each, they shared both cores with the tests for
@@ -95,15 +96,34 @@ def _launch(name: str, tmp: Path, site: Path, cmd: list, env: dict) -> None:
     _SWEEPS[name] = dict(tmp=tmp, site=site, proc=proc, out=out, err=err)
 
 
+def _step(tmp: Path, name: str, cmd: list) -> str:
+    """A shell line that runs ``cmd`` with its output and exit status in ``tmp/<name>.{out,err,rc}``
+    (:func:`_step_result` reads them)."""
+    f = {x: shlex.quote(str(tmp / f"{name}.{x}")) for x in ("out", "err", "rc")}
+    return f"{' '.join(map(shlex.quote, cmd))} > {f['out']} 2> {f['err']}; echo $? > {f['rc']}"
+
+
+def _step_result(tmp: Path, name: str):
+    """The finished :func:`_step` ``name`` as a CompletedProcess, or None where it did not run."""
+    rc = tmp / f"{name}.rc"
+    if not rc.exists() or not rc.read_text().strip():
+        return None
+    return subprocess.CompletedProcess(name, int(rc.read_text()), (tmp / f"{name}.out").read_text(),
+                                       (tmp / f"{name}.err").read_text())
+
+
 def _start_smoke_sweep(tmp_path_factory) -> None:
     """Start ``python -m sec_lib.book run --profile smoke --jobs 1`` into a fresh site and result store under
-    ``tmp_path_factory`` (nothing under data/runs or book/nb is touched); its output goes to files, and a file
-    ``done`` marks its end (its exit status is the process's)."""
+    ``tmp_path_factory`` (nothing under data/runs or book/nb is touched), then ``build`` the site when it succeeded.
+    The run's output goes to files and its exit status is the process's; the build's output and exit status go to
+    ``build.{out,err,rc}``. A file ``done`` marks the end of both."""
     tmp = tmp_path_factory.mktemp("smoke")
     site = _new_site(tmp)
-    run = [sys.executable, "-m", "sec_lib.book", "run", "--profile", "smoke", "--site", str(site), "--jobs", "1"]
+    book = [sys.executable, "-m", "sec_lib.book"]
+    run = [*book, "run", "--profile", "smoke", "--site", str(site), "--jobs", "1"]
+    build = _step(tmp, "build", [*book, "build", "--site", str(site)])
     done = shlex.quote(str(tmp / "done"))       # the cub-smoke book waits for it (see _start_cub_smoke_book)
-    script = f"{' '.join(map(shlex.quote, run))}; rc=$?; touch {done}; exit $rc"
+    script = f"{' '.join(map(shlex.quote, run))}; rc=$?; [ $rc = 0 ] && {{ {build}; }}; touch {done}; exit $rc"
     _launch("smoke_site", tmp, site, ["bash", "-c", script],
             dict(os.environ, SEC_RUNS_DIR=str(tmp / "runs"), PYTHONUNBUFFERED="1"))
 
@@ -123,15 +143,11 @@ def _start_cub_smoke_book(tmp_path_factory) -> None:
     run = [*book, "run", "--profile", "cub-smoke", "--site", str(site), "--data-root", str(data), "--pretrained",
            str(weights), "--jobs", "1"]
     build = [*book, "build", "--site", str(site)]
-
-    def step(name, cmd):
-        f = {x: shlex.quote(str(tmp / f"{name}.{x}")) for x in ("out", "err", "rc")}
-        return f"{' '.join(map(shlex.quote, cmd))} > {f['out']} 2> {f['err']}; echo $? > {f['rc']}"
     first = _SWEEPS.get("smoke_site")             # started first: this book starts when it ends (at most 30 min)
     done = shlex.quote(str(first["tmp"] / "done")) if first else None
     wait = f"for _ in $(seq 1800); do [ -e {done} ] && break; sleep 1; done; " if first else ""
     ran = shlex.quote(str(tmp / "run.rc"))
-    script = wait + f"{step('run', run)}; [ \"$(cat {ran})\" = 0 ] && {step('build', build)}"
+    script = wait + f"{_step(tmp, 'run', run)}; [ \"$(cat {ran})\" = 0 ] && {_step(tmp, 'build', build)}"
     from sec_lib.runs import benchmarks as B          # none of the caller's benchmark options may leak into the book
     env = {k: v for k, v in os.environ.items() if k not in (B.ROOT_ENV, B.PRETRAINED_ENV, B.BACKBONE_ENV)}
     _launch("cub_smoke_book", tmp, site, ["bash", "-c", script], dict(env, SEC_RUNS_DIR=str(tmp / "runs"),
@@ -192,14 +208,15 @@ def _read(f) -> str:
 @pytest.fixture(scope="session")
 def smoke_site(tmp_path_factory):
     """``python -m sec_lib.book run --profile smoke`` once per session into a temporary site and result
-    store (nothing under data/runs or book/nb is touched): {"tmp", "site", "run" (the finished process)}.
+    store (nothing under data/runs or book/nb is touched), and the site built: {"tmp", "site", "run" (the finished
+    process), "build" (the finished build; None when the run failed)}.
     Started in the background when the tests are collected (see ``pytest_collection_modifyitems``);
     this waits for it. tests/site/test_book.py checks the sweep; the pages' tests read the executed
     notebooks under ``site/book/nb`` instead of executing them again."""
     sweep = _finished("smoke_site", tmp_path_factory)
     proc = sweep["proc"]
     run = subprocess.CompletedProcess(proc.args, proc.returncode, _read(sweep["out"]), _read(sweep["err"]))
-    return {"tmp": sweep["tmp"], "site": sweep["site"], "run": run}
+    return {"tmp": sweep["tmp"], "site": sweep["site"], "run": run, "build": _step_result(sweep["tmp"], "build")}
 
 
 @pytest.fixture(scope="session")
@@ -211,11 +228,4 @@ def cub_smoke_book(tmp_path_factory):
     tmp = sweep["tmp"]
     for f in (sweep["out"], sweep["err"]):
         f.close()
-
-    def done(step):
-        rc = tmp / f"{step}.rc"
-        if not rc.exists() or not rc.read_text().strip():
-            return None
-        return subprocess.CompletedProcess(step, int(rc.read_text()), (tmp / f"{step}.out").read_text(),
-                                           (tmp / f"{step}.err").read_text())
-    return {"tmp": tmp, "site": sweep["site"], "run": done("run"), "build": done("build")}
+    return {"tmp": tmp, "site": sweep["site"], "run": _step_result(tmp, "run"), "build": _step_result(tmp, "build")}
