@@ -189,8 +189,15 @@ def test_q6d_is_its_own_family_of_five_and_the_reading_names_both_follow_ups():
 def test_the_answer_for_sgd_groups_the_verdicts_by_the_eta_sec_trained_at():
     """Q6b and Q6c train SEC at the paper's η, Q6d at a held-out one: the page's answer for SGD says whether the
     verdict depends on η, from the records (a claim without an estimate on this tier is left out)."""
-    from types import SimpleNamespace as R
+    import dataclasses
     from sec_lib.chapters import optim
+    from sec_lib.report.claims import ClaimRecord
+    base = ClaimRecord(id="", statement="s", page="optim", href="optim.html", family="f", unit="pp", expected_sign=1,
+                       estimate=0.0, ci_lo=-1.0, ci_hi=1.0, n=5, n_counts="seeds", p_value=0.5, p_adj=0.5, m=5,
+                       mde=1.0, verdict="")
+
+    def R(**kw):                                            # a decided record, as page_records gives them
+        return dataclasses.replace(base, **kw)
     q6b, q6c, q6d = (R(id="Q6b", verdict="not reproduced", estimate=-2.54), R(id="Q6c", verdict="not reproduced",
                      estimate=-1.82), R(id="Q6d", verdict="reproduced", estimate=0.85))
     assert optim.sgd_answer([q6d, q6c, q6b, R(id="C4", verdict="reproduced", estimate=0.4)]) == (

@@ -201,7 +201,7 @@ def mechanism_record(profile, root=None):
 def mechanism_sentence(record) -> str:
     """The landing page's line on the scale page: relative SEC (equalizes without shrinking) − none, claim S1, with
     its verdict and the mechanism the page's family reads ('' until that claim has an estimate)."""
-    if record is None or record.estimate is None or not np.isfinite(record.estimate):
+    if record is None or not record.has_estimate:
         return ""
     which = record.note.split(": ", 1)[1] if record.note.startswith("which mechanism") else record.note
     return (f"**Shrink or equalize?** SEC lowers the norms' spread (their CV) but also shrinks their scale, as L2-reg "
@@ -214,7 +214,7 @@ def mechanism_sentence(record) -> str:
 def regime_sentence(record) -> str:
     """The landing page's line on the book's most direct test of the paper's setting, the pretrained page, with its
     claim's verdict ('' until that claim has an estimate)."""
-    if record is None or record.estimate is None or not np.isfinite(record.estimate):
+    if record is None or not record.has_estimate:
         return ""
     return (f"**The paper's own regime.** The book's most direct test of the paper's setting is "
             f"[the pretrained page](pretrained.html): the glyph network fine-tuned from a backbone pretrained here, "

@@ -334,7 +334,7 @@ def c4_record(ev):
 def _as_c4(ev) -> dict:
     """Q6a's estimate: :func:`c4_record` (KeyError, so no evidence, where C4 has none)."""
     rec = c4_record(ev)
-    if rec.estimate is None or not np.isfinite(rec.estimate):
+    if not rec.has_estimate:
         raise KeyError(rec.note or "claim C4 has no evidence on this tier")
     return {**{k: getattr(rec, k) for k in ("estimate", "ci_lo", "ci_hi", "n", "p_value", "p_adj", "m", "mde",
                                             "verdict")},

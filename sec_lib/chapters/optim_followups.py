@@ -115,7 +115,7 @@ def followup_reading(ev, fid: str) -> str:
         why = followup_or_note(ev, fid)[1].split("** ", 1)[-1] or "its test runs are committed, the claim not yet."
         return f"{head}): its runs are underway, so it is not on the scorecard yet. {why}"
     rec = next(r for r in page_records("optim", ev) if r.id == fid)
-    if rec.estimate is None or not np.isfinite(rec.estimate):
+    if not rec.has_estimate:
         return f"{head}): no evidence. {rec.note}."
     over = pooled_over(followup_evidence(ev, fid)["pooled"].iloc[0])
     return (f"{head}; Holm family: {rec.family}): SEC − none = "
@@ -135,7 +135,7 @@ def sgd_answer(records) -> str:
     groups: dict = {}
     for cid, eta in SGD_ETA.items():
         r = by_id.get(cid)
-        if r is not None and r.estimate is not None and np.isfinite(r.estimate):
+        if r is not None and r.has_estimate:
             groups.setdefault(eta, []).append(r)
     if not groups:
         return ""

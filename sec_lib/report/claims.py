@@ -129,9 +129,14 @@ class ClaimRecord:
         return f"none ({text} is beyond the range of r)" if self.unit == "r" and self.mde >= 1 else text
 
     @property
+    def has_estimate(self) -> bool:
+        """Whether the claim has evidence on its tier: a finite estimate (else it reads 'no evidence')."""
+        return self.estimate is not None and bool(np.isfinite(self.estimate))
+
+    @property
     def evidence(self) -> str:
         """'estimate [lo, hi]' (or the estimate alone, or 'no evidence')."""
-        if self.estimate is None or not np.isfinite(self.estimate):
+        if not self.has_estimate:
             return "no evidence"
         d = self.digits
         if not (np.isfinite(self.ci_lo) and np.isfinite(self.ci_hi)):
