@@ -143,9 +143,9 @@ def _start_cub_smoke_book(tmp_path_factory) -> None:
     run = [*book, "run", "--profile", "cub-smoke", "--site", str(site), "--data-root", str(data), "--pretrained",
            str(weights), "--jobs", "1"]
     build = [*book, "build", "--site", str(site)]
-    first = _SWEEPS.get("smoke_site")             # started first: this book starts when it ends (at most 30 min)
-    done = shlex.quote(str(first["tmp"] / "done")) if first else None
-    wait = f"for _ in $(seq 1800); do [ -e {done} ] && break; sleep 1; done; " if first else ""
+    wait, first = "", _SWEEPS.get("smoke_site")
+    if first:                                     # started first: this book starts when it ends (at most 30 min)
+        wait = f"for _ in $(seq 1800); do [ -e {shlex.quote(str(first['tmp'] / 'done'))} ] && break; sleep 1; done; "
     ran = shlex.quote(str(tmp / "run.rc"))
     script = wait + f"{_step(tmp, 'run', run)}; [ \"$(cat {ran})\" = 0 ] && {_step(tmp, 'build', build)}"
     from sec_lib.runs import benchmarks as B          # none of the caller's benchmark options may leak into the book
