@@ -1,6 +1,6 @@
 """Print the store key of every run each chapter names, per profile, with a stand-in store whose
 pilot and selection runs 'exist' (interior choices). Used to check that a change to
-sec_lib/runs/experiments.py leaves the keys of existing runs unchanged:
+the sweeps (sec_lib/runs/sweeps.py, experiments.py) leaves the keys of existing runs unchanged:
 
     python bench/key_check.py > before.json   # on the old code
     python bench/key_check.py --compare before.json

@@ -72,8 +72,9 @@ def test_the_decisive_command_trains_the_grids_grows_an_edge_and_exports(tmp_pat
     monkeypatch.setattr(pilot, "configs", lambda profile="reference", pairs=1: [])
     monkeypatch.setattr(pilot, "choice", lambda conv, pair: "step" if via == "choice" else None)
     monkeypatch.setattr(pilot, "fallback", lambda conv, pair: "step")
-    from sec_lib.runs import experiments as ex
-    monkeypatch.setattr(ex, "MAIN_LOSSES", ("ms",))       # one loss: the same logic, a quarter of the writes
+    from sec_lib.runs import experiments as ex, sweeps
+    for module in (ex, sweeps):                           # the registry and the sweeps below it read their own names
+        monkeypatch.setattr(module, "MAIN_LOSSES", ("ms",))   # one loss: the same logic, a quarter of the writes
     trained = []
 
     def fake_run_all(configs, root=None, jobs=1, **kw):

@@ -86,7 +86,7 @@ def test_a_choice_is_written_once(tmp_path):
 def test_the_later_stages_train_in_order_each_run_once(tmp_path, monkeypatch, capsys, no_fsync):
     """Stand-in training through every stage after the main comparison, on shortened loss lists: each held-out
     selection records its choices, each training stage exports only runs that no earlier stage named, seed by seed."""
-    from sec_lib.runs import commands, tier
+    from sec_lib.runs import commands, sweeps, tier
     from sec_lib.runs import store as S
     from sec_lib.runs.train import RunResult
     monkeypatch.setenv("SEC_RUNS_DIR", str(tmp_path / "runs"))
@@ -94,7 +94,8 @@ def test_the_later_stages_train_in_order_each_run_once(tmp_path, monkeypatch, ca
     for name, value in (("MAIN_LOSSES", ("ms",)), ("EXTRA_LOSSES", ("tml",)), ("REVIEW_LOSSES", ("arcface",)),
                         ("SSL_LOSSES", ()), ("NPAIR_VARIANTS", ("tml",)), ("FACE_LOSSES", ("arcface",)),
                         ("MU_LOSSES", ("ms",)), ("BN_HEADS", ("nobn", "paper"))):
-        monkeypatch.setattr(ex, name, value)
+        for module in (ex, sweeps):                 # the registry and the sweeps below it read their own names
+            monkeypatch.setattr(module, name, value)
     from sec_lib.runs import finetune
     monkeypatch.setitem(finetune.GRIDS, "decisive", ((1e-4, 3e-4, 1e-3), (0.2, 0.5)))   # 3 trunk rates, 2 ratios
     monkeypatch.setattr(selection, "SEEDS", (1000, 1001))                               # 2 held-out seeds a point

@@ -27,9 +27,11 @@ def test_the_variant_rule():
 
 
 def test_no_function_opens_a_default_store():
-    tree = ast.parse(inspect.getsource(ex))
-    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "id", None) == "ResultStore"]
-    assert not calls
+    from sec_lib.runs import sweeps
+    for module in (ex, sweeps):
+        tree = ast.parse(inspect.getsource(module))
+        calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "id", None) == "ResultStore"]
+        assert not calls, module.__name__
     for fn, runs in ((ex.chosen_lr, "pilot_runs"), (ex.chosen_eta, "selection_runs")):
         assert inspect.signature(fn).parameters[runs].default is inspect.Parameter.empty
     for fn in (ex.tuned, ex.chapter_configs, ex.all_configs):
@@ -55,3 +57,24 @@ def test_selection_reads_the_store_it_is_given(tmp_path):
         ex.chapter_configs("tuned", p, store)
     keys = {run_key(c) for c in ex.all_configs(p, store, chapters=("compare", "eta"))}
     assert {run_key(c) for c in main} <= keys
+
+
+def test_the_chapter_registry_names_exactly_the_chapters_the_profiles_know():
+    """``CHAPTERS`` (a chapter -> its sweep, at the top of the sweeps) and ``profiles.CHAPTER_NAMES`` (the names the
+    profiles below it read, e.g. a benchmark book's chapters) are one list, in the runner's order."""
+    from sec_lib.runs import profiles
+    assert tuple(ex.CHAPTERS) == profiles.CHAPTER_NAMES
+    assert ex.profile_chapters("cpu") == profiles.CHAPTER_NAMES
+    assert ex.profile_chapters("cub") == tuple(c for c in profiles.CHAPTER_NAMES if c != "ssl")
+
+
+def test_get_profile_names_every_profile_and_refuses_others():
+    from sec_lib.params import ParameterError
+    from sec_lib.runs import profiles
+    for name in profiles.GLYPH_PROFILES:
+        assert ex.get_profile(name) is profiles.glyph_profile(name) is ex.PROFILES[name]
+    assert ex.get_profile("cub").name == "cub" and ex.get_profile("cub-smoke").base["device"] == "cpu"
+    with pytest.raises(ParameterError, match="profile"):
+        ex.get_profile("imagenet")
+    with pytest.raises(ParameterError, match="smoke"):          # the glyph lookup names its valid choices
+        profiles.glyph_profile("cub")

@@ -17,10 +17,10 @@ def test_the_gpu_tier_names_its_float32_runs_beside_the_bf16_profile(tmp_path):
     assert tier.restore(tier.tier_dir("gpu"), store) == len(t.runs)
     p = ex.get_profile("gpu")
     assert p.base["autocast"] == "bf16" and p.base["channels_last"] is True and p.base["eval_clustering"] == "final"
-    current = {run_key(c) for c in tier.profile_configs(p, store) if store.has(c)}
+    current = {run_key(c) for c in ex.profile_configs(p, store) if store.has(c)}
     earlier = set(t.runs["key"]) - current
     assert len(earlier) == 22                       # 14 float32 and 8 bf16 runs with k-means at every evaluation
-    assert not earlier & {run_key(c) for c in tier.profile_configs(p, store)}   # the profile alone would drop them
+    assert not earlier & {run_key(c) for c in ex.profile_configs(p, store)}   # the profile alone would drop them
     named = {run_key(c) for c in gpu_tier.configs(p, store)}
     assert set(t.runs["key"]) <= named
     out = tmp_path / "gpu"
@@ -147,7 +147,7 @@ def test_an_export_names_the_gpu_tiers_main_comparison(tmp_path):
     p = ex.get_profile("gpu")
     partial = _HoldsEvery(missing=ex.EXTRA_LOSSES)
     main = dict(gpu_tier.stages(p, partial))["main comparison (main losses × none and SEC at its held-out η)"]()
-    assert not {run_key(c) for c in main} & {run_key(c) for c in tier.profile_configs(p, partial)}   # the old gap
+    assert not {run_key(c) for c in main} & {run_key(c) for c in ex.profile_configs(p, partial)}   # the old gap
     assert {run_key(c) for c in main} <= {run_key(c) for c in gpu_tier.configs(p, partial)}
     # before the selection is complete, the stages that can be named are (the pilot, the selection), and no error
     early = _HoldsEvery(missing=("triplet", *ex.EXTRA_LOSSES))

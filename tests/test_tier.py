@@ -112,7 +112,7 @@ def test_unknown_key_is_a_clear_error(exported):
 def test_profile_configs_grow_stage_by_stage(tmp_path):
     store = ResultStore(tmp_path)
     p = ex.get_profile("smoke")
-    assert tier.profile_configs(p, store) == ex.lr_pilot(p)          # nothing trained: only the pilot
+    assert ex.profile_configs(p, store) == ex.lr_pilot(p)          # nothing trained: only the pilot
 
 
 def test_restore_seeds_a_fresh_store_so_training_resumes(exported, tmp_path):

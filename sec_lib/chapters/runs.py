@@ -70,7 +70,7 @@ def tier_frames(profile, root=None, max_steps: int = DOWNLOAD_STEPS) -> dict:
         raise ValueError(f"max_steps = {max_steps!r} is not valid; expected an integer >= 2")
     store = ResultStore(root)
     uniq = {}
-    for c in tier.profile_configs(profile, store):
+    for c in ex.profile_configs(profile, store):
         uniq.setdefault(run_key(c), c)
     frames = load_runs(list(uniq.values()), root=root, tables=("evals", "steps"), missing="skip")
     runs = frames.runs.copy()

@@ -529,7 +529,7 @@ def decisive_progress(root=None) -> tuple[pd.DataFrame, str]:
         named = MISSING
         if plan is not None and kind == "train":
             try:
-                cfgs = [c for c in decisive.stage_configs(profile, args[0])
+                cfgs = [c for c in ex.stage_configs(profile, args[0])
                         if run_key(c) not in earlier]
                 earlier |= {run_key(c) for c in cfgs}
                 named = len(cfgs)

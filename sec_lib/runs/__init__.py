@@ -2,7 +2,9 @@
 
 - :mod:`~sec_lib.runs.train`: :class:`TrainConfig` -> one instrumented training loop -> :class:`RunResult`;
 - :mod:`~sec_lib.runs.store`: the result store (key = hash of the config, atomic writes, resumable reruns);
-- :mod:`~sec_lib.runs.experiments`: the profiles and what each chapter trains (with the selections);
+- :mod:`~sec_lib.runs.experiments`: every profile by name, and what each chapter trains (``CHAPTERS``); the
+  sweeps and their selections are in :mod:`~sec_lib.runs.sweeps`, the profiles' settings in
+  :mod:`~sec_lib.runs.profiles` and :mod:`~sec_lib.runs.benchmark_settings`;
 - :mod:`~sec_lib.runs.tier`: the committed evidence tiers under ``data/reference/`` (export, restore, rerun);
 - :mod:`~sec_lib.runs.launch`: where runs train (the local pool or submitit);
 - :mod:`~sec_lib.runs.commands`: the runner's ``train``, ``export`` and ``rerun`` commands.

@@ -149,7 +149,7 @@ def export_command(profile: str) -> int:
               "trains and exports it", file=sys.stderr)
         return 2
     store = ResultStore()
-    counts = tier.export(store, tier.profile_configs(profile, store), tier.tier_dir(profile))
+    counts = tier.export(store, ex.profile_configs(profile, store), tier.tier_dir(profile))
     print(f"{tier.tier_dir(profile)}: {counts['exported']} runs exported, "
           f"{counts['missing']} of the runs named so far not trained yet")
     return 0
@@ -485,7 +485,7 @@ def later_stages(store, jobs: int, profile: str = "reference") -> int:
             continue
         if (out / "runs.parquet").exists():
             print(f"restored {tier.restore(out, store)} committed {stage} runs of {out} into {store.root}")
-        cfgs = [c for c in decisive.stage_configs(decisive.profile(), args[0], store) if run_key(c) not in earlier]
+        cfgs = [c for c in ex.stage_configs(decisive.profile(), args[0], store) if run_key(c) not in earlier]
         cfgs.sort(key=lambda c: c.seed)                  # seed by seed: a stopped stage is usable
         earlier |= {run_key(c) for c in cfgs}
         todo = [c for c in cfgs if not store.has(c)]

@@ -43,7 +43,7 @@ import json
 from pathlib import Path
 
 from ..tempfiles import atomic_write_json
-from . import experiments as ex
+from . import sweeps as sw
 from . import tier
 from .mainstage import EVALS, Plan
 from .pilot import TIER, schedule
@@ -163,7 +163,7 @@ def radius_of(runs) -> float:
              for n in r.test_norms["norm"]]
     med = float(np.median(np.asarray(norms, float))) if norms else float("nan")
     if not (np.isfinite(med) and med > 0):
-        raise ex.SelectionError(f"the η = 0 selection runs give no positive median norm ({len(norms)} norms from "
+        raise sw.SelectionError(f"the η = 0 selection runs give no positive median norm ({len(norms)} norms from "
                                 f"{sum(r is not None for r in runs)} runs): the fixed-scale control has no radius")
     return float(f"{med:.3g}")
 
@@ -210,13 +210,13 @@ def record_choice(loss: str, sec, l2=None, root=None) -> dict:
     return have[loss]
 
 
-def profile(plan: Plan | None = None, choices: dict | None = None, root=None) -> ex.Profile:
+def profile(plan: Plan | None = None, choices: dict | None = None, root=None) -> sw.Profile:
     """The decisive tier's :class:`~sec_lib.runs.experiments.Profile` under ``plan`` and ``choices`` (default: the
     committed ``plan.json`` and ``choices.json``). Its runs of the main comparison are exactly
     :func:`sec_lib.runs.mainstage.configs`'s (same store keys)."""
     plan = plan if plan is not None else read_plan(root)
     choices = choices if choices is not None else read_choices(root)
-    ref = ex.get_profile("reference")
+    ref = sw.glyph_profile("reference")
     fixed = {**{("sec", l): float(w) for l, w in plan.eta.items()}, **{("zero", l): float(w) for l, w in plan.l2.items()}}
     for arm, r in choices.get(RATES, {}).items():
         fixed[("lr", arm)] = float(r["lr"])
@@ -249,7 +249,7 @@ def selection_grid(stage: str, kind: str) -> tuple:
     return {"l2reg": selection.L2_GRID, "relative": selection.RELATIVE_GRID}[kind]
 
 
-def first_round(stage: str, p: ex.Profile | None = None, plan: Plan | None = None, profile_name: str = "reference") -> int:
+def first_round(stage: str, p: sw.Profile | None = None, plan: Plan | None = None, profile_name: str = "reference") -> int:
     """The runs held-out selection ``stage`` of :data:`STAGES` names before any grid grows (its folder holds these,
     and each grid point a grown grid adds): every point of its first grids (:func:`selection_grid`, η = 0 included
     where the stage has it; SGD's rate grid; the fine-tuning rate pairs under the decisive profile ``p``) at every
@@ -264,21 +264,12 @@ def first_round(stage: str, p: ex.Profile | None = None, plan: Plan | None = Non
         return len(finetune.selection(p if p is not None else profile()))
     plan = plan if plan is not None else read_plan()
     if kind == "select-lr":
-        return len({ex.run_key(c) for arm in args[0]
+        return len({sw.run_key(c) for arm in args[0]
                     for c in selection.rate_configs(arm, selection.LR_GRID, plan.shape, plan.length, profile_name)})
     if kind not in ("select", "select-scale"):
         raise ValueError(f"stage {stage!r} is not a held-out selection (its kind is {kind!r})")
     kinds = args[1] if kind == "select" else ("relative",)
     # η = 0 is the no-regularizer run whatever the kind: the key set counts it once per loss
-    return len({ex.run_key(c) for loss in getattr(ex, args[0]) for k in kinds
+    return len({sw.run_key(c) for loss in getattr(sw, args[0]) for k in kinds
                 for c in selection.configs(loss, (0.0, *selection_grid(stage, k)), plan.shape, plan.length, k,
                                            profile_name)})
-
-
-def stage_configs(p: ex.Profile, chapters, store=None) -> list:
-    """The runs of ``chapters`` under the decisive profile ``p``, each once, in chapter order."""
-    out = {}
-    for ch in chapters:
-        for c in ex.chapter_configs(ch, p, store):
-            out.setdefault(ex.run_key(c), c)
-    return list(out.values())

@@ -38,7 +38,7 @@ import numpy as np
 import pandas as pd
 
 from ..params import Choice
-from . import experiments as ex
+from . import sweeps as sw
 from .pretrain import committed_provenance, provenance_path
 from .store import ResultStore
 from .train import TrainConfig
@@ -89,8 +89,8 @@ PROFILES = FINETUNE_PROFILES + ("gpu",)
 TRUNKS = {"gpu": "gpu"}
 
 
-def _profile(profile) -> ex.Profile:
-    p = ex.get_profile(profile) if isinstance(profile, str) else profile
+def _profile(profile) -> sw.Profile:
+    p = sw.glyph_profile(profile) if isinstance(profile, str) else profile
     Choice(PROFILES).check("profile", p.name)
     return p
 
@@ -130,7 +130,7 @@ def selection(profile, lrs=None) -> list[TrainConfig]:
         seeds, extra = SEEDS, {"eval_every": 0}
     else:
         seeds, extra = (p.pilot_seed,), {}
-    return [ex.config(p, "semihard", "none", seed, **settings(p), holdout_classes=p.holdout_classes, lr=lr,
+    return [sw.config(p, "semihard", "none", seed, **settings(p), holdout_classes=p.holdout_classes, lr=lr,
                       lr_head=lr * r, **extra) for lr in (lrs or grid_lrs) for r in ratios for seed in seeds]
 
 
@@ -143,31 +143,31 @@ def chosen_rates(profile, store: ResultStore) -> tuple[float, float]:
     p = _profile(profile)
     lrs, ratios = grid(p)
     if p.fixed_choices:                      # the decisive tier: chosen by its own stage (commands.later_stages)
-        return ex.fixed_choice(p, "lr", "finetune"), ex.fixed_choice(p, "lr", "finetune-head")
-    if isinstance(store, ex.AnyChoice):      # checking configs before the selection exists: an interior pair
+        return sw.fixed_choice(p, "lr", "finetune"), sw.fixed_choice(p, "lr", "finetune-head")
+    if isinstance(store, sw.AnyChoice):      # checking configs before the selection exists: an interior pair
         return lrs[len(lrs) // 2], lrs[len(lrs) // 2] * ratios[0]
-    runs = ex.stored_runs(store, selection(p), "the fine-tuning rate selection", p)
-    best = max(runs, key=lambda r: (ex.run_score(r), -r.config.lr, -(r.config.lr_head / r.config.lr)))
+    runs = sw.stored_runs(store, selection(p), "the fine-tuning rate selection", p)
+    best = max(runs, key=lambda r: (sw.run_score(r), -r.config.lr, -(r.config.lr_head / r.config.lr)))
     lr, ratio = best.config.lr, best.config.lr_head / best.config.lr
     if p.check_grid_edges:
         if np.isclose(lr, lrs[0]) or np.isclose(lr, lrs[-1]):
-            raise ex.SelectionError(f"profile {p.name!r}: the fine-tuning selection chose trunk rate {lr:g} (head/trunk "
+            raise sw.SelectionError(f"profile {p.name!r}: the fine-tuning selection chose trunk rate {lr:g} (head/trunk "
                                     f"ratio {ratio:g}), at an edge of its grid {lrs}; widen GRIDS[{p.name!r}] in "
                                     "sec_lib/runs/finetune.py")
     return lr, best.config.lr_head
 
 
-def scratch_arms(p: ex.Profile, store) -> list[TrainConfig]:
+def scratch_arms(p: sw.Profile, store) -> list[TrainConfig]:
     """The from-scratch runs the fine-tuning arm mirrors. The quick tier: its main table (none, L2-reg, SEC at the
     paper's η). The decisive tier (issue 24: "none, SEC and L2 at selected weights, and relative SEC"): none, L2-reg
     and SEC at their held-out weights and relative SEC at its held-out η, 5 seeds each; every one is a run of its
     main comparison or of its scale chapter."""
     if p.name != "decisive":
-        return ex.main_table(p, store)
-    return [c for loss in ex.MAIN_LOSSES for s in p.floor_seeds for c in (
-        ex.config(p, loss, "none", s), ex.config(p, loss, "l2reg", s, eta=ex.fixed_choice(p, "zero", loss)),
-        ex.config(p, loss, "sec", s, eta=ex.fixed_choice(p, "sec", loss)),
-        ex.config(p, loss, "sec", s, eta=ex.fixed_choice(p, "relative", loss), relative=True))]
+        return sw.main_table(p, store)
+    return [c for loss in sw.MAIN_LOSSES for s in p.floor_seeds for c in (
+        sw.config(p, loss, "none", s), sw.config(p, loss, "l2reg", s, eta=sw.fixed_choice(p, "zero", loss)),
+        sw.config(p, loss, "sec", s, eta=sw.fixed_choice(p, "sec", loss)),
+        sw.config(p, loss, "sec", s, eta=sw.fixed_choice(p, "relative", loss), relative=True))]
 
 
 def runs(profile, store: ResultStore) -> list[TrainConfig]:
@@ -178,26 +178,26 @@ def runs(profile, store: ResultStore) -> list[TrainConfig]:
     return [dataclasses.replace(c, **settings(p), lr=lr, lr_head=lr_head) for c in scratch_arms(p, store)]
 
 
-def scratch_config(q: ex.Profile, cfg: TrainConfig) -> TrainConfig:
+def scratch_config(q: sw.Profile, cfg: TrainConfig) -> TrainConfig:
     """The from-scratch run of ``q`` with ``cfg``'s loss, regularizer (η, μ = 0 or the batch mean, relative) and
     seed: a fine-tuning run's twin."""
     variant = "none" if cfg.eta == 0 else "l2reg" if cfg.mu == "zero" else "sec"
     extra = {"eta": cfg.eta} if cfg.eta else {}
-    return ex.config(q, cfg.loss, variant, cfg.seed, **extra, **({"relative": True} if cfg.relative else {}))
+    return sw.config(q, cfg.loss, variant, cfg.seed, **extra, **({"relative": True} if cfg.relative else {}))
 
 
 def twin(profile, cfg: TrainConfig, store) -> TrainConfig:
     """The from-scratch run of the profile's main table that ``cfg`` (a fine-tuning run) is compared with: the
     book's own run, at the Adam rate and run length its learning-rate pilot chose on held-out classes
     (:func:`~sec_lib.runs.experiments.tuned`; ``store`` holds that pilot)."""
-    return scratch_config(ex.tuned(_profile(profile), "adam", store), cfg)
+    return scratch_config(sw.tuned(_profile(profile), "adam", store), cfg)
 
 
 #: The two regimes of the chapter's runs (its sweep label ``regime``), in the page's order.
 REGIMES = ("fine-tuned", "from scratch")
 
 
-def chapter_runs(q: ex.Profile, store) -> list[tuple[TrainConfig, dict]]:
+def chapter_runs(q: sw.Profile, store) -> list[tuple[TrainConfig, dict]]:
     """The ``pretrained`` chapter's runs with their sweep label ``{"regime": ...}``: each fine-tuning run of
     :func:`runs` and its from-scratch twin, the main-table run of the same loss, variant and seed at ``q``, the
     profile already tuned by its learning-rate pilot (``experiments.chapter_configs`` passes it), so the twins are
@@ -209,7 +209,7 @@ def chapter_runs(q: ex.Profile, store) -> list[tuple[TrainConfig, dict]]:
     return [(c, {"regime": REGIMES[0]}) for c in fine] + [(c, {"regime": REGIMES[1]}) for c in scratch]
 
 
-def selection_runs(q: ex.Profile, store=None) -> list[TrainConfig]:
+def selection_runs(q: sw.Profile, store=None) -> list[TrainConfig]:
     """The held-out rate selection as a sweep (``experiments.CHAPTERS['ftrates']``; trained in its own wave before
     the chapters' runs); none for a profile without a fine-tuning arm."""
     return selection(q) if q.name in FINETUNE_PROFILES else []
@@ -217,7 +217,7 @@ def selection_runs(q: ex.Profile, store=None) -> list[TrainConfig]:
 
 def scratch_pilot(profile) -> list[TrainConfig]:
     """The learning-rate pilot runs the from-scratch twins need (the Adam arm of the profile's pilot)."""
-    return [c for c in ex.lr_pilot(_profile(profile)) if c.optimizer == "adam" and c.eta == 0]
+    return [c for c in sw.lr_pilot(_profile(profile)) if c.optimizer == "adam" and c.eta == 0]
 
 
 def _t_interval(x: np.ndarray, level: float = 0.95) -> tuple[float, float, float]:
@@ -256,7 +256,7 @@ def summary(profile, store) -> dict[str, pd.DataFrame]:
     df = pd.DataFrame(rows)
     wide = df.pivot_table(index=["loss", "seed"], columns=["regime", "variant"], values="R@1")
     eff = []
-    for loss in ex.MAIN_LOSSES:
+    for loss in sw.MAIN_LOSSES:
         w = wide.loc[loss]
         for variant in ("l2reg", "sec"):
             d = {g: (w[(g, variant)] - w[(g, "none")]).to_numpy() for g in ("fine-tuned", "from scratch")}

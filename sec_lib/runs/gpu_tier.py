@@ -31,9 +31,9 @@ def configs(p: ex.Profile, store) -> list:
     """Every gpu-tier run that can be named now: the profile's, those of its earlier forms (:data:`EARLIER_FORMS`),
     so that an export keeps their committed runs, and those of the tier's own :func:`stages` (its main comparison is
     named before the profile's main chapter is, and an export writes only the runs it names)."""
-    out = tier.profile_configs(p, store)
+    out = ex.profile_configs(p, store)
     for form in EARLIER_FORMS:
-        out += tier.profile_configs(dataclasses.replace(p, base={**p.base, **form}), store)
+        out += ex.profile_configs(dataclasses.replace(p, base={**p.base, **form}), store)
     for _, naming in stages(p, store):
         try:
             out += naming()

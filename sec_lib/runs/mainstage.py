@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import experiments as ex
+from . import sweeps as sw
 from .plan import FLOOR, TARGET, planned_seeds, seed_mean_sd
 from .selection import Choice
 
@@ -63,9 +63,9 @@ class Plan:
 def make_plan(sec: dict, l2: dict, diffs: pd.DataFrame, shape: str, length: int) -> Plan:
     """The plan from the final selection: ``sec`` and ``l2`` ({loss: :class:`~sec_lib.runs.selection.Choice`}),
     ``diffs`` the held-out paired differences at each loss's tested η (columns loss, seed, diff)."""
-    missing = [l for l in ex.MAIN_LOSSES if l not in sec or l not in l2]
+    missing = [l for l in sw.MAIN_LOSSES if l not in sec or l not in l2]
     if missing:
-        raise ValueError(f"the selection has no choice for {missing}; losses: {list(ex.MAIN_LOSSES)}")
+        raise ValueError(f"the selection has no choice for {missing}; losses: {list(sw.MAIN_LOSSES)}")
     for name, ch in (*sec.items(), *l2.items()):
         if ch.needs is not None:
             raise ValueError(f"the selection of {name} is not final (it still needs {ch.needs:g})")
@@ -73,9 +73,9 @@ def make_plan(sec: dict, l2: dict, diffs: pd.DataFrame, shape: str, length: int)
     if not (isinstance(sd["sd"], float) and math.isfinite(sd["sd"]) and sd["sd"] > 0):
         raise ValueError(f"the held-out paired differences give no usable SD ({sd}); train the selection first")
     n, mde = planned_seeds(sd["sd"])
-    eta = {l: float(sec[l].weight or sec[l].best_nonzero) for l in ex.MAIN_LOSSES}
-    weights = {l: float(l2[l].weight or l2[l].best_nonzero) for l in ex.MAIN_LOSSES}
-    flags = {l: [*sec[l].flags, *(f"L2: {f}" for f in l2[l].flags_for("L2-reg"))] for l in ex.MAIN_LOSSES}
+    eta = {l: float(sec[l].weight or sec[l].best_nonzero) for l in sw.MAIN_LOSSES}
+    weights = {l: float(l2[l].weight or l2[l].best_nonzero) for l in sw.MAIN_LOSSES}
+    flags = {l: [*sec[l].flags, *(f"L2: {f}" for f in l2[l].flags_for("L2-reg"))] for l in sw.MAIN_LOSSES}
     return Plan(shape, int(length), int(n), float(mde), float(sd["sd"]), sd, eta, weights,
                 {l: f for l, f in flags.items() if f})
 
@@ -102,10 +102,10 @@ def write_plan(plan: Plan, path: Path) -> Plan:
 def arm_config(plan: Plan, loss: str, arm: str, seed: int, profile: str = "reference"):
     """One run of ``arm`` (:data:`ARMS`) for ``loss`` and ``seed`` under ``plan``."""
     from .pilot import schedule
-    p = ex.get_profile(profile)
+    p = sw.glyph_profile(profile)
     variant = dict((a, v) for a, v, _ in ARMS)[arm]
     weight = {"sec": {"eta": plan.eta[loss]}, "l2reg": {"eta": plan.l2[loss]}, "sec_paper": {}, "none": {}}[arm]
-    return ex.config(p, loss, variant, seed, optimizer="adam", lr=3e-3, eval_every=max(1, plan.length // EVALS),
+    return sw.config(p, loss, variant, seed, optimizer="adam", lr=3e-3, eval_every=max(1, plan.length // EVALS),
                      stats_every=20, **weight, **schedule(plan.shape, plan.length))
 
 
@@ -117,7 +117,7 @@ def configs(plan: Plan, profile: str = "reference") -> list:
     for seed in range(max(plan.seeds, FLOOR)):
         for arm, _, count in ARMS:
             if seed < seeds[count]:
-                for loss in ex.MAIN_LOSSES:          # SEC at the paper's η may be the chosen η: one run, one key
+                for loss in sw.MAIN_LOSSES:          # SEC at the paper's η may be the chosen η: one run, one key
                     c = arm_config(plan, loss, arm, seed, profile)
                     out.setdefault(run_key(c), c)
     return list(out.values())
@@ -126,4 +126,4 @@ def configs(plan: Plan, profile: str = "reference") -> list:
 def plan_table(plan: Plan) -> pd.DataFrame:
     """The plan as a table for the tiers page: one row per loss with the η and L2 weight tested and their flags."""
     return pd.DataFrame([{"loss": l, "SEC η tested": plan.eta[l], "L2 weight tested": plan.l2[l],
-                          "flags": "; ".join(plan.flags.get(l, [])) or "—"} for l in ex.MAIN_LOSSES])
+                          "flags": "; ".join(plan.flags.get(l, [])) or "—"} for l in sw.MAIN_LOSSES])

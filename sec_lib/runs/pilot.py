@@ -42,7 +42,7 @@ import math
 
 import pandas as pd
 
-from . import experiments as ex
+from . import sweeps as sw
 from .train import TrainConfig
 
 SHAPES = ("cosine", "step")
@@ -79,13 +79,13 @@ def schedule(shape: str, iterations: int) -> dict:
 def configs(profile: str = "reference", pairs: int = 1) -> list[TrainConfig]:
     """Every run of the schedule pilot's first ``pairs`` length pairs, shortest first (so the first half of the
     pilot is already usable)."""
-    p = ex.get_profile(profile)
+    p = sw.glyph_profile(profile)
     out = []
     for length in sorted({n for pair in LENGTH_PAIRS[:pairs] for n in pair}):
         for seed in SEEDS:
             for loss in LOSSES:
                 for shape in SHAPES:
-                    out.append(ex.config(p, loss, "none", seed, holdout_classes=p.holdout_classes, optimizer="adam",
+                    out.append(sw.config(p, loss, "none", seed, holdout_classes=p.holdout_classes, optimizer="adam",
                                          lr=3e-3, eval_every=EVAL_EVERY, **schedule(shape, length)))
     return out
 

@@ -1,6 +1,8 @@
 """The profiles: the sizes and settings of each book a sweep can build (:data:`PROFILES`, the glyph books;
-:mod:`sec_lib.runs.benchmarks` builds the real-benchmark ones from :class:`Profile`), and the loss lists and
-weights fixed before any run. :mod:`sec_lib.runs.experiments` re-exports every name here.
+:mod:`sec_lib.runs.benchmark_settings` builds the real-benchmark ones from :class:`Profile`), the chapters' names,
+and the loss lists and weights fixed before any run. :mod:`sec_lib.runs.experiments` re-exports every name here, and
+names every profile (:func:`sec_lib.runs.experiments.get_profile`); this module knows the glyph ones only
+(:func:`glyph_profile`), so that it imports nothing of the package.
 
 * ``smoke``: tiny settings that exercise every code path in seconds (tests);
 * ``cpu``: what ``make book`` runs on a 2-core machine within its 20-minute budget;
@@ -21,6 +23,10 @@ GLYPH_PROFILES = ("smoke", "cpu", "gpu", "reference")
 #: is the cub book at fixture size (tests).
 BENCHMARK_PROFILES = ("cub", "cars", "sop", "inshop", "cub-smoke")
 PROFILE_NAMES = GLYPH_PROFILES + BENCHMARK_PROFILES
+#: The chapters a profile can train, in the runner's order: the keys of :data:`sec_lib.runs.experiments.CHAPTERS`,
+#: which maps each to its sweep (a test holds the two equal).
+CHAPTER_NAMES = ("compare", "tuned", "selection", "beyond", "main", "norms", "convergence", "instability", "eta", "mu",
+                 "bnwn", "normlayer", "optim", "explore", "ssl", "npair", "face", "scale", "ftrates", "pretrained")
 
 # SEC weight per loss used in the main table, fixed before any run (not tuned on our test data):
 # semihard 0.5 is the rebuttal's Cars setting (rebuttal Table 2); triplet 1.0 is the authors' public
@@ -165,12 +171,7 @@ PROFILES = {
 }
 
 
-def get_profile(name: str) -> Profile:
-    if name == "decisive":             # the staged tier's profile, fixed by its plan (KeyError before the plan)
-        from .decisive import profile
-        return profile()
-    Choice(PROFILE_NAMES).check("profile", name)
-    if name in PROFILES:
-        return PROFILES[name]
-    from . import benchmarks           # local: benchmarks builds its profiles from this module's Profile
-    return benchmarks.benchmark_profile(name)
+def glyph_profile(name: str) -> Profile:
+    """The glyph profile ``name`` (:data:`GLYPH_PROFILES`); the others are named by
+    :func:`sec_lib.runs.experiments.get_profile`."""
+    return PROFILES[Choice(GLYPH_PROFILES).check("profile", name)]

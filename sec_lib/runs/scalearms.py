@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import experiments as ex
-from .experiments import Profile, SelectionError, TrainConfig
+from . import sweeps as sw
+from .sweeps import Profile, SelectionError, TrainConfig
 
 
 #: The scale chapter's arms (``TrainConfig.variant``), in the page's order: no regularizer, L2-reg (μ = 0), plain
@@ -17,28 +17,28 @@ SCALE_ARMS = ("none", "l2reg", "sec", "sec-relative", "sec-fixed", "cir")
 
 def relative_selection_runs(p: Profile, store) -> list:
     """The stored runs of relative SEC's η selection (:func:`sec_lib.runs.experiments.relative_selection`) with their η = 0 baselines."""
-    need = [c for c in ex.eta_selection(p) if c.loss in ex.MAIN_LOSSES and (c.relative or c.eta == 0)]
-    return ex.stored_runs(store, need, "relative SEC's η selection", p)
+    need = [c for c in sw.eta_selection(p) if c.loss in sw.MAIN_LOSSES and (c.relative or c.eta == 0)]
+    return sw.stored_runs(store, need, "relative SEC's η selection", p)
 
 
 def chosen_relative_eta(profile: Profile, loss: str, selection_runs) -> float:
     """Relative SEC's weight of ``relative_eta_grid`` with the best held-out R@1 for ``loss`` (ties: the smaller),
     by the rule of :func:`chosen_eta`. ``selection_runs``: RunResults of :func:`relative_selection`."""
-    cands = [(ex.run_score(r), r.config.eta) for r in selection_runs
+    cands = [(sw.run_score(r), r.config.eta) for r in selection_runs
              if r is not None and r.config.loss == loss and r.config.relative and r.config.eta > 0]
     if not cands:
         raise ValueError(f"no relative-SEC selection runs for loss {loss!r} (profile {profile.name!r}, "
                          f"relative_eta_grid {profile.relative_eta_grid})")
-    return ex.best_setting(cands)
+    return sw.best_setting(cands)
 
 
 def fixed_scale_mu(p: Profile, loss: str, store) -> float:
     """The fixed-scale control's radius for ``loss``: the median raw-embedding norm of the η = 0 run of the η
     selection (held-out training classes, pilot seed: never the test classes), to 3 significant digits. SEC toward
     it equalizes the norms at the scale the loss reaches without a regularizer, so it does not shrink them."""
-    if isinstance(store, ex.AnyChoice):      # checking configs before the selection exists: any radius will do
+    if isinstance(store, sw.AnyChoice):      # checking configs before the selection exists: any radius will do
         return 1.0
-    cfg = ex.config(p, loss, "none", p.pilot_seed, **ex.held_out(p))
+    cfg = sw.config(p, loss, "none", p.pilot_seed, **sw.held_out(p))
     r = store.get(cfg, tables=("test_norms",))
     if r is None:
         raise KeyError(f"the η = 0 selection run of {loss!r} (profile {p.name!r}) is not in the result store "
@@ -73,19 +73,19 @@ def scale(p: Profile, store) -> list[TrainConfig]:
         return []
     if p.fixed_choices:       # chosen by selections of their own (the decisive tier): relative η and radius fixed
         sel = []
-        relative = lambda loss: ex.fixed_choice(p, "relative", loss)         # noqa: E731
-        radius = lambda loss: ex.fixed_choice(p, "radius", loss)            # noqa: E731
+        relative = lambda loss: sw.fixed_choice(p, "relative", loss)         # noqa: E731
+        radius = lambda loss: sw.fixed_choice(p, "radius", loss)            # noqa: E731
     else:
-        sel, rel = ex.stored_selection(p, store), relative_selection_runs(p, store)
+        sel, rel = sw.stored_selection(p, store), relative_selection_runs(p, store)
         relative = lambda loss: chosen_relative_eta(p, loss, rel)           # noqa: E731
         radius = lambda loss: fixed_scale_mu(p, loss, store)                # noqa: E731
     out = []
-    for loss in ex.MAIN_LOSSES:
-        eta = ex.chosen_eta(p, loss, sel)
-        l2 = {"eta": ex.chosen_eta(p, loss, sel, "zero")} if p.main_seeds else {}
+    for loss in sw.MAIN_LOSSES:
+        eta = sw.chosen_eta(p, loss, sel)
+        l2 = {"eta": sw.chosen_eta(p, loss, sel, "zero")} if p.main_seeds else {}
         arms = [("none", {}), ("l2reg", l2), ("sec", {"eta": eta}),
                 ("sec", {"eta": relative(loss), "relative": True}), ("sec", {"eta": eta, "mu": radius(loss)})]
         if p.cir_arm:     # PML's CenterInvariantRegularizer at the weight whose value is SEC's at the radius
             arms.append(("sec", {"eta": cir_eta(eta, radius(loss)), "penalty": "cir"}))
-        out += [ex.config(p, loss, v, s, **ch) for v, ch in arms for s in (p.floor_seeds or ex.table_seeds(p))]
+        out += [sw.config(p, loss, v, s, **ch) for v, ch in arms for s in (p.floor_seeds or sw.table_seeds(p))]
     return out

@@ -119,17 +119,17 @@ def configs(loss: str, weights, shape: str, length: int, kind: str = "sec", prof
     """The held-out runs of ``weights`` for ``loss`` (``kind`` 'sec': η with μ the batch mean, 0 = no
     regularizer; 'l2reg': the L2 weight, μ = 0; 'relative': relative SEC's η) under the pilot's ``shape`` and ``length``, every seed of
     :data:`SEEDS`; evaluated at the end only, batch statistics every 20 steps (the choice needs neither more)."""
-    from . import experiments as ex
+    from . import sweeps as sw
     from .pilot import schedule
     if kind not in KINDS:
         raise ValueError(f"kind {kind!r} is not valid; valid values: {', '.join(KINDS)}")
-    p = ex.get_profile(profile)
+    p = sw.glyph_profile(profile)
     out = []
     for w in weights:
         variant = "none" if w == 0 else "sec" if kind == "relative" else kind
         extra = {"relative": True} if kind == "relative" and w else {}
         for seed in SEEDS:
-            out.append(ex.config(p, loss, variant, seed, holdout_classes=p.holdout_classes, optimizer="adam", lr=3e-3,
+            out.append(sw.config(p, loss, variant, seed, holdout_classes=p.holdout_classes, optimizer="adam", lr=3e-3,
                                  eval_every=0, stats_every=20, **({"eta": float(w)} if w else {}), **extra,
                                  **schedule(shape, length)))
     return out
@@ -146,11 +146,11 @@ def rate_configs(arm: str, rates, shape: str, length: int, profile: str = "refer
     """The held-out runs of SGD's rate selection for ``arm`` (:data:`RATE_ARMS`) at ``rates``: ``loss`` (semihard,
     as the reference tier's pilot) without a regularizer or with SEC at the paper's η, under the pilot's schedule,
     every seed of :data:`SEEDS`, evaluated at the end."""
-    from . import experiments as ex
+    from . import sweeps as sw
     from .pilot import schedule
     if arm not in RATE_ARMS:
         raise ValueError(f"arm {arm!r} is not valid; valid values: {', '.join(RATE_ARMS)}")
-    p = ex.get_profile(profile)
-    return [ex.config(p, loss, "sec" if arm == "sgd+sec" else "none", seed, holdout_classes=p.holdout_classes,
+    p = sw.glyph_profile(profile)
+    return [sw.config(p, loss, "sec" if arm == "sgd+sec" else "none", seed, holdout_classes=p.holdout_classes,
                       optimizer="sgd", lr=float(lr), eval_every=0, stats_every=20, **schedule(shape, length))
             for lr in rates for seed in SEEDS]

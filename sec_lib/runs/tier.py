@@ -34,7 +34,6 @@ import pandas as pd
 
 from .. import kernels
 from ..params import ParameterError
-from . import experiments as ex
 from .store import TABLES, ResultStore, run_key
 from .train import RunResult, TrainConfig, train
 
@@ -468,17 +467,3 @@ def retrain(keys, tier: str | Path, jobs: int = 1) -> dict[str, tuple[float, str
         return {k: v for k, *v in (_retrain_one(str(tier), k) for k in keys)}
     with ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn")) as pool:
         return {k: (r1, kind) for k, r1, kind in pool.map(_retrain_one, [str(tier)] * len(keys), keys)}
-
-
-def profile_configs(profile, store) -> list[TrainConfig]:
-    """Every run of ``profile`` that can be named now: the pilot, then (once the pilot is in
-    ``store``) the selection, then (once the selection is in) every chapter's runs."""
-    p = ex.get_profile(profile) if isinstance(profile, str) else profile
-    out = list(ex.lr_pilot(p))
-    try:
-        out += ex.chapter_configs("selection", p, store)
-        for ch in ex.CHAPTERS:
-            out += ex.chapter_configs(ch, p, store)
-    except (KeyError, ex.SelectionError):
-        pass
-    return out

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from sec_lib.chapters import compare, evidence, optim, pretrained, scale
-from sec_lib.runs import decisive, mainstage, selection, tier
+from sec_lib.runs import decisive, mainstage, selection, sweeps, tier
 from sec_lib.runs import experiments as ex
 from sec_lib.runs import store as store_module
 from sec_lib.runs.store import ResultStore
@@ -25,8 +25,9 @@ def save(store, c, score, status="done"):
 def shorten(monkeypatch, repo):
     """The stand-in tier's world: the repository at ``repo``, triplet the only loss."""
     monkeypatch.setattr(tier, "REPO", repo)
-    monkeypatch.setattr(ex, "MAIN_LOSSES", ("triplet",))
-    monkeypatch.setattr(ex, "EXTRA_LOSSES", ())
+    for module in (ex, sweeps):            # the registry and the sweeps below it read their own names
+        monkeypatch.setattr(module, "MAIN_LOSSES", ("triplet",))
+        monkeypatch.setattr(module, "EXTRA_LOSSES", ())
 
 
 def build(root):
@@ -211,8 +212,9 @@ def test_the_tiers_page_compares_the_decisive_held_out_gains_with_its_test_gains
 
 def test_the_tiers_page_takes_a_review_losss_test_gain_from_its_review_chapter(staged, monkeypatch):
     from sec_lib.chapters import tiers
-    monkeypatch.setattr(ex, "SSL_LOSSES", ("supcon",))
-    monkeypatch.setattr(ex, "REVIEW_LOSSES", ("supcon",))
+    for module in (ex, sweeps):
+        monkeypatch.setattr(module, "SSL_LOSSES", ("supcon",))
+        monkeypatch.setattr(module, "REVIEW_LOSSES", ("supcon",))
     store = ResultStore(staged / "runs")
     held = selection.configs("supcon", (0.0, 0.1, 0.5), "cosine", 3000)
     for c in held:                                            # held-out R@1 = 70 + 10·η + seed/1000: η 0.5 best
