@@ -22,6 +22,31 @@ def test_the_import_graph_has_no_cycle_no_upward_import_and_fewer_than_9_levels(
     assert out.returncode == 0 and "upward imports: none" in out.stdout
 
 
+def test_no_room_holds_a_circle_of_modules():
+    """Inside each room too, modules import one way, counting the imports inside functions: the circle of ten modules
+    around ``runs/experiments.py`` (its chapter registry called the fine-tuning and scale arms, which imported it;
+    ``profiles.get_profile`` loaded the decisive tier and the benchmarks, which imported it too) is not back."""
+    rooms = sorted(p.name for p in ig.ROOT.iterdir() if p.is_dir() and (p / "__init__.py").exists())
+    assert {"runs", "chapters", "site", "report"} <= set(rooms)
+    for room in rooms:
+        assert ig.cycles(ig.module_graph(room)) == [], room
+
+
+def test_the_module_measure_sees_a_late_import(tmp_path, monkeypatch):
+    """A circle closed only by an import inside a function is still a circle, and ``from .x import name`` is an
+    import of module x."""
+    pkg = tmp_path / "sec_lib" / "room"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from .b import thing\n")
+    (pkg / "b.py").write_text("thing = 1\n\ndef late():\n    from . import a\n    return a\n")
+    (pkg / "c.py").write_text("from . import b\n")
+    monkeypatch.setattr(ig, "ROOT", tmp_path / "sec_lib")
+    edges = ig.module_graph("room")
+    assert edges["sec_lib.room.a"] == {"sec_lib.room.b"} and edges["sec_lib.room.c"] == {"sec_lib.room.b"}
+    assert ig.cycles(edges) == [["sec_lib.room.a", "sec_lib.room.b"]]
+
+
 def test_the_measure_sees_cycles_upward_imports_and_old_paths():
     edges = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}
     assert ig.cycles(edges) == [["a", "b", "c"]]

@@ -7,7 +7,8 @@ A *room* is a top-level module or subpackage of ``sec_lib`` (``sec_lib.runs``, `
 at any depth of the file: lazy imports inside functions count). A room's *level* is 1 plus the longest chain of
 rooms below it, so the number of levels is the longest chain of dependencies. An *upward import* is one from a
 room into a room of a higher layer of :data:`LAYERS` (``../shared/DESIGN.md``'s house: data flows one way).
-The compatibility shims left at the old paths of moved modules (they only re-export) are not rooms.
+The compatibility shims left at the old paths of moved modules (they only re-export) are not rooms. Inside a room,
+the modules import one way too: :func:`module_graph` is a room's graph of modules, lazy imports included.
 """
 from __future__ import annotations
 
@@ -86,6 +87,23 @@ def graph() -> dict[str, set[str]]:
     return edges
 
 
+def module_graph(room: str) -> dict[str, set[str]]:
+    """Module -> the modules of the same room (``sec_lib/<room>/``) it imports, at its top or inside a function
+    (a circle of modules is a circle however late one of its imports runs)."""
+    edges: dict[str, set[str]] = {}
+    for path in sorted((ROOT / room).rglob("*.py")):
+        module = _module(path)
+        if _is_shim(module):
+            continue
+        edges[module] = set()
+        for target in _imports(path, module):
+            while target and not (ROOT.parent / (target.replace(".", "/") + ".py")).exists():
+                target = target.rpartition(".")[0]            # `from .x import name`: the module x
+            if target != module and _room(target) == room:
+                edges[module].add(target)
+    return edges
+
+
 def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
     """Every strongly connected set of two or more rooms (Tarjan)."""
     index, low, stack, on, out, counter = {}, {}, [], set(), [], [0]
@@ -154,7 +172,10 @@ def main() -> int:
         for n in sorted(set(lv.values()), reverse=True):
             print(f"  level {n}: {', '.join(sorted(r for r, v in lv.items() if v == n))}")
     print("upward imports:", up or "none")
-    return 1 if cyc or up else 0
+    rooms = sorted(p.name for p in ROOT.iterdir() if p.is_dir() and (p / "__init__.py").exists())
+    inner = [c for room in rooms for c in cycles(module_graph(room))]
+    print("circles of modules inside a room:", inner or "none")
+    return 1 if cyc or up or inner else 0
 
 
 if __name__ == "__main__":
