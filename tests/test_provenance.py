@@ -40,3 +40,18 @@ def test_the_store_saves_the_provenance_of_the_run(tmp_path, monkeypatch):
     ResultStore(tmp_path).run(cfg)
     saved = json.loads((tmp_path / run_key(cfg) / "result.json").read_text())["provenance"]
     assert saved["commit"] == "b" * 40 and saved["torch"] and saved["device"] == "cpu"
+
+
+def test_the_pretrained_checkpoints_commit_is_the_runs_commit_and_says_dirty(monkeypatch, tmp_path):
+    """The pretraining run records the commit every run records (``provenance.git_commit``), with ``+dirty`` when the
+    code it executes differs from it; ``$SEC_GIT_COMMIT`` (a copied tree) is taken as it is."""
+    from sec_lib.runs import pretrain
+    head = P.git_commit()
+    monkeypatch.delenv("SEC_GIT_COMMIT", raising=False)
+    assert pretrain._git_commit().split("+")[0] == head
+    monkeypatch.setattr(pretrain, "CODE_PATHS", ("tests/test_provenance.py",))     # this file, as git sees it
+    clean = subprocess.run(["git", "-C", str(pretrain.REPO), "status", "--porcelain", "--", "tests/test_provenance.py"],
+                           capture_output=True, text=True).stdout.strip() == ""
+    assert pretrain._git_commit() == head + ("" if clean else "+dirty")
+    monkeypatch.setenv("SEC_GIT_COMMIT", "f" * 40)
+    assert pretrain._git_commit() == "f" * 40

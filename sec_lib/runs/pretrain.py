@@ -56,7 +56,7 @@ from ..models import build_model
 from ..params import Choice, Device, Number, check_fields
 from ..tempfiles import atomic_write_bytes
 from ..threads import torch_threads
-from .provenance import gpu_provenance
+from .provenance import git_commit, gpu_provenance
 
 REPO = Path(__file__).resolve().parents[2]
 #: The committed checkpoint and its provenance (repository-relative paths: they are what a config names).
@@ -178,17 +178,20 @@ CODE_PATHS = ("sec_lib/runs/pretrain.py", "sec_lib/data", "sec_lib/models.py", "
 
 
 def _git_commit() -> str:
-    """The commit of the code, ``+dirty`` when the library's files differ from it; ``$SEC_GIT_COMMIT`` when set (a
-    tree copied to another machine, as :func:`sec_lib.runs.provenance.git_commit` reads it)."""
-    if os.environ.get("SEC_GIT_COMMIT"):
-        return os.environ["SEC_GIT_COMMIT"]
+    """The commit of the code as every run records it (:func:`sec_lib.runs.provenance.git_commit`: ``$SEC_GIT_COMMIT``
+    when set, a tree copied to another machine), with ``+dirty`` when :data:`CODE_PATHS` differ from it in this
+    checkout; "unknown" without either."""
+    commit = git_commit()
+    if commit is None:
+        return "unknown"
+    if os.environ.get("SEC_GIT_COMMIT"):            # a copied tree: its git, if any, is not the code's
+        return commit
     try:
-        out = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
         dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--", *CODE_PATHS],
                                capture_output=True, text=True, timeout=10)
-        return out.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "") if out.returncode == 0 else "unknown"
     except (OSError, subprocess.SubprocessError):
-        return "unknown"
+        return commit
+    return commit + ("+dirty" if dirty.returncode == 0 and dirty.stdout.strip() else "")
 
 
 class _Batches:
