@@ -5,11 +5,11 @@ and loads the results from the store; the runner (``sec_lib.site.runner``) train
 a run shared by two chapters (the main table's runs are also points of the η sweep) trains once. ``CHAPTERS`` maps
 a chapter to its sweep; every profile is named by :func:`get_profile`.
 
-The sweeps themselves, and the selections they read (:func:`chosen_lr` and :func:`chosen_eta` take the pilot /
-selection runs; :func:`tuned`, :func:`chapter_configs` and :func:`all_configs` take the
-:class:`~sec_lib.runs.store.ResultStore` to read them from), are in :mod:`sec_lib.runs.sweeps`, re-exported here.
-Nothing here opens a default store or trains; a missing pilot or selection run is a KeyError that says which
-runner command makes it.
+The sweeps themselves, and the selections they read, are in :mod:`sec_lib.runs.sweeps`, re-exported here. Selection
+is explicit: :func:`chosen_lr` and :func:`chosen_eta` take the pilot / selection runs, and :func:`tuned`,
+:func:`chapter_configs` and :func:`all_configs` take the :class:`~sec_lib.runs.store.ResultStore` to read them from.
+Nothing here opens a default store or trains; a missing pilot or selection run is a KeyError that says which runner
+command makes it.
 
 The glyph profiles (smoke, cpu, gpu, reference) and the loss lists are in :mod:`sec_lib.runs.profiles`, re-exported
 here. The real-benchmark books (:data:`BENCHMARK_PROFILES`) are profiles too, built in

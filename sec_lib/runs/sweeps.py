@@ -5,8 +5,8 @@ variant to η and μ in :func:`with_variant`), the selections that fix a profile
 Nothing here opens a default store or trains; a missing pilot or selection run is a KeyError that says which runner
 command makes it. The registry that maps a chapter to its sweep (``CHAPTERS``), and every profile by name
 (``get_profile``), are in :mod:`sec_lib.runs.experiments`, which re-exports this module: the modules of
-``sec_lib.runs`` below it (the tiers, the staged decisive tier, the fine-tuning and scale arms) import this one, so
-that nothing of the package imports the registry back.
+``sec_lib.runs`` below the registry (the staged decisive tier, its pilot, selection and main stage, the fine-tuning
+and scale arms) import this one, so that none of them imports the registry back.
 """
 from __future__ import annotations
 
