@@ -425,7 +425,7 @@ def waiting_records(page: str, shown: str, root=None) -> list:
     first = MAIN_TIERS[0]
     if shown == first or not has_tier(first) or root is not None:
         return []
-    return [r for r in page_records(page, page_evidence(page, first, tier=first)) if np.isfinite(r.estimate)]
+    return [r for r in page_records(page, page_evidence(page, first, tier=first)) if r.has_estimate]
 
 
 def lacking(tier: str, chapters: Iterable[str]) -> list[str]:
