@@ -43,8 +43,12 @@ def test_the_module_measure_sees_a_late_import(tmp_path, monkeypatch):
     (pkg / "c.py").write_text("from . import b\n")
     monkeypatch.setattr(ig, "ROOT", tmp_path / "sec_lib")
     edges = ig.module_graph("room")
-    assert edges["sec_lib.room.a"] == {"sec_lib.room.b"} and edges["sec_lib.room.c"] == {"sec_lib.room.b"}
+    assert edges["sec_lib.room.a"] == {"sec_lib.room.b"}
+    assert edges["sec_lib.room.c"] == {"sec_lib.room.b", "sec_lib.room"}      # `from . import b` runs the package too
     assert ig.cycles(edges) == [["sec_lib.room.a", "sec_lib.room.b"]]
+    # a package's __init__ is a module too: one that imports c late joins b and c (`from . import` runs it) in a circle
+    (pkg / "__init__.py").write_text("def f():\n    from . import c\n    return c\n")
+    assert ig.cycles(ig.module_graph("room")) == [["sec_lib.room", "sec_lib.room.a", "sec_lib.room.b", "sec_lib.room.c"]]
 
 
 def test_the_measure_sees_cycles_upward_imports_and_old_paths():

@@ -87,9 +87,15 @@ def graph() -> dict[str, set[str]]:
     return edges
 
 
+def _is_source(module: str) -> bool:
+    """Whether ``module`` is a file of sec_lib: a module, or a package's ``__init__.py``."""
+    base = ROOT.parent / module.replace(".", "/")
+    return base.with_suffix(".py").exists() or (base / "__init__.py").exists()
+
+
 def module_graph(room: str) -> dict[str, set[str]]:
     """Module -> the modules of the same room (``sec_lib/<room>/``) it imports, at its top or inside a function
-    (a circle of modules is a circle however late one of its imports runs)."""
+    (a circle of modules is a circle however late one of its imports runs); a package's ``__init__`` is a module too."""
     edges: dict[str, set[str]] = {}
     for path in sorted((ROOT / room).rglob("*.py")):
         module = _module(path)
@@ -97,7 +103,7 @@ def module_graph(room: str) -> dict[str, set[str]]:
             continue
         edges[module] = set()
         for target in _imports(path, module):
-            while target and not (ROOT.parent / (target.replace(".", "/") + ".py")).exists():
+            while target and not _is_source(target):
                 target = target.rpartition(".")[0]            # `from .x import name`: the module x
             if target != module and _room(target) == room:
                 edges[module].add(target)
