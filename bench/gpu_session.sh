@@ -50,7 +50,9 @@ t=$(left)
 if [ "${TIER:-1}" != 1 ]; then
   echo "gpu tier left out (TIER=${TIER})" > "$OUT/tier.log"
 elif [ "$t" -gt 90 ]; then
-  minutes=$(python3 -c "print(round(($t - 60) / 60, 2))")
+  # the tier starts no chunk predicted to end later than 75 s before the budget, and is killed 45 s before it: a
+  # chunk may run 30 s over its prediction (the command's start included) and still come back
+  minutes=$(python3 -c "print(round(($t - 75) / 60, 2))")
   # (the runner's CLI needs the book's packages; the command itself does not)
   # the GPU's utilization while the tier trains, every second (smi.csv: timestamp, utilization %, memory used MiB)
   nvidia-smi --query-gpu=timestamp,utilization.gpu,memory.used --format=csv,noheader -l 1 > "$OUT/smi.csv" 2>&1 &

@@ -64,14 +64,16 @@ def test_gpu_tier_command_starts_from_the_pace_kept_in_the_store(monkeypatch, tm
     monkeypatch.setattr(commands, "prepare_data", lambda p: None)
     seen = []
 
-    def fake(todo, named, out, store, jobs, what, together=1, deadline=None, pace=None, pace_file=None):
-        seen.append((dict(pace), pace_file))
+    def fake(todo, named, out, store, jobs, what, together=1, deadline=None, pace=None, pace_file=None, kind=None):
+        seen.append((dict(pace), pace_file, kind))
         return False
     monkeypatch.setattr(commands, "train_exporting", fake)
     (tmp_path / "store").mkdir()
     (tmp_path / "store" / "gpu_pace.json").write_text(json.dumps({"s": 176.0, "run": 44.0, "processes": 4}))
     assert gpu_tier.command(5.0, 4, 1) == 0
-    assert seen == [({"s": 176.0, "run": 44.0, "processes": 4}, tmp_path / "store" / "gpu_pace.json")]
+    # the stage names the runs' kind: a pace of another stage's runs predicts with a margin (commands.chunk_seconds)
+    assert seen == [({"s": 176.0, "run": 44.0, "processes": 4}, tmp_path / "store" / "gpu_pace.json",
+                     gpu_tier.stages(ex.get_profile("gpu"), None)[0][0])]
 
 
 class _HoldsEvery:

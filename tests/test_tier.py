@@ -307,6 +307,37 @@ def test_decimated_steps_keep_the_rows_of_columns_logged_every_k_steps():
     pd.testing.assert_frame_equal(tier.decimate_steps(short), short)
 
 
+def test_a_pace_of_another_kind_of_runs_predicts_with_a_margin(monkeypatch, tmp_path):
+    """The H200 window of 2026-11-28 on a fake clock: the selection's last chunk (3 runs on 3 processes, 126 s)
+    set the pace, and the main comparison's first chunk (4 runs on 4 processes) was predicted from it at 168 s;
+    it took more than 200 (its last evaluation clusters 1,392 test classes, the selection's 400), and the call's
+    time limit killed it. Predicted from another kind's pace, a chunk now gets :data:`OTHER_KIND_MARGIN`, so with
+    the 165 s that call had left none starts; once a chunk of the kind has set its own pace, no margin."""
+    from types import SimpleNamespace
+    from sec_lib.runs import commands, store as store_mod
+    clock = SimpleNamespace(t=0.0)
+    monkeypatch.setattr(commands, "time", SimpleNamespace(monotonic=lambda: clock.t, perf_counter=lambda: clock.t))
+    trained = []
+
+    def fake_run_all(cfgs, root=None, jobs=1, together=1):       # a main-comparison run: 215 s on 4 processes
+        trained.append(len(cfgs))
+        clock.t += 215.0
+    monkeypatch.setattr(store_mod, "run_all", fake_run_all)
+    monkeypatch.setattr(commands.tier, "export", lambda store, named, out: {"exported": 0})
+    st = SimpleNamespace(root=tmp_path)
+    pace = {"s": 126.0, "run": 42.0, "processes": 3, "kind": "selection"}
+    assert commands.chunk_seconds(4, 4, 1, pace, "selection") == 168.0
+    assert commands.chunk_seconds(4, 4, 1, pace, "main") == 168.0 * commands.OTHER_KIND_MARGIN == 252.0
+    assert not commands.train_exporting(list(range(40)), [], tmp_path, st, 4, "t", 1, deadline=165.0, pace=pace,
+                                        kind="main")
+    assert trained == [] and clock.t == 0.0                    # before: a chunk of 4 started, and was killed at 215 s
+    assert not commands.train_exporting(list(range(40)), [], tmp_path, st, 4, "t", 1, deadline=500.0, pace=pace,
+                                        kind="main")
+    # the first chunk (predicted 252 s) fits; then its own pace, 215 s, lets a second one start and not a third
+    assert trained == [4, 4] and clock.t == 430.0
+    assert pace["kind"] == "main" and commands.chunk_seconds(4, 4, 1, pace, "main") == 215.0
+
+
 def test_a_chunk_starts_only_if_its_pace_says_it_ends_before_the_deadline(monkeypatch, tmp_path):
     """`train_exporting` on a fake clock: a process trains a run in 10 s while at most 4 processes share the GPU,
     and more processes slow each other down in proportion. The pace of a chunk of 4 runs on 4 processes (1 each)
@@ -330,7 +361,7 @@ def test_a_chunk_starts_only_if_its_pace_says_it_ends_before_the_deadline(monkey
     monkeypatch.setattr(commands.tier, "export", lambda store, named, out: {"exported": 0})
     st, pace = SimpleNamespace(root=tmp_path), {}
     assert commands.train_exporting(list(range(4)), [], tmp_path, st, 4, "t", 4, deadline=45.0, pace=pace)
-    assert trained == [4] and clock.t == 10.0 and pace == {"s": 10.0, "run": 2.5, "processes": 4}
+    assert trained == [4] and clock.t == 10.0 and pace == {"s": 10.0, "run": 2.5, "processes": 4, "kind": None}
     assert commands.chunk_seconds(16, 4, 4, pace) == 40.0
     # 16 runs (4 per process, 40 s) would end at 50 > 45; 12 (3 each, 30 s) end at 40; then nothing fits in 5 s
     assert not commands.train_exporting(list(range(32)), [], tmp_path, st, 4, "t", 4, deadline=45.0, pace=pace)
@@ -346,11 +377,11 @@ def test_a_chunk_starts_only_if_its_pace_says_it_ends_before_the_deadline(monkey
     # window cannot hold (without the file it would start one, with no pace to go by)
     f = tmp_path / "gpu_pace.json"
     assert commands.train_exporting(list(range(4)), [], tmp_path, st, 4, "t", 1, deadline=200.0, pace={},
-                                     pace_file=f)
+                                     pace_file=f, kind="selection")
     import json
     kept = json.loads(f.read_text())
-    assert kept == {"s": 10.0, "run": 2.5, "processes": 4}
+    assert kept == {"s": 10.0, "run": 2.5, "processes": 4, "kind": "selection"}
     start = clock.t
     assert not commands.train_exporting(list(range(4)), [], tmp_path, st, 4, "t", 1, deadline=start + 5.0,
-                                         pace=kept, pace_file=f)
+                                         pace=kept, pace_file=f, kind="selection")
     assert clock.t == start

@@ -224,7 +224,8 @@ def rerun_command(key: str, profile: str, tier_root=None) -> int:
 
 
 def train_exporting(todo, named, out, store, jobs: int, what: str, together: int = 1,
-                    deadline: float | None = None, pace: dict | None = None, pace_file=None) -> bool:
+                    deadline: float | None = None, pace: dict | None = None, pace_file=None,
+                    kind: str | None = None) -> bool:
     """Train ``todo`` in chunks of ``jobs`` x ``together`` runs, exporting every run of ``named`` that is in
     ``store`` to the tier folder ``out`` after each chunk (so a stopped session loses at most one chunk).
 
@@ -234,14 +235,15 @@ def train_exporting(todo, named, out, store, jobs: int, what: str, together: int
     the last one, also the seconds per run of the whole chunk (processes that share one GPU slow each other down:
     8 processes did not train 8 runs in the time 4 trained 4). ``pace`` (a dict) carries the pace from one call to
     the next; ``pace_file`` (JSON) keeps it for the next process, e.g. a second command on a warm GPU machine.
-    Returns False when it stopped early."""
+    ``kind`` names the runs' kind (the gpu tier's stage): a pace measured on another kind predicts this kind's first
+    chunk times :data:`OTHER_KIND_MARGIN` (:func:`chunk_seconds`). Returns False when it stopped early."""
     from .store import run_all
     pace = {} if pace is None else pace
     i = 0
     while i < len(todo):
         n = min(jobs * together, len(todo) - i)
         if deadline is not None:
-            while n and time.monotonic() + chunk_seconds(n, jobs, together, pace) > deadline:
+            while n and time.monotonic() + chunk_seconds(n, jobs, together, pace, kind) > deadline:
                 n -= 1
             if not n:
                 print(f"  stopped before the deadline: {len(todo) - i} {what} runs left for the next call", flush=True)
@@ -250,7 +252,7 @@ def train_exporting(todo, named, out, store, jobs: int, what: str, together: int
         run_all(todo[i:i + n], root=store.root, jobs=jobs, together=together)
         seconds = time.perf_counter() - t0
         groups = _groups(n, jobs, together)
-        pace.update(s=seconds / max(map(len, groups)), run=seconds / n, processes=len(groups))
+        pace.update(s=seconds / max(map(len, groups)), run=seconds / n, processes=len(groups), kind=kind)
         if pace_file is not None:
             atomic_write_bytes(Path(pace_file), json.dumps(pace).encode())
         counts = tier.export(store, named, out)
@@ -265,16 +267,28 @@ def _groups(n: int, jobs: int, together: int) -> list[list]:
     return process_groups(list(range(n)), jobs, together)
 
 
-def chunk_seconds(n: int, jobs: int, together: int, pace: dict) -> float:
-    """Predicted wall seconds of a chunk of ``n`` runs from the last chunk's ``pace`` (0 before any chunk): the
-    seconds per run a process trains times the runs per process; for more processes than the last chunk had, at
-    least the last chunk's seconds per run times ``n`` (the GPU they share does not get faster)."""
+#: A pace measured on runs of another kind (the gpu tier's stage before) predicts a chunk of this kind times this
+#: margin, until a chunk of this kind has set its own pace. On the H200 of 2026-11-28 a chunk of 4 runs of the
+#: held-out selection took 165 s, and one of 4 runs of the main comparison more than 200 s: the same 3,000 steps,
+#: but its last evaluation clusters the 1,392 test classes (k-means with 10 starts on one thread, about 45 s)
+#: where the selection clusters 400 held-out classes. Predicted from the selection's pace, that chunk was started
+#: twice with too little time left, and both times the call's time limit killed it: 6.5 minutes of GPU time lost.
+OTHER_KIND_MARGIN = 1.5
+
+
+def chunk_seconds(n: int, jobs: int, together: int, pace: dict, kind: str | None = None) -> float:
+    """Predicted wall seconds of a chunk of ``n`` runs of ``kind`` from the last chunk's ``pace`` (0 before any
+    chunk): the seconds per run a process trains times the runs per process; for more processes than the last chunk
+    had, at least the last chunk's seconds per run times ``n`` (the GPU they share does not get faster); times
+    :data:`OTHER_KIND_MARGIN` where the last chunk's runs were of another kind."""
     if not pace:
         return 0.0
     groups = _groups(n, jobs, together)
     seconds = pace["s"] * max(map(len, groups))
     if len(groups) > pace.get("processes", len(groups)):
         seconds = max(seconds, pace["run"] * n)
+    if pace.get("kind") != kind:
+        seconds *= OTHER_KIND_MARGIN
     return seconds
 
 

@@ -153,6 +153,7 @@ def command(minutes: float = 0.0, jobs: int | None = None, together: int | None 
         todo = [c for c in cfgs if not store.has(c)]
         print(f"gpu tier: {name}, {len(cfgs)} runs, {len(todo)} to train "
               f"({jobs} processes x {together} runs together)", flush=True)
-        if not commands.train_exporting(todo, named(), out, store, jobs, "gpu tier", together, deadline, pace, pace_file):
+        if not commands.train_exporting(todo, named(), out, store, jobs, "gpu tier", together, deadline, pace, pace_file,
+                                        kind=name):
             return 0
     return 0
