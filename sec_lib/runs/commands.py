@@ -270,8 +270,8 @@ def _groups(n: int, jobs: int, together: int) -> list[list]:
 #: A pace measured on runs of another kind (the gpu tier's stage before) predicts a chunk of this kind times this
 #: margin, until a chunk of this kind has set its own pace. On the H200 of 2026-11-28 a chunk of 4 runs of the
 #: held-out selection took 165 s, and one of 4 runs of the main comparison more than 200 s: the same 3,000 steps,
-#: but its last evaluation clusters the 1,392 test classes (k-means with 10 starts on one thread, about 45 s)
-#: where the selection clusters 400 held-out classes. Predicted from the selection's pace, that chunk was started
+#: but its last evaluation clusters the 1,392 test classes (k-means with 10 starts on one thread: 55 s on an AMD
+#: EPYC) where the selection clusters 400 held-out classes. Predicted from the selection's pace, that chunk was started
 #: twice with too little time left, and both times the call's time limit killed it: 6.5 minutes of GPU time lost.
 OTHER_KIND_MARGIN = 1.5
 
