@@ -64,7 +64,8 @@ def test_gpu_tier_command_starts_from_the_pace_kept_in_the_store(monkeypatch, tm
     monkeypatch.setattr(commands, "prepare_data", lambda p: None)
     seen = []
 
-    def fake(todo, named, out, store, jobs, what, together=1, deadline=None, pace=None, pace_file=None, kind=None):
+    def fake(todo, named, out, store, jobs, what, together=1, deadline=None, pace=None, pace_file=None, kind=None,
+             unit=1):
         seen.append((dict(pace), pace_file, kind))
         return False
     monkeypatch.setattr(commands, "train_exporting", fake)
@@ -115,6 +116,9 @@ def test_the_gpu_tiers_main_comparison_is_named_from_the_main_losses_selection_a
     main = stages[names[2]]()
     assert len(main) == len(ex.MAIN_LOSSES) * 2 * len(p.main_seeds) == len({run_key(c) for c in main})
     assert {(c.loss, c.variant, c.eta) for c in main if c.variant == "sec"} == {(l, "sec", 0.05) for l in ex.MAIN_LOSSES}
+    # a seed's two arms side by side: a chunk of 4 holds two whole pairs, trained on one machine
+    pairs = [main[i:i + 2] for i in range(0, len(main), 2)]
+    assert all(a.variant == "none" and b.variant == "sec" and (a.loss, a.seed) == (b.loss, b.seed) for a, b in pairs)
     with pytest.raises(KeyError, match="η selection"):
         ex.chapter_configs("main", p, partial)
     everything = {run_key(c) for c in ex.chapter_configs("main", p, _HoldsEvery())}
@@ -148,7 +152,7 @@ def test_an_export_names_the_gpu_tiers_main_comparison(tmp_path):
     never reach `data/reference/gpu/`."""
     p = ex.get_profile("gpu")
     partial = _HoldsEvery(missing=ex.EXTRA_LOSSES)
-    main = dict(gpu_tier.stages(p, partial))["main comparison (main losses × none and SEC at its held-out η)"]()
+    main = dict(gpu_tier.stages(p, partial))[gpu_tier.MAIN_STAGE]()
     assert not {run_key(c) for c in main} & {run_key(c) for c in ex.profile_configs(p, partial)}   # the old gap
     assert {run_key(c) for c in main} <= {run_key(c) for c in gpu_tier.configs(p, partial)}
     # before the selection is complete, the stages that can be named are (the pilot, the selection), and no error
@@ -157,7 +161,7 @@ def test_an_export_names_the_gpu_tiers_main_comparison(tmp_path):
     stages = dict(gpu_tier.stages(p, early))
     assert {run_key(c) for c in stages["main losses' η/L2 selection"]()} <= named
     with pytest.raises(KeyError):
-        stages["main comparison (main losses × none and SEC at its held-out η)"]()
+        stages[gpu_tier.MAIN_STAGE]()
 
 
 _TRUNK = {"format": "sec_lib pretrained glyph backbone v1",
@@ -178,7 +182,7 @@ def test_the_gpu_tiers_fine_tuned_stages_start_from_its_pretrained_trunk(monkeyp
         with pytest.raises(FileNotFoundError, match="glyph_resnet18s_64px.json.*pretrain --profile gpu"):
             stages[name]()
     named = {run_key(c) for c in gpu_tier.configs(p, store)}               # an export names the stages before them
-    assert {run_key(c) for c in stages["main comparison (main losses × none and SEC at its held-out η)"]()} <= named
+    assert {run_key(c) for c in stages[gpu_tier.MAIN_STAGE]()} <= named
     monkeypatch.setattr(finetune, "committed_provenance", lambda path=None, profile="reference":
                         _TRUNK if profile == "gpu" else pytest.fail("the gpu tier fine-tunes the gpu trunk"))
     sel = stages[gpu_tier.TRUNK_STAGE]()
@@ -188,7 +192,7 @@ def test_the_gpu_tiers_fine_tuned_stages_start_from_its_pretrained_trunk(monkeyp
         assert (c.loss, c.variant, c.seed, c.holdout_classes) == ("semihard", "none", p.pilot_seed, p.holdout_classes)
         assert c.pretrained == "data/reference/pretrained/glyph_resnet18s_64px.pt" and c.freeze_bn
         assert (c.model, c.width, c.image_size, c.autocast, c.channels_last) == ("resnet18s", 64, 64, "bf16", True)
-    main = stages["main comparison (main losses × none and SEC at its held-out η)"]()
+    main = stages[gpu_tier.MAIN_STAGE]()
     fine = stages[gpu_tier.FINETUNED_STAGE]()
     assert len(fine) == len(main) == 40
     # _HoldsEvery's R@1 peaks at lr 1e-3: the interior trunk rate; the ratios tie, and the smallest wins
@@ -213,7 +217,8 @@ def test_the_gpu_tier_pretrains_its_trunk_before_the_fine_tuning_stages(monkeypa
     store.root = tmp_path / "store"                                        # where the command keeps its pace
     monkeypatch.setattr(gpu_tier, "ResultStore", lambda: store)
     trained, calls = [], []
-    monkeypatch.setattr(commands, "train_exporting", lambda todo, *a, **k: trained.append(len(todo)) or True)
+    monkeypatch.setattr(commands, "train_exporting",
+                        lambda todo, *a, **k: trained.append((len(todo), k["kind"], k["unit"])) or True)
     monkeypatch.setattr(pretrain, "REPO", tmp_path)                        # no trunk committed here
 
     def stopped(cfg, stop_at=None):
@@ -222,4 +227,7 @@ def test_the_gpu_tier_pretrains_its_trunk_before_the_fine_tuning_stages(monkeypa
     monkeypatch.setattr(pretrain, "build_checkpoint", stopped)
     assert gpu_tier.command(5.0, 4, 1) == 0
     assert len(trained) == 3                       # the pilot, the selection and the main comparison, all present
+    # the main comparison's chunks keep a seed's two arms together (unit 2), the other stages' need not
+    assert [(kind, unit) for _, kind, unit in trained] == [(name, 2 if name == gpu_tier.MAIN_STAGE else 1)
+                                                          for name, _ in gpu_tier.stages(ex.get_profile("gpu"), None)[:3]]
     assert [c for c, _ in calls] == [pretrain.GPU_CONFIG] and calls[0][1] is not None

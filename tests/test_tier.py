@@ -338,6 +338,40 @@ def test_a_pace_of_another_kind_of_runs_predicts_with_a_margin(monkeypatch, tmp_
     assert pace["kind"] == "main" and commands.chunk_seconds(4, 4, 1, pace, "main") == 215.0
 
 
+def test_a_chunk_does_not_split_a_unit_of_runs(monkeypatch, tmp_path):
+    """``unit=2`` (the gpu tier's pairs of a seed's none and SEC runs): a chunk the deadline cuts to 3 runs trains
+    2, an odd number of processes trains whole pairs, and the last runs of the list go as they are."""
+    from types import SimpleNamespace
+    from sec_lib.runs import commands, store as store_mod
+    clock = SimpleNamespace(t=0.0)
+    monkeypatch.setattr(commands, "time", SimpleNamespace(monotonic=lambda: clock.t, perf_counter=lambda: clock.t))
+    trained = []
+
+    def fake_run_all(cfgs, root=None, jobs=1, together=1):       # 10 s a run, the processes in turn
+        trained.append(list(cfgs))
+        clock.t += 10.0 * len(cfgs)
+    monkeypatch.setattr(store_mod, "run_all", fake_run_all)
+    monkeypatch.setattr(commands.tier, "export", lambda store, named, out: {"exported": 0})
+    st = SimpleNamespace(root=tmp_path)
+
+    def pace():
+        return {"s": 10.0, "run": 10.0, "processes": 1, "kind": "k"}      # n runs on n processes: 10 n s
+    assert commands.chunk_seconds(3, 4, 1, pace(), "k") == 30.0
+    assert not commands.train_exporting(list(range(8)), [], tmp_path, st, 4, "t", 1, deadline=35.0, pace=pace(),
+                                        kind="k")
+    assert trained == [[0, 1, 2]]                                         # without a unit: 3 runs
+    trained.clear(), setattr(clock, "t", 0.0)
+    assert not commands.train_exporting(list(range(8)), [], tmp_path, st, 4, "t", 1, deadline=35.0, pace=pace(),
+                                        kind="k", unit=2)
+    assert trained == [[0, 1]]                                            # then 20 + 20 > 35: stopped
+    trained.clear()
+    assert commands.train_exporting(list(range(5)), [], tmp_path, st, 3, "t", 1, unit=2)
+    assert trained == [[0, 1], [2, 3, 4]]                                 # 3 processes: a pair, then the last 3
+    trained.clear()
+    assert commands.train_exporting(list(range(3)), [], tmp_path, st, 1, "t", 1, unit=2)
+    assert trained == [[0], [1], [2]]                                     # one process: smaller than a pair
+
+
 def test_a_chunk_starts_only_if_its_pace_says_it_ends_before_the_deadline(monkeypatch, tmp_path):
     """`train_exporting` on a fake clock: a process trains a run in 10 s while at most 4 processes share the GPU,
     and more processes slow each other down in proportion. The pace of a chunk of 4 runs on 4 processes (1 each)

@@ -225,7 +225,7 @@ def rerun_command(key: str, profile: str, tier_root=None) -> int:
 
 def train_exporting(todo, named, out, store, jobs: int, what: str, together: int = 1,
                     deadline: float | None = None, pace: dict | None = None, pace_file=None,
-                    kind: str | None = None) -> bool:
+                    kind: str | None = None, unit: int = 1) -> bool:
     """Train ``todo`` in chunks of ``jobs`` x ``together`` runs, exporting every run of ``named`` that is in
     ``store`` to the tier folder ``out`` after each chunk (so a stopped session loses at most one chunk).
 
@@ -236,15 +236,19 @@ def train_exporting(todo, named, out, store, jobs: int, what: str, together: int
     8 processes did not train 8 runs in the time 4 trained 4). ``pace`` (a dict) carries the pace from one call to
     the next; ``pace_file`` (JSON) keeps it for the next process, e.g. a second command on a warm GPU machine.
     ``kind`` names the runs' kind (the gpu tier's stage): a pace measured on another kind predicts this kind's first
-    chunk times :data:`OTHER_KIND_MARGIN` (:func:`chunk_seconds`). Returns False when it stopped early."""
+    chunk times :data:`OTHER_KIND_MARGIN` (:func:`chunk_seconds`). ``unit`` > 1: ``todo`` comes in consecutive groups
+    of ``unit`` runs (the gpu tier's pairs of arms) that a chunk does not split, except a chunk smaller than a group
+    (``jobs`` x ``together`` < ``unit``) or the last runs of ``todo``. Returns False when it stopped early."""
     from .store import run_all
     pace = {} if pace is None else pace
     i = 0
     while i < len(todo):
         n = min(jobs * together, len(todo) - i)
+        if unit <= n < len(todo) - i:
+            n -= n % unit                              # whole groups
         if deadline is not None:
             while n and time.monotonic() + chunk_seconds(n, jobs, together, pace, kind) > deadline:
-                n -= 1
+                n -= n % unit or unit                  # down to whole groups, then a group at a time
             if not n:
                 print(f"  stopped before the deadline: {len(todo) - i} {what} runs left for the next call", flush=True)
                 return False

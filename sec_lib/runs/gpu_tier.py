@@ -62,6 +62,11 @@ TRUNK_STAGE = "fine-tuning rate selection (the pretrained ResNet-18 trunk, held-
 FINETUNED_STAGE = "fine-tuned comparison (main losses × none and SEC, from the pretrained trunk)"
 
 
+#: The stages named in pairs (a seed's none and SEC runs, one after the other), which a chunk does not split.
+MAIN_STAGE = "main comparison (main losses × none and SEC at its held-out η)"
+PAIRED_STAGES = (MAIN_STAGE, FINETUNED_STAGE)
+
+
 def stages(p: ex.Profile, store) -> list:
     """The gpu tier's stages in the order :func:`command` trains them, as (name, configs) pairs, ``configs``
     a function that names the stage's runs (it raises ``KeyError`` or :class:`~sec_lib.runs.experiments.SelectionError`
@@ -72,7 +77,10 @@ def stages(p: ex.Profile, store) -> list:
     2. The four main losses' held-out selection: SEC's η grid, η = 0, the L2 weights.
     3. The main comparison the issue asks of a GPU: the four main losses × {none, SEC at the held-out η} × the
        profile's ``main_seeds``, the same runs (and store keys) as the main chapter's arms of those losses. Named
-       from stage 2 alone: the main chapter also waits for tuplet margin's and CosFace's selection.
+       from stage 2 alone: the main chapter also waits for tuplet margin's and CosFace's selection. A seed's none
+       and SEC runs are named one after the other, so that a chunk of an even number of runs trains both arms of
+       its pairs on one machine (lent machines differ: H100s and an H200 so far), and a paired difference
+       never mixes two GPUs.
     4. The pretrained regime's rates (:data:`TRUNK_STAGE`): the gpu profile's ResNet-18 trunk pretrained the way the
        decisive tier's smallcnn trunk was (:data:`sec_lib.runs.pretrain.GPU_CONFIG`; :func:`command` pretrains it
        first where it is not committed), then :func:`sec_lib.runs.finetune.selection`: semihard without SEC, every
@@ -88,19 +96,18 @@ def stages(p: ex.Profile, store) -> list:
                 if c.loss in ex.MAIN_LOSSES and c.variant in SELECTION_ORDER and not c.relative]
         return sorted(cfgs, key=lambda c: SELECTION_ORDER[c.variant])     # stable: each grid in its order
 
-    def main():
+    def main():                                     # each seed's none and SEC runs side by side: see the docstring
         q = tuned()
         sel = ex.stored_selection(q, store, ex.MAIN_LOSSES)
-        return [ex.config(q, loss, variant, s, **changes) for loss in ex.MAIN_LOSSES
-                for variant, changes in (("none", {}), ("sec", {"eta": ex.chosen_eta(q, loss, sel)}))
-                for s in q.main_seeds]
+        return [ex.config(q, loss, variant, s, **changes) for loss in ex.MAIN_LOSSES for s in q.main_seeds
+                for variant, changes in (("none", {}), ("sec", {"eta": ex.chosen_eta(q, loss, sel)}))]
     def finetuned():
         lr, lr_head = finetune.chosen_rates(p, store)
         start = {**finetune.settings(p), "lr": lr, "lr_head": lr_head}      # read the trunk's provenance once
         return [dataclasses.replace(c, **start) for c in main()]
     return [("Adam's learning-rate pilot", lambda: [c for c in ex.lr_pilot(p) if c.optimizer == "adam"]),
             ("main losses' η/L2 selection", selection),
-            ("main comparison (main losses × none and SEC at its held-out η)", main),
+            (MAIN_STAGE, main),
             (TRUNK_STAGE, lambda: finetune.selection(p)),
             (FINETUNED_STAGE, finetuned)]
 
@@ -154,6 +161,6 @@ def command(minutes: float = 0.0, jobs: int | None = None, together: int | None 
         print(f"gpu tier: {name}, {len(cfgs)} runs, {len(todo)} to train "
               f"({jobs} processes x {together} runs together)", flush=True)
         if not commands.train_exporting(todo, named(), out, store, jobs, "gpu tier", together, deadline, pace, pace_file,
-                                        kind=name):
+                                        kind=name, unit=2 if name in PAIRED_STAGES else 1):
             return 0
     return 0
