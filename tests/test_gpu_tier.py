@@ -1,6 +1,7 @@
 """The gpu tier (sec_lib/runs/gpu_tier.py): which runs it names, in which order, and how they reach its folder."""
 import dataclasses
 
+import pandas as pd
 import pytest
 
 from sec_lib.runs import commands, gpu_tier, tier
@@ -231,3 +232,42 @@ def test_the_gpu_tier_pretrains_its_trunk_before_the_fine_tuning_stages(monkeypa
     assert [(kind, unit) for _, kind, unit in trained] == [(name, 2 if name == gpu_tier.MAIN_STAGE else 1)
                                                           for name, _ in gpu_tier.stages(ex.get_profile("gpu"), None)[:3]]
     assert [c for c, _ in calls] == [pretrain.GPU_CONFIG] and calls[0][1] is not None
+
+
+def test_the_tiers_page_shows_the_gpu_main_comparisons_verdicts_once_every_pair_is_in(monkeypatch):
+    """The tiers page's gpu section (:mod:`sec_lib.chapters.tiers_gpu`): while the selection is incomplete it says
+    the comparison cannot be named; while a run is missing it counts the runs and shows no verdict; with every pair
+    in, the compare page's paired verdicts: SEC 1 point above none with seed noise is 'reproduced' for the three
+    losses that gain, and a loss that gains nothing is not."""
+    import numpy as np
+    from types import SimpleNamespace
+    from sec_lib.chapters import tiers_gpu
+    p = ex.get_profile("gpu")
+    monkeypatch.setattr(tiers_gpu, "store_for", lambda profile, root=None: store)
+    store = _HoldsEvery(missing=("ms",))                                     # ms's selection not in yet
+    table, sentence = tiers_gpu.main_comparison()
+    assert table.empty and "cannot be named yet" in sentence
+
+    store = _HoldsEvery()
+    rng = np.random.default_rng(0)
+
+    def frames(cfgs, tables=(), store=None):
+        rows = []
+        for c in cfgs:
+            gain = 0.0 if c.loss == "ms" else 1.0
+            r1 = 90 + rng.normal(0, 0.2) + (gain if c.variant == "sec" else 0.0) + c.seed * 0.5   # seeds differ
+            rows.append({"key": run_key(c), "loss": c.loss, "variant": c.variant, "seed": c.seed, "status": "done",
+                         "device": "NVIDIA H200", **{m: r1 for m in ("R@1", "R@2", "R@4", "R@8", "NMI", "F1")}})
+        return SimpleNamespace(runs=pd.DataFrame(rows))
+    monkeypatch.setattr(tiers_gpu, "load_runs", frames)
+    table, sentence = tiers_gpu.main_comparison()
+    assert list(table["loss"]) == list(ex.MAIN_LOSSES)
+    verdicts = dict(zip(table["loss"], table["verdict (R@1)"]))
+    assert all(verdicts[l] == "reproduced" for l in ex.MAIN_LOSSES if l != "ms") and verdicts["ms"] != "reproduced"
+    assert "40 runs" in sentence and "NVIDIA H200" in sentence and "η: triplet 0.05" in sentence
+
+    first = dict(gpu_tier.stages(p, store))[gpu_tier.MAIN_STAGE]()[0]
+    have = store.get
+    monkeypatch.setattr(store, "get", lambda c, tables=None: None if c == first else have(c))
+    table, sentence = tiers_gpu.main_comparison()
+    assert table.empty and "holds 39 of its 40 runs" in sentence

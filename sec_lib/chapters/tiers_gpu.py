@@ -1,0 +1,48 @@
+"""The tiers page's section on the gpu tier's main comparison (issue 27): each main loss with and without SEC at its
+held-out η, trained on a GPU, with the verdict the compare page would give it.
+
+The runs are :data:`sec_lib.runs.gpu_tier.MAIN_STAGE`'s, named by :func:`sec_lib.runs.gpu_tier.stages` from the
+tier's own held-out selection. The statistics are the compare page's (:func:`sec_lib.chapters.compare.sec_gain`:
+paired on the seed, one Holm family per role of metric, R@1 the primary metric). The section shows a verdict only
+when every pair of the comparison is committed: a table of part of the seeds would be a look at the data before the
+registered sample is in.
+"""
+from __future__ import annotations
+
+import pandas as pd
+
+from ..reference import RETRIEVAL_METRICS
+from ..runs import experiments as ex
+from ..runs import gpu_tier
+from ..runs.store import load_runs
+from ..runs.tier import store_for
+from . import compare
+
+
+def main_comparison(root=None) -> tuple[pd.DataFrame, str]:
+    """(the display table, a sentence) of the gpu tier's main comparison, read from the committed tier (or the store
+    at ``root``). The table is empty, and the sentence says why, while the comparison cannot be named yet or any of
+    its runs is missing."""
+    p = ex.get_profile("gpu")
+    store = store_for("gpu", root)
+    try:
+        cfgs = dict(gpu_tier.stages(p, store))[gpu_tier.MAIN_STAGE]()
+    except gpu_tier.WAITING as e:
+        return pd.DataFrame(), (f"The gpu tier's main comparison cannot be named yet: its held-out selection is not "
+                                f"complete ({str(e).strip(chr(34)).split(';')[0]}).")
+    have = [c for c in cfgs if store.get(c, tables=()) is not None]
+    etas = ", ".join(f"{c.loss} {c.eta:g}" for c in cfgs if c.variant == "sec" and c.seed == p.main_seeds[0])
+    if len(have) < len(cfgs):
+        return pd.DataFrame(), (
+            f"The gpu tier's main comparison (the {len(ex.MAIN_LOSSES)} main losses × none and SEC at the held-out η "
+            f"× {len(p.main_seeds)} seeds; η: {etas}) holds {len(have)} of its {len(cfgs)} runs. Its verdicts are "
+            f"shown here once every pair is committed (`data/reference/gpu/README.md` says how the rest train).")
+    frames = load_runs(cfgs, tables=(), store=store)
+    gains = compare.sec_gain(frames, variants=("sec",), metrics=RETRIEVAL_METRICS)
+    runs = frames.runs
+    gpus = ", ".join(sorted(runs["device"].dropna().astype(str).unique())) if "device" in runs else "unknown"
+    failed = int((runs["status"] != "done").sum())
+    sentence = (f"The gpu tier's main comparison: {len(runs)} runs ({len(p.main_seeds)} seeds a loss and arm; η: "
+                f"{etas}), trained on {gpus}" + (f", {failed} of them failed" if failed else "") + ". "
+                + compare.overall_sentence(gains))
+    return compare.sec_gain_display(gains), sentence
