@@ -360,7 +360,8 @@ def test_a_chunk_does_not_split_a_unit_of_runs(monkeypatch, tmp_path):
     assert not commands.train_exporting(list(range(8)), [], tmp_path, st, 4, "t", 1, deadline=35.0, pace=pace(),
                                         kind="k")
     assert trained == [[0, 1, 2]]                                         # without a unit: 3 runs
-    trained.clear(), setattr(clock, "t", 0.0)
+    trained.clear()
+    clock.t = 0.0
     assert not commands.train_exporting(list(range(8)), [], tmp_path, st, 4, "t", 1, deadline=35.0, pace=pace(),
                                         kind="k", unit=2)
     assert trained == [[0, 1]]                                            # then 20 + 20 > 35: stopped
