@@ -17,6 +17,7 @@ from ..runs import gpu_tier
 from ..runs.store import load_runs
 from ..runs.tier import store_for
 from . import compare
+from .tiers import note_of
 
 
 def main_comparison(root=None) -> tuple[pd.DataFrame, str]:
@@ -29,17 +30,16 @@ def main_comparison(root=None) -> tuple[pd.DataFrame, str]:
         cfgs = dict(gpu_tier.stages(p, store))[gpu_tier.MAIN_STAGE]()
     except gpu_tier.WAITING as e:
         return pd.DataFrame(), (f"The gpu tier's main comparison cannot be named yet: its held-out selection is not "
-                                f"complete ({str(e).strip(chr(34)).split(';')[0]}).")
-    have = [c for c in cfgs if store.get(c, tables=()) is not None]
+                                f"complete ({note_of(e)}).")
     etas = ", ".join(f"{c.loss} {c.eta:g}" for c in cfgs if c.variant == "sec" and c.seed == p.main_seeds[0])
-    if len(have) < len(cfgs):
+    frames = load_runs(cfgs, tables=(), store=store, missing="skip")        # one read: the count and the runs
+    runs = frames.runs
+    if len(runs) < len(cfgs):
         return pd.DataFrame(), (
             f"The gpu tier's main comparison (the {len(ex.MAIN_LOSSES)} main losses × none and SEC at the held-out η "
-            f"× {len(p.main_seeds)} seeds; η: {etas}) holds {len(have)} of its {len(cfgs)} runs. Its verdicts are "
+            f"× {len(p.main_seeds)} seeds; η: {etas}) holds {len(runs)} of its {len(cfgs)} runs. Its verdicts are "
             f"shown here once every pair is committed (`data/reference/gpu/README.md` says how the rest train).")
-    frames = load_runs(cfgs, tables=(), store=store)
     gains = compare.sec_gain(frames, variants=("sec",), metrics=RETRIEVAL_METRICS)
-    runs = frames.runs
     gpus = ", ".join(sorted(runs["device"].dropna().astype(str).unique())) if "device" in runs else "unknown"
     failed = int((runs["status"] != "done").sum())
     sentence = (f"The gpu tier's main comparison: {len(runs)} runs ({len(p.main_seeds)} seeds a loss and arm; η: "
