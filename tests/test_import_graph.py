@@ -26,7 +26,7 @@ def test_no_room_holds_a_circle_of_modules():
     """Inside each room too, modules import one way, counting the imports inside functions: the circle of ten modules
     around ``runs/experiments.py`` (its chapter registry called the fine-tuning and scale arms, which imported it;
     ``profiles.get_profile`` loaded the decisive tier and the benchmarks, which imported it too) is not back."""
-    rooms = sorted(p.name for p in ig.ROOT.iterdir() if p.is_dir() and (p / "__init__.py").exists())
+    rooms = ig.package_rooms()
     assert {"runs", "chapters", "site", "report"} <= set(rooms)
     for room in rooms:
         assert ig.cycles(ig.module_graph(room)) == [], room

@@ -93,6 +93,11 @@ def _is_source(module: str) -> bool:
     return base.with_suffix(".py").exists() or (base / "__init__.py").exists()
 
 
+def package_rooms() -> list[str]:
+    """The rooms that are packages (``sec_lib/<room>/__init__.py``): those with modules of their own to measure."""
+    return sorted(p.name for p in ROOT.iterdir() if p.is_dir() and (p / "__init__.py").exists())
+
+
 def module_graph(room: str) -> dict[str, set[str]]:
     """Module -> the modules of the same room (``sec_lib/<room>/``) it imports, at its top or inside a function
     (a circle of modules is a circle however late one of its imports runs); a package's ``__init__`` is a module too."""
@@ -178,8 +183,7 @@ def main() -> int:
         for n in sorted(set(lv.values()), reverse=True):
             print(f"  level {n}: {', '.join(sorted(r for r, v in lv.items() if v == n))}")
     print("upward imports:", up or "none")
-    rooms = sorted(p.name for p in ROOT.iterdir() if p.is_dir() and (p / "__init__.py").exists())
-    inner = [c for room in rooms for c in cycles(module_graph(room))]
+    inner = [c for room in package_rooms() for c in cycles(module_graph(room))]
     print("circles of modules inside a room:", inner or "none")
     return 1 if cyc or up or inner else 0
 
