@@ -58,6 +58,14 @@ def test_reading_every_k_steps_gives_the_same_tables_and_key(plain, k):
     assert run_key(cfg) == run_key(toy()) and "read_every" not in cfg.canonical()
 
 
+def test_kmeans_restarts_at_once_give_the_same_run_and_key(plain):
+    cfg = toy(kmeans_workers=3)           # NMI/F1 at every evaluation, 10 restarts on 3 threads
+    assert "NMI" in plain.metrics
+    same_run(plain, train(cfg))
+    assert run_key(cfg) == run_key(toy()) and "kmeans_workers" not in cfg.canonical()
+    assert "kmeans_workers" not in toy().to_dict() and cfg.to_dict()["kmeans_workers"] == 3
+
+
 def test_a_diverged_run_fails_at_the_same_step_with_the_same_message_whatever_k():
     diverges = dict(optimizer="sgd", lr=100.0, eta=1e4, mu=100.0, iterations=30)
     alone = train(toy(**diverges))

@@ -276,6 +276,61 @@ def test_nmi_f1_uses_pinned_kmeans():
     assert M.nmi_f1(emb, labels, seed=1) == M.nmi_f1(torch.from_numpy(emb), torch.from_numpy(labels), seed=1)
 
 
+def restart_fits(x, k, seed, n_init=10):
+    """Each restart of the sequential fit alone: (labels, inertia), from the generator state it starts with."""
+    from sec_lib.metrics.clustering import restart_states
+    out = []
+    for state in restart_states(x.shape[0], k, n_init, seed):
+        rs = np.random.RandomState()
+        rs.set_state(state)
+        km = KMeans(n_clusters=k, n_init=1, random_state=rs).fit(x)
+        out.append((km.labels_, km.inertia_))
+    return out
+
+
+def test_restart_states_are_where_sklearns_sequential_seedings_start():
+    from sklearn.cluster import kmeans_plusplus
+    from sec_lib.metrics.clustering import restart_states
+    emb, _ = planted(n_classes=9, per_class=10, seed=4)
+    x = emb.astype(np.float64) - emb.astype(np.float64).mean(0)
+    for k in (1, 9, 30):                              # n_local_trials = 2 + int(log k): 2, 4, 5
+        rs = np.random.RandomState(7)
+        for state in restart_states(len(x), k, 4, 7):
+            mine = np.random.RandomState()
+            mine.set_state(state)
+            assert np.array_equal(rs.get_state()[1], state[1]) and rs.get_state()[2] == state[2]
+            centers, _ = kmeans_plusplus(x, k, random_state=rs)          # advances rs by one seeding
+            assert np.array_equal(centers, kmeans_plusplus(x, k, random_state=mine)[0])
+
+
+@pytest.mark.parametrize("workers", [2, 3, 10])
+def test_kmeans_restarts_on_threads_give_sklearns_clustering(workers):
+    """Restarts run at once give the sequential fit's labels exactly; the seeds cover fits whose best restart is
+    not the first (so the choice among restarts is exercised, not only the first restart)."""
+    emb, labels = planted(n_classes=15, per_class=12, spread=1.6, seed=21)
+    x = emb.astype(np.float64) / np.linalg.norm(emb.astype(np.float64), axis=1, keepdims=True)
+    best = []
+    for seed in range(4):
+        ref = KMeans(n_clusters=15, n_init=10, random_state=seed).fit_predict(x)
+        assert np.array_equal(M.kmeans_labels(x, 15, 10, seed, workers=workers), ref)
+        inertias = [i for _, i in restart_fits(x, 15, seed)]
+        best.append(int(np.argmin(inertias)))
+    assert any(b > 0 for b in best), best
+    assert M.nmi_f1(emb, labels, seed=3, workers=workers) == M.nmi_f1(emb, labels, seed=3)
+
+
+def test_same_clustering_is_sklearns_rule():
+    from sklearn.cluster._k_means_common import _is_same_clustering    # scikit-learn's own rule, the reference
+    from sec_lib.metrics.clustering import same_clustering
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        a = rng.integers(0, 4, size=12).astype(np.int32)
+        b = rng.permutation(4)[a].astype(np.int32) if rng.random() < 0.5 else rng.integers(0, 4, 12).astype(np.int32)
+        if rng.random() < 0.2:
+            b = np.where(a == a[0], 3, b).astype(np.int32)                 # merge or split one cluster
+        assert same_clustering(a, b) == bool(_is_same_clustering(a, b, 4)), (a, b)
+
+
 # ------------------------------------------------------------------------------------------ evaluate
 
 
@@ -318,6 +373,8 @@ Y = np.arange(10) % 3
         (lambda: M.recall_at_k(E, Y, device="warp-drive"), "device"),
         (lambda: M.map_at_r(E, Y.reshape(2, 5)), "1-D"),
         (lambda: M.nmi_f1(E, Y, n_init=0), "n_init"),
+        (lambda: M.nmi_f1(E, Y, workers=0), r"workers \(k-means restarts run at once\) must be an integer >= 1"),
+        (lambda: M.evaluate(E, Y, kmeans_workers=1.5), "workers"),
         (lambda: M.evaluate(E, Y, ks=(10,)), "k=10"),
         (lambda: M.evaluate(E, Y, clustering="yes"), "clustering"),
         (lambda: M.recall_at_k(E, Y, backend="annoy"), r"backend must be one of \('auto', 'torch', 'faiss'\), got 'annoy'"),

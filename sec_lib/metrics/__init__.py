@@ -52,7 +52,7 @@ from typing import Sequence
 import numpy as np
 
 from .inputs import check_chunk_size, check_device, check_ks
-from .clustering import KMEANS_N_INIT, clustering_scores, nmi_f1
+from .clustering import KMEANS_N_INIT, check_workers, clustering_scores, kmeans_labels, nmi_f1
 from .retrieval import (
     AUTO_FAISS_MAX_DEPTH, BACKENDS, BLOCK_ELEMENTS, FAISS_QUERY_CHUNK, check_backend, loo_inputs, map_r_of, run_tasks, SearchTask,
     faiss_available, map_at_r, nearest_neighbor_hits, recall_at_k,
@@ -62,6 +62,7 @@ __all__ = [
     "recall_at_k",
     "map_at_r",
     "nmi_f1",
+    "kmeans_labels",
     "clustering_scores",
     "evaluate",
     "KMEANS_N_INIT",
@@ -83,25 +84,28 @@ def evaluate(
     chunk_size: int | None = None,
     device="cpu",
     backend: str = "auto",
+    kmeans_workers: int = 1,
 ) -> dict[str, float]:
     """All leave-one-out metrics in percent: ``{"R@1":.., "R@2":.., ..., "NMI":.., "F1":.., "MAP@R":..}``.
 
     Recall@K and MAP@R share one chunked pass over the similarities; results equal
     :func:`recall_at_k` and :func:`map_at_r` with the same backend. NMI/F1 come from :func:`nmi_f1`
-    (k-means seeded with ``seed``) and are left out when ``clustering=False``.
+    (k-means seeded with ``seed``, its restarts on ``kmeans_workers`` threads) and are left out when
+    ``clustering=False``.
     """
     chunk_size = check_chunk_size(chunk_size)
     dev = check_device(device)
     backend = check_backend(backend, dev)
     if not isinstance(clustering, (bool, np.bool_)):
         raise ValueError(f"clustering must be True or False, got {clustering!r}")
+    check_workers(kmeans_workers)
     e, codes = loo_inputs(emb, labels)
     ks = check_ks(ks, e.shape[0] - 1)
     r = map_r_of(codes)
     scores = run_tasks(e, e, SearchTask(codes, codes, True, kmax=max(ks), r=r), chunk_size, dev, backend)
     out = {f"R@{k}": float(100.0 * np.mean(scores.first < k)) for k in ks}
     if clustering:
-        nmi, f1 = nmi_f1(e, codes, seed=seed, n_init=n_init)
+        nmi, f1 = nmi_f1(e, codes, seed=seed, n_init=n_init, workers=kmeans_workers)
         out["NMI"] = nmi
         out["F1"] = f1
     valid = r >= 1

@@ -125,6 +125,8 @@ class TrainConfig:
     eval_ks: tuple = (1, 2, 4, 8)
     eval_clustering: str = "all"      # NMI/F1 at every evaluation ('all') or only at the end ('final')
     kmeans_n_init: int = 10           # k-means restarts for NMI/F1 (10 = scikit-learn's classic default)
+    kmeans_workers: int = 1           # those restarts run on this many threads at once: the same clustering
+                                      # (metrics.clustering.kmeans_labels, tested), so never part of the key
     instrument: bool = True
     stats_every: int = 1              # batch statistics (and their extra gradient) every this many steps
     dtheta_every: int = 5
@@ -168,7 +170,8 @@ class TrainConfig:
                            ("eval_every", Number(0, 10**8, True)), ("dtheta_every", Number(1, 10**8, True)),
                            ("stats_every", Number(1, 10**8, True)),
                            ("track_samples", Number(0, 100000, True)), ("track_every", Number(1, 10**8, True)),
-                           ("num_threads", Number(1, 1024, True)), ("read_every", Number(1, 10**8, True))]:
+                           ("num_threads", Number(1, 1024, True)), ("read_every", Number(1, 10**8, True)),
+                           ("kmeans_workers", Number(1, 1024, True))]:
             spec.check(name, getattr(self, name))
         if self.lr_head is not None:
             Number(1e-12, 100).check("lr_head", self.lr_head)
@@ -256,7 +259,8 @@ class TrainConfig:
         """The config as the store hashes it: numbers in their declared type (``eta=1`` and
         ``eta=1.0`` are one run; likewise a numeric ``mu``, ``iterations=1500.0``, ...), tuples as
         lists, ``num_threads`` only when it is not 1 (keys from before it existed stay valid), and never
-        ``read_every`` (it moves the host's reads, not the numbers: a run's tables are the same at any value). A config with
+        ``read_every`` (it moves the host's reads, not the numbers: a run's tables are the same at any value) or
+        ``kmeans_workers`` (k-means' restarts at once, the same clustering). A config with
         ``pretrained`` set also holds its weights file's sha256 (:func:`weights_sha256`), so its key follows the
         file's content; one without (``pretrained=None``) keeps its key."""
         d = self.to_dict()
@@ -277,6 +281,7 @@ class TrainConfig:
         if d["num_threads"] in (1, None):
             del d["num_threads"]
         d.pop("read_every", None)               # when the host reads, not what is computed: the tables are the same
+        d.pop("kmeans_workers", None)           # how many restarts run at once, not which: the same clustering
         if self.pretrained is not None:         # the weights' content, not only their name (None: no entry)
             d["pretrained_sha256"] = weights_sha256(self.pretrained)
         return d
@@ -297,7 +302,7 @@ class TrainConfig:
 
 #: Fields left out of :meth:`TrainConfig.to_dict` while they equal their default (fields added later).
 OMITTED_AT_DEFAULT: dict = {"views": 0, "augment": {}, "stats_every": 1, "relative": False, "schedule_iterations": 0,
-                             "read_every": 1, "autocast": "none", "channels_last": False, "penalty": "sec"}
+                             "read_every": 1, "kmeans_workers": 1, "autocast": "none", "channels_last": False, "penalty": "sec"}
 #: The values of :attr:`TrainConfig.autocast`.
 AUTOCAST = ("none", "bf16")
 
@@ -658,7 +663,7 @@ def evaluate_model(model, ds, cfg: TrainConfig, device, final: bool):
     emb, labels = embed(model, ds, device)
     clustering = final or cfg.eval_clustering == "all"
     scores = metrics_mod.evaluate(emb, labels, ks=tuple(cfg.eval_ks), seed=cfg.seed, clustering=clustering,
-                                  n_init=cfg.kmeans_n_init)
+                                  n_init=cfg.kmeans_n_init, kmeans_workers=cfg.kmeans_workers)
     return scores, emb, labels
 
 
