@@ -44,6 +44,9 @@ if [ "${BENCH:-1}" = 1 ]; then
   timeout ${BENCH_S:-300} python3 bench/gpu_step.py --steps 40 --warmup 10 --profile-steps 10 \
     --out "$OUT/gpu_step.json" > "$OUT/bench.log" 2>&1
   echo "bench rc=$? at $(( $(date +%s) - T0 )) s" >> "$OUT/bench.log"
+  # the last evaluation's k-means as a chunk of 4 processes meets it: restarts one at a time, then 4 at once
+  timeout 200 python3 bench/kmeans_restarts.py --workers 4 --processes 4 >> "$OUT/bench.log" 2>&1
+  echo "kmeans bench rc=$? at $(( $(date +%s) - T0 )) s" >> "$OUT/bench.log"
 fi
 
 t=$(left)

@@ -68,14 +68,22 @@ def test_gpu_tier_command_starts_from_the_pace_kept_in_the_store(monkeypatch, tm
     def fake(todo, named, out, store, jobs, what, together=1, deadline=None, pace=None, pace_file=None, kind=None,
              unit=1):
         seen.append((dict(pace), pace_file, kind))
+        assert todo and {c.kmeans_workers for c in todo} == {4}       # 16 cores, 4 processes
+        assert [run_key(c) for c in todo] == [run_key(c.replace(kmeans_workers=1)) for c in todo]
         return False
     monkeypatch.setattr(commands, "train_exporting", fake)
+    monkeypatch.setattr(gpu_tier.os, "cpu_count", lambda: 16)
     (tmp_path / "store").mkdir()
     (tmp_path / "store" / "gpu_pace.json").write_text(json.dumps({"s": 176.0, "run": 44.0, "processes": 4}))
     assert gpu_tier.command(5.0, 4, 1) == 0
     # the stage names the runs' kind: a pace of another stage's runs predicts with a margin (commands.chunk_seconds)
     assert seen == [({"s": 176.0, "run": 44.0, "processes": 4}, tmp_path / "store" / "gpu_pace.json",
                      gpu_tier.stages(ex.get_profile("gpu"), None)[0][0])]
+
+
+def test_the_gpu_tiers_k_means_restarts_share_the_cores_among_the_processes():
+    assert [gpu_tier.kmeans_workers(j, 16) for j in (1, 2, 4, 6, 8, 16, 32)] == [10, 8, 4, 2, 2, 1, 1]
+    assert gpu_tier.kmeans_workers(2, 2) == 1 and gpu_tier.kmeans_workers(4) >= 1
 
 
 class _HoldsEvery:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import os
 import time
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from . import finetune
 from . import pretrain
 from . import tier
 from .store import ResultStore
+from .train import TrainConfig
 
 
 #: The gpu profile's earlier forms, whose committed runs stay in the tier (each its own kind or its own settings):
@@ -132,6 +134,17 @@ def pretrained_trunk(deadline: float | None = None) -> bool:
     return True
 
 
+def kmeans_workers(jobs: int, cores: int | None = None) -> int:
+    """How many k-means restarts a run of the tier runs at once (``TrainConfig.kmeans_workers``: the same clustering,
+    not part of the key): this machine's cores shared by the ``jobs`` processes, at most the restarts of a fit.
+
+    Every run ends with NMI/F1 of the test classes (1,392 on the gpu profile): k-means with 10 restarts, 55 s on one
+    thread of an AMD EPYC, while the GPU idles (the H200 window of 2026-11-28). The processes of a chunk start
+    together and end together, so their last evaluations share the host's cores (16 on the lent machines)."""
+    cores = (os.cpu_count() or 1) if cores is None else cores
+    return max(1, min(TrainConfig.kmeans_n_init, cores // max(1, jobs)))
+
+
 def command(minutes: float = 0.0, jobs: int | None = None, together: int | None = None) -> int:
     """Train the gpu tier in the issue's order, resumably, exporting to ``data/reference/gpu/`` after every chunk:
     the committed runs are restored, then the held-out η selection of the four main losses (SEC, then L2), then
@@ -139,6 +152,7 @@ def command(minutes: float = 0.0, jobs: int | None = None, together: int | None 
     many minutes (a lent GPU's short window). Defaults: the gpu profile's ``jobs`` and ``together``."""
     p = ex.get_profile("gpu")
     jobs, together = jobs or p.jobs, together or p.together
+    workers = kmeans_workers(jobs)
     deadline = time.monotonic() + 60 * minutes if minutes > 0 else None
     store, out = ResultStore(), tier.tier_dir("gpu")
     # the last chunk's pace, carried from chunk to chunk and kept in the store for the next command on this machine
@@ -157,9 +171,9 @@ def command(minutes: float = 0.0, jobs: int | None = None, together: int | None 
         except WAITING as e:
             print(f"gpu tier: the {name} cannot be named yet: {e}", flush=True)
             return 0
-        todo = [c for c in cfgs if not store.has(c)]
+        todo = [c.replace(kmeans_workers=workers) for c in cfgs if not store.has(c)]    # not in the key
         print(f"gpu tier: {name}, {len(cfgs)} runs, {len(todo)} to train "
-              f"({jobs} processes x {together} runs together)", flush=True)
+              f"({jobs} processes x {together} runs together, k-means restarts {workers} at once)", flush=True)
         if not commands.train_exporting(todo, named(), out, store, jobs, "gpu tier", together, deadline, pace, pace_file,
                                         kind=name, unit=2 if name in PAIRED_STAGES else 1):
             return 0
