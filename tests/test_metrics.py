@@ -303,6 +303,24 @@ def test_restart_states_are_where_sklearns_sequential_seedings_start():
             assert np.array_equal(centers, kmeans_plusplus(x, k, random_state=mine)[0])
 
 
+def test_restarts_run_one_after_the_other_where_the_seeding_is_not_replayed(monkeypatch):
+    from sec_lib.metrics import clustering
+    clustering.seeding_replays.cache_clear()
+    assert clustering.seeding_replays()                       # this scikit-learn: replayed
+    real = clustering.restart_states
+    monkeypatch.setattr(clustering, "restart_states", lambda n, k, n_init, seed: real(n, k, n_init, seed + 1))
+    clustering.seeding_replays.cache_clear()
+    try:
+        with pytest.warns(RuntimeWarning, match="one after the other"):
+            assert not clustering.seeding_replays()
+        emb, _ = planted(n_classes=15, per_class=12, spread=1.6, seed=21)
+        x = emb.astype(np.float64)
+        assert np.array_equal(M.kmeans_labels(x, 15, 10, 2, workers=3),
+                              KMeans(n_clusters=15, n_init=10, random_state=2).fit_predict(x))
+    finally:
+        clustering.seeding_replays.cache_clear()
+
+
 @pytest.mark.parametrize("workers", [2, 3, 10])
 def test_kmeans_restarts_on_threads_give_sklearns_clustering(workers):
     """Restarts run at once give the sequential fit's labels exactly; the seeds cover fits whose best restart is

@@ -1,6 +1,9 @@
 """NMI and F1 of a k-means clustering of the embeddings (definitions: see :mod:`sec_lib.metrics`)."""
 from __future__ import annotations
 
+import functools
+import warnings
+
 import numpy as np
 import torch.nn.functional as F
 
@@ -105,7 +108,7 @@ def kmeans_labels(x: np.ndarray, n_clusters: int, n_init: int, seed: int, worker
     from sklearn.cluster import KMeans  # local: sklearn.cluster takes about 3 s to import (measured), only clustering needs it
 
     workers = check_workers(workers)
-    if workers == 1 or n_init == 1:
+    if workers == 1 or n_init == 1 or not seeding_replays():
         return KMeans(n_clusters=n_clusters, n_init=n_init, random_state=seed).fit_predict(x)
     from concurrent.futures import ThreadPoolExecutor
     from threadpoolctl import threadpool_limits
@@ -139,6 +142,25 @@ def restart_states(n_samples: int, n_clusters: int, n_init: int, seed: int) -> l
         for _ in range(n_clusters - 1):
             rs.uniform(size=trials)
     return states
+
+
+@functools.cache
+def seeding_replays() -> bool:
+    """Whether :func:`restart_states` replays this scikit-learn's k-means++ seeding (checked once a process, on a tiny
+    problem): the draws it counts are those of scikit-learn 1.3 and later, whose first center is a weighted
+    ``choice``. Where it does not (another version on a lent machine), :func:`kmeans_labels` fits one restart after
+    the other, with a warning, rather than give another clustering."""
+    from sklearn.cluster import kmeans_plusplus
+    x = np.random.default_rng(0).normal(size=(40, 3))
+    rs = np.random.RandomState(3)
+    for state in restart_states(len(x), 5, 3, 3):
+        same = rs.get_state()
+        if not (np.array_equal(same[1], state[1]) and same[2] == state[2]):
+            warnings.warn("this scikit-learn's k-means++ seeding draws differently from what restart_states replays: "
+                          "k-means restarts run one after the other", RuntimeWarning, stacklevel=2)
+            return False
+        kmeans_plusplus(x, 5, random_state=rs)
+    return True
 
 
 def same_clustering(labels: np.ndarray, best: np.ndarray) -> bool:
