@@ -171,7 +171,7 @@ def command(minutes: float = 0.0, jobs: int | None = None, together: int | None 
         except WAITING as e:
             print(f"gpu tier: the {name} cannot be named yet: {e}", flush=True)
             return 0
-        todo = [c.replace(kmeans_workers=workers) for c in cfgs if not store.has(c)]    # not in the key
+        todo = [c.replace(kmeans_workers=workers) for c in cfgs if not store.has(c)]   # not in the key
         print(f"gpu tier: {name}, {len(cfgs)} runs, {len(todo)} to train "
               f"({jobs} processes x {together} runs together, k-means restarts {workers} at once)", flush=True)
         if not commands.train_exporting(todo, named(), out, store, jobs, "gpu tier", together, deadline, pace, pace_file,

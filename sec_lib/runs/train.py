@@ -302,7 +302,8 @@ class TrainConfig:
 
 #: Fields left out of :meth:`TrainConfig.to_dict` while they equal their default (fields added later).
 OMITTED_AT_DEFAULT: dict = {"views": 0, "augment": {}, "stats_every": 1, "relative": False, "schedule_iterations": 0,
-                             "read_every": 1, "kmeans_workers": 1, "autocast": "none", "channels_last": False, "penalty": "sec"}
+                             "read_every": 1, "autocast": "none", "channels_last": False, "penalty": "sec",
+                             "kmeans_workers": 1}
 #: The values of :attr:`TrainConfig.autocast`.
 AUTOCAST = ("none", "bf16")
 
