@@ -12,6 +12,7 @@ thread, and whether the labels were identical; ``--out`` writes the same as JSON
 """
 import argparse
 import json
+import multiprocessing
 import os
 import platform
 import sys
@@ -48,7 +49,7 @@ def timed(args) -> tuple[float, list]:
 def measure(classes: int, per_class: int, workers: int, processes: int) -> tuple[float, list]:
     if processes == 1:
         return timed((classes, per_class, workers, 0))
-    with ProcessPoolExecutor(processes) as pool:
+    with ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("spawn")) as pool:
         out = list(pool.map(timed, [(classes, per_class, workers, 0)] * processes))
     return max(s for s, _ in out), out[0][1]
 
