@@ -22,7 +22,7 @@ from ..runs.tier import store_for
 from ..report.claims import mde_from_ci as _mde_from_ci
 from ..report import cv_from_var  # noqa: F401 (the chapters' name for it)
 from ..report import shared_steps  # noqa: F401 (the chapters' name for it)
-from ..report.verdicts import equivalence_words  # noqa: F401 (the chapters' name for it)
+from ..report.verdicts import equivalence_words, inconclusive_words  # noqa: F401 (the chapters' names for them)
 
 #: Each norm variance of the runs table (absolute units) -> its scale-free counterpart, the coefficient of
 #: variation CV = std / mean of the same norms (issue 23). SEC mostly shrinks the embedding, so a variance

@@ -14,7 +14,7 @@ from ..runs import experiments as ex
 from .. import reference, report
 from ..reference import PAPER_DATASETS
 from . import profile_param
-from .common import MAIN_CHAPTER, equivalence_words, load, order_rows
+from .common import MAIN_CHAPTER, equivalence_words, inconclusive_words, load, order_rows
 from ..report import fmt_metric
 from .compare import sec_gain
 
@@ -207,8 +207,9 @@ def mechanism_sentence(record) -> str:
     return (f"**Shrink or equalize?** SEC lowers the norms' spread (their CV) but also shrinks their scale, as L2-reg "
             f"does. [The scale page](scale.html) separates the two with a scale-free SEC and a fixed-scale control. "
             f"Relative SEC, which equalizes without shrinking, − none (claim {record.id}, mean over the four "
-            f"losses): {record.evidence} R@1 points, **{record.verdict}**{equivalence_words(record)} "
-            f"({record.tier or 'quick'} tier); the mechanism the page's declared family finds: {which}.")
+            f"losses; {record.tier or 'quick'} tier): {record.evidence} R@1 points, **{record.verdict}**"
+            f"{equivalence_words(record)}{inconclusive_words(record)}; the mechanism the page's declared family "
+            f"finds: {which}.")
 
 
 def regime_sentence(record) -> str:
@@ -218,9 +219,9 @@ def regime_sentence(record) -> str:
         return ""
     return (f"**The paper's own regime.** The book's most direct test of the paper's setting is "
             f"[the pretrained page](pretrained.html): the glyph network fine-tuned from a backbone pretrained here, "
-            f"each loss without and with SEC, beside the same runs from scratch. Whether SEC's effect is larger there (claim {record.id}, fine-tuned − from-scratch "
-            f"SEC − none, mean over the losses): {record.evidence} R@1 points, **{record.verdict}** "
-            f"({record.tier or 'quick'} tier).")
+            f"each loss without and with SEC, beside the same runs from scratch. Whether SEC's effect is larger there "
+            f"(claim {record.id}, fine-tuned − from-scratch SEC − none, mean over the losses; {record.tier or 'quick'} "
+            f"tier): {record.evidence} R@1 points, **{record.verdict}**{inconclusive_words(record)}.")
 
 
 def beyond_sentence(profile, root=None) -> str:
@@ -237,8 +238,8 @@ def beyond_sentence(profile, root=None) -> str:
         return ""
     if not len(rows):
         return ""
-    each = "; ".join(f"{loss_noun(loss)} {_interval(r)} (**{r['verdict']}**, {mde_text(r['mde'])})"
-                     for loss, r in rows.iterrows())
+    each = "; ".join(f"{loss_noun(loss)} {_interval(r)} (**{r['verdict']}**{inconclusive_words(dict(r))}, "
+                     f"{mde_text(r['mde'])})" for loss, r in rows.iterrows())
     return (f"**Beyond the paper's four losses** ({ev.profile} tier; the reviewers asked whether SEC helps other losses, their question 8), SEC at the η chosen "
             f"on held-out classes − none in R@1 (points, {int(rows['n'].max())} paired seeds [95% interval]) is "
             f"{each}. The compare page shows these losses' other arms too.")

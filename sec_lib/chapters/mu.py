@@ -12,8 +12,8 @@ from .. import reference, report
 from ..report import one_family, pooled_diff, summary_table, values_ci, with_verdict
 from . import profile_param
 from ..report.claims import Claim, from_row
-from .common import (beside_cv, check_cols, measures_text, name_means, paired, shared_steps, verdict_row_of,
-                     with_norm_cv)
+from .common import (beside_cv, check_cols, measures_text, name_means, inconclusive_words, paired, shared_steps,
+                     verdict_row_of, with_norm_cv)
 
 #: The notebook's parameters (checked by ``sec_lib.params.notebook_params``).
 PARAMS = profile_param()
@@ -291,8 +291,8 @@ def _ema_per_loss(fam: dict) -> str:
     rows = rows[np.isfinite(rows["estimate"].astype(float))]
     if not len(rows):
         return ""
-    each = "; ".join(f"{r['loss']} {r['estimate']:+.2f} [{r['ci_lo']:+.2f}, {r['ci_hi']:+.2f}] ({r['verdict']})"
-                     for r in rows.to_dict("records"))
+    each = "; ".join(f"{r['loss']} {r['estimate']:+.2f} [{r['ci_lo']:+.2f}, {r['ci_hi']:+.2f}] "
+                     f"({r['verdict']}{inconclusive_words(r)})" for r in rows.to_dict("records"))
     signs = set(np.sign(rows["estimate"].astype(float)))
     agree = (" The losses disagree in sign: the mean over them hides which μ suits which loss."
              if {-1.0, 1.0} <= signs else "")

@@ -376,3 +376,53 @@ def equivalence_p_words(r) -> str:
     get = r.get if isinstance(r, dict) else (lambda k, d=None: getattr(r, k, d))
     q = get("p_eq_adj", math.nan)
     return f" (equivalence: {q:.2g})" if equivalence_words(r) and q is not None and np.isfinite(q) else ""
+
+
+def inconclusive_words(r) -> str:
+    """Why ``r`` (a verdict row: a mapping, or a record with ``verdict``, ``ci_lo``, ``ci_hi``, ``expected_sign``,
+    ``margin``, ``p_adj``, ``p_eq_adj``, ``m``) is *inconclusive* although its 95% interval lies on one side of 0: a
+    reader who sees '-0.40 [-0.67, -0.13] inconclusive' is owed the reason, which is one of :func:`verdict`'s gates.
+
+    * a directional claim whose interval misses 0 (and the margin): '; its interval excludes 0, but not after Holm
+      over the 5 rows of its family (adjusted p = 0.077)';
+    * a directional claim inside ±margin whose equivalence test fails after Holm: '; within ±0.5 points, but not
+      after Holm over the 5 rows of its family (equivalence: adjusted p = 0.12)';
+    * a no-change claim whose interval crosses +margin or −margin: '; its interval crosses the ±0.5-point margin, so
+      it neither shows a change nor rules one out'; one wholly outside (or inside) it whose adjusted p fails: the Holm
+      words as above.
+
+    '' for the other verdicts, for an interval that contains 0 (the usual inconclusive, which needs no reason), and
+    where the row lacks what the reason needs."""
+    get = r.get if isinstance(r, dict) else (lambda k, d=None: getattr(r, k, d))
+    if get("verdict") != "inconclusive":
+        return ""
+    lo, hi, sign = get("ci_lo", math.nan), get("ci_hi", math.nan), get("expected_sign", 1)
+    if is_missing(lo) or is_missing(hi) or not usable_interval(lo, hi, get("n")):
+        return ""
+    lo, hi = float(lo), float(hi)
+    try:
+        margin = claim_margin(get("margin"), _check_sign(sign))
+    except ValueError:
+        return ""
+    m = get("m")
+    family = f" over the {int(m)} rows of its family" if not is_missing(m) and int(m) > 1 else ""
+
+    def holm(p, what=""):
+        return "" if is_missing(p) else f", but not after Holm{family} ({what}adjusted p = {float(p):.2g})"
+    inside = -margin <= lo and hi <= margin
+    if sign == 0:
+        if inside:
+            text = holm(get("p_eq_adj"), "equivalence: ")
+            return f"; within ±{margin:g} points{text}" if text else ""
+        if lo > margin or hi < -margin:
+            text = holm(get("p_adj"))
+            return f"; its interval lies beyond ±{margin:g} points{text}" if text else ""
+        return (f"; its interval crosses the ±{margin:g}-point margin, so it neither shows a change nor rules one "
+                f"out")
+    if lo <= 0 <= hi:
+        return ""
+    if inside and margin:
+        text = holm(get("p_eq_adj"), "equivalence: ")
+        return f"; within ±{margin:g} points{text}" if text else ""
+    text = holm(get("p_adj"))
+    return f"; its interval excludes 0{text}" if text else ""

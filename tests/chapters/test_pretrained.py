@@ -244,7 +244,7 @@ def test_the_landing_page_names_the_page_once_its_claim_has_an_estimate():
         {"pretrained": Frames(runs, steps, e, e, e, e, e)}))
     text = home.regime_sentence(rec)
     assert "most direct test of the paper's setting is [the pretrained page](pretrained.html)" in text and rec.evidence in text
-    assert f"**{rec.verdict}**" in text
+    assert f"**{rec.verdict}**{home.inconclusive_words(rec)}." in text       # the reason where an interval misses 0
     (none,) = evidence.page_records("pretrained", evidence.Evidence.from_frames({}))
     assert home.regime_sentence(none) == "" == home.regime_sentence(None)
     assert home.regime_record("cub-smoke") is None                  # a benchmark book: the page is a note there

@@ -390,3 +390,37 @@ def test_the_rerun_and_cite_pages_tell_the_reference_profile_from_the_retired_ti
     versions = " ".join(cite.split("## Versions")[1].split())
     assert "give the commit you read, its git hash" in versions and "*Unreleased*" in versions
     assert "the evidence changes between releases" in versions
+
+
+def test_an_inconclusive_interval_that_misses_zero_says_which_gate_held_it_back():
+    """'-0.40 [-0.67, -0.13] inconclusive' reads as a contradiction; the words give :func:`verdict`'s reason."""
+    import itertools
+
+    import numpy as np
+
+    from sec_lib.report.verdicts import inconclusive_words, verdict
+    row = dict(verdict="inconclusive", ci_lo=-0.67, ci_hi=-0.13, expected_sign=1, margin=0.5, p_adj=0.077, m=5, n=5)
+    assert inconclusive_words(row) == ("; its interval excludes 0, but not after Holm over the 5 rows of its family "
+                                       "(adjusted p = 0.077)")
+    assert inconclusive_words({**row, "ci_lo": -0.2, "ci_hi": 0.3}) == ""               # contains 0: no reason owed
+    assert inconclusive_words({**row, "verdict": "not reproduced"}) == ""
+    assert inconclusive_words({**row, "n": 1}) == ""                                     # no usable interval
+    assert inconclusive_words({**row, "expected_sign": 0, "ci_lo": -1.45, "ci_hi": -0.35}) == (
+        "; its interval crosses the ±0.5-point margin, so it neither shows a change nor rules one out")
+    assert inconclusive_words({**row, "ci_lo": 0.1, "ci_hi": 0.4, "p_eq_adj": 0.12}) == (
+        "; within ±0.5 points, but not after Holm over the 5 rows of its family (equivalence: adjusted p = 0.12)")
+    # Against verdict() itself: every inconclusive interval that misses 0 gets a reason, and no other row does
+    rng = np.random.default_rng(0)
+    for sign, margin, p, q in itertools.product((1, -1, 0), (0.0, 0.5), (0.01, 0.2), (0.01, 0.2)):
+        for lo, width in rng.uniform([-2, 0.05], [2, 2], size=(40, 2)):
+            hi = lo + width
+            if sign == 0 and margin == 0:
+                continue
+            r = dict(ci_lo=lo, ci_hi=hi, expected_sign=sign, margin=margin, p_adj=p, p_eq_adj=q, m=4, n=5)
+            r["verdict"] = verdict((lo + hi) / 2, lo, hi, sign, margin, 5, p, q)
+            words = inconclusive_words(r)
+            misses_zero = lo > 0 or hi < 0
+            if r["verdict"] != "inconclusive" or (sign != 0 and not misses_zero):
+                assert words == "", r
+            elif sign != 0 or not (-margin <= lo and hi <= margin) or q >= 0.05:
+                assert words.startswith("; ") and ("Holm" in words or "crosses" in words), r
