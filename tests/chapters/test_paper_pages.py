@@ -237,7 +237,7 @@ def test_sentences_are_computed_from_the_numbers():
     # ms: differences -1, -0.5, -1 -> CI [-1.55, -0.12] entirely below zero, Holm-adjusted p 0.038: a finding
     assert "could detect effects of ≥" in s[0] and "**not reproduced**" in s[1]
     overall = compare.overall_sentence(gains, "R@1", "sec")
-    assert "for 1 of 2 losses; 0 are inconclusive and 1 not reproduced" in overall
+    assert "for 1 of 2 losses; of the others, 0 inconclusive and 1 not reproduced" in overall
     assert "For ms the difference is negative with a 95% interval entirely below zero" in overall
     # where the adjusted p does not reach 0.05 the same interval is a hint, not a finding
     hint = gains.assign(p_adj=np.where(gains["loss"] == "ms", 0.2, gains["p_adj"]))
