@@ -415,8 +415,8 @@ def overall_sentence(gains: pd.DataFrame, metric: str = "R@1", variant: str = "s
                 f"({part} inconclusive, {notr} not reproduced): loss by loss, the data here do not confirm the "
                 "paper's claim (the mean over the losses is a test of its own)." + tail)
     return (f"{comp} improves {metric} with intervals that exclude zero and Holm-adjusted p < 0.05 for {rep} of {n} "
-            f"losses; of the others, {part} inconclusive and {notr} not reproduced, so the claim holds only for some losses."
-            + tail)
+            f"losses; of the others, {part} inconclusive and {notr} not reproduced, so the claim holds only for some "
+            "losses." + tail)
 
 
 def eta_selection_table(profile, root=None, losses=None) -> pd.DataFrame:
