@@ -62,7 +62,7 @@ def main(argv=None) -> int:
     ap.add_argument("--processes", type=int, default=1, help="copies clustering at once (default 1)")
     ap.add_argument("--out", help="also write the numbers as JSON here")
     a = ap.parse_args(argv)
-    for name in ("classes", "per_class", "processes"):
+    for name in ("per_class", "processes"):
         if getattr(a, name) < 1:
             ap.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(a, name)}")
     if a.classes < 2 or min(a.workers) < 1:

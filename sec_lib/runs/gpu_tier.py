@@ -58,14 +58,14 @@ SELECTION_ORDER = {"sec": 0, "none": 1, "l2reg": 2}
 #: What a stage's naming raises while it waits for an earlier one: a missing run or choice (KeyError,
 #: SelectionError), or the pretrained trunk the fine-tuning stages start from, not committed yet (FileNotFoundError).
 WAITING = (KeyError, ex.SelectionError, FileNotFoundError)
+#: The stage the issue asks of a GPU: the four main losses with and without SEC at the tier's own held-out η.
+MAIN_STAGE = "main comparison (main losses × none and SEC at its held-out η)"
 #: The first stage that needs the gpu profile's pretrained trunk (:data:`sec_lib.runs.pretrain.GPU_CONFIG`):
 #: :func:`command` pretrains it before that stage when it is not committed.
 TRUNK_STAGE = "fine-tuning rate selection (the pretrained ResNet-18 trunk, held-out classes)"
 FINETUNED_STAGE = "fine-tuned comparison (main losses × none and SEC, from the pretrained trunk)"
 
-
 #: The stages named in pairs (a seed's none and SEC runs, one after the other), which a chunk does not split.
-MAIN_STAGE = "main comparison (main losses × none and SEC at its held-out η)"
 PAIRED_STAGES = (MAIN_STAGE, FINETUNED_STAGE)
 
 
