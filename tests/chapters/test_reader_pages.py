@@ -424,3 +424,23 @@ def test_an_inconclusive_interval_that_misses_zero_says_which_gate_held_it_back(
                 assert words == "", r
             elif sign != 0 or not (-margin <= lo and hi <= margin) or q >= 0.05:
                 assert words.startswith("; ") and ("Holm" in words or "crosses" in words), r
+
+
+def test_the_review_pages_state_the_eta_grids_as_the_profile_and_the_selection_define_them():
+    """The face, N-pair and SimCLR pages show the decisive tier, whose selection grows a grid past its edge, and
+    name the quick tier's grid: their intros must say both, in the numbers the code uses."""
+    import json
+    from pathlib import Path
+
+    from sec_lib.runs import selection
+    from sec_lib.runs.experiments import get_profile
+    assert selection.FACTOR == 10 and selection.MAX_EXTENSIONS == 2     # the words below: "tenfold", "twice"
+    grid = ", ".join(f"{w:g}" for w in get_profile("cpu").review_eta_grid)
+    nb_dir = Path(__file__).resolve().parents[2] / "notebooks"
+    for page in ("face", "npair", "ssl"):
+        cells = json.loads((nb_dir / f"{page}.ipynb").read_text(encoding="utf-8"))["cells"]
+        intro = " ".join("".join(cells[0]["source"]).split())
+        assert "grows a grid tenfold past an edge where the best weight sits, at most twice a side" in intro, page
+        assert "`cpu` profile" not in intro, page            # the grid is the quick tier's, not the decisive tier's
+        numbers = grid.replace(", 1", " and 1") if page != "ssl" else grid
+        assert numbers in intro, (page, numbers)
