@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 JS_STAMP := node_modules/.installed
 PROFILE ?= cpu
 
-.PHONY: setup lock js browser deps test book book-html reference decisive followup-sgd followup-sgd-eta pretrained publish clean-book help
+.PHONY: setup lock js browser deps test book book-html reference decisive followup-sgd followup-sgd-eta followup-convergence pretrained publish clean-book help
 
 help:
 	@echo "make book   - run every notebook (profile $(PROFILE)) and build _build/html"
@@ -16,6 +16,7 @@ help:
 	@echo "make decisive - train what is missing of the decisive tier (pilot, then held-out selection) and export it"
 	@echo "make followup-sgd - train what is missing of Q6c, the registered follow-up on SGD's rates (data/followups/sgd-rates/)"
 	@echo "make followup-sgd-eta - train what is missing of Q6d, the registered follow-up on SEC's η under SGD (data/followups/sgd-eta/)"
+	@echo "make followup-convergence - train what is missing of C3b, the registered follow-up on convergence (data/followups/dense-curves/)"
 	@echo "make pretrained - retrain the committed glyph backbone (data/reference/pretrained/; 9-15 min of one core)"
 	@echo "make publish - push the built _build/html to the gh-pages branch (ghp-import; run make book first)"
 	@echo "make setup  - create .venv and install sec_lib editable with the [$(EXTRAS)] extras, pinned by $(LOCK)"
@@ -86,6 +87,11 @@ followup-sgd: setup
 # the SGD rate of the loss's arm without SEC, then Q6b's runs at that rate and η; about 2 hours on 2 cores; resumes.
 followup-sgd-eta: setup
 	$(PY) -m sec_lib.runs.sgdeta --jobs 2
+
+# C3b, the registered follow-up to C3 (data/followups/dense-curves/README.md): C3's 40 prefixes retraced to 5,000
+# iterations, evaluated every 100; about an hour on 2 cores; resumes from the store and the folder.
+followup-convergence: setup
+	$(PY) -m sec_lib.runs.densecurves --jobs 2
 
 # The glyph backbone pretrained on classes no split uses (issue 24), committed under data/reference/pretrained/:
 # retrains it from its config (resumes an interrupted attempt) and rewrites the checkpoint and its provenance; on
