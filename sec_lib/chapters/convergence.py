@@ -156,9 +156,14 @@ def prefix_sentence(check: "pd.DataFrame | None", evals: pd.DataFrame, metric: s
     return text
 
 
-def resolution_sentence(reach: pd.DataFrame, check: "pd.DataFrame | None") -> str:
+#: What :func:`resolution_sentence` adds where runs cross after their dense start: the page's other measure.
+EARLY_INSTEAD = " The early fractions below read R@1 at fixed steps instead."
+
+
+def resolution_sentence(reach: pd.DataFrame, check: "pd.DataFrame | None", after: str = EARLY_INSTEAD) -> str:
     """How many runs reach 90% of their final R@1 after the dense prefix ends (``check``: :func:`splice_early`'s),
-    where their reach is interpolated across the full run's evaluation spacing. Empty without prefixes."""
+    where their reach is interpolated across the full run's evaluation spacing (then ``after``). Empty without
+    prefixes."""
     if check is None or not len(check) or "reach" not in reach.columns:
         return ""
     c = check.set_index("key")
@@ -172,7 +177,7 @@ def resolution_sentence(reach: pd.DataFrame, check: "pd.DataFrame | None") -> st
     return (f"{len(late)} of {len(r)} runs reach 90% of their final R@1 after their dense start ends (iteration "
             f"{int(c['prefix_last'].max()):,}), where their evaluations are up to {int(c['own_every'].max()):,} "
             f"iterations apart: there their reach is a straight-line interpolation across that gap, not a measured "
-            f"crossing. The early fractions below read R@1 at fixed steps instead.")
+            f"crossing.{after}")
 
 
 def reach_table(runs: pd.DataFrame, evals: pd.DataFrame, frac: float = 0.9, metric: str = "R@1") -> pd.DataFrame:
@@ -273,17 +278,31 @@ def convergence_diffs(reach: pd.DataFrame, early: pd.DataFrame | None = None,
 FAMILY = "convergence page"
 
 
+def _pooled_reach(reach: pd.DataFrame) -> pd.DataFrame:
+    """The iteration to 90% averaged over the losses per seed (:func:`sec_lib.report.pooled_diff`, expected sign −1;
+    n = seeds), one row before its family adjusts it."""
+    e = pooled_diff(reach, "variant", "none", "sec", "reach")
+    return pd.DataFrame([{"comparison": "SEC − none, mean over the losses", "metric": "reach",
+                          **verdict_row_of(e, -1), "n_losses": e.get("n_groups", 0)}])
+
+
 def convergence_family(reach: pd.DataFrame, early: pd.DataFrame | None = None,
                        fracs: Sequence[float] = EARLY_FRACTIONS) -> dict:
     """Every verdict of the page as ONE Holm family (issue 9): the per-loss table of
     :func:`convergence_diffs` and the iteration to 90% averaged over the losses per seed
     (:func:`sec_lib.report.pooled_diff`, expected sign −1; n = seeds). Returns ``{"diffs": ..., "pooled":
     one-row table}``, each row with ``p_adj`` and ``m`` of the whole family, ``mde``, n and ``n_counts``."""
-    diffs = convergence_diffs(reach, early, fracs)
-    e = pooled_diff(reach, "variant", "none", "sec", "reach")
-    pooled = pd.DataFrame([{"comparison": "SEC − none, mean over the losses", "metric": "reach",
-                            **verdict_row_of(e, -1), "n_losses": e.get("n_groups", 0)}])
-    diffs, pooled = one_family(diffs, pooled, family=FAMILY)
+    diffs, pooled = one_family(convergence_diffs(reach, early, fracs), _pooled_reach(reach), family=FAMILY)
+    return {"diffs": diffs, "pooled": pooled}
+
+
+def reach_family(reach: pd.DataFrame, family: str) -> dict:
+    """C3b's registered family (``sec_lib.runs.densecurves``): the iteration to 90% of the final R@1, SEC − none
+    paired on seed per loss (expected sign −1) and averaged over the losses per seed, ONE Holm family named
+    ``family`` (4 losses: 5 comparisons). Returns ``{"diffs", "pooled"}`` as :func:`convergence_family`."""
+    d = paired(reach, ["loss"], "variant", "none", "sec", ["reach"]).assign(_sign=-1)
+    diffs = name_means(with_verdict(d, "_sign").drop(columns="_sign"), "none", "sec")
+    diffs, pooled = one_family(diffs, _pooled_reach(reach), family=family)
     return {"diffs": diffs, "pooled": pooled}
 
 
@@ -300,8 +319,105 @@ def page_reading(reach: pd.DataFrame, family: dict | None = None) -> str:
     detail = f"each the mean over {int(p['n_losses'])} losses"
     return ("\n".join(lines) + f"\n\nAveraged over the losses, SEC changes the iteration to reach 90% of the "
             f"final R@1 by {measures_text(p, 1, 'iterations', detail, 't-test against 0')}: *SEC converges "
-            f"faster*: **{p['verdict']}**.\n\nEvery verdict on this page comes from one Holm family of "
+            f"faster*: **{p['verdict']}**.\n\nEvery verdict above comes from one Holm family of "
             f"{int(p['m'])} comparisons (the paired table and this average).")
+
+
+# ------------------------------------------------------------------------------ C3b, the registered follow-up
+
+def dense_applies(ev) -> bool:
+    """Whether this page shows C3b: only where it shows the decisive tier, whose runs C3b retraces (a quick book, or a
+    real-benchmark book, has none of them)."""
+    from ..runs.pilot import TIER
+    ev.frames("convergence")
+    return ev.profile_of("convergence") == TIER
+
+
+def dense_frames(ev) -> tuple:
+    """``(runs, evals, check)`` of C3b (:func:`splice_early`'s): the page's full runs without and with SEC, each with
+    its prefix retraced to ``densecurves.PREFIX`` iterations (:mod:`sec_lib.runs.densecurves`) spliced in, in place of
+    C3's shorter one. Read once per evidence. KeyError (no evidence) on another tier, or while C3b's runs are not all
+    committed."""
+    from ..runs import densecurves
+    from ..runs.pilot import TIER
+    if not dense_applies(ev):
+        raise KeyError(f"C3b is a follow-up on the {TIER} tier's runs; the {ev.profile_of('convergence')} tier has "
+                       "none")
+
+    def compute():
+        f = ev.frames("convergence")
+        dense = densecurves.test_runs()
+        here = densecurves.folder() / "test"
+        full = f.runs[f.runs["variant"].isin(["none", "sec"]) & (f.runs["iterations"] > densecurves.PREFIX)]
+
+        def both(table, name):
+            own = pd.read_parquet(here / f"{name}.parquet")
+            return pd.concat([table[table["key"].isin(full["key"])], own[own["key"].isin(dense["key"])]],
+                             ignore_index=True)
+        runs = pd.concat([full, dense[[c for c in full.columns if c in dense.columns]]], ignore_index=True)
+        return splice_early(runs, both(f.evals, "evals"), steps=both(f.steps, "steps"))
+    return ev.derived("c3b_frames", compute)
+
+
+def dense_ready(ev) -> bool:
+    """Whether C3b has evidence on this page: the decisive tier shown and all of C3b's runs committed."""
+    try:
+        dense_frames(ev)
+    except KeyError:
+        return False
+    return True
+
+
+def dense_family(ev) -> dict:
+    """C3b's registered Holm family (:func:`reach_family`) on :func:`dense_frames`; KeyError where it has none."""
+    from ..runs import densecurves
+
+    def compute():
+        runs, evals, _ = dense_frames(ev)
+        return reach_family(reach_table(runs, evals), densecurves.FAMILY)
+    return ev.derived("c3b_family", compute)
+
+
+def dense_pooled_row(ev) -> dict:
+    """C3b's estimate: the pooled row of :func:`dense_family`."""
+    return from_row(dense_family(ev)["pooled"].iloc[0])
+
+
+def dense_sentence(ev) -> str:
+    """What produced C3b's numbers (its runs, as the evidence banner words a tier, and how their prefixes were
+    checked), where it crosses, or why this page has none of it."""
+    from ..runs import densecurves
+    from .evidence import runs_sentence
+    if not dense_applies(ev):
+        return (f"C3b is a follow-up on the decisive tier's runs; this page shows the {ev.profile_of('convergence')} "
+                "tier, which has none, so it shows no part of it.")
+    try:
+        runs, evals, check = dense_frames(ev)
+    except KeyError as e:
+        return f"**C3b has no evidence here yet.** {e.args[0]}."
+    reach = reach_table(runs, evals)
+    return (f"**Evidence for C3b:** {runs_sentence(densecurves.stage_runs())}; committed under "
+            f"`{densecurves.FOLDER_TEXT}`. {prefix_sentence(check, evals)} {resolution_sentence(reach, check, '')}")
+
+
+def dense_reading(ev) -> str:
+    """C3b's bullet for the page's verdict, from its record (the claim decides it), and its family in words."""
+    from ..runs import densecurves
+    from .common import record_row
+    from .evidence import page_claims, page_records
+    head = "- **The crossing measured on dense curves** (C3b, a registered follow-up"
+    if not dense_applies(ev):
+        return ""
+    if "C3b" not in {c.id for c in page_claims("convergence")}:    # registered, its runs underway: not scored yet
+        return f"{head}): its runs are underway, so it is not on the scorecard yet."
+    rec = next(r for r in page_records("convergence", ev) if r.id == "C3b")
+    if not rec.has_estimate:
+        return f"{head}): no evidence. {rec.note}."
+    p = dense_family(ev)["pooled"].iloc[0]
+    over = f"each the mean over {int(p['n_losses'])} losses"
+    return (f"{head}; Holm family: {rec.family}, {int(p['m'])} comparisons: this average and the table above it): "
+            f"SEC − none = {measures_text(record_row(rec), 1, 'iterations', over, 't-test against 0')} → "
+            f"*{rec.statement}*: **{rec.verdict}**. It is registered in `{densecurves.FOLDER_TEXT}README.md`.")
 
 
 # ------------------------------------------------------------------------------ the claims this page decides
