@@ -12,6 +12,7 @@ import pytest
 from scipy import stats
 
 from sec_lib.chapters import convergence, evidence
+from sec_lib.figures import sweeps
 from sec_lib.runs import densecurves
 from sec_lib.runs.experiments import run_key
 from sec_lib.runs.store import Frames
@@ -105,10 +106,11 @@ def test_the_family_is_c3s_reach_paired_per_loss_and_averaged_holm_adjusted_over
     assert int(p["n_losses"]) == 4 and p["n"] == 5
 
 
-def _fake_tier(tmp_path, crossing: dict):
+def _fake_tier(crossing: dict):
     """The convergence page's frames (4 losses × none/SEC × 2 seeds: full runs of 13,500 iterations evaluated every
     1,687 and C3's 2,000-iteration prefixes every 100) and C3b's 5,000-iteration prefixes in a follow-up folder, all
-    of the same linear-then-flat curves crossing 90% of the final R@1 at ``crossing[variant]``."""
+    of the same linear-then-flat curves crossing 90% of the final R@1 at ``crossing[variant]``; C3b's as its
+    frames."""
     ident = dict(dataset="glyphs", model="smallcnn", width=16, head="paper", embed_dim=64, optimizer="adam", lr=3e-3,
                  mu="batch", momentum=1.0, batch_size=60, image_size=32, device="cpu")
     runs, evals, steps, dense, dense_evals, dense_steps = [], [], [], [], [], []
@@ -128,20 +130,15 @@ def _fake_tier(tmp_path, crossing: dict):
                 for k, n in ((full, 13500), (c3, 2000)):
                     steps += [dict(key=k, step=t, loss_metric=1.0 / t) for t in range(20, n + 1, 20)]
                 dense_steps += [dict(key=c3b, step=t, loss_metric=1.0 / t) for t in range(20, 5001, 20)]
-    here = tmp_path / "test"
-    here.mkdir(parents=True)
-    pd.DataFrame(dense_evals).to_parquet(here / "evals.parquet")
-    pd.DataFrame(dense_steps).to_parquet(here / "steps.parquet")
-    frames = Frames(runs=pd.DataFrame(runs), steps=pd.DataFrame(steps), tracked=pd.DataFrame(),
-                    evals=pd.DataFrame(evals), test_norms=pd.DataFrame(), cosines=pd.DataFrame(),
-                    grad_scatter=pd.DataFrame())
-    return frames, pd.DataFrame(dense)
+    def frames(r, e, st):
+        return Frames(runs=pd.DataFrame(r), steps=pd.DataFrame(st), tracked=pd.DataFrame(), evals=pd.DataFrame(e),
+                      test_norms=pd.DataFrame(), cosines=pd.DataFrame(), grad_scatter=pd.DataFrame())
+    return frames(runs, evals, steps), frames(dense, dense_evals, dense_steps)
 
 
-def test_the_page_splices_c3bs_prefixes_in_place_of_c3s_and_measures_the_crossing(tmp_path, monkeypatch):
-    frames, dense = _fake_tier(tmp_path, {"none": 2500, "sec": 3300})
-    monkeypatch.setattr(densecurves, "folder", lambda root=None: tmp_path)
-    monkeypatch.setattr(densecurves, "test_runs", lambda root=None: dense)
+def test_the_page_splices_c3bs_prefixes_in_place_of_c3s_and_measures_the_crossing(monkeypatch):
+    frames, dense = _fake_tier({"none": 2500, "sec": 3300})
+    monkeypatch.setattr(densecurves, "test_frames", lambda root=None: dense)
     ev = evidence.Evidence.from_frames({"convergence": frames}, profile="decisive")
     runs, evals, check = convergence.dense_frames(ev)
     assert len(runs) == 16 and (runs["iterations"] == 13500).all()
@@ -160,11 +157,24 @@ def test_the_page_splices_c3bs_prefixes_in_place_of_c3s_and_measures_the_crossin
     said = convergence.dense_sentence(ev)
     assert "to iteration 5,000 and evaluated every 100 iterations there" in said
     assert "Every run reaches 90% of its final R@1 within its dense start" in said
+    assert "And R@1 agrees exactly with C3's prefix of the same run at the 21 evaluations each pair shares." in said
+    pairs = convergence.dense_pairs(ev, convergence.reach_table(r3, e3))
+    assert len(pairs) == 16 and pairs.groupby("variant")["reach_C3b"].mean().to_dict() == pytest.approx(
+        {"none": 2500.0, "sec": 3300.0})
+    assert (pairs["reach_C3"] != pairs["reach_C3b"]).all()
+    fig = sweeps.reach_pairs_figure(pairs)
+    ax = fig.axes[0]
+    points = np.concatenate([c.get_offsets() for c in ax.collections])
+    assert len(points) == 16 and sorted(points[:, 1]) == pytest.approx(sorted(pairs["reach_C3b"]))
+    (diag,) = ax.get_lines()
+    assert diag.get_label() == "y = x" and list(diag.get_xdata()) == list(diag.get_ydata())
+    with pytest.raises(ValueError, match=r"pairs lacks column\(s\) \['reach_C3b'\]"):
+        sweeps.reach_pairs_figure(pairs.drop(columns="reach_C3b"))
     assert convergence.dense_ready(ev)
 
 
-def test_c3b_has_no_evidence_on_another_tier_or_before_all_its_runs_are_committed(tmp_path, monkeypatch):
-    frames, dense = _fake_tier(tmp_path, {"none": 2500, "sec": 3300})
+def test_c3b_has_no_evidence_on_another_tier_or_before_all_its_runs_are_committed(monkeypatch):
+    frames, _ = _fake_tier({"none": 2500, "sec": 3300})
     quick = evidence.Evidence.from_frames({"convergence": frames}, profile="cpu")
     with pytest.raises(KeyError, match="C3b is a follow-up on the decisive tier's runs; the cpu tier has none"):
         convergence.dense_frames(quick)
@@ -174,7 +184,7 @@ def test_c3b_has_no_evidence_on_another_tier_or_before_all_its_runs_are_committe
 
     def missing(root=None):
         raise KeyError("C3b's runs are not all committed yet: 12 of 40 are in data/followups/dense-curves/test")
-    monkeypatch.setattr(densecurves, "test_runs", missing)
+    monkeypatch.setattr(densecurves, "test_runs", missing)           # test_frames reads it first
     ev = evidence.Evidence.from_frames({"convergence": frames}, profile="decisive")
     assert not convergence.dense_ready(ev)
     assert convergence.dense_sentence(ev) == ("**C3b has no evidence here yet.** C3b's runs are not all committed yet: "

@@ -345,18 +345,28 @@ def dense_frames(ev) -> tuple:
                        "none")
 
     def compute():
-        f = ev.frames("convergence")
-        dense = densecurves.test_runs()
-        here = densecurves.folder() / "test"
+        f, dense = ev.frames("convergence"), densecurves.test_frames()
         full = f.runs[f.runs["variant"].isin(["none", "sec"]) & (f.runs["iterations"] > densecurves.PREFIX)]
 
-        def both(table, name):
-            own = pd.read_parquet(here / f"{name}.parquet")
-            return pd.concat([table[table["key"].isin(full["key"])], own[own["key"].isin(dense["key"])]],
+        def both(name):
+            return pd.concat([getattr(f, name)[getattr(f, name)["key"].isin(full["key"])], getattr(dense, name)],
                              ignore_index=True)
-        runs = pd.concat([full, dense[[c for c in full.columns if c in dense.columns]]], ignore_index=True)
-        return splice_early(runs, both(f.evals, "evals"), steps=both(f.steps, "steps"))
+        runs = pd.concat([full, dense.runs[[c for c in full.columns if c in dense.runs.columns]]], ignore_index=True)
+        return splice_early(runs, both("evals"), steps=both("steps"))
     return ev.derived("c3b_frames", compute)
+
+
+def dense_vs_c3(ev) -> pd.DataFrame:
+    """:func:`splice_early`'s check of each C3b prefix against C3's prefix of the same run (the shorter of the two):
+    the evaluations both made (``shared_steps``) and the largest R@1 difference there, 0 where C3b retraces C3's
+    prefix exactly. KeyError where C3b has none."""
+    from ..runs import densecurves
+    dense_frames(ev)
+    f, dense = ev.frames("convergence"), densecurves.test_frames()
+    c3 = f.runs[f.runs["variant"].isin(["none", "sec"]) & (f.runs["iterations"] < densecurves.PREFIX)]
+    runs = pd.concat([c3, dense.runs[[c for c in c3.columns if c in dense.runs.columns]]], ignore_index=True)
+    evals = pd.concat([f.evals[f.evals["key"].isin(c3["key"])], dense.evals], ignore_index=True)
+    return splice_early(runs, evals)[2]
 
 
 def dense_ready(ev) -> bool:
@@ -378,6 +388,16 @@ def dense_family(ev) -> dict:
     return ev.derived("c3b_family", compute)
 
 
+def dense_pairs(ev, reach: pd.DataFrame) -> pd.DataFrame:
+    """Per full run: ``reach_C3``, its iteration to 90% of the final R@1 on C3's curve (``reach``: the page's
+    :func:`reach_table`), beside ``reach_C3b``, the same on C3b's (:func:`dense_frames`); KeyError where C3b has none."""
+    runs, evals, _ = dense_frames(ev)
+    dense = reach_table(runs, evals)[["key", "reach"]].rename(columns={"reach": "reach_C3b"})
+    check_cols(reach, ["key", "loss", "variant", "seed", "reach"], "reach")
+    return (reach[["key", "loss", "variant", "seed", "reach"]].rename(columns={"reach": "reach_C3"})
+            .merge(dense, on="key", how="inner"))
+
+
 def dense_pooled_row(ev) -> dict:
     """C3b's estimate: the pooled row of :func:`dense_family`."""
     return from_row(dense_family(ev)["pooled"].iloc[0])
@@ -396,8 +416,15 @@ def dense_sentence(ev) -> str:
     except KeyError as e:
         return f"**C3b has no evidence here yet.** {e.args[0]}."
     reach = reach_table(runs, evals)
+    c3 = dense_vs_c3(ev)
+    shared = c3["shared_steps"].str.count(",") + 1
+    worst = float(c3["max |ΔR@1|"].max())
+    agree = (f"R@1 agrees exactly with C3's prefix of the same run at the {shared.min()} evaluations each pair shares"
+             if worst == 0 else f"R@1 differs from C3's prefix of the same run by at most {worst:.2g} points at the "
+             "evaluations each pair shares") if len(c3) and shared.min() > 1 else ""
     return (f"**Evidence for C3b:** {runs_sentence(densecurves.stage_runs())}; committed under "
-            f"`{densecurves.FOLDER_TEXT}`. {prefix_sentence(check, evals)} {resolution_sentence(reach, check, '')}")
+            f"`{densecurves.FOLDER_TEXT}`. {prefix_sentence(check, evals)}"
+            f"{' And ' + agree + '.' if agree else ''} {resolution_sentence(reach, check, '')}")
 
 
 def dense_reading(ev) -> str:

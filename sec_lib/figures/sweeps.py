@@ -16,7 +16,7 @@ from matplotlib.figure import Figure
 from .. import report
 from ..report import loglog_fit
 from .palette import (LOSS_COLORS, LOSS_MARKERS, METRIC_LABELS, OPTIM_COLORS, REF_COLOR, STEP_LABELS,
-                      VARIANT_COLORS, VERDICT_COLORS, color_of, setting_color)
+                      VARIANT_COLORS, VERDICT_COLORS, color_of, setting_color, variant_color)
 from .style import (BOOK_WIDTH, err_bars, figure, legend_handles, log_ticks, need, plain_log_ticks, styled,
                     subplots)
 
@@ -373,6 +373,31 @@ def convergence_figure(band: pd.DataFrame, reach: pd.DataFrame | None = None, me
     for k in range(len(losses), nrows * ncols):
         axes[k // ncols][k % ncols].set_visible(False)
     axes[0][0].legend(fontsize=9)
+    return fig
+
+
+@styled
+def reach_pairs_figure(pairs: pd.DataFrame, coarse: str = "C3", dense: str = "C3b",
+                       variants: Sequence[str] = ("none", "sec")) -> Figure:
+    """One point per run: its iteration to 90% of the final R@1 read from the curve ``coarse`` (column
+    ``reach_<coarse>``) against the same run's from the curve ``dense`` (``reach_<dense>``), coloured by variant and
+    marked by loss, with the line y = x: how far the first reading moved each run."""
+    need(pairs, ["loss", "variant", f"reach_{coarse}", f"reach_{dense}"], "pairs")
+    fig, axes = subplots(1, 1, w=4.6, h=4.2)
+    ax = axes[0][0]
+    for v in variants:
+        for loss, g in pairs[pairs["variant"] == v].groupby("loss", sort=False):
+            ax.scatter(g[f"reach_{coarse}"], g[f"reach_{dense}"], color=variant_color(v),
+                       marker=LOSS_MARKERS.get(loss, "o"), s=28, alpha=0.85, lw=0)
+    both = pairs[[f"reach_{coarse}", f"reach_{dense}"]].to_numpy(dtype=float)
+    lo, hi = np.nanmin(both), np.nanmax(both)
+    pad = 0.05 * (hi - lo or 1.0)
+    ax.plot([lo - pad, hi + pad], [lo - pad, hi + pad], color=REF_COLOR, lw=1, ls="--", label="y = x")
+    ax.set_xlabel(f"iteration to 90% of the final R@1, {coarse}'s curve")
+    ax.set_ylabel(f"the same, {dense}'s curve")
+    line = ax.get_legend_handles_labels()[0]
+    ax.legend(handles=legend_handles(variants, list(dict.fromkeys(pairs["loss"]))) + line, fontsize=8,
+              loc="upper left")
     return fig
 
 

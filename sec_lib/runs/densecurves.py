@@ -78,6 +78,14 @@ def test_runs(root=None) -> pd.DataFrame:
     return runs[runs["key"].isin(want)].reset_index(drop=True)
 
 
+def test_frames(root=None, tables=("evals", "steps")):
+    """The committed runs as :class:`~sec_lib.runs.store.Frames` (``tables`` of them, in :func:`test_configs`' order;
+    the columns the pages' frames have), once all are there (:func:`test_runs`); KeyError before."""
+    from .store import load_runs
+    test_runs(root)
+    return load_runs(test_configs(root), tables=tables, store=tier.TierStore(folder(root) / "test"))
+
+
 def stage_runs(root=None) -> pd.DataFrame:
     """The committed runs in :func:`sec_lib.chapters.evidence.tier_runs`' columns, for the page's account of what
     produced C3b; empty before any is committed."""
