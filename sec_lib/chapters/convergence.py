@@ -333,6 +333,12 @@ def dense_applies(ev) -> bool:
     return ev.profile_of("convergence") == TIER
 
 
+def _committed(ev):
+    """C3b's committed runs (``densecurves.test_frames``), read once per evidence; KeyError before all are there."""
+    from ..runs import densecurves
+    return ev.derived("c3b_committed", densecurves.test_frames)
+
+
 def dense_frames(ev) -> tuple:
     """``(runs, evals, check)`` of C3b (:func:`splice_early`'s): the page's full runs without and with SEC, each with
     its prefix retraced to ``densecurves.PREFIX`` iterations (:mod:`sec_lib.runs.densecurves`) spliced in, in place of
@@ -345,7 +351,7 @@ def dense_frames(ev) -> tuple:
                        "none")
 
     def compute():
-        f, dense = ev.frames("convergence"), densecurves.test_frames()
+        f, dense = ev.frames("convergence"), _committed(ev)
         full = f.runs[f.runs["variant"].isin(["none", "sec"]) & (f.runs["iterations"] > densecurves.PREFIX)]
 
         def both(name):
@@ -362,7 +368,7 @@ def dense_vs_c3(ev) -> pd.DataFrame:
     prefix exactly. KeyError where C3b has none."""
     from ..runs import densecurves
     dense_frames(ev)
-    f, dense = ev.frames("convergence"), densecurves.test_frames()
+    f, dense = ev.frames("convergence"), _committed(ev)
     c3 = f.runs[f.runs["variant"].isin(["none", "sec"]) & (f.runs["iterations"] < densecurves.PREFIX)]
     runs = pd.concat([c3, dense.runs[[c for c in c3.columns if c in dense.runs.columns]]], ignore_index=True)
     evals = pd.concat([f.evals[f.evals["key"].isin(c3["key"])], dense.evals], ignore_index=True)
