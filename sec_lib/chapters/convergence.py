@@ -11,6 +11,7 @@ from .. import report
 from ..report import one_family, pooled_diff, with_verdict
 from . import profile_param
 from ..report.claims import Claim, from_row
+from ..runs import densecurves
 from .common import check_cols, measures_text, name_means, paired, verdict_row_of
 
 #: The notebook's parameters (checked by ``sec_lib.params.notebook_params``).
@@ -335,7 +336,6 @@ def dense_applies(ev) -> bool:
 
 def _committed(ev):
     """C3b's committed runs (``densecurves.test_frames``), read once per evidence; KeyError before all are there."""
-    from ..runs import densecurves
     return ev.derived("c3b_committed", densecurves.test_frames)
 
 
@@ -344,7 +344,6 @@ def dense_frames(ev) -> tuple:
     its prefix retraced to ``densecurves.PREFIX`` iterations (:mod:`sec_lib.runs.densecurves`) spliced in, in place of
     C3's shorter one. Read once per evidence. KeyError (no evidence) on another tier, or while C3b's runs are not all
     committed."""
-    from ..runs import densecurves
     from ..runs.pilot import TIER
     if not dense_applies(ev):
         raise KeyError(f"C3b is a follow-up on the {TIER} tier's runs; the {ev.profile_of('convergence')} tier has "
@@ -366,7 +365,6 @@ def dense_vs_c3(ev) -> pd.DataFrame:
     """:func:`splice_early`'s check of each C3b prefix against C3's prefix of the same run (the shorter of the two):
     the evaluations both made (``shared_steps``) and the largest R@1 difference there, 0 where C3b retraces C3's
     prefix exactly. KeyError where C3b has none."""
-    from ..runs import densecurves
     dense_frames(ev)
     f, dense = ev.frames("convergence"), _committed(ev)
     c3 = f.runs[f.runs["variant"].isin(["none", "sec"]) & (f.runs["iterations"] < densecurves.PREFIX)]
@@ -386,7 +384,6 @@ def dense_ready(ev) -> bool:
 
 def dense_family(ev) -> dict:
     """C3b's registered Holm family (:func:`reach_family`) on :func:`dense_frames`; KeyError where it has none."""
-    from ..runs import densecurves
 
     def compute():
         runs, evals, _ = dense_frames(ev)
@@ -396,7 +393,8 @@ def dense_family(ev) -> dict:
 
 def dense_pairs(ev, reach: pd.DataFrame) -> pd.DataFrame:
     """Per full run: ``reach_C3``, its iteration to 90% of the final R@1 on C3's curve (``reach``: the page's
-    :func:`reach_table`), beside ``reach_C3b``, the same on C3b's (:func:`dense_frames`); KeyError where C3b has none."""
+    :func:`reach_table`), beside ``reach_C3b``, the same on C3b's (:func:`dense_frames`); KeyError where C3b has
+    none."""
     runs, evals, _ = dense_frames(ev)
     dense = reach_table(runs, evals)[["key", "reach"]].rename(columns={"reach": "reach_C3b"})
     check_cols(reach, ["key", "loss", "variant", "seed", "reach"], "reach")
@@ -412,7 +410,6 @@ def dense_pooled_row(ev) -> dict:
 def dense_sentence(ev) -> str:
     """What produced C3b's numbers (its runs, as the evidence banner words a tier, and how their prefixes were
     checked), where it crosses, or why this page has none of it."""
-    from ..runs import densecurves
     from .evidence import runs_sentence
     if not dense_applies(ev):
         return (f"C3b is a follow-up on the decisive tier's runs; this page shows the {ev.profile_of('convergence')} "
@@ -435,7 +432,6 @@ def dense_sentence(ev) -> str:
 
 def dense_reading(ev) -> str:
     """C3b's bullet for the page's verdict, from its record (the claim decides it), and its family in words."""
-    from ..runs import densecurves
     from .common import record_row
     from .evidence import page_claims, page_records
     head = "- **The crossing measured on dense curves** (C3b, a registered follow-up"
@@ -448,9 +444,10 @@ def dense_reading(ev) -> str:
         return f"{head}): no evidence. {rec.note}."
     p = dense_family(ev)["pooled"].iloc[0]
     over = f"each the mean over {int(p['n_losses'])} losses"
-    return (f"{head}; Holm family: {rec.family}, {int(p['m'])} comparisons: this average and the table above it): "
-            f"SEC − none = {measures_text(record_row(rec), 1, 'iterations', over, 't-test against 0')} → "
-            f"*{rec.statement}*: **{rec.verdict}**. It is registered in `{densecurves.FOLDER_TEXT}README.md`.")
+    said = measures_text(record_row(rec), 1, 'iterations', over, 't-test against 0')
+    return (f"{head}; Holm family: {rec.family}, {int(p['m'])} comparisons: this average and the per-loss rows of "
+            f"C3b's table): SEC − none = {said} → *{rec.statement}*: **{rec.verdict}**. It is registered in "
+            f"`{densecurves.FOLDER_TEXT}README.md`.")
 
 
 # ------------------------------------------------------------------------------ the claims this page decides
@@ -475,4 +472,11 @@ CLAIMS = [
                    "mean over the losses per seed (the convergence page's test)",
           unit="iterations", expected_sign=-1, page="convergence",
           estimate=pooled_row),
+    Claim(id="C3b", claim="SEC converges faster, the crossing measured on dense curves",
+          source="paper Sec. 4 (training curves); a registered follow-up to C3 (data/followups/dense-curves)",
+          measured="C3's measure on curves evaluated every 100 iterations to 5,000 (C3's prefixes retraced further): "
+                   "iterations until test R@1 first reaches 90% of the run's final R@1, SEC − none, paired on seed, "
+                   "mean over the losses per seed",
+          unit="iterations", expected_sign=-1, page="convergence", family=densecurves.FAMILY,
+          estimate=dense_pooled_row),
 ]
