@@ -349,16 +349,22 @@ def dense_frames(ev) -> tuple:
         raise KeyError(f"C3b is a follow-up on the {TIER} tier's runs; the {ev.profile_of('convergence')} tier has "
                        "none")
 
-    def compute():
-        f, dense = ev.frames("convergence"), _committed(ev)
-        full = f.runs[f.runs["variant"].isin(["none", "sec"]) & (f.runs["iterations"] > densecurves.PREFIX)]
+    return ev.derived("c3b_frames", lambda: _with_dense(ev, longer=True))
 
-        def both(name):
-            return pd.concat([getattr(f, name)[getattr(f, name)["key"].isin(full["key"])], getattr(dense, name)],
-                             ignore_index=True)
-        runs = pd.concat([full, dense.runs[[c for c in full.columns if c in dense.runs.columns]]], ignore_index=True)
-        return splice_early(runs, both("evals"), steps=both("steps"))
-    return ev.derived("c3b_frames", compute)
+
+def _with_dense(ev, longer: bool) -> tuple:
+    """:func:`splice_early` of C3b's prefixes with the page's runs without and with SEC that are longer than them
+    (``longer``: the full runs, into whose curves they are spliced) or shorter (C3's prefixes, which they must
+    retrace), each of those runs' evaluations and training logs beside C3b's."""
+    f, dense = ev.frames("convergence"), _committed(ev)
+    runs = f.runs[f.runs["variant"].isin(["none", "sec"])]
+    runs = runs[runs["iterations"] > densecurves.PREFIX if longer else runs["iterations"] < densecurves.PREFIX]
+
+    def both(name):
+        table = getattr(f, name)
+        return pd.concat([table[table["key"].isin(runs["key"])], getattr(dense, name)], ignore_index=True)
+    joined = pd.concat([runs, dense.runs[[c for c in runs.columns if c in dense.runs.columns]]], ignore_index=True)
+    return splice_early(joined, both("evals"), steps=both("steps"))
 
 
 def dense_vs_c3(ev) -> pd.DataFrame:
@@ -366,11 +372,13 @@ def dense_vs_c3(ev) -> pd.DataFrame:
     the evaluations both made (``shared_steps``) and the largest R@1 difference there, 0 where C3b retraces C3's
     prefix exactly. KeyError where C3b has none."""
     dense_frames(ev)
-    f, dense = ev.frames("convergence"), _committed(ev)
-    c3 = f.runs[f.runs["variant"].isin(["none", "sec"]) & (f.runs["iterations"] < densecurves.PREFIX)]
-    runs = pd.concat([c3, dense.runs[[c for c in c3.columns if c in dense.runs.columns]]], ignore_index=True)
-    evals = pd.concat([f.evals[f.evals["key"].isin(c3["key"])], dense.evals], ignore_index=True)
-    return splice_early(runs, evals)[2]
+    return _with_dense(ev, longer=False)[2]
+
+
+def dense_reach(ev) -> pd.DataFrame:
+    """:func:`reach_table` of the full runs' curves with C3b's prefixes spliced in, computed once per evidence;
+    KeyError where C3b has none."""
+    return ev.derived("c3b_reach", lambda: reach_table(*dense_frames(ev)[:2]))
 
 
 def dense_ready(ev) -> bool:
@@ -385,18 +393,14 @@ def dense_ready(ev) -> bool:
 def dense_family(ev) -> dict:
     """C3b's registered Holm family (:func:`reach_family`) on :func:`dense_frames`; KeyError where it has none."""
 
-    def compute():
-        runs, evals, _ = dense_frames(ev)
-        return reach_family(reach_table(runs, evals), densecurves.FAMILY)
-    return ev.derived("c3b_family", compute)
+    return ev.derived("c3b_family", lambda: reach_family(dense_reach(ev), densecurves.FAMILY))
 
 
 def dense_pairs(ev, reach: pd.DataFrame) -> pd.DataFrame:
     """Per full run: ``reach_C3``, its iteration to 90% of the final R@1 on C3's curve (``reach``: the page's
     :func:`reach_table`), beside ``reach_C3b``, the same on C3b's (:func:`dense_frames`); KeyError where C3b has
     none."""
-    runs, evals, _ = dense_frames(ev)
-    dense = reach_table(runs, evals)[["key", "reach"]].rename(columns={"reach": "reach_C3b"})
+    dense = dense_reach(ev)[["key", "reach"]].rename(columns={"reach": "reach_C3b"})
     check_cols(reach, ["key", "loss", "variant", "seed", "reach"], "reach")
     return (reach[["key", "loss", "variant", "seed", "reach"]].rename(columns={"reach": "reach_C3"})
             .merge(dense, on="key", how="inner"))
@@ -415,10 +419,10 @@ def dense_sentence(ev) -> str:
         return (f"C3b is a follow-up on the decisive tier's runs; this page shows the {ev.profile_of('convergence')} "
                 "tier, which has none, so it shows no part of it.")
     try:
-        runs, evals, check = dense_frames(ev)
+        _, evals, check = dense_frames(ev)
     except KeyError as e:
         return f"**C3b has no evidence here yet.** {e.args[0]}."
-    reach = reach_table(runs, evals)
+    reach = dense_reach(ev)
     c3 = dense_vs_c3(ev)
     shared = c3["shared_steps"].str.count(",") + 1
     worst = float(c3["max |ΔR@1|"].max())

@@ -353,12 +353,17 @@ def verdict_table(rows: Sequence[dict]) -> pd.DataFrame:
     return pd.DataFrame(out, columns=base + extras)
 
 
+def _getter(r):
+    """``get(key, default=None)`` of a verdict row: a mapping, or a record (a claim's) whose fields are attributes."""
+    return r.get if isinstance(r, dict) else (lambda k, d=None: getattr(r, k, d))
+
+
 def equivalence_words(r) -> str:
     """': no effect larger than 0.5 points' where the verdict 'not reproduced' of ``r`` (a verdict row: a mapping or a
     record with ``verdict``, ``margin``, ``expected_sign``, ``ci_lo``, ``ci_hi``) comes from its equivalence test (the
     interval inside ±margin: the declared margin, issue 21), not from an effect of the wrong sign; for a no-change
     claim (expected sign 0), ': within ±0.5 points' where its 'reproduced' is that equivalence; else ''."""
-    get = r.get if isinstance(r, dict) else (lambda k, d=None: getattr(r, k, d))
+    get = _getter(r)
     m, lo, hi, sign = get("margin"), get("ci_lo", math.nan), get("ci_hi", math.nan), get("expected_sign", 1)
     if m is None or not np.isfinite(m) or not m or not (np.isfinite(lo) and np.isfinite(hi)):
         return ""
@@ -373,7 +378,7 @@ def equivalence_p_words(r) -> str:
     """' (equivalence: 0.012)', the equivalence test's adjusted p (``p_eq_adj``) of ``r`` (a verdict row or a claim
     record), where that test gave its verdict (:func:`equivalence_words`), else '': what the book shows beside the
     difference test's adjusted p, which alone would not explain a 'not reproduced'."""
-    get = r.get if isinstance(r, dict) else (lambda k, d=None: getattr(r, k, d))
+    get = _getter(r)
     q = get("p_eq_adj", math.nan)
     return f" (equivalence: {q:.2g})" if equivalence_words(r) and q is not None and np.isfinite(q) else ""
 
@@ -393,7 +398,7 @@ def inconclusive_words(r) -> str:
 
     '' for the other verdicts, for an interval that contains 0 (the usual inconclusive, which needs no reason), and
     where the row lacks what the reason needs."""
-    get = r.get if isinstance(r, dict) else (lambda k, d=None: getattr(r, k, d))
+    get = _getter(r)
     if get("verdict") != "inconclusive":
         return ""
     lo, hi, sign = get("ci_lo", math.nan), get("ci_hi", math.nan), get("expected_sign", 1)
