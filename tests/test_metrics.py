@@ -278,14 +278,8 @@ def test_nmi_f1_uses_pinned_kmeans():
 
 def restart_fits(x, k, seed, n_init=10):
     """Each restart of the sequential fit alone: (labels, inertia), from the generator state it starts with."""
-    from sec_lib.metrics.clustering import restart_states
-    out = []
-    for state in restart_states(x.shape[0], k, n_init, seed):
-        rs = np.random.RandomState()
-        rs.set_state(state)
-        km = KMeans(n_clusters=k, n_init=1, random_state=rs).fit(x)
-        out.append((km.labels_, km.inertia_))
-    return out
+    from sec_lib.metrics.clustering import restart_fit, restart_states
+    return [restart_fit(x, k, state) for state in restart_states(x.shape[0], k, n_init, seed)]
 
 
 def test_restart_states_are_where_sklearns_sequential_seedings_start():

@@ -112,22 +112,27 @@ def kmeans_labels(x: np.ndarray, n_clusters: int, n_init: int, seed: int, worker
     if workers == 1 or n_init == 1 or not seeding_replays():
         return KMeans(n_clusters=n_clusters, n_init=n_init, random_state=seed).fit_predict(x)
     from concurrent.futures import ThreadPoolExecutor
-    from threadpoolctl import threadpool_limits
-
-    def restart(state) -> tuple[np.ndarray, float]:
-        rs = np.random.RandomState()
-        rs.set_state(state)
-        with threadpool_limits(limits=1, user_api="openmp"):   # this thread's OpenMP setting (per thread in libgomp)
-            km = KMeans(n_clusters=n_clusters, n_init=1, random_state=rs).fit(x)
-        return km.labels_, float(km.inertia_)
 
     with ThreadPoolExecutor(max_workers=min(workers, n_init)) as pool:
-        fits = list(pool.map(restart, restart_states(x.shape[0], n_clusters, n_init, seed)))
+        fits = list(pool.map(lambda state: restart_fit(x, n_clusters, state),
+                             restart_states(x.shape[0], n_clusters, n_init, seed)))
     best_labels, best_inertia = fits[0]
     for labels, inertia in fits[1:]:              # KMeans.fit's rule, in the restarts' order
         if inertia < best_inertia and not same_clustering(labels, best_labels):
             best_labels, best_inertia = labels, inertia
     return best_labels
+
+
+def restart_fit(x: np.ndarray, n_clusters: int, state) -> tuple[np.ndarray, float]:
+    """(labels, inertia) of one k-means restart (one k-means++ seeding, then Lloyd) from the generator ``state`` it
+    starts from (:func:`restart_states`), on one OpenMP thread: this thread's setting, per thread in libgomp."""
+    from sklearn.cluster import KMeans
+    from threadpoolctl import threadpool_limits
+    rs = np.random.RandomState()
+    rs.set_state(state)
+    with threadpool_limits(limits=1, user_api="openmp"):
+        km = KMeans(n_clusters=n_clusters, n_init=1, random_state=rs).fit(x)
+    return km.labels_, float(km.inertia_)
 
 
 def restart_states(n_samples: int, n_clusters: int, n_init: int, seed: int) -> list:
