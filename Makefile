@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 JS_STAMP := node_modules/.installed
 PROFILE ?= cpu
 
-.PHONY: setup lock js browser deps test book book-html reference decisive followup-sgd followup-sgd-eta followup-convergence pretrained publish clean-book help
+.PHONY: setup lock js browser deps test book book-html reference decisive followup-sgd followup-sgd-eta followup-convergence followup-length followup-weight-decay followup-regime followups pretrained publish clean-book help
 
 help:
 	@echo "make book   - run every notebook (profile $(PROFILE)) and build _build/html"
@@ -17,6 +17,10 @@ help:
 	@echo "make followup-sgd - train what is missing of Q6c, the registered follow-up on SGD's rates (data/followups/sgd-rates/)"
 	@echo "make followup-sgd-eta - train what is missing of Q6d, the registered follow-up on SEC's η under SGD (data/followups/sgd-eta/)"
 	@echo "make followup-convergence - train what is missing of C3b, the registered follow-up on convergence (data/followups/dense-curves/)"
+	@echo "make followup-length - train what is missing of C4L, the primary gap at 1.5x the length (data/followups/longer-runs/)"
+	@echo "make followup-weight-decay - train what is missing of C4W, SEC over the authors' weight decay (data/followups/weight-decay/)"
+	@echo "make followup-regime - train what is missing of P1c, the regime interaction on fresh seeds (data/followups/regime-seeds/)"
+	@echo "make followups - the three above, in their registered order"
 	@echo "make pretrained - retrain the committed glyph backbone (data/reference/pretrained/; 9-15 min of one core)"
 	@echo "make publish - push the built _build/html to the gh-pages branch (ghp-import; run make book first)"
 	@echo "make setup  - create .venv and install sec_lib editable with the [$(EXTRAS)] extras, pinned by $(LOCK)"
@@ -92,6 +96,24 @@ followup-sgd-eta: setup
 # iterations, evaluated every 100; about an hour on 2 cores; resumes from the store and the folder.
 followup-convergence: setup
 	$(PY) -m sec_lib.runs.densecurves --jobs 2
+
+# The follow-ups to the headline, registered before their runs (data/followups/<name>/README.md): C4L, the primary
+# gap at 20,250 iterations (about 5.5 hours on 2 cores); C4W, SEC over a baseline with the authors' weight decay
+# (about 7 hours); P1c, the regime interaction on seeds 5-14 (about 9 hours). Each resumes from the store and its
+# folder; `make followups` trains them in the registered order.
+followup-length: setup
+	$(PY) -m sec_lib.runs.longruns --jobs 2
+
+followup-weight-decay: setup
+	$(PY) -m sec_lib.runs.weightdecay --jobs 2
+
+followup-regime: setup
+	$(PY) -m sec_lib.runs.regimeseeds --jobs 2
+
+followups: setup
+	$(PY) -m sec_lib.runs.longruns --jobs 2
+	$(PY) -m sec_lib.runs.weightdecay --jobs 2
+	$(PY) -m sec_lib.runs.regimeseeds --jobs 2
 
 # The glyph backbone pretrained on classes no split uses (issue 24), committed under data/reference/pretrained/:
 # retrains it from its config (resumes an interrupted attempt) and rewrites the checkpoint and its provenance; on

@@ -11,18 +11,28 @@ from scipy import optimize, stats
 from ._common import is_missing
 
 
-def _t_power(delta: float, df: int, t_crit: float) -> float:
-    """Power of the two-sided one-sample t-test at noncentrality ``delta >= 0``.
+#: The tests a detectable effect can be asked of: two-sided, or one-sided in the expected direction.
+SIDES = (2, 1)
 
-    The lower tail ``P(T < -t_crit)`` is below ``alpha / 2`` and falls with ``delta``; far out,
+
+def _t_power(delta: float, df: int, t_crit: float, sides: int = 2) -> float:
+    """Power of the one-sample t-test at noncentrality ``delta >= 0``: two-sided (``sides`` 2, ``t_crit`` the
+    ``1 - alpha/2`` quantile) or one-sided in the direction of ``delta`` (``sides`` 1, the ``1 - alpha`` quantile).
+
+    The two-sided test's lower tail ``P(T < -t_crit)`` is below ``alpha / 2`` and falls with ``delta``; far out,
     where scipy's ``nct.cdf`` underflows to NaN (``delta`` around 8), it is 0 to double precision."""
+    upper = float(stats.nct.sf(t_crit, df, delta))
+    if sides == 1:
+        return upper
     lower = float(stats.nct.cdf(-t_crit, df, delta))
-    return float(stats.nct.sf(t_crit, df, delta)) + (0.0 if math.isnan(lower) else lower)
+    return upper + (0.0 if math.isnan(lower) else lower)
 
 
-def min_detectable_effect(sd, n, alpha: float = 0.05, power: float = 0.8) -> float:
+def min_detectable_effect(sd, n, alpha: float = 0.05, power: float = 0.8, sides: int = 2) -> float:
     """The smallest true mean difference that a two-sided paired t-test on ``n`` pairs with spread
-    ``sd`` detects at level ``alpha`` with probability ``power``; in the units of ``sd``.
+    ``sd`` detects at level ``alpha`` with probability ``power``; in the units of ``sd``. ``sides`` 1: the
+    one-sided test in the expected direction (critical value the ``1 - alpha`` quantile; statsmodels'
+    ``TTestPower`` with ``alternative='larger'``).
 
     The paired test is a one-sample t-test on the ``n`` differences, so ``T = mean / (sd / sqrt(n))``
     has ``n - 1`` degrees of freedom. Under a true difference ``delta_x`` it follows the noncentral t
@@ -45,20 +55,23 @@ def min_detectable_effect(sd, n, alpha: float = 0.05, power: float = 0.8) -> flo
         raise ValueError(f"power ({power}) must exceed alpha ({alpha}): a test has power alpha at zero effect")
     if isinstance(n, bool) or not isinstance(n, numbers.Real) or (np.isfinite(n) and (n < 0 or n != int(n))):
         raise ValueError(f"n must be a whole count >= 0, got {n!r}")
+    if sides not in SIDES:
+        raise ValueError(f"sides must be one of {SIDES} (two-sided or one-sided), got {sides!r}")
     if not is_missing(sd) and float(sd) < 0:
         raise ValueError(f"sd must be >= 0, got {sd!r}")
     if is_missing(sd) or float(sd) == 0.0 or not np.isfinite(n) or n < 2:
         return math.nan
     n = int(n)
-    return _noncentrality(n, float(alpha), float(power)) * float(sd) / math.sqrt(n)
+    return _noncentrality(n, float(alpha), float(power), int(sides)) * float(sd) / math.sqrt(n)
 
 
 @functools.lru_cache(maxsize=256)
-def _noncentrality(n: int, alpha: float, power: float) -> float:
-    """The noncentrality at which the two-sided t-test on ``n`` values has the given power."""
+def _noncentrality(n: int, alpha: float, power: float, sides: int = 2) -> float:
+    """The noncentrality at which the t-test on ``n`` values (``sides``-sided) has the given power."""
     df = n - 1
-    t_crit = float(stats.t.ppf(1.0 - alpha / 2.0, df))
+    t_crit = float(stats.t.ppf(1.0 - alpha / sides, df))
     hi = max(1.0, 2.0 * t_crit)
-    while _t_power(hi, df, t_crit) < power:   # bracket the root; power rises with lambda
+    while _t_power(hi, df, t_crit, sides) < power:   # bracket the root; power rises with lambda
         hi *= 2.0
-    return float(optimize.brentq(lambda x: _t_power(x, df, t_crit) - power, 0.0, hi, xtol=1e-12, rtol=1e-12))
+    return float(optimize.brentq(lambda x: _t_power(x, df, t_crit, sides) - power, 0.0, hi, xtol=1e-12,
+                                 rtol=1e-12))

@@ -29,16 +29,20 @@ CAP = 30
 
 
 def planned_seeds(sd: float, target: float = TARGET, alpha: float = ALPHA, power: float = POWER,
-                  floor: int = FLOOR, cap: int = CAP) -> tuple[int, float]:
+                  floor: int = FLOOR, cap: int = CAP, sides: int = 2) -> tuple[int, float]:
     """(seeds, detectable effect at that count): the smallest ``n`` in [floor, cap] whose paired t-test on ``n``
-    per-seed values of spread ``sd`` detects ``target``; ``cap`` and its detectable effect when none does."""
+    per-seed values of spread ``sd`` detects ``target`` (``sides`` 2: two-sided; 1: one-sided in the expected
+    direction, for a confirmation registered in the direction observed); ``cap`` and its detectable effect when
+    none does."""
     if not sd > 0:
         raise ValueError(f"sd = {sd!r} is not valid; expected a positive number")
+    if not target > 0:
+        raise ValueError(f"target = {target!r} is not valid; expected a positive effect size")
     for n in range(max(2, floor), cap + 1):
-        mde = min_detectable_effect(sd, n, alpha, power)
+        mde = min_detectable_effect(sd, n, alpha, power, sides)
         if mde <= target:
             return n, mde
-    return cap, min_detectable_effect(sd, cap, alpha, power)
+    return cap, min_detectable_effect(sd, cap, alpha, power, sides)
 
 
 def seed_mean_sd(diffs: pd.DataFrame) -> dict:

@@ -566,14 +566,39 @@ def make_loss(cfg: TrainConfig, ds):
     return get_loss(cfg.loss, **kwargs)
 
 
+def batchnorm_parameters(*modules) -> set:
+    """The ids of the parameters of every BatchNorm layer (1-d, 2-d, 3-d, sync) inside ``modules``: the ones weight
+    decay leaves alone, as the authors' ``config.py`` does."""
+    return {id(p) for m in modules for sub in m.modules() if isinstance(sub, torch.nn.modules.batchnorm._NormBase)
+            for p in sub.parameters(recurse=False)}
+
+
+def decay_groups(groups: list, skip: set, weight_decay: float) -> list:
+    """``groups`` with weight decay on every parameter but those in ``skip`` (BatchNorm's): each group split into its
+    decayed part (``weight_decay``) and its undecayed part (0), in that order, empty parts dropped. With
+    ``weight_decay`` 0 the groups are returned as they are, so a run without weight decay builds the optimizer it
+    always built."""
+    if not weight_decay:
+        return groups
+    out = []
+    for g in groups:
+        for wd, params in ((weight_decay, [p for p in g["params"] if id(p) not in skip]),
+                           (0.0, [p for p in g["params"] if id(p) in skip])):
+            if params:
+                out.append({**g, "params": params, "weight_decay": wd})
+    return out
+
+
 def make_optimizer(cfg: TrainConfig, model, loss_fn):
-    """Two parameter groups, backbone (lr) and head + loss parameters (lr_head), as in the paper."""
+    """Two parameter groups, backbone (lr) and head + loss parameters (lr_head), as in the paper. Weight decay (Adam's
+    coupled form for ``adam``) applies to every parameter except the BatchNorm layers', as in the authors' code
+    (:func:`decay_groups`)."""
     head_params = list(model.head.parameters()) + list(loss_fn.parameters())
     head_ids = {id(p) for p in head_params}
     backbone = [p for p in model.parameters() if id(p) not in head_ids and p.requires_grad]
     groups = [{"params": backbone, "lr": cfg.lr},
               {"params": [p for p in head_params if p.requires_grad], "lr": cfg.lr_head or cfg.lr}]
-    groups = [g for g in groups if g["params"]]
+    groups = decay_groups([g for g in groups if g["params"]], batchnorm_parameters(model, loss_fn), cfg.weight_decay)
     if cfg.optimizer == "adam":
         opt = torch.optim.Adam(groups, weight_decay=cfg.weight_decay, **kernels.adam_kwargs(cfg.device))
     elif cfg.optimizer == "adamw":
