@@ -60,6 +60,7 @@ from ..metrics.probe import linear_probe
 from ..monitor import MonitorConfig, NormMonitor, measure_batch
 from ..sec import CenterInvariantPenalty, SphericalEmbeddingConstraint
 from ..threads import torch_threads
+from .pinned import holds_pin, train_in_child
 
 OPTIMIZERS = ("adam", "adamw", "sgd")
 SCHEDULES = ("constant", "step", "cosine")
@@ -398,9 +399,15 @@ def train(cfg: TrainConfig, progress: Callable[[int, int], None] | None = None) 
     The run uses exactly ``cfg.num_threads`` threads (torch and the OpenMP/BLAS pools), wherever it
     is called from (a sweep worker, the runner in-process, a notebook), and restores the caller's
     setting afterwards: the thread count changes the numbers, so it is part of the run's identity.
+
+    The pinned kernels must be in force (the reproducibility contract, :mod:`sec_lib.kernels`). Where this process
+    cannot hold the pin (torch or numpy was imported before ``sec_lib``), the run trains in a child process started
+    under the pin (:mod:`sec_lib.runs.pinned`), which says so in one line: the same bits, never an unpinned run.
     """
     cfg.validate()
-    kernels.check()                 # the pinned kernels are in force (the reproducibility contract)
+    ok, why = holds_pin()
+    if not ok:
+        return train_in_child(cfg, progress, why)
     with torch_threads(cfg.num_threads):
         steps = training_steps(cfg, progress)
         while True:
