@@ -155,6 +155,26 @@ def paper_mean_gain(loss: str | None = None, a: str = "none", b: str = "sec", da
     return float((w[b] - w[a]).mean())
 
 
+def paper_gain_values(a: str = "none", b: str = "sec", loss: str | None = None, dataset=PAPER_DATASETS) -> list:
+    """Table 1's R@1 of ``b`` − ``a`` per dataset and loss (for ``loss`` alone, or every loss): the paper's sizes a
+    verdict sets an interval against (:func:`sec_lib.report.size_word`)."""
+    t = paper_table(tuple(dataset))
+    if loss is not None:
+        t = t[t["loss"] == loss]
+    w = t.pivot_table(index=["dataset", "loss"], columns="variant", values="R@1")
+    return [float(round(x, 6)) for x in (w[b] - w[a]).dropna()]
+
+
+def paper_size_text(values, dataset=PAPER_DATASETS, what: str = "gains") -> str:
+    """'the paper's 1.7–7.5 on CUB, Cars, SOP and In-Shop (Table 1)': how a record names the paper's values and
+    where they come from (another kind of data than glyphs)."""
+    names = [{"InShop": "In-Shop"}.get(d, d) for d in dataset]
+    where = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+    lo, hi = min(values), max(values)
+    size = f"{lo:+.1f}" if lo == hi else f"{lo:+.1f} to {hi:+.1f}"
+    return f"the paper's {what} of {size} R@1 points on {where} (Table 1)"
+
+
 def paper_loss_gains_text(loss: str, dataset=("CUB", "Cars")) -> str:
     """'CUB +1.23, Cars +4.56': Table 1's SEC − none R@1 for ``loss`` per dataset."""
     t = paper_table(tuple(dataset))

@@ -150,8 +150,9 @@ def verdict_of(values_none, values_sec, expected_sign=+1, margin=None):
     return R.verdict(d.estimate, d.ci_lo, d.ci_hi, expected_sign=expected_sign, margin=margin, n=d.n)
 
 
-def test_verdict_words_are_the_four_of_the_design():
-    assert R.VERDICTS == ("reproduced", "not reproduced", "inconclusive", "not testable offline")
+def test_verdict_words_are_the_designs():
+    assert R.VERDICTS == ("reproduced", "larger than claimed", "smaller than claimed", "negligible", "not reproduced",
+                          "inconclusive", "not testable offline")
     assert "partly" not in R.VERDICTS and R.VERDICT_RULES.single_run_max == "inconclusive"
 
 
@@ -188,8 +189,8 @@ def test_verdict_cases_listed_under_why_in_issue_9():
     # the no-change rule in the right order: [0.1, 0.3] inside a ±0.5 margin
     assert R.verdict(0.2, 0.1, 0.3, expected_sign=0, margin=0.5) == "reproduced"
     # ... while for a directional claim the same interval shows a negligible effect
-    assert R.verdict(0.2, 0.1, 0.3, expected_sign=+1, margin=0.5) == "not reproduced"
-    assert R.verdict(0.2, 0.1, 0.3, expected_sign=+1, margin=0.5, p_adj=1e-4) == "not reproduced"
+    assert R.verdict(0.2, 0.1, 0.3, expected_sign=+1, margin=0.5) == "negligible"
+    assert R.verdict(0.2, 0.1, 0.3, expected_sign=+1, margin=0.5, p_adj=1e-4) == "negligible"
     assert R.verdict(0.2, 0.1, 0.3, expected_sign=+1) == "reproduced"  # no margin declared: no negligible rule
     # zero spread, both ways it used to reach the pages: NaN bounds (report.paired_diff) and a
     # zero-width interval with p = 0 (review.values_ci) -- both at most inconclusive now
@@ -222,11 +223,11 @@ def test_verdict_cases_listed_under_why_in_issue_9():
         (0.5, 0.0, 1.0, +1, None, 4, None, "inconclusive"),     # touching 0 is not "on the predicted side"
         (0.05, -0.3, 0.4, +1, 0.5, 4, None, "not reproduced"),  # inside ±margin: negligible
         (0.05, -0.3, 0.4, +1, 0.2, 4, None, "inconclusive"),
-        (0.45, 0.4, 0.5, +1, 0.5, 4, None, "not reproduced"),   # margin boundary counts as inside
+        (0.45, 0.4, 0.5, +1, 0.5, 4, None, "negligible"),       # margin boundary counts as inside
         # directional, -1
         (-1.0, -1.8, -0.2, -1, None, 4, 0.01, "reproduced"),
         (1.0, 0.2, 1.8, -1, None, 4, 0.01, "not reproduced"),
-        (-0.2, -0.3, -0.1, -1, 0.5, 4, 0.01, "not reproduced"),
+        (-0.2, -0.3, -0.1, -1, 0.5, 4, 0.01, "negligible"),
         (-0.5, -1.2, 0.2, -1, None, 4, None, "inconclusive"),
         # no change
         (0.05, -0.2, 0.3, 0, 0.5, 4, None, "reproduced"),
@@ -310,8 +311,9 @@ def test_adjust_family_gates_the_wrong_side_and_the_negligible_reading():
 
 
 def test_verdict_invariants_on_random_intervals():
-    """Whatever the interval: reproduced => on the predicted side and not negligible;
-    not reproduced => wrong side or inside the margin; and the word never depends on the estimate."""
+    """Whatever the interval (no paper size): reproduced <=> on the predicted side beyond the margin; negligible <=>
+    on the predicted side inside it; not reproduced <=> wrong side, or inside the margin around 0; and the word never
+    depends on the estimate."""
     rng = np.random.default_rng(1)
     for _ in range(2000):
         lo, hi = np.sort(rng.normal(0, 1.5, 2))
@@ -320,10 +322,11 @@ def test_verdict_invariants_on_random_intervals():
         margin = float(rng.choice([0.0, 0.3, 1.0]))
         v = R.verdict(est, lo, hi, sign, margin, n=5)
         s_lo, s_hi = sorted((sign * lo, sign * hi))
-        negligible = -margin <= lo and hi <= margin
+        inside = -margin <= lo and hi <= margin
         assert v == R.verdict((lo + hi) / 2, lo, hi, sign, margin, n=5)
-        assert (v == "reproduced") == (s_lo > 0 and not negligible)
-        assert (v == "not reproduced") == (s_hi < 0 or negligible)
+        assert (v == "reproduced") == (s_lo > 0 and not inside)
+        assert (v == "negligible") == (s_lo > 0 and inside)
+        assert (v == "not reproduced") == (s_hi < 0 or (inside and s_lo <= 0))
 
 
 def test_verdict_bad_input():
@@ -632,7 +635,7 @@ def test_verdict_table_computes_the_verdict_column():
         "claim", "text", "estimate", "ci_lo", "ci_hi", "n", "paper", "link", "expected_sign", "verdict"
     ]
     assert t.verdict.tolist() == ["reproduced", "not reproduced", "inconclusive", "not testable offline",
-                                  "inconclusive", "not reproduced", "not reproduced"]
+                                  "inconclusive", "negligible", "negligible"]
     assert set(t.verdict) <= set(R.VERDICTS)
     assert "source" in t.columns and t.paper.isna().tolist() == [False, True, True, True, True, True, True]
     with pytest.raises(ValueError, match="never given"):

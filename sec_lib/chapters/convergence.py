@@ -482,5 +482,5 @@ CLAIMS = [
                    "iterations until test R@1 first reaches 90% of the run's final R@1, SEC − none, paired on seed, "
                    "mean over the losses per seed",
           unit="iterations", expected_sign=-1, page="convergence", family=densecurves.FAMILY,
-          estimate=dense_pooled_row),
+          estimate=dense_pooled_row, pooled=True),
 ]

@@ -63,11 +63,14 @@ def primary_estimate(runs: pd.DataFrame) -> dict:
 
 def primary(profile, root=None) -> dict:
     """The primary test as the compare page decides it (claim C4v, :func:`primary_estimate` on that page's
-    evidence): ``estimate, ci_lo, ci_hi, n, p_value`` and the ``record``."""
+    evidence): ``estimate, ci_lo, ci_hi, n, p_value`` and the ``record``; beside it the records the answer sets it
+    against: ``versus_l2`` (C5v, SEC − L2-reg at the held-out arms, on the same page) and ``relative`` (S1, relative
+    SEC − none, the scale page's; None where that page has no evidence)."""
     from .evidence import page_evidence, page_records
-    rec = next(r for r in page_records("compare", page_evidence("compare", profile, root)) if r.id == "C4v")
+    recs = {r.id: r for r in page_records("compare", page_evidence("compare", profile, root))}
+    rec = recs["C4v"]
     return {"estimate": rec.estimate, "ci_lo": rec.ci_lo, "ci_hi": rec.ci_hi, "n": rec.n, "p_value": rec.p_value,
-            "record": rec}
+            "record": rec, "versus_l2": recs.get("C5v"), "relative": mechanism_record(profile, root)}
 
 
 def primary_badge(e: dict) -> str:
@@ -75,26 +78,84 @@ def primary_badge(e: dict) -> str:
     from ..report.claims import badge
     r = e["record"]
     detect = f"could detect {r.detectable} points" if r.detectable else "no detectable effect without a spread"
-    return (f"<p>The primary test is claim {badge(r)}{equivalence_words(r)} (Holm family: {r.family}; "
-            f"{r.tier or 'no'} tier; {detect}).</p>")
+    flag = (f"; the losses differ (loss × arm test p = {r.extra['groups_p']:.2g}): {r.extra['apart']}"
+            if r.extra.get("groups_differ") else "")
+    return (f"<p>The primary test is claim {badge(r)}{equivalence_words(r)} (family: {r.family}, alone; "
+            f"{r.tier or 'no'} tier; {detect}{flag}).</p>")
+
+
+#: How the answer reads each verdict word of the primary test (the book's words, DESIGN.md).
+ANSWER_WORDS = {"reproduced": "as large as the paper reports",
+                "larger than claimed": "larger than the paper reports",
+                "smaller than claimed": "real but smaller than the paper reports",
+                "negligible": "real but negligible",
+                "not reproduced": "not reproduced",
+                "inconclusive": "inconclusive",
+                "not testable offline": "not testable offline"}
+
+
+def _versus(rec, what: str) -> str:
+    """'SEC − L2-reg at the held-out arms: +0.05 [−0.11, +0.20] (*not reproduced*: no effect larger than 0.5 points)'."""
+    if rec is None or not rec.has_estimate:
+        return ""
+    num = lambda x: fmt_metric(x, "R@1", 2, True)       # noqa: E731
+    return (f"{what}: {num(rec.estimate)} [{num(rec.ci_lo)}, {num(rec.ci_hi)}] (claim {rec.id}, "
+            f"*{rec.verdict}*{equivalence_words(rec)})")
 
 
 def answer_sentence(e: dict, paper: pd.DataFrame, data: str = "glyphs") -> str:
-    """The page's first sentence: the primary estimate with its interval, and whether it excludes the gains the
-    paper reports for the four losses on its datasets (``paper``: :func:`paper_headline`); ``data`` names what our
-    runs trained on (:func:`sec_lib.runs.benchmarks.data_name`)."""
+    """The page's answer: how large SEC's effect is on this benchmark, in the book's verdict words, against the
+    paper's gains and against L2-reg; then three numbers with their intervals: SEC − none (the primary test),
+    SEC − L2-reg at the held-out arms and relative SEC − none. ``paper``: :func:`paper_headline`; ``data`` names
+    what our runs trained on (:func:`sec_lib.runs.benchmarks.data_name`)."""
     g = paper.loc[paper["loss"].isin(ex.MAIN_LOSSES), "paper_gain"]
     lo_p, hi_p = float(g.min()), float(g.max())
+    rec = e.get("record")
     if not np.isfinite(e.get("ci_hi", np.nan)):
         return (f"**On {data}, the change SEC makes to R@1, averaged over the four losses, cannot be computed yet: "
                 f"no loss has paired seeds with an interval (the paper's gains: {lo_p:.1f}–{hi_p:.1f} points).**")
     num = lambda x: fmt_metric(x, "R@1", 2, True)       # noqa: E731
-    head = (f"**On {data}, SEC changes R@1 by {num(e['estimate'])} [{num(e['ci_lo'])}, {num(e['ci_hi'])}] points, "
-            f"averaged over the four losses ({e['n']} seeds, 95% interval): the paper's gains of {lo_p:.1f}–{hi_p:.1f} "
-            f"points are ")
-    if e["ci_hi"] < lo_p:
-        return head + "excluded.**"
-    return head + f"not all excluded (gains up to {e['ci_hi']:.2f} points lie inside the interval).**"
+    if rec is None:                                      # an estimate without its claim's record: no verdict word
+        head = (f"**On {data}, SEC changes R@1 by {num(e['estimate'])} [{num(e['ci_lo'])}, {num(e['ci_hi'])}] points, "
+                f"averaged over the four losses ({e['n']} seeds, 95% interval): the paper's gains of "
+                f"{lo_p:.1f}–{hi_p:.1f} points are ")
+        if e["ci_hi"] < lo_p:
+            return head + "excluded.**"
+        return head + f"not all excluded (gains up to {e['ci_hi']:.2f} points lie inside the interval).**"
+    sized = rec.paper_size_text or f"the paper's gains of {lo_p:+.1f} to {hi_p:+.1f} R@1 points"
+    head = (f"**On {data}, SEC's effect on R@1 is {ANSWER_WORDS.get(rec.verdict, rec.verdict)}: "
+            f"{num(e['estimate'])} [{num(e['ci_lo'])}, {num(e['ci_hi'])}] points over no regularizer, averaged over "
+            f"the four losses ({e['n']} seeds, 95% interval), against {sized}.**")
+    l2, rel = e.get("versus_l2"), e.get("relative")
+    if l2 is not None and l2.has_estimate:
+        if l2.verdict in report.SIGNAL_WORDS and l2.verdict != "negligible":
+            head += " SEC beats a plain L2 penalty toward zero at the same arms."
+        elif l2.verdict == "not reproduced" and l2.ci_lo <= 0 <= l2.ci_hi:
+            head += " A plain L2 penalty toward zero does as well."
+        else:
+            head += " Whether SEC beats a plain L2 penalty toward zero, the data here cannot tell."
+    parts = [_versus(rec, "SEC − none"), _versus(l2, "SEC − L2-reg at the held-out arms"),
+             _versus(rel, "relative SEC (equalizes the norms without shrinking them) − none")]
+    parts = [p for p in parts if p]
+    if len(parts) > 1:
+        head += " In R@1 points: " + "; ".join(parts) + "."
+    flag = rec.extra.get("apart") if rec.extra.get("groups_differ") else ""
+    if flag:
+        head += f" The four losses do not agree (loss × arm test p = {rec.extra['groups_p']:.2g}): {flag}."
+    return head
+
+
+def followups_sentence(root=None) -> str:
+    """The registered follow-ups that test the headline, and how far their training is (until they are committed,
+    the answer above stands as the registered test gives it)."""
+    from .claims import followup_status
+    rows = [f for f in followup_status(root) if f["question"] == "C4"]
+    if not rows:
+        return ""
+    each = "; ".join(f"{f['id']} ({f['readme']}): {f['committed']} of {f['runs']} runs committed"
+                     for f in rows)
+    return (f"Two registered follow-ups test this estimate before the book leans on it further: {each}. Their "
+            "verdicts join the answer once all their runs are committed.")
 
 
 def paper_sets(profile: str) -> tuple:
@@ -113,15 +174,16 @@ def paper_headline(metric: str = "R@1", datasets=PAPER_DATASETS) -> pd.DataFrame
 
 
 def verdict_tally(profile, root=None) -> dict:
-    """The scorecard's tally ({verdict: count} over the committed long tiers, ``"quick tier only"``: the rows with
-    quick-tier evidence only, and ``"tiers"``: the long tiers the counted rows were read from, each claim from the
-    tier its page shows), from the claims page's records; ``{"error": ...}`` when a page's runs are missing."""
+    """The scorecard's tally by question ({group: questions} over the committed long tiers, ``"rows"``: the rows of
+    evidence beneath them, ``"tiers"``: the long tiers read), from the claims page's records; ``{"error": ...}``
+    when a page's runs are missing."""
     from . import claims          # imported here: the claims page pulls in every chapter
     try:
         table = claims.claims_frame(claims.records(profile, root))
     except (KeyError, FileNotFoundError, ValueError) as e:     # a missing chapter's runs
         return {"error": str(e)}
-    return {**claims.verdict_counts(table), "tiers": claims.counted_tiers(table)}
+    qs = claims.questions(table)
+    return {**claims.question_counts(qs), "rows": len(table), "tiers": claims.counted_tiers(table)}
 
 
 def _pp(x) -> str:
@@ -157,13 +219,13 @@ def headline_sentences(gains: pd.DataFrame, paper: pd.DataFrame, tally: dict | N
         out.append(s + ".")
     if tally and "error" not in tally:
         t = dict(tally)
-        quick = t.pop("quick tier only", 0)
-        from .claims import tiers_phrase
+        from .claims import count_words, tiers_phrase
         where = tiers_phrase(t.pop("tiers", None) or ())
-        s = (f"On the scorecard, the {sum(t.values())} bodies of evidence read from {where} give: "
-             + (", ".join(f"**{k}** {v}" for k, v in t.items() if v) or "none yet") + ".")
-        if quick:
-            s += f" {quick} more have quick-tier evidence only and are not counted."
+        rows = t.pop("rows", 0)
+        s = (f"On the scorecard, the paper's claims and the reviewers' questions decided on {where}, "
+             f"{sum(t.values())} in all, each counted once: "
+             + (count_words({g: k for g, k in t.items() if k}) or "none yet")
+             + f" ({rows} rows of evidence lie beneath them).")
         out.append(s)
     elif tally and "error" in tally:
         out.append(f"The scorecard's verdict tally could not be computed here: {tally['error']}")

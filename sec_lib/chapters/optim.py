@@ -351,7 +351,7 @@ CLAIMS = [
           measured="R@1 SEC − none under Adam (the main comparison's rate: the quick tier's pilot choice, the decisive "
                    f"tier's registered {decisive.LR:g}), mean over the losses per seed; decided as C4, on the same runs; paper: "
                    "Table 1 (Adam), mean",
-          expected_sign=+1, page="optim", estimate=_as_c4, family="compare page, as C4 (pooled, main table's η)",
+          expected_sign=+1, page="optim", estimate=_as_c4, family="compare page, as C4 (pooled, the paper's η)",
           paper=lambda: reference.paper_mean_gain(), same_runs_as="C4"),
     Claim(id="Q6b", claim="SEC helps under SGD", source="review Q6 (not run in the paper)",
           measured="R@1 SEC − none under SGD (each arm's lr chosen on held-out classes with semihard, SEC at the "

@@ -560,5 +560,5 @@ CLAIMS = [
           source="this book's question (the skeptic's 'different regime'); the paper fine-tunes an ImageNet backbone",
           measured="R@1 (SEC − none fine-tuned) − (SEC − none from scratch), paired on seed, mean over the 4 main "
                    "losses per seed",
-          expected_sign=+1, page="pretrained", family=FAMILY_INTERACTION, estimate=_est_interaction),
+          expected_sign=+1, page="pretrained", family=FAMILY_INTERACTION, estimate=_est_interaction, pooled=True),
 ]

@@ -97,7 +97,8 @@ def _contrast_row(r: pd.DataFrame, a: str, b: str, sign: int, metric: str) -> di
     """One contrast of a family: ``metric`` of arm ``b`` − arm ``a`` paired on seed within each loss, averaged over
     the losses per seed, as a verdict row with the metric's declared margin, and ``n_losses``."""
     est = pooled_diff(r, "variant", a, b, metric)
-    return {"metric": metric, **verdict_row_of(est, sign, MARGINS.get(metric)), "n_losses": est.get("n_groups", 0)}
+    return {"metric": metric, **verdict_row_of(est, sign, MARGINS.get(metric)), "n_losses": est.get("n_groups", 0),
+            "groups_p": est.get("groups_p", math.nan), "apart": est.get("apart", "")}
 
 
 def scale_family(runs: pd.DataFrame, metric: str = "R@1") -> pd.DataFrame:
@@ -523,5 +524,5 @@ CLAIMS = [
           source="the paper's argument (Sec. 3); this book's question (shrink or equalize)",
           measured="R@1 relative SEC (scale-free, own held-out η) − none, mean over the 4 main losses per seed; the "
                    "note names the mechanism the page's family finds",
-          expected_sign=+1, page="scale", estimate=_est_equalize),
+          expected_sign=+1, page="scale", estimate=_est_equalize, pooled=True),
 ]

@@ -36,8 +36,9 @@ LOSS_MARKERS = {"triplet": "o", "semihard": "s", "npair": "^", "ms": "D", "tml":
 #: Colours per optimizer (neither a variant nor a loss colour, and no orange: orange-red is SEC).
 OPTIM_COLORS = {"adam": "#6F4E7C", "sgd": "#663333", "adamw": "#5B8E7D"}
 #: Colours per verdict word.
-VERDICT_COLORS = {"reproduced": "#1B7837", "inconclusive": "#E6AB02",
-                  "not reproduced": "#B2182B", "not testable offline": "#7f7f7f"}
+VERDICT_COLORS = {"reproduced": "#1B7837", "larger than claimed": "#1B7837", "smaller than claimed": "#8C9F2E",
+                  "negligible": "#C98A3A", "inconclusive": "#E6AB02", "not reproduced": "#B2182B",
+                  "not testable offline": "#7f7f7f"}
 #: Classes of the theory page's 2-D toy (Paul Tol's dark set: no variant, loss or optimizer colour).
 CLASS_COLORS = ("#222255", "#225555", "#225522", "#666633", "#555555")
 #: Metrics on one axis are told apart by line style and marker, never by colour (colours are taken).

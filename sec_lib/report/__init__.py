@@ -36,13 +36,14 @@ Modules (every name is re-exported here, so ``from sec_lib.report import X`` is 
 """
 from .fits import LogLogFit, loglog_fit, loglog_fits
 from .formatting import fmt_cell, fmt_estimate, fmt_metric, format_ci, is_percent, summary_table, wide
-from .intervals import (DEFAULT_METRICS, PAIRED_COLUMNS, cv_from_var, mean_ci, paired_diff, pooled_diff, summarize,
-                        values_ci)
+from .intervals import (DEFAULT_METRICS, PAIRED_COLUMNS, cv_from_var, groups_differ, mean_ci, paired_diff, pooled_diff,
+                        summarize, values_ci)
 from .multiplicity import FAMILY_COLUMNS, adjust_family, holm, one_family, with_verdict
 from .power import min_detectable_effect
 from .steps import shared_steps
 from .verdicts import (
-    MARGINS, N_COUNTS, PRIMARY_METRIC, ROW_COLUMNS, SECONDARY_METRICS, VERDICT_RULES, VERDICTS, VerdictRules,
+    MARGINS, N_COUNTS, PRIMARY_METRIC, ROW_COLUMNS, SECONDARY_METRICS, SIGNAL_WORDS, VERDICT_RULES, VERDICTS,
+    VerdictRules, paper_range_of, refine, size_word,
     claim_margin, equivalence_p, margin_for, margin_table, metric_role, usable_interval, verdict, verdict_row,
     verdict_table,
 )
@@ -72,6 +73,11 @@ __all__ = [
     "VerdictRules",
     "VERDICT_RULES",
     "VERDICTS",
+    "groups_differ",
+    "SIGNAL_WORDS",
+    "paper_range_of",
+    "size_word",
+    "refine",
     "verdict",
     "verdict_table",
     "equivalence_p",

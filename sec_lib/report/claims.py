@@ -24,8 +24,15 @@ import pandas as pd
 
 from .multiplicity import adjust_family
 from .verdicts import mde_from_ci  # noqa: F401 - re-exported: pages import it from here
-from .verdicts import (N_COUNTS, PRIMARY_METRIC, VERDICT_RULES, claim_margin, margin_for,
-                       usable_interval, verdict)
+from .verdicts import (N_COUNTS, PRIMARY_METRIC, VERDICT_RULES, claim_margin, equivalence_p, margin_for,
+                       paper_range_of, refine, usable_interval, verdict)
+
+#: The book's one written rule for families, for every registration from now on (the claims page states it):
+FAMILY_RULE = ("A registered primary test, and any row pooled over the losses, is a family of its own (no "
+               "adjustment); the per-loss rows it pools form a second family, Holm-adjusted together; every other "
+               "question's rows form one Holm family per question. Families registered before this rule keep their "
+               "registered verdicts; where the rule would read a row differently, the row shows both words, "
+               "labelled.")
 
 #: Units whose estimates are shown with three decimals (the rest with two).
 FINE_UNITS = ("r", "η²", "CV", "slope", "log10 ratio", "log ratio", "decades")
@@ -41,7 +48,14 @@ class Claim:
     number, a string, or a callable computing it from ``data/reference``; ``n_counts``: what n counts
     (:data:`sec_lib.report.N_COUNTS`); ``same_runs_as``: the id of a claim whose runs it reuses (it is
     then not counted again in the tally); ``target``: a value the interval must contain to be
-    *reproduced* (Q7a's slope −1); ``margin``: the equivalence margin (default: R@1's for ``unit`` "pp")."""
+    *reproduced* (Q7a's slope −1); ``margin``: the equivalence margin (default: R@1's for ``unit`` "pp");
+    ``paper_size``: the paper's reported values for the claim in the claim's units (a callable returning a list of
+    numbers; None: the paper gives no size), which the verdict sets the interval against, and ``paper_size_text``
+    names them and their data ("the paper's gains of +1.7 to +7.5 R@1 points on CUB, Cars, SOP and In-Shop");
+    ``failed_words``: for a no-change claim, what a failure above and below the margin means, as (above, below)
+    ("the batch mean does better"); ``added``: why a claim was added after its runs (it is labelled so);
+    ``pooled``: a row pooled over the losses that its registration adjusted together with its per-loss components
+    (the written family rule, :data:`FAMILY_RULE`, would test it alone: its record shows that word beside)."""
     id: str
     claim: str
     estimate: Callable
@@ -57,6 +71,11 @@ class Claim:
     same_runs_as: str = ""
     target: float = math.nan
     margin: float | None = None
+    paper_size: Callable | None = None
+    paper_size_text: Callable | str = ""
+    failed_words: tuple = ()
+    added: str = ""
+    pooled: bool = False
 
     def __post_init__(self):
         if int(self.expected_sign) not in (-1, 0, 1):
@@ -108,6 +127,11 @@ class ClaimRecord:
     same_runs_as: str = ""
     margin: float | None = None
     p_eq_adj: float = math.nan
+    paper_range: tuple | None = None
+    paper_size_text: str = ""
+    reading: str = ""
+    added: str = ""
+    rule_verdict: str = ""
     extra: dict = field(default_factory=dict)
 
     def as_dict(self) -> dict:
@@ -151,7 +175,7 @@ def from_row(row, note: str = "") -> dict:
     r = dict(row)
     out = {"estimate": r["estimate"], "ci_lo": r["ci_lo"], "ci_hi": r["ci_hi"], "n": r.get("n"),
            "p_value": r["p_value"]}
-    for k in ("p_adj", "m", "p_eq_adj", "mde", "verdict"):
+    for k in ("p_adj", "m", "p_eq_adj", "mde", "verdict", "groups_p", "groups_differ", "apart"):
         if k in r and r[k] is not None and not (isinstance(r[k], float) and math.isnan(r[k]) and k == "verdict"):
             out[k] = r[k]
     if note:
@@ -237,6 +261,31 @@ def _usable(e: dict) -> bool:
     return usable_interval(e.get("ci_lo"), e.get("ci_hi"), e.get("n"))
 
 
+def _paper_size(c: Claim):
+    """(the paper's values for ``c``, their text) or (None, '') where the paper gives no size or its table is not
+    there."""
+    if c.paper_size is None:
+        return None, ""
+    try:
+        values = list(c.paper_size())
+    except (FileNotFoundError, KeyError, IndexError):
+        return None, ""
+    text = c.paper_size_text(values) if callable(c.paper_size_text) else c.paper_size_text
+    return (values or None), (text if values else "")
+
+
+def reading(c: Claim, verdict_word: str, lo: float, hi: float, margin) -> str:
+    """Which way a failed no-change claim failed, in the claim's own words (:attr:`Claim.failed_words`): '' unless
+    the claim is a no-change one that reads *not reproduced* with its interval wholly above or below the margin."""
+    if c.expected_sign != 0 or verdict_word != "not reproduced" or len(c.failed_words) != 2 or margin is None:
+        return ""
+    if lo > margin:
+        return c.failed_words[0]
+    if hi < -margin:
+        return c.failed_words[1]
+    return ""
+
+
 def _record(c: Claim, e: dict, adj) -> ClaimRecord:
     est, lo, hi = _number(e.get("estimate")), _number(e.get("ci_lo")), _number(e.get("ci_hi"))
     n = e.get("n")
@@ -244,18 +293,27 @@ def _record(c: Claim, e: dict, adj) -> ClaimRecord:
     usable = _usable(e)
     p = _number(e.get("p_value")) if usable else math.nan
     p_eq_adj = _number(e.get("p_eq_adj"))
-    if "verdict" in e:                          # the page's own rule decided (and adjusted) it
+    paper_values, paper_text = _paper_size(c)
+    if "verdict" in e:                          # the page's own rule decided (and adjusted) it; sized here
         v, p_adj, m = e["verdict"], _number(e.get("p_adj", p)), int(e.get("m", 1))
+        v = refine(v, lo, hi, c.expected_sign, paper_values) if usable else v
     elif adj is None:                           # tested in the page's family: its adjusted p
         p_adj, m = _number(e["p_adj"]), int(e.get("m", 1))
         v = verdict(est, lo, hi, c.expected_sign, c.margin_value(), n=n, p_adj=p_adj,
-                    p_eq_adj=e.get("p_eq_adj"))
+                    p_eq_adj=e.get("p_eq_adj"), paper=paper_values)
     else:
         p_adj, p_eq_adj, m = adj
-        v = verdict(est, lo, hi, c.expected_sign, c.margin_value(), n=n, p_adj=p_adj, p_eq_adj=p_eq_adj)
+        v = verdict(est, lo, hi, c.expected_sign, c.margin_value(), n=n, p_adj=p_adj, p_eq_adj=p_eq_adj,
+                    paper=paper_values)
     if np.isfinite(c.target) and v == "reproduced" and not (lo <= c.target <= hi):
         v = "not reproduced"                    # the right sign, but not the predicted law
     mde = _number(e["mde"]) if "mde" in e else mde_from_ci(lo, hi, n, VERDICT_RULES.alpha / max(m, 1))
+    rule = ""
+    if c.pooled and m > 1 and usable:          # the written rule: this pooled row alone, its raw p
+        margin = claim_margin(c.margin_value(), int(c.expected_sign))
+        rule = verdict(est, lo, hi, c.expected_sign, c.margin_value(), n=n, p_adj=p,
+                       p_eq_adj=equivalence_p(est, lo, hi, n, margin), paper=paper_values)
+        rule = "" if rule == v else rule
     known = {"estimate", "ci_lo", "ci_hi", "n", "p_value", "p_adj", "m", "mde", "verdict", "note", "tier", "p_eq_adj"}
     return ClaimRecord(id=c.id, statement=c.claim, page=c.page, href=c.href, family=c.family_name, unit=c.unit,
                        expected_sign=int(c.expected_sign), estimate=est, ci_lo=lo if usable else math.nan,
@@ -263,7 +321,9 @@ def _record(c: Claim, e: dict, adj) -> ClaimRecord:
                        mde=mde, verdict=v, tier=str(e.get("tier") or ""), paper=_paper_value(c.paper),
                        note=str(e.get("note") or ""), source=c.source, measured=c.measured,
                        same_runs_as=c.same_runs_as, margin=c.margin_value(), p_eq_adj=p_eq_adj,
-                       extra={k: v for k, v in e.items() if k not in known})
+                       paper_range=paper_range_of(paper_values), paper_size_text=paper_text,
+                       reading=reading(c, v, lo, hi, c.margin_value()), added=c.added, rule_verdict=rule,
+                       extra={k: x for k, x in e.items() if k not in known})
 
 
 def with_tier(records: Sequence[ClaimRecord], tier: str) -> list[ClaimRecord]:
@@ -279,8 +339,13 @@ def badge(r: ClaimRecord, claims_page: str = "claims.html") -> str:
     """The claim's id and verdict as a link to its row on the claims page; the one way a page states a
     claim's verdict (``data-claim`` / ``data-verdict`` let a test check every page against the others)."""
     v = _html.escape(r.verdict)
+    extra = ""
+    if getattr(r, "reading", ""):                  # which way a no-change claim failed
+        extra += f" ({_html.escape(r.reading)})"
+    if getattr(r, "rule_verdict", ""):             # a registered family the written rule reads differently
+        extra += f" (registered; under the family rule, this row alone: {_html.escape(r.rule_verdict)})"
     return (f'<a class="claim-ref verdict-{r.verdict.replace(" ", "-")}" href="{claims_page}#{anchor(r.id)}" '
-            f'data-claim="{_html.escape(r.id)}" data-verdict="{v}">{_html.escape(r.id)}: <b>{v}</b></a>')
+            f'data-claim="{_html.escape(r.id)}" data-verdict="{v}">{_html.escape(r.id)}: <b>{v}</b>{extra}</a>')
 
 
 #: How a built page marks a verdict it states (:func:`badge`, the claims page's rows).

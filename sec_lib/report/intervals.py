@@ -225,6 +225,42 @@ def pooled_diff(runs: pd.DataFrame, compare_col: str, a, b, metric: str, pool: S
     out = values_ci(per_seed.to_numpy(), level)
     out["n_groups"] = int(d.reset_index()[pool].drop_duplicates().shape[0]) if pool else int(len(d) > 0)
     out["excluded"] = excluded
+    if len(pool) == 1:
+        out.update(groups_differ(d.rename("diff").reset_index().rename(columns={pool[0]: "group"}), pair_on))
+    return out
+
+
+def groups_differ(diffs: pd.DataFrame, pair_on: str = "seed", alpha: float = 0.05) -> dict:
+    """The group × arm test of a pooled row: do its groups' (the losses') paired differences differ? ``diffs``:
+    columns ``pair_on``, group, diff (one paired difference per seed and group). A one-way repeated-measures ANOVA,
+    the seeds as subjects and the groups as the within factor, on the seeds that have every group (statsmodels'
+    ``AnovaRM`` gives the same F and p). Returns ``groups_p`` (NaN without a test: fewer than 2 groups or 2 complete
+    seeds, or no residual spread), ``groups_differ`` (p < ``alpha``), ``group_means`` ({group: mean difference})
+    and ``apart``: where the test rejects, the group whose mean lies farthest from the mean of the others, and the
+    sentence naming it ('ms stands apart: −0.01 against +0.61 to +0.72 for the others'); '' otherwise."""
+    w = diffs.pivot_table(index=pair_on, columns="group", values="diff", aggfunc="first").dropna()
+    means = {str(g): float(v) for g, v in diffs.groupby("group")["diff"].mean().items()}
+    out = {"groups_p": math.nan, "groups_differ": False, "group_means": means, "apart": ""}
+    n, k = w.shape
+    if k < 2 or n < 2:
+        return out
+    x = w.to_numpy(float)
+    grand = x.mean()
+    ss_groups = n * ((x.mean(axis=0) - grand) ** 2).sum()
+    ss_subjects = k * ((x.mean(axis=1) - grand) ** 2).sum()
+    ss_error = ((x - grand) ** 2).sum() - ss_groups - ss_subjects
+    df1, df2 = k - 1, (k - 1) * (n - 1)
+    if not ss_error > 1e-12 * max(1.0, ((x - grand) ** 2).sum()):
+        return out
+    f = (ss_groups / df1) / (ss_error / df2)
+    p = float(stats.f.sf(f, df1, df2))
+    out.update(groups_p=p, groups_differ=bool(p < alpha))
+    if p < alpha:
+        col = {g: float(v) for g, v in w.mean().items()}
+        far = max(col, key=lambda g: abs(col[g] - np.mean([v for h, v in col.items() if h != g])))
+        others = [v for h, v in col.items() if h != far]
+        rng = f"{min(others):+.2f}" if len(others) == 1 else f"{min(others):+.2f} to {max(others):+.2f}"
+        out["apart"] = f"{far} stands apart: {col[far]:+.2f} against {rng} for the others"
     return out
 
 

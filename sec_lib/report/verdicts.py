@@ -14,8 +14,12 @@ from ._common import finite_values, is_missing, t_interval, zero_spread
 from .intervals import DEFAULT_METRICS
 from .power import min_detectable_effect
 
-#: All possible verdicts (see :func:`verdict`).
-VERDICTS = ("reproduced", "not reproduced", "inconclusive", "not testable offline")
+#: All possible verdicts (see :func:`verdict`): whether there is a signal, and how its size compares with the
+#: paper's (after LeBel, Vanpaemel, Cheung and Campbell, *A Brief Guide to Evaluate Replications*, 2019).
+VERDICTS = ("reproduced", "larger than claimed", "smaller than claimed", "negligible", "not reproduced",
+            "inconclusive", "not testable offline")
+#: The words that mean "the claimed direction holds" (a signal on the claimed side), whatever its size.
+SIGNAL_WORDS = ("reproduced", "larger than claimed", "smaller than claimed", "negligible")
 
 
 # -------------------------------------------------------------------------------------------- verdicts
@@ -170,9 +174,51 @@ def _passes(p) -> bool:
     return is_missing(p) or float(p) < VERDICT_RULES.alpha
 
 
+def paper_range_of(paper) -> tuple[float, float] | None:
+    """``(smallest, largest)`` of the paper's reported values for a claim (a number, a sequence of numbers, or None),
+    or None when the paper gives no size. ValueError for a value that is not a finite number."""
+    if paper is None:
+        return None
+    vals = [paper] if isinstance(paper, numbers.Real) and not isinstance(paper, bool) else list(paper)
+    if not vals:
+        return None
+    for v in vals:
+        if isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(float(v)):
+            raise ValueError(f"the paper's values must be finite numbers, got {v!r}")
+    return float(min(vals)), float(max(vals))
+
+
+def size_word(ci_lo, ci_hi, expected_sign: int, paper) -> str:
+    """How a signal's size compares with the paper's values ``paper`` (:func:`paper_range_of`), in the claimed
+    direction: 'smaller than claimed' (the whole interval lies below the paper's smallest value), 'larger than
+    claimed' (above its largest) or 'reproduced' (the interval reaches the paper's range). 'reproduced' without a
+    paper size or for a no-change claim."""
+    rng = paper_range_of(paper)
+    sign = _check_sign(expected_sign)
+    if rng is None or sign == 0:
+        return "reproduced"
+    lo, hi = sorted((sign * float(ci_lo), sign * float(ci_hi)))       # the claimed direction counts as positive
+    p_lo, p_hi = sorted((sign * rng[0], sign * rng[1]))
+    if hi < p_lo:
+        return "smaller than claimed"
+    if lo > p_hi:
+        return "larger than claimed"
+    return "reproduced"
+
+
+def refine(word: str, ci_lo, ci_hi, expected_sign: int, paper) -> str:
+    """A verdict decided without the paper's size (a page's own family table) with it: a 'reproduced' becomes
+    :func:`size_word`'s word; every other word stays."""
+    if word != "reproduced" or is_missing(ci_lo) or is_missing(ci_hi):
+        return word
+    return size_word(ci_lo, ci_hi, expected_sign, paper)
+
+
 def verdict(estimate, ci_lo, ci_hi, expected_sign: int = +1, margin=None, n=None, p_adj=None,
-            p_eq_adj=None) -> str:
-    """The verdict word for one claim: one of :data:`VERDICTS`.
+            p_eq_adj=None, paper=None) -> str:
+    """The verdict word for one claim: one of :data:`VERDICTS`. It answers two questions: is there a signal, and
+    how does its size compare with the paper's values ``paper`` (a number or a sequence: the paper's reported gains
+    for the claim; None: the paper gives no size)?
 
     Arguments: the ``estimate`` (e.g. the mean paired difference SEC − baseline), its confidence
     interval ``[ci_lo, ci_hi]`` (95%), the direction the claim predicts (``expected_sign``: +1 the
@@ -187,10 +233,14 @@ def verdict(estimate, ci_lo, ci_hi, expected_sign: int = +1, margin=None, n=None
 
     **Directional claim** (``expected_sign`` ±1):
 
-    * *not reproduced* if the interval lies entirely inside ``±margin`` (the effect is shown to be
-      negligible; checked first, so a significant but negligible effect is never *reproduced*) and
-      ``p_eq_adj < 0.05``; or if the interval lies entirely on the wrong side of 0 and ``p_adj < 0.05``;
-    * *reproduced* if the interval lies entirely on the predicted side of 0 and ``p_adj < 0.05``;
+    * *not reproduced* if the interval lies entirely on the wrong side of 0 and ``p_adj < 0.05`` (opposite);
+      or if it lies entirely inside ``±margin``, contains 0 and ``p_eq_adj < 0.05`` (no effect);
+    * *negligible* if it lies entirely inside ``±margin`` on the predicted side of 0 and ``p_eq_adj < 0.05``
+      (a signal too small to matter, whatever the paper's size);
+    * with the interval entirely on the predicted side of 0 (and beyond the margin) and ``p_adj < 0.05``, a
+      signal, sized against the paper's values (:func:`size_word`): *smaller than claimed* if the whole
+      interval lies below the paper's smallest value, *larger than claimed* if above its largest, *reproduced*
+      if it reaches the paper's range, or where the paper gives no size;
     * *inconclusive* in every other case (the interval contains 0, or the adjusted p is too large).
 
     **No-change claim** (``expected_sign`` 0), an equivalence test:
@@ -244,12 +294,14 @@ def verdict(estimate, ci_lo, ci_hi, expected_sign: int = +1, margin=None, n=None
         return "inconclusive"
 
     s_lo, s_hi = sorted((expected_sign * lo, expected_sign * hi))   # the interval with "predicted" = positive
-    if inside_margin:
-        return "not reproduced" if _passes(p_eq_adj) else "inconclusive"
-    if s_hi < 0 and _passes(p_adj):
+    if s_hi < 0 and _passes(p_adj) and not inside_margin:
         return "not reproduced"
+    if inside_margin:
+        if not _passes(p_eq_adj):
+            return "inconclusive"
+        return "negligible" if s_lo > 0 else "not reproduced"
     if s_lo > 0 and _passes(p_adj):
-        return "reproduced"
+        return size_word(lo, hi, expected_sign, paper)
     return "inconclusive"
 
 
@@ -371,6 +423,8 @@ def equivalence_words(r) -> str:
         return ""
     if sign == 0:                                    # a no-change claim: 'reproduced' is the equivalence
         return f": within ±{m:g} points" if get("verdict") == "reproduced" else ""
+    if get("verdict") == "negligible":
+        return f": a change smaller than {m:g} points"
     return f": no effect larger than {m:g} points" if get("verdict") == "not reproduced" else ""
 
 

@@ -32,6 +32,8 @@ from ..report import min_detectable_effect
 from . import followup, tier
 from .train import TrainConfig
 
+#: The question it answers, as the pages name it.
+QUESTION = "has the SEC − none gap stopped moving at 13,500 iterations?"
 #: The follow-up's id on the pages.
 ID = "C4L"
 #: The length of its runs: 1.5 × the tier's 13,500.

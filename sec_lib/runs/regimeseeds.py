@@ -35,6 +35,8 @@ from . import followup, tier
 from .plan import planned_seeds
 from .train import TrainConfig
 
+#: The question it answers, as the pages name it.
+QUESTION = "does SEC gain less when fine-tuning than from scratch, on fresh seeds?"
 #: The follow-up's id on the pages.
 ID = "P1c"
 #: The seed count's cap.

@@ -36,6 +36,8 @@ import pandas as pd
 from . import followup, selection, tier
 from .train import TrainConfig
 
+#: The question it answers, as the pages name it.
+QUESTION = "does SEC add anything to a baseline trained with the authors' weight decay?"
 #: The follow-up's id on the pages.
 ID = "C4W"
 #: The nonzero weight-decay grid of selection 1 (the point 0 is the tier's η = 0 held-out runs).

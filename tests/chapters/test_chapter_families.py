@@ -224,7 +224,7 @@ def test_optim_page_is_one_family():
     from dataclasses import replace
     from sec_lib.report.claims import ClaimRecord
     c4 = ClaimRecord(id="C4", statement="SEC improves R@1 on average over the losses", page="compare",
-                     href="compare.html", family="pooled, main table's η", unit="pp", expected_sign=1, estimate=1.5,
+                     href="compare.html", family="pooled, the paper's η", unit="pp", expected_sign=1, estimate=1.5,
                      ci_lo=0.1, ci_hi=2.9, n=3, n_counts="seeds", p_value=0.042, p_adj=0.042, m=1, mde=2.0,
                      verdict="reproduced")
     said = optim.page_reading(fam, c4)

@@ -35,7 +35,7 @@ def headline_frame():
 def test_headline_sentences_count_intervals_and_quote_the_paper():
     g = headline_frame()
     paper = home.paper_headline()
-    s = home.headline_sentences(g, paper, {"reproduced": 2, "not reproduced": 1, "inconclusive": 0})
+    s = home.headline_sentences(g, paper, {"holds": 2, "fails": 1, "undecided": 0, "rows": 7})
     assert len(s) == 3
     # selected: diffs 1, 2, 3, 4 with ±1.5 -> above zero for 2, 3, 4 (lo 0.5, 1.5, 2.5); none below
     assert "above zero for 3 of 4 losses and below zero for 0" in s[0]
@@ -43,16 +43,13 @@ def test_headline_sentences_count_intervals_and_quote_the_paper():
     assert "above zero for 0 of 4 losses and below zero for 1" in s[1]
     lo, hi = paper["paper_gain"].min(), paper["paper_gain"].max()
     assert f"{lo:+.1f} to {hi:+.1f}" in s[1] and "4 datasets" in s[1]
-    assert "the 3 bodies of evidence read from the decisive tier" in s[2] and "**reproduced** 2" in s[2]
-    assert "inconclusive" not in s[2] and "quick-tier" not in s[2]
-    s = home.headline_sentences(g, paper, {"reproduced": 2, "inconclusive": 1, "quick tier only": 4})
-    assert "the 3 bodies of evidence" in s[2] and "4 more have quick-tier evidence only and are not counted" in s[2]
+    # the tally counts questions, each once, with the rows beneath them
+    assert "decided on the decisive tier, 3 in all, each counted once: **2** hold, **1** fails" in s[2]
+    assert "(7 rows of evidence lie beneath them)" in s[2] and "undecided" not in s[2]
     assert "could not be computed" in home.headline_sentences(g, paper, {"error": "no runs"})[2]
     # each claim is read from the tier its page shows, and the sentence names every long tier the claims read
-    s = home.headline_sentences(g, paper, {"reproduced": 1, "inconclusive": 2, "tiers": ("decisive", "gpu")})
-    assert "the 3 bodies of evidence read from the decisive and gpu tiers give" in s[2]
-    s = home.headline_sentences(g, paper, {"inconclusive": 3, "tiers": ("decisive",)})
-    assert "read from the decisive tier give" in s[2]
+    s = home.headline_sentences(g, paper, {"holds": 1, "undecided": 2, "tiers": ("decisive", "gpu")})
+    assert "decided on the decisive and gpu tiers, 3 in all" in s[2] and "**2** are undecided" in s[2]
 
 
 def test_paper_headline_is_table1_sec_minus_none():

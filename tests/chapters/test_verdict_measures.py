@@ -141,7 +141,8 @@ def test_tally_counts_each_body_of_evidence_once():
     table = pd.DataFrame({"claim": ["C4", "Q6a", "Q3", "C1", "Q8a"],
                           "verdict": ["reproduced"] * 3 + ["inconclusive", "reproduced"],
                           "same_runs_as": ["", "C4", "C4", "", ""], "tier": ["decisive"] * 4 + ["cpu"]})
-    assert claims.verdict_counts(table) == {"reproduced": 1, "not reproduced": 0, "inconclusive": 1,
+    assert claims.verdict_counts(table) == {"reproduced": 1, "larger than claimed": 0, "smaller than claimed": 0,
+                                            "negligible": 0, "not reproduced": 0, "inconclusive": 1,
                                             "not testable offline": 0, claims.QUICK_ONLY: 1}
     s = claims.counts_sentence(table)
     assert s.startswith("Of 2 bodies of evidence on the decisive tier (Q6a uses the same runs as C4")

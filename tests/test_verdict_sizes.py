@@ -1,0 +1,220 @@
+"""The two-part verdict (DESIGN.md, after LeBel et al. 2019): a signal, sized against the paper's values; the loss ×
+arm test of a pooled row; the family rule's word beside a registered one; a failed no-change claim's direction."""
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from sec_lib import report as R
+from sec_lib.report.claims import Claim, decide
+
+PAPER = (1.66, 7.48)       # C4v's: the paper's per-loss, per-dataset SEC − none gains
+
+
+@pytest.mark.parametrize("lo,hi,sign,paper,want", [
+    (0.34, 0.65, +1, PAPER, "smaller than claimed"),          # C4v on the committed tier
+    (0.34, 1.66, +1, PAPER, "reproduced"),                    # reaching the smallest value counts as consistent
+    (0.34, 1.659, +1, PAPER, "smaller than claimed"),
+    (2.0, 3.0, +1, PAPER, "reproduced"),
+    (7.0, 9.0, +1, PAPER, "reproduced"),
+    (7.49, 9.0, +1, PAPER, "larger than claimed"),
+    (7.48, 9.0, +1, PAPER, "reproduced"),                     # the largest value, inclusive
+    (0.34, 0.65, +1, None, "reproduced"),                     # no size in the paper: today's word
+    (0.34, 0.65, +1, [], "reproduced"),
+    (-0.65, -0.34, -1, (-7.48, -1.66), "smaller than claimed"),   # a decrease, sized in its own direction
+    (-9.0, -7.6, -1, (-7.48, -1.66), "larger than claimed"),
+    (0.34, 0.65, +1, 4.29, "smaller than claimed"),           # one value
+])
+def test_size_words_at_their_boundaries(lo, hi, sign, paper, want):
+    assert R.size_word(lo, hi, sign, paper) == want
+    assert R.verdict((lo + hi) / 2, lo, hi, sign, 0.3, n=5, p_adj=0.001, paper=paper) == want
+
+
+@pytest.mark.parametrize("est,lo,hi,margin,p_adj,p_eq,want", [
+    (0.49, 0.34, 0.65, 0.5, 0.001, 0.45, "smaller than claimed"),     # crosses the margin: a sized signal
+    (0.3, 0.1, 0.45, 0.5, 0.001, 0.01, "negligible"),                 # a signal inside ±margin
+    (0.3, 0.1, 0.45, 0.5, 0.001, 0.2, "inconclusive"),                # ... whose equivalence fails after Holm
+    (0.05, -0.11, 0.20, 0.5, 0.5, 0.001, "not reproduced"),           # no effect (C5v)
+    (-0.4, -0.67, -0.13, 0.5, 0.015, 0.2, "not reproduced"),          # the wrong side, p passes: opposite (P1 alone)
+    (-0.4, -0.67, -0.13, 0.5, 0.077, 0.2, "inconclusive"),            # ... not after Holm over 5 (P1 registered)
+    (-0.8, -1.1, -0.55, 0.5, 0.001, 1.0, "not reproduced"),
+    (0.49, 0.34, 0.65, 0.5, 0.077, 0.45, "inconclusive"),             # a signal that Holm takes away
+    (0.49, -0.1, 1.2, 0.5, 0.3, 0.9, "inconclusive"),
+])
+def test_signal_words_on_hand_made_intervals(est, lo, hi, margin, p_adj, p_eq, want):
+    assert R.verdict(est, lo, hi, +1, margin, n=5, p_adj=p_adj, p_eq_adj=p_eq, paper=PAPER) == want
+
+
+def test_an_estimate_that_grows_with_more_seeds_does_not_flip_to_not_reproduced():
+    """The old rule ran backwards: the same mean with a shrinking interval went from 'reproduced' to 'not
+    reproduced'. Now it goes from 'smaller than claimed' to 'negligible' (a signal too small), never 'no effect'."""
+    words = []
+    for half in (0.15, 0.05, 0.01):
+        lo, hi = 0.45 - half, 0.45 + half
+        words.append(R.verdict(0.45, lo, hi, +1, 0.5, n=30, p_adj=1e-6, p_eq_adj=1e-3, paper=PAPER))
+    assert words == ["smaller than claimed", "negligible", "negligible"]
+
+
+def test_refine_sizes_only_a_reproduced_word():
+    assert R.refine("reproduced", 0.34, 0.65, +1, PAPER) == "smaller than claimed"
+    for w in ("not reproduced", "inconclusive", "negligible", "not testable offline"):
+        assert R.refine(w, 0.34, 0.65, +1, PAPER) == w
+    assert R.refine("reproduced", 0.34, 0.65, +1, None) == "reproduced"
+    with pytest.raises(ValueError, match="finite"):
+        R.paper_range_of([1.0, float("nan")])
+
+
+# -- the loss × arm test -------------------------------------------------------------------------------------------
+
+def _runs(gains, seeds=5, noise=0.1, seed=0):
+    rng = np.random.default_rng(seed)
+    return pd.DataFrame([{"loss": l, "seed": s, "variant": v, "status": "done",
+                          "R@1": 70 + rng.normal(0, 1) * 0 + (g if v == "sec" else 0) + rng.normal(0, noise)}
+                         for s in range(seeds) for l, g in gains.items() for v in ("none", "sec")])
+
+
+def test_a_pooled_row_of_losses_that_differ_is_flagged_and_names_the_one_apart():
+    out = R.pooled_diff(_runs({"triplet": 0.6, "semihard": 0.7, "npair": 0.65, "ms": -0.3}), "variant", "none", "sec",
+                        "R@1")
+    assert out["groups_differ"] and out["groups_p"] < 1e-3
+    assert out["apart"].startswith("ms stands apart: -0.")
+    equal = R.pooled_diff(_runs({"triplet": 0.5, "semihard": 0.5, "npair": 0.5, "ms": 0.5}), "variant", "none", "sec",
+                          "R@1")
+    assert not equal["groups_differ"] and equal["apart"] == "" and equal["groups_p"] > 0.05
+
+
+def test_the_loss_by_arm_test_is_a_repeated_measures_anova():
+    anova = pytest.importorskip("statsmodels.stats.anova")
+    rng = np.random.default_rng(3)
+    d = pd.DataFrame([{"seed": s, "group": g, "diff": m + rng.normal(0, 0.4) + 0.3 * s}
+                      for s in range(6) for g, m in (("a", 0.1), ("b", 0.5), ("c", 0.2), ("d", 0.9))])
+    got = R.groups_differ(d)
+    res = anova.AnovaRM(d, "diff", "seed", within=["group"]).fit().anova_table
+    assert got["groups_p"] == pytest.approx(float(res["Pr > F"].iloc[0]), rel=1e-9)
+    assert got["group_means"]["d"] == pytest.approx(d[d.group == "d"]["diff"].mean())
+    assert math.isnan(R.groups_differ(d[d.group == "a"])["groups_p"])      # one group: no test
+
+
+# -- records: the paper's size, the family rule, which way a no-change claim failed ----------------------------------
+
+class _Ev:
+    def __init__(self, values):
+        self.values = values
+
+
+def _claim(cid, values, sign=+1, **kw):
+    def estimate(ev):
+        x = np.asarray(values, float)
+        lo, hi = stats.t.interval(0.95, len(x) - 1, loc=x.mean(), scale=stats.sem(x))
+        return {"estimate": x.mean(), "ci_lo": lo, "ci_hi": hi, "n": len(x),
+                "p_value": stats.ttest_1samp(x, 0).pvalue}
+    return Claim(id=cid, claim=cid, estimate=estimate, expected_sign=sign, page="p", **kw)
+
+
+def test_a_record_carries_the_papers_size_and_its_text():
+    c = _claim("C", [0.4, 0.5, 0.6, 0.45, 0.55], paper_size=lambda: [1.66, 7.48, 3.0],
+               paper_size_text=lambda v: f"the paper's {min(v):.1f}–{max(v):.1f} on CUB, Cars, SOP and In-Shop")
+    (r,) = decide([c], _Ev(None))
+    assert r.verdict == "smaller than claimed" and r.paper_range == (1.66, 7.48)
+    assert r.paper_size_text == "the paper's 1.7–7.5 on CUB, Cars, SOP and In-Shop"
+    (plain,) = decide([_claim("D", [0.4, 0.5, 0.6, 0.45, 0.55])], _Ev(None))
+    assert plain.verdict == "reproduced" and plain.paper_range is None
+
+
+def test_the_family_rule_shows_its_word_beside_a_registered_pooled_row():
+    pooled = _claim("P", [-0.23, -0.11, -0.53, -0.65, -0.48], family="F", pooled=True, margin=0.5)
+    comps = [_claim(f"P{i}", v, family="F", margin=0.5) for i, v in enumerate(
+        ([0.1, -0.3, 0.2, 0.0, -0.1], [0.3, -0.2, 0.1, 0.2, -0.4], [0.0, 0.1, -0.2, 0.3, 0.1], [-0.1, 0.2, 0.0, 0.1, 0.3]))]
+    recs = {r.id: r for r in decide([pooled, *comps], _Ev(None))}
+    p = recs["P"]
+    assert p.m == 5 and p.verdict == "inconclusive" and p.rule_verdict == "not reproduced"
+    assert all(recs[f"P{i}"].rule_verdict == "" for i in range(4))     # only pooled rows are re-read
+
+
+def test_a_failed_no_change_claim_says_which_way_it_failed():
+    words = ("a running mean does better than the batch mean", "the batch mean does better than a running mean")
+    (below,) = decide([_claim("Q1", [-1.2, -1.6, -1.4, -1.7, -1.5], sign=0, failed_words=words)], _Ev(None))
+    assert below.verdict == "not reproduced" and below.reading == words[1]
+    (above,) = decide([_claim("Q1", [1.2, 1.6, 1.4, 1.7, 1.5], sign=0, failed_words=words)], _Ev(None))
+    assert above.reading == words[0]
+    (held,) = decide([_claim("Q1", [0.1, -0.1, 0.05, 0.0, -0.05], sign=0, failed_words=words)], _Ev(None))
+    assert held.verdict == "reproduced" and held.reading == ""
+
+
+# -- on the committed decisive tier --------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def committed():
+    """The records of the compare, pretrained and μ pages as the book decides them on the committed decisive tier."""
+    from sec_lib.chapters import evidence
+    out = {}
+    for page in ("compare", "pretrained", "mu"):
+        out.update({r.id: r for r in evidence.page_records(page, evidence.page_evidence(page, "cpu"))})
+    if out["C4v"].tier != "decisive":
+        pytest.skip("the decisive tier is not in this checkout")
+    return out
+
+
+def test_the_primary_test_reads_smaller_than_claimed_and_names_the_loss_apart(committed):
+    r = committed["C4v"]
+    assert r.evidence == "+0.49 [+0.34, +0.65]" and r.verdict == "smaller than claimed"
+    assert r.paper_range == pytest.approx((1.66, 7.48))
+    assert r.paper_size_text == "the paper's gains of +1.7 to +7.5 R@1 points on CUB, Cars, SOP and In-Shop (Table 1)"
+    assert r.extra["groups_differ"] and r.extra["groups_p"] == pytest.approx(0.018, abs=0.001)
+    assert r.extra["apart"].startswith("ms stands apart: -0.01 against +0.61 to +0.69")
+
+
+def test_sec_against_l2_reg_at_the_held_out_arms_is_a_claim_of_its_own(committed):
+    r = committed["C5v"]
+    assert r.evidence == "+0.05 [-0.11, +0.20]" and r.verdict == "not reproduced" and r.m == 1
+    assert r.added.startswith("added after the runs") and r.family == "SEC − L2-reg, held-out arms"
+    assert committed["C5"].evidence == "-0.05 [-0.38, +0.27]"               # the paper's η, named as such
+    assert "paper's η" in committed["C5"].statement
+
+
+def test_the_regime_interaction_shows_its_registered_word_and_the_rules(committed):
+    r = committed["P1"]
+    assert r.verdict == "inconclusive" and r.m == 5 and r.rule_verdict == "not reproduced"
+    from sec_lib.report.claims import badge
+    assert "(registered; under the family rule, this row alone: not reproduced)" in badge(r)
+
+
+def test_q1_says_the_batch_mean_does_better(committed):
+    r = committed["Q1"]
+    assert r.verdict == "not reproduced" and r.reading == "the batch mean does better than a running mean"
+
+
+def test_the_landing_answer_sets_sec_against_the_paper_and_l2_reg(committed):
+    from sec_lib.chapters import home
+    e = {"estimate": committed["C4v"].estimate, "ci_lo": committed["C4v"].ci_lo, "ci_hi": committed["C4v"].ci_hi,
+         "n": committed["C4v"].n, "record": committed["C4v"], "versus_l2": committed["C5v"], "relative": None}
+    s = home.answer_sentence(e, home.paper_headline())
+    assert s.startswith("**On glyphs, SEC's effect on R@1 is real but smaller than the paper reports: +0.49 [+0.34, "
+                        "+0.65] points")
+    assert "A plain L2 penalty toward zero does as well." in s
+    assert "SEC − L2-reg at the held-out arms: +0.05 [-0.11, +0.20] (claim C5v, *not reproduced*" in s
+    assert "ms stands apart" in s
+
+
+def test_the_scorecard_counts_questions_once_with_their_rows_beneath():
+    from sec_lib.chapters import claims
+    ids = ["C3", "C3b", "C4", "C4v", "C4a", "C5", "C5v", "Q2", "Q6b", "Q6c", "Q6d", "Q8a", "Q8a-r", "Q10a", "Q10b",
+           "Q1", "Q9"]
+    words = {"C3": "inconclusive", "C3b": "not reproduced", "C4": "reproduced", "C4v": "smaller than claimed",
+             "C4a": "inconclusive", "C5": "not reproduced", "C5v": "not reproduced", "Q2": "inconclusive",
+             "Q6b": "not reproduced", "Q6c": "not reproduced", "Q6d": "reproduced", "Q8a": "reproduced",
+             "Q8a-r": "reproduced", "Q10a": "reproduced", "Q10b": "reproduced", "Q1": "not reproduced",
+             "Q9": "inconclusive"}
+    table = pd.DataFrame({"claim": ids, "text": ids, "verdict": [words[i] for i in ids], "tier": "decisive"})
+    qs = claims.questions(table).set_index("key")
+    assert qs.loc["C3", "decides"] == "C3b" and qs.loc["C3", "beneath"] == ["C3"]       # the follow-up decides
+    assert qs.loc["Q6", "decides"] == "Q6d" and qs.loc["C4", "decides"] == "C4v"
+    assert qs.loc["C4", "group"] == "holds in direction, smaller than the paper's"
+    assert qs.loc["C5", "beneath"] == ["C5v", "Q2"] and qs.loc["Q10", "beyond"]
+    assert claims.question_counts(claims.questions(table)) == {
+        "holds": 2, "holds in direction, smaller than the paper's": 1, "fails": 3, "undecided": 1}   # Q10 apart
+    s = claims.questions_sentence(claims.questions(table), table)
+    assert "7 in all: **2** hold, **1** holds in direction but is smaller than the paper's, **3** fail, **1** is " \
+           "undecided" in s and "17 rows lie beneath them" in s and "which the paper never claimed" in s
