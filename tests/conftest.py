@@ -4,6 +4,13 @@ sweep (every notebook executed at smoke parameters; the pages' tests read its ou
 cub-smoke book on fixture folders (run and built; issue 25's end-to-end test). The smoke sweep's site is built in the
 background too, once its notebooks ran.
 
+The smoke sweep runs the book as a user of the wheel does (README, "Without a checkout"): a wheel built from a clean
+copy of the checkout, installed apart from it (``pip install --no-deps --target``; this environment serves the
+dependencies), and ``sec-book run --profile smoke`` from an empty folder, with the checkout not on ``sys.path``. The
+wheel does not carry the committed tiers and follow-ups (``data/reference/<tier>/``, ``data/followups/``): they are
+linked beside the installed package, where the library looks for them, so that the pages show what a checkout's do;
+the glyph backbone (``data/reference/pretrained/``) is the wheel's own.
+
 The two books run one after the other, each in one process (``--jobs 1``), so that together they keep one core busy
 and the other tests the other. Run side by side with two processes each, they shared both cores with the tests for
 their first minutes and left one idle after: the whole suite took 518 s on a 2-core machine, against 408 s this
@@ -90,10 +97,10 @@ def _new_site(tmp: Path) -> Path:
     return site
 
 
-def _launch(name: str, tmp: Path, site: Path, cmd: list, env: dict) -> None:
+def _launch(name: str, tmp: Path, site: Path, cmd: list, env: dict, cwd: Path = REPO, **extra) -> None:
     out, err = open(tmp / "sweep.stdout", "w+", encoding="utf-8"), open(tmp / "sweep.stderr", "w+", encoding="utf-8")
-    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=out, stderr=err, text=True, start_new_session=True)
-    _SWEEPS[name] = dict(tmp=tmp, site=site, proc=proc, out=out, err=err)
+    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=out, stderr=err, text=True, start_new_session=True)
+    _SWEEPS[name] = dict(tmp=tmp, site=site, proc=proc, out=out, err=err, **extra)
 
 
 def _step(tmp: Path, name: str, cmd: list) -> str:
@@ -112,20 +119,90 @@ def _step_result(tmp: Path, name: str):
                                        (tmp / f"{name}.err").read_text())
 
 
+def setup_py():
+    """The checkout's setup.py as a module (its PROJECT_FILES, REPO_FILES), without running setup() (it does so only
+    as ``__main__``)."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("sec_setup", REPO / "setup.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def wheel_source(tmp: Path) -> Path:
+    """A clean copy of the checkout at ``tmp/src`` to build a wheel from: without its caches, outputs, tests and
+    git-ignored folders (``sec_lib/data`` stays; of ``data/``, only the committed files the wheel ships, setup.py's
+    REPO_FILES: where one is missing, building the wheel names it)."""
+    src = tmp / "src"
+    top = {".git", ".venv", "node_modules", "data", "_build", "build", "dist", "tests", "bench", ".pytest_cache"}
+
+    def ignore(folder, names):              # the checkout's caches and outputs; sec_lib/data stays
+        skip = {n for n in names if n == "__pycache__" or n.endswith(".egg-info")}
+        if Path(folder).resolve() == REPO.resolve():
+            skip |= top & set(names)
+        if Path(folder).resolve() == (REPO / "book").resolve():
+            skip |= {"nb"} & set(names)
+        return skip
+    shutil.copytree(REPO, src, ignore=ignore)
+    for name in setup_py().REPO_FILES:
+        if (REPO / name).is_file():
+            (src / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / name, src / name)
+    return src
+
+
+def wheel_command(src: Path, out: Path) -> list:
+    """``pip wheel`` of ``src`` into ``out`` (no dependencies, no build isolation: this environment's setuptools)."""
+    return [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(out), str(src)]
+
+
 def _start_smoke_sweep(tmp_path_factory) -> None:
-    """Start ``python -m sec_lib.book run --profile smoke --jobs 1`` into a fresh site and result store under
-    ``tmp_path_factory`` (nothing under data/runs or book/nb is touched), then ``build`` the site when it succeeded.
-    The run's output goes to files and its exit status is the process's; the build's output and exit status go to
-    ``build.{out,err,rc}``. A file ``done`` marks the end of both."""
+    """Build a wheel from a clean copy of the checkout (``wheel.{out,err,rc}``, the wheel in ``wheel/``), install it
+    apart (``pip install --no-deps --target installed/``: ``install.{out,err,rc}``), link the committed tiers and
+    follow-ups beside it (see this module's docstring), then run ``sec-book run --profile smoke --jobs 1`` (the
+    wheel's console script) from the empty folder ``elsewhere/``, which creates the site ``elsewhere/sec-book/``, with
+    ``PYTHONPATH`` the installed folder only and a fresh result store under ``tmp_path_factory`` (nothing under
+    data/runs or book/nb is touched; the glyph cache is the checkout's), then ``sec-book build`` the site when it
+    succeeded (``SEC_NODE_MODULES``: the checkout's ``node_modules``). The run's output goes to files and its exit
+    status is the process's (a failed wheel or install step ends it, its last line on stderr naming the step); the
+    build's output and exit status go to ``build.{out,err,rc}``. A file ``done`` marks the end of all. The script is
+    ``sweep.sh`` beside them."""
+    from sec_lib.data.glyph_pool import default_data_dir
     tmp = tmp_path_factory.mktemp("smoke")
-    site = _new_site(tmp)
-    book = [sys.executable, "-m", "sec_lib.book"]
-    run = [*book, "run", "--profile", "smoke", "--site", str(site), "--jobs", "1"]
-    build = _step(tmp, "build", [*book, "build", "--site", str(site)])
-    done = shlex.quote(str(tmp / "done"))       # the cub-smoke book waits for it (see _start_cub_smoke_book)
-    script = f"{' '.join(map(shlex.quote, run))}; rc=$?; [ $rc = 0 ] && {{ {build}; }}; touch {done}; exit $rc"
-    _launch("smoke_site", tmp, site, ["bash", "-c", script],
-            dict(os.environ, SEC_RUNS_DIR=str(tmp / "runs"), PYTHONUNBUFFERED="1"))
+    src = wheel_source(tmp)                     # copied now, before any test runs
+    installed, elsewhere, wheels = tmp / "installed", tmp / "elsewhere", tmp / "wheel"
+    elsewhere.mkdir()
+    site = elsewhere / "sec-book"               # made by `run` (runner.create_project)
+    q = lambda p: shlex.quote(str(p))           # noqa: E731
+    sec_book = str(installed / "bin" / "sec-book")
+
+    def stop_unless(step: str, what: str) -> str:
+        f = {x: q(tmp / f"{step}.{x}") for x in ("out", "err", "rc")}
+        return (f'[ "$(cat {f["rc"]})" = 0 ] || {{ cat {f["out"]} {f["err"]} >&2; echo "smoke sweep: {what} failed '
+                f'(exit $(cat {f["rc"]})); its output is above" >&2; exit 3; }}')
+    reference, linked = REPO / "data" / "reference", installed / "data" / "reference"
+    script = "\n".join([
+        f'trap "touch {q(tmp / "done")}" EXIT',  # the cub-smoke book waits for it (see _start_cub_smoke_book)
+        _step(tmp, "wheel", wheel_command(src, wheels)),
+        stop_unless("wheel", "building a wheel of the checkout (pip wheel)"),
+        _step(tmp, "install", [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index",
+                               "--find-links", str(wheels), "--target", str(installed), "sec_lib"]),
+        stop_unless("install", "installing the wheel apart from the checkout (pip install --target)"),
+        # the committed tiers and follow-ups the wheel does not carry, where the installed library looks for them
+        f'mkdir -p {q(linked)}; for d in {q(reference)}/*; do [ -e {q(linked)}/"$(basename "$d")" ] || '
+        f'ln -s "$d" {q(linked)}/; done',
+        f"[ -e {q(REPO / 'data' / 'followups')} ] && ln -s {q(REPO / 'data' / 'followups')} {q(installed / 'data')}/",
+        f"cd {q(elsewhere)} || exit 3",
+        f"{q(sec_book)} run --profile smoke --jobs 1; rc=$?",
+        f"[ $rc = 0 ] && {{ {_step(tmp, 'build', [sec_book, 'build'])}; }}",
+        "exit $rc", ""])
+    (tmp / "sweep.sh").write_text(script, encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env.update(PYTHONPATH=str(installed), SEC_RUNS_DIR=str(tmp / "runs"),
+               SEC_DATA_DIR=str(default_data_dir().resolve()),
+               SEC_NODE_MODULES=os.environ.get("SEC_NODE_MODULES") or str(REPO / "node_modules"), PYTHONUNBUFFERED="1")
+    _launch("smoke_site", tmp, site, ["bash", str(tmp / "sweep.sh")], env, cwd=tmp, installed=installed,
+            wheels=wheels, elsewhere=elsewhere)
 
 
 def _start_cub_smoke_book(tmp_path_factory) -> None:
@@ -207,16 +284,42 @@ def _read(f) -> str:
 
 @pytest.fixture(scope="session")
 def smoke_site(tmp_path_factory):
-    """``python -m sec_lib.book run --profile smoke`` once per session into a temporary site and result
-    store (nothing under data/runs or book/nb is touched), and the site built: {"tmp", "site", "run" (the finished
-    process), "build" (the finished build; None when the run failed)}.
+    """``sec-book run --profile smoke`` once per session, from a wheel of the checkout installed apart from it, in an
+    empty folder, into a temporary site and result store (nothing under data/runs or book/nb is touched), and the
+    site built (see :func:`_start_smoke_sweep`): {"tmp", "site", "run" (the finished process: the wheel's build and
+    install, then the run), "build" (the finished build; None when the run failed), "installed" (the folder the wheel
+    was installed into), "elsewhere" (the folder the run started in)}.
     Started in the background when the tests are collected (see ``pytest_collection_modifyitems``);
-    this waits for it. tests/site/test_book.py checks the sweep; the pages' tests read the executed
-    notebooks under ``site/book/nb`` instead of executing them again."""
+    this waits for it. tests/site/test_book.py checks the sweep, tests/test_packaging.py that it ran from the wheel;
+    the pages' tests read the executed notebooks under ``site/book/nb`` instead of executing them again."""
     sweep = _finished("smoke_site", tmp_path_factory)
     proc = sweep["proc"]
     run = subprocess.CompletedProcess(proc.args, proc.returncode, _read(sweep["out"]), _read(sweep["err"]))
-    return {"tmp": sweep["tmp"], "site": sweep["site"], "run": run, "build": _step_result(sweep["tmp"], "build")}
+    return {"tmp": sweep["tmp"], "site": sweep["site"], "run": run, "build": _step_result(sweep["tmp"], "build"),
+            "installed": sweep["installed"], "elsewhere": sweep["elsewhere"]}
+
+
+@pytest.fixture(scope="session")
+def sec_wheel(tmp_path_factory) -> Path:
+    """A wheel of the checkout (:func:`wheel_source`, :func:`wheel_command`): the smoke sweep's, as soon as it is built
+    (without waiting for the sweep), where the sweep was started; else built here."""
+    pytest.importorskip("setuptools", reason="pip wheel --no-build-isolation needs setuptools in this environment")
+    sweep = _SWEEPS.get("smoke_site")
+    if sweep is None:
+        tmp = tmp_path_factory.mktemp("wheel")
+        proc, folder = subprocess.run(wheel_command(wheel_source(tmp), tmp / "wheel"), capture_output=True,
+                                      text=True), tmp / "wheel"
+    else:
+        import time
+        folder = sweep["wheels"]
+        while (proc := _step_result(sweep["tmp"], "wheel")) is None and sweep["proc"].poll() is None:
+            time.sleep(0.5)
+        proc = proc or _step_result(sweep["tmp"], "wheel")
+        assert proc is not None, ("the smoke sweep ended without building its wheel: "
+                                  + (sweep["tmp"] / "sweep.stderr").read_text()[-3000:])
+    assert proc.returncode == 0, f"pip wheel of the checkout failed (exit {proc.returncode}): {proc.stderr[-3000:]}"
+    (wheel,) = folder.glob("sec_lib-*.whl")
+    return wheel
 
 
 @pytest.fixture(scope="session")

@@ -1,5 +1,6 @@
 """Packaging agrees with itself: pyproject.toml's pinned requirements (core and extras), environment.yml,
-the Makefile's install line, and requirements.lock; torch stays at the local CPU build's version."""
+the Makefile's install line, and requirements.lock; torch stays at the local CPU build's version. A wheel carries
+the book's sources and the committed glyph backbone, and runs the smoke book outside a checkout."""
 import importlib
 import importlib.util
 import os
@@ -234,56 +235,53 @@ def test_project_files_cover_what_the_book_build_reads():
 
 
 @pytest.mark.timeout(180)
-def test_wheel_carries_the_book_and_runs_outside_a_checkout(tmp_path):
-    """Build a wheel from a clean copy of the checkout (pip wheel), unpack it away from the checkout,
-    and ask the installed runner where its notebooks are, from an empty folder: no --root needed."""
+def test_wheel_carries_the_book_and_runs_outside_a_checkout(tmp_path, sec_wheel):
+    """A wheel built from a clean copy of the checkout (pip wheel; tests/conftest.py's ``sec_wheel``: the smoke
+    sweep's), unpacked away from the checkout: the installed runner finds its notebooks from an empty folder (no
+    --root needed), and the fine-tuning runs' committed glyph backbone, named by its repository-relative path, is
+    the wheel's own file, read with the checkout's store key."""
     import subprocess
-    import shutil
     import sys
     import zipfile
 
     from sec_lib.chapters import PAGES
+    from sec_lib.runs import finetune
+    from sec_lib.runs.store import run_key
 
-    pytest.importorskip("setuptools", reason="pip wheel --no-build-isolation needs setuptools in this environment")
-    src = tmp_path / "src"
-    top = {".git", ".venv", "node_modules", "data", "_build", "build", "dist", "tests", "bench", ".pytest_cache"}
-
-    def ignore(folder, names):              # the checkout's caches and outputs; sec_lib/data stays
-        skip = {n for n in names if n == "__pycache__" or n.endswith(".egg-info")}
-        if Path(folder).resolve() == REPO.resolve():
-            skip |= top & set(names)
-        if Path(folder).resolve() == (REPO / "book").resolve():
-            skip |= {"nb"} & set(names)
-        return skip
-    shutil.copytree(REPO, src, ignore=ignore)
-    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
-                           "-w", str(tmp_path / "wheel"), str(src)], capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr
-    (wheel,) = (tmp_path / "wheel").glob("sec_lib-*.whl")
-    names = set(zipfile.ZipFile(wheel).namelist())
+    names = set(zipfile.ZipFile(sec_wheel).namelist())
     base = "sec_lib/site/project/"
-    for pat in _setup_module().PROJECT_FILES:
+    setup = _setup_module()
+    for pat in setup.PROJECT_FILES:
         for f in REPO.glob(pat):
             assert base + f.relative_to(REPO).as_posix() in names, f"the wheel lacks {f.relative_to(REPO)}"
     assert {f"{base}notebooks/{p.source}.ipynb" for p in PAGES} <= names
+    for name in setup.REPO_FILES:           # at its repository-relative path (see setup.py)
+        assert name in names, f"the wheel lacks {name} (setup.py's REPO_FILES)"
+    cfg = finetune.selection("smoke")[0]
+    assert cfg.pretrained == "data/reference/pretrained/glyph_smallcnn.pt" and cfg.pretrained in setup.REPO_FILES
 
     site = tmp_path / "site-packages"
-    zipfile.ZipFile(wheel).extractall(site)
+    zipfile.ZipFile(sec_wheel).extractall(site)
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     probe = ("import sec_lib, sys; from sec_lib.site import runner as r; "
+             "from sec_lib.runs import finetune, train; from sec_lib.runs.store import run_key; "
              "assert not any(p and r.Path(p).resolve() == r.Path(sys.argv[1]) for p in sys.path), sys.path; "
              "s = r.find_project(create=True); "
+             "c = finetune.selection('smoke')[0]; "
              "files = sorted({m.__file__ for n, m in sys.modules.items() if n.startswith('sec_lib')}); "
-             "print(r.sources(), r.notebook_dir(s), r.notebook_cwd(s), s, *files, sep='\\n')")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SEC_")}
+             "print(r.sources(), r.notebook_dir(s), r.notebook_cwd(s), s, train.weights_path(c.pretrained), "
+             "run_key(c), *files, sep='\\n')")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SEC_") and k != "PYTHONPATH"}
     env.update(PYTHONPATH=str(site), SEC_RUNS_DIR=str(tmp_path / "runs"), SEC_DATA_DIR=str(tmp_path / "data"))
     proc = subprocess.run([sys.executable, "-c", probe, str(REPO.resolve())], cwd=elsewhere, env=env,
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.strip().splitlines()
     assert lines[0].startswith(f"sec-book: created the project folder {(elsewhere / 'sec-book').resolve()} ")
-    sources, notebooks, cwd, project, *modules = (Path(l) for l in lines[1:])
+    sources, notebooks, cwd, project, weights, key, *modules = lines[1:]
+    sources, notebooks, cwd, project, weights, *modules = map(Path, (sources, notebooks, cwd, project, weights,
+                                                                     *modules))
     packaged = (site / "sec_lib" / "site" / "project").resolve()
     assert len(modules) > 10
     for m in modules:                       # not the checkout's (an editable install's finder would serve it)
@@ -292,3 +290,52 @@ def test_wheel_carries_the_book_and_runs_outside_a_checkout(tmp_path):
     assert project == cwd == (elsewhere / "sec-book").resolve()
     assert (project / "_config.yml").read_bytes() == (REPO / "_config.yml").read_bytes()
     assert (project / "package-lock.json").is_file() and not (project / "notebooks").exists()
+    assert weights.resolve() == (site / cfg.pretrained).resolve(), f"the backbone is read from {weights}"
+    assert weights.read_bytes() == (REPO / cfg.pretrained).read_bytes()
+    assert key == run_key(cfg), "a fine-tuning run's store key differs between the wheel and the checkout"
+
+
+@pytest.mark.slow
+def test_the_smoke_sweep_ran_from_the_installed_wheel(smoke_site):
+    """The suite's smoke sweep (tests/conftest.py's ``smoke_site``) is the README's "Without a checkout" path: a
+    wheel of the checkout installed apart from it, ``sec-book run --profile smoke`` from an empty folder, every page
+    executed; its fine-tuning runs, started from the wheel's backbone, are in its store under the checkout's keys."""
+    from sec_lib.runs import experiments as ex
+    from sec_lib.runs.store import ResultStore
+    from sec_lib.site import runner
+
+    run = smoke_site["run"]
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
+    installed, elsewhere = smoke_site["installed"].resolve(), smoke_site["elsewhere"].resolve()
+    packaged = installed / "sec_lib" / "site" / "project"
+    assert (f"sec-book: created the project folder {elsewhere / 'sec-book'} (executed notebooks go to "
+            f"{elsewhere / 'sec-book'}/book/nb; the notebooks themselves are read from {packaged / 'notebooks'})"
+            in run.stdout), run.stdout[:2000]
+    project = elsewhere / "sec-book"
+    assert smoke_site["site"].resolve() == project and not (project / "notebooks").exists()
+    assert "=== sec-book summary ===" in run.stdout and "0 failed" in run.stdout, run.stdout[-3000:]
+    for page in runner.PAGES:
+        assert (smoke_site["site"] / "book" / "nb" / f"{page.output}.ipynb").is_file(), page.output
+    for name in _setup_module().REPO_FILES:     # the wheel's own file, not a link to the checkout's
+        f = installed / name
+        assert f.is_file() and not any(p.is_symlink() for p in (f, *f.parents) if p.is_relative_to(installed)), f
+    store = ResultStore(smoke_site["tmp"] / "runs")
+    tuned = ex.chapter_configs("pretrained", "smoke", store)
+    fine = [c for c in tuned if c.pretrained]
+    assert fine and all(c.pretrained == "data/reference/pretrained/glyph_smallcnn.pt" for c in fine)
+    missing = [c for c in tuned if not store.has(c)]
+    assert not missing, (f"{len(missing)} of the pretrained chapter's runs (the checkout's keys) are not in the "
+                         "sweep's store")
+
+
+def test_an_installed_package_without_the_backbone_says_what_is_wrong(tmp_path, monkeypatch):
+    """Installed (no pyproject.toml beside the package) and without the committed backbone, the fine-tuning configs
+    fail naming the wheel's missing file, not a pretraining command that would write into site-packages."""
+    from sec_lib.runs import finetune, pretrain
+
+    monkeypatch.setattr(pretrain, "REPO", tmp_path)
+    with pytest.raises(FileNotFoundError) as e:
+        finetune.settings("smoke")
+    msg = str(e.value)
+    assert "installed sec_lib lacks" in msg and "data/reference/pretrained/glyph_smallcnn.pt" in msg, msg
+    assert "REPO_FILES" in msg and "python -m sec_lib.runs.pretrain" not in msg, msg

@@ -378,6 +378,12 @@ def committed_provenance(path: Path | None = None, profile: str = "reference") -
     FileNotFoundError, naming the command that builds it, where it is not committed."""
     p = REPO / provenance_path(profile) if path is None else Path(path)
     if not p.exists():
+        if path is None and not (REPO / "pyproject.toml").is_file():     # an installed package, not a checkout
+            fix = ("a wheel carries it at that path beside the package (setup.py's REPO_FILES): install one built from "
+                   "a checkout that has it" if profile == "reference" else "a wheel carries only the reference "
+                   "profile's (setup.py's REPO_FILES): run this profile from a checkout")
+            raise FileNotFoundError(f"{p} does not exist: this installed sec_lib lacks the committed checkpoint "
+                                    f"{checkpoint_path(PROFILE_CONFIGS[profile])} and its provenance; {fix}")
         raise FileNotFoundError(f"{p} does not exist; build it with `python -m sec_lib.runs.pretrain"
                                 f"{'' if profile == 'reference' else ' --profile ' + profile}`")
     return json.loads(p.read_text(encoding="utf-8"))

@@ -1,8 +1,9 @@
 """End to end: every notebook runs through papermill at smoke parameters, the smoke book builds with -W,
 and headless Chromium finds the pages self-contained, error-free, with working widgets and figures.
 
-The sweep runs once per test session into a temporary site and result store (nothing under data/runs
-or book/nb is touched); the glyph cache under data/ is shared with the other tests.
+The sweep runs once per test session, from a wheel of the checkout installed apart from it (tests/conftest.py),
+into a temporary site and result store (nothing under data/runs or book/nb is touched); the glyph cache under
+data/ is shared with the other tests.
 """
 import json
 import os
@@ -19,7 +20,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def site_env(tmp: Path) -> dict:
-    """The environment of the smoke sweep (tests/conftest.py's smoke_site fixture) and of this file's commands."""
+    """The environment of this file's commands: a result store of their own."""
     return dict(os.environ, SEC_RUNS_DIR=str(tmp / "runs"), PYTHONUNBUFFERED="1")
 
 
