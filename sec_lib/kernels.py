@@ -23,7 +23,9 @@ hash of every kind of operation a run uses, on four x86-64 machines with torch 2
   (:data:`FUSED_ADAM`): the probe CNN then trains to the same bits on an AMD EPYC (AVX2) as on both Intel
   Xeons. The glyph runs also use ``logsumexp``/``softplus`` (multi-similarity, tuplet margin, the contrastive
   losses), not yet shown portable, so until a golden run matches on both vendors the vendor stays part of the
-  kind.
+  kind. The opt-in ``portable`` pin computes those (and the losses' other MKL vector-math ops) in float64 and
+  rounds them back (:data:`PORTABLE_MATH`); ``data/reference/crosscpu/golden-matrix-*.txt`` hold the golden runs
+  of every main loss under it and under ``avx2``, to be compared line by line with Intel's.
 - numpy dispatches its own SIMD kernels (``np.log``, ``np.exp``, sorting) by the CPU it finds, whatever ATen
   was told: on an AVX-512 EPYC (Zen 4) the golden semihard run's step table (its log-log gradient slope,
   computed with ``np.log``) differed in the last bits from the AVX2-only EPYC (Zen 3) that recorded it, while
@@ -31,10 +33,11 @@ hash of every kind of operation a run uses, on four x86-64 machines with torch 2
   with it the Zen 4 reproduces the Zen 3's golden hashes (tests/golden/short_runs.json).
 
 The pin is chosen by ``$SEC_KERNELS`` (default ``avx2``; ``native`` leaves every library to pick its own
-kernels, as the runs committed before the contract did). :func:`apply` writes the pin's variables into the
-process environment; ``sec_lib/__init__.py`` calls it on import, which is before torch is imported in every
-process that trains (pool workers and submitit jobs import ``sec_lib`` to unpickle their work; papermill
-kernels inherit the runner's environment). :func:`check` asserts at the start of every run that the ATen
+kernels, as the runs committed before the contract did; ``portable``, opt-in, is ``avx2`` plus the losses'
+``exp``/``log`` family computed in float64 and rounded back, see :data:`PORTABLE_MATH`). :func:`apply` writes the
+pin's variables into the process environment; ``sec_lib/__init__.py`` calls it on import, which is before torch is
+imported in every process that trains (pool workers and submitit jobs import ``sec_lib`` to unpickle their work;
+papermill kernels inherit the runner's environment). :func:`check` asserts at the start of every run that the ATen
 capability in force is the pinned one: a process that imported torch before ``sec_lib`` under another
 setting fails with a clear error instead of training under unrecorded kernels.
 """
@@ -56,16 +59,28 @@ PINS: dict[str, dict[str, str]] = {
              "NPY_DISABLE_CPU_FEATURES": " ".join(NUMPY_ABOVE_AVX2)},
     "native": {},
 }
+#: ``portable`` (opt-in, never the default): the library variables of ``avx2``, plus :data:`PORTABLE_MATH`.
+PINS["portable"] = dict(PINS["avx2"])
 #: Whether a pin steps Adam/AdamW with the fused CPU kernel. The op tables show the fused step bit-identical on
 #: AMD and Intel under the avx2 pin, where the default (foreach) step is not (its sqrt is vectorized per vendor);
 #: with it the probe CNN trains to the same bits on both vendors (data/reference/crosscpu/README.md).
-FUSED_ADAM = {"avx2": True, "native": False}
+FUSED_ADAM = {"avx2": True, "native": False, "portable": True}
+#: Whether a pin routes the losses' transcendental ops (``logsumexp``, ``softplus``, ``acos``/``cos``, the contrastive
+#: loss's ``sqrt``) through float64 and rounds the result back to float32, on CPU tensors
+#: (:mod:`sec_lib.losses.portable`, the one place that reads this). Those ops go through MKL's vector math (VML),
+#: whose float32 ``exp``/``log``/``sqrt`` give other bits on AMD than on Intel under the avx2 pin; the same ops in
+#: float64 rounded to float32 gave the same bits on both (the op tables' ``exp-via-f64`` row). Under ``avx2`` and
+#: ``native`` every op is exactly torch's float32 one, as before the pin existed.
+PORTABLE_MATH = {"avx2": False, "native": False, "portable": True}
 #: Every variable any pin sets (``native`` removes them, so that the libraries choose).
 KERNEL_VARS = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "MKL_CBWR", "NPY_DISABLE_CPU_FEATURES")
 PIN_ENV = "SEC_KERNELS"
 DEFAULT_PIN = "avx2"
 #: The pin recorded for runs trained before the contract (no variable set, each library's own choice).
 LEGACY_PIN = "native"
+#: The pins whose runs share their store keys (no pin field in :func:`sec_lib.runs.store.run_key`: every key made
+#: before ``portable`` existed stays what it was); every other pin's runs are keyed apart (:func:`key_fields`).
+UNKEYED_PINS = (DEFAULT_PIN, LEGACY_PIN)
 #: The ISA flags recorded in a run's provenance (from /proc/cpuinfo).
 ISA_FLAGS = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile")
 _VENDORS = {"GenuineIntel": "Intel", "AuthenticAMD": "AMD"}
@@ -155,6 +170,22 @@ def check(name: str | None = None) -> str:
     return cap
 
 
+def portable_math(name: str | None = None) -> bool:
+    """Whether pin ``name`` (default: this process's) computes the losses' transcendental ops in float64
+    (:data:`PORTABLE_MATH`)."""
+    return PORTABLE_MATH[pin_name() if name is None else name]
+
+
+def key_fields(name: str | None = None) -> dict[str, str]:
+    """What pin ``name`` (default: this process's) adds to a run's store key: nothing for the pins of
+    :data:`UNKEYED_PINS` (``avx2``, ``native``: no existing key changes), ``{"kernel_pin": name}`` for any other, so
+    that a ``portable`` run never stands in for an ``avx2`` one of the same config (their numbers differ)."""
+    name = pin_name() if name is None else name
+    if name not in PINS:
+        raise ValueError(f"kernel pin {name!r} is not valid; valid values: {', '.join(PINS)}")
+    return {} if name in UNKEYED_PINS else {"kernel_pin": name}
+
+
 def adam_kwargs(device: str, name: str | None = None) -> dict:
     """Extra keyword arguments for ``torch.optim.Adam``/``AdamW`` under pin ``name`` on ``device``: the fused
     CPU step where the pin asks for it (CPU runs only; a GPU run keeps torch's default)."""
@@ -208,7 +239,8 @@ def provenance() -> dict[str, str]:
     info = cpu_info()
     return {**info, "aten_capability": cap, "torch": torch.__version__, **library_versions(), "kernel_pin": name,
             "kernel_env": json.dumps({**{k: os.environ.get(k) for k in KERNEL_VARS},
-                                      "adam": "fused" if FUSED_ADAM[name] else "default"}, sort_keys=True),
+                                      "adam": "fused" if FUSED_ADAM[name] else "default",
+                                      **({"loss_math": "float64"} if PORTABLE_MATH[name] else {})}, sort_keys=True),
             "cpu_kind": kind(info["cpu_vendor"], cap, name)}
 
 

@@ -19,8 +19,9 @@ tests compare it with PML where PML has it.
 The package follows pytorch-metric-learning's layout, one module per family: :mod:`.pair` (triplet, semihard,
 multi-similarity, tuplet margin, and ``triplet_violations``), :mod:`.npair` (the N-pair readings),
 :mod:`.contrastive` (NT-Xent, SupCon, contrastive), :mod:`.proxy` (NormFace, CosFace, ArcFace with class
-weights), :mod:`.base` (input checks and the base class) and :mod:`.registry` (``LOSS_SPECS``, ``get_loss``).
-Every public name is importable from ``sec_lib.losses``.
+weights), :mod:`.base` (input checks and the base class), :mod:`.registry` (``LOSS_SPECS``, ``get_loss``) and
+:mod:`.portable` (the transcendental ops the ``SEC_KERNELS=portable`` pin computes in float64; under any other pin
+torch's own). Every public name is importable from ``sec_lib.losses``.
 """
 from __future__ import annotations
 

@@ -7,6 +7,7 @@ import torch.nn.functional as F
 from pytorch_metric_learning import distances as pml_distances
 from pytorch_metric_learning import losses as pml_losses
 
+from .portable import portable_cdist, portable_logsumexp, portable_softplus, routed
 from .base import MetricLoss, pair_masks, sync_free, zero_loss
 
 
@@ -35,11 +36,11 @@ class NTXentLoss(MetricLoss):
         free = sync_free(embeddings)
         if not free and (not bool(pos.any()) or not bool(neg.any())):
             return zero_loss(embeddings)
-        lse_neg = torch.logsumexp(logits.masked_fill(~neg, torch.finfo(logits.dtype).min), dim=1)
+        lse_neg = portable_logsumexp(logits.masked_fill(~neg, torch.finfo(logits.dtype).min), dim=1)
         # anchors without any negative give softplus(-huge) = 0, as in PML
         if free:                          # the masked mean (0 without a positive pair), no boolean indexing
-            return (F.softplus(lse_neg[:, None] - logits) * pos).sum() / pos.sum().clamp(min=1)
-        return F.softplus(lse_neg[:, None] - logits)[pos].mean()
+            return (portable_softplus(lse_neg[:, None] - logits) * pos).sum() / pos.sum().clamp(min=1)
+        return portable_softplus(lse_neg[:, None] - logits)[pos].mean()
 
 
 # ---------------------------------------------------------------------------------------- supcon
@@ -73,13 +74,25 @@ class SupConLoss(MetricLoss):
         if not bool(keep.any()):
             return zero_loss(embeddings)
         eye = torch.eye(len(labels), dtype=torch.bool, device=labels.device)
-        log_denominator = torch.logsumexp(logits.masked_fill(eye, torch.finfo(logits.dtype).min), dim=1)
+        log_denominator = portable_logsumexp(logits.masked_fill(eye, torch.finfo(logits.dtype).min), dim=1)
         log_prob = logits - log_denominator[:, None]
         per_anchor = -(log_prob * pos).sum(dim=1) / n_pos.clamp_min(1)
         return per_anchor[keep].mean()
 
 
 # ----------------------------------------------------------------------------------- contrastive
+class _RoutedLpDistance(pml_distances.LpDistance):
+    """PML's ``LpDistance`` whose distance matrix (``torch.cdist``: an elementwise ``sqrt``) is routed through
+    float64 under the portable kernel pin (:func:`.portable.portable_cdist`); under any other pin PML's own
+    computation."""
+
+    def compute_mat(self, query_emb, ref_emb):
+        if not routed(query_emb):
+            return super().compute_mat(query_emb, ref_emb)
+        ref_emb = query_emb if ref_emb is None else ref_emb
+        return portable_cdist(query_emb, ref_emb, p=self.p)
+
+
 class ContrastiveLoss(MetricLoss):
     """Contrastive loss (Hadsell, Chopra & LeCun, CVPR 2006) in PML's form: Euclidean distance ``d`` of
     normalized embeddings, positive pairs ``[d - pos_margin]_+``, negative pairs ``[neg_margin - d]_+``,
@@ -95,7 +108,7 @@ class ContrastiveLoss(MetricLoss):
         self.pml = pml_losses.ContrastiveLoss(
             pos_margin=pos_margin,
             neg_margin=neg_margin,
-            distance=pml_distances.LpDistance(normalize_embeddings=True, p=2, power=1),
+            distance=_RoutedLpDistance(normalize_embeddings=True, p=2, power=1),
         )
 
     def compute(self, embeddings, labels):

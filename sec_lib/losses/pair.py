@@ -8,6 +8,7 @@ import math
 import torch
 import torch.nn.functional as F
 
+from .portable import portable_acos, portable_cos, portable_logsumexp, portable_softplus
 from .base import ACOS_EPS, MetricLoss, check_inputs, pair_masks, squared_distances, sync_free, zero_loss
 
 
@@ -130,10 +131,11 @@ class MultiSimilarityLoss(MetricLoss):
 
 
 def _log1p_sum_exp(z: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Row-wise ``log(1 + sum_{j in mask} exp(z_ij))``, stable; 0 for empty rows (finite gradients)."""
+    """Row-wise ``log(1 + sum_{j in mask} exp(z_ij))``, stable; 0 for empty rows (finite gradients). Its
+    ``logsumexp`` in float64 under the portable kernel pin (:mod:`.portable`)."""
     z = z.masked_fill(~mask, torch.finfo(z.dtype).min)
     zeros = torch.zeros_like(z[:, :1])
-    return torch.logsumexp(torch.cat([zeros, z], dim=1), dim=1)
+    return portable_logsumexp(torch.cat([zeros, z], dim=1), dim=1)
 
 
 # ------------------------------------------------------------------------------------------- tml
@@ -164,11 +166,11 @@ class TupletMarginLoss(MetricLoss):
         pos, neg = pair_masks(labels)
         if not bool(pos.any()) or not bool(neg.any()):
             return zero_loss(embeddings)
-        theta = torch.acos(cos.clamp(-1 + ACOS_EPS, 1 - ACOS_EPS))
-        cos_ap_margin = torch.cos(theta - self.margin)
+        theta = portable_acos(cos.clamp(-1 + ACOS_EPS, 1 - ACOS_EPS))     # portable_*: float64 under that pin
+        cos_ap_margin = portable_cos(theta - self.margin)
         # log(1 + sum_n exp(s cos_an - s c)) = softplus(logsumexp_n(s cos_an) - s c): O(B^2), no B^3 tensor
-        lse_neg = torch.logsumexp((self.scale * cos).masked_fill(~neg, torch.finfo(cos.dtype).min), dim=1)
-        tuplet = F.softplus(lse_neg[:, None] - self.scale * cos_ap_margin)
+        lse_neg = portable_logsumexp((self.scale * cos).masked_fill(~neg, torch.finfo(cos.dtype).min), dim=1)
+        tuplet = portable_softplus(lse_neg[:, None] - self.scale * cos_ap_margin)
         tuplet = (tuplet * neg.any(dim=1, keepdim=True))[pos].mean()
         cos_pos, cos_neg = cos[pos], cos[neg]
         var_pos = F.relu((1 - self.epsilon) * cos_pos.mean() - cos_pos).pow(2).mean()

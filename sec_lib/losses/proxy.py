@@ -7,6 +7,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .portable import portable_acos, portable_cos
 from .base import ACOS_EPS, MetricLoss
 
 
@@ -72,9 +73,9 @@ class ArcFaceLoss(_CosineSoftmaxLoss):
         super().__init__(num_classes, embedding_size, scale, margin)
 
     def target_logit(self, cos_target):
-        theta = torch.acos(cos_target.clamp(-1 + ACOS_EPS, 1 - ACOS_EPS))
+        theta = portable_acos(cos_target.clamp(-1 + ACOS_EPS, 1 - ACOS_EPS))     # float64 under the portable pin
         return torch.where(
             theta <= math.pi - self.margin,
-            torch.cos(theta + self.margin),
+            portable_cos(theta + self.margin),
             cos_target - self.margin * math.sin(self.margin),
         )

@@ -47,6 +47,7 @@ from typing import Callable, Iterable
 
 import pandas as pd
 
+from .. import kernels
 from ..lifetime import exit_with_parent
 from ..params import Number, ParameterError
 from ..tempfiles import clear_partial_runs, temp_prefix
@@ -83,8 +84,10 @@ def default_root() -> Path:
 
 
 def run_key(cfg: TrainConfig) -> str:
-    """A stable 16-hex-digit key from the config's canonical form (:meth:`TrainConfig.canonical`)."""
-    blob = json.dumps(cfg.canonical(), sort_keys=True, default=str)
+    """A stable 16-hex-digit key from the config's canonical form (:meth:`TrainConfig.canonical`) and, under a kernel
+    pin whose numbers differ from the default's (``SEC_KERNELS=portable``), the pin (:func:`sec_lib.kernels.key_fields`:
+    left out under ``avx2`` and ``native``, so every key made before that pin existed is unchanged)."""
+    blob = json.dumps({**cfg.canonical(), **kernels.key_fields()}, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
