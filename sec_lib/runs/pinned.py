@@ -14,8 +14,10 @@ import pickle
 import subprocess
 import sys
 import tempfile
+from pathlib import Path
 
 from .. import kernels
+from ..tempfiles import atomic_write_bytes
 
 #: The line printed (to stderr) when a run goes to a child process.
 NOTICE = ("sec_lib: this process imported torch or numpy before sec_lib, so it cannot hold the kernel pin {pin!r} "
@@ -44,7 +46,8 @@ def train_in_child(cfg, progress=None, why: str = ""):
         with open(cfg_path, "wb") as fh:
             pickle.dump(cfg, fh)
         cmd = [sys.executable, "-c", "import sys; from sec_lib.runs.pinned import child_main; "
-               "sys.exit(child_main(sys.argv[1], sys.argv[2]))", cfg_path, out_path]
+               "from sec_lib.runs.train import train; sys.exit(child_main(train, sys.argv[1], sys.argv[2]))",
+               cfg_path, out_path]
         proc = subprocess.Popen(cmd, env=kernels.child_env(pin), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 text=True)
         for line in proc.stdout:
@@ -58,13 +61,9 @@ def train_in_child(cfg, progress=None, why: str = ""):
             return pickle.load(fh)
 
 
-def child_main(cfg_path: str, out_path: str) -> int:
-    """The child's side: load the config, train it (the pin holds here, or :func:`sec_lib.runs.train.train` says
-    why), write the RunResult atomically."""
-    from pathlib import Path
-
-    from ..tempfiles import atomic_write_bytes
-    from .train import train
+def child_main(train, cfg_path: str, out_path: str) -> int:
+    """The child's side: load the config, train it with ``train`` (:func:`sec_lib.runs.train.train`, passed in by the
+    child's command line, so that this module imports nothing above it), write the RunResult atomically."""
     with open(cfg_path, "rb") as fh:
         cfg = pickle.load(fh)
     ok, why = holds_pin()
