@@ -6,6 +6,8 @@ import sys
 
 import pytest
 
+from kinds import OTHER_VENDOR, other_kind, other_vendor
+from kinds import as_other_vendor, each_vendor  # noqa: F401  (fixtures: tests/kinds.py)
 from sec_lib import kernels
 
 
@@ -34,8 +36,9 @@ def test_child_env_sets_or_removes_the_pins_variables():
 
 
 #: numpy and torch imported before sec_lib, under an environment asking ATen for its default kernels: the pin
-#: still decides ATen's kernels (it is read at torch's first kernel), then a run refuses numpy's (read at its
-#: import) where the CPU has AVX-512. One child for both checks (each child imports torch and the library).
+#: still decides ATen's kernels (it is read at torch's first kernel), then a run goes to a pinned child process
+#: where the CPU has AVX-512 (numpy's pin is read at its import). One child for both checks (each child imports
+#: torch and the library).
 IMPORTED_FIRST = """
 import numpy, torch, sec_lib
 from sec_lib import kernels
@@ -56,22 +59,26 @@ def imported_first():
 
 def test_importing_sec_lib_pins_the_kernels_even_after_torch_is_imported(imported_first):
     """ATen's pin is read when torch runs its first kernel, not when it is imported (numpy's is read at its
-    import: see test_a_run_refuses_numpy_imported_before_the_pin_on_an_avx512_cpu, the same child)."""
+    import: see test_numpy_imported_before_the_pin_on_an_avx512_cpu_sends_the_run_to_a_pinned_child, the same child)."""
     out = imported_first
     assert out.stdout.strip(), out.stderr
     cap, pin = out.stdout.splitlines()[0].split()
     assert pin == "avx2" and cap == ("AVX2" if "avx2" in kernels.cpu_info()["cpu_isa"].split() else cap)
 
 
-def test_a_run_refuses_kernels_that_are_not_the_pinned_ones():
-    """torch ran a kernel under another capability before sec_lib was imported: training must not start."""
+def test_a_process_with_kernels_that_are_not_the_pinned_ones_trains_in_a_pinned_child():
+    """torch ran a kernel under another capability before sec_lib was imported: this process cannot hold the pin, so
+    the run trains in a child process started under it, and says so (tests/test_pinned_child.py: the same bits)."""
     code = ("import torch; torch.ones(3).exp(); import sec_lib\n"
             "from sec_lib.runs.train import TrainConfig, train\n"
-            "train(TrainConfig(dataset='toy', model='mlp', iterations=2, batch_size=12, eval_every=0))")
+            "r = train(TrainConfig(dataset='toy', model='mlp', iterations=2, batch_size=12, eval_every=0))\n"
+            "print('trained', r.status, sec_lib.kernels.capability())")
     env = {k: v for k, v in os.environ.items() if k not in kernels.KERNEL_VARS}
     env["ATEN_CPU_CAPABILITY"] = "default"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
-    assert out.returncode != 0 and "KernelPinError" in out.stderr and "needs ATen capability AVX2" in out.stderr
+    assert out.returncode == 0, out.stderr
+    assert "trained done DEFAULT" in out.stdout                    # this process stayed unpinned; its child trained
+    assert "training in a child process started under the pin" in out.stderr and "KernelPinError" not in out.stderr
 
 
 def test_numpy_runs_at_its_avx2_level_under_the_pin():
@@ -81,21 +88,22 @@ def test_numpy_runs_at_its_avx2_level_under_the_pin():
     assert kernels.numpy_above_avx2() == []
 
 
-def test_a_run_refuses_numpy_imported_before_the_pin_on_an_avx512_cpu(imported_first):
+def test_numpy_imported_before_the_pin_on_an_avx512_cpu_sends_the_run_to_a_pinned_child(imported_first):
     """numpy, unlike ATen, picks its kernels when it is imported: a process that imported it before sec_lib on a
-    CPU with AVX-512 would compute the step table's np.log with other bits than an AVX2-only CPU of its kind.
-    (The child's ATen kernels are the pinned ones: the refusal is numpy's.)"""
+    CPU with AVX-512 would compute the step table's np.log with other bits than an AVX2-only CPU of its kind, so its
+    run trains in a child process started under the pin (numpy stopped at AVX2 there). On a CPU without AVX-512
+    numpy's dispatch is at most AVX2 whatever the order, and the run trains in this process."""
     out = imported_first
-    if "avx512f" not in kernels.cpu_info()["cpu_isa"].split():
-        assert out.returncode == 0 and "trained" in out.stdout, out.stderr   # at most AVX2 whatever the order
-        pytest.skip("this CPU has no AVX-512: numpy's dispatch is at most AVX2 whatever the import order")
-    assert out.returncode != 0 and "KernelPinError" in out.stderr and "stops numpy at AVX2" in out.stderr, out.stderr
-    assert "trained" not in out.stdout
+    assert out.returncode == 0 and "trained" in out.stdout, out.stderr
+    child = "training in a child process started under the pin" in out.stderr
+    assert child == ("avx512f" in kernels.cpu_info()["cpu_isa"].split())
 
 
-def test_provenance_names_the_cpu_kind_and_settings():
+def test_provenance_names_the_cpu_kind_and_settings(each_vendor):
+    """As this machine and as the other vendor's (tests/kinds.py): the kind a run records is the one it presents."""
     p = kernels.provenance()
     assert p["cpu_kind"] == f"{p['cpu_vendor']}/{p['aten_capability']}/{p['kernel_pin']}" == kernels.this_kind()
+    assert p["cpu_kind"] == each_vendor
     assert p["torch"].startswith("2.") and p["kernel_pin"] == "avx2"
     assert json.loads(p["kernel_env"]) == {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2,STRICT",
                                            "ONEDNN_MAX_CPU_ISA": "AVX2", "adam": "fused",
@@ -122,3 +130,25 @@ def test_the_avx2_pin_steps_adam_with_the_fused_kernel_and_it_is_the_same_update
         out.append(ps)
     for a, b in zip(*out):
         assert torch.allclose(a, b, rtol=0, atol=1e-6)
+
+
+def test_another_kind_is_derived_from_this_machines_and_flips_the_vendor(each_vendor):
+    """tests/kinds.py: "another CPU kind" is this process's kind with the other vendor, never a named kind (an Intel
+    machine's own kind is ``Intel/AVX2/avx2``), as this machine and as the other vendor's."""
+    mine, other = kernels.this_kind(), other_kind()
+    assert mine == each_vendor and other != mine and other_kind(other) == mine
+    assert other.split("/")[1:] == mine.split("/")[1:]                # the same capability and pin
+    if mine.split("/")[0] in OTHER_VENDOR:
+        assert {mine.split("/")[0], other.split("/")[0]} == {"AMD", "Intel"}
+    assert other_kind("AMD/AVX2/avx2") == "Intel/AVX2/avx2" and other_kind("Intel/AVX512/native") == "AMD/AVX512/native"
+
+
+def test_as_other_vendor_presents_the_other_vendors_cpu(request):
+    """The fixture changes what this process says of its CPU (vendor and model: its kind and a run's provenance),
+    not the ISA flags, which name the kernels in force."""
+    real, mine = kernels.cpu_info(), kernels.this_kind()
+    presented = request.getfixturevalue("as_other_vendor")
+    info = kernels.cpu_info()
+    assert presented == other_kind(mine) == kernels.this_kind() == kernels.provenance()["cpu_kind"] != mine
+    assert info["cpu_vendor"] == other_vendor(real["cpu_vendor"]) and info["cpu_model"] != real["cpu_model"]
+    assert info["cpu_isa"] == real["cpu_isa"]

@@ -7,6 +7,8 @@ import pandas as pd
 import torch
 import pytest
 
+from kinds import each_vendor, other_kind  # noqa: F401  (each_vendor: a fixture, tests/kinds.py)
+from sec_lib import kernels
 from sec_lib.runs import experiments as ex
 from sec_lib.runs import tier
 from sec_lib.params import ParameterError
@@ -77,9 +79,55 @@ def test_export_keeps_runs_the_store_no_longer_has(exported, tmp_path):
 def test_rerun_retrains_a_row_and_matches(exported, tmp_path):
     _, configs, out, _ = exported
     fresh = ResultStore(tmp_path / "fresh")
-    committed, retrained, result = tier.rerun(run_key(configs[2]), out, fresh)
+    steps = []
+    committed, retrained, result = tier.rerun(run_key(configs[2]), out, fresh,
+                                              progress=lambda s, n: steps.append((s, n)))
     assert retrained == committed and result.status == "done"
     assert fresh.get(configs[2]).metrics["R@1"] == committed                 # saved where it was missing
+    assert steps == [(s, configs[2].iterations) for s in range(1, configs[2].iterations + 1)]   # rerun's progress bar
+    # "identical" is identical bits: the fresh run's step and evaluation tables, compacted as the tier keeps them,
+    # hash as the committed rows do (read back from the tier's parquet files, among the other runs' rows)
+    assert tier.result_hashes(result) == tier.committed_hashes(tier.TierStore(out), run_key(configs[2]))
+
+
+def test_table_hash_reads_the_values_not_how_a_tier_stores_them():
+    """One run's table hashes alike as trained and as committed (column order, the empty columns of the tier's union
+    of columns, an integer column stored as float, a NaN's sign, the clock and the key left out); any changed value,
+    row or column changes it."""
+    import numpy as np
+    df = pd.DataFrame({"step": [1, 2, 3], "loss_metric": [0.5, np.nan, 0.25], "grad_slope": [-np.nan, 1.0, 2.0],
+                       "step_time": [0.1, 0.2, 0.3]})
+    h = tier.table_hash(df)
+    stored = df[["step_time", "grad_slope", "step", "loss_metric"]].assign(
+        step=df["step"].astype(float), mu=np.nan, key="abc", step_time=[9.0, 9.0, 9.0],
+        grad_slope=[np.nan, 1.0, 2.0]).set_axis([7, 8, 9])
+    assert tier.table_hash(stored) == h and len(h) == 16
+    assert tier.table_hash(df.assign(loss_metric=[0.5, np.nan, 0.25 + 1e-17])) == h            # the same double
+    assert tier.table_hash(df.assign(loss_metric=[0.5, np.nan, np.nextafter(0.25, 1.0)])) != h  # one bit
+    assert tier.table_hash(df.iloc[:2]) != h and tier.table_hash(df.rename(columns={"loss_metric": "loss"})) != h
+    assert tier.table_hash(df.assign(extra=[0.0, 0.0, 0.0])) != h
+    # per column too: where two tables differ, which columns do
+    cols = tier.column_hashes(df)
+    assert set(cols) == {"step", "loss_metric", "grad_slope"} and tier.column_hashes(stored) == cols
+    changed = tier.column_hashes(df.assign(loss_metric=[0.5, np.nan, 0.3]))
+    assert [c for c in cols if changed[c] != cols[c]] == ["loss_metric"]
+
+
+def test_retrain_in_processes_reports_steps_and_the_tables_hashes(exported):
+    """``retrain`` (the portability check's): each run's R@1, kind and table hashes, the same in one process and in
+    two, and every step reported to the caller's progress callback."""
+    _, configs, out, _ = exported
+    keys = [run_key(configs[0]), run_key(configs[2])]
+    seen = []
+    got = tier.retrain(keys, out, jobs=2, progress=seen.append)
+    assert sum(seen) == configs[0].iterations + configs[2].iterations and all(n > 0 for n in seen)
+    t = tier.TierStore(out)
+    for k in keys:
+        r = got[k]
+        assert r.r1 == t.get(k, tables=()).metrics["R@1"] and r.kind == kernels.this_kind()
+        assert {f: getattr(r, f) for f in ("steps_hash", "steps_columns", "evals_hash", "evals_columns")} == \
+            tier.committed_hashes(t, k)
+    assert tier.retrain(keys[:1], out, jobs=1) == {keys[0]: got[keys[0]]}
 
 
 def test_rerun_trains_even_when_the_store_holds_the_key(exported, tmp_path, monkeypatch):
@@ -134,10 +182,11 @@ def test_restore_seeds_a_fresh_store_so_training_resumes(exported, tmp_path):
 
 # --- the reproducibility contract: rerun tells the truth -------------------------------------------------
 
-def _tier_copy(out, tmp_path, **columns):
-    """A copy of the exported tier with some provenance columns rewritten (and R@1 shifted where asked)."""
+def _tier_copy(out, tmp_path, name="tier", **columns):
+    """A copy of the exported tier (at ``tmp_path / name``) with some provenance columns rewritten (and R@1 shifted
+    where asked)."""
     import shutil
-    dst = tmp_path / "tier"
+    dst = tmp_path / name
     shutil.copytree(out, dst)
     runs = pd.read_parquet(dst / "runs.parquet")
     shift = columns.pop("shift_r1", 0.0)
@@ -157,15 +206,21 @@ def test_exported_rows_record_the_cpu_kind_and_kernel_settings(exported):
     assert json.loads(runs["kernel_env"].iloc[0])["ATEN_CPU_CAPABILITY"] == "avx2"
 
 
-def test_rerun_on_the_same_kind_demands_identity(exported, tmp_path, capsys, monkeypatch):
+def test_rerun_on_the_same_kind_demands_identity(exported, tmp_path, capsys, monkeypatch, each_vendor):
+    """As this machine and as the other vendor's (``each_vendor``): a run committed on the kind this process
+    presents must retrain identically."""
     from sec_lib.runs import commands
     monkeypatch.setenv("SEC_RUNS_DIR", str(tmp_path / "runs"))
     _, configs, out, _ = exported
     key = run_key(configs[2])
-    assert commands.rerun_command(key, "smoke", out) == 0
-    said = capsys.readouterr().out
-    assert "(identical)" in said and "committed on CPU kind" in said
-    tampered = _tier_copy(out, tmp_path, shift_r1=0.5)
+    mine = _tier_copy(out, tmp_path, name="mine", cpu_kind=each_vendor)   # committed on the kind presented here
+    assert commands.rerun_command(key, "smoke", mine) == 0
+    said = capsys.readouterr()
+    assert "(identical)" in said.out and f"committed on CPU kind {each_vendor}; this machine is {each_vendor}" in said.out
+    n = configs[2].iterations                                           # its progress bar, on stderr
+    assert f"rerun {key} ({configs[2].loss} {configs[2].variant} seed {configs[2].seed})" in said.err
+    assert f"{n}/{n}" in said.err and "step" in said.err
+    tampered = _tier_copy(out, tmp_path, shift_r1=0.5, cpu_kind=each_vendor)
     assert commands.rerun_command(key, "smoke", tampered) == 1          # same kind, other number: a failure
     assert "same CPU kind" in capsys.readouterr().out
     staged = tmp_path / "staged"                                        # a staged tier: the stage that holds the run
@@ -196,14 +251,21 @@ def test_the_retired_reference_tier_is_not_exported_and_rerun_reads_its_successo
     assert "data/reference/decisive" in capsys.readouterr().err
 
 
-def test_rerun_on_another_kind_reports_seed_sds_and_exits_0(exported, tmp_path, capsys, monkeypatch):
+def test_rerun_on_another_kind_reports_seed_sds_and_exits_0(exported, tmp_path, capsys, monkeypatch, each_vendor):
+    """The committed row names a kind other than the one this process presents (derived from it, never named: an
+    Intel machine's own kind is ``Intel/AVX2/avx2``), as this machine and as the other vendor's (``each_vendor``:
+    there, the row's kind is this machine's real one)."""
     from sec_lib.runs import commands
     monkeypatch.setenv("SEC_RUNS_DIR", str(tmp_path / "runs"))
     _, configs, out, _ = exported
-    other = _tier_copy(out, tmp_path, shift_r1=0.5, cpu_kind="Intel/AVX2/avx2")
+    theirs = other_kind()
+    assert theirs != kernels.this_kind() == each_vendor
+    other = _tier_copy(out, tmp_path, shift_r1=0.5, cpu_kind=theirs)
     assert commands.rerun_command(run_key(configs[0]), "smoke", other) == 0
     said = capsys.readouterr().out
-    assert "differs by -0.5000" in said and "seed SDs" in said and "not expected" in said and "Intel/AVX2/avx2" in said
+    assert "differs by -0.5000" in said and "seed SDs" in said and "not expected" in said
+    assert f"committed on CPU kind {theirs}; this machine is {each_vendor}" in said
+    assert f"another CPU kind ({theirs})" in said
 
 
 def test_a_row_from_before_the_contract_retrains_under_the_legacy_pin_in_a_child(exported, tmp_path, capfd, monkeypatch):

@@ -7,11 +7,15 @@ losses: the ``tuned`` chapter) on this machine, and asks:
 - how far do retrained runs land from the committed ones (mean and SD of retrained − committed R@1)?
 - recomputed with the retrained runs swapped in, does each per-loss estimate and the pooled estimate stay
   inside its committed interval, and does each keep its verdict?
+- which retrained runs are the committed ones bit for bit: the same final R@1, and (reports made since the table
+  hashes, :data:`TABLES_KEY`) the same step and evaluation tables, hashed as the tier keeps them
+  (:func:`sec_lib.runs.tier.table_hash`)? A report made before them compared the final R@1 only, and says so.
 
 The report is written to ``data/reference/<tier>/portability/<cpu kind>.json`` and the tiers page shows
-every report committed there: the decisive tier's, and the one report of the retired reference tier (made before
-the kernel pin, on its own primary comparison), kept as the measurement the contract was built on. The sample is
-one seed from each arm (loss × {none, SEC}) first, then the next seed of each arm, round-robin, so any ``N``
+every report committed there (:func:`page`): the decisive tier's (``Intel-AVX2-avx2.json``: an Intel Xeon, from a
+fresh clone of ``c38b8f1``, on 2026-11-29; its README), and the one report of the retired reference tier (made
+before the kernel pin, on its own primary comparison), kept as the measurement the contract was built on. The sample
+is one seed from each arm (loss × {none, SEC}) first, then the next seed of each arm, round-robin, so any ``N``
 spreads over the arms.
 """
 from __future__ import annotations
@@ -19,23 +23,30 @@ from __future__ import annotations
 import datetime
 import json
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
 from .. import kernels
+from ..figures.tables import fold_columns
 from ..report import verdict
 from ..runs import experiments as ex
 from ..runs import tier as tier_mod
 from .common import load, runs_frame
 from .compare import sec_gain
 from .home import primary_estimate
+from .tiers import tier_label
 
 #: The primary comparison: SEC at the held-out-chosen η against none, on the four main losses.
 PRIMARY_CHAPTER = "tuned"
 ARMS = ("none", "sec")
 METRIC = "R@1"
 REPORT_DIR = "portability"
+#: A report's per-run table comparison: ``{key: {steps_hash, committed_steps_hash, steps_identical, steps_differ,
+#: evals_hash, ..., evals_differ}}`` (``*_differ``: the columns whose values differ; absent from reports made before
+#: the hashes).
+TABLES_KEY = "tables"
 
 
 def primary_runs(profile: str = "decisive", root=None) -> pd.DataFrame:
@@ -69,8 +80,29 @@ def estimates(runs: pd.DataFrame) -> dict:
     return {"per_loss": per_loss, "pooled": pooled}
 
 
-def compare(runs: pd.DataFrame, retrained: dict[str, float]) -> dict:
-    """Committed against retrained: the differences, and the estimates with the retrained runs swapped in."""
+def table_comparison(retrained: dict[str, dict], committed: dict[str, dict]) -> dict[str, dict]:
+    """Per run, the retrained and the committed tables' hashes (each ``{key: {"steps_hash", "steps_columns",
+    "evals_hash", "evals_columns"}}``: :func:`sec_lib.runs.tier.result_hashes`), whether each table is identical,
+    and the columns whose values differ (a column only one side has among them): the report's :data:`TABLES_KEY`.
+    A committed table the tier does not hold (hash None) is not identical to anything."""
+    out = {}
+    for k, got in retrained.items():
+        c = committed.get(k, {})
+        row = {}
+        for name in tier_mod.HASHED_TABLES:
+            mine, theirs = got.get(f"{name}_hash"), c.get(f"{name}_hash")
+            a, b = got.get(f"{name}_columns") or {}, c.get(f"{name}_columns") or {}
+            row.update({f"{name}_hash": mine, f"committed_{name}_hash": theirs,
+                        f"{name}_identical": bool(mine is not None and mine == theirs),
+                        f"{name}_differ": sorted(col for col in set(a) | set(b) if a.get(col) != b.get(col))})
+        out[k] = row
+    return out
+
+
+def compare(runs: pd.DataFrame, retrained: dict[str, float], tables: dict[str, dict] | None = None) -> dict:
+    """Committed against retrained: the differences, and the estimates with the retrained runs swapped in; with
+    ``tables`` (:func:`table_comparison`), each run's table hashes and how many runs are the committed ones bit for
+    bit (``identical_tables``: the same R@1, step table and evaluation table)."""
     sample = runs[runs["key"].isin(retrained)]
     d = pd.Series({k: retrained[k] - float(v) for k, v in zip(sample["key"], sample[METRIC])})
     swapped = runs.assign(**{METRIC: [retrained.get(k, v) for k, v in zip(runs["key"], runs[METRIC])]})
@@ -82,9 +114,14 @@ def compare(runs: pd.DataFrame, retrained: dict[str, float]) -> dict:
                      "verdict": b["verdict"], "swapped": a["estimate"], "swapped_verdict": a["verdict"],
                      "inside": bool(b["ci_lo"] <= a["estimate"] <= b["ci_hi"]),
                      "same_verdict": a["verdict"] == b["verdict"]})
-    return {"n": int(len(d)), "mean_diff": float(d.mean()), "sd_diff": float(d.std(ddof=1)) if len(d) > 1 else float("nan"),
-            "max_abs_diff": float(d.abs().max()), "identical": int((d == 0).sum()), "diffs": d.round(6).to_dict(),
-            "estimates": rows}
+    rep = {"n": int(len(d)), "mean_diff": float(d.mean()),
+           "sd_diff": float(d.std(ddof=1)) if len(d) > 1 else float("nan"), "max_abs_diff": float(d.abs().max()),
+           "identical": int((d == 0).sum()), "diffs": d.round(6).to_dict(), "estimates": rows}
+    if tables is not None:
+        rep[TABLES_KEY] = {k: tables[k] for k in d.index if k in tables}
+        rep["identical_tables"] = int(sum(d[k] == 0 and all(tables.get(k, {}).get(f"{t}_identical", False)
+                                                           for t in tier_mod.HASHED_TABLES) for k in d.index))
+    return rep
 
 
 def slug(kind: str) -> str:
@@ -95,15 +132,20 @@ def report_path(profile: str, kind: str, root=None) -> Path:
     return tier_mod.tier_dir(profile, root) / REPORT_DIR / f"{slug(kind)}.json"
 
 
-def run_check(profile: str = "decisive", sample: int = 8, jobs: int = 2, root=None) -> dict:
-    """Retrain ``sample`` runs of the primary comparison here and write the report (returned)."""
+def run_check(profile: str = "decisive", sample: int = 8, jobs: int = 2, root=None, progress=None) -> dict:
+    """Retrain ``sample`` runs of the primary comparison here and write the report (returned). ``progress(n)``:
+    called with the steps trained since its last call (:func:`sec_lib.runs.tier.retrain`), for a progress bar."""
     runs = primary_runs(profile)
     keys = stratified_sample(runs, sample)
-    got = tier_mod.retrain(keys, tier_mod.tier_dir(profile, root), jobs)
+    d = tier_mod.tier_dir(profile, root)
+    got = tier_mod.retrain(keys, d, jobs, progress=progress)
+    t = tier_mod.open_tier(d)
+    tables = table_comparison({k: v._asdict() for k, v in got.items()},
+                              {k: tier_mod.committed_hashes(t, k) for k in keys})
     here = kernels.this_kind()
     rep = {"profile": profile, "cpu_kind": here, "cpu": kernels.cpu_info(),
            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-           "keys": keys, **compare(runs, {k: v[0] for k, v in got.items()})}
+           "keys": keys, **compare(runs, {k: v.r1 for k, v in got.items()}, tables)}
     rep = with_committed_kinds(rep, profile, root)
     path = report_path(profile, here, root)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -121,15 +163,65 @@ def with_committed_kinds(rep: dict, profile: str = "decisive", root=None) -> dic
     return {**rep, "committed_kinds": {str(k): int(v) for k, v in kinds.items()}}
 
 
-def sentence(rep: dict) -> str:
-    """One computed sentence on a report."""
+def run_names(profile: str, keys, root=None) -> dict[str, str]:
+    """``{key: "loss variant seed N"}`` of committed runs, from their tier's rows (the key itself where the tier or
+    the row is missing)."""
+    try:
+        rows = tier_mod.open_tier(tier_mod.tier_dir(profile, root)).runs.set_index("key")
+    except FileNotFoundError:
+        rows = pd.DataFrame()
+    return {k: f"{rows.at[k, 'loss']} {rows.at[k, 'variant']} seed {int(rows.at[k, 'seed'])}" if k in rows.index
+            else k for k in keys}
+
+
+def tables_words(rep: dict, root=None) -> str:
+    """What a report says of the retrained runs' tables: how many gave the committed step and evaluation tables bit
+    for bit (by hash), or, for a report made before the hashes, that it compared the final R@1 only."""
+    if TABLES_KEY not in rep:
+        return ("The report predates the table hashes: it compared the final R@1 only, not the step and evaluation "
+                "tables.")
+    tables, diffs = rep[TABLES_KEY], rep["diffs"]
+    same_r1 = [k for k, d in diffs.items() if d == 0]
+    other = [k for k in same_r1 if not all(tables.get(k, {}).get(f"{t}_identical", False)
+                                           for t in tier_mod.HASHED_TABLES)]
+    s = (f"Compared by hash, {rep['identical_tables']} of {rep['n']} also gave the committed step and evaluation "
+         "tables bit for bit")
+    if other:
+        names = run_names(rep.get("profile", "decisive"), other, root)
+        s += f"; {len(other)} with the committed R@1 did not ({', '.join(names[k] for k in other)})"
+    return s + "." + differ_words(tables)
+
+
+def differ_words(tables: dict) -> str:
+    """Where retrained tables differed from the committed ones: for each table, the columns that differed and in how
+    many runs (empty where none did, or where the report has no per-column hashes)."""
+    parts = []
+    for name, label in (("steps", "step"), ("evals", "evaluation")):
+        rows = [t for t in tables.values() if not t.get(f"{name}_identical", True)]
+        cols = pd.Series([c for t in rows for c in t.get(f"{name}_differ", [])], dtype=object).value_counts()
+        parts += [f"{c} of the {label} table ({n} run{'s' if n > 1 else ''})" for c, n in cols.items()]
+    return f" The columns that differed: {', '.join(parts)}." if parts else ""
+
+
+def sentence(rep: dict, root=None) -> str:
+    """The computed sentences on a report: the shift of the final R@1 (mean, SD, largest), how many runs gave the
+    committed R@1 exactly (and which did not, where some did), their tables (:func:`tables_words`), and whether
+    any verdict changed or any estimate left its committed interval."""
     changed = [f"{r['estimate']} ({r['verdict']} → {r['swapped_verdict']})" for r in rep["estimates"]
                if not r["same_verdict"]]
     outside = [r["estimate"] for r in rep["estimates"] if not r["inside"]]
     kinds = rep["committed_kinds"]
     kinds = ", ".join(f"{v} on {k}" for k, v in kinds.items()) if isinstance(kinds, dict) else ", ".join(kinds)
-    s = (f"On {rep['cpu_kind']}, {rep['n']} retrained runs of the primary comparison (committed: {kinds}) landed {rep['mean_diff']:+.2f} R@1 from the committed ones on average "
-         f"(SD {rep['sd_diff']:.2f}, largest {rep['max_abs_diff']:.2f}; {rep['identical']} identical). ")
+    n, sd = rep["n"], rep["sd_diff"]
+    spread = f"SD {sd:.2f}, " if sd == sd else ""
+    s = (f"On {rep['cpu_kind']}, {n} retrained runs of the primary comparison (committed: {kinds}) landed "
+         f"{rep['mean_diff']:+.2f} R@1 from the committed ones on average ({spread}largest {rep['max_abs_diff']:.2f}); "
+         f"{rep['identical']} of {n} gave the committed final R@1 exactly")
+    differ = {k: d for k, d in rep["diffs"].items() if d != 0}
+    if 0 < rep["identical"] < n:
+        names = run_names(rep.get("profile", "decisive"), differ, root)
+        s += f", the other {len(differ)} did not: " + ", ".join(f"{names[k]} ({d:+.2f})" for k, d in differ.items())
+    s += ". " + tables_words(rep, root) + " "
     s += ("No verdict changed" if not changed else f"The verdict changed for {'; '.join(changed)}")
     s += ((", and" if not changed else ", though") + " every estimate stayed inside its committed interval." if not outside
           else f"; outside the committed interval: {', '.join(outside)}.")
@@ -148,3 +240,107 @@ def reports_table(reps: list[dict]) -> pd.DataFrame:
     rows = [{"cpu kind": r["cpu_kind"], "runs retrained": r["n"], **{c: e[c] for c in cols}}
             for r in reps for e in r["estimates"]]
     return pd.DataFrame(rows, columns=["cpu kind", "runs retrained", *cols])
+
+
+#: The columns of :func:`overview_table`.
+OVERVIEW_COLUMNS = ("tier", "CPU kind", "date", "committed on", "runs retrained", "R@1 identical", "mean R@1 shift",
+                    "SD of the shift", "largest |shift|", "tables identical", "verdicts changed",
+                    "estimates outside their interval")
+#: :func:`overview_table`'s "tables identical" for a report made before the table hashes.
+NOT_COMPARED = "not compared (R@1 only)"
+
+
+def overview_table(reps: list[dict]) -> pd.DataFrame:
+    """One row per report, side by side: the tier and CPU kind, how many runs it retrained and how many gave the
+    committed final R@1 exactly, the mean, SD and largest absolute shift of the R@1 (retrained − committed, points),
+    how many gave identical step and evaluation tables (:data:`NOT_COMPARED` for a report made before the hashes),
+    and how many estimates changed verdict or left their committed interval."""
+    rows = []
+    for r in reps:
+        kinds = r["committed_kinds"]
+        rows.append({"tier": tier_label(r.get("profile", "reference")), "CPU kind": r["cpu_kind"],
+                     "date": str(r.get("date", ""))[:10],
+                     "committed on": ", ".join(f"{k} ({v})" for k, v in kinds.items()) if isinstance(kinds, dict)
+                     else ", ".join(kinds),
+                     "runs retrained": int(r["n"]), "R@1 identical": int(r["identical"]),
+                     "mean R@1 shift": float(r["mean_diff"]), "SD of the shift": float(r["sd_diff"]),
+                     "largest |shift|": float(r["max_abs_diff"]),
+                     "tables identical": (f"{r['identical_tables']} of {r['n']}" if TABLES_KEY in r else NOT_COMPARED),
+                     "verdicts changed": int(sum(not e["same_verdict"] for e in r["estimates"])),
+                     "estimates outside their interval": int(sum(not e["inside"] for e in r["estimates"]))})
+    return pd.DataFrame(rows, columns=list(OVERVIEW_COLUMNS))
+
+
+def runs_table(rep: dict, root=None) -> pd.DataFrame:
+    """One row per retrained run of a report: which run, its R@1 shift, whether its final R@1 and (reports made
+    since the hashes) its step and evaluation tables are the committed ones exactly (None: not compared), and the
+    columns that differ."""
+    names = run_names(rep.get("profile", "decisive"), rep["diffs"], root)
+    tables = rep.get(TABLES_KEY, {})
+    rows = [{"key": k, "run": names[k], "R@1 shift": float(d), "R@1 identical": d == 0,
+             **{f"{t} identical": (tables[k][f"{t}_identical"] if k in tables else None)
+                for t in tier_mod.HASHED_TABLES},
+             "columns that differ": "; ".join(f"{t}: {', '.join(tables[k].get(f'{t}_differ', []))}"
+                                              for t in tier_mod.HASHED_TABLES
+                                              if k in tables and tables[k].get(f"{t}_differ"))}
+            for k, d in rep["diffs"].items()]
+    return pd.DataFrame(rows, columns=["key", "run", "R@1 shift", "R@1 identical",
+                                       *[f"{t} identical" for t in tier_mod.HASHED_TABLES], "columns that differ"])
+
+
+@dataclass(frozen=True)
+class Section:
+    """One report on the page: its sentences, its estimates table, the table's name and caption."""
+    sentence: str
+    table: pd.DataFrame
+    name: str
+    caption: str
+
+
+@dataclass(frozen=True)
+class Reports:
+    """The tiers page's portability section (:func:`page`)."""
+    sentence: str
+    overview: pd.DataFrame
+    caption: str
+    sections: tuple
+
+
+def summary_sentence(decisive: list[dict]) -> str:
+    """The section's first sentence: the decisive tier's reports, whether any verdict changed, how many runs gave
+    the committed final R@1 exactly."""
+    if not decisive:
+        return ("No portability report of the decisive tier is committed yet (`python -m sec_lib.book portability` "
+                "on a machine of another CPU kind makes one).")
+    kinds = sorted({r["cpu_kind"] for r in decisive})
+    changed = sum(not e["same_verdict"] for r in decisive for e in r["estimates"])
+    n, same = sum(r["n"] for r in decisive), sum(r["identical"] for r in decisive)
+    return (f"The decisive tier's primary comparison was retrained on {len(kinds)} CPU "
+            f"kind{'s' if len(kinds) > 1 else ''} ({', '.join(kinds)}) in {len(decisive)} "
+            f"report{'s' if len(decisive) > 1 else ''}: "
+            + ("no verdict changed" if not changed else f"{changed} verdict{'s' if changed > 1 else ''} changed")
+            + f", and {same} of its {n} retrained runs gave the committed final R@1 exactly.")
+
+
+def page(profiles=("decisive", *tier_mod.RETIRED_TIERS), root=None) -> Reports:
+    """Every committed report of ``profiles`` (the decisive tier's first, the retired tier's last): the section's
+    first sentence, the reports side by side (:func:`overview_table`), and per report its sentences and its
+    estimates recomputed with the retrained runs swapped in."""
+    by_profile = {p: reports(p, root) for p in profiles}
+    reps = [r for p in profiles for r in by_profile[p]]
+    sections = []
+    for rep in reps:
+        name = rep.get("profile", "reference")
+        label = tier_label(name)
+        # the CPU kind and the count are the same on every row (the caption says them): folded under the table
+        table = fold_columns(reports_table([rep]), ["estimate"],
+                             {"The report's CPU kind and runs retrained": ["cpu kind", "runs retrained"]})
+        sections.append(Section(f"*The {label} tier.* " + sentence(rep, root), table,
+                                f"portability_{name}_{slug(rep['cpu_kind'])}",
+                                f"The {label} tier's primary comparison recomputed with {rep['n']} runs "
+                                f"retrained on {rep['cpu_kind']}"))
+    caption = ("Every committed portability report, one row per report (the retired tier's, made before the kernel "
+               "pin, last). R@1 shift: retrained − committed final R@1, points; tables identical: runs whose step and "
+               f"evaluation tables hash as the committed ones do, or \"{NOT_COMPARED}\" for a report made before the "
+               "hashes")
+    return Reports(summary_sentence(by_profile.get("decisive", [])), overview_table(reps), caption, tuple(sections))

@@ -55,9 +55,19 @@ class Summary:
             print(f"time {what}: {sec / 60:.1f} min ({sec:.0f} s)", file=out)
 
 
-def progress_bar(desc: str, total: int):
-    """A tqdm bar on the terminal (stderr); the rendered pages never see it."""
-    return tqdm(total=total, desc=desc, unit="run", file=sys.stderr, dynamic_ncols=True)
+def progress_bar(desc: str, total: int, unit: str = "run"):
+    """A tqdm bar on the terminal (stderr); the rendered pages never see it. ``unit``: what it counts (runs for a
+    sweep; training steps where a few long runs would leave a bar of runs still for minutes: ``rerun``,
+    ``portability``)."""
+    return tqdm(total=total, desc=desc, unit=unit, file=sys.stderr, dynamic_ncols=True)
+
+
+def step_bar(desc: str, total: int):
+    """:func:`progress_bar` counting training steps, with the callbacks that move it: ``(bar, on_steps, on_step)``,
+    ``on_steps(n)`` for n more steps (:func:`sec_lib.runs.tier.retrain`'s ``progress``) and ``on_step(step,
+    iterations)`` for one run's step count (:func:`sec_lib.runs.train.train`'s)."""
+    bar = progress_bar(desc, total, unit="step")
+    return bar, bar.update, tier.step_counter(bar.update)
 
 
 def train_sweep(desc: str, configs, launcher, summary: Summary) -> None:
@@ -200,7 +210,11 @@ def rerun_command(key: str, profile: str, tier_root=None) -> int:
         theirs, here = tier.committed_kind(t, key), kernels.this_kind()
     print(f"run {key}: committed on {'CPU' if cfg.device.startswith('cpu') else 'GPU'} kind {theirs}; this machine is "
           f"{here}", flush=True)
-    committed, retrained, result = tier.rerun(key, root)
+    bar, _, on_step = step_bar(f"rerun {key} ({cfg.loss} {cfg.variant} seed {cfg.seed})", cfg.iterations)
+    try:
+        committed, retrained, result = tier.rerun(key, root, progress=on_step)
+    finally:
+        bar.close()
     same = committed == retrained or (math.isnan(committed) and math.isnan(retrained))
     head = f"run {key}: committed R@1 {committed:.4f}, retrained R@1 {retrained:.4f}"
     if same:

@@ -24,10 +24,12 @@ rerun KEY`` retrains it and compares its final R@1 with the committed one.
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import os
 import tempfile
 from pathlib import Path
+from typing import Callable, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -363,17 +365,19 @@ def restore(tier: str | Path, store: ResultStore | None = None) -> int:
     return n
 
 
-def rerun(key: str, tier: str | Path, store: ResultStore | None = None) -> tuple[float, float, RunResult]:
+def rerun(key: str, tier: str | Path, store: ResultStore | None = None,
+          progress: Callable[[int, int], None] | None = None) -> tuple[float, float, RunResult]:
     """Retrain one committed run from its row and return (committed R@1, retrained R@1, the new result).
 
     The run is always trained afresh, even when ``store`` (default: the local result store) already
     holds that key, as it does after :func:`restore`: comparing the committed row with its own restored
-    copy would prove nothing. The new result is saved to ``store`` only where the key is missing there."""
+    copy would prove nothing. The new result is saved to ``store`` only where the key is missing there.
+    ``progress(step, iterations)`` is called after every step (``rerun``'s progress bar)."""
     t = TierStore(tier)
     cfg = t.config(key)
     committed = t.get(cfg).metrics.get("R@1", float("nan"))
     store = store or ResultStore()
-    result = train(cfg)
+    result = train(cfg) if progress is None else train(cfg, progress=progress)
     if not store.has(key):
         store.save(result)
     return committed, result.metrics.get("R@1", float("nan")), result
@@ -451,19 +455,152 @@ def seed_sd(t: TierStore, key: str, metric: str = "R@1") -> tuple[float, str]:
     return pooled, f"the pooled seed SD of {len(g)} {row['loss']} arms (this arm has one seed)"
 
 
-def _retrain_one(root: str, key: str) -> tuple[str, float, str]:
+#: The tables a retrained run is compared on, bit for bit, with its committed copy (:func:`table_hash`).
+HASHED_TABLES = ("steps", "evals")
+#: Columns no hash reads: the clock (a run's timing differs on every machine and every run) and the run's key.
+UNHASHED_COLUMNS = ("step_time", "wall_s", "key")
+
+
+def _hashed_columns(df: pd.DataFrame) -> list:
+    """The columns :func:`table_hash` reads, in name order."""
+    return sorted((c for c in df.columns if c not in UNHASHED_COLUMNS and df[c].notna().any()), key=str)
+
+
+def _column_bytes(v: pd.Series) -> bytes:
+    """A column's values as :func:`table_hash` reads them: numbers as float64 with one NaN, anything else as text."""
+    if pd.api.types.is_bool_dtype(v) or pd.api.types.is_numeric_dtype(v):
+        a = np.array(v.to_numpy(dtype=np.float64, na_value=np.nan), dtype=np.float64, copy=True)
+        a[np.isnan(a)] = np.nan
+        return a.tobytes()
+    return json.dumps([None if pd.isna(x) else str(x) for x in v]).encode()
+
+
+def table_hash(df: pd.DataFrame) -> str:
+    """sha256 (first 16 hex digits) of one run's table as a committed tier keeps it, so that a retrained run's
+    table (compacted as :func:`export` compacts it: :func:`compacted`) and its committed rows hash alike exactly
+    when their values are the same bits. Read: the columns in name order, without :data:`UNHASHED_COLUMNS` and
+    without a column that is empty for this run (a tier's table holds the union of its runs' columns); each
+    number as float64 (a tier's concatenated table stores an integer column that some run lacks as float), every
+    NaN as one NaN (the parquet file stores a NaN as a null, whatever its sign bit was); any other column as text."""
+    df = df.reset_index(drop=True)
+    cols = _hashed_columns(df)
+    h = hashlib.sha256(json.dumps([[str(c) for c in cols], len(df)]).encode())
+    for c in cols:
+        h.update(_column_bytes(df[c]))
+    return h.hexdigest()[:16]
+
+
+def column_hashes(df: pd.DataFrame) -> dict[str, str]:
+    """``{column: hash}`` of the columns :func:`table_hash` reads, each hashed alone (with the row count): where two
+    tables' hashes differ, the columns that differ."""
+    df = df.reset_index(drop=True)
+    return {str(c): hashlib.sha256(str(len(df)).encode() + _column_bytes(df[c])).hexdigest()[:16]
+            for c in _hashed_columns(df)}
+
+
+def compacted(result: RunResult, name: str) -> pd.DataFrame:
+    """A run's table ``name`` as :func:`export` commits it (the step log decimated, ...)."""
+    return _compact(name, getattr(result, name))
+
+
+def _hashes(tables: dict[str, pd.DataFrame]) -> dict:
+    out = {}
+    for name, df in tables.items():
+        have = len(df) > 0
+        out[f"{name}_hash"] = table_hash(df) if have else None
+        out[f"{name}_columns"] = column_hashes(df) if have else {}
+    return out
+
+
+def result_hashes(result: RunResult) -> dict:
+    """``{"steps_hash", "steps_columns", "evals_hash", "evals_columns"}`` of a run just trained, its tables
+    compacted as a tier keeps them (:func:`table_hash`, :func:`column_hashes`)."""
+    return _hashes({name: compacted(result, name) for name in HASHED_TABLES})
+
+
+def committed_hashes(t: "TierStore | StagedTier", key: str) -> dict:
+    """The same hashes (:func:`result_hashes`) of a committed run's rows; a table the tier no longer holds (the
+    retired tier dropped its steps) has no hash (None) and no columns."""
+    tables = {}
+    for name in HASHED_TABLES:
+        try:
+            tables[name] = getattr(t.get(key, tables=(name,)), name)
+        except FileNotFoundError:                  # the tier's folder has no such table file
+            tables[name] = pd.DataFrame()
+    return _hashes(tables)
+
+
+class Retrained(NamedTuple):
+    """A committed run retrained by :func:`retrain`: its R@1, the CPU kind it ran on, its tables' hashes (whole and
+    per column: :func:`result_hashes`)."""
+    r1: float
+    kind: str
+    steps_hash: str | None
+    evals_hash: str | None
+    steps_columns: dict = {}
+    evals_columns: dict = {}
+
+
+#: In a worker process of :func:`retrain`: where it reports its steps (set by :func:`_init_worker`).
+_STEPS_QUEUE = None
+
+
+def _init_worker(queue) -> None:
+    global _STEPS_QUEUE
+    _STEPS_QUEUE = queue
+
+
+def step_counter(report: Callable[[int], None]) -> Callable[[int, int], None]:
+    """A ``train`` progress callback that reports the steps done since its last report, about 200 times a run."""
+    last = [0]
+
+    def progress(step: int, total: int) -> None:
+        if step - last[0] >= max(1, total // 200) or step == total:
+            report(step - last[0])
+            last[0] = step
+    return progress
+
+
+def _retrain_one(root: str, key: str, report: Callable[[int], None] | None = None) -> tuple:
     t = open_tier(root)
-    r = train(t.config(key))
-    return key, float(r.metrics.get("R@1", float("nan"))), kernels.this_kind()
+    if report is None and _STEPS_QUEUE is not None:
+        report = _STEPS_QUEUE.put
+    r = train(t.config(key)) if report is None else train(t.config(key), progress=step_counter(report))
+    return key, Retrained(float(r.metrics.get("R@1", float("nan"))), kernels.this_kind(),
+                          **result_hashes(r))
 
 
-def retrain(keys, tier: str | Path, jobs: int = 1) -> dict[str, tuple[float, str]]:
+def retrain(keys, tier: str | Path, jobs: int = 1,
+            progress: Callable[[int], None] | None = None) -> dict[str, Retrained]:
     """Retrain committed runs afresh (``jobs`` processes; nothing is read from or saved to a store) and
-    return ``{key: (retrained R@1, CPU kind it ran on)}``. The caller runs under the runs' kernel pin."""
+    return ``{key: Retrained(R@1, CPU kind it ran on, its tables' hashes)}``. The caller runs under the runs'
+    kernel pin. ``progress(n)`` is called in this process with the number of steps trained since its last call,
+    summed over the runs (a few hundred calls a run), for a progress bar."""
     import multiprocessing as mp
-    from concurrent.futures import ProcessPoolExecutor
+    import queue as queue_mod
+    from concurrent.futures import ProcessPoolExecutor, wait
     keys = list(keys)
     if jobs <= 1:
-        return {k: v for k, *v in (_retrain_one(str(tier), k) for k in keys)}
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn")) as pool:
-        return {k: (r1, kind) for k, r1, kind in pool.map(_retrain_one, [str(tier)] * len(keys), keys)}
+        return dict(_retrain_one(str(tier), k, progress) for k in keys)
+    ctx = mp.get_context("spawn")
+    steps = ctx.Queue() if progress is not None else None
+
+    def drain(block: bool) -> None:
+        while steps is not None:
+            try:
+                progress(steps.get(timeout=0.5) if block else steps.get_nowait())
+            except queue_mod.Empty:
+                return
+            block = False
+
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_init_worker, initargs=(steps,)) as pool:
+        futures = [pool.submit(_retrain_one, str(tier), k) for k in keys]
+        while not all(f.done() for f in futures):
+            if steps is None:
+                wait(futures)
+            drain(block=True)
+        got = dict(f.result() for f in futures)
+    drain(block=False)
+    if steps is not None:
+        steps.close()
+    return got

@@ -369,14 +369,16 @@ def launcher_options(args) -> dict:
 
 def portability_command(profile: str, sample: int, jobs: int) -> int:
     """``portability``: retrain a sample of the primary comparison under the pin it was trained with (in a
-    child process started under that pin when this one has another) and write the report."""
+    child process started under that pin when this one has another) and write the report. It says what it retrains
+    and how long the committed runs took before it starts, and shows a progress bar of the steps trained (stderr)."""
     from ..chapters import portability as pt
     from .. import kernels
     if sample < 1 or jobs < 1:
         print(f"error: sample = {sample} and jobs = {jobs} must both be integers >= 1", file=sys.stderr)
         return 2
     t = tier.open_tier(tier.tier_dir(profile))
-    pins = {tier.committed_pin(t, k) for k in pt.stratified_sample(pt.primary_runs(profile), sample)}
+    keys = pt.stratified_sample(pt.primary_runs(profile), sample)
+    pins = {tier.committed_pin(t, k) for k in keys}
     if len(pins) != 1:
         print(f"error: the sample mixes kernel pins {sorted(pins)}; retrain fewer runs", file=sys.stderr)
         return 2
@@ -385,8 +387,19 @@ def portability_command(profile: str, sample: int, jobs: int) -> int:
         print(f"the sample was trained under the kernel pin {pin!r}; retraining it in a process started under it", flush=True)
         return subprocess.call([sys.executable, "-m", "sec_lib.book", "portability", "--profile", profile,
                                 "--sample", str(sample), "--jobs", str(jobs)], env=kernels.child_env(pin))
-    rep = pt.run_check(profile, sample, jobs)
+    steps = sum(t.config(k).iterations for k in keys)
+    wall = t.runs.set_index("key").loc[keys, "wall_s"].astype(float)
+    print(f"retraining {len(keys)} runs of the {profile} tier's primary comparison ({steps:,} steps in all) on "
+          f"{kernels.this_kind()} with {jobs} process{'es' if jobs > 1 else ''}; the committed runs took "
+          f"{wall.median() / 60:.1f} min each (median) on their machine, about {wall.sum() / jobs / 60:.0f} min at "
+          f"{jobs} at a time", flush=True)
+    bar, on_steps, _ = commands.step_bar(f"portability: {len(keys)} runs", steps)
+    try:
+        rep = pt.run_check(profile, sample, jobs, progress=on_steps)
+    finally:
+        bar.close()
     print(pt.reports_table([rep]).to_string(index=False))
+    print(pt.runs_table(rep).to_string(index=False))
     print(pt.sentence(rep))
     print(f"report written to {pt.report_path(profile, rep['cpu_kind'])}")
     return 0

@@ -8,6 +8,8 @@ import shutil
 import pandas as pd
 import pytest
 
+from kinds import each_vendor, other_kind  # noqa: F401  (each_vendor: a fixture, tests/kinds.py)
+from sec_lib import kernels
 from sec_lib.chapters import compare, evidence, optim, pretrained, scale
 from sec_lib.runs import decisive, mainstage, selection, sweeps, tier
 from sec_lib.runs import experiments as ex
@@ -232,23 +234,30 @@ def test_the_tiers_page_takes_a_review_losss_test_gain_from_its_review_chapter(s
     assert set(d["test_seeds"]) == {len({c.seed for c in runs})}
 
 
-def test_the_tiers_page_counts_the_cpu_kind_and_the_isa_each_decisive_run_recorded(staged):
+def test_the_tiers_page_counts_the_cpu_kind_and_the_isa_each_decisive_run_recorded(staged, each_vendor):
+    """Run as this machine and as the other vendor's (``each_vendor``): "another kind" is derived from the kind this
+    process presents, never named (an Intel machine's own kind is ``Intel/AVX2/avx2``)."""
     from sec_lib.chapters import tiers
-    path = staged / "data" / "reference" / "decisive" / "sgd-selection" / "runs.parquet"
+    decisive_root = staged / "data" / "reference" / "decisive"
+    mine = kernels.this_kind()                     # every stand-in run recorded the kind of the machine that trained it
+    for d in tier.stage_dirs(decisive_root):
+        pd.read_parquet(d / "runs.parquet").assign(cpu_kind=mine).to_parquet(d / "runs.parquet")
+    path = decisive_root / "sgd-selection" / "runs.parquet"
     r = pd.read_parquet(path)
-    mine = r["cpu_kind"].iloc[0]                   # this machine's kind: every stand-in run recorded it
+    other = other_kind(mine)
+    assert other != mine
     r.loc[r.index[:2], "cpu_isa"] = "sse4_2 avx avx2 fma"                     # two trained on an AVX2-only CPU
     r.loc[r.index[2:], "cpu_isa"] = "sse4_2 avx avx2 fma avx512f"
-    r.loc[r.index[:1], "cpu_kind"] = "Intel/AVX2/avx2"                        # and one of them on another kind
+    r.loc[r.index[:1], "cpu_kind"] = other                                    # and one of them on another kind
     r.to_parquet(path)
     k = tiers.kind_table("decisive").set_index("stage")
     assert set(k.index) == {"selection", "scale-selection", "finetune-selection", "sgd-selection"}
     n = len(r)
     assert k.loc["sgd-selection", ["runs", "AVX2 only", "with AVX-512"]].tolist() == [n, 2, n - 2]
-    assert k.loc["sgd-selection", "CPU kind"] == f"{mine} ({n - 1}), Intel/AVX2/avx2 (1)"
-    total = len(tier.StagedTier(staged / "data" / "reference" / "decisive").runs)
+    assert k.loc["sgd-selection", "CPU kind"] == f"{mine} ({n - 1}), {other} (1)"
+    total = len(tier.StagedTier(decisive_root).runs)
     assert tiers.staged_kind_sentence("decisive").startswith(
-        f"The {total:,} runs of the decisive tier recorded 2 CPU kinds: {mine} ({total - 1}), Intel/AVX2/avx2 (1)")
+        f"The {total:,} runs of the decisive tier recorded 2 CPU kinds: {mine} ({total - 1}), {other} (1)")
     r.assign(cpu_kind=mine).to_parquet(path)
     assert tiers.staged_kind_sentence("decisive").startswith(f"All {total:,} runs of the decisive tier recorded one "
                                                              f"CPU kind, **{mine}**")

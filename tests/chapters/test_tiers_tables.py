@@ -81,6 +81,17 @@ def test_the_committed_tiers_sections_have_no_nan_cells():
     assert_no_nan_text("schedule pilot", pilot)
 
 
+
+def test_the_portability_section_has_no_nan_cells():
+    """The reports side by side and each report's estimates: a report made before the table hashes says so in words
+    (``portability.NOT_COMPARED``), never with a missing value."""
+    from sec_lib.chapters import portability
+    shown = portability.page()
+    assert_no_nan_text("portability reports", shown.overview)
+    for section in shown.sections:
+        assert_no_nan_text(section.name, section.table)
+
+
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 
 
