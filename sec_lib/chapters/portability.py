@@ -343,4 +343,9 @@ def page(profiles=("decisive", *tier_mod.RETIRED_TIERS), root=None) -> Reports:
                "pin, last). R@1 shift: retrained − committed final R@1, points; tables identical: runs whose step and "
                f"evaluation tables hash as the committed ones do, or \"{NOT_COMPARED}\" for a report made before the "
                "hashes")
-    return Reports(summary_sentence(by_profile.get("decisive", [])), overview_table(reps), caption, tuple(sections))
+    # the report's provenance and the spread of the shift: folded under the table, so that it fits the text column
+    overview = fold_columns(overview_table(reps), ["tier", "CPU kind"],
+                            {"When, and against which committed runs": ["date", "committed on"],
+                             "The spread of the shift, and the estimates": ["SD of the shift", "largest |shift|",
+                                                                            "estimates outside their interval"]})
+    return Reports(summary_sentence(by_profile.get("decisive", [])), overview, caption, tuple(sections))
