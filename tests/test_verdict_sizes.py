@@ -218,3 +218,19 @@ def test_the_scorecard_counts_questions_once_with_their_rows_beneath():
     s = claims.questions_sentence(claims.questions(table), table)
     assert "7 in all: **2** hold, **1** holds in direction but is smaller than the paper's, **3** fail, **1** is " \
            "undecided" in s and "17 rows lie beneath them" in s and "which the paper never claimed" in s
+
+
+def test_the_scale_page_names_the_contrasts_whose_losses_differ():
+    from sec_lib.chapters import scale
+    fam = pd.DataFrame([{"comparison": "SEC − relative SEC", "groups_p": 0.01, "apart": "npair stands apart: -0.82 "
+                         "against -0.1 to +0.58 for the others"},
+                        {"comparison": "L2-reg − none", "groups_p": 0.4, "apart": ""}])
+    s = scale.losses_differ_sentence(fam)
+    assert "SEC − relative SEC (loss × arm test p = 0.01: npair stands apart" in s and "L2-reg" not in s
+    assert scale.losses_differ_sentence(fam.assign(groups_p=0.5)) == ""
+
+
+def test_the_landing_pages_regime_line_gives_both_words(committed):
+    from sec_lib.chapters import home
+    s = home.regime_sentence(committed["P1"])
+    assert "**inconclusive**" in s and "under the book's family rule (a pooled row alone) it reads **not reproduced**" in s

@@ -268,9 +268,10 @@ def _row_html(r: dict, head: bool) -> str:
     v = _html.escape(r["verdict"])
     text = _html.escape(str(r["text"]))
     cls = ' class="question-head"' if head else ""
+    notes_html = '<br><em class="claim-notes">' + "; ".join(notes) + "</em>" if notes else ""
     return (f'<tr id="{anchor(r["claim"])}" data-claim="{_html.escape(r["claim"])}" data-verdict="{v}"{cls}>'
             f'<td><b>{_html.escape(r["claim"])}</b></td><td>{text}'
-            f'{"<br><small>" + "; ".join(notes) + "</small>" if notes else ""}</td>'
+            f'{notes_html}</td>'
             f'<td>{_html.escape(r["evidence"])} {_html.escape(_text(r.get("unit")))}</td><td>{_html.escape(r["p"])}</td>'
             f'<td class="verdict verdict-{r["verdict"].replace(" ", "-")}"><b>{v}</b></td>'
             f'<td>{_html.escape(_text(r.get("tier")) or "—")}</td><td>{page}</td></tr>'

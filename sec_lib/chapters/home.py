@@ -283,7 +283,13 @@ def regime_sentence(record) -> str:
             f"[the pretrained page](pretrained.html): the glyph network fine-tuned from a backbone pretrained here, "
             f"each loss without and with SEC, beside the same runs from scratch. Whether SEC's effect is larger there "
             f"(claim {record.id}, fine-tuned − from-scratch SEC − none, mean over the losses; {record.tier or 'quick'} "
-            f"tier): {record.evidence} R@1 points, **{record.verdict}**{inconclusive_words(record)}.")
+            f"tier): {record.evidence} R@1 points, **{record.verdict}**{inconclusive_words(record)}"
+            + (f" as registered; under the book's family rule (a pooled row alone) it reads "
+               f"**{record.rule_verdict}**"
+               + (": SEC gains less when fine-tuning, the opposite of the claim" if record.estimate
+                  * record.expected_sign < 0 else "")
+               + ". A registered follow-up on fresh seeds (P1c) will decide it"
+               if getattr(record, "rule_verdict", "") else "") + ".")
 
 
 def beyond_sentence(profile, root=None) -> str:

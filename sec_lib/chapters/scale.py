@@ -117,7 +117,7 @@ def scale_family(runs: pd.DataFrame, metric: str = "R@1") -> pd.DataFrame:
             row[label] = _log_ratio(r, a, b, col)["estimate"] if col in r.columns else math.nan
         rows.append(row)
     (fam,) = one_family(pd.DataFrame(rows), family=FAMILY)
-    return fam
+    return fam             # its groups_p and apart (the loss × arm test) fold under the table with the test's details
 
 
 def mechanism(family: pd.DataFrame) -> dict:
@@ -158,7 +158,21 @@ def answer_sentence(family: pd.DataFrame) -> str:
             f"family of {int(family['m'].max()) if len(family) else 0}.")
     if m["against"]:
         text += " Decided the wrong way (a significant loss): " + ", ".join(m["against"]) + "."
-    return text
+    return text + losses_differ_sentence(family)
+
+
+def losses_differ_sentence(family: pd.DataFrame) -> str:
+    """' The four losses do not agree on: SEC − relative SEC (loss × arm test p = 0.01: npair stands apart …); …':
+    the contrasts whose pooled row the loss × arm test flags (:func:`sec_lib.report.groups_differ`); '' for none."""
+    if "groups_p" not in family.columns:
+        return ""
+    flagged = [r for r in family.to_dict("records") if np.isfinite(r.get("groups_p", math.nan))
+               and r["groups_p"] < 0.05]
+    if not flagged:
+        return ""
+    return (" ⚑ The losses do not agree on: " + "; ".join(f"{r['comparison']} (loss × arm test p = "
+                                                          f"{r['groups_p']:.2g}: {r['apart']})" for r in flagged)
+            + ": the pooled row averages over losses that differ.")
 
 
 def sec_split(runs: pd.DataFrame) -> dict:
