@@ -67,15 +67,7 @@ def test_configs(root=None) -> list[TrainConfig]:
 def test_runs(root=None) -> pd.DataFrame:
     """The committed runs (``test/runs.parquet``), once all of :func:`test_configs` are there; KeyError (no evidence
     yet) before, saying how many are."""
-    from .store import run_key
-    want = {run_key(c) for c in test_configs(root)}
-    path = folder(root) / "test" / "runs.parquet"
-    runs = pd.read_parquet(path) if path.exists() else pd.DataFrame(columns=["key"])
-    have = want & set(runs["key"])
-    if have != want:
-        raise KeyError(f"C3b's runs are not all committed yet: {len(have)} of {len(want)} are in "
-                       f"{followup.rel(path)}")
-    return runs[runs["key"].isin(want)].reset_index(drop=True)
+    return followup.all_committed(folder(root) / "test" / "runs.parquet", test_configs(root), "C3b")
 
 
 def test_frames(root=None, tables=("evals", "steps")):

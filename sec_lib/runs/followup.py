@@ -109,6 +109,19 @@ def committed_runs(where: Path) -> pd.DataFrame:
                        date=runs["date"].astype(str).str[:10])[cols]
 
 
+def all_committed(path: Path, configs, what: str) -> pd.DataFrame:
+    """The runs of ``configs`` committed in ``path`` (a stage's ``runs.parquet``), once every one is there; KeyError
+    (no evidence yet) before, saying how many are. ``what``: the follow-up's id, for the message."""
+    from .store import run_key
+    want = {run_key(c) for c in configs}
+    path = Path(path)
+    runs = pd.read_parquet(path) if path.exists() else pd.DataFrame(columns=["key"])
+    have = want & set(runs["key"])
+    if have != want:
+        raise KeyError(f"{what}'s runs are not all committed yet: {len(have)} of {len(want)} are in {rel(path)}")
+    return runs[runs["key"].isin(want)].reset_index(drop=True)
+
+
 def committed_test_runs(here: Path, want_of, what: str) -> pd.DataFrame:
     """A follow-up's committed test runs (``here/test/runs.parquet``), once its ``choices.json`` is written and every
     run ``want_of(choices)`` names (their configs) is there; KeyError (no evidence yet) before, saying how many are
