@@ -247,7 +247,6 @@ def _row_html(r: dict, head: bool) -> str:
     size, the loss × arm flag, the family rule's word and the reading where they apply), tier and page."""
     link = _text(r.get("link"))
     page = f'<a href="{_html.escape(link)}">{_html.escape(link.split("#")[0].removesuffix(".html"))}</a>'
-    same = f" · same runs as {_html.escape(r['same_runs_as'])}" if _text(r.get("same_runs_as")) else ""
     notes = []
     if _text(r.get("paper_size_text")):
         notes.append("sized against " + _html.escape(r["paper_size_text"]))
@@ -260,11 +259,7 @@ def _row_html(r: dict, head: bool) -> str:
                      f"<b>{_html.escape(r['rule_verdict'])}</b>")
     if _text(r.get("added")):
         notes.append(_html.escape(r["added"]))
-    detail = (f"<small>{_html.escape(r['source'])}; measured: {_html.escape(r['measured'])}; expected: "
-              f"{sign_word(r['expected_sign'])}; family: {_html.escape(r['family'])} (m = {int(r['m'])}); could detect "
-              f"{r['detectable'] or 'n/a'}; n = {_html.escape(r['n (counts)'] or '0')}; paper: "
-              f"{_html.escape(r['paper'] or '—')}{'; ' + _html.escape(r['note']) if _text(r.get('note')) else ''}"
-              f"{same}</small>")
+    detail = _detail(r)
     v = _html.escape(r["verdict"])
     text = _html.escape(str(r["text"]))
     cls = ' class="question-head"' if head else ""
@@ -365,6 +360,17 @@ def _text(x) -> str:
     return "" if x is None or (isinstance(x, float) and np.isnan(x)) else str(x)
 
 
+def _detail(r: dict) -> str:
+    """How a scorecard row was measured and decided (source, measure, expected sign, family, detectable effect, n,
+    the paper's number, the note, and the row whose runs it reuses), as the folded small print under it."""
+    same = f" · same runs as {_html.escape(r['same_runs_as'])}" if _text(r.get("same_runs_as")) else ""
+    return (f"<small>{_html.escape(r['source'])}; measured: {_html.escape(r['measured'])}; expected: "
+            f"{sign_word(r['expected_sign'])}; family: {_html.escape(r['family'])} (m = {int(r['m'])}); could detect "
+            f"{r['detectable'] or 'n/a'}; n = {_html.escape(r['n (counts)'] or '0')}; paper: "
+            f"{_html.escape(r['paper'] or '—')}{'; ' + _html.escape(r['note']) if _text(r.get('note')) else ''}"
+            f"{same}</small>")
+
+
 def claims_html(table: pd.DataFrame, name: str = "claims") -> str:
     """The scorecard: one line per claim (id, estimate [interval], adjusted p, verdict, tier, page),
     the statement and its details folded under it, and a CSV of every column. Each row has the id
@@ -375,12 +381,7 @@ def claims_html(table: pd.DataFrame, name: str = "claims") -> str:
     for r in table.to_dict("records"):
         link = _text(r.get("link"))
         page = f'<a href="{_html.escape(link)}">{_html.escape(link.split("#")[0].removesuffix(".html"))}</a>'
-        same = f" · same runs as {_html.escape(r['same_runs_as'])}" if _text(r.get("same_runs_as")) else ""
-        detail = (f"<details><summary>{_html.escape(str(r['text']))}</summary><small>{_html.escape(r['source'])}; "
-                  f"measured: {_html.escape(r['measured'])}; expected: {sign_word(r['expected_sign'])}; "
-                  f"family: {_html.escape(r['family'])} (m = {int(r['m'])}); could detect {r['detectable'] or 'n/a'}; "
-                  f"n = {_html.escape(r['n (counts)'] or '0')}; paper: {_html.escape(r['paper'] or '—')}"
-                  f"{'; ' + _html.escape(r['note']) if _text(r.get('note')) else ''}{same}</small></details>")
+        detail = f"<details><summary>{_html.escape(str(r['text']))}</summary>{_detail(r)}</details>"
         v = _html.escape(r["verdict"])
         tds = (f'<td><b>{_html.escape(r["claim"])}</b></td><td>{_html.escape(r["evidence"])} '
                f'{_html.escape(_text(r.get("unit")))}</td><td>{_html.escape(r["p"])}</td>'
