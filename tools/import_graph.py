@@ -171,6 +171,30 @@ def upward(edges: dict[str, set[str]]) -> list[tuple[str, str]]:
     return sorted((a, b) for a, bs in edges.items() for b in bs if layer_of(b) > layer_of(a))
 
 
+def local_imports(root: Path | None = None) -> list[tuple[str, int, str]]:
+    """(file, line, first line of the statement) for every import statement inside a function body of sec_lib:
+    the imports that run late. An import under ``if TYPE_CHECKING:`` or ``try:`` at a module's top is not one."""
+    root = root or ROOT
+    out = []
+    for path in sorted(root.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        lines = path.read_text(encoding="utf-8").splitlines()
+        for fn in ast.walk(tree):
+            if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                for node in ast.walk(fn):
+                    if isinstance(node, (ast.Import, ast.ImportFrom)):
+                        out.append((str(path.relative_to(root.parent)), node.lineno, lines[node.lineno - 1].strip()))
+    return sorted(set(out))
+
+
+def long_modules(limit: int = 650, root: Path | None = None) -> dict[str, int]:
+    """Module file -> its number of lines, for each over ``limit``."""
+    root = root or ROOT
+    sizes = {str(p.relative_to(root.parent)): len(p.read_text(encoding="utf-8").splitlines())
+             for p in sorted(root.rglob("*.py"))}
+    return {p: n for p, n in sizes.items() if n > limit}
+
+
 def main() -> int:
     edges = graph()
     cyc = cycles(edges)
@@ -185,6 +209,14 @@ def main() -> int:
     print("upward imports:", up or "none")
     inner = [c for room in package_rooms() for c in cycles(module_graph(room))]
     print("circles of modules inside a room:", inner or "none")
+    runs = levels(module_graph("runs"))
+    print(f"levels of modules inside runs: {max(runs.values())}")
+    late = local_imports()
+    print(f"function-local imports: {len(late)}")
+    if "--local" in sys.argv:
+        for f, line, text in late:
+            print(f"  {f}:{line}: {text}")
+    print("modules over 650 lines:", long_modules() or "none")
     return 1 if cyc or up or inner else 0
 
 
