@@ -70,7 +70,7 @@ FUSED_ADAM = {"avx2": True, "native": False, "portable": True}
 #: (:mod:`sec_lib.losses.portable`, the one place that reads this). Those ops go through MKL's vector math (VML),
 #: whose float32 ``exp``/``log``/``sqrt`` give other bits on AMD than on Intel under the avx2 pin; the same ops in
 #: float64 rounded to float32 gave the same bits on both (the op tables' ``exp-via-f64`` row). Under ``avx2`` and
-#: ``native`` every op is exactly torch's float32 one, as before the pin existed.
+#: ``native`` every op is exactly torch's float32 one.
 PORTABLE_MATH = {"avx2": False, "native": False, "portable": True}
 #: Every variable any pin sets (``native`` removes them, so that the libraries choose).
 KERNEL_VARS = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "MKL_CBWR", "NPY_DISABLE_CPU_FEATURES")
@@ -78,8 +78,8 @@ PIN_ENV = "SEC_KERNELS"
 DEFAULT_PIN = "avx2"
 #: The pin recorded for runs trained before the contract (no variable set, each library's own choice).
 LEGACY_PIN = "native"
-#: The pins whose runs share their store keys (no pin field in :func:`sec_lib.runs.store.run_key`: every key made
-#: before ``portable`` existed stays what it was); every other pin's runs are keyed apart (:func:`key_fields`).
+#: The pins whose runs share their store keys (no pin field in :func:`sec_lib.runs.store.run_key`); every other
+#: pin's runs are keyed apart (:func:`key_fields`).
 UNKEYED_PINS = (DEFAULT_PIN, LEGACY_PIN)
 #: The ISA flags recorded in a run's provenance (from /proc/cpuinfo).
 ISA_FLAGS = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile")

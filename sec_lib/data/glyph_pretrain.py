@@ -1,7 +1,7 @@
 """Pretraining glyphs: classes that no split of the benchmark uses, disjoint from it by code point and by look.
 
 The paper fine-tunes a backbone pretrained on other images (ImageNet). Here the backbone is pretrained on glyph
-classes the benchmark never uses (issue 24): every one of the 2,784 committed classes (:mod:`sec_lib.data.glyphs`)
+classes the benchmark never uses: every one of the 2,784 committed classes (:mod:`sec_lib.data.glyphs`)
 is in the train half (whose last classes are the held-out classes of every profile) or the test half, so the
 pretraining classes come from the code points the same 23 font files render but the benchmark does not use.
 

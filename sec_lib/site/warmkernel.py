@@ -1,6 +1,6 @@
 """The book's notebooks executed in warm kernels: one IPython kernel per worker, reused page after page.
 
-Each page used to cost a ``python -m papermill`` process and a fresh kernel: about 5 s of CPU importing papermill,
+A ``python -m papermill`` process and a fresh kernel per page would cost about 5 s of CPU importing papermill,
 torch, pandas, matplotlib and the library before its first cell ran, most of a smoke page's cost. A
 :class:`WarmKernel` starts its kernel once and executes each page in it through papermill's own API: the same
 parameter cell, the same output notebook. Before each page the kernel is put back to what a fresh kernel looks like
