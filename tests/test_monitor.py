@@ -1,4 +1,4 @@
-"""sec_lib.monitor (issue 26): the norm-health monitor measures what it says (slope, CV, Δθ against direct formulas
+"""sec_lib.monitor: the norm-health monitor measures what it says (slope, CV, Δθ against direct formulas
 and autograd), attaches three ways without changing a training run by one bit, removes its hooks cleanly, keeps
 a regularizer's gradient out of the slope, and the training loop's tables are today's through it."""
 import json
