@@ -70,7 +70,7 @@ FUSED_ADAM = {"avx2": True, "native": False, "portable": True}
 #: (:mod:`sec_lib.losses.portable`, the one place that reads this). Those ops go through MKL's vector math (VML),
 #: whose float32 ``exp``/``log``/``sqrt`` give other bits on AMD than on Intel under the avx2 pin; the same ops in
 #: float64 rounded to float32 gave the same bits on both (the op tables' ``exp-via-f64`` row). Under ``avx2`` and
-#: ``native`` every op is exactly torch's float32 one, as before the pin existed.
+#: ``native`` every op is exactly torch's float32 one.
 PORTABLE_MATH = {"avx2": False, "native": False, "portable": True}
 #: Every variable any pin sets (``native`` removes them, so that the libraries choose).
 KERNEL_VARS = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "MKL_CBWR", "NPY_DISABLE_CPU_FEATURES")
@@ -78,8 +78,8 @@ PIN_ENV = "SEC_KERNELS"
 DEFAULT_PIN = "avx2"
 #: The pin recorded for runs trained before the contract (no variable set, each library's own choice).
 LEGACY_PIN = "native"
-#: The pins whose runs share their store keys (no pin field in :func:`sec_lib.runs.store.run_key`: every key made
-#: before ``portable`` existed stays what it was); every other pin's runs are keyed apart (:func:`key_fields`).
+#: The pins whose runs share their store keys (no pin field in :func:`sec_lib.runs.store.run_key`); every other
+#: pin's runs are keyed apart (:func:`key_fields`).
 UNKEYED_PINS = (DEFAULT_PIN, LEGACY_PIN)
 #: The ISA flags recorded in a run's provenance (from /proc/cpuinfo).
 ISA_FLAGS = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile")
@@ -138,16 +138,21 @@ def expected_capability(name: str) -> str | None:
     return cap.upper() if cap else None
 
 
+def _torch():
+    """The torch module, imported on first use: this module sets the pin that torch reads when it starts."""
+    import torch  # local: the kernel pin must be in the environment before torch is imported
+    return torch
+
+
 def capability() -> str:
     """The ATen CPU capability in force in this process (``AVX2``, ``AVX512``, ``DEFAULT``, ...)."""
-    import torch
-    return torch.backends.cpu.get_cpu_capability()
+    return _torch().backends.cpu.get_cpu_capability()
 
 
 def numpy_above_avx2() -> list[str]:
     """numpy's dispatch targets above AVX2 that are in force in this process (empty where the machine lacks
     them or the pin disabled them before numpy started)."""
-    from numpy._core._multiarray_umath import __cpu_features__
+    from numpy._core._multiarray_umath import __cpu_features__  # local: the pin must be set before numpy starts
     return [f for f in NUMPY_ABOVE_AVX2 if __cpu_features__.get(f)]
 
 
@@ -218,8 +223,7 @@ def cpu_info() -> dict[str, str]:
 
 def library_versions() -> dict[str, str]:
     """torch's MKL and oneDNN versions, as its build configuration reports them."""
-    import torch
-    show = torch.__config__.show()
+    show = _torch().__config__.show()
     mkl = re.search(r"Math Kernel Library Version ([^\s]+)", show)
     dnn = re.search(r"(?:MKL-DNN|oneDNN) v([^\s]+)", show)
     return {"mkl": mkl.group(1) if mkl else "none", "onednn": dnn.group(1) if dnn else "none"}
@@ -233,11 +237,10 @@ def kind(vendor: str, capability_: str, pin: str) -> str:
 def provenance() -> dict[str, str]:
     """What a run records of its kernels: the CPU (vendor, model, ISA flags), the ATen capability in force,
     the torch, MKL and oneDNN versions, the pin and its variables as set, and the CPU kind."""
-    import torch
     name = pin_name()
     cap = capability()
     info = cpu_info()
-    return {**info, "aten_capability": cap, "torch": torch.__version__, **library_versions(), "kernel_pin": name,
+    return {**info, "aten_capability": cap, "torch": _torch().__version__, **library_versions(), "kernel_pin": name,
             "kernel_env": json.dumps({**{k: os.environ.get(k) for k in KERNEL_VARS},
                                       "adam": "fused" if FUSED_ADAM[name] else "default",
                                       **({"loss_math": "float64"} if PORTABLE_MATH[name] else {})}, sort_keys=True),

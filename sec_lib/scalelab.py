@@ -1,4 +1,4 @@
-"""SEC and the scale (issue 23): the lab behind sections 6 and 7 of the theory page.
+"""SEC and the scale: the lab behind sections 6 and 7 of the theory page.
 
 Multiply every embedding by ``s`` (for a network: scale its last linear layer). This module measures what each
 penalty does along that direction, by autograd and by the derived closed forms (:data:`SCALE_FORMULAS`):

@@ -19,7 +19,7 @@ Two entry points share one computation (:meth:`SphericalEmbeddingConstraint.per_
 * :class:`SECRegularizer` -- the same constraint as a pytorch-metric-learning embedding
   regularizer, e.g. ``TripletMarginLoss(embedding_regularizer=SECRegularizer(eta=1.0))``.
 
-**Two mechanisms in one penalty (issue 23).** Multiply every embedding by ``s > 0`` (for a network: scale its
+**Two mechanisms in one penalty.** Multiply every embedding by ``s > 0`` (for a network: scale its
 last linear layer). With ``mu`` the detached batch mean of the current norms ``n_i = ||s f_i||``, the
 derivative of SEC along that direction is ::
 
@@ -284,7 +284,7 @@ class CenterInvariantPenalty(nn.Module):
     """``eta`` times :func:`center_invariant_penalty`: pytorch-metric-learning's ``CenterInvariantRegularizer`` as a
     training penalty with the interface of :class:`SphericalEmbeddingConstraint` (``forward(f)`` -> a scalar;
     ``last_mu`` / ``last_mu_tensor``, the batch's mean norm, recorded for the step table), so that a run can train
-    it as an arm beside SEC (issue 23: what a PML user gets who reaches for it instead of SEC). Nothing is
+    it as an arm beside SEC (what a PML user gets who reaches for it instead of SEC). Nothing is
     detached. ``eta`` must be a finite number > 0."""
 
     def __init__(self, eta: float = 1.0):

@@ -51,7 +51,7 @@ def test_the_module_measure_sees_a_late_import(tmp_path, monkeypatch):
     assert ig.cycles(ig.module_graph("room")) == [["sec_lib.room", "sec_lib.room.a", "sec_lib.room.b", "sec_lib.room.c"]]
 
 
-def test_the_measure_sees_cycles_upward_imports_and_old_paths():
+def test_the_measure_sees_cycles_upward_imports_and_relative_imports():
     edges = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}
     assert ig.cycles(edges) == [["a", "b", "c"]]
     assert ig.levels({"x": {"y"}, "y": {"z"}, "z": set()}) == {"x": 3, "y": 2, "z": 1}

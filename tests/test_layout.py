@@ -1,4 +1,4 @@
-"""The library's layout rules: module size, and the old import paths of the modules that were split."""
+"""The library's layout rules: module size, and the names a package re-exports from its modules."""
 from __future__ import annotations
 
 import ast
@@ -28,15 +28,16 @@ def test_a_long_module_says_it_reads_top_to_bottom():
                           f"{LONG_MODULE_NOTE}: {too_long}; split them (see README, Architecture)")
 
 
-@pytest.mark.parametrize("module", ["sec_lib.losses", "sec_lib.chapters.explore", "sec_lib.site.pagecheck"])
-def test_a_split_module_still_exports_its_names(module):
+@pytest.mark.parametrize("module", ["sec_lib.losses", "sec_lib.models", "sec_lib.chapters.explore",
+                                    "sec_lib.site.pagecheck"])
+def test_a_module_defines_every_name_of_its_all(module):
     mod = importlib.import_module(module)
     missing = [name for name in mod.__all__ if not hasattr(mod, name)]
     assert not missing, f"{module}.__all__ names {missing}, which it does not define"
 
 
-def test_the_optim_page_still_exports_its_split_modules_names_and_neither_imports_the_page():
-    """sec_lib.chapters.optim_followups and optim_stats were split from the optim page, whose notebook and claims read
+def test_the_optim_page_exports_its_helper_modules_names_and_neither_imports_the_page():
+    """sec_lib.chapters.optim_followups and optim_stats hold parts of the optim page, whose notebook and claims read
     their names as ``optim.<name>``; neither imports the page back (no cycle), at its top or inside a function."""
     import ast
     import inspect

@@ -1,6 +1,6 @@
-"""sec_lib.monitor (issue 26): the norm-health monitor measures what it says (slope, CV, Δθ against direct formulas
+"""sec_lib.monitor: the norm-health monitor measures what it says (slope, CV, Δθ against direct formulas
 and autograd), attaches three ways without changing a training run by one bit, removes its hooks cleanly, keeps
-a regularizer's gradient out of the slope, and the training loop's tables are today's through it."""
+a regularizer's gradient out of the slope, and the training loop's tables through it are the golden ones."""
 import json
 import math
 import sys
@@ -304,8 +304,8 @@ def test_bad_settings_fail_clearly():
         mon.observe(torch.randn(4, 2))
 
 
-def test_the_training_loop_tables_are_todays():
-    """The golden tables recorded before the instrumentation moved into the monitor (tests/golden/instrument_runs.py)."""
+def test_the_training_loop_tables_are_the_golden_ones():
+    """The training loop's step tables equal the golden ones (tests/golden/instrument_runs.py)."""
     sys.path.insert(0, str(GOLDEN_DIR))
     import instrument_runs
     from sec_lib import kernels

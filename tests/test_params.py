@@ -33,7 +33,7 @@ def test_unknown_papermill_parameter_is_reported():
     assert notebook_params(ns, SPEC)["profile"] == "cpu"
 
 
-# -- TrainConfig and device validation (issue 14) -------------------------------------------------
+# -- TrainConfig and device validation -------------------------------------------------
 import dataclasses  # noqa: E402
 from unittest import mock  # noqa: E402
 

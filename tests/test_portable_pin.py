@@ -141,27 +141,27 @@ def test_under_the_portable_pin_ms_computes_its_logsumexp_in_float64(pin, monkey
     assert all(same_bits(a, b) for a, b in zip(got, want))
 
 
-#: The torch calls the losses made before the portable pin, in place of each routed helper.
+#: The plain torch call in place of each routed helper.
 PLAIN = {"portable_logsumexp": lambda x, dim, keepdim=False: torch.logsumexp(x, dim=dim, keepdim=keepdim),
          "portable_softplus": F.softplus, "portable_acos": torch.acos, "portable_cos": torch.cos,
          "portable_cdist": lambda x, y, p=2.0: torch.cdist(x, y, p=p)}
 
 
-def _old_log1p_sum_exp(z, mask):
-    """``sec_lib.losses.pair._log1p_sum_exp`` as it was before the portable pin (torch's float32 logsumexp)."""
+def _plain_log1p_sum_exp(z, mask):
+    """``sec_lib.losses.pair._log1p_sum_exp`` with torch's float32 logsumexp in place of the routed one."""
     z = z.masked_fill(~mask, torch.finfo(z.dtype).min)
     return torch.logsumexp(torch.cat([torch.zeros_like(z[:, :1]), z], dim=1), dim=1)
 
 
-def test_under_the_default_pin_every_loss_computes_what_it_computed_before(pin, monkeypatch):
+def test_under_the_default_pin_every_loss_computes_torchs_plain_ops(pin, monkeypatch):
     """Under avx2 (and native) the routed helpers are torch's own ops: each loss's value and gradient are bit-identical
-    to those computed with the plain torch calls the losses made before (patched in here)."""
+    to those computed with the plain torch calls (patched in here)."""
     f, y = batch(seed=2)
     for name in ("avx2", "native"):
         pin(name)
         now = {n: value_and_grad(n, f, y) for n in (*ROUTED, *UNROUTED)}
         with monkeypatch.context() as m:
-            m.setattr(pair, "_log1p_sum_exp", _old_log1p_sum_exp)
+            m.setattr(pair, "_log1p_sum_exp", _plain_log1p_sum_exp)
             for module in (pair, contrastive, proxy):
                 for fn, plain in PLAIN.items():
                     if hasattr(module, fn):

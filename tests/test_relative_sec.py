@@ -1,4 +1,4 @@
-"""The scale-free SEC (``relative=True``, issue 23) and the center-invariant comparison penalty.
+"""The scale-free SEC (``relative=True``) and the center-invariant comparison penalty.
 
 Checked against autograd (``gradcheck`` in float64), the closed-form gradient derived in ``sec_lib/sec.py``,
 the scaling laws (degree 0 for relative SEC, 2 for plain SEC, 4 for CIR) and pytorch-metric-learning's own

@@ -6,8 +6,7 @@ A *room* is a top-level module or subpackage of ``sec_lib`` (``sec_lib.runs``, `
 ``sec_lib.sec``, ...). Room A depends on room B when a module of A imports a module of B (any import statement,
 at any depth of the file: lazy imports inside functions count). A room's *level* is 1 plus the longest chain of
 rooms below it, so the number of levels is the longest chain of dependencies. An *upward import* is one from a
-room into a room of a higher layer of :data:`LAYERS` (``../shared/DESIGN.md``'s house: data flows one way).
-The compatibility shims left at the old paths of moved modules (they only re-export) are not rooms. Inside a room,
+room into a room of a higher layer of :data:`LAYERS` (``../shared/DESIGN.md``'s house: data flows one way). Inside a room,
 the modules import one way too: :func:`module_graph` is a room's graph of modules, lazy imports included.
 """
 from __future__ import annotations
@@ -27,10 +26,6 @@ LAYERS = (
     ("site",),
     ("book",),
 )
-#: Modules left at their old paths by the runs-wing move (each only re-exports its new home) -> that home's room:
-#: importing an old path depends on the new home.
-SHIMS = {"train": "runs", "store": "runs", "experiments": "runs", "tier": "runs", "fairness": "report",
-         "probe": "metrics", "site.launch": "runs"}
 
 
 def _module(path: Path) -> str:
@@ -44,10 +39,6 @@ def _module(path: Path) -> str:
 def _room(module: str) -> str | None:
     parts = module.split(".")
     return parts[1] if len(parts) > 1 and parts[0] == "sec_lib" else None
-
-
-def _is_shim(module: str) -> bool:
-    return module.removeprefix("sec_lib.") in SHIMS
 
 
 def _imports(path: Path, module: str) -> set[str]:
@@ -70,16 +61,16 @@ def _imports(path: Path, module: str) -> set[str]:
 
 
 def graph() -> dict[str, set[str]]:
-    """Room -> the rooms it imports (shims and the package's own __init__ left out)."""
+    """Room -> the rooms it imports (the package's own __init__ left out)."""
     edges: dict[str, set[str]] = {}
     for path in sorted(ROOT.rglob("*.py")):
         module = _module(path)
         room = _room(module)
-        if room is None or _is_shim(module):
+        if room is None:
             continue
         edges.setdefault(room, set())
         for target in _imports(path, module):
-            other = SHIMS[target.removeprefix("sec_lib.")] if _is_shim(target) else _room(target)
+            other = _room(target)
             if other is None or other == room:
                 continue
             if (ROOT / other).is_dir() or (ROOT / f"{other}.py").exists():
@@ -104,8 +95,6 @@ def module_graph(room: str) -> dict[str, set[str]]:
     edges: dict[str, set[str]] = {}
     for path in sorted((ROOT / room).rglob("*.py")):
         module = _module(path)
-        if _is_shim(module):
-            continue
         edges[module] = set()
         for target in _imports(path, module):
             while target and not _is_source(target):

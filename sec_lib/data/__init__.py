@@ -43,11 +43,15 @@ __all__ = ["get_dataset", "PKSampler", "DATASET_NAMES", "SPLITS", "load_glyphs",
            "ImageTransform", "LAYOUTS"]
 
 
+def _glyphs():
+    """The glyphs module, imported on first use."""
+    from . import glyphs  # local: `python -m sec_lib.data.glyphs` runs cleanly only if its package has not imported it
+    return glyphs
+
+
 def __getattr__(attr):
-    # The glyphs module is imported on first use, so that `python -m sec_lib.data.glyphs` runs it cleanly.
     if attr in ("GlyphDataset", "load_glyphs", "sample_grid"):
-        from . import glyphs
-        return getattr(glyphs, attr)
+        return getattr(_glyphs(), attr)
     raise AttributeError(f"module {__name__!r} has no attribute {attr!r}")
 
 
@@ -71,10 +75,9 @@ def get_dataset(name: str, split: str, root: str | os.PathLike | None = None, **
     if split not in SPLITS[name]:
         raise ValueError(f"split={split!r} is not valid for {name}; valid splits: {', '.join(SPLITS[name])}")
     if name == "glyphs":
-        from .glyphs import load_glyphs
         if root is not None:
             kw.setdefault("cache_dir", root)
-        return load_glyphs(split, **kw)
+        return _glyphs().load_glyphs(split, **kw)
     if name == "toy":
         if root is not None:
             raise ValueError(f"root={str(root)!r} is not valid for toy (it is generated in memory); pass root=None")

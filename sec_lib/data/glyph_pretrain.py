@@ -1,7 +1,7 @@
 """Pretraining glyphs: classes that no split of the benchmark uses, disjoint from it by code point and by look.
 
 The paper fine-tunes a backbone pretrained on other images (ImageNet). Here the backbone is pretrained on glyph
-classes the benchmark never uses (issue 24): every one of the 2,784 committed classes (:mod:`sec_lib.data.glyphs`)
+classes the benchmark never uses: every one of the 2,784 committed classes (:mod:`sec_lib.data.glyphs`)
 is in the train half (whose last classes are the held-out classes of every profile) or the test half, so the
 pretraining classes come from the code points the same 23 font files render but the benchmark does not use.
 
@@ -56,6 +56,7 @@ from .glyph_render import (
     EXCLUDED_CATEGORIES, FONT_FILES, MIN_INK, allowed_codepoints, centered, char_name, font_library_versions,
     font_versions, render_glyph,
 )
+from .glyphs import GlyphDataset
 
 logger = logging.getLogger(__name__)
 
@@ -311,7 +312,6 @@ def load_pretrain_glyphs(image_size: int = 32, instances_per_class: int = PRETRA
     """The pretraining images as a :class:`~sec_lib.data.glyphs.GlyphDataset` (``split="pretrain"``), rendered
     like the benchmark's (:func:`~sec_lib.data.glyph_pool.render_pool`) and cached as
     ``<cache>/pretrain_<size>px_<ipc>ipc_seed<seed>.pt`` with a JSON manifest whose ``sha256`` is the data hash."""
-    from .glyphs import GlyphDataset   # glyphs imports this module's neighbours; local to keep the order simple
     image_size = _SIZE.check("image_size", image_size)
     instances_per_class = _INSTANCES.check("instances_per_class", instances_per_class)
     seed = _SEED.check("seed", seed)

@@ -61,7 +61,7 @@ that fails any check is regenerated with a logged warning.
 
 Modules: :mod:`sec_lib.data.glyph_render` (fonts, rendering, augmentation),
 :mod:`sec_lib.data.glyph_pool` (class list, pool, cache); this one holds the dataset, its loader and the
-command line, and re-exports the names of both, so ``from sec_lib.data.glyphs import X`` keeps working.
+command line, and re-exports the names of both: ``sec_lib.data.glyphs`` is the glyphs API.
 """
 from __future__ import annotations
 

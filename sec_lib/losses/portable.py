@@ -4,7 +4,7 @@ that reads it.
 Under ``SEC_KERNELS=portable`` an op on a float32 CPU tensor is computed in float64 and its result rounded back to
 float32 (its backward too: autograd runs it in float64 and rounds the gradient when it leaves). Under every other pin
 (``avx2``, the default, and ``native``), on a GPU, and on a float64 input, each function is exactly the torch call it
-names, with the same arguments: the same bits as before this module existed.
+names, with the same arguments, and gives its bits.
 
 Why: torch computes ``exp``, ``log``, ``sqrt``, ``acos``, ``cos`` (and ``logsumexp``, which is ``exp``, a sum and a
 ``log``) with MKL's vector math, whose float32 results differ in the last bits between AMD and Intel CPUs even under

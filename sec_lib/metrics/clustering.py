@@ -3,15 +3,23 @@ from __future__ import annotations
 
 import functools
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import torch.nn.functional as F
+from threadpoolctl import threadpool_limits
 
 from .inputs import to_codes, to_float_tensor, to_label_array
 
 #: k-means restarts, pinned (scikit-learn's default changed to "auto" = 1 restart for k-means++ in 1.4;
 #: the authors' code ran with the old default of 10).
 KMEANS_N_INIT = 10
+
+
+def sklearn_cluster():
+    """scikit-learn's ``sklearn.cluster``, imported on first use."""
+    from sklearn import cluster  # local: sklearn.cluster takes seconds to import (measured), only k-means needs it
+    return cluster
 
 
 def clustering_scores(cluster_ids, labels) -> tuple[float, float]:
@@ -106,13 +114,9 @@ def kmeans_labels(x: np.ndarray, n_clusters: int, n_init: int, seed: int, worker
     replaces the best only with a strictly lower inertia and a different clustering. With ``workers`` = 1 this is
     scikit-learn's fit itself. The caller limits the BLAS pool (``torch_threads(1)`` in training), as for that fit.
     """
-    from sklearn.cluster import KMeans  # local: sklearn.cluster takes about 3 s to import (measured)
-
     workers = check_workers(workers)
     if workers == 1 or n_init == 1 or not seeding_replays():
-        return KMeans(n_clusters=n_clusters, n_init=n_init, random_state=seed).fit_predict(x)
-    from concurrent.futures import ThreadPoolExecutor
-
+        return sklearn_cluster().KMeans(n_clusters=n_clusters, n_init=n_init, random_state=seed).fit_predict(x)
     with ThreadPoolExecutor(max_workers=min(workers, n_init)) as pool:
         fits = list(pool.map(lambda state: restart_fit(x, n_clusters, state),
                              restart_states(x.shape[0], n_clusters, n_init, seed)))
@@ -126,12 +130,10 @@ def kmeans_labels(x: np.ndarray, n_clusters: int, n_init: int, seed: int, worker
 def restart_fit(x: np.ndarray, n_clusters: int, state) -> tuple[np.ndarray, float]:
     """(labels, inertia) of one k-means restart (one k-means++ seeding, then Lloyd) from the generator ``state`` it
     starts from (:func:`restart_states`), on one OpenMP thread: this thread's setting, per thread in libgomp."""
-    from sklearn.cluster import KMeans
-    from threadpoolctl import threadpool_limits
     rs = np.random.RandomState()
     rs.set_state(state)
     with threadpool_limits(limits=1, user_api="openmp"):
-        km = KMeans(n_clusters=n_clusters, n_init=1, random_state=rs).fit(x)
+        km = sklearn_cluster().KMeans(n_clusters=n_clusters, n_init=1, random_state=rs).fit(x)
     return km.labels_, float(km.inertia_)
 
 
@@ -156,7 +158,6 @@ def seeding_replays() -> bool:
     problem): the draws it counts are those of scikit-learn 1.3 and later, whose first center is a weighted
     ``choice``. Where it does not (another version on a lent machine), :func:`kmeans_labels` fits one restart after
     the other, with a warning, rather than give another clustering."""
-    from sklearn.cluster import kmeans_plusplus
     x = np.random.default_rng(0).normal(size=(40, 3))
     rs = np.random.RandomState(3)
     for state in restart_states(len(x), 5, 3, 3):
@@ -165,7 +166,7 @@ def seeding_replays() -> bool:
             warnings.warn("this scikit-learn's k-means++ seeding draws differently from what restart_states replays: "
                           "k-means restarts run one after the other", RuntimeWarning, stacklevel=2)
             return False
-        kmeans_plusplus(x, 5, random_state=rs)
+        sklearn_cluster().kmeans_plusplus(x, 5, random_state=rs)
     return True
 
 

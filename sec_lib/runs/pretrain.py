@@ -173,7 +173,7 @@ def _file_sha256(path: Path) -> str:
 
 
 #: The code the pretraining run executes (a change to any of it, uncommitted, marks the commit "+dirty").
-CODE_PATHS = ("sec_lib/runs/pretrain.py", "sec_lib/data", "sec_lib/models.py", "sec_lib/kernels.py", "sec_lib/metrics",
+CODE_PATHS = ("sec_lib/runs/pretrain.py", "sec_lib/data", "sec_lib/models", "sec_lib/kernels.py", "sec_lib/metrics",
               "sec_lib/params.py", "sec_lib/threads.py", "sec_lib/tempfiles.py", "sec_lib/__init__.py")
 
 

@@ -25,6 +25,8 @@ import os
 import re
 from pathlib import Path
 
+import nbformat
+
 from ..report import VERDICTS
 
 #: Tag of the markdown cell that :func:`style_notebook` inserts (so a rerun replaces it).
@@ -144,8 +146,6 @@ def _title_index(nb) -> int:
 
 def add_params_box(nb) -> None:
     """Insert (or replace) the parameter box right after the title cell (first cell when there is no title)."""
-    import nbformat
-
     nb.cells = [c for c in nb.cells if PARAMS_BOX_TAG not in c.get("metadata", {}).get("tags", [])]
     cell = nbformat.v4.new_markdown_cell(params_markdown(*run_parameters(nb), tier=shown_tier(nb)))
     cell.metadata["tags"] = [PARAMS_BOX_TAG]
@@ -154,8 +154,6 @@ def add_params_box(nb) -> None:
 
 def style_notebook(path: str | os.PathLike) -> None:
     """Fold every code cell and add the parameter box, in place (the runner calls it after papermill)."""
-    import nbformat
-
     path = Path(path)
     nb = nbformat.read(path, as_version=4)
     hide_code_inputs(nb)

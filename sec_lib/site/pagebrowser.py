@@ -148,8 +148,7 @@ def _driver():
     """This thread's playwright driver, started on first use; release it with :func:`_release`."""
     entry = _DRIVERS.get(threading.get_ident())
     if entry is None:
-        # imported here: playwright takes 0.4 s to import (measured) and only a check needs it
-        from playwright.sync_api import sync_playwright
+        from playwright.sync_api import sync_playwright  # local: 0.4 s to import (measured), only a check needs it
 
         entry = _DRIVERS[threading.get_ident()] = [sync_playwright().start(), 0]
     entry[1] += 1

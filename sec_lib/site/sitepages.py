@@ -14,11 +14,15 @@
 """
 from __future__ import annotations
 
+import io
 import re
 from pathlib import Path
 from typing import Any
 
 import yaml
+from docutils import nodes
+from PIL import Image
+from sphinx.util.docutils import SphinxDirective
 
 from ..tempfiles import atomic_write_bytes
 
@@ -69,10 +73,6 @@ PALETTE_COLORS = 256
 def palette_png(path: str | Path) -> tuple[int, int]:
     """Re-store the PNG at ``path`` with a palette of at most :data:`PALETTE_COLORS` colours (median cut,
     no dithering) when that makes it smaller and it is opaque; return its (old, new) size in bytes."""
-    import io
-
-    from PIL import Image
-
     path = Path(path)
     before = path.stat().st_size
     with Image.open(path) as im:
@@ -125,30 +125,24 @@ def cff_to_bibtex(cff: dict) -> str:
     return f"@software{{{key},\n{body}\n}}"
 
 
-def _bibtex_directive():
-    from docutils import nodes
-    from sphinx.util.docutils import SphinxDirective
+class CffBibtex(SphinxDirective):
+    """``{sec-bibtex} <path to CITATION.cff, relative to the page>``: the entry as a BibTeX code block."""
+    required_arguments = 1
 
-    class CffBibtex(SphinxDirective):
-        """``{sec-bibtex} <path to CITATION.cff, relative to the page>``: the entry as a BibTeX code block."""
-        required_arguments = 1
-
-        def run(self):
-            rel, path = self.env.relfn2path(self.arguments[0])
-            path = Path(path)
-            if not path.is_file():
-                raise self.error(f"sec-bibtex: {self.arguments[0]!r} not found (looked at {path})")
-            self.env.note_dependency(rel)
-            cff = yaml.safe_load(path.read_text(encoding="utf-8"))
-            try:
-                text = cff_to_bibtex(cff)
-            except ValueError as err:
-                raise self.error(f"sec-bibtex: {err}") from None
-            block = nodes.literal_block(text, text)
-            block["language"] = "bibtex"
-            return [block]
-
-    return CffBibtex
+    def run(self):
+        rel, path = self.env.relfn2path(self.arguments[0])
+        path = Path(path)
+        if not path.is_file():
+            raise self.error(f"sec-bibtex: {self.arguments[0]!r} not found (looked at {path})")
+        self.env.note_dependency(rel)
+        cff = yaml.safe_load(path.read_text(encoding="utf-8"))
+        try:
+            text = cff_to_bibtex(cff)
+        except ValueError as err:
+            raise self.error(f"sec-bibtex: {err}") from None
+        block = nodes.literal_block(text, text)
+        block["language"] = "bibtex"
+        return [block]
 
 
 def setup(app: Any) -> dict[str, Any]:
@@ -156,5 +150,5 @@ def setup(app: Any) -> dict[str, Any]:
     app.connect("html-page-context", _drop_source_buttons, priority=600)   # after sphinx-book-theme (501)
     app.connect("build-finished", _drop_source_maps)
     app.connect("build-finished", _palette_images)
-    app.add_directive("sec-bibtex", _bibtex_directive())
+    app.add_directive("sec-bibtex", CffBibtex)
     return {"version": "0.1.0", "parallel_read_safe": True, "parallel_write_safe": True}

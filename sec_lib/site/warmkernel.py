@@ -1,6 +1,6 @@
 """The book's notebooks executed in warm kernels: one IPython kernel per worker, reused page after page.
 
-Each page used to cost a ``python -m papermill`` process and a fresh kernel: about 5 s of CPU importing papermill,
+A ``python -m papermill`` process and a fresh kernel per page would cost about 5 s of CPU importing papermill,
 torch, pandas, matplotlib and the library before its first cell ran, most of a smoke page's cost. A
 :class:`WarmKernel` starts its kernel once and executes each page in it through papermill's own API: the same
 parameter cell, the same output notebook. Before each page the kernel is put back to what a fresh kernel looks like
@@ -27,7 +27,13 @@ import multiprocessing as mp
 import os
 import subprocess
 from concurrent.futures import ProcessPoolExecutor
+from multiprocessing.util import Finalize
 from pathlib import Path
+
+from jupyter_client import AsyncKernelManager
+from jupyter_core.utils import run_sync
+
+from ..lifetime import exit_with_parent
 
 #: Run silently before each page: a fresh kernel's state, as far as a page can see it (module imports stay).
 RESET = ("import gc, matplotlib.pyplot, torch\n"
@@ -41,6 +47,18 @@ class PageError(RuntimeError):
     """A page failed: the message is the notebook's own error (``ParameterError: ...``)."""
 
 
+class KernelManager(AsyncKernelManager):
+    """A kernel manager that records the clients it hands out: papermill leaves the channels of its page's client
+    running when the kernel manager is not its own (nbclient stops them only for a kernel it started), so
+    :meth:`WarmKernel.execute` stops them after each page instead of leaving a heartbeat thread and five sockets per
+    page until garbage collection (which then logs 'Could not destroy zmq context')."""
+
+    def client(self, **kwargs):
+        kc = super().client(**kwargs)
+        self.__dict__.setdefault("handed_out", []).append(kc)
+        return kc
+
+
 class WarmKernel:
     """One kernel in ``cwd`` with ``env``, started on first use and reused by :meth:`execute`."""
 
@@ -51,27 +69,13 @@ class WarmKernel:
         self.pages = 0                  # pages executed since the kernel (re)started
 
     def _start(self) -> None:
-        from jupyter_client import AsyncKernelManager
-        from jupyter_core.utils import run_sync
-
-        class Manager(AsyncKernelManager):
-            """Records the clients it hands out: papermill leaves the channels of its page's client running when the
-            kernel manager is not its own (nbclient stops them only for a kernel it started), so :meth:`execute`
-            stops them after each page instead of leaving a heartbeat thread and five sockets per page until
-            garbage collection (which then logs 'Could not destroy zmq context')."""
-            def client(self, **kwargs):
-                kc = super().client(**kwargs)
-                self.__dict__.setdefault("handed_out", []).append(kc)
-                return kc
-        self.km = Manager(kernel_name=KERNEL)
+        self.km = KernelManager(kernel_name=KERNEL)
         # the kernel's own stdout and stderr (its start-up warnings, C-level messages) are not the page's: a cell's
         # output reaches the notebook through the kernel's messages, and an error through papermill's exception
         run_sync(self.km.start_kernel)(cwd=self.cwd, env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.pages = 0
 
     def _reset(self) -> None:
-        from jupyter_core.utils import run_sync
-
         async def reset():
             kc = self.km.client()
             kc.start_channels()
@@ -87,8 +91,7 @@ class WarmKernel:
     def execute(self, source: str | Path, output: str | Path, parameters: dict) -> None:
         """Execute the notebook ``source`` with ``parameters`` (papermill's parameter cell) into ``output``.
         Raises :class:`PageError` with the notebook's error; the kernel is then restarted for the next page."""
-        import papermill as pm
-        from papermill.exceptions import PapermillExecutionError
+        import papermill as pm  # local: papermill takes about 2 s to import (measured); only a page needs it
         if self.km is None:
             self._start()
         try:
@@ -100,7 +103,7 @@ class WarmKernel:
                                     progress_bar=False, km=self.km)
             finally:
                 self.stop_clients()
-        except PapermillExecutionError as e:
+        except pm.PapermillExecutionError as e:
             self.restart()
             raise PageError(f"{e.ename}: {e.evalue}") from None
         except Exception:
@@ -120,7 +123,6 @@ class WarmKernel:
     def close(self) -> None:
         if self.km is None:
             return
-        from jupyter_core.utils import run_sync
         try:
             run_sync(self.km.shutdown_kernel)(now=True)
         except Exception:       # noqa: BLE001 - already gone: nothing to stop
@@ -137,8 +139,6 @@ def _init(cwd: str, env: dict, parent: int) -> None:
     """A pool worker: its warm kernel (started on its first page), stopped when the worker ends or its parent dies
     (the kernel itself ends with its worker: ipykernel polls its parent)."""
     global _KERNEL
-    from multiprocessing.util import Finalize
-    from ..lifetime import exit_with_parent
     exit_with_parent(parent)
     _KERNEL = WarmKernel(cwd, env)
     Finalize(_KERNEL, _KERNEL.close, exitpriority=10)

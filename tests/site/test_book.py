@@ -69,7 +69,7 @@ def test_smoke_book_builds_with_warnings_as_errors(smoke_html):
         assert (smoke_html / "book" / "nb" / f"{page.output}.html").exists(), page
     for md in ("rerun", "gpu", "cite", "changelog"):
         assert (smoke_html / "book" / f"{md}.html").exists()
-    # weight: no copies of the sources, and the whole site under 25 MB (issue 11)
+    # weight: no copies of the sources, and the whole site under 25 MB
     assert not (smoke_html / "_sources").exists()
     size = sum(p.stat().st_size for p in smoke_html.rglob("*") if p.is_file())
     assert size < 25e6, f"the site is {size / 1e6:.1f} MB"
@@ -138,7 +138,7 @@ def test_runner_rejects_bad_arguments_before_any_work(tmp_path, monkeypatch, cap
 
 
 def test_each_claim_has_one_verdict_on_every_built_page(smoke_html):
-    """Issue 22: a claim id marked on several built pages (verdict badges, the scorecard's rows) carries
+    """A claim id marked on several built pages (verdict badges, the scorecard's rows) carries
     one verdict everywhere (the check every ``sec-book build`` runs); the scorecard marks every claim, and each
     owning page marks its own."""
     from sec_lib.chapters import evidence

@@ -1,4 +1,4 @@
-"""One claim, one verdict (issue 22): every page that states a claim's verdict takes it from the one
+"""One claim, one verdict: every page that states a claim's verdict takes it from the one
 record its owning page decides, so an id carries the same verdict on every page of the book.
 
 Pages mark each verdict they state with ``data-claim`` / ``data-verdict`` (the badge of

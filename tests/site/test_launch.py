@@ -448,8 +448,8 @@ def _worker_pid(_):
 
 
 def test_the_pool_launcher_keeps_one_set_of_workers_for_every_wave_until_closed(tmp_path):
-    """Each wave of the local pool used to spawn its own workers (each importing torch and the library);
-    now the launcher's workers serve every wave, train the same runs, and end at close(). Progress counts
+    """The launcher's workers (each importing torch and the library once) serve every wave of the local pool,
+    train the same runs, and end at close(). Progress counts
     each distinct run once, in the workers and in this process (``PoolLauncher(1)``)."""
     lau, events = PoolLauncher(2), []
     lau.run(CONFIGS[:2] + CONFIGS[:1], tmp_path / "a", progress=lambda *e: events.append(e))   # one run twice

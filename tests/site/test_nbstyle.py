@@ -83,7 +83,7 @@ def test_parameter_box_without_injected_values_says_defaults():
 
 
 def test_parameter_box_names_the_tier_the_page_shows():
-    """Issue 22: run with profile cpu, a page showing the reference tier says so in its banner."""
+    """Run with profile cpu, a page showing the reference tier says so in its banner."""
     nb = _notebook(injected='profile = "cpu"\n')
     nb.cells.append(nbformat.v4.new_code_cell("x", outputs=[nbformat.v4.new_output(
         "display_data", data={"text/markdown": "**Evidence on this page: the reference tier**, 120 runs"})]))
