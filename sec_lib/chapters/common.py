@@ -242,36 +242,6 @@ def fixed_or_nan(p, kind: str, name: str) -> float:
         return math.nan
 
 
-def staged_runs(store, stages: Sequence[str]):
-    """``(config, row)`` for every run of a staged tier's stage folders ``stages`` (its ``runs.parquet`` row), in the
-    store's stage order."""
-    for part in store.parts:
-        if part.root.name in stages:
-            for r in part.runs.to_dict("records"):
-                yield part.config(r["key"]), r
-
-
-def staged_selection(store, stages: Sequence[str], setting) -> pd.DataFrame:
-    """A staged tier's held-out selection as committed (the decisive tier: 3 seeds a grid point): the runs of the
-    stage folders ``stages`` grouped by ``setting(config)`` (a tuple of column name -> value, or None to leave a run
-    out), one row per setting with the mean held-out R@1 over its finished runs (``held-out R@1``), its ``seeds``
-    and its ``status`` ('done', or how many of them failed)."""
-    rows = []
-    for cfg, r in staged_runs(store, stages):
-        key = setting(cfg)
-        if key is not None:
-            rows.append({**dict(key), "_R@1": r["R@1"] if r["status"] == "done" else math.nan,
-                         "_failed": r["status"] != "done"})
-    if not rows:
-        return pd.DataFrame()
-    df = pd.DataFrame(rows)
-    cols = [c for c in df.columns if not c.startswith("_")]
-    g = df.groupby(cols, sort=True)
-    out = g.agg(**{"held-out R@1": ("_R@1", "mean"), "seeds": ("_R@1", "size"), "failed": ("_failed", "sum")})
-    out["status"] = ["done" if f == 0 else f"{int(f)} of {n} failed" for f, n in zip(out["failed"], out["seeds"])]
-    return out.reset_index()
-
-
 def and_list(items) -> str:
     """'a', 'a and b', 'a, b and c'."""
     items = [str(x) for x in items]

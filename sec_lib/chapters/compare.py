@@ -19,7 +19,9 @@ from .. import reference, report
 from ..figures.tables import fold_columns
 from ..reference import RETRIEVAL_METRICS, SOURCES, comparison_label
 from ..report import fmt_metric, format_ci
-from ..runs.tier import StagedTier, store_for
+from ..analysis.source import run_source
+from ..runs import decisive
+from ..runs.decisive import ETA_SELECTION_STAGES
 from . import common, profile_param
 from .evidence import ETA_ARM_NAMES, name_eta_arms
 from ..report.claims import Claim, family_row
@@ -362,10 +364,10 @@ def eta_selection_table(profile, root=None, losses=None) -> pd.DataFrame:
     """
     losses = tuple(losses) if losses is not None else (*ex.MAIN_LOSSES, *ex.EXTRA_LOSSES)
     p = ex.get_profile(profile) if isinstance(profile, str) else profile
-    store = store_for(p.name, root)
-    if isinstance(store, StagedTier):
-        return _staged_eta_selection(p, store, losses)
-    selection = [r for r in ex.selection_runs(p, store, losses) if r.config.mu == "batch"]   # the η rows, not L2
+    src = run_source(p.name, root)
+    if src.seeded_selection:
+        return _seeded_eta_selection(p, src, losses)
+    selection = [r for r in ex.selection_runs(p, src.store, losses) if r.config.mu == "batch"]   # the η rows, not L2
     out = pd.DataFrame([{"loss": r.config.loss, "eta": r.config.eta, "status": r.status,
                          "heldout_R@1": r.metrics.get("R@1", np.nan)} for r in selection])
     chosen = {loss: ex.chosen_eta(p, loss, selection) for loss in out["loss"].unique()}
@@ -373,15 +375,14 @@ def eta_selection_table(profile, root=None, losses=None) -> pd.DataFrame:
     return out.sort_values(["loss", "eta"]).reset_index(drop=True)
 
 
-def _staged_eta_selection(p, store, losses) -> pd.DataFrame:
+def _seeded_eta_selection(p, src, losses) -> pd.DataFrame:
     """:func:`eta_selection_table` of the decisive tier for ``losses``: its held-out selection stages
     (:data:`sec_lib.runs.decisive.ETA_SELECTION_STAGES`), each η's held-out R@1 the mean over its seeds (``seeds``), ``chosen`` the η its
     profile fixed from that selection (``plan.json``, ``choices.json``; none while the loss's selection trains)."""
     def eta_point(c):
         keep = c.loss in losses and not c.relative and (c.eta == 0 or c.mu == "batch")
         return (("loss", c.loss), ("eta", c.eta)) if keep else None
-    from ..runs.decisive import ETA_SELECTION_STAGES
-    out = common.staged_selection(store, ETA_SELECTION_STAGES, eta_point)
+    out = src.selection(ETA_SELECTION_STAGES, eta_point)
     if not len(out):
         return pd.DataFrame(columns=["loss", "eta", "status", "heldout_R@1", "seeds", "chosen"])
     out = out.rename(columns={"held-out R@1": "heldout_R@1"})
@@ -397,9 +398,8 @@ def selection_flags(profile, losses=None) -> str:
     an edge of its grid after every extension, it says so; a loss whose selection has not been made yet is named.
     Empty for a tier without such flags (the quick and reference tiers choose by their own rule, shown in the table
     above)."""
-    if profile != "decisive":
+    if not run_source(profile).seeded_selection:
         return ""
-    from ..runs import decisive
     try:
         plan = decisive.read_plan()
     except KeyError:

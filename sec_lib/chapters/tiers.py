@@ -100,8 +100,8 @@ def summary_table(profile: str = "cpu", root=None, progress: pd.DataFrame | None
     :func:`decisive_progress`'s table when the caller has it already (the tiers page shows it too), so that it is
     counted once."""
     rows = []
-    for name, (p, store) in stores(profile, root).items():
-        runs = store.runs if isinstance(store, TierStore) else _quick_runs(p, store)
+    for i, (name, (p, store)) in enumerate(stores(profile, root).items()):
+        runs = _quick_runs(p, store) if i == 0 else store.runs      # the quick store first, then committed tiers
         row = {"tier": name, "runs": len(runs),
                "failed": int((runs["status"] != "done").sum()) if len(runs) else 0,
                "run-hours": round(float(runs["wall_s"].sum()) / 3600, 2) if len(runs) else 0.0,
