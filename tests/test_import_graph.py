@@ -80,3 +80,19 @@ def test_no_module_imports_a_private_name_from_another():
                   and isinstance(node.value, ast.Name) and node.value.id in mods):
                 bad.append(f"{path.relative_to(ig.ROOT)}:{node.lineno}: {node.value.id}.{node.attr}")
     assert not bad, "\n".join(bad)
+
+
+def test_page_modules_are_one_per_notebook_and_import_no_other_page():
+    """A page module (``sec_lib/chapters/<name>.py`` of ``notebooks/<name>.ipynb``) imports no other page module: what
+    pages share lives in ``sec_lib/analysis/``, ``sec_lib/report/`` or a module of ``chapters/`` that is no page."""
+    pages = ig.page_modules()
+    assert {"sec_lib.chapters.compare", "sec_lib.chapters.home", "sec_lib.chapters.tiers"} <= set(pages)
+    assert "sec_lib.chapters.common" not in pages and "sec_lib.chapters.evidence" not in pages
+    assert ig.page_imports() == []
+
+
+def test_no_page_module_asks_what_kind_of_store_it_reads():
+    """Pages read a :class:`~sec_lib.analysis.source.RunSource`; the kind of store is asked once, in
+    :func:`~sec_lib.analysis.source.run_source`."""
+    assert ig.store_kind_checks() == []
+    assert len(ig.store_kind_checks(["sec_lib.analysis.source"])) == 1    # the measure sees the one place it is asked

@@ -1,9 +1,13 @@
-"""The book's chapters: one module per notebook, holding that page's analysis and its ``PARAMS``.
+"""The book's pages: one *page module* per notebook, holding that page's analysis and its ``PARAMS``.
 
 This file is the one list of the book's pages (:data:`PAGES`): which notebook, where its output goes,
 the papermill parameters it is run with and which sweeps of :data:`sec_lib.runs.experiments.CHAPTERS` it
 reads. The runner (:mod:`sec_lib.site.runner`) trains those sweeps, then executes the pages. A page
 named ``X`` is ``notebooks/X.ipynb`` and its code is :mod:`sec_lib.chapters.X`.
+
+No page module imports another (``tests/test_import_graph.py``). What several pages read lives outside the pages:
+in :mod:`sec_lib.analysis` where it needs nothing of this package, else in a module here that is named for no
+notebook (:mod:`.common`, :mod:`.evidence`, :mod:`.gains`, :mod:`.scorecard`, ...).
 
 Importing this package does not import the chapter modules (each pulls in what its page needs).
 """

@@ -183,6 +183,8 @@ def run_attrs(runs: pd.DataFrame) -> pd.DataFrame:
     return runs[cols]
 
 
+#: The slope Proposition 2 predicts (‖∂L/∂f‖ ∝ 1/‖f‖): the slope claim is reproduced only if its interval holds it.
+SLOPE_TARGET = -1.0
 #: The chapter (``experiments.CHAPTERS``) holding the main-table runs.
 MAIN_CHAPTER = "compare"
 #: Loss names as the paper abbreviates them.

@@ -11,6 +11,7 @@ from ..runs import experiments as ex
 from . import profile_param
 from ..report.claims import Claim
 from .common import loss_noun
+from .gains import other_tier_sentence
 from .review import family_rows, means_table, row_claim, sec_rows, verdict_sentence, wide_means
 
 #: The notebook's parameters (checked by ``sec_lib.params.notebook_params``).
@@ -68,6 +69,5 @@ CLAIMS = [
 
 def compare_tier_sentence(profile: str, shown: str, root=None) -> str:
     """CosFace's row of the compare page where that page reads it from another tier than this page's ``shown``
-    (:func:`sec_lib.chapters.compare.other_tier_sentence`); '' where both read one tier."""
-    from .compare import other_tier_sentence
+    (:func:`sec_lib.chapters.gains.other_tier_sentence`); '' where both read one tier."""
     return other_tier_sentence(profile, shown, ("cosface",), "the claim Q8d", root)

@@ -11,7 +11,7 @@ from .. import report
 from ..report import one_family, pooled_diff, summary_table, values_ci
 from . import profile_param
 from ..report.claims import Claim, from_row
-from .common import check_cols, measures_text, run_slopes, run_step_means, verdict_row_of
+from .common import SLOPE_TARGET, check_cols, measures_text, run_slopes, run_step_means, verdict_row_of
 
 #: The notebook's parameters (checked by ``sec_lib.params.notebook_params``).
 PARAMS = profile_param()
@@ -68,8 +68,6 @@ def slope_curve(runs: pd.DataFrame, steps: pd.DataFrame, by: Sequence[str] = ("l
 
 #: The Holm family of the instability page (see :func:`instability_family`).
 FAMILY = "instability page"
-#: The slope Proposition 2 predicts (‖∂L/∂f‖ ∝ 1/‖f‖): the slope claim is reproduced only if its interval holds it.
-SLOPE_TARGET = -1.0
 _POOLED = "runs pooled across losses"
 
 

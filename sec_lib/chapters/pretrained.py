@@ -23,6 +23,7 @@ from ..report import MARGINS, VERDICT_RULES, one_family, paired_diff, summary_ta
 from ..report.claims import Claim, from_row
 from . import check_shown, profile_param
 from ..analysis.source import run_source
+from ..analysis.tiers import MISSING, decisive_progress
 from ..runs import decisive
 from ..runs.pilot import last_quarter_gain
 from ..runs.store import run_key
@@ -445,7 +446,6 @@ def schedule_sentence(profile, root=None) -> str:
 def decisive_status(root=None) -> str:
     """Where the decisive tier's two fine-tuning stages stand (committed runs against those named so far), from its
     committed folders under ``root``: the page reads that tier once both are complete."""
-    from .tiers import MISSING, decisive_progress
     t = decisive_progress(root)[0].set_index("stage")
 
     def of(stage: str) -> str:
