@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from ..runs import experiments as ex
 from ..params import Choice
+from ..runs.tier import STAGED_TIERS
 
 __all__ = ["Page", "PAGES", "PAGE_NAMES", "TRAIN_PAGES", "check_shown", "profile_param"]
 
@@ -25,7 +26,6 @@ def check_shown(profile: str) -> str:
     """``profile`` checked as a tier a page may show: a notebook's profile parameter
     (:data:`sec_lib.runs.experiments.PROFILE_NAMES`) or a staged committed tier (the decisive tier), which a page
     shows in place of the reference tier where it holds the page's runs (:mod:`sec_lib.chapters.evidence`)."""
-    from ..runs.tier import STAGED_TIERS
     return Choice((*ex.PROFILE_NAMES, *STAGED_TIERS)).check("profile", profile)
 
 

@@ -23,6 +23,7 @@ from ..report.claims import mde_from_ci as _mde_from_ci
 from ..report import cv_from_var  # noqa: F401 (the chapters' name for it)
 from ..report import shared_steps  # noqa: F401 (the chapters' name for it)
 from ..report.verdicts import equivalence_words, inconclusive_words  # noqa: F401 (the chapters' names for them)
+from ..report.claims import p_words
 
 #: Each norm variance of the runs table (absolute units) -> its scale-free counterpart, the coefficient of
 #: variation CV = std / mean of the same norms (issue 23). SEC mostly shrinks the embedding, so a variance
@@ -313,7 +314,6 @@ def n_text(n, n_counts: str = "seeds", detail: str = "") -> str:
 def p_text(p_adj, m) -> str:
     """'Holm-adjusted p = 0.012 over 7 comparisons', 'p = 0.04 (the only comparison of its family)', or 'no test'
     without a p-value."""
-    from ..report.claims import p_words
     return p_words(p_adj, m) or "no test"
 
 

@@ -9,10 +9,12 @@ import pandas as pd
 
 from .. import report
 from ..report import one_family, pooled_diff, with_verdict
-from . import profile_param
 from ..report.claims import Claim, from_row
 from ..runs import densecurves
-from .common import check_cols, measures_text, name_means, paired, verdict_row_of
+from ..runs.pilot import TIER
+from . import profile_param
+from .common import check_cols, measures_text, name_means, paired, record_row, verdict_row_of
+from .evidence import page_claims, page_records, runs_sentence
 
 #: The notebook's parameters (checked by ``sec_lib.params.notebook_params``).
 PARAMS = profile_param()
@@ -329,7 +331,6 @@ def page_reading(reach: pd.DataFrame, family: dict | None = None) -> str:
 def dense_applies(ev) -> bool:
     """Whether this page shows C3b: only where it shows the decisive tier, whose runs C3b retraces (a quick book, or a
     real-benchmark book, has none of them)."""
-    from ..runs.pilot import TIER
     ev.frames("convergence")
     return ev.profile_of("convergence") == TIER
 
@@ -344,7 +345,6 @@ def dense_frames(ev) -> tuple:
     its prefix retraced to ``densecurves.PREFIX`` iterations (:mod:`sec_lib.runs.densecurves`) spliced in, in place of
     C3's shorter one. Read once per evidence. KeyError (no evidence) on another tier, or while C3b's runs are not all
     committed."""
-    from ..runs.pilot import TIER
     if not dense_applies(ev):
         raise KeyError(f"C3b is a follow-up on the {TIER} tier's runs; the {ev.profile_of('convergence')} tier has "
                        "none")
@@ -414,7 +414,6 @@ def dense_pooled_row(ev) -> dict:
 def dense_sentence(ev) -> str:
     """What produced C3b's numbers (its runs, as the evidence banner words a tier, and how their prefixes were
     checked), where it crosses, or why this page has none of it."""
-    from .evidence import runs_sentence
     if not dense_applies(ev):
         return (f"C3b is a follow-up on the decisive tier's runs; this page shows the {ev.profile_of('convergence')} "
                 "tier, which has none, so it shows no part of it.")
@@ -436,8 +435,6 @@ def dense_sentence(ev) -> str:
 
 def dense_reading(ev) -> str:
     """C3b's bullet for the page's verdict, from its record (the claim decides it), and its family in words."""
-    from .common import record_row
-    from .evidence import page_claims, page_records
     head = "- **The crossing measured on dense curves** (C3b, a registered follow-up"
     if not dense_applies(ev):
         return ""

@@ -51,6 +51,7 @@ from ..scalelab import (  # noqa: F401  (sections 6 and 7: the page's names for 
 from ..toylab import (  # noqa: F401  (the lab moved out of the page; theory.X keeps working)
     THEORY_LOSSES, Toy2D, angle_change, eq1_check, fixed_direction_slopes, gradient_facts, make_batch, sgd_norm_growth,
     simulate_2d, slope_spread, slope_summary, split_gradients, toy_2d)
+from ..figures.tables import fold_columns
 
 #: Sizes per profile. ``smoke`` runs the whole notebook in seconds.
 #: ``scale_seeds``: random batches of the scale-derivative check (section 6); ``lin_steps``, ``lin_lr``: plain
@@ -160,7 +161,6 @@ CIR_COLUMNS = {"width": "width w", "batches": "batches", "cv_median": "CV (media
 def cir_display(cir: pd.DataFrame) -> pd.DataFrame:
     """:func:`cir_table` with the reader's headers, the residual checks of the derivation folded under it (so
     the table fits the text column)."""
-    from ..figures.tables import fold_columns
     t = cir.rename(columns=CIR_COLUMNS)
     return fold_columns(t, [CIR_COLUMNS["width"]], {"Checks of the derivation (largest residuals)": [
         CIR_COLUMNS[c] for c in ("identity_dev_max", "d_ratio_pred_dev_max", "scaling_dev_max")]})

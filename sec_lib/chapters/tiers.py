@@ -7,13 +7,15 @@ import numbers
 
 import pandas as pd
 
-from ..figures.tables import fold_columns
-from ..runs import experiments as ex
-from ..runs.store import ResultStore
-from ..runs.tier import TIER_PROFILES, StagedTier, has_tier, open_tier, tier_dir
 from ..analysis.tiers import MISSING, decisive_progress, note_of, tier_label  # noqa: F401 (the page's API)
+from ..figures.tables import fold_columns
+from ..runs import decisive, gpu_tier, pilot, selection
+from ..runs import experiments as ex
+from ..runs.pilot import last_quarter_gain
+from ..runs.store import ResultStore
+from ..runs.tier import KINDS_FILE, TIER_PROFILES, UNKNOWN_KIND, StagedTier, has_tier, open_tier, stage_dirs, tier_dir
 from . import PAGES, profile_param
-from .evidence import evidence_profile
+from .evidence import MAIN_TIERS, evidence_profile, lacking
 from .tiers_prediction import (COLUMNS, TEST_SOURCES, prediction_sentence,  # noqa: F401 (the page's API)
                                selection_prediction)
 
@@ -50,7 +52,6 @@ def stages(p: ex.Profile, store) -> list[dict]:
                 "main" if p.main_seeds else "compare", p, store))]
     what = ["", "", ""]
     if p.name == "gpu":
-        from ..runs import gpu_tier
         plan = gpu_tier.stages(p, store)
         rows = [(name, configs) for (name, _), (_, configs) in zip(rows, plan)]
         what = [f" ({label})" for label, _ in plan[:2]] + [""]
@@ -70,7 +71,6 @@ def stages(p: ex.Profile, store) -> list[dict]:
 def _pretrained_stages(namings, store) -> dict:
     """The gpu tier's :data:`PRETRAINED` row: its fine-tuning rate selection and its fine-tuned runs, present of
     planned, or 'not yet defined' from the first that waits (for the pretrained trunk, or for the chosen rates)."""
-    from ..runs import gpu_tier
     parts, complete = [], True
     for label, naming in zip(("rates", "fine-tuned"), namings):
         try:
@@ -113,7 +113,6 @@ def _decisive_row(progress: pd.DataFrame | None = None) -> dict | None:
     """The decisive tier's row of :func:`summary_table` (None before it has a committed stage): its runs over every
     stage folder, and its pilot, selection and main comparison as :func:`decisive_progress` counts them (its later
     stages are that table's)."""
-    from ..runs import pilot
     if not has_tier(pilot.TIER):
         return None
     runs = open_tier(tier_dir(pilot.TIER)).runs
@@ -247,7 +246,6 @@ def page_tiers(profile: str = "cpu") -> pd.DataFrame:
     sweeps the page reads, as declared in ``PAGES`` (``Page.evidence_chapters``; the selection runs they
     need are implied and not listed), and which of those sweeps the first long tier (:data:`~sec_lib.chapters.
     evidence.MAIN_TIERS`, the decisive tier) does not hold yet: what the page waits for before it shows that tier."""
-    from .evidence import MAIN_TIERS, lacking
     first = MAIN_TIERS[0]
     rows, seen = [], set()
     for page in PAGES:
@@ -274,7 +272,6 @@ def kind_table(profile: str = "reference", root=None) -> pd.DataFrame:
     record it (runs trained under the contract), else ``kinds.csv`` beside the tier; one row per committing
     commit with its run count, first run date and evidence. A staged tier (the decisive tier): one row per stage
     (:func:`_staged_kinds`)."""
-    from ..runs.tier import KINDS_FILE, UNKNOWN_KIND, stage_dirs
     d = tier_dir(profile, root)
     if not (d / "runs.parquet").exists():
         if stage_dirs(d):
@@ -345,8 +342,6 @@ def last_quarter(profile: str = "reference", root=None) -> pd.DataFrame:
     """Every reported run of a committed tier (scored on the test classes; every stage of the staged decisive tier)
     with its R@1 gain over the last quarter of the run (:func:`sec_lib.runs.pilot.last_quarter_gain`) and whether it
     still rises (gain > :data:`RISING`)."""
-    from ..runs.pilot import last_quarter_gain
-    from ..runs.tier import stage_dirs
     d = tier_dir(profile, root)
     if not (d / "runs.parquet").exists() and not stage_dirs(d):
         return pd.DataFrame(columns=["key", "loss", "variant", "iterations", "schedule", "gain", "rising"])
@@ -399,7 +394,6 @@ def last_quarter_summary(df: pd.DataFrame) -> pd.DataFrame:
 def schedule_pilot(root=None) -> tuple[pd.DataFrame, str]:
     """The decisive tier's schedule pilot as committed (``data/reference/decisive/pilot/``): its convergence
     table at each length pair with runs (:func:`sec_lib.runs.pilot.convergence`) and a computed sentence."""
-    from ..runs import pilot
     d = tier_dir(pilot.TIER, root) / "pilot"
     if not (d / "runs.parquet").exists():
         return pd.DataFrame(), "The decisive tier's schedule pilot has no committed run yet."
@@ -437,7 +431,6 @@ def decisive_selection(root=None) -> tuple[pd.DataFrame, pd.DataFrame, str]:
     registered grid and any extension trained), each cell the mean held-out R@1 over the seeds trained and how many
     of the 3 (:data:`MISSING` where none), and the choice by the registered rule
     (:func:`sec_lib.runs.selection.choose`) once every point has its seeds, with its flags; and a computed sentence."""
-    from ..runs import decisive, pilot, selection
     d = tier_dir(pilot.TIER, root) / "selection"
     if not (d / "runs.parquet").exists():
         return pd.DataFrame(), pd.DataFrame(), "The decisive tier's held-out selection has no committed run yet."

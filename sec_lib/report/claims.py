@@ -26,6 +26,7 @@ from .multiplicity import adjust_family
 from .verdicts import mde_from_ci  # noqa: F401 - re-exported: pages import it from here
 from .verdicts import (N_COUNTS, PRIMARY_METRIC, VERDICT_RULES, claim_margin, equivalence_p, margin_for,
                        paper_range_of, refine, usable_interval, verdict)
+from pathlib import Path
 
 #: The book's one written rule for families, for every registration from now on (the claims page states it):
 FAMILY_RULE = ("A registered primary test, and any row pooled over the losses, is a family of its own (no "
@@ -371,7 +372,6 @@ def split_verdicts(pages: dict) -> dict[str, dict[str, list[str]]]:
 def check_built_book(html_dir) -> int:
     """Every page of a built book (``_build/html``) states each claim with one verdict: raises ValueError naming
     each split claim, its verdicts and the pages; returns how many claim ids the book marks."""
-    from pathlib import Path
     root = Path(html_dir)
     if not root.is_dir():
         raise ValueError(f"{root} is not a built book (no such folder)")
