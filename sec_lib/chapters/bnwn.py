@@ -10,7 +10,7 @@ import pandas as pd
 from .. import reference, report
 from ..report import summary_table, values_ci, with_verdict
 from . import profile_param
-from ..report.claims import Claim, family_row
+from ..report.claims import Claim, derived_family, family_row
 from ..figures.tables import fold_columns
 from .common import beside_cv, measures_text, name_means, paired, var_cv_text, with_norm_cv
 
@@ -167,9 +167,8 @@ def _lower(new: float, old: float, same: float = 0.05) -> str:
 
 # ------------------------------------------------------------------------------ the claims this page decides
 
-def page_family(ev) -> pd.DataFrame:
-    """:func:`bnwn_family` on the page's evidence, exactly as the page computes it."""
-    return ev.derived("bnwn_family", lambda: bnwn_family(ev.runs("bnwn")))
+#: :func:`bnwn_family` on the page's evidence, exactly as the page computes it.
+page_family = derived_family(__name__, "bnwn_family", lambda ev: bnwn_family(ev.runs("bnwn")))
 
 
 def _head(head: str):

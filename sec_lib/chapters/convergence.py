@@ -9,7 +9,7 @@ import pandas as pd
 
 from .. import report
 from ..report import one_family, pooled_diff, with_verdict
-from ..report.claims import Claim, from_row
+from ..report.claims import Claim, derived_family, from_row
 from ..runs import densecurves
 from ..runs.pilot import TIER
 from . import profile_param
@@ -453,13 +453,14 @@ def dense_reading(ev) -> str:
 
 # ------------------------------------------------------------------------------ the claims this page decides
 
-def page_family(ev) -> dict:
-    """:func:`convergence_family` on the page's evidence, exactly as the page computes it."""
-    def compute():
-        f = ev.frames("convergence")
-        runs, evals, _ = splice_early(f.runs[f.runs["variant"].isin(["none", "sec"])], f.evals, steps=f.steps)
-        return convergence_family(reach_table(runs, evals), early_table(runs, evals))
-    return ev.derived("convergence_family", compute)
+def _convergence_family(ev):
+    f = ev.frames("convergence")
+    runs, evals, _ = splice_early(f.runs[f.runs["variant"].isin(["none", "sec"])], f.evals, steps=f.steps)
+    return convergence_family(reach_table(runs, evals), early_table(runs, evals))
+
+
+#: :func:`convergence_family` on the page's evidence, exactly as the page computes it.
+page_family = derived_family(__name__, "convergence_family", _convergence_family)
 
 
 def pooled_row(ev) -> dict:

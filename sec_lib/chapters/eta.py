@@ -11,7 +11,7 @@ from .. import report
 from ..figures import sweeps, widgets
 from ..report import one_family, summary_table, values_ci, with_verdict
 from . import profile_param
-from ..report.claims import Claim
+from ..report.claims import Claim, derived_family
 from .common import (NORM_CV, beside_cv, check_cols, measures_text, name_means, paired, shared_steps, var_cv_text,
                      with_batch_cv, with_norm_cv)
 
@@ -256,9 +256,8 @@ def eta_explorer(summary: pd.DataFrame, runs: pd.DataFrame, steps: pd.DataFrame,
 
 # ------------------------------------------------------------------------------ the claims this page decides
 
-def page_family(ev) -> dict:
-    """:func:`eta_family` on the page's evidence, exactly as the page computes it."""
-    return ev.derived("eta_family", lambda: eta_family(ev.runs("eta")))
+#: :func:`eta_family` on the page's evidence, exactly as the page computes it.
+page_family = derived_family(__name__, "eta_family", lambda ev: eta_family(ev.runs("eta")))
 
 
 def range_verdict(grid: pd.DataFrame) -> str:

@@ -9,7 +9,7 @@ import pandas as pd
 from ..data.benchmarks import DISPLAY_NAMES
 from ..runs import experiments as ex
 from . import profile_param
-from ..report.claims import Claim
+from ..report.claims import Claim, derived_family
 from .common import loss_noun
 from .gains import other_tier_sentence
 from .review import family_rows, means_table, row_claim, sec_rows, verdict_sentence, wide_means
@@ -50,9 +50,8 @@ def verdict(runs: pd.DataFrame) -> str:
                      for r in verdict_rows(runs).to_dict("records"))
 
 
-def page_family(ev) -> pd.DataFrame:
-    """:func:`verdict_rows` on the page's evidence."""
-    return ev.derived("face_family", lambda: verdict_rows(ev.runs(CHAPTER)))
+#: :func:`verdict_rows` on the page's evidence.
+page_family = derived_family(__name__, "face_family", lambda ev: verdict_rows(ev.runs(CHAPTER)))
 
 
 #: The claims this page decides: Q8c (ArcFace) and Q8d (CosFace), on image retrieval rather than faces.

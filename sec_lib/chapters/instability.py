@@ -10,7 +10,7 @@ import pandas as pd
 from .. import report
 from ..report import one_family, pooled_diff, summary_table, values_ci
 from . import profile_param
-from ..report.claims import Claim, from_row
+from ..report.claims import Claim, derived_family, from_row
 from .common import SLOPE_TARGET, check_cols, measures_text, run_slopes, run_step_means, verdict_row_of
 
 #: The notebook's parameters (checked by ``sec_lib.params.notebook_params``).
@@ -140,12 +140,13 @@ def page_reading(runs: pd.DataFrame, steps: pd.DataFrame, tracked: pd.DataFrame,
 
 # ------------------------------------------------------------------------------ the claims this page decides
 
-def page_family(ev) -> pd.DataFrame:
-    """:func:`instability_family` on the page's evidence (runs without and with SEC), as the page computes it."""
-    def compute():
-        f = ev.frames("instability")
-        return instability_family(f.runs[f.runs["variant"].isin(["none", "sec"])], f.steps, f.tracked)
-    return ev.derived("instability_family", compute)
+def _instability_family(ev):
+    f = ev.frames("instability")
+    return instability_family(f.runs[f.runs["variant"].isin(["none", "sec"])], f.steps, f.tracked)
+
+
+#: :func:`instability_family` on the page's evidence (runs without and with SEC), as the page computes it.
+page_family = derived_family(__name__, "instability_family", _instability_family)
 
 
 def _question(q: str):

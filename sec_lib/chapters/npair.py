@@ -13,7 +13,7 @@ import pandas as pd
 
 from ..runs import experiments as ex
 from . import profile_param
-from ..report.claims import Claim
+from ..report.claims import Claim, derived_family
 from . import review
 from .common import record_row
 from .evidence import claim_records
@@ -112,9 +112,8 @@ def verdict(runs: pd.DataFrame, elsewhere: dict | None = None) -> str:
     return "\n".join(lines)
 
 
-def page_family(ev) -> pd.DataFrame:
-    """:func:`verdict_rows` on the page's evidence."""
-    return ev.derived("npair_family", lambda: verdict_rows(ev.runs(CHAPTER)))
+#: :func:`verdict_rows` on the page's evidence.
+page_family = derived_family(__name__, "npair_family", lambda ev: verdict_rows(ev.runs(CHAPTER)))
 
 
 #: The claims this page decides (Q8b, the tuplet margin loss, is the compare page's).

@@ -12,7 +12,7 @@ from ..runs import experiments as ex
 from ..runs.train import nonfinite_step
 from ..report import one_family, pooled_diff, summary_table
 from . import profile_param
-from ..report.claims import Claim, family_row
+from ..report.claims import Claim, derived_family, family_row
 from .. import reference
 from ..analysis.source import run_source
 from .common import (and_list, beside_cv, check_cols, fixed_or_nan, load_pilot, measures_text, record_row,
@@ -313,9 +313,8 @@ def page_reading(family: dict, c4=None, followups: dict | None = None, sgd: str 
 
 # ------------------------------------------------------------------------------ the claims this page decides
 
-def page_family(ev) -> dict:
-    """:func:`optim_family` on the page's evidence, exactly as the page computes it."""
-    return ev.derived("optim_family", lambda: optim_family(ev.runs("optim"), ev.table("optim", "steps")))
+#: :func:`optim_family` on the page's evidence, exactly as the page computes it.
+page_family = derived_family(__name__, "optim_family", lambda ev: optim_family(ev.runs("optim"), ev.table("optim", "steps")))
 
 
 def _row(table: str, optimizer: str, metric: str):

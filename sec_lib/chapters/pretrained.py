@@ -20,7 +20,7 @@ import pandas as pd
 from ..runs import experiments as ex
 from ..runs import finetune as ft
 from ..report import MARGINS, VERDICT_RULES, one_family, paired_diff, summary_table, values_ci
-from ..report.claims import Claim, from_row
+from ..report.claims import Claim, derived_family, from_row
 from . import check_shown, profile_param
 from ..analysis.source import run_source
 from ..analysis.tiers import MISSING, decisive_progress
@@ -531,9 +531,8 @@ def page_reading(effect_fam: pd.DataFrame, inter_fam: pd.DataFrame, start: pd.Da
 
 # ------------------------------------------------------------------------------ the claims this page decides
 
-def page_family(ev) -> pd.DataFrame:
-    """:func:`interaction_family` on the page's evidence, exactly as the page computes it."""
-    return ev.derived("pretrained_interaction", lambda: interaction_family(ev.runs("pretrained")))
+#: :func:`interaction_family` on the page's evidence, exactly as the page computes it.
+page_family = derived_family(__name__, "pretrained_interaction", lambda ev: interaction_family(ev.runs("pretrained")))
 
 
 def page_effects(ev) -> pd.DataFrame:

@@ -20,7 +20,7 @@ from ..runs import experiments as ex
 from ..runs import scalearms
 from .. import reference
 from ..report import MARGINS, one_family, pooled_diff, summary_table
-from ..report.claims import Claim, from_row
+from ..report.claims import Claim, derived_family, from_row
 from ..analysis.source import run_source
 from ..runs.store import run_key
 from . import check_shown, common, evidence, profile_param
@@ -514,9 +514,8 @@ def cir_arm_reading(ev, profile: str, root=None) -> tuple[pd.DataFrame, str, pd.
 
 # ------------------------------------------------------------------------------ the claims this page decides
 
-def page_family(ev) -> pd.DataFrame:
-    """:func:`scale_family` on the page's evidence, exactly as the page computes it."""
-    return ev.derived("scale_family", lambda: scale_family(ev.runs("scale")))
+#: :func:`scale_family` on the page's evidence, exactly as the page computes it.
+page_family = derived_family(__name__, "scale_family", lambda ev: scale_family(ev.runs("scale")))
 
 
 def _est_equalize(ev) -> dict:

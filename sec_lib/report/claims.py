@@ -184,6 +184,17 @@ def from_row(row, note: str = "") -> dict:
     return out
 
 
+def derived_family(module: str, name: str, compute: Callable) -> Callable:
+    """A page's ``page_family(ev)``: ``compute(ev)``, the page's Holm family on its evidence, computed once per
+    evidence object (``ev.derived(name, ...)``), so that the page, its claims (:func:`family_row`) and the pages
+    that show them read one table. ``module``: the page module's ``__name__``, which :func:`estimate_source` names."""
+    def page_family(ev):
+        return ev.derived(name, lambda: compute(ev))
+    page_family.__module__ = module
+    page_family.__doc__ = f"The page's Holm family on its evidence ({name}), computed once per evidence object."
+    return page_family
+
+
 def family_row(family: Callable, **match) -> Callable:
     """An ``estimate(ev)`` for a claim a page decides: the row of the page's Holm family (``family(ev)``, a
     table of verdict rows) whose columns equal ``match``, with that row's adjusted p and verdict
