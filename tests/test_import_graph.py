@@ -1,5 +1,5 @@
-"""The house, measured (tools/import_graph.py): sec_lib's rooms import one way, in fewer levels than the 9 before
-the runs wing, with no cycle and no upward import."""
+"""The house, measured (tools/import_graph.py): sec_lib's rooms import one way, in fewer than 9 levels, with no
+cycle and no upward import; no page module imports another or asks what kind of store it reads."""
 import subprocess
 import sys
 from pathlib import Path
@@ -23,9 +23,7 @@ def test_the_import_graph_has_no_cycle_no_upward_import_and_fewer_than_9_levels(
 
 
 def test_no_room_holds_a_circle_of_modules():
-    """Inside each room too, modules import one way, counting the imports inside functions: the circle of ten modules
-    around ``runs/experiments.py`` (its chapter registry called the fine-tuning and scale arms, which imported it;
-    ``profiles.get_profile`` loaded the decisive tier and the benchmarks, which imported it too) is not back."""
+    """Inside each room too, modules import one way, counting the imports inside functions."""
     rooms = ig.package_rooms()
     assert {"runs", "chapters", "site", "report"} <= set(rooms)
     for room in rooms:
@@ -63,7 +61,7 @@ def test_the_measure_sees_cycles_upward_imports_and_old_paths():
 
 
 def test_no_module_imports_a_private_name_from_another():
-    """Issue 22: a name another module needs is public. Every ``from .x import name`` inside sec_lib (relative or
+    """A name another module needs is public. Every ``from .x import name`` inside sec_lib (relative or
     absolute) imports no ``_name`` (renaming a public name to a private alias, ``import x as _x``, is fine), and no
     module reads ``other._name`` of an imported sec_lib module."""
     import ast

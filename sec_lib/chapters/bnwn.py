@@ -96,7 +96,7 @@ HEAD_SIGNS = {"bn_before_norm": -1}
 
 def bnwn_family(runs: pd.DataFrame, metrics: Sequence[str] = ("R@1", "NMI", "F1"),
                 rebuttal: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Every comparison of the page as ONE Holm family (issue 9): SEC − none per head and metric
+    """Every comparison of the page as ONE Holm family: SEC − none per head and metric
     (:func:`bnwn_diffs`, paired t-test over seeds), expected sign −1 for ``bn_before_norm`` and +1 for
     the other heads (:data:`HEAD_SIGNS`), each metric's margin; with ``p_adj``, ``m``, ``mde``,
     ``n_counts`` and ``verdict`` on every row."""

@@ -26,7 +26,7 @@ from ..report.verdicts import equivalence_words, inconclusive_words  # noqa: F40
 from ..report.claims import p_words
 
 #: Each norm variance of the runs table (absolute units) -> its scale-free counterpart, the coefficient of
-#: variation CV = std / mean of the same norms (issue 23). SEC mostly shrinks the embedding, so a variance
+#: variation CV = std / mean of the same norms. SEC mostly shrinks the embedding, so a variance
 #: falls with the scale; every page that shows a variance shows this CV beside it (:func:`with_norm_cv`).
 NORM_CV = {"test_norm_var": "test_norm_cv", "train_norm_var": "train_norm_cv"}
 #: The mean norm each variance's CV divides by (a column of the runs table).

@@ -37,7 +37,7 @@ def curve_band(runs: pd.DataFrame, evals: pd.DataFrame, by: Sequence[str] = ("lo
     return out.loc[keys.sort_values([*by, "step"], kind="stable").index].reset_index(drop=True)
 
 
-#: The fixed early fractions of the run length at which C3 compares R@1 (issue 9).
+#: The fixed early fractions of the run length at which C3 compares R@1.
 EARLY_FRACTIONS = (0.10, 0.25, 0.50)
 
 
@@ -106,7 +106,7 @@ FAMILY = "convergence page"
 
 def convergence_family(reach: pd.DataFrame, early: pd.DataFrame | None = None,
                        fracs: Sequence[float] = EARLY_FRACTIONS) -> dict:
-    """Every verdict of the page as ONE Holm family (issue 9): the per-loss table of
+    """Every verdict of the page as ONE Holm family: the per-loss table of
     :func:`convergence_diffs` and the iteration to 90% averaged over the losses per seed
     (:func:`sec_lib.report.pooled_diff`, expected sign −1; n = seeds). Returns ``{"diffs": ..., "pooled":
     one-row table}``, each row with ``p_adj`` and ``m`` of the whole family, ``mde``, n and ``n_counts``."""

@@ -72,7 +72,7 @@ _POOLED = "runs pooled across losses"
 
 
 def instability_family(runs: pd.DataFrame, steps: pd.DataFrame, tracked: pd.DataFrame) -> pd.DataFrame:
-    """The page's three verdicts as ONE Holm family (issue 9), one row each (``question``, ``what``,
+    """The page's three verdicts as ONE Holm family, one row each (``question``, ``what``,
     and the columns of :data:`sec_lib.report.ROW_COLUMNS`):
 
     * ``slope``: the per-batch log-log slope of ‖∂L/∂f_i‖ against ‖f_i‖ (median over each run's steps) of

@@ -137,7 +137,7 @@ def _best_zero(runs: pd.DataFrame, metric: str) -> dict:
 
 
 def mu_family(runs: pd.DataFrame, metric: str = "R@1", reference: str = "batch mean") -> dict:
-    """Every comparison of the μ page as ONE Holm family (issue 9: a review chapter is one family).
+    """Every comparison of the μ page as ONE Holm family (a review chapter is one family).
 
     The family: ``reference − setting`` per loss for every other μ setting (paired on seed; expected
     sign +1 — the batch mean is better — against no SEC, μ = 0 and the fixed radius; a no-change claim,

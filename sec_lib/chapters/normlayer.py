@@ -64,7 +64,7 @@ def prenorm_slope(runs: pd.DataFrame, steps: pd.DataFrame) -> dict:
 
 
 def normlayer_family(runs: pd.DataFrame, steps: pd.DataFrame, metrics: Sequence[str] = ("R@1", "NMI")) -> dict:
-    """Every verdict of the page as ONE Holm family (issue 9): the paired comparisons of
+    """Every verdict of the page as ONE Holm family: the paired comparisons of
     :func:`normlayer_diffs` and the prenorm slope of :func:`prenorm_slope` (expected sign −1: the
     gradient falls with the norm). Returns ``{"diffs": ..., "slope": one-row table}``, each row with
     ``p_adj`` and ``m`` of the whole family, ``mde``, ``n`` and ``n_counts``."""

@@ -158,7 +158,7 @@ FAMILY = "optim page"
 
 
 def optim_family(runs: pd.DataFrame, steps: pd.DataFrame | None = None, metric: str = "R@1") -> dict:
-    """Every verdict of the optimizer page as ONE Holm family (issue 9): SEC − none per optimizer × loss
+    """Every verdict of the optimizer page as ONE Holm family: SEC − none per optimizer × loss
     (:func:`optim_diffs`), per optimizer averaged over the losses (:func:`optim_pooled`) and, given
     ``steps``, the balance of the per-sample updates (:func:`balance_diffs`). Returns ``{"diffs",
     "pooled", "balance"}`` (``balance`` empty without steps), every row with ``p_adj`` and ``m`` of the

@@ -1,6 +1,6 @@
 """The optimizer page's registered follow-ups (Q6c, Q6d): each one's family on its committed test runs, what produced
 it, its selection's table, sentence and figure columns, its bullet in the page's verdict, and the page's answer for
-SGD, which groups the SGD claims by the η SEC trained at. Split from :mod:`sec_lib.chapters.optim`, which re-exports
+SGD, which groups the SGD claims by the η SEC trained at. :mod:`sec_lib.chapters.optim` re-exports
 every name here (the notebook and the claims read them as ``optim.<name>``). It does not import that module: the
 statistics both use are in :mod:`sec_lib.chapters.optim_stats`, and the page's claims are read through
 :func:`sec_lib.chapters.evidence.page_claims`."""

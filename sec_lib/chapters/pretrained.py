@@ -1,4 +1,4 @@
-"""The pretrained page (issue 24): does SEC's effect change in the paper's regime, fine-tuning a pretrained
+"""The pretrained page: does SEC's effect change in the paper's regime, fine-tuning a pretrained
 backbone, against training from scratch?
 
 Its runs (``experiments.CHAPTERS['pretrained']``, :func:`sec_lib.runs.finetune.chapter_runs`): the four main losses
@@ -36,7 +36,7 @@ PARAMS = profile_param()
 #: The two regimes (the runs' ``regime`` label), fine-tuned first.
 REGIMES = ft.REGIMES
 #: The variants the page shows: the main comparison's three and relative SEC, the scale page's scale-free SEC (the
-#: decisive tier's fourth arm, issue 24; the quick tier does not train it).
+#: decisive tier's fourth arm; the quick tier does not train it).
 SHOWN_VARIANTS = (*ex.VARIANTS, "sec-relative")
 #: The regularised variants each regime compares with ``none`` (descriptive rows), with their names on the page.
 EFFECT_VARIANTS = {"l2reg": "L2-reg", "sec": "SEC", "sec-relative": "relative SEC"}

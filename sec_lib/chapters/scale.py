@@ -1,4 +1,4 @@
-"""The scale page (issue 23): does SEC move R@1 by *equalizing* the embedding norms (the paper's argument) or by
+"""The scale page: does SEC move R@1 by *equalizing* the embedding norms (the paper's argument) or by
 *shrinking* them (what L2-reg does)?
 
 Its runs (``experiments.scale``): the four main losses in five arms (``experiments.SCALE_ARMS``): no regularizer,
@@ -37,7 +37,7 @@ ARM_LABELS = {"none": "none", "l2reg": "L2-reg (μ = 0)", "sec": "SEC", "sec-rel
 assert tuple(ARM_LABELS) == scalearms.SCALE_ARMS
 #: The two mechanisms a contrast can speak for.
 MECHANISMS = ("equalize", "shrink")
-#: The page's declared family (issue 23, before any run): comparison, baseline arm, compared arm, the mechanism a
+#: The page's declared family (declared before any run): comparison, baseline arm, compared arm, the mechanism a
 #: gain would show, and the expected sign (+1: the compared arm has the higher R@1). Equalizing: relative SEC and
 #: the fixed-scale control each lower the CV without shrinking the scale. Shrinking: L2-reg shrinks without
 #: equalizing, and plain SEC is relative SEC plus the pull toward a smaller scale.
@@ -429,7 +429,7 @@ def cir_sentence(gaps: pd.DataFrame) -> str:
             f"is not SEC: **no, SEC is not already in pytorch-metric-learning**, though CIR is its scale-weighted cousin.")
 
 
-#: The PML arm's own declared family (issue 23, item 7; declared with the arm, before its runs): does PML's
+#: The PML arm's own declared family (declared with the arm, before its runs): does PML's
 #: CenterInvariantRegularizer, at the weight whose value is SEC's at the unregularized radius
 #: (:func:`sec_lib.runs.scalearms.cir_eta`), gain like SEC (expected sign +1 against none), and is it SEC (expected no
 #: change against plain SEC, within the R@1 margin)? (comparison, baseline arm, compared arm, expected sign)

@@ -87,7 +87,7 @@ def verdict(runs: pd.DataFrame) -> str:
 page_family = derived_family(__name__, "ssl_family", lambda ev: verdict_rows(ev.runs(CHAPTER)))
 
 
-#: The claims this page decides (they replace the old Q8a row, "not testable offline").
+#: The claims this page decides.
 CLAIMS = [
     Claim(id="Q8a", claim="SEC helps contrastive self-supervised learning (SimCLR), here on glyphs",
           source="review Q8 (reviewer 2); rebuttal Table 1",

@@ -1,4 +1,4 @@
-"""The tiers page's section on the gpu tier's main comparison (issue 27): each main loss with and without SEC at its
+"""The tiers page's section on the gpu tier's main comparison: each main loss with and without SEC at its
 held-out η, trained on a GPU, with the verdict the compare page would give it.
 
 The runs are :data:`sec_lib.runs.gpu_tier.MAIN_STAGE`'s, named by :func:`sec_lib.runs.gpu_tier.stages` from the

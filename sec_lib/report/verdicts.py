@@ -413,7 +413,7 @@ def _getter(r):
 def equivalence_words(r) -> str:
     """': no effect larger than 0.5 points' where the verdict 'not reproduced' of ``r`` (a verdict row: a mapping or a
     record with ``verdict``, ``margin``, ``expected_sign``, ``ci_lo``, ``ci_hi``) comes from its equivalence test (the
-    interval inside ±margin: the declared margin, issue 21), not from an effect of the wrong sign; for a no-change
+    interval inside ±margin: the declared margin), not from an effect of the wrong sign; for a no-change
     claim (expected sign 0), ': within ±0.5 points' where its 'reproduced' is that equivalence; else ''."""
     get = _getter(r)
     m, lo, hi, sign = get("margin"), get("ci_lo", math.nan), get("ci_hi", math.nan), get("expected_sign", 1)
