@@ -76,7 +76,7 @@ def runs_frame(frames) -> pd.DataFrame:
 
 def order_rows(df: pd.DataFrame, cols=("loss", "variant")) -> pd.DataFrame:
     """Sort rows in the book's order: the paper's losses, then tuplet margin and CosFace; variants none / l2reg /
-    sec, then SEC's η arms (selected, then the paper's: :func:`sec_lib.chapters.compare.eta_arms_apart`)."""
+    sec, then SEC's η arms (selected, then the paper's: :func:`sec_lib.chapters.gains.eta_arms_apart`)."""
     orders = {"loss": (*ex.MAIN_LOSSES, *ex.EXTRA_LOSSES),
               "variant": (*ex.VARIANTS, "sec, selected η", "sec, paper's η")}
     keys = []

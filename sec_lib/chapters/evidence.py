@@ -196,7 +196,7 @@ def sign_agreement(main: pd.DataFrame, quick: pd.DataFrame, metric: str = "R@1",
     """Per comparison (``by``), the main tier's and the quick tier's paired difference in ``metric``
     with their intervals and verdicts, and whether the two estimates have the same sign.
 
-    ``main`` and ``quick``: tidy gains tables (:func:`sec_lib.chapters.compare.sec_gain`: columns
+    ``main`` and ``quick``: tidy gains tables (:func:`sec_lib.chapters.gains.sec_gain`: columns
     ``by``, metric, estimate, ci_lo, ci_hi, verdict). Rows of either side only are kept, with 'n/a'.
     'same sign' is 'yes' / 'no' on the point estimates, and 'n/a' where one is missing or zero.
     """
@@ -233,7 +233,7 @@ ETA_ARM_NAMES = {"paper": "sec, paper's η", "selected": "sec, selected η"}
 
 
 def name_eta_arms(gains: pd.DataFrame) -> pd.DataFrame:
-    """Gains tables (:func:`sec_lib.chapters.compare.sec_gain`) with each SEC row named for its η arm, from the
+    """Gains tables (:func:`sec_lib.chapters.gains.sec_gain`) with each SEC row named for its η arm, from the
     ``eta_arm`` label of its runs ('sec, paper's η', 'sec, selected η'); other rows keep their variant."""
     if "eta_arm" not in gains.columns:
         raise ValueError("the gains carry no eta_arm column: load the runs with common.load, which adds the labels "

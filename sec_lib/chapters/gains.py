@@ -201,7 +201,7 @@ def _role(metric: str) -> str:
 
 
 def family_of(comparison: str, role: str) -> str:
-    """The Holm family of a paired comparison on this page, declared by the question it answers: one
+    """The Holm family of a paired comparison of the main table, declared by the question it answers: one
     per comparison (SEC − none, L2-reg − none) and kind of measure (R@1, the secondary metrics, the
     norm statistics), never all of them together."""
     what = {"primary": report.PRIMARY_METRIC, "secondary": "secondary metrics"}.get(role, role)

@@ -204,7 +204,7 @@ def pooled_reach(reach: pd.DataFrame) -> pd.DataFrame:
 def reach_family(reach: pd.DataFrame, family: str) -> dict:
     """C3b's registered family (``sec_lib.runs.densecurves``): the iteration to 90% of the final R@1, SEC − none
     paired on seed per loss (expected sign −1) and averaged over the losses per seed, ONE Holm family named
-    ``family`` (4 losses: 5 comparisons). Returns ``{"diffs", "pooled"}`` as :func:`convergence_family`."""
+    ``family`` (4 losses: 5 comparisons). Returns ``{"diffs", "pooled"}`` as :func:`sec_lib.chapters.convergence.convergence_family`."""
     d = paired(reach, ["loss"], "variant", "none", "sec", ["reach"]).assign(_sign=-1)
     diffs = name_means(with_verdict(d, "_sign").drop(columns="_sign"), "none", "sec")
     diffs, pooled = one_family(diffs, pooled_reach(reach), family=family)
