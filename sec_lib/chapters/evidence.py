@@ -32,8 +32,8 @@ from . import PAGE_NAMES, PAGES
 from .common import MissingChapter, load
 
 #: The committed tiers a page may show as its main evidence, in order of preference: the first that holds every run of
-#: the page's sweeps. The decisive tier (converged runs, seeds planned for power), committed stage by stage,
-#: replaced the reference tier (5,000 iterations, 5 seeds), retired on 2026-11-28 (``tier.RETIRED_TIERS``).
+#: the page's sweeps: the decisive tier (converged runs, seeds planned for power), committed stage by stage. A retired
+#: tier (``tier.RETIRED_TIERS``) is never one.
 MAIN_TIERS = ("decisive",)
 #: Every committed long tier: a page run at one of these profiles shows exactly that tier.
 LONG_TIERS = (*STAGED_TIERS, *TIER_PROFILES)

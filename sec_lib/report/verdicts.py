@@ -364,7 +364,7 @@ def verdict_table(rows: Sequence[dict]) -> pd.DataFrame:
     Each row is a dict with the required keys ``claim`` (id), ``text``, ``estimate`` (our number,
     e.g. a paired difference), ``ci_lo``, ``ci_hi``, and optional ``n``, ``paper`` (the paper's
     number or None), ``link`` (where the evidence is in the book), ``expected_sign`` (default +1),
-    ``margin`` (the practical equivalence margin; default: see :func:`verdict`; the old key
+    ``margin`` (the practical equivalence margin; default: see :func:`verdict`; a key
     ``min_effect`` is read as the margin), ``p_adj`` (the Holm-adjusted p, when the claims were
     adjusted as a family with :func:`holm`). Other keys are kept as extra columns.
     Output columns: claim, text, estimate, ci_lo, ci_hi, n, paper, link, expected_sign, verdict,
