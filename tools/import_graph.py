@@ -1,6 +1,10 @@
 """The import graph of sec_lib, measured from the code: its levels, its cycles and its upward imports.
 
     python tools/import_graph.py          # prints the rooms by level, then any cycle or upward import
+    python tools/import_graph.py --local  # also lists every function-local import
+
+A *page module* is ``sec_lib/chapters/<name>.py`` of a notebook ``notebooks/<name>.ipynb`` (:func:`page_modules`):
+no page module imports another (:func:`page_imports`) or asks what kind of store it reads (:func:`store_kind_checks`).
 
 A *room* is a top-level module or subpackage of ``sec_lib`` (``sec_lib.runs``, ``sec_lib.chapters``,
 ``sec_lib.sec``, ...). Room A depends on room B when a module of A imports a module of B (any import statement,
@@ -256,7 +260,9 @@ def main() -> int:
     print("modules over 650 lines:", long_modules() or "none")
     across = page_imports()
     print("page modules importing another:", across or "none")
-    return 1 if cyc or up or inner or across else 0
+    kinds = store_kind_checks()
+    print("page modules asking what kind of store they read:", kinds or "none")
+    return 1 if cyc or up or inner or across or kinds else 0
 
 
 if __name__ == "__main__":
