@@ -28,8 +28,8 @@ from ..runs import experiments as ex
 from ..runs.benchmarks import page_note
 from ..runs.store import run_key
 from ..runs.tier import STAGED_TIERS, TIER_PROFILES, has_tier, open_tier, stage_dirs, store_for, tier_dir
-from . import PAGE_NAMES, PAGES
-from .common import MissingChapter, load
+from . import PAGE_NAMES, PAGES, common
+from .common import MissingChapter
 
 #: The committed tiers a page may show as its main evidence, in order of preference: the first that holds every run of
 #: the page's sweeps: the decisive tier (converged runs, seeds planned for power), committed stage by stage. A retired
@@ -274,10 +274,10 @@ class Evidence:
         tp = evidence_profile(self.profile, (chapter,), self.root) if self._tiers else self.profile
         self.tier_of[chapter] = tp
         if self.shared is None:
-            return load(chapter, tp, root=self.root)
+            return common.load(chapter, tp, root=self.root)
         key = (chapter, tp, None if self.root is None else str(self.root), os.environ.get("SEC_RUNS_DIR"))
         if key not in self.shared:
-            self.shared[key] = load(chapter, tp, root=self.root)
+            self.shared[key] = common.load(chapter, tp, root=self.root)
         frames = self.shared[key]         # each evidence object gets its own copy: no claim sees another's edits
         return dataclasses.replace(frames, **{f.name: getattr(frames, f.name).copy()
                                               for f in dataclasses.fields(frames)})
