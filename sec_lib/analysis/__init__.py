@@ -1,5 +1,7 @@
-"""The analysis the book's pages share: what a page reads (:mod:`.source`), and the helpers several pages borrow.
+"""What the book's pages share that needs nothing of the pages themselves: the runs a page reads
+(:mod:`.source`: the one place the kind of store is asked), the primary test (:mod:`.primary`) and the committed
+tiers' labels and progress (:mod:`.tiers`).
 
 It sits between the runs (:mod:`sec_lib.runs`) and the pages (:mod:`sec_lib.chapters`): it reads stores and tiers,
-and no module here imports a page module.
+and imports nothing of the pages.
 """
