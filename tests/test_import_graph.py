@@ -1,5 +1,5 @@
-"""The house, measured (tools/import_graph.py): sec_lib's rooms import one way, in fewer levels than the 9 before
-the runs wing, with no cycle and no upward import."""
+"""The house, measured (tools/import_graph.py): sec_lib's rooms import one way, in fewer than 9 levels, with no
+cycle and no upward import; no page module imports another or asks what kind of store it reads."""
 import subprocess
 import sys
 from pathlib import Path
@@ -23,9 +23,7 @@ def test_the_import_graph_has_no_cycle_no_upward_import_and_fewer_than_9_levels(
 
 
 def test_no_room_holds_a_circle_of_modules():
-    """Inside each room too, modules import one way, counting the imports inside functions: the circle of ten modules
-    around ``runs/experiments.py`` (its chapter registry called the fine-tuning and scale arms, which imported it;
-    ``profiles.get_profile`` loaded the decisive tier and the benchmarks, which imported it too) is not back."""
+    """Inside each room too, modules import one way, counting the imports inside functions."""
     rooms = ig.package_rooms()
     assert {"runs", "chapters", "site", "report"} <= set(rooms)
     for room in rooms:
@@ -63,7 +61,7 @@ def test_the_measure_sees_cycles_upward_imports_and_relative_imports():
 
 
 def test_no_module_imports_a_private_name_from_another():
-    """Issue 22: a name another module needs is public. Every ``from .x import name`` inside sec_lib (relative or
+    """A name another module needs is public. Every ``from .x import name`` inside sec_lib (relative or
     absolute) imports no ``_name`` (renaming a public name to a private alias, ``import x as _x``, is fine), and no
     module reads ``other._name`` of an imported sec_lib module."""
     import ast
@@ -80,3 +78,27 @@ def test_no_module_imports_a_private_name_from_another():
                   and isinstance(node.value, ast.Name) and node.value.id in mods):
                 bad.append(f"{path.relative_to(ig.ROOT)}:{node.lineno}: {node.value.id}.{node.attr}")
     assert not bad, "\n".join(bad)
+
+
+def test_page_modules_are_one_per_notebook_and_import_no_other_page():
+    """A page module (``sec_lib/chapters/<name>.py`` of ``notebooks/<name>.ipynb``) imports no other page module: what
+    pages share lives in ``sec_lib/analysis/``, ``sec_lib/report/`` or a module of ``chapters/`` that is no page."""
+    pages = ig.page_modules()
+    assert {"sec_lib.chapters.compare", "sec_lib.chapters.home", "sec_lib.chapters.tiers"} <= set(pages)
+    others = {m.rsplit(".", 1)[1] for m in ig.module_graph("chapters")} - {p.rsplit(".", 1)[1] for p in pages}
+    assert others == {"chapters", *SHARED_MODULES}, others ^ {"chapters", *SHARED_MODULES}
+    assert ig.page_imports() == []
+
+
+#: The modules of ``chapters/`` that are no page: what several pages share (common, evidence, gains, scorecard, reach),
+#: or one page's part split off (dense_curves, gain_words, optim_*, explore_*, tiers_*, normclass, review, portability).
+SHARED_MODULES = {"common", "evidence", "gains", "scorecard", "reach", "dense_curves", "gain_words", "review",
+                  "normclass", "optim_stats", "optim_followups", "explore_grid", "explore_widgets", "tiers_gpu",
+                  "tiers_prediction", "portability"}
+
+
+def test_no_page_module_asks_what_kind_of_store_it_reads():
+    """Pages read a :class:`~sec_lib.analysis.source.RunSource`; the kind of store is asked once, in
+    :func:`~sec_lib.analysis.source.run_source`."""
+    assert ig.store_kind_checks() == []
+    assert len(ig.store_kind_checks(["sec_lib.analysis.source"])) == 1    # the measure sees the one place it is asked

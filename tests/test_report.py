@@ -1,5 +1,5 @@
 """sec_lib.report on hand-made result frames: intervals against scipy.stats.t, paired differences
-against scipy.stats.ttest_rel, the verdict rules of issue 9 on hand-made intervals and on simulated
+against scipy.stats.ttest_rel, the verdict rules on hand-made intervals and on simulated
 null data, min_detectable_effect against statsmodels / G*Power / a Monte-Carlo power check, and
 holm against a worked example and statsmodels."""
 import math
@@ -177,7 +177,7 @@ def test_verdict_no_data_is_not_testable():
     assert R.verdict(1.0, 0.5, 1.5, n=0) == "not testable offline"
 
 
-def test_verdict_cases_listed_under_why_in_issue_9():
+def test_the_verdict_rules_on_each_kind_of_interval():
     # npair +0.25 [-4.36, +4.86] (n = 3) read "partly": the interval contains 0 -> inconclusive
     assert R.verdict(0.25, -4.36, 4.86, n=3) == "inconclusive"
     # triplet -4.65 [-9.37, +0.06] read "not reproduced" although the interval contains 0
@@ -535,7 +535,7 @@ def test_verdict_row_matches_paired_diff_and_ttest():
 
 
 def test_paired_pooled_and_verdict_rows_share_one_schema_and_one_family_entry_point():
-    """One row schema (issue 22): paired_diff, pooled_diff, values_ci and verdict_row name the estimate, its
+    """One row schema: paired_diff, pooled_diff, values_ci and verdict_row name the estimate, its
     interval, its test and its n alike; one_family / with_verdict (the pages' entry point) give
     adjust_family's adjusted p, verdicts and detectable effects on the same rows."""
     df = pd.concat([runs([50.0, 52.0, 51.0, 49.5], [53.0, 53.5, 54.0, 51.0]),

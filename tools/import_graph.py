@@ -1,6 +1,10 @@
 """The import graph of sec_lib, measured from the code: its levels, its cycles and its upward imports.
 
     python tools/import_graph.py          # prints the rooms by level, then any cycle or upward import
+    python tools/import_graph.py --local  # also lists every function-local import
+
+A *page module* is ``sec_lib/chapters/<name>.py`` of a notebook ``notebooks/<name>.ipynb`` (:func:`page_modules`):
+no page module imports another (:func:`page_imports`) or asks what kind of store it reads (:func:`store_kind_checks`).
 
 A *room* is a top-level module or subpackage of ``sec_lib`` (``sec_lib.runs``, ``sec_lib.chapters``,
 ``sec_lib.sec``, ...). Room A depends on room B when a module of A imports a module of B (any import statement,
@@ -21,6 +25,7 @@ LAYERS = (
     ("params", "threads", "tempfiles", "lifetime", "kernels", "report", "sec", "losses", "metrics", "monitor"),   # core utilities
     ("data", "models", "reference", "toylab", "scalelab"),                                # core
     ("runs",),                                                                            # a config becomes a result
+    ("analysis",),                                                                        # what pages share
     ("figures",),
     ("chapters",),
     ("site",),
@@ -87,6 +92,42 @@ def _is_source(module: str) -> bool:
 def package_rooms() -> list[str]:
     """The rooms that are packages (``sec_lib/<room>/__init__.py``): those with modules of their own to measure."""
     return sorted(p.name for p in ROOT.iterdir() if p.is_dir() and (p / "__init__.py").exists())
+
+
+#: The notebooks whose code the page modules hold.
+NOTEBOOKS = ROOT.parent / "notebooks"
+
+
+def page_modules() -> list[str]:
+    """The *page modules*: ``sec_lib/chapters/<name>.py`` for each ``notebooks/<name>.ipynb``, one per notebook and
+    named as it. Every other module of ``chapters/`` serves one page and is no page of its own."""
+    return sorted(f"sec_lib.chapters.{nb.stem}" for nb in NOTEBOOKS.glob("*.ipynb")
+                  if (ROOT / "chapters" / f"{nb.stem}.py").exists())
+
+
+def page_imports() -> list[tuple[str, str]]:
+    """(page module, page module it imports) for every import of one page module by another: none, since the
+    analysis pages share lives outside them (``sec_lib/analysis/``, ``sec_lib/report/``, or a module of
+    ``chapters/`` that is no page)."""
+    pages = set(page_modules())
+    edges = module_graph("chapters")
+    return sorted((a, b) for a in pages for b in edges.get(a, ()) if b in pages)
+
+
+def store_kind_checks(modules=None) -> list[str]:
+    """'module:line' for every ``isinstance(x, K)`` in ``modules`` (default: the page modules) whose class ``K``
+    names a kind of store (a name ending in ``Store`` or ``Tier``): pages read a
+    :class:`~sec_lib.analysis.source.RunSource` and never ask what kind of store is behind it."""
+    out = []
+    for module in modules or page_modules():
+        path = ROOT.parent / (module.replace(".", "/") + ".py")
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "isinstance" and len(node.args) == 2:
+                kinds = node.args[1].elts if isinstance(node.args[1], ast.Tuple) else [node.args[1]]
+                names = [getattr(k, "id", getattr(k, "attr", "")) for k in kinds]
+                if any(n.endswith(("Store", "Tier")) for n in names):
+                    out.append(f"{module}:{node.lineno}")
+    return out
 
 
 def module_graph(room: str) -> dict[str, set[str]]:
@@ -206,7 +247,11 @@ def main() -> int:
         for f, line, text in late:
             print(f"  {f}:{line}: {text}")
     print("modules over 650 lines:", long_modules() or "none")
-    return 1 if cyc or up or inner else 0
+    across = page_imports()
+    print("page modules importing another:", across or "none")
+    kinds = store_kind_checks()
+    print("page modules asking what kind of store they read:", kinds or "none")
+    return 1 if cyc or up or inner or across or kinds else 0
 
 
 if __name__ == "__main__":

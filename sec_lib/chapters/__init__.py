@@ -1,9 +1,13 @@
-"""The book's chapters: one module per notebook, holding that page's analysis and its ``PARAMS``.
+"""The book's pages: one *page module* per notebook, holding that page's analysis and its ``PARAMS``.
 
 This file is the one list of the book's pages (:data:`PAGES`): which notebook, where its output goes,
 the papermill parameters it is run with and which sweeps of :data:`sec_lib.runs.experiments.CHAPTERS` it
 reads. The runner (:mod:`sec_lib.site.runner`) trains those sweeps, then executes the pages. A page
 named ``X`` is ``notebooks/X.ipynb`` and its code is :mod:`sec_lib.chapters.X`.
+
+No page module imports another (``tests/test_import_graph.py``). What several pages read lives outside the pages:
+in :mod:`sec_lib.analysis` where it needs nothing of this package, else in a module here that is named for no
+notebook (:mod:`.common`, :mod:`.evidence`, :mod:`.gains`, :mod:`.scorecard`, ...).
 
 Importing this package does not import the chapter modules (each pulls in what its page needs).
 """
@@ -13,6 +17,7 @@ from dataclasses import dataclass, field
 
 from ..runs import experiments as ex
 from ..params import Choice
+from ..runs.tier import STAGED_TIERS
 
 __all__ = ["Page", "PAGES", "PAGE_NAMES", "TRAIN_PAGES", "check_shown", "profile_param"]
 
@@ -21,7 +26,6 @@ def check_shown(profile: str) -> str:
     """``profile`` checked as a tier a page may show: a notebook's profile parameter
     (:data:`sec_lib.runs.experiments.PROFILE_NAMES`) or a staged committed tier (the decisive tier), which a page
     shows in place of the reference tier where it holds the page's runs (:mod:`sec_lib.chapters.evidence`)."""
-    from ..runs.tier import STAGED_TIERS
     return Choice((*ex.PROFILE_NAMES, *STAGED_TIERS)).check("profile", profile)
 
 
@@ -68,8 +72,8 @@ PAGES = (
     Page("mu", "mu", chapters=("mu",)),
     Page("bnwn", "bnwn", chapters=("bnwn",)),
     Page("normlayer", "normlayer", chapters=("normlayer",)),
-    Page("scale", "scale", chapters=("selection", "scale")),     # shrink or equalize? (issue 23)
-    Page("pretrained", "pretrained", chapters=("ftrates", "pretrained")),   # the paper's regime (issue 24)
+    Page("scale", "scale", chapters=("selection", "scale")),     # shrink or equalize?
+    Page("pretrained", "pretrained", chapters=("ftrates", "pretrained")),   # the paper's regime
     Page("optim", "optim", chapters=("optim",)),
     Page("convergence", "convergence", chapters=("convergence",)),
     Page("instability", "instability", chapters=("instability",)),

@@ -10,7 +10,7 @@ import pandas as pd
 from .. import reference, report
 from ..report import summary_table, values_ci, with_verdict
 from . import profile_param
-from ..report.claims import Claim, family_row
+from ..report.claims import Claim, derived_family, family_row
 from ..figures.tables import fold_columns
 from .common import beside_cv, measures_text, name_means, paired, var_cv_text, with_norm_cv
 
@@ -96,7 +96,7 @@ HEAD_SIGNS = {"bn_before_norm": -1}
 
 def bnwn_family(runs: pd.DataFrame, metrics: Sequence[str] = ("R@1", "NMI", "F1"),
                 rebuttal: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Every comparison of the page as ONE Holm family (issue 9): SEC − none per head and metric
+    """Every comparison of the page as ONE Holm family: SEC − none per head and metric
     (:func:`bnwn_diffs`, paired t-test over seeds), expected sign −1 for ``bn_before_norm`` and +1 for
     the other heads (:data:`HEAD_SIGNS`), each metric's margin; with ``p_adj``, ``m``, ``mde``,
     ``n_counts`` and ``verdict`` on every row."""
@@ -167,9 +167,8 @@ def _lower(new: float, old: float, same: float = 0.05) -> str:
 
 # ------------------------------------------------------------------------------ the claims this page decides
 
-def page_family(ev) -> pd.DataFrame:
-    """:func:`bnwn_family` on the page's evidence, exactly as the page computes it."""
-    return ev.derived("bnwn_family", lambda: bnwn_family(ev.runs("bnwn")))
+#: :func:`bnwn_family` on the page's evidence, exactly as the page computes it.
+page_family = derived_family(__name__, "bnwn_family", lambda ev: bnwn_family(ev.runs("bnwn")))
 
 
 def _head(head: str):

@@ -23,9 +23,10 @@ from ..report.claims import mde_from_ci as _mde_from_ci
 from ..report import cv_from_var  # noqa: F401 (the chapters' name for it)
 from ..report import shared_steps  # noqa: F401 (the chapters' name for it)
 from ..report.verdicts import equivalence_words, inconclusive_words  # noqa: F401 (the chapters' names for them)
+from ..report.claims import p_words
 
 #: Each norm variance of the runs table (absolute units) -> its scale-free counterpart, the coefficient of
-#: variation CV = std / mean of the same norms (issue 23). SEC mostly shrinks the embedding, so a variance
+#: variation CV = std / mean of the same norms. SEC mostly shrinks the embedding, so a variance
 #: falls with the scale; every page that shows a variance shows this CV beside it (:func:`with_norm_cv`).
 NORM_CV = {"test_norm_var": "test_norm_cv", "train_norm_var": "train_norm_cv"}
 #: The mean norm each variance's CV divides by (a column of the runs table).
@@ -75,7 +76,7 @@ def runs_frame(frames) -> pd.DataFrame:
 
 def order_rows(df: pd.DataFrame, cols=("loss", "variant")) -> pd.DataFrame:
     """Sort rows in the book's order: the paper's losses, then tuplet margin and CosFace; variants none / l2reg /
-    sec, then SEC's η arms (selected, then the paper's: :func:`sec_lib.chapters.compare.eta_arms_apart`)."""
+    sec, then SEC's η arms (selected, then the paper's: :func:`sec_lib.chapters.gains.eta_arms_apart`)."""
     orders = {"loss": (*ex.MAIN_LOSSES, *ex.EXTRA_LOSSES),
               "variant": (*ex.VARIANTS, "sec, selected η", "sec, paper's η")}
     keys = []
@@ -183,6 +184,8 @@ def run_attrs(runs: pd.DataFrame) -> pd.DataFrame:
     return runs[cols]
 
 
+#: The slope Proposition 2 predicts (‖∂L/∂f‖ ∝ 1/‖f‖): the slope claim is reproduced only if its interval holds it.
+SLOPE_TARGET = -1.0
 #: The chapter (``experiments.CHAPTERS``) holding the main-table runs.
 MAIN_CHAPTER = "compare"
 #: Loss names as the paper abbreviates them.
@@ -240,36 +243,6 @@ def fixed_or_nan(p, kind: str, name: str) -> float:
         return ex.fixed_choice(p, kind, name)
     except KeyError:
         return math.nan
-
-
-def staged_runs(store, stages: Sequence[str]):
-    """``(config, row)`` for every run of a staged tier's stage folders ``stages`` (its ``runs.parquet`` row), in the
-    store's stage order."""
-    for part in store.parts:
-        if part.root.name in stages:
-            for r in part.runs.to_dict("records"):
-                yield part.config(r["key"]), r
-
-
-def staged_selection(store, stages: Sequence[str], setting) -> pd.DataFrame:
-    """A staged tier's held-out selection as committed (the decisive tier: 3 seeds a grid point): the runs of the
-    stage folders ``stages`` grouped by ``setting(config)`` (a tuple of column name -> value, or None to leave a run
-    out), one row per setting with the mean held-out R@1 over its finished runs (``held-out R@1``), its ``seeds``
-    and its ``status`` ('done', or how many of them failed)."""
-    rows = []
-    for cfg, r in staged_runs(store, stages):
-        key = setting(cfg)
-        if key is not None:
-            rows.append({**dict(key), "_R@1": r["R@1"] if r["status"] == "done" else math.nan,
-                         "_failed": r["status"] != "done"})
-    if not rows:
-        return pd.DataFrame()
-    df = pd.DataFrame(rows)
-    cols = [c for c in df.columns if not c.startswith("_")]
-    g = df.groupby(cols, sort=True)
-    out = g.agg(**{"held-out R@1": ("_R@1", "mean"), "seeds": ("_R@1", "size"), "failed": ("_failed", "sum")})
-    out["status"] = ["done" if f == 0 else f"{int(f)} of {n} failed" for f, n in zip(out["failed"], out["seeds"])]
-    return out.reset_index()
 
 
 def and_list(items) -> str:
@@ -341,7 +314,6 @@ def n_text(n, n_counts: str = "seeds", detail: str = "") -> str:
 def p_text(p_adj, m) -> str:
     """'Holm-adjusted p = 0.012 over 7 comparisons', 'p = 0.04 (the only comparison of its family)', or 'no test'
     without a p-value."""
-    from ..report.claims import p_words
     return p_words(p_adj, m) or "no test"
 
 

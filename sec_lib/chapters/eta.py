@@ -11,7 +11,7 @@ from .. import report
 from ..figures import sweeps, widgets
 from ..report import one_family, summary_table, values_ci, with_verdict
 from . import profile_param
-from ..report.claims import Claim
+from ..report.claims import Claim, derived_family
 from .common import (NORM_CV, beside_cv, check_cols, measures_text, name_means, paired, shared_steps, var_cv_text,
                      with_batch_cv, with_norm_cv)
 
@@ -121,7 +121,7 @@ FAMILY = "eta page"
 
 
 def eta_family(runs: pd.DataFrame, metric: str = "R@1") -> dict:
-    """Every verdict of the η page as ONE Holm family (issue 9): the per-loss table against η = 0
+    """Every verdict of the η page as ONE Holm family: the per-loss table against η = 0
     (:func:`eta_diffs`) and the gain per η averaged over the losses per seed (:func:`eta_grid_gains`,
     which on its own adjusts the grid alone, as the claims page's Q9 reads it). Returns
     ``{"diffs": ..., "grid": ...}``, every row with ``p_adj`` and ``m`` of the whole family."""
@@ -213,8 +213,8 @@ def answer_sentence(fam: dict) -> str:
 
 def page_reading(summary: pd.DataFrame, diffs: pd.DataFrame, rob: dict, grid: pd.DataFrame | None = None) -> str:
     """The page's closing paragraph: where SEC helps or hurts per loss (:func:`eta_reading`), the range of
-    η where the gain is reproduced (:func:`range_sentence`, given ``grid``; ``rob`` is kept for callers and
-    no longer judged: an average over a grid lets its width decide), and how far the largest η lowers
+    η where the gain is reproduced (:func:`range_sentence`, given ``grid``; ``rob`` is not judged: an
+    average over a grid lets its width decide), and how far the largest η lowers
     the norm variance (:func:`norm_var_ratios`), with the change of its CV (std / mean) beside it
     (:func:`norm_var_ends`). Pass ``diffs`` and ``grid`` from :func:`eta_family`, so
     that their verdicts are one Holm family; tables adjusted apart are refused."""
@@ -256,9 +256,8 @@ def eta_explorer(summary: pd.DataFrame, runs: pd.DataFrame, steps: pd.DataFrame,
 
 # ------------------------------------------------------------------------------ the claims this page decides
 
-def page_family(ev) -> dict:
-    """:func:`eta_family` on the page's evidence, exactly as the page computes it."""
-    return ev.derived("eta_family", lambda: eta_family(ev.runs("eta")))
+#: :func:`eta_family` on the page's evidence, exactly as the page computes it.
+page_family = derived_family(__name__, "eta_family", lambda ev: eta_family(ev.runs("eta")))
 
 
 def range_verdict(grid: pd.DataFrame) -> str:

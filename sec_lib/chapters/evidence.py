@@ -12,22 +12,28 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import importlib
 import math
 import os
+import re
 from typing import Iterable, Sequence
 
 import numpy as np
 import pandas as pd
 
 from ..data.benchmarks import DISPLAY_NAMES
+from ..report import fmt_metric
+from ..report.claims import answer, box, decide
 from ..runs import experiments as ex
+from ..runs.benchmarks import page_note
 from ..runs.store import run_key
 from ..runs.tier import STAGED_TIERS, TIER_PROFILES, has_tier, open_tier, stage_dirs, store_for, tier_dir
-from ..report import fmt_metric
+from . import PAGE_NAMES, PAGES, common
+from .common import MissingChapter
 
 #: The committed tiers a page may show as its main evidence, in order of preference: the first that holds every run of
-#: the page's sweeps. The decisive tier (converged runs, seeds planned for power: issue 21), committed stage by stage,
-#: replaced the reference tier (5,000 iterations, 5 seeds), retired on 2026-11-28 (``tier.RETIRED_TIERS``).
+#: the page's sweeps: the decisive tier (converged runs, seeds planned for power), committed stage by stage. A retired
+#: tier (``tier.RETIRED_TIERS``) is never one.
 MAIN_TIERS = ("decisive",)
 #: Every committed long tier: a page run at one of these profiles shows exactly that tier.
 LONG_TIERS = (*STAGED_TIERS, *TIER_PROFILES)
@@ -190,7 +196,7 @@ def sign_agreement(main: pd.DataFrame, quick: pd.DataFrame, metric: str = "R@1",
     """Per comparison (``by``), the main tier's and the quick tier's paired difference in ``metric``
     with their intervals and verdicts, and whether the two estimates have the same sign.
 
-    ``main`` and ``quick``: tidy gains tables (:func:`sec_lib.chapters.compare.sec_gain`: columns
+    ``main`` and ``quick``: tidy gains tables (:func:`sec_lib.chapters.gains.sec_gain`: columns
     ``by``, metric, estimate, ci_lo, ci_hi, verdict). Rows of either side only are kept, with 'n/a'.
     'same sign' is 'yes' / 'no' on the point estimates, and 'n/a' where one is missing or zero.
     """
@@ -227,7 +233,7 @@ ETA_ARM_NAMES = {"paper": "sec, paper's η", "selected": "sec, selected η"}
 
 
 def name_eta_arms(gains: pd.DataFrame) -> pd.DataFrame:
-    """Gains tables (:func:`sec_lib.chapters.compare.sec_gain`) with each SEC row named for its η arm, from the
+    """Gains tables (:func:`sec_lib.chapters.gains.sec_gain`) with each SEC row named for its η arm, from the
     ``eta_arm`` label of its runs ('sec, paper's η', 'sec, selected η'); other rows keep their variant."""
     if "eta_arm" not in gains.columns:
         raise ValueError("the gains carry no eta_arm column: load the runs with common.load, which adds the labels "
@@ -265,21 +271,19 @@ class Evidence:
         self.shared: dict | None = None   # frames shared with the other pages' evidence (page_evidence sets it)
 
     def _load(self, chapter: str):
-        from .common import load
         tp = evidence_profile(self.profile, (chapter,), self.root) if self._tiers else self.profile
         self.tier_of[chapter] = tp
         if self.shared is None:
-            return load(chapter, tp, root=self.root)
+            return common.load(chapter, tp, root=self.root)
         key = (chapter, tp, None if self.root is None else str(self.root), os.environ.get("SEC_RUNS_DIR"))
         if key not in self.shared:
-            self.shared[key] = load(chapter, tp, root=self.root)
+            self.shared[key] = common.load(chapter, tp, root=self.root)
         frames = self.shared[key]         # each evidence object gets its own copy: no claim sees another's edits
         return dataclasses.replace(frames, **{f.name: getattr(frames, f.name).copy()
                                               for f in dataclasses.fields(frames)})
 
     @classmethod
     def from_frames(cls, frames: dict, profile=None) -> "Evidence":
-        from .common import MissingChapter
 
         def missing(ch):
             raise MissingChapter(f"no frames for chapter {ch!r}; given: {sorted(frames)}")
@@ -324,12 +328,10 @@ class Evidence:
 #: The pages whose modules own claims (``sec_lib.chapters.<page>.CLAIMS``), in the book's order; the
 #: claims page owns the norm-by-class questions (Q10a-c).
 def claim_pages() -> tuple:
-    from . import PAGE_NAMES
     return tuple(p for p in PAGE_NAMES if getattr(_page_module(p), "CLAIMS", None))
 
 
 def _page_module(page: str):
-    import importlib
     return importlib.import_module(f"{__package__}.{page}")
 
 
@@ -342,7 +344,6 @@ def page_records(page: str, ev: Evidence) -> list:
     """The records of the claims ``page`` owns, decided on ``ev``
     (:func:`sec_lib.report.claims.decide`: Holm within each declared family), once per evidence object: its frames
     are loaded once, so the page's claims box, the scorecard and the landing page get one decision, not three."""
-    from ..report.claims import decide
     if page not in ev.records:
         ev.records[page] = decide(page_claims(page), ev, tier_of=ev.tier_label)
     return list(ev.records[page])
@@ -365,7 +366,6 @@ def forget_pages() -> None:
 
 def page_of(name: str):
     """The :class:`~sec_lib.chapters.Page` of page ``name`` (its first entry in ``PAGES``)."""
-    from . import PAGE_NAMES, PAGES
     for p in PAGES:
         if p.source == name:
             return p
@@ -391,7 +391,6 @@ def page_evidence(page: str, profile: str, root=None, tier: str | None = None) -
 def claim_records(profile: str, root=None, pages=None, tier: str | None = None) -> list:
     """The records of every claim of the book (or of ``pages``), sorted by id, each decided by the page
     that owns it on that page's evidence (:func:`page_evidence`; ``tier`` forces one tier for all)."""
-    from ..runs.benchmarks import page_note
     recs = [r for p in (pages or claim_pages()) if page_note(profile, p) is None     # a page that does not apply
             for r in page_records(p, page_evidence(p, profile, root, tier))]          # to a benchmark book: no claims
     return sorted(recs, key=lambda r: claim_sort_key(r.id))
@@ -399,21 +398,18 @@ def claim_records(profile: str, root=None, pages=None, tier: str | None = None) 
 
 def claim_sort_key(cid: str):
     """C1 < C4 < C4a < C4v < C5 < Q1 < Q2 < Q8a < Q8a-r < Q10a (letter, number, suffix)."""
-    import re
     m = re.match(r"([A-Z]+)(\d+)(.*)", cid)
     return (m.group(1), int(m.group(2)), m.group(3)) if m else (cid, 0, "")
 
 
 def claims_box(page: str, profile: str, root=None) -> str:
     """HTML: the claims ``page`` decides, each with its verdict badge linking to the claims page."""
-    from ..report.claims import box
     return box(page_records(page, page_evidence(page, profile, root)))
 
 
 def answer_box(page: str, profile: str, root=None) -> str:
     """HTML: the page's answer for its opening (:func:`sec_lib.report.claims.answer`), from the same records as
     :func:`claims_box`."""
-    from ..report.claims import answer
     return answer(page_records(page, page_evidence(page, profile, root)))
 
 

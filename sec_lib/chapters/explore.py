@@ -29,7 +29,7 @@ notebook's ``missing`` parameter, the *Train* button); the book's runner has tra
 the page runs, so a built page finds every run stored.
 
 This module is the page API (``PARAMS``, :func:`detect_mode`) and re-exports every name the notebook
-uses (``sec_lib.chapters.explore.X`` keeps working); the code lives in two modules: the toy-grid analysis in
+uses as ``sec_lib.chapters.explore.X``; the code lives in two modules: the toy-grid analysis in
 :mod:`sec_lib.chapters.explore_grid` (axes, cells, loading, the summary table, the figures of a cell, the
 page's computed sentences) and the widgets in :mod:`sec_lib.chapters.explore_widgets` (the kernel-free
 Stack explorer and the live panel).

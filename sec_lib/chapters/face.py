@@ -9,8 +9,9 @@ import pandas as pd
 from ..data.benchmarks import DISPLAY_NAMES
 from ..runs import experiments as ex
 from . import profile_param
-from ..report.claims import Claim
+from ..report.claims import Claim, derived_family
 from .common import loss_noun
+from .gains import other_tier_sentence
 from .review import family_rows, means_table, row_claim, sec_rows, verdict_sentence, wide_means
 
 #: The notebook's parameters (checked by ``sec_lib.params.notebook_params``).
@@ -49,9 +50,8 @@ def verdict(runs: pd.DataFrame) -> str:
                      for r in verdict_rows(runs).to_dict("records"))
 
 
-def page_family(ev) -> pd.DataFrame:
-    """:func:`verdict_rows` on the page's evidence."""
-    return ev.derived("face_family", lambda: verdict_rows(ev.runs(CHAPTER)))
+#: :func:`verdict_rows` on the page's evidence.
+page_family = derived_family(__name__, "face_family", lambda ev: verdict_rows(ev.runs(CHAPTER)))
 
 
 #: The claims this page decides: Q8c (ArcFace) and Q8d (CosFace), on image retrieval rather than faces.
@@ -68,6 +68,5 @@ CLAIMS = [
 
 def compare_tier_sentence(profile: str, shown: str, root=None) -> str:
     """CosFace's row of the compare page where that page reads it from another tier than this page's ``shown``
-    (:func:`sec_lib.chapters.compare.other_tier_sentence`); '' where both read one tier."""
-    from .compare import other_tier_sentence
+    (:func:`sec_lib.chapters.gains.other_tier_sentence`); '' where both read one tier."""
     return other_tier_sentence(profile, shown, ("cosface",), "the claim Q8d", root)

@@ -27,7 +27,7 @@ from .. import report
 from ..data.fonts import instance_attributes
 from ..runs.train import load_data
 from . import profile_param
-from ..report.claims import Claim
+from ..report.claims import Claim, derived_family
 from . import review
 from .review import row_claim
 from .common import MAIN_CHAPTER, MissingChapter, check_cols, measures_text
@@ -246,9 +246,8 @@ def _stats_of(ev) -> pd.DataFrame:
     return per_run(runs, tn, test_attributes(profile))
 
 
-def page_family(ev) -> pd.DataFrame:
-    """:func:`verdict_rows` on the page's evidence (per-run statistics of :func:`per_run`)."""
-    return ev.derived("fairness_family", lambda: verdict_rows(_stats_of(ev)))
+#: :func:`verdict_rows` on the page's evidence (per-run statistics of :func:`per_run`).
+page_family = derived_family(__name__, "fairness_family", lambda ev: verdict_rows(_stats_of(ev)))
 
 
 #: The claims this page decides (beside Q10a-c, which test the class as the attribute).

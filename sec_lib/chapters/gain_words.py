@@ -1,5 +1,5 @@
 """The compare page's sentences about SEC − none (or another arm against its baseline), loss by loss and overall:
-each computed from a gains table (:func:`sec_lib.chapters.compare.sec_gain`), and each count naming the η arm it
+each computed from a gains table (:func:`sec_lib.chapters.gains.sec_gain`), and each count naming the η arm it
 counts. The compare page re-exports them; the landing and tiers pages read them through it.
 """
 from __future__ import annotations

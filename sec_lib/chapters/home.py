@@ -10,13 +10,17 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..runs import experiments as ex
 from .. import reference, report
+from ..analysis.primary import primary_estimate  # noqa: F401 (the page's API)
 from ..reference import PAPER_DATASETS
-from . import profile_param
-from .common import MAIN_CHAPTER, equivalence_words, inconclusive_words, load, order_rows
 from ..report import fmt_metric
-from .compare import sec_gain
+from ..report.claims import badge
+from ..runs import benchmarks
+from ..runs import experiments as ex
+from . import evidence, profile_param, scorecard
+from .common import MAIN_CHAPTER, equivalence_words, inconclusive_words, load, loss_noun, mde_text, order_rows
+from .gains import sec_gain, selected_eta_rows
+from .scorecard import count_words, followup_status, tiers_phrase
 
 #: The notebook's parameters (checked by ``sec_lib.params.notebook_params``).
 PARAMS = profile_param()
@@ -52,22 +56,12 @@ def headline_gains(profile, root=None, metric: str = "R@1") -> pd.DataFrame:
     return out
 
 
-def primary_estimate(runs: pd.DataFrame) -> dict:
-    """The primary test on ``runs`` (a ``tuned`` chapter's runs frame): SEC at the η chosen on held-out classes
-    minus no regularizer, in R@1, pooled over the four main losses. Per seed the four paired differences are
-    averaged, and the per-seed means are t-tested against 0 (:func:`sec_lib.report.pooled_diff`): ``estimate,
-    ci_lo, ci_hi, n`` (seeds), ``p_value``, ``n_groups`` (losses)."""
-    r = runs[runs["loss"].isin(ex.MAIN_LOSSES) & runs["variant"].isin(("none", "sec"))]
-    return report.pooled_diff(r, "variant", "none", "sec", "R@1")
-
-
 def primary(profile, root=None) -> dict:
     """The primary test as the compare page decides it (claim C4v, :func:`primary_estimate` on that page's
     evidence): ``estimate, ci_lo, ci_hi, n, p_value`` and the ``record``; beside it the records the answer sets it
     against: ``versus_l2`` (C5v, SEC − L2-reg at the held-out arms, on the same page) and ``relative`` (S1, relative
     SEC − none, the scale page's; None where that page has no evidence)."""
-    from .evidence import page_evidence, page_records
-    recs = {r.id: r for r in page_records("compare", page_evidence("compare", profile, root))}
+    recs = {r.id: r for r in evidence.page_records("compare", evidence.page_evidence("compare", profile, root))}
     rec = recs["C4v"]
     return {"estimate": rec.estimate, "ci_lo": rec.ci_lo, "ci_hi": rec.ci_hi, "n": rec.n, "p_value": rec.p_value,
             "record": rec, "versus_l2": recs.get("C5v"), "relative": mechanism_record(profile, root)}
@@ -75,7 +69,6 @@ def primary(profile, root=None) -> dict:
 
 def primary_badge(e: dict) -> str:
     """HTML: the primary test's claim id and verdict (its record's badge), with the tier it was read from."""
-    from ..report.claims import badge
     r = e["record"]
     detect = f"could detect {r.detectable} points" if r.detectable else "no detectable effect without a spread"
     flag = (f"; the losses differ (loss × arm test p = {r.extra['groups_p']:.2g}): {r.extra['apart']}"
@@ -148,7 +141,6 @@ def answer_sentence(e: dict, paper: pd.DataFrame, data: str = "glyphs") -> str:
 def followups_sentence(root=None) -> str:
     """The registered follow-ups that test the headline, and how far their training is (until they are committed,
     the answer above stands as the registered test gives it)."""
-    from .claims import followup_status
     rows = [f for f in followup_status(root) if f["question"] == "C4"]
     if not rows:
         return ""
@@ -161,7 +153,6 @@ def followups_sentence(root=None) -> str:
 def paper_sets(profile: str) -> tuple:
     """The paper's datasets whose gains the landing page sets beside ours: all four of its Table 1 for a glyph
     book, the book's own dataset for a real-benchmark one (:data:`sec_lib.runs.benchmarks.PAPER_DATASET`)."""
-    from ..runs import benchmarks
     return (benchmarks.PAPER_DATASET[profile],) if profile in benchmarks.PAPER_DATASET else PAPER_DATASETS
 
 
@@ -177,13 +168,12 @@ def verdict_tally(profile, root=None) -> dict:
     """The scorecard's tally by question ({group: questions} over the committed long tiers, ``"rows"``: the rows of
     evidence beneath them, ``"tiers"``: the long tiers read), from the claims page's records; ``{"error": ...}``
     when a page's runs are missing."""
-    from . import claims          # imported here: the claims page pulls in every chapter
     try:
-        table = claims.claims_frame(claims.records(profile, root))
+        table = scorecard.claims_frame(scorecard.records(profile, root))
     except (KeyError, FileNotFoundError, ValueError) as e:     # a missing chapter's runs
         return {"error": str(e)}
-    qs = claims.questions(table)
-    return {**claims.question_counts(qs), "rows": len(table), "tiers": claims.counted_tiers(table)}
+    qs = scorecard.questions(table)
+    return {**scorecard.question_counts(qs), "rows": len(table), "tiers": scorecard.counted_tiers(table)}
 
 
 def _pp(x) -> str:
@@ -219,7 +209,6 @@ def headline_sentences(gains: pd.DataFrame, paper: pd.DataFrame, tally: dict | N
         out.append(s + ".")
     if tally and "error" not in tally:
         t = dict(tally)
-        from .claims import count_words, tiers_phrase
         where = tiers_phrase(t.pop("tiers", None) or ())
         rows = t.pop("rows", 0)
         s = (f"On the scorecard, the paper's claims and the reviewers' questions decided on {where}, "
@@ -237,9 +226,7 @@ def headline_sentences(gains: pd.DataFrame, paper: pd.DataFrame, tally: dict | N
 def page_claim(page: str, claim_id: str, profile, root=None):
     """Claim ``claim_id``'s record, decided on ``page``'s own evidence (the tier that page shows); None where the page
     does not apply (a benchmark book) or its runs are missing."""
-    from ..runs.benchmarks import page_note
-    from . import evidence
-    if page_note(profile, page) is not None:
+    if benchmarks.page_note(profile, page) is not None:
         return None
     try:
         recs = evidence.page_records(page, evidence.page_evidence(page, profile, root))
@@ -295,13 +282,11 @@ def regime_sentence(record) -> str:
 def beyond_sentence(profile, root=None) -> str:
     """The landing page's line on the losses beyond the paper's four (the review's question 8): the compare page's
     rows of SEC at the held-out η − none for tuplet margin and CosFace, as its beyond table tests them
-    (:func:`sec_lib.chapters.compare.selected_eta_rows`, with that table's Holm family and verdicts). '' where the
+    (:func:`sec_lib.chapters.gains.selected_eta_rows`, with that table's Holm family and verdicts). '' where the
     compare page has no such runs."""
-    from . import compare, evidence
-    from .common import loss_noun, mde_text
     ev = evidence.page_evidence("compare", profile, root)
     try:
-        rows = compare.selected_eta_rows(ev, ex.EXTRA_LOSSES)
+        rows = selected_eta_rows(ev, ex.EXTRA_LOSSES)
     except (KeyError, ValueError):
         return ""
     if not len(rows):

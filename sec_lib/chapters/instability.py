@@ -10,8 +10,8 @@ import pandas as pd
 from .. import report
 from ..report import one_family, pooled_diff, summary_table, values_ci
 from . import profile_param
-from ..report.claims import Claim, from_row
-from .common import check_cols, measures_text, run_slopes, run_step_means, verdict_row_of
+from ..report.claims import Claim, derived_family, from_row
+from .common import SLOPE_TARGET, check_cols, measures_text, run_slopes, run_step_means, verdict_row_of
 
 #: The notebook's parameters (checked by ``sec_lib.params.notebook_params``).
 PARAMS = profile_param()
@@ -68,13 +68,11 @@ def slope_curve(runs: pd.DataFrame, steps: pd.DataFrame, by: Sequence[str] = ("l
 
 #: The Holm family of the instability page (see :func:`instability_family`).
 FAMILY = "instability page"
-#: The slope Proposition 2 predicts (‖∂L/∂f‖ ∝ 1/‖f‖): the slope claim is reproduced only if its interval holds it.
-SLOPE_TARGET = -1.0
 _POOLED = "runs pooled across losses"
 
 
 def instability_family(runs: pd.DataFrame, steps: pd.DataFrame, tracked: pd.DataFrame) -> pd.DataFrame:
-    """The page's three verdicts as ONE Holm family (issue 9), one row each (``question``, ``what``,
+    """The page's three verdicts as ONE Holm family, one row each (``question``, ``what``,
     and the columns of :data:`sec_lib.report.ROW_COLUMNS`):
 
     * ``slope``: the per-batch log-log slope of ‖∂L/∂f_i‖ against ‖f_i‖ (median over each run's steps) of
@@ -142,12 +140,13 @@ def page_reading(runs: pd.DataFrame, steps: pd.DataFrame, tracked: pd.DataFrame,
 
 # ------------------------------------------------------------------------------ the claims this page decides
 
-def page_family(ev) -> pd.DataFrame:
-    """:func:`instability_family` on the page's evidence (runs without and with SEC), as the page computes it."""
-    def compute():
-        f = ev.frames("instability")
-        return instability_family(f.runs[f.runs["variant"].isin(["none", "sec"])], f.steps, f.tracked)
-    return ev.derived("instability_family", compute)
+def _instability_family(ev):
+    f = ev.frames("instability")
+    return instability_family(f.runs[f.runs["variant"].isin(["none", "sec"])], f.steps, f.tracked)
+
+
+#: :func:`instability_family` on the page's evidence (runs without and with SEC), as the page computes it.
+page_family = derived_family(__name__, "instability_family", _instability_family)
 
 
 def _question(q: str):

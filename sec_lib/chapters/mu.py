@@ -11,7 +11,7 @@ from ..runs import experiments as ex
 from .. import reference, report
 from ..report import one_family, pooled_diff, summary_table, values_ci, with_verdict
 from . import profile_param
-from ..report.claims import Claim, from_row
+from ..report.claims import Claim, derived_family, from_row
 from .common import (beside_cv, check_cols, measures_text, name_means, inconclusive_words, paired, shared_steps,
                      verdict_row_of, with_norm_cv)
 
@@ -137,7 +137,7 @@ def _best_zero(runs: pd.DataFrame, metric: str) -> dict:
 
 
 def mu_family(runs: pd.DataFrame, metric: str = "R@1", reference: str = "batch mean") -> dict:
-    """Every comparison of the μ page as ONE Holm family (issue 9: a review chapter is one family).
+    """Every comparison of the μ page as ONE Holm family (a review chapter is one family).
 
     The family: ``reference − setting`` per loss for every other μ setting (paired on seed; expected
     sign +1 — the batch mean is better — against no SEC, μ = 0 and the fixed radius; a no-change claim,
@@ -301,10 +301,8 @@ def _ema_per_loss(fam: dict) -> str:
 
 # ------------------------------------------------------------------------------ the claims this page decides
 
-def page_family(ev) -> dict:
-    """:func:`mu_family` on the page's evidence (its runs carry the μ labels they were made with), as the page
-    computes it."""
-    return ev.derived("mu_family", lambda: mu_family(label_mu(ev.runs("mu"))))
+#: :func:`mu_family` on the page's evidence (its runs carry the μ labels they were made with), as the page computes it.
+page_family = derived_family(__name__, "mu_family", lambda ev: mu_family(label_mu(ev.runs("mu"))))
 
 
 def _est_ema(ev) -> dict:

@@ -8,7 +8,7 @@ import pandas as pd
 
 from ..report import one_family, summary_table, values_ci, with_verdict
 from . import profile_param
-from ..report.claims import Claim, family_row
+from ..report.claims import Claim, derived_family, family_row
 from .common import beside_cv, measures_text, name_means, paired, run_slopes, verdict_row_of, with_norm_cv
 
 #: The notebook's parameters (checked by ``sec_lib.params.notebook_params``).
@@ -64,7 +64,7 @@ def prenorm_slope(runs: pd.DataFrame, steps: pd.DataFrame) -> dict:
 
 
 def normlayer_family(runs: pd.DataFrame, steps: pd.DataFrame, metrics: Sequence[str] = ("R@1", "NMI")) -> dict:
-    """Every verdict of the page as ONE Holm family (issue 9): the paired comparisons of
+    """Every verdict of the page as ONE Holm family: the paired comparisons of
     :func:`normlayer_diffs` and the prenorm slope of :func:`prenorm_slope` (expected sign −1: the
     gradient falls with the norm). Returns ``{"diffs": ..., "slope": one-row table}``, each row with
     ``p_adj`` and ``m`` of the whole family, ``mde``, ``n`` and ``n_counts``."""
@@ -110,9 +110,9 @@ def page_reading(runs: pd.DataFrame, steps: pd.DataFrame, family: dict | None = 
 
 # ------------------------------------------------------------------------------ the claims this page decides
 
-def page_family(ev) -> dict:
-    """:func:`normlayer_family` on the page's evidence, exactly as the page computes it."""
-    return ev.derived("normlayer_family", lambda: normlayer_family(ev.runs("normlayer"), ev.table("normlayer", "steps")))
+#: :func:`normlayer_family` on the page's evidence, exactly as the page computes it.
+page_family = derived_family(__name__, "normlayer_family",
+                             lambda ev: normlayer_family(ev.runs("normlayer"), ev.table("normlayer", "steps")))
 
 
 _est_normalize_gain = family_row(lambda ev: page_family(ev)["diffs"], comparison="SEC − none (normalize head)",

@@ -14,9 +14,9 @@ from ..figures import results as results_fig
 from ..figures import widgets
 from ..reference import SOURCES, VARIANT_NAMES
 from . import profile_param
-from .instability import SLOPE_TARGET
-from .common import NORM_CV, NORM_METRICS, beside_cv, cv_from_var, order_rows, run_attrs, runs_frame, with_norm_cv
-from .compare import fmt_p, main_table, sec_gain
+from .common import NORM_CV, NORM_METRICS, SLOPE_TARGET, beside_cv, cv_from_var, order_rows, run_attrs, runs_frame, with_norm_cv
+from .gain_words import fmt_p
+from .gains import main_table, sec_gain
 from ..report.claims import Claim
 
 #: The notebook's parameters (checked by ``sec_lib.params.notebook_params``).

@@ -13,9 +13,11 @@ import pandas as pd
 
 from ..runs import experiments as ex
 from . import profile_param
-from ..report.claims import Claim
+from ..report.claims import Claim, derived_family
 from . import review
 from .common import record_row
+from .evidence import claim_records
+from .gains import other_tier_sentence
 from .review import family_rows, means_table, row_claim, sec_rows, verdict_sentence, wide_means
 
 #: The notebook's parameters (checked by ``sec_lib.params.notebook_params``).
@@ -76,7 +78,6 @@ ELSEWHERE = {"tml": "Q8b"}
 def decided_elsewhere(profile: str, root=None) -> dict:
     """``{loss: ClaimRecord}``: the record of each :data:`ELSEWHERE` claim as the page that owns it decides it
     (:func:`sec_lib.chapters.evidence.claim_records`, the same object the claims page shows)."""
-    from .evidence import claim_records
     recs = {r.id: r for r in claim_records(profile, root, pages=("compare",))}
     return {loss: recs[cid] for loss, cid in ELSEWHERE.items() if cid in recs}
 
@@ -111,9 +112,8 @@ def verdict(runs: pd.DataFrame, elsewhere: dict | None = None) -> str:
     return "\n".join(lines)
 
 
-def page_family(ev) -> pd.DataFrame:
-    """:func:`verdict_rows` on the page's evidence."""
-    return ev.derived("npair_family", lambda: verdict_rows(ev.runs(CHAPTER)))
+#: :func:`verdict_rows` on the page's evidence.
+page_family = derived_family(__name__, "npair_family", lambda ev: verdict_rows(ev.runs(CHAPTER)))
 
 
 #: The claims this page decides (Q8b, the tuplet margin loss, is the compare page's).
@@ -132,7 +132,6 @@ CLAIMS = [
 
 def compare_tier_sentence(profile: str, shown: str, root=None) -> str:
     """The normalized N-pair and tuplet margin rows of the compare page where that page reads them from another
-    tier than this page's ``shown`` (:func:`sec_lib.chapters.compare.other_tier_sentence`); '' where both read one
+    tier than this page's ``shown`` (:func:`sec_lib.chapters.gains.other_tier_sentence`); '' where both read one
     tier."""
-    from .compare import other_tier_sentence
     return other_tier_sentence(profile, shown, ("npair", "tml"), "the claim Q11c", root)

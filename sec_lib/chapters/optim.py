@@ -12,10 +12,12 @@ from ..runs import experiments as ex
 from ..runs.train import nonfinite_step
 from ..report import one_family, pooled_diff, summary_table
 from . import profile_param
-from ..report.claims import Claim, family_row
+from ..report.claims import Claim, derived_family, family_row
 from .. import reference
-from .common import (and_list, beside_cv, check_cols, measures_text, record_row, run_step_means, verdict_row_of,
-                     with_norm_cv)
+from ..analysis.source import run_source
+from .common import (and_list, beside_cv, check_cols, fixed_or_nan, load_pilot, measures_text, record_row,
+                     run_step_means, verdict_row_of, with_norm_cv)
+from .evidence import page_records
 # SEC − none per loss and over the losses, shared with the follow-ups; their names are this page's too.
 from .optim_stats import left_out, optim_diffs, optim_pooled, pooled_over  # noqa: F401
 # The registered follow-ups (Q6c, Q6d) have a module of their own; their names are this page's too.
@@ -55,17 +57,15 @@ def rate_selection(profile, root=None) -> pd.DataFrame:
     ``profile``; for the decisive tier, its held-out selection of SGD's rates without and with SEC (the
     ``sgd-selection`` stage: each rate's R@1 the mean over its ``seeds``, of which ``failed`` failed, ``chosen`` the
     rate its profile fixed; Adam's rate is the tier's fixed 3e-3)."""
-    from ..runs.tier import StagedTier, store_for
-    from .common import fixed_or_nan, load_pilot, staged_selection
     p = ex.get_profile(profile) if isinstance(profile, str) else profile
-    store = store_for(p.name, root)
-    if not isinstance(store, StagedTier):
+    src = run_source(p.name, root)
+    if not src.seeded_selection:
         return pilot_table(load_pilot(p, root).runs)
 
     def rate(c):
         return (("optimizer", c.optimizer), ("arm", "sec" if c.eta > 0 else "none"), ("eta", c.eta), ("lr", c.lr)) \
             if c.optimizer == "sgd" else None
-    out = staged_selection(store, ("sgd-selection",), rate)
+    out = src.selection(("sgd-selection",), rate)
     cols = ["optimizer", "arm", "eta", "lr", "R@1", "status", "chosen", "seeds", "failed"]
     if not len(out):
         return pd.DataFrame(columns=cols)
@@ -158,7 +158,7 @@ FAMILY = "optim page"
 
 
 def optim_family(runs: pd.DataFrame, steps: pd.DataFrame | None = None, metric: str = "R@1") -> dict:
-    """Every verdict of the optimizer page as ONE Holm family (issue 9): SEC − none per optimizer × loss
+    """Every verdict of the optimizer page as ONE Holm family: SEC − none per optimizer × loss
     (:func:`optim_diffs`), per optimizer averaged over the losses (:func:`optim_pooled`) and, given
     ``steps``, the balance of the per-sample updates (:func:`balance_diffs`). Returns ``{"diffs",
     "pooled", "balance"}`` (``balance`` empty without steps), every row with ``p_adj`` and ``m`` of the
@@ -313,9 +313,8 @@ def page_reading(family: dict, c4=None, followups: dict | None = None, sgd: str 
 
 # ------------------------------------------------------------------------------ the claims this page decides
 
-def page_family(ev) -> dict:
-    """:func:`optim_family` on the page's evidence, exactly as the page computes it."""
-    return ev.derived("optim_family", lambda: optim_family(ev.runs("optim"), ev.table("optim", "steps")))
+#: :func:`optim_family` on the page's evidence, exactly as the page computes it.
+page_family = derived_family(__name__, "optim_family", lambda ev: optim_family(ev.runs("optim"), ev.table("optim", "steps")))
 
 
 def _row(table: str, optimizer: str, metric: str):
@@ -327,7 +326,6 @@ def c4_record(ev):
     averaged over the losses, is the main comparison at the paper's η, C4's runs. Q6a and this page's Adam R@1 row
     carry its verdict, so that those runs have one verdict in the book; this page's family still holds the row (as
     declared), so the other rows' adjustment is unchanged."""
-    from .evidence import page_records
     return next(r for r in page_records("compare", ev) if r.id == "C4")
 
 

@@ -1,6 +1,6 @@
 """The optimizer page's registered follow-ups (Q6c, Q6d): each one's family on its committed test runs, what produced
 it, its selection's table, sentence and figure columns, its bullet in the page's verdict, and the page's answer for
-SGD, which groups the SGD claims by the η SEC trained at. Split from :mod:`sec_lib.chapters.optim`, which re-exports
+SGD, which groups the SGD claims by the η SEC trained at. :mod:`sec_lib.chapters.optim` re-exports
 every name here (the notebook and the claims read them as ``optim.<name>``). It does not import that module: the
 statistics both use are in :mod:`sec_lib.chapters.optim_stats`, and the page's claims are read through
 :func:`sec_lib.chapters.evidence.page_claims`."""
@@ -11,7 +11,9 @@ import pandas as pd
 
 from ..report import one_family
 from ..runs import sgdeta, sgdrates
-from .common import and_list, measures_text, record_row
+from ..runs.pilot import TIER
+from .common import and_list, loss_noun, measures_text, record_row
+from .evidence import page_claims, page_records, runs_sentence
 from .optim_stats import optim_diffs, optim_pooled, pooled_over
 
 __all__ = ["FOLLOWUPS", "followup_family", "followups_apply", "followup_absent", "followup_evidence",
@@ -48,14 +50,12 @@ def followup_family(runs: pd.DataFrame, fid: str, metric: str = "R@1") -> dict:
 def followups_apply(ev) -> bool:
     """Whether this page shows the registered follow-ups: only where it shows the decisive tier, whose runs they
     retrain (a real-benchmark book, or a quick book without the committed tier, has none of them)."""
-    from ..runs.pilot import TIER
     ev.frames("optim")
     return ev.profile_of("optim") == TIER
 
 
 def followup_absent(ev, fid: str) -> str:
     """What the page says in a follow-up's place where :func:`followups_apply` is False."""
-    from ..runs.pilot import TIER
     _followup(fid)
     return (f"{fid} is a follow-up on the {TIER} tier's runs; this page shows the {ev.profile_of('optim')} tier, which "
             "has none, so it shows no part of it.")
@@ -65,7 +65,6 @@ def followup_evidence(ev, fid: str) -> dict:
     """A follow-up's family (:func:`followup_family`) where this page shows the decisive tier, whose follow-up it is
     (its runs are Q6b's with the rate or η changed): its committed ``test/`` read once per evidence. KeyError (no
     evidence) on another tier, or while the follow-up's runs are not all committed."""
-    from ..runs.pilot import TIER
     fu = _followup(fid)
     if not followups_apply(ev):
         raise KeyError(f"{fid} is a follow-up on the {TIER} tier's runs; the {ev.profile_of('optim')} tier has none")
@@ -85,7 +84,6 @@ def followup_evidence_sentence(fid: str, root=None) -> str:
     """What produced a follow-up's numbers, as the evidence banner words a tier: its held-out selection and its test
     runs, with their iterations, run-hours, machine and dates, and how many of each are runs committed before it
     (its module's ``reused_from``: Q6b's, Q6c's or the tier's), reused."""
-    from .evidence import runs_sentence
     fu = _followup(fid)
     sel, test = fu.stage_runs("selection", root), fu.stage_runs("test", root)
     if not len(sel):
@@ -108,7 +106,6 @@ def followup_evidence_sentence(fid: str, root=None) -> str:
 def followup_reading(ev, fid: str) -> str:
     """A follow-up's bullet for the page's verdict, from its record (the claim decides it; its Holm family's size is
     the rows it holds, as computed), with the losses its average spans."""
-    from .evidence import page_claims, page_records
     _followup(fid)
     head = f"- **{FOLLOWUPS[fid][1]}** ({fid}, a registered follow-up"
     if fid not in {c.id for c in page_claims("optim")}:     # registered, its runs underway: not on the scorecard yet
@@ -151,7 +148,6 @@ def sgd_answer(records) -> str:
 
 def sgd_reading(ev) -> str:
     """:func:`sgd_answer` from this page's records on ``ev`` (each claim decided as the scorecard decides it)."""
-    from .evidence import page_records
     return sgd_answer(page_records("optim", ev))
 
 
@@ -164,7 +160,6 @@ def followup_readings(ev) -> dict:
 def q6c_rates_sentence(table: pd.DataFrame, shared: dict | None = None) -> str:
     """Which rate each loss and arm chose (:func:`sec_lib.runs.sgdrates.rate_table`), and semihard's, which keeps
     Q6b's (``shared``: :func:`sec_lib.runs.sgdrates.q6b_rates`, read from Q6b's runs by default)."""
-    from .common import loss_noun
     chosen = table[table["chosen"]]
     if not len(chosen):
         return "Q6c's held-out selection is not final yet."
@@ -189,7 +184,6 @@ def q6c_selection_curves(table: pd.DataFrame) -> pd.DataFrame:
 def q6d_eta_sentence(table: pd.DataFrame) -> str:
     """Which η each loss chose at its rate (:func:`sec_lib.runs.sgdeta.eta_table`), and the η its test trains where
     η = 0 (no SEC) won."""
-    from .common import loss_noun
     if not len(table) or not table["chosen"].any():
         return "Q6d's held-out selection is not final yet."
     parts = []

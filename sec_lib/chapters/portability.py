@@ -33,10 +33,10 @@ from ..figures.tables import fold_columns
 from ..report import verdict
 from ..runs import experiments as ex
 from ..runs import tier as tier_mod
+from ..analysis.primary import primary_estimate
+from ..analysis.tiers import tier_label
 from .common import load, runs_frame
-from .compare import sec_gain
-from .home import primary_estimate
-from .tiers import tier_label
+from .gains import sec_gain
 
 #: The primary comparison: SEC at the held-out-chosen η against none, on the four main losses.
 PRIMARY_CHAPTER = "tuned"

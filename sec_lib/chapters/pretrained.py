@@ -1,4 +1,4 @@
-"""The pretrained page (issue 24): does SEC's effect change in the paper's regime, fine-tuning a pretrained
+"""The pretrained page: does SEC's effect change in the paper's regime, fine-tuning a pretrained
 backbone, against training from scratch?
 
 Its runs (``experiments.CHAPTERS['pretrained']``, :func:`sec_lib.runs.finetune.chapter_runs`): the four main losses
@@ -20,18 +20,23 @@ import pandas as pd
 from ..runs import experiments as ex
 from ..runs import finetune as ft
 from ..report import MARGINS, VERDICT_RULES, one_family, paired_diff, summary_table, values_ci
-from ..report.claims import Claim, from_row
+from ..report.claims import Claim, derived_family, from_row
 from . import check_shown, profile_param
-from ..runs.tier import StagedTier
-from .common import (check_cols, cv_from_var, equivalence_words, measures_text, run_slopes, shared_steps,
-                     verdict_row_of, with_batch_cv, with_norm_cv)
+from ..analysis.source import run_source
+from ..analysis.tiers import MISSING, decisive_progress
+from ..runs import decisive
+from ..runs.pilot import last_quarter_gain
+from ..runs.store import run_key
+from .evidence import LONG_TIERS
+from .common import (check_cols, cv_from_var, equivalence_words, fixed_or_nan, measures_text, run_slopes, seeds_text,
+                     shared_steps, verdict_row_of, with_batch_cv, with_norm_cv)
 
 #: The notebook's parameters (checked by ``sec_lib.params.notebook_params``).
 PARAMS = profile_param()
 #: The two regimes (the runs' ``regime`` label), fine-tuned first.
 REGIMES = ft.REGIMES
 #: The variants the page shows: the main comparison's three and relative SEC, the scale page's scale-free SEC (the
-#: decisive tier's fourth arm, issue 24; the quick tier does not train it).
+#: decisive tier's fourth arm; the quick tier does not train it).
 SHOWN_VARIANTS = (*ex.VARIANTS, "sec-relative")
 #: The regularised variants each regime compares with ``none`` (descriptive rows), with their names on the page.
 EFFECT_VARIANTS = {"l2reg": "L2-reg", "sec": "SEC", "sec-relative": "relative SEC"}
@@ -324,7 +329,6 @@ def late_gains(runs: pd.DataFrame, evals: pd.DataFrame) -> pd.DataFrame:
     """Each run of :func:`regime_runs` with its R@1 gain over the last quarter of its length
     (:func:`sec_lib.runs.pilot.last_quarter_gain`, the measure the tiers page gives every reported run; NaN without
     an evaluation at or before 75%)."""
-    from ..runs.pilot import last_quarter_gain
     r = regime_runs(runs)
     check_cols(r, ["key", "iterations"], "runs")
     check_cols(evals, ["key", "step", "R@1"], "evals")
@@ -355,13 +359,13 @@ def late_gain_sentence(runs: pd.DataFrame, evals: pd.DataFrame) -> str:
 
 
 def _regime_configs(profile, root=None) -> tuple:
-    """(the profile tuned by its pilot, its store at ``root``, the fine-tuned configs, their from-scratch twins): the
-    chapter's runs as :func:`sec_lib.runs.finetune.chapter_runs` names them, for the sentences that count them."""
-    from ..runs.tier import store_for
-    store = store_for(profile, root)
-    q = ex.tuned(ex.get_profile(profile), "adam", store)
-    labeled = ft.chapter_runs(q, store)
-    return (q, store, [c for c, lab in labeled if lab["regime"] == REGIMES[0]],
+    """(the profile tuned by its pilot, its runs at ``root`` (:func:`~sec_lib.analysis.source.run_source`), the
+    fine-tuned configs, their from-scratch twins): the chapter's runs as :func:`sec_lib.runs.finetune.chapter_runs`
+    names them, for the sentences that count them."""
+    src = run_source(profile, root)
+    q = ex.tuned(ex.get_profile(profile), "adam", src.store)
+    labeled = ft.chapter_runs(q, src.store)
+    return (q, src, [c for c, lab in labeled if lab["regime"] == REGIMES[0]],
             [c for c, lab in labeled if lab["regime"] == REGIMES[1]])
 
 
@@ -369,18 +373,17 @@ def design_sentence(profile, root=None) -> str:
     """What this page trained, counted from the chapter's configs for ``profile`` (its store at ``root``): the
     fine-tuning runs, their twins (shared with the main table), the held-out rate selection (its grid, and the
     pair it chose), and that this is the quick tier."""
-    from ..runs.store import run_key
     check_shown(profile)
     if not has_arm(profile):
         return (f"Profile {profile!r} has no fine-tuning arm yet (profiles with one: "
                 f"{', '.join(ft.FINETUNE_PROFILES)}), so it trains no runs for this page.")
-    q, store, fine, twins = _regime_configs(profile, root)
-    main = {run_key(c) for c in ex.chapter_configs("compare", profile, store)}
+    q, src, fine, twins = _regime_configs(profile, root)
+    main = {run_key(c) for c in ex.chapter_configs("compare", profile, src.store)}
     shared = sum(run_key(c) in main for c in twins)
-    if isinstance(store, StagedTier):
-        return _staged_design_sentence(q, store, fine, twins, shared)
+    if src.seeded_selection:
+        return _seeded_design_sentence(q, src, fine, twins, shared)
     lrs, ratios = ft.grid(q)
-    lr, lr_head = ft.chosen_rates(q, store)
+    lr, lr_head = ft.chosen_rates(q, src.store)
     cut = (f" This profile trains the trunk rates {', '.join(f'{x:g}' for x in lrs)} of the full grid "
            f"{', '.join(f'{x:g}' for x in ft.TRUNK_LRS)}, to keep the build within its time; the choice must still "
            f"fall inside it (`sec_lib/runs/finetune.py`, `GRIDS`, records the full grid's held-out result)." if tuple(lrs) != tuple(ft.TRUNK_LRS) else "")
@@ -414,7 +417,6 @@ def rate_words(fine, twins, flags=()) -> str:
 def answer_heading(profile) -> str:
     """The bold lead of the page's answer, naming the tier it reads: a committed long tier by name, else the quick
     tier (the profile ``make book`` trains)."""
-    from .evidence import LONG_TIERS
     return f"**The answer on these runs (the {profile if profile in LONG_TIERS else 'quick'} tier).** "
 
 
@@ -444,7 +446,6 @@ def schedule_sentence(profile, root=None) -> str:
 def decisive_status(root=None) -> str:
     """Where the decisive tier's two fine-tuning stages stand (committed runs against those named so far), from its
     committed folders under ``root``: the page reads that tier once both are complete."""
-    from .tiers import MISSING, decisive_progress
     t = decisive_progress(root)[0].set_index("stage")
 
     def of(stage: str) -> str:
@@ -457,11 +458,11 @@ def decisive_status(root=None) -> str:
 
 def selection_table(profile, root=None) -> pd.DataFrame:
     """The held-out rate selection: held-out R@1 per trunk rate and head/trunk ratio, the chosen pair marked."""
-    from ..runs.tier import store_for
     check_shown(profile)
-    store = store_for(profile, root)
-    if isinstance(store, StagedTier):
-        return _staged_selection_table(ex.get_profile(profile), store)
+    src = run_source(profile, root)
+    if src.seeded_selection:
+        return _seeded_selection_table(ex.get_profile(profile), src)
+    store = src.store
     q = ex.tuned(ex.get_profile(profile), "adam", store)
     runs = ex.stored_runs(store, ft.selection(q), "the fine-tuning rate selection", q)
     lr, lr_head = ft.chosen_rates(q, store)
@@ -471,22 +472,20 @@ def selection_table(profile, root=None) -> pd.DataFrame:
                           "chosen": "✓" if (r.config.lr, r.config.lr_head) == (lr, lr_head) else ""} for r in runs])
 
 
-def _staged_design_sentence(q, store, fine, twins, shared) -> str:
+def _seeded_design_sentence(q, src, fine, twins, shared) -> str:
     """:func:`design_sentence` of the decisive tier: its fine-tuned runs (arms and seeds counted from their configs,
     under the tier's own schedule), their twins, and its held-out rate selection (3 seeds a pair, grown at an edge)."""
-    from .common import seeds_text
     arms = sorted({"relative SEC" if c.relative else {"none": "none", "l2reg": "L2-reg", "sec": "SEC"}[c.variant]
                    for c in fine}, key=["none", "L2-reg", "SEC", "relative SEC"].index)
     its = "/".join(f"{i:,}" for i in sorted({c.iterations for c in fine})) or "—"
-    sel = _staged_selection_table(q, store)
+    sel = _seeded_selection_table(q, src)
     if len(sel):
         trunks = ", ".join(f"{x:g}" for x in sorted(set(sel["trunk lr"])))
         ratios = ", ".join(f"{x:g}" for x in sorted(set(sel["head/trunk"].round(6))))
         pick = sel[sel["chosen"] == "✓"]
         chosen = (f"; the best mean held-out R@1 chose trunk {pick['trunk lr'].iloc[0]:g} and head "
                   f"{pick['head lr'].iloc[0]:g}" if len(pick) else "; no pair is chosen yet")
-        from ..runs import decisive
-        flags = (decisive.choices_in(store.root).get(decisive.FINETUNE, {}).get("flags", [])   # the tier's own
+        flags = (decisive.choices_in(src.store.root).get(decisive.FINETUNE, {}).get("flags", [])   # the tier's own
                  if len(pick) else [])
         rates = (f"The trunk and head rates were chosen by {int(sel['seeds'].sum())} runs on held-out training classes "
                  f"(semihard without SEC, 3 seeds a pair): trunk rates {trunks} × head/trunk ratios {ratios}{chosen}."
@@ -499,14 +498,12 @@ def _staged_design_sentence(q, store, fine, twins, shared) -> str:
             f"comparison's own runs (the others are the scale chapter's). {rates}")
 
 
-def _staged_selection_table(p, store) -> pd.DataFrame:
+def _seeded_selection_table(p, src) -> pd.DataFrame:
     """:func:`selection_table` of the decisive tier: its finetune-selection stage, each rate pair's held-out R@1 the
     mean over its seeds; ✓ the pair the profile fixed (``choices.json``)."""
-    from .common import fixed_or_nan, staged_selection
-
     def pair(c):
         return (("trunk lr", c.lr), ("head lr", c.lr_head)) if c.pretrained else None
-    out = staged_selection(store, ("finetune-selection",), pair)
+    out = src.selection(("finetune-selection",), pair)
     if not len(out):
         return pd.DataFrame(columns=["trunk lr", "head/trunk", "head lr", "held-out R@1", "seeds", "status", "chosen"])
     chosen = (fixed_or_nan(p, "lr", "finetune"), fixed_or_nan(p, "lr", "finetune-head"))
@@ -534,9 +531,8 @@ def page_reading(effect_fam: pd.DataFrame, inter_fam: pd.DataFrame, start: pd.Da
 
 # ------------------------------------------------------------------------------ the claims this page decides
 
-def page_family(ev) -> pd.DataFrame:
-    """:func:`interaction_family` on the page's evidence, exactly as the page computes it."""
-    return ev.derived("pretrained_interaction", lambda: interaction_family(ev.runs("pretrained")))
+#: :func:`interaction_family` on the page's evidence, exactly as the page computes it.
+page_family = derived_family(__name__, "pretrained_interaction", lambda ev: interaction_family(ev.runs("pretrained")))
 
 
 def page_effects(ev) -> pd.DataFrame:

@@ -1,4 +1,4 @@
-"""What the review-record chapters of issue 13 share (SimCLR / SupCon, N-pair, ArcFace, fairness):
+"""What the review-record chapters share (SimCLR / SupCon, N-pair, ArcFace, fairness):
 SEC − none paired on seed per loss, verdict rows and claim rows in the claims page's format.
 
 One verdict per (loss, metric) comes from :func:`sec_lib.report.verdict_row` on the per-seed paired

@@ -15,8 +15,10 @@ import pandas as pd
 from ..runs import experiments as ex
 from ..runs import tier
 from ..runs.store import ResultStore, load_runs, run_key
+from ..analysis.tiers import tier_label
 from . import profile_param
 from .common import MAIN_CHAPTER, beside_cv, load, loss_noun, order_rows, with_norm_cv
+from .evidence import LONG_TIERS, evidence_profile, page_of
 
 #: The notebook's parameters (checked by ``sec_lib.params.notebook_params``).
 PARAMS = profile_param()
@@ -181,9 +183,8 @@ def committed_downloads(root=None, max_steps: int = COMMITTED_STEPS) -> list[tup
 
 def committed_summary(root=None) -> pd.DataFrame:
     """Per committed tier: how many runs, losses and seeds its runs table holds (a staged tier's stages joined),
-    its folder, and whether it is current or retired (:func:`sec_lib.chapters.tiers.tier_label`; a retired tier with
+    its folder, and whether it is current or retired (:func:`sec_lib.analysis.tiers.tier_label`; a retired tier with
     the tier that replaced it and the last commit that holds it whole)."""
-    from .tiers import tier_label
     rows = []
     for prof, files in committed_tiers(root).items():
         name = f"{prof}_runs.parquet"
@@ -233,7 +234,6 @@ def committed_sentence(root=None) -> str:
 def tier_name(profile: str, iterations=()) -> str:
     """How the page names the tier of ``profile``'s runs: a committed long tier with its folder, else the quick tier
     of that profile (trained by ``make book``), with the run length where it is known."""
-    from .evidence import LONG_TIERS
     its = f", {'/'.join(f'{int(i):,}' for i in iterations)} iterations" if len(iterations) else ""
     if profile in LONG_TIERS:
         return f"the {profile} tier (committed under `data/reference/{profile}/`{its})"
@@ -243,7 +243,6 @@ def tier_name(profile: str, iterations=()) -> str:
 def verdict_tier(profile: str, root=None) -> str:
     """The tier whose runs the compare page's main comparison reads when the book runs at ``profile`` (the tier
     of the book's verdicts: :func:`sec_lib.chapters.evidence.evidence_profile`)."""
-    from .evidence import evidence_profile, page_of
     try:
         return evidence_profile(profile, page_of("compare").evidence_chapters, root)
     except (KeyError, ValueError):

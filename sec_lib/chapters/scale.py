@@ -1,4 +1,4 @@
-"""The scale page (issue 23): does SEC move R@1 by *equalizing* the embedding norms (the paper's argument) or by
+"""The scale page: does SEC move R@1 by *equalizing* the embedding norms (the paper's argument) or by
 *shrinking* them (what L2-reg does)?
 
 Its runs (``experiments.scale``): the four main losses in five arms (``experiments.SCALE_ARMS``): no regularizer,
@@ -20,9 +20,11 @@ from ..runs import experiments as ex
 from ..runs import scalearms
 from .. import reference
 from ..report import MARGINS, one_family, pooled_diff, summary_table
-from ..report.claims import Claim, from_row
-from . import check_shown, common, profile_param
-from ..runs.tier import StagedTier
+from ..report.claims import Claim, derived_family, from_row
+from ..analysis.source import run_source
+from ..runs.store import run_key
+from . import check_shown, common, evidence, profile_param
+from .evidence import MAIN_TIERS
 from .common import (beside_cv, check_cols, cv_from_var, equivalence_words, measures_text, seeds_text, shared_steps,
                      verdict_row_of, with_batch_cv, with_norm_cv)
 
@@ -35,7 +37,7 @@ ARM_LABELS = {"none": "none", "l2reg": "L2-reg (μ = 0)", "sec": "SEC", "sec-rel
 assert tuple(ARM_LABELS) == scalearms.SCALE_ARMS
 #: The two mechanisms a contrast can speak for.
 MECHANISMS = ("equalize", "shrink")
-#: The page's declared family (issue 23, before any run): comparison, baseline arm, compared arm, the mechanism a
+#: The page's declared family (declared before any run): comparison, baseline arm, compared arm, the mechanism a
 #: gain would show, and the expected sign (+1: the compared arm has the higher R@1). Equalizing: relative SEC and
 #: the fixed-scale control each lower the CV without shrinking the scale. Shrinking: L2-reg shrinks without
 #: equalizing, and plain SEC is relative SEC plus the pull toward a smaller scale.
@@ -256,12 +258,12 @@ def rebuttal_sentence(table: pd.DataFrame) -> str:
 def selection_table(profile, root=None) -> pd.DataFrame:
     """Relative SEC's η selection on held-out classes: per main loss and η of the profile's ``relative_eta_grid``
     (0 = no regularizer), the held-out R@1 and which η was chosen (:func:`experiments.chosen_relative_eta`)."""
-    from ..runs.tier import store_for
     check_shown(profile)
     p = ex.get_profile(profile)
-    store = store_for(profile, root)
-    if isinstance(store, StagedTier):
-        return _staged_selection_table(p, store)
+    src = run_source(profile, root)
+    if src.seeded_selection:
+        return _seeded_selection_table(p, src)
+    store = src.store
     q = ex.tuned(p, "adam", store)
     runs = scalearms.relative_selection_runs(q, store)
     rows = []
@@ -274,7 +276,7 @@ def selection_table(profile, root=None) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _staged_selection_table(p, store) -> pd.DataFrame:
+def _seeded_selection_table(p, src) -> pd.DataFrame:
     """:func:`selection_table` of the decisive tier: its scale-selection stage (relative SEC's η, 3 seeds a point) and
     the main selection's η = 0 runs as the baseline, each point's held-out R@1 the mean over its seeds; ✓ the η the
     profile fixed (``choices.json``)."""
@@ -282,7 +284,7 @@ def _staged_selection_table(p, store) -> pd.DataFrame:
         if c.loss not in ex.MAIN_LOSSES or not (c.relative or c.eta == 0):
             return None
         return (("loss", c.loss), ("η (relative SEC)", c.eta))
-    out = common.staged_selection(store, ("selection", "scale-selection"), point)
+    out = src.selection(("selection", "scale-selection"), point)
     if not len(out):
         return pd.DataFrame(columns=["loss", "η (relative SEC)", "held-out R@1", "seeds", "status", "chosen"])
     out["chosen"] = ["✓" if e == common.fixed_or_nan(p, "relative", l) else ""
@@ -294,20 +296,19 @@ def design_sentence(profile, root=None) -> str:
     """What this page trained, counted from :func:`experiments.scale` for ``profile`` (its store at ``root``): the
     runs, how many are the page's own (relative SEC, the fixed-scale control, PML's CIR where trained) and how many
     it shares with the main table and the tuned chapter, and relative SEC's held-out selection."""
-    from ..runs.store import run_key
-    from ..runs.tier import store_for
     check_shown(profile)
     p = ex.get_profile(profile)
     if not p.relative_eta_grid:
         return f"Profile {profile!r} has no relative-SEC η grid, so it trains no runs for this page."
-    store = store_for(profile, root)
+    src = run_source(profile, root)
+    store = src.store
     q = ex.tuned(p, "adam", store)
     configs = ex.chapter_configs("scale", profile, store)
     shared = {run_key(c) for ch in ("compare", "tuned") for c in ex.chapter_configs(ch, profile, store)}
     own = [c for c in configs if run_key(c) not in shared]
     its = "/".join(f"{i:,}" for i in sorted({c.iterations for c in configs}))
-    if isinstance(store, StagedTier):            # the decisive tier: 3 seeds a grid point, grown at an edge
-        sel = _staged_selection_table(p, store)
+    if src.seeded_selection:                     # 3 seeds a grid point, grown at an edge
+        sel = _seeded_selection_table(p, src)
         points = sel[sel["η (relative SEC)"] > 0] if len(sel) else sel
         grid = ", ".join(f"{e:g}" for e in sorted(set(points["η (relative SEC)"]))) if len(points) else "—"
         n_sel, how = int(points["seeds"].sum()) if len(points) else 0, "3 seeds a point"
@@ -428,7 +429,7 @@ def cir_sentence(gaps: pd.DataFrame) -> str:
             f"is not SEC: **no, SEC is not already in pytorch-metric-learning**, though CIR is its scale-weighted cousin.")
 
 
-#: The PML arm's own declared family (issue 23, item 7; declared with the arm, before its runs): does PML's
+#: The PML arm's own declared family (declared with the arm, before its runs): does PML's
 #: CenterInvariantRegularizer, at the weight whose value is SEC's at the unregularized radius
 #: (:func:`sec_lib.runs.scalearms.cir_eta`), gain like SEC (expected sign +1 against none), and is it SEC (expected no
 #: change against plain SEC, within the R@1 margin)? (comparison, baseline arm, compared arm, expected sign)
@@ -461,7 +462,6 @@ def cir_arm_sentence(fam: pd.DataFrame, runs: pd.DataFrame, tier: str) -> str:
     the scale and the CV beside SEC's (training-set norms, mean over losses and seeds). From a tier that is not one
     whose verdicts the book states (:data:`sec_lib.chapters.evidence.MAIN_TIERS`), each verdict is marked 'quick
     tier only', as the scorecard lists such a result apart."""
-    from .evidence import MAIN_TIERS
     quick = tier not in MAIN_TIERS
     if not len(fam):
         return (f"The {tier} tier has no CIR arm: its scale stage was registered with the five arms above. The quick "
@@ -498,7 +498,6 @@ def cir_arm_reading(ev, profile: str, root=None) -> tuple[pd.DataFrame, str, pd.
     """(family, sentence, runs) of the CIR arm: the page's own tier where it trained the arm, else the quick tier of
     ``profile`` (the decisive tier registered its scale stage without it), else an empty family and a sentence
     saying so."""
-    from . import evidence
     runs = arm_runs(ev.runs("scale"))
     tier = ev.profile
     if "cir" not in set(runs["variant"]) and ev.profile != profile:
@@ -515,9 +514,8 @@ def cir_arm_reading(ev, profile: str, root=None) -> tuple[pd.DataFrame, str, pd.
 
 # ------------------------------------------------------------------------------ the claims this page decides
 
-def page_family(ev) -> pd.DataFrame:
-    """:func:`scale_family` on the page's evidence, exactly as the page computes it."""
-    return ev.derived("scale_family", lambda: scale_family(ev.runs("scale")))
+#: :func:`scale_family` on the page's evidence, exactly as the page computes it.
+page_family = derived_family(__name__, "scale_family", lambda ev: scale_family(ev.runs("scale")))
 
 
 def _est_equalize(ev) -> dict:

@@ -9,7 +9,7 @@ import pandas as pd
 from ..runs import experiments as ex
 from .. import reference
 from . import profile_param
-from ..report.claims import Claim
+from ..report.claims import Claim, derived_family
 from .review import family_rows, means_table, row_claim, sec_rows, verdict_sentence, wide_means
 
 #: The notebook's parameters (checked by ``sec_lib.params.notebook_params``).
@@ -83,12 +83,11 @@ def verdict(runs: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
-def page_family(ev) -> pd.DataFrame:
-    """:func:`verdict_rows` on the page's evidence."""
-    return ev.derived("ssl_family", lambda: verdict_rows(ev.runs(CHAPTER)))
+#: :func:`verdict_rows` on the page's evidence.
+page_family = derived_family(__name__, "ssl_family", lambda ev: verdict_rows(ev.runs(CHAPTER)))
 
 
-#: The claims this page decides (they replace the old Q8a row, "not testable offline").
+#: The claims this page decides.
 CLAIMS = [
     Claim(id="Q8a", claim="SEC helps contrastive self-supervised learning (SimCLR), here on glyphs",
           source="review Q8 (reviewer 2); rebuttal Table 1",

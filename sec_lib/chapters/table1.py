@@ -11,7 +11,7 @@ from ..runs import experiments as ex
 from .. import reference, report
 from . import profile_param
 from .common import MAIN_CHAPTER, load
-from .compare import main_table
+from .gains import main_table
 
 #: The notebook's parameters (checked by ``sec_lib.params.notebook_params``).
 PARAMS = profile_param()
@@ -38,7 +38,7 @@ def table1_glance(profile, root=None, datasets=None, metrics=None, digits: int =
 def glance_tables(ref: pd.DataFrame, ours: pd.DataFrame, datasets=("CUB", "Cars"), metrics=TABLE1_METRICS,
                   digits: int = 1, ours_name: str = "glyphs") -> dict:
     """:func:`table1_glance` from frames: ``ref`` = :func:`sec_lib.reference.paper_table`, ``ours`` =
-    :func:`sec_lib.chapters.compare.main_table` (tidy); ``ours_name`` names our data in the block's title."""
+    :func:`sec_lib.chapters.gains.main_table` (tidy); ``ours_name`` names our data in the block's title."""
     reference.check_datasets(datasets)
 
     def number(v):                       # no "-0.0"

@@ -20,7 +20,7 @@ hand-written gradient is Eq. (1) in :func:`eq1_check`, whose point is to compare
 embeddings themselves are the parameters, updated by ``f <- f - lr * dL/df``. That isolates the
 geometry from any network.
 
-Sections 6 and 7 of the page turn to SEC itself (issue 23): its derivative along a rescaling ``f -> s f`` is
+Sections 6 and 7 of the page turn to SEC itself: its derivative along a rescaling ``f -> s f`` is
 ``2 eta Var(||f||)/s``, so it shrinks the embedding as well as equalizing the norms; the scale-free variant
 (``SphericalEmbeddingConstraint(relative=True)``) has derivative 0 there; pytorch-metric-learning's
 ``CenterInvariantRegularizer`` is ``mu^2`` times SEC to leading order and pulls along the scale twice as hard.
@@ -48,9 +48,10 @@ from ..scalelab import (  # noqa: F401  (sections 6 and 7: the page's names for 
     LINEAR_VARIANTS, SCALE_FORMULAS, SCALE_PENALTIES, cir_relation, cir_table, linear_scale_runs,
     linear_scale_summary, scale_derivative_autograd, scale_derivative_closed_form, scale_derivative_table,
     scale_derivatives, scale_penalty)
-from ..toylab import (  # noqa: F401  (the lab moved out of the page; theory.X keeps working)
+from ..toylab import (  # noqa: F401  (the page's names for the free-embedding lab's)
     THEORY_LOSSES, Toy2D, angle_change, eq1_check, fixed_direction_slopes, gradient_facts, make_batch, sgd_norm_growth,
     simulate_2d, slope_spread, slope_summary, split_gradients, toy_2d)
+from ..figures.tables import fold_columns
 
 #: Sizes per profile. ``smoke`` runs the whole notebook in seconds.
 #: ``scale_seeds``: random batches of the scale-derivative check (section 6); ``lin_steps``, ``lin_lr``: plain
@@ -160,7 +161,6 @@ CIR_COLUMNS = {"width": "width w", "batches": "batches", "cv_median": "CV (media
 def cir_display(cir: pd.DataFrame) -> pd.DataFrame:
     """:func:`cir_table` with the reader's headers, the residual checks of the derivation folded under it (so
     the table fits the text column)."""
-    from ..figures.tables import fold_columns
     t = cir.rename(columns=CIR_COLUMNS)
     return fold_columns(t, [CIR_COLUMNS["width"]], {"Checks of the derivation (largest residuals)": [
         CIR_COLUMNS[c] for c in ("identity_dev_max", "d_ratio_pred_dev_max", "scaling_dev_max")]})

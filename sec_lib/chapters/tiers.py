@@ -7,22 +7,20 @@ import numbers
 
 import pandas as pd
 
+from ..analysis.tiers import MISSING, decisive_progress, note_of, tier_label  # noqa: F401 (the page's API)
 from ..figures.tables import fold_columns
+from ..runs import decisive, gpu_tier, pilot, selection
 from ..runs import experiments as ex
-from ..runs import tier as tier_mod
+from ..runs.pilot import last_quarter_gain
 from ..runs.store import ResultStore
-from ..runs.tier import RETIRED_TIERS, TIER_PROFILES, StagedTier, TierStore, has_tier, open_tier, tier_dir
+from ..runs.tier import KINDS_FILE, TIER_PROFILES, UNKNOWN_KIND, StagedTier, has_tier, open_tier, stage_dirs, tier_dir
 from . import PAGES, profile_param
-from .evidence import evidence_profile
+from .evidence import MAIN_TIERS, evidence_profile, lacking
 from .tiers_prediction import (COLUMNS, TEST_SOURCES, prediction_sentence,  # noqa: F401 (the page's API)
                                selection_prediction)
 
 #: The notebook's parameters (checked by ``sec_lib.params.notebook_params``).
 PARAMS = profile_param()
-
-#: What a table of this page shows where a tier has no value (no run, or a stage the tier does not have):
-#: never NaN or None (the page's caption says what it means).
-MISSING = "—"
 
 
 def stores(profile: str, root=None) -> dict:
@@ -36,12 +34,6 @@ def stores(profile: str, root=None) -> dict:
 
 def _have(store, configs) -> tuple[int, int]:
     return sum(store.get(c) is not None for c in configs), len(configs)
-
-
-def note_of(e: Exception) -> str:
-    """An exception's first clause as a table cell: quotes stripped, paths inside the repository made relative to it
-    (a reader's checkout is not this one)."""
-    return str(e).strip('"').split(";")[0].replace(f"{tier_mod.REPO}/", "")
 
 
 #: The summary's column for the pretrained regime of the long tiers: its held-out rate selection and its fine-tuned runs.
@@ -60,7 +52,6 @@ def stages(p: ex.Profile, store) -> list[dict]:
                 "main" if p.main_seeds else "compare", p, store))]
     what = ["", "", ""]
     if p.name == "gpu":
-        from ..runs import gpu_tier
         plan = gpu_tier.stages(p, store)
         rows = [(name, configs) for (name, _), (_, configs) in zip(rows, plan)]
         what = [f" ({label})" for label, _ in plan[:2]] + [""]
@@ -80,7 +71,6 @@ def stages(p: ex.Profile, store) -> list[dict]:
 def _pretrained_stages(namings, store) -> dict:
     """The gpu tier's :data:`PRETRAINED` row: its fine-tuning rate selection and its fine-tuned runs, present of
     planned, or 'not yet defined' from the first that waits (for the pretrained trunk, or for the chosen rates)."""
-    from ..runs import gpu_tier
     parts, complete = [], True
     for label, naming in zip(("rates", "fine-tuned"), namings):
         try:
@@ -100,8 +90,8 @@ def summary_table(profile: str = "cpu", root=None, progress: pd.DataFrame | None
     :func:`decisive_progress`'s table when the caller has it already (the tiers page shows it too), so that it is
     counted once."""
     rows = []
-    for name, (p, store) in stores(profile, root).items():
-        runs = store.runs if isinstance(store, TierStore) else _quick_runs(p, store)
+    for i, (name, (p, store)) in enumerate(stores(profile, root).items()):
+        runs = _quick_runs(p, store) if i == 0 else store.runs      # the quick store first, then committed tiers
         row = {"tier": name, "runs": len(runs),
                "failed": int((runs["status"] != "done").sum()) if len(runs) else 0,
                "run-hours": round(float(runs["wall_s"].sum()) / 3600, 2) if len(runs) else 0.0,
@@ -123,7 +113,6 @@ def _decisive_row(progress: pd.DataFrame | None = None) -> dict | None:
     """The decisive tier's row of :func:`summary_table` (None before it has a committed stage): its runs over every
     stage folder, and its pilot, selection and main comparison as :func:`decisive_progress` counts them (its later
     stages are that table's)."""
-    from ..runs import pilot
     if not has_tier(pilot.TIER):
         return None
     runs = open_tier(tier_dir(pilot.TIER)).runs
@@ -257,7 +246,6 @@ def page_tiers(profile: str = "cpu") -> pd.DataFrame:
     sweeps the page reads, as declared in ``PAGES`` (``Page.evidence_chapters``; the selection runs they
     need are implied and not listed), and which of those sweeps the first long tier (:data:`~sec_lib.chapters.
     evidence.MAIN_TIERS`, the decisive tier) does not hold yet: what the page waits for before it shows that tier."""
-    from .evidence import MAIN_TIERS, lacking
     first = MAIN_TIERS[0]
     rows, seen = [], set()
     for page in PAGES:
@@ -279,18 +267,11 @@ def page_tiers(profile: str = "cpu") -> pd.DataFrame:
 RISING = 0.3
 
 
-def tier_label(name: str) -> str:
-    """How the page names a committed tier: 'retired reference' for a retired one (:data:`~sec_lib.runs.tier.
-    RETIRED_TIERS`), else its name."""
-    return f"retired {name}" if name in RETIRED_TIERS else name
-
-
 def kind_table(profile: str = "reference", root=None) -> pd.DataFrame:
     """What is known of the CPU kind of each batch of a committed tier: the rows' own ``cpu_kind`` where they
     record it (runs trained under the contract), else ``kinds.csv`` beside the tier; one row per committing
     commit with its run count, first run date and evidence. A staged tier (the decisive tier): one row per stage
     (:func:`_staged_kinds`)."""
-    from ..runs.tier import KINDS_FILE, UNKNOWN_KIND, stage_dirs
     d = tier_dir(profile, root)
     if not (d / "runs.parquet").exists():
         if stage_dirs(d):
@@ -361,8 +342,6 @@ def last_quarter(profile: str = "reference", root=None) -> pd.DataFrame:
     """Every reported run of a committed tier (scored on the test classes; every stage of the staged decisive tier)
     with its R@1 gain over the last quarter of the run (:func:`sec_lib.runs.pilot.last_quarter_gain`) and whether it
     still rises (gain > :data:`RISING`)."""
-    from ..runs.pilot import last_quarter_gain
-    from ..runs.tier import stage_dirs
     d = tier_dir(profile, root)
     if not (d / "runs.parquet").exists() and not stage_dirs(d):
         return pd.DataFrame(columns=["key", "loss", "variant", "iterations", "schedule", "gain", "rising"])
@@ -415,7 +394,6 @@ def last_quarter_summary(df: pd.DataFrame) -> pd.DataFrame:
 def schedule_pilot(root=None) -> tuple[pd.DataFrame, str]:
     """The decisive tier's schedule pilot as committed (``data/reference/decisive/pilot/``): its convergence
     table at each length pair with runs (:func:`sec_lib.runs.pilot.convergence`) and a computed sentence."""
-    from ..runs import pilot
     d = tier_dir(pilot.TIER, root) / "pilot"
     if not (d / "runs.parquet").exists():
         return pd.DataFrame(), "The decisive tier's schedule pilot has no committed run yet."
@@ -453,7 +431,6 @@ def decisive_selection(root=None) -> tuple[pd.DataFrame, pd.DataFrame, str]:
     registered grid and any extension trained), each cell the mean held-out R@1 over the seeds trained and how many
     of the 3 (:data:`MISSING` where none), and the choice by the registered rule
     (:func:`sec_lib.runs.selection.choose`) once every point has its seeds, with its flags; and a computed sentence."""
-    from ..runs import decisive, pilot, selection
     d = tier_dir(pilot.TIER, root) / "selection"
     if not (d / "runs.parquet").exists():
         return pd.DataFrame(), pd.DataFrame(), "The decisive tier's held-out selection has no committed run yet."
@@ -498,55 +475,3 @@ def decisive_selection(root=None) -> tuple[pd.DataFrame, pd.DataFrame, str]:
     return tables[0], tables[1], text
 
 
-def decisive_progress(root=None) -> tuple[pd.DataFrame, str]:
-    """The decisive tier stage by stage, in training order (:data:`sec_lib.runs.decisive.STAGES` after the pilot,
-    the selection and the main comparison): what each stage is, how many runs its folder holds, how many it names
-    where that can be known yet (a stage's runs depend on the choices made before it; :data:`MISSING` until then),
-    and whether ``plan.json`` is written; and a computed sentence."""
-    from ..runs import decisive, mainstage, pilot
-    from ..runs.store import run_key
-    base = tier_dir(pilot.TIER, root)
-
-    def held(stage: str) -> int:
-        d = base / stage
-        return len(TierStore(d).runs) if (d / "runs.parquet").exists() else 0
-
-    try:
-        plan = decisive.read_plan(root)
-    except KeyError:
-        plan = None
-    from ..runs import selection
-    first = selection.first_round(len(ex.MAIN_LOSSES))
-    rows = [{"stage": "pilot", "what": "the schedule pilot (held-out classes)", "committed": held("pilot"),
-             "named": len(pilot.configs(pairs=len(pilot.LENGTH_PAIRS)))},
-            {"stage": "selection", "what": "η and L2 of the four main losses (held-out, 3 seeds a point)",
-             "committed": held("selection"), "named": f"{first} (first round)"},
-            {"stage": "main", "what": "the main comparison (test classes)", "committed": held("main"),
-             "named": len(mainstage.configs(plan)) if plan else MISSING}]
-    earlier = {run_key(c) for c in mainstage.configs(plan)} if plan else set()
-    profile = decisive.profile(plan, decisive.read_choices(root)) if plan else None     # read once, not per stage
-    for stage, what, (kind, *args) in decisive.STAGES:
-        named = MISSING
-        if plan is not None and kind == "train":
-            try:
-                cfgs = [c for c in ex.stage_configs(profile, args[0])
-                        if run_key(c) not in earlier]
-                earlier |= {run_key(c) for c in cfgs}
-                named = len(cfgs)
-            except KeyError:                 # a choice it needs is not made yet
-                pass
-        elif kind.startswith("select") and plan is not None:          # the grids' first round is known
-            named = f"{decisive.first_round(stage, profile, plan)} (first round)"
-        rows.append({"stage": stage, "what": what, "committed": held(stage), "named": named})
-    df = pd.DataFrame(rows, columns=["stage", "what", "committed", "named"])
-    total = int(df["committed"].sum())
-    distinct = len(open_tier(base).runs) if total else 0       # a run two stages share is one run
-    shared = (f" (the table's {total:,}: {total - distinct} of its rows repeat a run another stage folder holds too)"
-              if total > distinct else "")
-    text = (f"{distinct:,} runs of the decisive tier are committed{shared}. "
-            + (f"The plan is written (`plan.json`): {plan.seeds} seeds for the primary arms, {plan.shape} at "
-               f"{plan.length:,} iterations." if plan else
-               "The plan (`plan.json`: the seed count, η and L2 weight of each main loss) is written when the "
-               "held-out selection is final, before any run on the test classes; the counts it fixes show '"
-               + MISSING + "' until then."))
-    return df, text

@@ -9,10 +9,12 @@ import math
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 
+from ..analysis.source import run_source
 from ..runs import experiments as ex
-from ..runs.tier import StagedTier, store_for
-from .common import and_list, staged_runs
+from ..runs.decisive import ETA_SELECTION_STAGES
+from .common import and_list, load
 
 
 COLUMNS = ["loss", "eta", "heldout_gain", "heldout_seeds", "test_gain", "test_seeds", "test_runs"]
@@ -28,16 +30,16 @@ def selection_prediction(profile: str, root=None) -> pd.DataFrame:
     selected η. One row per cell that has both; empty where the tier lacks either."""
     try:
         p = ex.get_profile(profile)               # the decisive tier's exists once its plan is written
-        store = store_for(profile, root)
-        if isinstance(store, StagedTier):         # its held-out selection is a stage: 3 seeds a point
-            held = _staged_held_out(store)
+        src = run_source(profile, root)
+        if src.seeded_selection:                  # its held-out selection is a stage: 3 seeds a point
+            held = _seeded_held_out(src)
         else:
-            sel = [r for r in ex.selection_runs(p, store, ex.MAIN_LOSSES) if r.config.mu == "batch"]
+            sel = [r for r in ex.selection_runs(p, src.store, ex.MAIN_LOSSES) if r.config.mu == "batch"]
             held = pd.DataFrame([{"loss": r.config.loss, "eta": r.config.eta, "R@1": r.metrics.get("R@1", math.nan)}
                                  for r in sel if r.status == "done"], columns=["loss", "eta", "R@1"])
     except (KeyError, ValueError, ex.SelectionError):
         return pd.DataFrame(columns=COLUMNS)
-    test = _test_runs(profile, root, isinstance(store, StagedTier))
+    test = _test_runs(profile, root, src.seeded_selection)
     if not len(held) or test is None or not len(test):
         return pd.DataFrame(columns=COLUMNS)
     h = held.groupby(["loss", "eta"])["R@1"].mean().unstack()
@@ -69,13 +71,11 @@ TEST_SOURCES = {"η sweep": "every η of the grid",
                 "review chapters": "SEC at the selected η: one cell per loss"}
 
 
-def _test_runs(profile: str, root, staged: bool) -> pd.DataFrame | None:
+def _test_runs(profile: str, root, seeded: bool) -> pd.DataFrame | None:
     """The runs on the test classes behind :func:`selection_prediction` (loss, seed, eta, status, R@1 and their
-    source ``test_runs``; η = 0 for the runs without a regularizer): the η sweep where the tier holds it; a staged
-    tier adds the main comparison's and the review chapters' runs without a regularizer and with SEC (μ the batch
+    source ``test_runs``; η = 0 for the runs without a regularizer): the η sweep where the tier holds it; a tier
+    with a ``seeded`` selection (stages of several seeds a point) adds the main comparison's and the review chapters' runs without a regularizer and with SEC (μ the batch
     mean). None when there are none."""
-    from .common import load
-
     def runs_of(chapter):
         try:
             return load(chapter, profile, tables=(), root=root).runs
@@ -85,7 +85,7 @@ def _test_runs(profile: str, root, staged: bool) -> pd.DataFrame | None:
     sweep = runs_of("eta")
     if sweep is not None:
         parts.append(sweep.assign(test_runs="η sweep"))
-    if staged:
+    if seeded:
         for source, chapters in (("main comparison", ("main",)), ("review chapters", ("ssl", "npair", "face"))):
             for chapter in chapters:
                 runs = runs_of(chapter)
@@ -98,12 +98,11 @@ def _test_runs(profile: str, root, staged: bool) -> pd.DataFrame | None:
     return pd.concat([x[cols] for x in parts], ignore_index=True).drop_duplicates() if parts else None
 
 
-def _staged_held_out(store) -> pd.DataFrame:
+def _seeded_held_out(src) -> pd.DataFrame:
     """The decisive tier's held-out SEC runs (its η selection stages,
     :data:`~sec_lib.runs.decisive.ETA_SELECTION_STAGES`), one row per finished run: loss, eta, R@1."""
-    from ..runs.decisive import ETA_SELECTION_STAGES
     rows = [{"loss": c.loss, "eta": c.eta, "R@1": r["R@1"]}
-            for c, r in staged_runs(store, ETA_SELECTION_STAGES)
+            for c, r in src.stage_runs(ETA_SELECTION_STAGES)
             if r["status"] == "done" and c.variant in ("none", "sec") and c.mu == "batch" and not c.relative]
     return pd.DataFrame(rows, columns=["loss", "eta", "R@1"])
 
@@ -118,7 +117,6 @@ def prediction_sentence(df: pd.DataFrame, profile: str) -> str:
     """How well the held-out gains ranked the test gains: Pearson and Spearman r over the (loss, η) cells
     (Pearson with a Fisher-z 95% interval), Pearson within each loss (the partial correlation given the loss, over
     the losses with more than one cell), and per loss whether the held-out choice is the test's best η."""
-    from scipy import stats
     d = df.dropna(subset=["heldout_gain", "test_gain"])
     if len(d) < 4:
         return f"The {profile} tier does not hold both the η selection and the η sweep, so this cannot be measured yet."

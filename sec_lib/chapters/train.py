@@ -16,6 +16,7 @@ from ..runs.store import ResultStore, run_key
 from ..runs.train import OPTIMIZERS, TrainConfig
 from . import profile_param
 from .common import LOSS_TITLES, runs_frame, var_cv_text, with_batch_cv, with_norm_cv
+from .evidence import evidence_profile, page_of
 
 #: The notebook's parameters (checked by ``sec_lib.params.notebook_params``).
 PARAMS = {**profile_param(), "dataset": Choice(("glyphs", "toy")), "loss": Choice(tuple(LOSS_NAMES)),
@@ -95,7 +96,6 @@ def run_header(result, stored: bool, profile: str, root=None) -> str:
 
 def _shown(profile: str, root=None) -> str:
     """The tier the compare page shows for ``profile``."""
-    from .evidence import evidence_profile, page_of
     try:
         return evidence_profile(profile, page_of("compare").evidence_chapters, root)
     except (KeyError, ValueError):

@@ -1,4 +1,4 @@
-"""Figures of the pretrained page (issue 24): the batch's norm, CV and gradient-vs-norm slope over training, fine-tuned
+"""Figures of the pretrained page: the batch's norm, CV and gradient-vs-norm slope over training, fine-tuned
 beside from scratch. Built from :func:`sec_lib.chapters.pretrained.trajectories` (takes frames, never loads)."""
 from __future__ import annotations
 

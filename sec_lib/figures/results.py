@@ -27,7 +27,7 @@ def _losses_in(df):
 def metric_bars(table: pd.DataFrame, metric: str = "R@1", ax=None):
     """Grouped bars of one metric per loss (groups) × variant (colours) with 95% CI error bars.
 
-    ``table``: the tidy output of :func:`sec_lib.chapters.compare.main_table` (or :func:`sec_lib.report.summarize`
+    ``table``: the tidy output of :func:`sec_lib.chapters.gains.main_table` (or :func:`sec_lib.report.summarize`
     by loss and variant).
     """
     need(table, ["loss", "variant", "metric", "mean", "ci_lo", "ci_hi"], "table")
@@ -71,7 +71,7 @@ def _eta_text(eta) -> str:
 def paired_rows(gains: pd.DataFrame, runs: pd.DataFrame, metric: str = "R@1") -> pd.DataFrame:
     """The input of :func:`paired_differences` from the compare page's paired differences and its runs.
 
-    ``gains``: :func:`sec_lib.chapters.compare.sec_gain` (loss, variant, baseline, comparison, metric, estimate,
+    ``gains``: :func:`sec_lib.chapters.gains.sec_gain` (loss, variant, baseline, comparison, metric, estimate,
     ci_lo, ci_hi, n); ``runs``: the runs frame the differences were computed from. η of each row is read
     from the runs of that loss and variant (their ``eta`` column: SEC's weight, and the L2 weight of L2-reg,
     which is SEC with μ = 0), never from a constant; the runs of one cell that differ in η give ``0.05/0.1``.

@@ -1,4 +1,4 @@
-"""Figures of the scale page (issue 23, "Shrink or equalize?"): the arms' scale, CV and step-size trajectories,
+"""Figures of the scale page ("Shrink or equalize?"): the arms' scale, CV and step-size trajectories,
 and R@1 per arm. Built from the tables of :mod:`sec_lib.chapters.scale` (each figure takes frames, never loads)."""
 from __future__ import annotations
 

@@ -26,6 +26,7 @@ from .multiplicity import adjust_family
 from .verdicts import mde_from_ci  # noqa: F401 - re-exported: pages import it from here
 from .verdicts import (N_COUNTS, PRIMARY_METRIC, VERDICT_RULES, claim_margin, equivalence_p, margin_for,
                        paper_range_of, refine, usable_interval, verdict)
+from pathlib import Path
 
 #: The book's one written rule for families, for every registration from now on (the claims page states it):
 FAMILY_RULE = ("A registered primary test, and any row pooled over the losses, is a family of its own (no "
@@ -181,6 +182,17 @@ def from_row(row, note: str = "") -> dict:
     if note:
         out["note"] = note
     return out
+
+
+def derived_family(module: str, name: str, compute: Callable) -> Callable:
+    """A page's ``page_family(ev)``: ``compute(ev)``, the page's Holm family on its evidence, computed once per
+    evidence object (``ev.derived(name, ...)``), so that the page, its claims (:func:`family_row`) and the pages
+    that show them read one table. ``module``: the page module's ``__name__``, which :func:`estimate_source` names."""
+    def page_family(ev):
+        return ev.derived(name, lambda: compute(ev))
+    page_family.__module__ = module
+    page_family.__doc__ = f"The page's Holm family on its evidence ({name}), computed once per evidence object."
+    return page_family
 
 
 def family_row(family: Callable, **match) -> Callable:
@@ -371,7 +383,6 @@ def split_verdicts(pages: dict) -> dict[str, dict[str, list[str]]]:
 def check_built_book(html_dir) -> int:
     """Every page of a built book (``_build/html``) states each claim with one verdict: raises ValueError naming
     each split claim, its verdicts and the pages; returns how many claim ids the book marks."""
-    from pathlib import Path
     root = Path(html_dir)
     if not root.is_dir():
         raise ValueError(f"{root} is not a built book (no such folder)")

@@ -129,8 +129,8 @@ FAMILY_COLUMNS = ("estimate", "ci_lo", "ci_hi", "p_value", "expected_sign", "n")
 
 
 def one_family(*tables: pd.DataFrame, family: str | None = None) -> tuple[pd.DataFrame, ...]:
-    """Several verdict tables taken as ONE declared Holm family (issue 9: each page's comparisons are one
-    family; issue 22: one entry point for every page): Holm over the p-values of all their rows
+    """Several verdict tables taken as ONE declared Holm family (each page's comparisons are one
+    family, with one entry point for every page): Holm over the p-values of all their rows
     (:func:`adjust_family`), and each table comes back, rows and columns in place, with ``p_adj``,
     ``p_eq_adj`` (the equivalence test's, see :func:`equivalence_p`), ``m`` (the family's size), ``mde``
     (at the family's level α/m), ``verdict`` (and ``p_eq`` where the table has it) replaced, and ``family``

@@ -364,7 +364,7 @@ def verdict_table(rows: Sequence[dict]) -> pd.DataFrame:
     Each row is a dict with the required keys ``claim`` (id), ``text``, ``estimate`` (our number,
     e.g. a paired difference), ``ci_lo``, ``ci_hi``, and optional ``n``, ``paper`` (the paper's
     number or None), ``link`` (where the evidence is in the book), ``expected_sign`` (default +1),
-    ``margin`` (the practical equivalence margin; default: see :func:`verdict`; the old key
+    ``margin`` (the practical equivalence margin; default: see :func:`verdict`; a key
     ``min_effect`` is read as the margin), ``p_adj`` (the Holm-adjusted p, when the claims were
     adjusted as a family with :func:`holm`). Other keys are kept as extra columns.
     Output columns: claim, text, estimate, ci_lo, ci_hi, n, paper, link, expected_sign, verdict,
@@ -413,7 +413,7 @@ def _getter(r):
 def equivalence_words(r) -> str:
     """': no effect larger than 0.5 points' where the verdict 'not reproduced' of ``r`` (a verdict row: a mapping or a
     record with ``verdict``, ``margin``, ``expected_sign``, ``ci_lo``, ``ci_hi``) comes from its equivalence test (the
-    interval inside ±margin: the declared margin, issue 21), not from an effect of the wrong sign; for a no-change
+    interval inside ±margin: the declared margin), not from an effect of the wrong sign; for a no-change
     claim (expected sign 0), ': within ±0.5 points' where its 'reproduced' is that equivalence; else ''."""
     get = _getter(r)
     m, lo, hi, sign = get("margin"), get("ci_lo", math.nan), get("ci_hi", math.nan), get("expected_sign", 1)

@@ -1,4 +1,4 @@
-"""Each review chapter's verdicts form ONE Holm family (issue 9): on hand-made frames, the family size
+"""Each review chapter's verdicts form ONE Holm family: on hand-made frames, the family size
 ``m`` is the number of the chapter's rows with a p-value, ``p_adj`` is :func:`sec_lib.report.holm` of
 them, and every row carries its detectable effect and what its n counts."""
 import numpy as np

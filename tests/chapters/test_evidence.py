@@ -177,7 +177,7 @@ def test_claims_tier_agreement_uses_the_same_sign_rule():
 
 
 def test_a_chapters_runs_carry_the_sweep_labels_they_were_made_with(tmp_path, monkeypatch, no_fsync):
-    """Issue 22: experiments emits each μ run's setting with the run (mu_runs); load() adds it as a column, so the
+    """Experiments emits each μ run's setting with the run (mu_runs); load() adds it as a column, so the
     μ page reads it instead of recovering it from the configs. A frame without it is refused, naming the fix."""
     from sec_lib.chapters import common, mu
     from sec_lib.runs import experiments as ex

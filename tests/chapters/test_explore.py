@@ -320,7 +320,7 @@ def test_live_panel_trains_what_the_controls_select(tiny):
 
 
 def test_the_live_panel_trains_relative_sec_and_refuses_it_off_the_batch_mean(tiny):
-    """The explorer's relative switch (issue 23): the scale page's scale-free SEC, live, with μ = batch mean only."""
+    """The explorer's relative switch: the scale page's scale-free SEC, live, with μ = batch mean only."""
     c = X.live_config("smoke", 5.0, "batch", "semihard", relative=True, iterations=4)
     assert c.relative and c.variant == "sec-relative" and (c.eta, c.mu) == (5.0, "batch")
     assert not X.live_config("smoke", 0.0, "batch", "semihard", relative=True).relative   # η = 0: no SEC to make relative

@@ -1,4 +1,4 @@
-"""Issue 23, item 5: every norm variance the book shows has its scale-free counterpart, the coefficient of
+"""Every norm variance the book shows has its scale-free counterpart, the coefficient of
 variation CV = std / mean of the same norms, beside it. One helper computes it
 (:func:`sec_lib.chapters.common.with_norm_cv`); these tests check it against numpy and check that the
 chapters' tables and sentences that show a variance show the CV next to it, on hand-made frames."""

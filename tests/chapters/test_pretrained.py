@@ -1,4 +1,4 @@
-"""The pretrained page (issue 24) on hand-made frames: the regimes, the start-of-training norms, SEC − none fine-tuned
+"""The pretrained page on hand-made frames: the regimes, the start-of-training norms, SEC − none fine-tuned
 as its own Holm family, the regime interaction (checked against an independent computation) in its declared family,
 the gradient-vs-norm slopes, the computed answer and its claim row."""
 import math
@@ -251,7 +251,7 @@ def test_the_landing_page_names_the_page_once_its_claim_has_an_estimate():
 
 
 def test_an_interaction_inside_the_r1_margin_reads_as_no():
-    """The R@1 rows of both families carry the declared equivalence margin (±0.5 points, issue 21): an interaction
+    """The R@1 rows of both families carry the declared equivalence margin (±0.5 points): an interaction
     shown to lie inside it is 'not reproduced' by TOST, and the answer says so instead of 'not detectably'."""
     gains = {k: 1.0 for k in SEC_GAIN}                      # the same effect in both regimes, little noise
     runs, _ = regime_frames(noise=0.05, seed=5, gains=gains)

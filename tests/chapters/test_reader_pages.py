@@ -93,7 +93,7 @@ def test_table1_glance_same_layout_for_paper_and_ours():
 
 
 def test_a_real_benchmark_book_names_its_dataset_and_sets_the_papers_numbers_for_it_beside_ours():
-    """Issue 25: table1, compare and the landing page of a cub/cars/sop/inshop book name that dataset and show
+    """Table1, compare and the landing page of a cub/cars/sop/inshop book name that dataset and show
     the paper's numbers for it, at its K values (SOP: R@1-1000, no clustering for In-Shop)."""
     from sec_lib.runs import benchmarks
     assert benchmarks.paper_datasets("sop") == ("SOP",) and home.paper_sets("sop") == ("SOP",)
@@ -357,7 +357,7 @@ def test_verdict_tables_show_key_columns_first_and_fold_the_rest():
 
 
 def test_the_primary_badge_words_an_equivalence_verdict_as_no_effect_larger_than_the_margin():
-    """Issue 21: a 'not reproduced' that comes from the interval lying inside ±0.5 reads 'no effect larger than 0.5
+    """A 'not reproduced' that comes from the interval lying inside ±0.5 reads 'no effect larger than 0.5
     points'; one that comes from an effect of the wrong sign, or another verdict, does not."""
     def rec(verdict, lo, hi, sign=+1, margin=0.5):
         return SimpleNamespace(verdict=verdict, ci_lo=lo, ci_hi=hi, estimate=(lo + hi) / 2, expected_sign=sign,

@@ -1,4 +1,4 @@
-"""The scale page (issue 23) on hand-made frames: its arms, trajectories, the declared Holm family of four
+"""The scale page on hand-made frames: its arms, trajectories, the declared Holm family of four
 contrasts, the mechanism it reads from them, the rebuttal's variances set beside our CVs, and its claim row."""
 import math
 
@@ -210,7 +210,7 @@ def test_the_pml_question_is_answered_on_the_runs_own_norms():
 
 
 def test_a_null_contrast_inside_the_r1_margin_reads_as_no_effect_larger_than_it():
-    """Every R@1 row of the book carries the declared equivalence margin (±0.5 points, issue 21): a contrast whose
+    """Every R@1 row of the book carries the declared equivalence margin (±0.5 points): a contrast whose
     interval lies inside it is 'not reproduced' by TOST (or 'negligible' where it also misses 0), and the answer says
     no effect larger than 0.5 points (or a change smaller than it)."""
     runs, _ = arm_frames({**ARMS, "sec-fixed": (0.0, 14.0, 1.0)}, noise=0.02)
@@ -229,7 +229,7 @@ def test_a_null_contrast_inside_the_r1_margin_reads_as_no_effect_larger_than_it(
 
 
 def test_the_cir_arm_is_its_own_family_of_two_checked_against_scipy():
-    """PML's CIR arm (issue 23, item 7): CIR − none (expected +1) and CIR − SEC (expected no change, ±0.5), paired
+    """PML's CIR arm: CIR − none (expected +1) and CIR − SEC (expected no change, ±0.5), paired
     on seed within each loss and averaged over the losses per seed, Holm over the two; absent arm -> empty family."""
     from scipy import stats
     runs, _ = arm_frames(noise=0.05)

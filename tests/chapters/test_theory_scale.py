@@ -1,4 +1,4 @@
-"""Sections 6 and 7 of the theory page (issue 23): SEC's derivative along a rescaling, the scale-free SEC on a
+"""Sections 6 and 7 of the theory page: SEC's derivative along a rescaling, the scale-free SEC on a
 linear last layer, PML's CenterInvariantRegularizer against mu^2 SEC, and the page printing nothing to stdout."""
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
-"""Issue 22: the tiers page showed "NaN" in its tables. Every table the page shows, computed from an empty quick
+"""No "NaN" in the tiers page's tables: every table the page shows, computed from an empty quick
 store, a hand-filled one and the committed tiers, has no missing value in a text column (a stage a tier does not
 have is ``tiers.MISSING``, a row with nothing to note has a blank note), and no rendered cell reads NaN, None,
-NaT or <NA>. Also: the pages of issue 22 print nothing (their outputs are Markdown, HTML and figures)."""
+NaT or <NA>. Also: these pages print nothing (their outputs are Markdown, HTML and figures)."""
 import json
 import re
 from pathlib import Path

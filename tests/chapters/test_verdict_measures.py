@@ -1,4 +1,4 @@
-"""Issue 9's measures on hand-made frames: C1 on the CV of the norms, C3 at fixed early fractions of the
+"""The verdict measures on hand-made frames: C1 on the CV of the norms, C3 at fixed early fractions of the
 run, Q7a's slope rule, Q9's range of η, Holm within a chapter's family, the tally counting runs once."""
 import numpy as np
 import pandas as pd

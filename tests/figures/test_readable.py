@@ -1,4 +1,4 @@
-"""Issue 22, item 6: the figures a reader found hard to read at 1,400 px.
+"""The figures a reader found hard to read at 1,400 px.
 
 * the compare page's paired differences (:func:`sec_lib.figures.results.paired_differences`): dots and
   intervals around a line at 0, an x axis that spans the intervals and 0 and never starts at 0, η of every

@@ -51,7 +51,7 @@ def test_folded_columns_get_tables_of_their_own_and_the_csv_keeps_every_column()
 
 
 def test_missing_values_never_read_nan_none_or_na():
-    """Issue 22: a missing value of a text, nullable-integer or date column shows MISSING_CELL ("—"), a missing
+    """A missing value of a text, nullable-integer or date column shows MISSING_CELL ("—"), a missing
     float a blank; no cell reads NaN, None, NaT or <NA>. The CSV keeps the missing values empty."""
     from sec_lib.figures.tables import MISSING_CELL
     df = pd.DataFrame({"note": ["x", None, float("nan")], "R@1": [1.0, float("nan"), 2.0],

@@ -1,4 +1,4 @@
-"""Issue 13's sweeps and analysis: the review losses join the η selection on held-out classes, the new
+"""The review chapters' sweeps and analysis: the review losses join the η selection on held-out classes, the new
 chapters compare none with SEC over the profile's seeds, existing store keys do not move, and the
 chapter analyses (paired SEC − none rows, fairness statistics, N-pair norm drift, claim rows) on hand-made inputs."""
 import importlib.util
@@ -22,7 +22,7 @@ _spec.loader.exec_module(key_check)
 
 # ------------------------------------------------------------------------------------ experiments
 def test_existing_run_keys_are_unchanged():
-    before = json.loads((REPO / "tests" / "chapters" / "data" / "run_keys_before_issue13.json").read_text())
+    before = json.loads((REPO / "tests" / "chapters" / "data" / "run_keys_before_review_losses.json").read_text())
     now = key_check.keys(("smoke", "cpu"))
     for chapter, keys in before.items():
         assert set(keys) <= set(now[chapter]), chapter
