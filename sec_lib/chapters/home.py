@@ -138,6 +138,18 @@ def answer_sentence(e: dict, paper: pd.DataFrame, data: str = "glyphs") -> str:
     return head
 
 
+def plain_answer(profile: str = "cpu", root=None) -> str:
+    """The landing page's answer as the README's first screen shows it: the bold part of :func:`answer_sentence`
+    (on the tier the landing page reads), then its sentence on L2-reg, without the markup."""
+    tier = evidence.page_evidence("home", profile, root).profile
+    sentence = answer_sentence(primary(profile, root), paper_headline(datasets=paper_sets(tier)),
+                               benchmarks.data_name(tier))
+    bold, _, rest = sentence.removeprefix("**").partition("**")
+    l2 = next((s for s in (" A plain L2 penalty toward zero does as well.", " SEC beats a plain L2 penalty toward "
+                           "zero at the same arms.") if rest.startswith(s)), "")
+    return bold + l2
+
+
 def followups_sentence(root=None) -> str:
     """The registered follow-ups that test the headline, and how far their training is (until they are committed,
     the answer above stands as the registered test gives it)."""
