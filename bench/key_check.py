@@ -67,14 +67,14 @@ class CommittedStore:
 def study_runs() -> dict:
     """{study/folder: sorted keys}: every run each registered study names or reads, driven on a copy of the committed
     data with training replaced by a recorder (a study stops where it would train)."""
-    from sec_lib.runs import commands, gpu_tier, tier
+    from sec_lib.runs import commands, gpu_tier, study, tier
     from sec_lib.runs import store as store_mod
     from sec_lib.runs import densecurves, longruns, regimeseeds, sgdeta, sgdrates, weightdecay
     tmp = Path(tempfile.mkdtemp(prefix="keycheck-"))
     for part in ("reference", "followups"):
         shutil.copytree(tier.REPO / "data" / part, tmp / "data" / part)
     out: dict = {}
-    saved = (tier.REPO, tier.restore, commands.train_exporting, commands.ResultStore, store_mod.ResultStore)
+    saved = (tier.REPO, tier.restore, study.train_exporting, commands.ResultStore, store_mod.ResultStore)
     try:
         tier.REPO = tmp
         tier.restore = lambda *a, **k: 0
@@ -92,7 +92,7 @@ def study_runs() -> dict:
                 if todo:
                     raise Pending(where)
                 return True
-            commands.train_exporting = record
+            study.train_exporting = record
             commands.ResultStore = store_mod.ResultStore = lambda *a, _s=store, **k: _s
             with contextlib.redirect_stdout(io.StringIO()):
                 try:
@@ -103,7 +103,7 @@ def study_runs() -> dict:
         gpu = CommittedStore(tmp / "data" / "reference" / "gpu")
         out["study/gpu"] = {run_key(c) for c in gpu_tier.configs(ex.get_profile("gpu"), gpu)} | gpu.asked
     finally:
-        tier.REPO, tier.restore, commands.train_exporting, commands.ResultStore, store_mod.ResultStore = saved
+        tier.REPO, tier.restore, study.train_exporting, commands.ResultStore, store_mod.ResultStore = saved
         shutil.rmtree(tmp, ignore_errors=True)
     return {k: sorted(v) for k, v in out.items()}
 
@@ -118,6 +118,16 @@ def keys(profiles=("smoke", "cpu")) -> dict:
     return out
 
 
+def by_study(keys: dict) -> dict:
+    """``keys`` with every study's folders and reads as one set (``study/<name>``): a study may read a run where it
+    once named it, and the reverse."""
+    out: dict = {}
+    for k, v in keys.items():
+        name = "/".join(k.split("/")[:2]) if k.startswith("study/") else k
+        out[name] = sorted({*out.get(name, ()), *v})
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--compare", default=None)
@@ -126,7 +136,7 @@ def main(argv=None) -> int:
     if not args.compare:
         json.dump(now, sys.stdout, indent=1)
         return 0
-    before = json.load(open(args.compare))
+    before, now = by_study(json.load(open(args.compare))), by_study(now)
     bad = 0
     for k, v in before.items():
         lost = set(v) - set(now.get(k, []))

@@ -95,12 +95,12 @@ def test_the_decisive_command_trains_the_grids_grows_an_edge_and_exports(tmp_pat
     assert later == [200]
     said = capsys.readouterr().out
     assert "ms sec: chosen 5e-05" in said and "at the low edge of its grid after 2 extensions" in said
-    assert "growing the grid to 0.0005" in said
     n_sec = 3 * (1 + len(sel.ETA_GRID) + 2)              # η = 0 and the grid, grown twice, 3 seeds each
     n_l2 = 3 * (len(sel.L2_GRID) + 2)                    # L2 peaks at its high edge: grown twice
     assert len({id(c) for c in trained[:n_sec + n_l2]}) == n_sec + n_l2
     runs = pd.read_parquet(tmp_path / "data" / "reference" / "decisive" / "selection" / "runs.parquet")
     assert len(runs) == n_sec + n_l2 and (runs["holdout_classes"] > 0).all()
+    assert {5e-4, 5e-5} <= set(runs["eta"])                 # the η grid grown twice at its low edge
     # then the main comparison: its plan is written first, from the final selection, and its runs export as they go
     from sec_lib.runs import mainstage
     plan = mainstage.Plan.from_json((tmp_path / "data" / "reference" / "decisive" / "plan.json").read_text())

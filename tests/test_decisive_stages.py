@@ -134,8 +134,8 @@ def test_the_later_stages_train_in_order_each_run_once(tmp_path, monkeypatch, ca
                                                  "sgd+sec": {"lr": 1.0, "flags": []}},
                                        "scale": {"ms": {"relative": 1.0, "radius": 10.0, "flags": []}},
                                        "finetune": {"lr": 3e-4, "lr_head": 1.5e-4, "flags": []}}
-    assert "sgd+sec: chosen lr 1, growing the grid to 10" in said
     folder = tmp_path / "data" / "reference" / "decisive"
+    assert 10.0 in set(pd.read_parquet(folder / "sgd-selection" / "runs.parquet")["lr"])   # sgd+sec's grid grown
     fine = pd.read_parquet(folder / "pretrained" / "runs.parquet")      # fine-tuned: their twins are main runs
     assert len(fine) == 4 * plan.FLOOR and set(fine["lr"]) == {3e-4} and set(fine["seed"]) == set(range(plan.FLOOR))
     assert set(fine["eta"]) == {0.0, 0.005, 0.1, 1.0}                # none, L2, SEC at the held-out η, relative SEC

@@ -23,7 +23,7 @@ from ..data import get_dataset
 from ..params import ParameterError
 from ..tempfiles import atomic_write_bytes
 from . import experiments as ex
-from . import tier
+from . import study, tier
 from .launch import LaunchError, as_launcher
 from .launch import train_stages as waves
 from .store import ResultStore
@@ -237,79 +237,6 @@ def rerun_command(key: str, profile: str, tier_root=None) -> int:
     return 0
 
 
-def train_exporting(todo, named, out, store, jobs: int, what: str, together: int = 1,
-                    deadline: float | None = None, pace: dict | None = None, pace_file=None,
-                    kind: str | None = None, unit: int = 1) -> bool:
-    """Train ``todo`` in chunks of ``jobs`` x ``together`` runs, exporting every run of ``named`` that is in
-    ``store`` to the tier folder ``out`` after each chunk (so a stopped session loses at most one chunk).
-
-    With ``deadline`` (a ``time.monotonic()`` value) no chunk starts that the last chunk's pace says would end after
-    it; where a whole chunk would not, the largest smaller one that would trains instead. The prediction
-    (:func:`chunk_seconds`) uses the seconds per run that one process trained, and, for a chunk on more processes than
-    the last one, also the seconds per run of the whole chunk (processes that share one GPU slow each other down:
-    8 processes did not train 8 runs in the time 4 trained 4). ``pace`` (a dict) carries the pace from one call to
-    the next; ``pace_file`` (JSON) keeps it for the next process, e.g. a second command on a warm GPU machine.
-    ``kind`` names the runs' kind (the gpu tier's stage): a pace measured on another kind predicts this kind's first
-    chunk times :data:`OTHER_KIND_MARGIN` (:func:`chunk_seconds`). ``unit`` > 1: ``todo`` comes in consecutive groups
-    of ``unit`` runs (the gpu tier's pairs of arms) that a chunk does not split, except a chunk smaller than a group
-    (``jobs`` x ``together`` < ``unit``) or the last runs of ``todo``. Returns False when it stopped early."""
-    from .store import run_all
-    pace = {} if pace is None else pace
-    i = 0
-    while i < len(todo):
-        n = min(jobs * together, len(todo) - i)
-        if unit <= n < len(todo) - i:
-            n -= n % unit                              # whole groups
-        if deadline is not None:
-            while n and time.monotonic() + chunk_seconds(n, jobs, together, pace, kind) > deadline:
-                n -= n % unit or unit                  # down to whole groups, then a group at a time
-            if not n:
-                print(f"  stopped before the deadline: {len(todo) - i} {what} runs left for the next call", flush=True)
-                return False
-        t0 = time.perf_counter()
-        run_all(todo[i:i + n], root=store.root, jobs=jobs, together=together)
-        seconds = time.perf_counter() - t0
-        groups = _groups(n, jobs, together)
-        pace.update(s=seconds / max(map(len, groups)), run=seconds / n, processes=len(groups), kind=kind)
-        if pace_file is not None:
-            atomic_write_bytes(Path(pace_file), json.dumps(pace).encode())
-        counts = tier.export(store, named, out)
-        print(f"  {counts['exported']} of {len(named)} {what} runs exported to {out} "
-              f"({seconds:.0f} s for the last {n}, {len(groups)} processes)", flush=True)
-        i += n
-    return True
-
-
-def _groups(n: int, jobs: int, together: int) -> list[list]:
-    from .many import process_groups
-    return process_groups(list(range(n)), jobs, together)
-
-
-#: A pace measured on runs of another kind (the gpu tier's stage before) predicts a chunk of this kind times this
-#: margin, until a chunk of this kind has set its own pace. On the H200 of 2026-11-28 a chunk of 4 runs of the
-#: held-out selection took 165 s, and one of 4 runs of the main comparison more than 200 s: the same 3,000 steps,
-#: but its last evaluation clusters the 1,392 test classes (k-means with 10 starts on one thread: 55 s on an AMD
-#: EPYC) where the selection clusters 400 held-out classes. Predicted from the selection's pace, that chunk was started
-#: twice with too little time left, and both times the call's time limit killed it: 6.5 minutes of GPU time lost.
-OTHER_KIND_MARGIN = 1.5
-
-
-def chunk_seconds(n: int, jobs: int, together: int, pace: dict, kind: str | None = None) -> float:
-    """Predicted wall seconds of a chunk of ``n`` runs of ``kind`` from the last chunk's ``pace`` (0 before any
-    chunk): the seconds per run a process trains times the runs per process; for more processes than the last chunk
-    had, at least the last chunk's seconds per run times ``n`` (the GPU they share does not get faster); times
-    :data:`OTHER_KIND_MARGIN` where the last chunk's runs were of another kind."""
-    if not pace:
-        return 0.0
-    groups = _groups(n, jobs, together)
-    seconds = pace["s"] * max(map(len, groups))
-    if len(groups) > pace.get("processes", len(groups)):
-        seconds = max(seconds, pace["run"] * n)
-    if pace.get("kind") != kind:
-        seconds *= OTHER_KIND_MARGIN
-    return seconds
-
-
 def pilot_command(jobs: int = 2, profile: str = "reference", pairs: int = 1) -> int:
     """Train the schedule pilot (:mod:`sec_lib.runs.pilot`) in chunks of ``jobs`` runs, exporting the finished
     runs to ``data/reference/decisive/pilot/`` after each chunk (commit it as it grows; a rerun resumes from
@@ -320,13 +247,12 @@ def pilot_command(jobs: int = 2, profile: str = "reference", pairs: int = 1) -> 
         return 2
     out = tier.tier_dir(pilot.TIER) / "pilot"
     store = ResultStore()
-    if (out / "runs.parquet").exists():
-        print(f"restored {tier.restore(out, store)} committed pilot runs of {out} into {store.root}")
+    study.restore_committed(store, (("pilot", out),))
     cfgs = pilot.configs(profile, pairs)
     todo = [c for c in cfgs if not store.has(c)]
     print(f"schedule pilot: {len(cfgs)} runs, {len(cfgs) - len(todo)} done; rule: "
           f"{pilot.rule(pilot.LENGTH_PAIRS[pairs - 1])}", flush=True)
-    train_exporting(todo, cfgs, out, store, jobs, "pilot")
+    study.train_exporting(todo, cfgs, out, store, jobs, "pilot")
     table = pilot.table(store.get(c, tables=("evals",)) for c in cfgs)
     for pair in pilot.LENGTH_PAIRS[:pairs]:
         conv = pilot.convergence(table, pair)
@@ -373,40 +299,27 @@ def select_stage(losses, kinds, shape: str, length: int, store, jobs: int, out: 
                  eta_grid: tuple | None = None, label: str = "selection") -> dict:
     """A held-out selection of the decisive tier (:mod:`sec_lib.runs.selection`) for ``losses`` and ``kinds``
     ('sec': the η grid ``eta_grid``, default :data:`~sec_lib.runs.selection.ETA_GRID`, with η = 0; 'l2reg': the L2
-    grid), 3 seeds a point, each grid grown while its choice sits at an edge; its runs export to ``out`` after every
-    ``jobs`` runs, committed runs there are restored first. Prints each choice with its flags and returns
-    ``{(loss, kind): (Choice, held-out runs)}``."""
+    grid), 3 seeds a point, each grid grown while its choice sits at an edge (:func:`sec_lib.runs.study.grid_choice`);
+    its runs export to ``out`` after every ``jobs`` runs, committed runs there are restored first. Prints each choice
+    with its flags and returns ``{(loss, kind): (Choice, held-out runs)}``."""
     from . import selection
     base = {"sec": tuple(eta_grid or selection.ETA_GRID), "l2reg": selection.L2_GRID, "relative": selection.RELATIVE_GRID}
-    if (out / "runs.parquet").exists():
-        print(f"restored {tier.restore(out, store)} committed {label} runs of {out} into {store.root}")
-    grids = {(loss, kind): (0.0, *base[kind]) for loss in losses for kind in kinds}
-    named: list = []
-    final: dict = {}
-    while True:
-        want = [c for (loss, kind), ws in grids.items()
-                for c in selection.configs(loss, [w for w in ws if kind != "l2reg" or w > 0], shape, length, kind,
-                                           profile)]
-        named += [c for c in want if c not in named]
-        todo = [c for c in want if not store.has(c)]
-        print(f"{label} ({shape}, {length} iterations): {len(want)} runs named, {len(todo)} to train", flush=True)
-        train_exporting(todo, named, out, store, jobs, label)
-        grown = False
-        for (loss, kind), ws in list(grids.items()):
-            zero = selection.configs(loss, (0.0,), shape, length, "sec", profile)     # shared by both grids
-            rows = [store.get(c, tables=()) for c in zero + selection.configs(loss, [w for w in ws if w], shape,
-                                                                               length, kind, profile)]
-            runs = selection.held_out_frame(rows)                     # a diverged run cannot win
-            c = selection.choose(selection.scores_of(runs), base[kind])
-            final[(loss, kind)] = (c, runs)
-            print(f"  {loss} {kind}: chosen {c.weight:g} (best nonzero {c.best_nonzero:g})"
-                  + (f", growing the grid to {c.needs:g}" if c.needs else "")
-                  + "".join(f"; {f}" for f in c.flags_for(selection.KIND_NAMES[kind])))
-            if c.needs:
-                grids[(loss, kind)] = (*ws, c.needs)
-                grown = True
-        if not grown:
-            return final
+    study.restore_committed(store, ((label, out),))
+
+    def configs_of(loss, kind):           # the η = 0 runs are shared by every kind's grid
+        return lambda ws: (selection.configs(loss, (0.0,), shape, length, "sec", profile)
+                           + selection.configs(loss, [w for w in ws if w], shape, length, kind, profile))
+    choosers = {(loss, kind): (lambda loss=loss, kind=kind: study.grid_choice(
+        store, configs_of(loss, kind), (0.0, *base[kind]), study.rule(base[kind])))
+        for loss in losses for kind in kinds}
+    print(f"{label} ({shape}, {length} iterations)", flush=True)
+    final = {}
+    for (loss, kind), c in study.select(store, choosers, out, jobs, label).items():
+        runs = selection.held_out_frame([store.get(x, tables=()) for x in configs_of(loss, kind)(c.grid)])
+        final[(loss, kind)] = (c, runs)
+        print(f"  {loss} {kind}: chosen {c.weight:g} (best nonzero {c.best_nonzero:g})"
+              + "".join(f"; {f}" for f in c.flags_for(selection.KIND_NAMES[kind])), flush=True)
+    return final
 
 
 def select_rates(arms, shape: str, length: int, store, jobs: int, out: Path, profile: str = "reference") -> dict:
@@ -414,29 +327,26 @@ def select_rates(arms, shape: str, length: int, store, jobs: int, out: Path, pro
     3 seeds a rate, grown while the best rate sits at an edge (×/÷ 10, twice a side at most); its runs export to
     ``out``. Returns ``{arm: Choice}`` (no 'no optimizer' point: ``zero=False``)."""
     from . import selection
-    if (out / "runs.parquet").exists():
-        print(f"restored {tier.restore(out, store)} committed rate-selection runs of {out} into {store.root}")
-    grids = {arm: selection.LR_GRID for arm in arms}
-    named: list = []
-    while True:
-        want = [c for arm, rates in grids.items() for c in selection.rate_configs(arm, rates, shape, length, profile)]
-        named += [c for c in want if c not in named]
-        todo = [c for c in want if not store.has(c)]
-        print(f"SGD rates ({shape}, {length} iterations): {len(want)} runs named, {len(todo)} to train", flush=True)
-        train_exporting(todo, named, out, store, jobs, "rate-selection")
-        final, grown = {}, False
-        for arm, rates in list(grids.items()):
-            rows = [store.get(c, tables=()) for c in selection.rate_configs(arm, rates, shape, length, profile)]
-            runs = selection.held_out_frame(rows, by="lr")            # a diverged run cannot win
-            c = selection.choose(selection.scores_of(runs, by="lr"), selection.LR_GRID, zero=False)
-            final[arm] = c
-            print(f"  {arm}: chosen lr {c.weight:g}" + (f", growing the grid to {c.needs:g}" if c.needs else "")
-                  + "".join(f"; {f}" for f in c.flags))
-            if c.needs:
-                grids[arm] = (*rates, c.needs)
-                grown = True
-        if not grown:
-            return final
+    study.restore_committed(store, (("rate-selection", out),))
+    choosers = {arm: (lambda arm=arm: study.grid_choice(
+        store, lambda rates: selection.rate_configs(arm, rates, shape, length, profile), tuple(selection.LR_GRID),
+        study.rule(selection.LR_GRID, by="lr", zero=False))) for arm in arms}
+    print(f"SGD rates ({shape}, {length} iterations)", flush=True)
+    final = study.select(store, choosers, out, jobs, "rate-selection")
+    for arm, c in final.items():
+        print(f"  {arm}: chosen lr {c.weight:g}" + "".join(f"; {f}" for f in c.flags), flush=True)
+    return final
+
+
+def finetune_pairs(results) -> dict:
+    """{(trunk lr, head ratio): mean held-out R@1} of the fine-tuning selection's complete pairs (a run that did not
+    finish scores −∞)."""
+    from . import selection
+    rows = pd.DataFrame([{"lr": r.config.lr, "ratio": round(r.config.lr_head / r.config.lr, 6), "seed": r.config.seed,
+                          "R@1": r.metrics.get("R@1") if r.status == "done" else float("-inf")}
+                         for r in results if r is not None])
+    done = rows.groupby(["lr", "ratio"]).filter(lambda g: set(selection.SEEDS) <= set(g["seed"]))
+    return done.groupby(["lr", "ratio"])["R@1"].mean().to_dict()
 
 
 def select_finetune(p, store, jobs: int, out: Path) -> tuple[float, float, list]:
@@ -446,29 +356,19 @@ def select_finetune(p, store, jobs: int, out: Path) -> tuple[float, float, list]
     the trunk grid, the grid grows ×/÷ :data:`~sec_lib.runs.finetune.TRUNK_FACTOR` (twice a side at most), every ratio
     at the new rate. Returns (trunk lr, head lr, flags)."""
     from . import finetune, selection
-    if (out / "runs.parquet").exists():
-        print(f"restored {tier.restore(out, store)} committed fine-tuning selection runs of {out} into {store.root}")
-    base, ratios = finetune.grid(p)
-    lrs, named = tuple(base), []
-    while True:
-        want = finetune.selection(p, lrs)
-        named += [c for c in want if c not in named]
-        todo = [c for c in want if not store.has(c)]
-        print(f"fine-tuning rates: {len(want)} runs named, {len(todo)} to train", flush=True)
-        train_exporting(todo, named, out, store, jobs, "fine-tuning selection")
-        rows = pd.DataFrame([{"lr": r.config.lr, "ratio": round(r.config.lr_head / r.config.lr, 6), "seed": r.config.seed,
-                              "R@1": r.metrics.get("R@1") if r.status == "done" else float("-inf")}
-                             for r in (store.get(c, tables=()) for c in want) if r is not None])
-        done = rows.groupby(["lr", "ratio"]).filter(lambda g: set(selection.SEEDS) <= set(g["seed"]))
-        pairs = done.groupby(["lr", "ratio"])["R@1"].mean().to_dict()        # complete pairs: mean over the seeds
-        by_lr = {lr: max(v for (l, _), v in pairs.items() if l == lr) for lr in lrs if any(l == lr for l, _ in pairs)}
-        c = selection.choose(by_lr, base, zero=False, factor=finetune.TRUNK_FACTOR)
-        if c.needs is None:
-            lr = c.weight
-            ratio = max((r for (l, r) in pairs if l == lr), key=lambda r: (pairs[(lr, r)], -r))
-            return lr, lr * ratio, c.flags
-        print(f"  the best trunk rate {c.weight:g} sits at the {c.edge} edge: growing the grid to {c.needs:g}")
-        lrs = (*lrs, c.needs)
+    study.restore_committed(store, (("fine-tuning selection", out),))
+    base, _ = finetune.grid(p)
+
+    def choose(results):
+        pairs = finetune_pairs(results)
+        by_lr = {lr: max(v for (l, _), v in pairs.items() if l == lr) for lr in {l for l, _ in pairs}}
+        return selection.choose(by_lr, base, zero=False, factor=finetune.TRUNK_FACTOR)
+    chooser = lambda: study.grid_choice(store, lambda lrs: finetune.selection(p, lrs), tuple(base), choose)
+    c = study.select(store, {"finetune": chooser}, out, jobs, "fine-tuning selection")["finetune"]
+    pairs = finetune_pairs(store.get(x, tables=()) for x in finetune.selection(p, c.grid))
+    lr = c.weight
+    ratio = max((r for (l, r) in pairs if l == lr), key=lambda r: (pairs[(lr, r)], -r))
+    return lr, lr * ratio, c.flags
 
 
 def later_stages(store, jobs: int, profile: str = "reference") -> int:
@@ -515,14 +415,13 @@ def later_stages(store, jobs: int, profile: str = "reference") -> int:
                 print(f"  {arm}: lr {got['lr']:g}" + "".join(f"; {f}" for f in got["flags"])
                       + f" (recorded in {decisive.choices_path()})", flush=True)
             continue
-        if (out / "runs.parquet").exists():
-            print(f"restored {tier.restore(out, store)} committed {stage} runs of {out} into {store.root}")
+        study.restore_committed(store, ((stage, out),))
         cfgs = [c for c in ex.stage_configs(decisive.profile(), args[0], store) if run_key(c) not in earlier]
         cfgs.sort(key=lambda c: c.seed)                  # seed by seed: a stopped stage is usable
         earlier |= {run_key(c) for c in cfgs}
         todo = [c for c in cfgs if not store.has(c)]
         print(f"{stage} ({what}): {len(cfgs)} runs, {len(cfgs) - len(todo)} done", flush=True)
-        train_exporting(todo, cfgs, out, store, jobs, stage)
+        study.train_exporting(todo, cfgs, out, store, jobs, stage)
     print("the decisive tier's stages are complete" + (
         "; not written yet: " + "; ".join(f"{k} ({v})" for k, v in decisive.LATER.items()) if decisive.LATER else ""),
         flush=True)
@@ -545,11 +444,10 @@ def main_stage(final: dict, shape: str, length: int, store, jobs: int, profile: 
           f"per-seed mean paired difference, detectable effect {plan.mde:.2f} R@1 points); η "
           + ", ".join(f"{l} {w:g}" for l, w in plan.eta.items()), flush=True)
     out = tier.tier_dir(pilot.TIER) / "main"
-    if (out / "runs.parquet").exists():
-        print(f"restored {tier.restore(out, store)} committed main-comparison runs of {out} into {store.root}")
+    study.restore_committed(store, (("main-comparison", out),))
     cfgs = mainstage.configs(plan, profile)
     todo = [c for c in cfgs if not store.has(c)]
     print(f"main comparison: {len(cfgs)} runs, {len(cfgs) - len(todo)} done", flush=True)
-    train_exporting(todo, cfgs, out, store, jobs, "main-comparison")
+    study.train_exporting(todo, cfgs, out, store, jobs, "main-comparison")
     print("the main comparison is complete", flush=True)
     return 0

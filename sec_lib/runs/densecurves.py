@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import followup, tier
+from . import followup, study, tier
 from .train import TrainConfig
 
 #: The iterations each prefix is retraced to (C3's stage: 2,000).
@@ -89,8 +89,8 @@ def main(jobs: int = 2, root_store=None) -> None:
     from .store import ResultStore
     store = ResultStore(root_store)
     out = folder()
-    followup.restore_committed(store, (("test", out / "test"),))
-    followup.train_test(store, test_configs(), out, jobs, "C3b")
+    study.restore_committed(store, (("test", out / "test"),))
+    study.train_named(store, test_configs(), out / "test", jobs, "C3b test")
 
 
 def cli(argv=None) -> int:

@@ -31,51 +31,6 @@ def tier_plan():
     return read_plan()
 
 
-def grid_choice(store, configs_of, points: tuple, base: tuple, by: str = "eta", zero: bool = True):
-    """One held-out grid by the tier's rule (:func:`sec_lib.runs.selection.choose` on ``base``; ``zero``: the point 0
-    may win): (the Choice once final, else None; every run of the grid so far, grown points included; the runs of it
-    still to train). ``configs_of(points)`` names the runs of ``points`` (the config field ``by`` varies); a run that
-    did not finish scores −∞, and the grid grows ×/÷ 10 at an edge while the rule asks for a point."""
-    while True:
-        cfgs = configs_of(points)
-        todo = [c for c in cfgs if not store.has(c)]
-        if todo:
-            return None, cfgs, todo
-        runs = selection.held_out_frame([store.get(x, tables=()) for x in cfgs], by=by)
-        c = selection.choose(selection.scores_of(runs, by=by), base, zero=zero)
-        if c.needs is None:
-            return c, cfgs, []
-        points = (*points, c.needs)
-
-
-def select(store, choosers: dict, out: Path, jobs: int, fid: str) -> dict:
-    """{key: Choice} once every grid of ``choosers`` ({key: () -> :func:`grid_choice`'s triple}, in training order)
-    is final: each round trains what the grids still need, exporting every run of every grid so far (grown points
-    included: the export writes only the runs it is named) to ``out/selection`` after each chunk of ``jobs``."""
-    from .commands import train_exporting
-    named: list = []
-    while True:
-        todo, final = [], {}
-        for key, choose in choosers.items():
-            c, grid, need = choose()
-            named += [x for x in grid if x not in named]
-            todo += need
-            if c is not None:
-                final[key] = c
-        if not todo:
-            return final
-        print(f"{fid} selection: {len(todo)} held-out runs to train", flush=True)
-        train_exporting(todo, named, Path(out) / "selection", store, jobs, f"{fid} selection")
-
-
-def train_test(store, tests: list, out: Path, jobs: int, fid: str) -> None:
-    """Train the test runs ``tests`` that ``store`` lacks and export them all to ``out/test``."""
-    from .commands import train_exporting
-    todo = [c for c in tests if not store.has(c)]
-    print(f"{fid} test: {len(tests)} runs, {len(todo)} to train", flush=True)
-    train_exporting(todo, tests, Path(out) / "test", store, jobs, f"{fid} test")
-
-
 def scores_json(scores: dict) -> dict:
     """A choice's scores as ``choices.json`` keeps them: {"0.03": R@1}, a point with a diverged seed (−∞ in the rule)
     as null, so that the file is strict JSON."""
@@ -138,14 +93,6 @@ def committed_test_runs(here: Path, want_of, what: str) -> pd.DataFrame:
         raise KeyError(f"{what}'s test runs are not all committed yet: {len(want) - len(missing)} of {len(want)} are "
                        f"in {rel(path)}")
     return runs[runs["key"].isin(want)].reset_index(drop=True)
-
-
-def restore_committed(store, places) -> None:
-    """Restore into ``store`` every committed stage of ``places`` ((what, folder) pairs; a folder without runs is
-    skipped), so that no run committed there trains again."""
-    for what, where in places:
-        if (Path(where) / "runs.parquet").exists():
-            print(f"restored {tier.restore(where, store)} committed {what} runs into {store.root}", flush=True)
 
 
 def cli(prog: str, description: str, main, argv=None) -> int:

@@ -2,7 +2,7 @@
 
 ``bench/gpu_session.sh`` calls :func:`command` and then :func:`export` in each short GPU window; ``python -m
 sec_lib.book gpu-tier`` calls :func:`command`; the tiers page counts :func:`stages`. Training itself is
-:func:`sec_lib.runs.commands.train_exporting`'s, the CPU tiers' too.
+:func:`sec_lib.runs.study.train_exporting`'s, the CPU tiers' too.
 """
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from . import commands
 from . import experiments as ex
 from . import finetune
 from . import pretrain
+from . import study
 from . import tier
 from .store import ResultStore
 from .train import TrainConfig
@@ -174,7 +175,7 @@ def command(minutes: float = 0.0, jobs: int | None = None, together: int | None 
         todo = [c.replace(kmeans_workers=workers) for c in cfgs if not store.has(c)]   # not in the key
         print(f"gpu tier: {name}, {len(cfgs)} runs, {len(todo)} to train "
               f"({jobs} processes x {together} runs together, k-means restarts {workers} at once)", flush=True)
-        if not commands.train_exporting(todo, named(), out, store, jobs, "gpu tier", together, deadline, pace, pace_file,
+        if not study.train_exporting(todo, named(), out, store, jobs, "gpu tier", together, deadline, pace, pace_file,
                                         kind=name, unit=2 if name in PAIRED_STAGES else 1):
             return 0
     return 0

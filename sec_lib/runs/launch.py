@@ -31,7 +31,8 @@ from typing import Callable, Iterable
 
 from . import experiments as ex
 from ..params import Choice, Number, ParameterError
-from .store import ResultStore, default_root, run_all, run_key, worker_pool
+from . import store as results
+from .store import ResultStore, default_root, run_key, worker_pool
 from .train import TrainConfig
 
 LAUNCHERS = ("pool", "submitit")
@@ -126,7 +127,7 @@ class PoolLauncher(Launcher):
         if self.jobs > 1 and self._pool is None:
             self._pool = worker_pool(self.jobs)     # one set of workers for every wave until close()
         try:
-            run_all(list(configs), root=root, jobs=self.jobs, progress=progress, pool=self._pool,
+            results.run_all(list(configs), root=root, jobs=self.jobs, progress=progress, pool=self._pool,
                     together=self.together)
         except BrokenProcessPool:
             self.close()                            # a worker died: the next wave starts fresh workers

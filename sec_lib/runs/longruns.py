@@ -29,7 +29,7 @@ import pandas as pd
 from scipy import stats
 
 from ..report import min_detectable_effect
-from . import followup, tier
+from . import followup, study, tier
 from .train import TrainConfig
 
 #: The question it answers, as the pages name it.
@@ -170,8 +170,8 @@ def main(jobs: int = 2, root_store=None) -> None:
     from .store import ResultStore
     store = ResultStore(root_store)
     out = folder()
-    followup.restore_committed(store, (("test", out / "test"),))
-    followup.train_test(store, test_configs(), out, jobs, ID)
+    study.restore_committed(store, (("test", out / "test"),))
+    study.train_named(store, test_configs(), out / "test", jobs, f"{ID} test")
 
 
 def cli(argv=None) -> int:

@@ -28,7 +28,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..tempfiles import atomic_write_json
-from . import followup, selection, sgdrates, tier
+from . import followup, study, selection, sgdrates, tier
 from .train import TrainConfig
 
 #: The four main losses, each selected and tested.
@@ -77,9 +77,9 @@ def selection_configs(loss: str, etas, lr: float, plan=None) -> list[TrainConfig
 def choose(store, loss: str, lr: float, plan=None):
     """(the :class:`~sec_lib.runs.selection.Choice` once final, else None; every run of the grid so far; the runs of
     it still to train): the tier's η rule (η = 0 a point of its own) on :data:`~sec_lib.runs.selection.ETA_GRID`,
-    grown at an edge (:func:`sec_lib.runs.followup.grid_choice`, as ``select_stage`` scores it)."""
-    return followup.grid_choice(store, lambda etas: selection_configs(loss, etas, lr, plan),
-                                (0.0, *selection.ETA_GRID), selection.ETA_GRID)
+    grown at an edge (:func:`sec_lib.runs.study.grid_choice`, as ``select_stage`` scores it)."""
+    return study.grid_choice(store, lambda etas: selection_configs(loss, etas, lr, plan),
+                             (0.0, *selection.ETA_GRID), study.rule(selection.ETA_GRID))
 
 
 def test_configs(choices: dict, root=None) -> list[TrainConfig]:
@@ -158,18 +158,18 @@ def main(jobs: int = 2, root_store=None) -> dict:
     store = ResultStore(root_store)
     out = folder()
     dec, q6c = tier.tier_dir("decisive"), sgdrates.folder()
-    followup.restore_committed(store, (("Q6b", dec / "optim"), ("SGD rate selection", dec / "sgd-selection"),
+    study.restore_committed(store, (("Q6b", dec / "optim"), ("SGD rate selection", dec / "sgd-selection"),
                                        ("Q6c selection", q6c / "selection"), ("Q6c test", q6c / "test"),
                                        ("selection", out / "selection"), ("test", out / "test")))
     rates = base_rates()
     choosers = {loss: (lambda loss=loss: choose(store, loss, rates[loss])) for loss in LOSSES}
     final = {loss: {"lr": rates[loss], "eta": float(c.weight), "tested": float(c.best_nonzero),
                     "flags": c.flags_for("SEC"), "scores": followup.scores_json(c.scores)}
-             for loss, c in followup.select(store, choosers, out, jobs, "Q6d").items()}
+             for loss, c in study.select(store, choosers, out / "selection", jobs, "Q6d selection").items()}
     followup.settle_choices(out / "choices.json", final)
     print("Q6d η at SGD's rate: " + "; ".join(f"{loss} lr {v['lr']:g} η {v['eta']:g} (tested {v['tested']:g})"
                                              for loss, v in final.items()), flush=True)
-    followup.train_test(store, test_configs(final), out, jobs, "Q6d")
+    study.train_named(store, test_configs(final), out / "test", jobs, "Q6d test")
     return final
 
 

@@ -27,7 +27,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..tempfiles import atomic_write_json
-from . import followup, selection, tier
+from . import followup, study, selection, tier
 from .store import run_key
 from .train import TrainConfig
 
@@ -61,9 +61,9 @@ def selection_configs(loss: str, arm: str, rates, plan=None) -> list[TrainConfig
 def choose(store, loss: str, arm: str, plan=None):
     """(the :class:`~sec_lib.runs.selection.Choice` once final, else None; every run of the grid so far, grown
     points included; the runs of it still to train): the tier's rule on :data:`~sec_lib.runs.selection.LR_GRID`,
-    grown at an edge (:func:`sec_lib.runs.followup.grid_choice`, as ``select_rates`` scores it)."""
-    return followup.grid_choice(store, lambda rates: selection_configs(loss, arm, rates, plan),
-                                tuple(selection.LR_GRID), selection.LR_GRID, by="lr", zero=False)
+    grown at an edge (:func:`sec_lib.runs.study.grid_choice`, as ``select_rates`` scores it)."""
+    return study.grid_choice(store, lambda rates: selection_configs(loss, arm, rates, plan),
+                             tuple(selection.LR_GRID), study.rule(selection.LR_GRID, by="lr", zero=False))
 
 
 def q6b_configs(root=None) -> list[TrainConfig]:
@@ -153,19 +153,19 @@ def main(jobs: int = 2, root_store=None) -> dict:
     store = ResultStore(root_store)
     out = folder()
     # Q6b's first: semihard's test runs are its runs, reused, never retrained
-    followup.restore_committed(store, (("Q6b", tier.tier_dir("decisive") / "optim"), ("selection", out / "selection"),
+    study.restore_committed(store, (("Q6b", tier.tier_dir("decisive") / "optim"), ("selection", out / "selection"),
                                        ("test", out / "test")))
     choosers = {(loss, arm): (lambda loss=loss, arm=arm: choose(store, loss, arm))
                 for arm in ("sgd", "sgd+sec") for loss in LOSSES}   # the arm without SEC first: its grids sit at edges
     final: dict = {}
-    for (loss, arm), c in followup.select(store, choosers, out, jobs, "Q6c").items():
+    for (loss, arm), c in study.select(store, choosers, out / "selection", jobs, "Q6c selection").items():
         final.setdefault(loss, {})[arm] = {"lr": float(c.weight), "flags": c.flags_for("rate"),
                                            "scores": followup.scores_json(c.scores)}
     followup.settle_choices(out / "choices.json", final)
     print("Q6c rates: " + "; ".join(f"{loss} {a} {v['lr']:g}" for loss, arms in final.items() for a, v in arms.items()),
           flush=True)
-    followup.train_test(store, test_configs({loss: {a: v["lr"] for a, v in arms.items()} for loss, arms in final.items()}),
-                        out, jobs, "Q6c")
+    study.train_named(store, test_configs({loss: {a: v["lr"] for a, v in arms.items()} for loss, arms in final.items()}),
+                      out / "test", jobs, "Q6c test")
     return final
 
 

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import followup, selection, tier
+from . import followup, study, selection, tier
 from .train import TrainConfig
 
 #: The question it answers, as the pages name it.
@@ -91,13 +91,13 @@ def choose(store, loss: str, plan=None):
     """(``{"wd": Choice, "eta": Choice}`` once both selections of ``loss`` are final, else None; every run of its
     grids so far; the runs still to train). Selection 2 starts when selection 1 is final."""
     plan = plan or followup.tier_plan()
-    wd, grid, todo = followup.grid_choice(store, lambda ws: wd_configs(loss, ws, plan), (0.0, *WD_GRID), WD_GRID,
-                                          by="weight_decay")
+    wd, grid, todo = study.grid_choice(store, lambda ws: wd_configs(loss, ws, plan), (0.0, *WD_GRID),
+                                       study.rule(WD_GRID, by="weight_decay"))
     if wd is None:
         return None, grid, todo
     base = eta_grid(plan.eta[loss])
-    eta, grid2, todo2 = followup.grid_choice(store, lambda es: eta_configs(loss, es, tested(wd), plan),
-                                             (0.0, *base), base)
+    eta, grid2, todo2 = study.grid_choice(store, lambda es: eta_configs(loss, es, tested(wd), plan),
+                                          (0.0, *base), study.rule(base))
     return ({"wd": wd, "eta": eta} if eta is not None else None), grid + [c for c in grid2 if c not in grid], todo2
 
 
@@ -165,15 +165,16 @@ def main(jobs: int = 2, root_store=None) -> dict:
     store = ResultStore(root_store)
     out = folder()
     dec = tier.tier_dir("decisive")
-    followup.restore_committed(store, (("tier selection", dec / "selection"), ("selection", out / "selection"),
+    study.restore_committed(store, (("tier selection", dec / "selection"), ("selection", out / "selection"),
                                        ("test", out / "test")))
     plan = followup.tier_plan()
     choosers = {loss: (lambda loss=loss: choose(store, loss, plan)) for loss in LOSSES}
-    final = {loss: choice_record(loss, both) for loss, both in followup.select(store, choosers, out, jobs, ID).items()}
+    final = {loss: choice_record(loss, both)
+             for loss, both in study.select(store, choosers, out / "selection", jobs, f"{ID} selection").items()}
     followup.settle_choices(out / "choices.json", final)
     print(f"{ID} choices: " + "; ".join(f"{loss} weight decay {v['weight_decay_tested']:g} η {v['eta_tested']:g}"
                                        for loss, v in final.items()), flush=True)
-    followup.train_test(store, test_configs(final), out, jobs, ID)
+    study.train_named(store, test_configs(final), out / "test", jobs, f"{ID} test")
     return final
 
 
