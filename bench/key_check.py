@@ -78,12 +78,11 @@ def study_runs() -> dict:
     try:
         tier.REPO = tmp
         tier.restore = lambda *a, **k: 0
-        for name, drive in (("decisive", lambda: commands.decisive_command(jobs=1)),
-                            ("sgd-rates", lambda: sgdrates.main(jobs=1)), ("sgd-eta", lambda: sgdeta.main(jobs=1)),
-                            ("dense-curves", lambda: densecurves.main(jobs=1)),
-                            ("longer-runs", lambda: longruns.main(jobs=1)),
-                            ("weight-decay", lambda: weightdecay.main(jobs=1)),
-                            ("regime-seeds", lambda: regimeseeds.main(jobs=1))):
+        followups = {"sgd-rates": sgdrates, "sgd-eta": sgdeta, "dense-curves": densecurves, "longer-runs": longruns,
+                     "weight-decay": weightdecay, "regime-seeds": regimeseeds}
+        drives = [("decisive", lambda store: commands.decisive_command(jobs=1))]
+        drives += [(name, lambda store, m=m: study.run([m.STUDY], jobs=1, store=store)) for name, m in followups.items()]
+        for name, drive in drives:
             store = CommittedStore(tmp / "data")
 
             def record(todo, named, where, *a, **k):
@@ -96,7 +95,7 @@ def study_runs() -> dict:
             commands.ResultStore = store_mod.ResultStore = lambda *a, _s=store, **k: _s
             with contextlib.redirect_stdout(io.StringIO()):
                 try:
-                    drive()
+                    drive(store)
                 except Pending:
                     pass
             out[f"study/{name}/read"] = store.asked

@@ -86,7 +86,7 @@ def test_a_choice_is_written_once(tmp_path):
 def test_the_later_stages_train_in_order_each_run_once(tmp_path, monkeypatch, capsys, no_fsync):
     """Stand-in training through every stage after the main comparison, on shortened loss lists: each held-out
     selection records its choices, each training stage exports only runs that no earlier stage named, seed by seed."""
-    from sec_lib.runs import commands, sweeps, tier
+    from sec_lib.runs import decisive_studies, sweeps, tier
     from sec_lib.runs import store as S
     from sec_lib.runs.train import RunResult
     monkeypatch.setenv("SEC_RUNS_DIR", str(tmp_path / "runs"))
@@ -125,7 +125,7 @@ def test_the_later_stages_train_in_order_each_run_once(tmp_path, monkeypatch, ca
         return []
 
     monkeypatch.setattr(S, "run_all", fake_run_all)
-    assert commands.later_stages(S.ResultStore(), jobs=500) == 0
+    assert decisive_studies.train(decisive_studies.later_studies(), 500, store=S.ResultStore()) == 0
     said = capsys.readouterr().out
     assert "not written yet" not in said and "the decisive tier's stages are complete" in said
     assert decisive.read_choices() == {"tml": {"sec": 0.05, "l2reg": 0.005, "flags": []},
@@ -176,4 +176,4 @@ def test_the_later_stages_train_in_order_each_run_once(tmp_path, monkeypatch, ca
     assert main <= shown
     # a rerun trains nothing: every stage is in the store (and would be restored from its folder)
     trained.clear()
-    assert commands.later_stages(S.ResultStore(), jobs=500) == 0 and trained == []
+    assert decisive_studies.train(decisive_studies.later_studies(), 500, store=S.ResultStore()) == 0 and trained == []

@@ -2,7 +2,7 @@
 paper's settings, from folders and a weights file on your disk (nothing is downloaded).
 
     python -m sec_lib.book run --profile cub --data-root /data/dml --pretrained /weights/bn_inception-52deb4733.pth
-    python -m sec_lib.runs.benchmarks [PROFILE]      (the settings with their sources, and the expected cost)
+    python -m sec_lib.book benchmarks [PROFILE]      (the settings with their sources, and the expected cost)
 
 Each profile (``cub``, ``cars``, ``sop``, ``inshop``) is an :class:`~sec_lib.runs.experiments.Profile` built
 in :mod:`sec_lib.runs.benchmark_settings` (re-exported here) from :data:`COMMON`, :data:`DATASETS` and :data:`RATES`,
@@ -39,7 +39,6 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -265,7 +264,7 @@ def estimate(cfg) -> float:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m sec_lib.runs.benchmarks", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python -m sec_lib.book benchmarks", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("profiles", nargs="*", default=list(DATASETS), help=f"some of {', '.join(DATASETS)} (default: all)")
     args = ap.parse_args(argv)
@@ -280,7 +279,3 @@ def main(argv=None) -> int:
         print(pl.to_string(index=False, formatters={"hours": "{:.0f}".format}))
         print(f"total: {pl['runs'].sum()} runs, about {pl['hours'].sum():.0f} run-hours (one run per GPU at a time)")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

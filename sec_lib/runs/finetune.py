@@ -25,14 +25,13 @@ Tiers: the quick tier (profile ``cpu``; ``smoke`` for the tests): the book's ``p
 is the profile's main-table run (same loss, variant, seed, run length and data; the Adam rate of the profile's
 own learning-rate pilot).
 
-    python -m sec_lib.runs.finetune --profile cpu            # train the selection, then the fine-tuning runs
+    python -m sec_lib.book finetune --profile cpu            # train the selection, then the fine-tuning runs
 """
 from __future__ import annotations
 
 import argparse
 import dataclasses
 import json
-import sys
 
 import numpy as np
 import pandas as pd
@@ -269,7 +268,7 @@ def summary(profile, store) -> dict[str, pd.DataFrame]:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m sec_lib.runs.finetune", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m sec_lib.book finetune", description=__doc__.split("\n")[0])
     ap.add_argument("--profile", default="cpu", help=f"one of {', '.join(FINETUNE_PROFILES)}")
     ap.add_argument("--jobs", type=int, default=1)
     ap.add_argument("--root", default=None, help="result store folder (default: $SEC_RUNS_DIR or data/runs)")
@@ -294,7 +293,3 @@ def main(argv=None) -> int:
                                                          "test_norm_cv"]].mean().round(3).to_string())
         print(out["effects"].round(2).to_string(index=False))
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -13,7 +13,8 @@ from pathlib import Path
 import pandas as pd
 
 from ..tempfiles import atomic_write_json
-from . import selection, tier
+from . import tier
+from .train import TrainConfig
 
 
 def rel(path: Path) -> str:
@@ -95,13 +96,16 @@ def committed_test_runs(here: Path, want_of, what: str) -> pd.DataFrame:
     return runs[runs["key"].isin(want)].reset_index(drop=True)
 
 
-def cli(prog: str, description: str, main, argv=None) -> int:
-    """A follow-up's command, ``python -m <prog> [--jobs N]``: a bad ``--jobs`` is refused before any work."""
-    import argparse
-    ap = argparse.ArgumentParser(prog=f"python -m {prog}", description=description)
-    ap.add_argument("--jobs", type=int, default=2, help="runs trained at once (default 2: one a core)")
-    args = ap.parse_args(argv)
-    if args.jobs < 1:
-        ap.error(f"--jobs must be at least 1, got {args.jobs}")
-    main(jobs=args.jobs)
-    return 0
+def q6b_configs(root=None) -> list[TrainConfig]:
+    """Q6b's SGD runs as the decisive ``optim`` stage committed them (in the repository, or in ``root``), in its
+    order."""
+    runs = pd.read_parquet(tier.tier_dir("decisive", root) / "optim" / "runs.parquet", columns=["config", "optimizer"])
+    return [TrainConfig(**json.loads(c)) for c in runs.loc[runs["optimizer"] == "sgd", "config"]]
+
+
+def q6b_rates(root=None) -> dict:
+    """{loss: {'none': lr, 'sec': lr}}: the rates Q6b's runs trained at (the tier's shared SGD rates)."""
+    out: dict = {}
+    for c in q6b_configs(root):
+        out.setdefault(c.loss, {})["sec" if c.eta > 0 else "none"] = float(c.lr)
+    return out

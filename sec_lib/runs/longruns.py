@@ -165,20 +165,13 @@ def arm_of(cfg: dict) -> str:
     return "l2reg" if cfg.get("mu") == "zero" else "sec"
 
 
-def main(jobs: int = 2, root_store=None) -> None:
+def train(session, study_) -> None:
     """Train the runs the store lacks, resumably, exporting ``test/`` after every chunk of ``jobs`` runs."""
-    from .store import ResultStore
-    store = ResultStore(root_store)
-    out = folder()
-    study.restore_committed(store, (("test", out / "test"),))
+    store, jobs = session.store, session.jobs
+    out = study_.path()
     study.train_named(store, test_configs(), out / "test", jobs, f"{ID} test")
 
 
-def cli(argv=None) -> int:
-    """``python -m sec_lib.runs.longruns [--jobs N]`` (``make followup-length``)."""
-    return followup.cli("sec_lib.runs.longruns", __doc__.splitlines()[0], lambda jobs: main(jobs=jobs), argv)
-
-
-if __name__ == "__main__":
-    raise SystemExit(cli())
-
+#: The study as the driver trains it (:func:`sec_lib.runs.study.run`; ``make followup-length``).
+STUDY = study.Study("longer-runs", FOLDER, __doc__.splitlines()[0], train,
+                    stages=("test",))

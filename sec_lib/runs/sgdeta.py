@@ -28,13 +28,13 @@ from pathlib import Path
 import pandas as pd
 
 from ..tempfiles import atomic_write_json
-from . import followup, study, selection, sgdrates, tier
+from . import followup, selection, study, tier
 from .train import TrainConfig
 
 #: The four main losses, each selected and tested.
 LOSSES = ("triplet", "semihard", "npair", "ms")
 #: The test seeds: Q6b's (the decisive tier's floor).
-SEEDS = sgdrates.SEEDS
+SEEDS = tuple(range(5))
 #: The follow-up's folder: ``selection/`` (held-out runs), ``test/`` (test-class runs), ``choices.json``, README.
 FOLDER = ("data", "followups", "sgd-eta")
 FOLDER_TEXT = "/".join(FOLDER) + "/"
@@ -51,10 +51,10 @@ def base_rates(root=None) -> dict:
     """{loss: lr}: the SGD rate of each loss's arm without SEC, at which Q6d trains both arms: Q6c's held-out choice
     (``sgd-rates/choices.json``) for its losses, Q6b's shared rate for semihard. KeyError while Q6c's choice is not
     committed."""
-    chosen = sgdrates.read_choices(root)
+    chosen = followup.read_json(study.folder_of("sgd-rates", root) / "choices.json")
     if not chosen:
-        raise KeyError(f"Q6d needs Q6c's rates: {sgdrates.FOLDER_TEXT}choices.json is not committed")
-    q6b = sgdrates.q6b_rates(root)
+        raise KeyError("Q6d needs Q6c's rates: data/followups/sgd-rates/choices.json is not committed")
+    q6b = followup.q6b_rates(root)
     return {loss: float(chosen[loss]["sgd"]["lr"]) if loss in chosen else float(q6b[loss]["none"]) for loss in LOSSES}
 
 
@@ -86,7 +86,7 @@ def test_configs(choices: dict, root=None) -> list[TrainConfig]:
     """Q6b's runs with both arms at the loss's rate without SEC and SEC at the η to test (``choices``:
     {loss: {"lr": lr, "tested": η}}), in Q6b's order."""
     out = []
-    for c in sgdrates.q6b_configs(root):
+    for c in followup.q6b_configs(root):
         ch = choices[c.loss]
         out.append(dataclasses.replace(c, lr=float(ch["lr"]), **({"eta": float(ch["tested"])} if c.eta > 0 else {})))
     return out
@@ -112,7 +112,7 @@ def reused_from(root=None) -> dict:
     """{(stage, whose): run keys}: the runs committed before this follow-up that its stages reuse: the selection's
     η = 0 and paper-η points are Q6c's or the tier's ``sgd-selection`` runs; the test's arm without SEC is Q6c's
     (semihard's: Q6b's), for the page's account of what produced it."""
-    dec, q6c = tier.tier_dir("decisive", root), sgdrates.folder(root)
+    dec, q6c = tier.tier_dir("decisive", root), study.folder_of("sgd-rates", root)
 
     def keys(where):
         path = where / "runs.parquet"
@@ -150,17 +150,12 @@ def eta_table(root=None) -> pd.DataFrame:
         .reset_index(drop=True)
 
 
-def main(jobs: int = 2, root_store=None) -> dict:
+def train(session, study_) -> dict:
     """Train the follow-up, resumably: the η selections (grown until final), ``choices.json``, then the test runs;
     each export after every chunk of ``jobs`` runs. Committed runs that are points of it (Q6b's, Q6c's, the tier's
     ``sgd-selection``) are restored first and never retrained. Returns the choices."""
-    from .store import ResultStore
-    store = ResultStore(root_store)
-    out = folder()
-    dec, q6c = tier.tier_dir("decisive"), sgdrates.folder()
-    study.restore_committed(store, (("Q6b", dec / "optim"), ("SGD rate selection", dec / "sgd-selection"),
-                                       ("Q6c selection", q6c / "selection"), ("Q6c test", q6c / "test"),
-                                       ("selection", out / "selection"), ("test", out / "test")))
+    store, jobs = session.store, session.jobs
+    out = study_.path()
     rates = base_rates()
     choosers = {loss: (lambda loss=loss: choose(store, loss, rates[loss])) for loss in LOSSES}
     final = {loss: {"lr": rates[loss], "eta": float(c.weight), "tested": float(c.best_nonzero),
@@ -173,10 +168,7 @@ def main(jobs: int = 2, root_store=None) -> dict:
     return final
 
 
-def cli(argv=None) -> int:
-    """``python -m sec_lib.runs.sgdeta [--jobs N]`` (``make followup-sgd-eta``)."""
-    return followup.cli("sec_lib.runs.sgdeta", __doc__.splitlines()[0], lambda jobs: main(jobs=jobs), argv)
-
-
-if __name__ == "__main__":
-    raise SystemExit(cli())
+#: The study as the driver trains it (:func:`sec_lib.runs.study.run`; ``make followup-sgd-eta``).
+STUDY = study.Study("sgd-eta", FOLDER, __doc__.splitlines()[0], train,
+                    stages=("selection", "test"), reads=(("decisive", "optim"), ("decisive", "sgd-selection"),
+                                                         ("sgd-rates", "selection"), ("sgd-rates", "test")))

@@ -21,13 +21,13 @@ Registered on 2026-11-28, before any of its test-class runs (``data/followups/sg
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pandas as pd
 
 from ..tempfiles import atomic_write_json
-from . import followup, study, selection, tier
+from . import followup, selection, study, tier
+from .followup import q6b_configs, q6b_rates  # noqa: F401 - q6b_rates: the optim page reads it here
 from .store import run_key
 from .train import TrainConfig
 
@@ -66,25 +66,10 @@ def choose(store, loss: str, arm: str, plan=None):
                              tuple(selection.LR_GRID), study.rule(selection.LR_GRID, by="lr", zero=False))
 
 
-def q6b_configs(root=None) -> list[TrainConfig]:
-    """Q6b's SGD runs as the decisive ``optim`` stage committed them (in the repository, or in ``root``), in its
-    order."""
-    runs = pd.read_parquet(tier.tier_dir("decisive", root) / "optim" / "runs.parquet", columns=["config", "optimizer"])
-    return [TrainConfig(**json.loads(c)) for c in runs.loc[runs["optimizer"] == "sgd", "config"]]
-
-
 def reused_from(root=None) -> dict:
     """{(stage, whose): run keys}: the runs committed before this follow-up that its stages reuse (the test's
     semihard runs are Q6b's), for the page's account of what produced it."""
     return {("test", "Q6b's"): {run_key(c) for c in q6b_configs(root)}}
-
-
-def q6b_rates(root=None) -> dict:
-    """{loss: {'none': lr, 'sec': lr}}: the rates Q6b's runs trained at (the tier's shared SGD rates)."""
-    out: dict = {}
-    for c in q6b_configs(root):
-        out.setdefault(c.loss, {})["sec" if c.eta > 0 else "none"] = float(c.lr)
-    return out
 
 
 def test_configs(rates: dict, root=None) -> list[TrainConfig]:
@@ -146,15 +131,11 @@ def rate_table(root=None) -> pd.DataFrame:
         .reset_index(drop=True)
 
 
-def main(jobs: int = 2, root_store=None) -> dict:
+def train(session, study_) -> dict:
     """Train the follow-up, resumably: the selections (grown until final), ``choices.json``, then the test runs;
     each export after every chunk of ``jobs`` runs. Returns the choices."""
-    from .store import ResultStore
-    store = ResultStore(root_store)
-    out = folder()
-    # Q6b's first: semihard's test runs are its runs, reused, never retrained
-    study.restore_committed(store, (("Q6b", tier.tier_dir("decisive") / "optim"), ("selection", out / "selection"),
-                                       ("test", out / "test")))
+    store, jobs = session.store, session.jobs
+    out = study_.path()
     choosers = {(loss, arm): (lambda loss=loss, arm=arm: choose(store, loss, arm))
                 for arm in ("sgd", "sgd+sec") for loss in LOSSES}   # the arm without SEC first: its grids sit at edges
     final: dict = {}
@@ -169,10 +150,6 @@ def main(jobs: int = 2, root_store=None) -> dict:
     return final
 
 
-def cli(argv=None) -> int:
-    """``python -m sec_lib.runs.sgdrates [--jobs N]`` (``make followup-sgd``)."""
-    return followup.cli("sec_lib.runs.sgdrates", __doc__.splitlines()[0], lambda jobs: main(jobs=jobs), argv)
-
-
-if __name__ == "__main__":
-    raise SystemExit(cli())
+#: The study as the driver trains it (:func:`sec_lib.runs.study.run`; ``make followup-sgd``).
+STUDY = study.Study("sgd-rates", FOLDER, __doc__.splitlines()[0], train,
+                    stages=("selection", "test"), reads=(("decisive", "optim"),))

@@ -1,6 +1,10 @@
-"""What every registered study shares: committed runs restored before anything trains, training in chunks through
-the :class:`~sec_lib.runs.launch.Launcher` with an export after each chunk, and the held-out grid grown at an edge.
+"""A registered study, and what every study shares: committed runs restored before anything trains, training in
+chunks through the :class:`~sec_lib.runs.launch.Launcher` with an export after each chunk, and the held-out grid
+grown at an edge.
 
+- :class:`Study`: one registered design (the schedule pilot, a held-out selection, the main comparison, a stage, a
+  follow-up): its name, folder, title, the committed folders it reads, and how it trains; :func:`run` trains any
+  list of studies in order, resuming;
 - :func:`restore_committed`: the committed runs of a study's folders (and of the studies it reuses) into the store,
   so that no committed run trains again;
 - :func:`train_exporting`: train runs in chunks, exporting the named ones to the study's folder after each chunk;
@@ -11,12 +15,72 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from ..tempfiles import atomic_write_bytes
 from . import selection, tier
 from .launch import PoolLauncher
 from .many import process_groups
+from .store import ResultStore
+
+
+#: Where a study's folder is when it is not a follow-up's (``data/followups/<name>/``).
+FOLDERS = {"decisive": ("data", "reference", "decisive")}
+
+
+def folder_of(name: str, root=None) -> Path:
+    """The folder of the study (or tier) ``name`` in the repository (or in ``root``): the decisive tier's under
+    ``data/reference/``, a follow-up's under ``data/followups/``."""
+    return Path(root or tier.REPO).joinpath(*FOLDERS.get(name, ("data", "followups", name)))
+
+
+@dataclass
+class Session:
+    """What the studies of one :func:`run` share: the store, the runs trained at once, the profile their held-out
+    runs take their settings from, each study's result by name, and the keys of the runs named so far."""
+    store: object
+    jobs: int = 2
+    profile: str = "reference"
+    results: dict = field(default_factory=dict)
+    named: set = field(default_factory=set)
+
+
+@dataclass(frozen=True)
+class Study:
+    """A registered design. ``folder``: its folder under the repository; ``stages``: its subfolders of committed
+    runs ("" for the folder itself); ``reads``: the committed folders of studies before it that it reuses, as
+    (study name, stage) pairs, resolved by :func:`folder_of`; ``train(session, study)`` trains what is missing of it
+    (resumably) and returns its result (its choices, or None); False: it cannot finish yet, and the studies after
+    it wait."""
+    name: str
+    folder: tuple
+    title: str
+    train: Callable
+    stages: tuple = ("",)
+    reads: tuple = ()
+
+    def path(self, root=None) -> Path:
+        return Path(root or tier.REPO).joinpath(*self.folder)
+
+    def committed(self) -> list:
+        """(what, folder) of every committed folder it reads or writes, for :func:`restore_committed`."""
+        theirs = [(f"{name} {stage}", folder_of(name) / stage) for name, stage in self.reads]
+        return theirs + [(f"{self.name} {stage}".strip(), self.path() / stage) for stage in self.stages]
+
+
+def run(studies, jobs: int = 2, store=None, session: Session | None = None) -> dict:
+    """Train ``studies`` in order, each resuming from the store and its committed folders (restored first); stops at
+    a study that cannot finish yet. Returns {name: result}."""
+    session = session or Session(store if store is not None else ResultStore(), jobs)
+    for s in studies:
+        restore_committed(session.store, s.committed())
+        got = s.train(session, s)
+        session.results[s.name] = got
+        if got is False:
+            break
+    return session.results
 
 
 def restore_committed(store, places) -> None:

@@ -157,16 +157,12 @@ def stage_runs(stage: str, root=None) -> pd.DataFrame:
     return followup.committed_runs(folder(root) / stage)
 
 
-def main(jobs: int = 2, root_store=None) -> dict:
+def train(session, study_) -> dict:
     """Train the follow-up, resumably: both selections of every loss (grown until final), ``choices.json``, then the
     test runs, each exported after every chunk of ``jobs`` runs. The tier's η = 0 selection runs (the point 0 of
     selection 1) and this follow-up's committed runs are restored first and never retrained. Returns the choices."""
-    from .store import ResultStore
-    store = ResultStore(root_store)
-    out = folder()
-    dec = tier.tier_dir("decisive")
-    study.restore_committed(store, (("tier selection", dec / "selection"), ("selection", out / "selection"),
-                                       ("test", out / "test")))
+    store, jobs = session.store, session.jobs
+    out = study_.path()
     plan = followup.tier_plan()
     choosers = {loss: (lambda loss=loss: choose(store, loss, plan)) for loss in LOSSES}
     final = {loss: choice_record(loss, both)
@@ -178,10 +174,6 @@ def main(jobs: int = 2, root_store=None) -> dict:
     return final
 
 
-def cli(argv=None) -> int:
-    """``python -m sec_lib.runs.weightdecay [--jobs N]`` (``make followup-weight-decay``)."""
-    return followup.cli("sec_lib.runs.weightdecay", __doc__.splitlines()[0], lambda jobs: main(jobs=jobs), argv)
-
-
-if __name__ == "__main__":
-    raise SystemExit(cli())
+#: The study as the driver trains it (:func:`sec_lib.runs.study.run`; ``make followup-weight-decay``).
+STUDY = study.Study("weight-decay", FOLDER, __doc__.splitlines()[0], train,
+                    stages=("selection", "test"), reads=(("decisive", "selection"),))
