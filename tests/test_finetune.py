@@ -149,7 +149,7 @@ def test_a_pretrained_runs_store_key_follows_the_checkpoints_content(tmp_path):
     import json
     import os
     import shutil
-    from sec_lib.runs.train import TrainConfig, weights_path, weights_sha256
+    from sec_lib.runs.config import TrainConfig, weights_path, weights_sha256
     committed = TrainConfig(pretrained=str(CHECKPOINT))
     prov = json.loads(CHECKPOINT.with_suffix(".json").read_text())
     assert committed.canonical()["pretrained_sha256"] == prov["file_sha256"]

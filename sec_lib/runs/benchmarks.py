@@ -53,7 +53,7 @@ from .benchmark_settings import (  # noqa: F401 - re-exported: the runner, the p
     OURS, Cited, COMMON, DATASETS, RATES, DEFAULT_LOSS, NOT_APPLICABLE, SKIPPED_CHAPTERS, benchmark_profile,
     smoke_profile, settings_table)
 from .store import run_key
-from .train import RunResult
+from .config import RunResult
 
 __all__ = ["Cited", "COMMON", "DATASETS", "RATES", "NOT_APPLICABLE", "PAPER_DATASET", "BACKBONES", "PRETRAINED_ENV",
            "BACKBONE_ENV", "benchmark_profile", "smoke_profile", "settings_table", "configure", "preflight",

@@ -26,7 +26,7 @@ from pathlib import Path
 import pandas as pd
 
 from . import followup, study, tier
-from .train import TrainConfig
+from .config import TrainConfig
 
 #: The iterations each prefix is retraced to (C3's stage: 2,000).
 PREFIX = 5000

@@ -28,7 +28,7 @@ from ..params import Choice
 from . import decisive, finetune, scalearms
 from .benchmark_settings import benchmark_profile
 from .store import run_key
-from .train import TrainConfig
+from .config import TrainConfig
 from .profiles import (  # noqa: F401 - re-exported: the chapters and the runner read them here
     MAIN_LOSSES, VARIANTS, GLYPH_PROFILES, BENCHMARK_PROFILES, PROFILE_NAMES, ETA_SEC, EXTRA_LOSSES, ETA_L2,
     SSL_LOSSES, NPAIR_VARIANTS, FACE_LOSSES, REVIEW_LOSSES, LOSS_SETTINGS, CHAPTER_NAMES, Profile, PROFILES,

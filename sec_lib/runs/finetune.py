@@ -40,7 +40,7 @@ from ..params import Choice
 from . import sweeps as sw
 from .pretrain import committed_provenance, provenance_path
 from .store import ResultStore
-from .train import TrainConfig
+from .config import TrainConfig
 
 #: The SEC rebuttal's Table 3 (copied from ../shared/reference/rebuttal_hyperparameters.md): (dataset, losses) ->
 #: (backbone lr, head lr, decay factor, decay iterations, iterations). T = triplet, SHT = semihard, NNP = N-pair.

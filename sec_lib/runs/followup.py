@@ -14,7 +14,7 @@ import pandas as pd
 
 from ..tempfiles import atomic_write_json
 from . import tier
-from .train import TrainConfig
+from .config import TrainConfig
 
 
 def rel(path: Path) -> str:

@@ -20,7 +20,7 @@ from . import pretrain
 from . import study
 from . import tier
 from .store import ResultStore
-from .train import TrainConfig
+from .config import TrainConfig
 
 
 #: The gpu profile's earlier forms, whose committed runs stay in the tier (each its own kind or its own settings):

@@ -33,7 +33,7 @@ from . import experiments as ex
 from ..params import Choice, Number, ParameterError
 from . import store as results
 from .store import ResultStore, default_root, run_key, worker_pool
-from .train import TrainConfig
+from .config import TrainConfig
 
 LAUNCHERS = ("pool", "submitit")
 CLUSTERS = (None, "local", "slurm")

@@ -30,7 +30,7 @@ from scipy import stats
 
 from ..report import min_detectable_effect
 from . import followup, study, tier
-from .train import TrainConfig
+from .config import TrainConfig
 
 #: The question it answers, as the pages name it.
 QUESTION = "has the SEC − none gap stopped moving at 13,500 iterations?"

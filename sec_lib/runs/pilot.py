@@ -43,7 +43,7 @@ import math
 import pandas as pd
 
 from . import sweeps as sw
-from .train import TrainConfig
+from .config import TrainConfig
 
 SHAPES = ("cosine", "step")
 LENGTHS = (4000, 6000)            # T and 1.5 T

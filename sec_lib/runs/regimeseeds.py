@@ -33,7 +33,7 @@ from scipy import stats
 from ..report import min_detectable_effect
 from . import followup, study, tier
 from .plan import planned_seeds
-from .train import TrainConfig
+from .config import TrainConfig
 
 #: The question it answers, as the pages name it.
 QUESTION = "does SEC gain less when fine-tuning than from scratch, on fresh seeds?"

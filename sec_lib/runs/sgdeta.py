@@ -29,7 +29,7 @@ import pandas as pd
 
 from ..tempfiles import atomic_write_json
 from . import followup, selection, study, tier
-from .train import TrainConfig
+from .config import TrainConfig
 
 #: The four main losses, each selected and tested.
 LOSSES = ("triplet", "semihard", "npair", "ms")

@@ -29,7 +29,7 @@ from ..tempfiles import atomic_write_json
 from . import followup, selection, study, tier
 from .followup import q6b_configs, q6b_rates  # noqa: F401 - q6b_rates: the optim page reads it here
 from .store import run_key
-from .train import TrainConfig
+from .config import TrainConfig
 
 #: The losses whose SGD rates this follow-up selects (semihard's are the tier's ``sgd-selection``).
 LOSSES = ("triplet", "npair", "ms")

@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import dataclasses
 
+import pandas as pd
+
 from ..losses import LOSS_SPECS
 from ..params import Choice
 from .store import ResultStore, run_key
-from .train import TrainConfig
+from .config import RunResult, TrainConfig
 from .profiles import (  # noqa: F401 - re-exported: the modules below the registry read them here
     MAIN_LOSSES, VARIANTS, GLYPH_PROFILES, BENCHMARK_PROFILES, PROFILE_NAMES, ETA_SEC, EXTRA_LOSSES, ETA_L2,
     SSL_LOSSES, NPAIR_VARIANTS, FACE_LOSSES, REVIEW_LOSSES, LOSS_SETTINGS, Profile, PROFILES, glyph_profile)
@@ -453,7 +455,5 @@ class AnyChoice:
     root = "(no store: checking configs)"
 
     def get(self, cfg, tables=()):
-        import pandas as pd
-        from .train import RunResult
         empty = pd.DataFrame()
         return RunResult(cfg, "failed", {}, empty, empty, empty, empty, empty, empty, error="stand-in")

@@ -37,7 +37,8 @@ from .. import kernels
 from ..params import ParameterError
 from .store import TABLES, ResultStore, run_key
 from .tablehash import HASHED_TABLES, UNHASHED_COLUMNS, column_hashes, table_hash  # noqa: F401
-from .train import RunResult, TrainConfig, train
+from .config import RunResult, TrainConfig
+from .train import train
 
 REPO = Path(__file__).resolve().parents[2]
 STEP_ROWS = 250

@@ -34,7 +34,7 @@ from pathlib import Path
 import pandas as pd
 
 from . import followup, study, selection, tier
-from .train import TrainConfig
+from .config import TrainConfig
 
 #: The question it answers, as the pages name it.
 QUESTION = "does SEC add anything to a baseline trained with the authors' weight decay?"
