@@ -239,11 +239,11 @@ def test_the_retired_reference_tier_is_not_exported_and_rerun_reads_its_successo
     decisive tier, with a clear error for a key it does not hold."""
     from sec_lib.runs import commands
     monkeypatch.setenv("SEC_RUNS_DIR", str(tmp_path / "runs"))
-    assert tier.RETIRED_TIERS == ("reference",) and "reference" not in tier.TIER_PROFILES
+    assert tuple(tier.RETIRED) == tier.RETIRED_TIERS == ("reference",) and "reference" not in tier.TIER_PROFILES
     assert commands.export_command("reference") == 2
     err = capsys.readouterr().err
-    assert "retired" in err and tier.RETIRED_AT["reference"] in err and "make decisive" in err
-    assert f"retired on {tier.RETIRED_ON['reference']}" in err
+    assert "retired" in err and tier.RETIRED["reference"].at in err and "make decisive" in err
+    assert f"retired on {tier.RETIRED['reference'].on}" in err
     assert not (tmp_path / "runs").exists()
     if not tier.stage_dirs(tier.tier_dir("decisive")):
         pytest.skip("no committed decisive tier in this checkout")

@@ -149,11 +149,11 @@ def train_command(profile: str, chapters, launcher) -> int:
 def export_command(profile: str) -> int:
     """Copy the profile's finished runs into its committed tier ``data/reference/<profile>/`` (refused for a
     retired tier, whose folder keeps its history)."""
-    if profile in tier.RETIRED_TIERS:
-        print(f"error: the {profile} tier was retired on {tier.RETIRED_ON[profile]} and is no longer exported (its folder keeps "
-              f"runs.parquet, evals.parquet, kinds.csv and its portability report; commit {tier.RETIRED_AT[profile]} "
-              f"holds it whole); the {tier.REPLACED_BY[profile]} tier replaced it: `make {tier.REPLACED_BY[profile]}` "
-              "trains and exports it", file=sys.stderr)
+    if profile in tier.RETIRED:
+        r = tier.RETIRED[profile]
+        print(f"error: the {profile} tier was retired on {r.on} and is no longer exported (its folder keeps "
+              f"runs.parquet, evals.parquet, kinds.csv and its portability report; commit {r.at} holds it whole); the "
+              f"{r.replaced_by} tier replaced it: `make {r.replaced_by}` trains and exports it", file=sys.stderr)
         return 2
     store = ResultStore()
     counts = tier.export(store, ex.profile_configs(profile, store), tier.tier_dir(profile))
@@ -172,8 +172,8 @@ def rerun_command(key: str, profile: str, tier_root=None) -> int:
     a difference is reported as on another kind (GPU kernels are not deterministic).
     On another kind, or where the committed kind is unknown, it reports the difference in units of that
     arm's seed SD, says that bit-identity is not expected there, and exits 0."""
-    if tier_root is None and profile in tier.REPLACED_BY:     # the reference profile's committed runs: the decisive tier
-        tier_root = tier.tier_dir(tier.REPLACED_BY[profile])
+    if tier_root is None and profile in tier.RETIRED:     # the reference profile's committed runs: the decisive tier
+        tier_root = tier.tier_dir(tier.RETIRED[profile].replaced_by)
     root = Path(tier_root) if tier_root is not None else tier.tier_dir(profile)
     if not (root / "runs.parquet").exists():       # a staged tier (data/reference/decisive): the stage holding the run
         stages = tier.stage_dirs(root)
