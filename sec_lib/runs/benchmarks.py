@@ -46,14 +46,16 @@ import pandas as pd
 from ..data import LAYOUTS, ROOT_ENV, get_dataset
 from ..data.benchmarks import DISPLAY_NAMES
 from ..losses import LOSS_SPECS
+from ..models import build_model
 from ..params import Choice, ParameterError
 from . import experiments as ex
 from .benchmark_settings import (  # noqa: F401 - re-exported: the runner, the pages and the tests read them here
     PRETRAINED_ENV, BACKBONE_ENV, BACKBONES, DATASET_OF, PAPER_DATASET, PAPER, TABLE1, TABLE3, TABLE4, LOSSES, CODE,
     OURS, Cited, COMMON, DATASETS, RATES, DEFAULT_LOSS, NOT_APPLICABLE, SKIPPED_CHAPTERS, benchmark_profile,
     smoke_profile, settings_table)
-from .store import run_key
 from .config import RunResult
+from .store import run_key
+from .tier import STAGED_TIERS
 
 __all__ = ["Cited", "COMMON", "DATASETS", "RATES", "NOT_APPLICABLE", "PAPER_DATASET", "BACKBONES", "PRETRAINED_ENV",
            "BACKBONE_ENV", "benchmark_profile", "smoke_profile", "settings_table", "configure", "preflight",
@@ -99,7 +101,6 @@ def check_weights(p: ex.Profile) -> str:
     """The weights file fits the profile's backbone: build it with the file (the key check of
     :func:`sec_lib.models.load_backbone_weights`); a ParameterError names the missing, unexpected and
     wrongly shaped keys, and the backbone the file fits, if it fits the other one."""
-    from ..models import build_model
     path, arch = p.base.get("pretrained"), p.base["model"]
     if not path:
         raise ParameterError(f"profile {p.name!r} fine-tunes an ImageNet-pretrained backbone ({arch}), as the paper "
@@ -173,7 +174,6 @@ def page_note(profile: str, page: str) -> str | None:
 def data_name(profile: str) -> str:
     """What a page calls the profile's data: "glyphs" for the glyph profiles and the committed glyph tiers a page may
     show (the staged decisive tier among them), else the dataset's name ("CUB-200-2011", ...)."""
-    from .tier import STAGED_TIERS
     Choice((*ex.PROFILE_NAMES, *STAGED_TIERS)).check("profile", profile)
     return DISPLAY_NAMES[DATASET_OF[profile]] if profile in DATASET_OF else "glyphs"
 

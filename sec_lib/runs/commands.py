@@ -19,10 +19,12 @@ from tqdm import tqdm
 from .. import kernels
 from ..data import get_dataset
 from ..params import ParameterError
-from . import experiments as ex
 from . import decisive_studies, tier
+from . import experiments as ex
+from .benchmarks import preflight
 from .launch import LaunchError, as_launcher
 from .launch import train_stages as waves
+from .provenance import provenance
 from .store import ResultStore
 
 
@@ -129,7 +131,6 @@ def train_command(profile: str, chapters, launcher) -> int:
                                  f"its data; its chapters: {', '.join(ex.profile_chapters(p))}")
         ex.check_sweeps(p, chapters)      # every config (device included) before anything trains
         if benchmark:
-            from .benchmarks import preflight
             preflight(p)                  # folders, every image, the weights: before anything trains
         summary.cleared = (ResultStore().clean_partial(), 0)
         if p.name in tier.TIER_PROFILES:       # resume from the committed runs on a fresh machine
@@ -191,7 +192,6 @@ def rerun_command(key: str, profile: str, tier_root=None) -> int:
         return 2
     cfg = t.config(key)
     if not cfg.device.startswith("cpu"):           # a GPU run: its kind is its GPU's (tier.gpu_kind)
-        from .provenance import provenance
         if not torch.cuda.is_available():
             print(f"error: run {key} was trained on a GPU ({tier.committed_kind(t, key)}); this machine has none, "
                   f"so it cannot retrain it (its config asks for device {cfg.device!r})", file=sys.stderr)

@@ -42,10 +42,12 @@ import dataclasses
 import json
 from pathlib import Path
 
+import numpy as np
+
 from ..tempfiles import atomic_write_json
+from . import finetune, selection, tier
 from . import sweeps as sw
-from . import tier
-from .mainstage import EVALS, Plan
+from .mainstage import EVALS, Plan, tested_weight
 from .pilot import TIER, schedule
 from .plan import FLOOR
 from .selection import RELATIVE_GRID
@@ -158,7 +160,6 @@ def radius_of(runs) -> float:
     selection runs (``runs``: their RunResults with ``test_norms``, pooled over the seeds), to 3 significant digits.
     SEC toward it equalizes the norms at the scale the loss reaches without a regularizer, so it does not shrink
     them. SelectionError when no done run has norms."""
-    import numpy as np
     norms = [n for r in runs if r is not None and r.status == "done" and "norm" in r.test_norms
              for n in r.test_norms["norm"]]
     med = float(np.median(np.asarray(norms, float))) if norms else float("nan")
@@ -171,7 +172,6 @@ def radius_of(runs) -> float:
 def record_scale(loss: str, relative, radius: float, root=None) -> dict:
     """Write ``loss``'s relative-SEC η (a final :class:`~sec_lib.runs.selection.Choice`; the best nonzero η where
     none won) and fixed-scale radius under ``choices.json``'s ``scale``, once. Returns the entry on disk."""
-    from .mainstage import tested_weight
     if relative.needs is not None:
         raise ValueError(f"the relative-SEC selection of {loss!r} is not final (it still needs {relative.needs:g})")
     have = read_choices(root)
@@ -195,7 +195,6 @@ def record_choice(loss: str, sec, l2=None, root=None) -> dict:
     """Write ``loss``'s held-out choice (:class:`~sec_lib.runs.selection.Choice` s: SEC's η and, if given, the L2
     weight; where no regularizer won, the best nonzero weight, flagged) to ``choices.json`` atomically, unless
     the loss is already there: a choice, once written, is never rewritten. Returns the loss's entry on disk."""
-    from .mainstage import tested_weight
     for name, c in (("sec", sec), ("l2reg", l2)):
         if c is not None and c.needs is not None:
             raise ValueError(f"the {name} selection of {loss!r} is not final (it still needs {c.needs:g})")
@@ -243,7 +242,6 @@ def profile(plan: Plan | None = None, choices: dict | None = None, root=None) ->
 def selection_grid(stage: str, kind: str) -> tuple:
     """The first grid of a held-out selection stage of :data:`STAGES` for ``kind`` ('sec', 'l2reg', 'relative'),
     without η = 0 (a point of its own): the review losses' η grid for ``review-selection``, else the main losses'."""
-    from . import selection
     if kind == "sec":
         return REVIEW_GRID if stage == "review-selection" else selection.ETA_GRID
     return {"l2reg": selection.L2_GRID, "relative": selection.RELATIVE_GRID}[kind]
@@ -254,7 +252,6 @@ def first_round(stage: str, p: sw.Profile | None = None, plan: Plan | None = Non
     and each grid point a grown grid adds): every point of its first grids (:func:`selection_grid`, η = 0 included
     where the stage has it; SGD's rate grid; the fine-tuning rate pairs under the decisive profile ``p``) at every
     seed, each run once. ``plan``: the committed ``plan.json`` by default."""
-    from . import finetune, selection
     hows = [how for name, _, how in STAGES if name == stage]
     if not hows:
         raise ValueError(f"unknown stage {stage!r}; the stages after the main comparison: "

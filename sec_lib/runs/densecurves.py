@@ -27,6 +27,7 @@ import pandas as pd
 
 from . import followup, study, tier
 from .config import TrainConfig
+from .store import load_runs
 
 #: The iterations each prefix is retraced to (C3's stage: 2,000).
 PREFIX = 5000
@@ -73,7 +74,6 @@ def test_runs(root=None) -> pd.DataFrame:
 def test_frames(root=None, tables=("evals", "steps")):
     """The committed runs as :class:`~sec_lib.runs.store.Frames` (``tables`` of them, in :func:`test_configs`' order;
     the columns the pages' frames have), once all are there (:func:`test_runs`); KeyError before."""
-    from .store import load_runs
     test_runs(root)
     return load_runs(test_configs(root), tables=tables, store=tier.TierStore(folder(root) / "test"))
 

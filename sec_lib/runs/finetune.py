@@ -35,12 +35,14 @@ import json
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 
 from ..params import Choice
 from . import sweeps as sw
-from .pretrain import committed_provenance, provenance_path
-from .store import ResultStore
 from .config import TrainConfig
+from .pretrain import committed_provenance, provenance_path
+from .selection import SEEDS
+from .store import ResultStore, run_all
 
 #: The SEC rebuttal's Table 3 (copied from ../shared/reference/rebuttal_hyperparameters.md): (dataset, losses) ->
 #: (backbone lr, head lr, decay factor, decay iterations, iterations). T = triplet, SHT = semihard, NNP = N-pair.
@@ -125,7 +127,6 @@ def selection(profile, lrs=None) -> list[TrainConfig]:
     p = _profile(profile)
     grid_lrs, ratios = grid(p)
     if p.name == "decisive":
-        from .selection import SEEDS
         seeds, extra = SEEDS, {"eval_every": 0}
     else:
         seeds, extra = (p.pilot_seed,), {}
@@ -221,7 +222,6 @@ def scratch_pilot(profile) -> list[TrainConfig]:
 
 def _t_interval(x: np.ndarray, level: float = 0.95) -> tuple[float, float, float]:
     """(mean, lower, upper) of a t interval over ``x`` (NaN bounds with fewer than 2 values)."""
-    from scipy import stats
     x = np.asarray(x, float)
     m = float(x.mean())
     if len(x) < 2:
@@ -275,7 +275,6 @@ def main(argv=None) -> int:
     ap.add_argument("--scratch", action="store_true",
                     help="also train the from-scratch twins (the main table, after the Adam arm of its rate pilot)")
     args = ap.parse_args(argv)
-    from .store import run_all
     p = _profile(args.profile)
     store = ResultStore(args.root) if args.root else ResultStore()
     run_all(selection(p), root=store.root, jobs=args.jobs)

@@ -15,6 +15,8 @@ import pandas as pd
 from ..tempfiles import atomic_write_json
 from . import tier
 from .config import TrainConfig
+from .decisive import read_plan
+from .store import run_key
 
 
 def rel(path: Path) -> str:
@@ -28,7 +30,6 @@ def rel(path: Path) -> str:
 def tier_plan():
     """The decisive tier's registered plan, whose schedule shape and length the follow-ups' held-out runs train
     under (``data/reference/decisive/plan.json``)."""
-    from .decisive import read_plan
     return read_plan()
 
 
@@ -68,7 +69,6 @@ def committed_runs(where: Path) -> pd.DataFrame:
 def all_committed(path: Path, configs, what: str) -> pd.DataFrame:
     """The runs of ``configs`` committed in ``path`` (a stage's ``runs.parquet``), once every one is there; KeyError
     (no evidence yet) before, saying how many are. ``what``: the follow-up's id, for the message."""
-    from .store import run_key
     want = {run_key(c) for c in configs}
     path = Path(path)
     runs = pd.read_parquet(path) if path.exists() else pd.DataFrame(columns=["key"])
@@ -82,7 +82,6 @@ def committed_test_runs(here: Path, want_of, what: str) -> pd.DataFrame:
     """A follow-up's committed test runs (``here/test/runs.parquet``), once its ``choices.json`` is written and every
     run ``want_of(choices)`` names (their configs) is there; KeyError (no evidence yet) before, saying how many are
     missing. ``what``: the follow-up's id, for the message."""
-    from .store import run_key
     choices = read_json(here / "choices.json")
     if not choices:
         raise KeyError(f"{what}'s held-out selection is not final yet: {rel(here / 'choices.json')} is not written")

@@ -21,19 +21,22 @@ anything is submitted (:func:`check_device`).
 from __future__ import annotations
 
 import dataclasses
+import multiprocessing as mp
 import os
 import sys
 import time
+import traceback
 from abc import ABC, abstractmethod
+from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Callable, Iterable
 
-from . import experiments as ex
 from ..params import Choice, Number, ParameterError
+from . import experiments as ex
 from . import store as results
-from .store import ResultStore, default_root, run_key, worker_pool
 from .config import TrainConfig
+from .store import ResultStore, default_root, run_key, worker_pool
 
 LAUNCHERS = ("pool", "submitit")
 CLUSTERS = (None, "local", "slurm")
@@ -142,6 +145,16 @@ class PoolLauncher(Launcher):
         return f"PoolLauncher(jobs={self.jobs}" + (f", together={self.together})" if self.together > 1 else ")")
 
 
+def submitit_package():
+    """The submitit package; ParameterError where it is not installed."""
+    try:
+        import submitit  # local: an optional dependency (the [cluster] extra), needed only by this launcher
+    except ImportError as e:
+        raise ParameterError("launcher 'submitit' needs the submitit package: "
+                             "pip install 'sec_lib[cluster]' (or pip install submitit)") from e
+    return submitit
+
+
 class SubmititLauncher(Launcher):
     """Jobs through submitit: ``runs_per_job`` runs packed into each job (trained in sequence, or
     spread over the job's GPUs when it has more than one), all jobs of a wave in one job array
@@ -170,18 +183,14 @@ class SubmititLauncher(Launcher):
         self.folder = Path(folder) if folder is not None else None
         self.executor_params = dict(executor_params or {})
         self.jobs: list = []              # the jobs of the last wave (tests and error reports read them)
-        try:
-            import submitit  # noqa: F401
-        except ImportError as e:
-            raise ParameterError("launcher 'submitit' needs the submitit package: "
-                                 "pip install 'sec_lib[cluster]' (or pip install submitit)") from e
+        submitit_package()
 
     def __repr__(self):
         return (f"SubmititLauncher(cluster={self.cluster!r}, partition={self.partition!r}, gpus_per_job="
                 f"{self.gpus_per_job}, runs_per_job={self.runs_per_job}, array_parallelism={self.array_parallelism})")
 
     def executor(self, root: Path, cluster: str):
-        import submitit
+        submitit = submitit_package()
         folder = self.folder or (root.parent / "submitit")
         ex_ = submitit.AutoExecutor(folder=str(Path(folder).resolve() / "%j"), cluster=cluster)
         params = dict(timeout_min=self.timeout_min, gpus_per_node=self.gpus_per_job, tasks_per_node=1, nodes=1,
@@ -195,8 +204,7 @@ class SubmititLauncher(Launcher):
 
     def resolved_cluster(self) -> str:
         """The cluster the jobs go to: the one given, else submitit's choice (Slurm where it exists)."""
-        import submitit
-        return self.cluster or submitit.AutoExecutor.which()
+        return self.cluster or submitit_package().AutoExecutor.which()
 
     def check(self, configs) -> str:
         """Validate the configs for this launcher (nothing is submitted); return the cluster."""
@@ -310,7 +318,6 @@ def train_batch(configs: list[TrainConfig], root: str) -> list[str]:
             ResultStore(root).run(c)
             keys.append(run_key(c))
         except Exception as e:             # keep training the job's other runs
-            import traceback
             traceback.print_exc()
             errors.append(f"{run_key(c)}: {type(e).__name__}: {e}")
     if errors:
@@ -323,8 +330,6 @@ def _pin_gpu(gpu: str) -> None:
 
 
 def _train_on_gpus(configs, root, gpus) -> list[str]:
-    from concurrent.futures import ProcessPoolExecutor
-    import multiprocessing as mp
 
     pools = [ProcessPoolExecutor(max_workers=1, mp_context=mp.get_context("spawn"), initializer=_pin_gpu,
                                  initargs=(g,)) for g in gpus]

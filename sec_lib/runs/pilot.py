@@ -41,6 +41,7 @@ from __future__ import annotations
 import math
 
 import pandas as pd
+from scipy import stats
 
 from . import sweeps as sw
 from .config import TrainConfig
@@ -105,7 +106,6 @@ def table(results) -> pd.DataFrame:
 def convergence(runs: pd.DataFrame, pair: tuple = LENGTHS) -> pd.DataFrame:
     """Per shape: mean held-out R@1 at T and at 1.5 T (``pair``), the gain (paired on loss and seed) with its 95%
     t-interval, the pairs used, and whether it converged by :data:`RULE`."""
-    from scipy import stats
     rows = []
     for shape in SHAPES:
         w = runs[runs["shape"] == shape].pivot_table(index=["loss", "seed"], columns="length", values="R@1")

@@ -49,8 +49,9 @@ import torch.nn.functional as F
 from .. import kernels
 from .. import metrics as metrics_mod
 from ..data.glyph_pool import default_data_dir
-from ..data.ondevice import on_device
 from ..data.glyph_pretrain import PRETRAIN_JSON, PRETRAIN_INSTANCES_PER_CLASS, load_pretrain_glyphs, pretrain_manifest
+from ..data.glyphs import load_glyphs
+from ..data.ondevice import on_device
 from ..models import build_model
 from ..params import Choice, Device, Number, check_fields
 from ..tempfiles import atomic_write_bytes
@@ -312,7 +313,6 @@ def _pretrain(cfg: PretrainConfig, steps: int, state_path: Path | None, log_ever
 def feature_recall(trunk_state: dict | None, cfg: PretrainConfig, ks=(1, 2, 4, 8)) -> dict:
     """Recall@K (percent) of the trunk's pooled features on all test classes of the benchmark (the committed
     test half, 12 instances each, eval-mode BatchNorm); ``trunk_state`` None: the trunk at its random init."""
-    from ..data.glyphs import load_glyphs
     test = load_glyphs("test", image_size=cfg.image_size)
     trunk, _ = _build(cfg, 2)
     if trunk_state is not None:

@@ -32,8 +32,9 @@ from scipy import stats
 
 from ..report import min_detectable_effect
 from . import followup, study, tier
-from .plan import planned_seeds
 from .config import TrainConfig
+from .decisive import read_plan
+from .plan import planned_seeds
 
 #: The question it answers, as the pages name it.
 QUESTION = "does SEC gain less when fine-tuning than from scratch, on fresh seeds?"
@@ -73,7 +74,6 @@ def arm_of(cfg: dict, eta: dict) -> str | None:
 
 def committed(stage: str, root=None) -> pd.DataFrame:
     """The decisive ``stage``'s committed runs of :data:`ARMS` (columns key, config, loss, arm, seed, R@1)."""
-    from .decisive import read_plan
     eta = read_plan(root).eta
     runs = pd.read_parquet(tier.tier_dir("decisive", root) / stage / "runs.parquet")
     cfg = [json.loads(c) for c in runs["config"]]

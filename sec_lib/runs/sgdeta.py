@@ -29,7 +29,9 @@ import pandas as pd
 
 from ..tempfiles import atomic_write_json
 from . import followup, selection, study, tier
+from . import experiments as ex
 from .config import TrainConfig
+from .pilot import schedule
 
 #: The four main losses, each selected and tested.
 LOSSES = ("triplet", "semihard", "npair", "ms")
@@ -62,8 +64,6 @@ def selection_configs(loss: str, etas, lr: float, plan=None) -> list[TrainConfig
     """The held-out runs of ``loss``'s η selection under SGD at rate ``lr``: every η of ``etas`` (0: no SEC) and seed
     of :data:`~sec_lib.runs.selection.SEEDS`, with the settings of the tier's SGD rate runs (the tier's schedule and
     length), so that η = 0 and the paper's η are points of Q6c's rate grids."""
-    from . import experiments as ex
-    from .pilot import schedule
     if loss not in LOSSES:
         raise ValueError(f"loss {loss!r} is not selected by this follow-up; valid values: {', '.join(LOSSES)}")
     plan = plan or followup.tier_plan()

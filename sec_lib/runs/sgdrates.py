@@ -21,15 +21,16 @@ Registered on 2026-11-28, before any of its test-class runs (``data/followups/sg
 """
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pandas as pd
 
 from ..tempfiles import atomic_write_json
 from . import followup, selection, study, tier
+from .config import TrainConfig
 from .followup import q6b_configs, q6b_rates  # noqa: F401 - q6b_rates: the optim page reads it here
 from .store import run_key
-from .config import TrainConfig
 
 #: The losses whose SGD rates this follow-up selects (semihard's are the tier's ``sgd-selection``).
 LOSSES = ("triplet", "npair", "ms")
@@ -75,7 +76,6 @@ def reused_from(root=None) -> dict:
 def test_configs(rates: dict, root=None) -> list[TrainConfig]:
     """Q6b's runs with each loss's and arm's rate from ``rates`` ({loss: {'sgd': lr, 'sgd+sec': lr}}; a loss not
     there keeps Q6b's rate)."""
-    import dataclasses
     out = []
     for c in q6b_configs(root):
         arm = "sgd+sec" if c.eta > 0 else "sgd"

@@ -25,10 +25,13 @@ from __future__ import annotations
 
 import functools
 import json
+import multiprocessing as mp
 import os
+import queue as queue_mod
 import tempfile
-from pathlib import Path
+from concurrent.futures import ProcessPoolExecutor, wait
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable, NamedTuple
 
 import numpy as np
@@ -36,9 +39,9 @@ import pandas as pd
 
 from .. import kernels
 from ..params import ParameterError
+from .config import RunResult, TrainConfig
 from .store import TABLES, ResultStore, run_key
 from .tablehash import HASHED_TABLES, UNHASHED_COLUMNS, column_hashes, table_hash  # noqa: F401
-from .config import RunResult, TrainConfig
 from .train import train
 
 REPO = Path(__file__).resolve().parents[2]
@@ -541,9 +544,6 @@ def retrain(keys, tier: str | Path, jobs: int = 1,
     return ``{key: Retrained(R@1, CPU kind it ran on, its tables' hashes)}``. The caller runs under the runs'
     kernel pin. ``progress(n)`` is called in this process with the number of steps trained since its last call,
     summed over the runs (a few hundred calls a run), for a progress bar."""
-    import multiprocessing as mp
-    import queue as queue_mod
-    from concurrent.futures import ProcessPoolExecutor, wait
     keys = list(keys)
     if jobs <= 1:
         return dict(_retrain_one(str(tier), k, progress) for k in keys)

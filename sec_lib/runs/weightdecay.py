@@ -33,8 +33,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import followup, study, selection, tier
+from ..report import paired_diff, pooled_diff, with_verdict
+from . import followup, selection, study, tier
 from .config import TrainConfig
+from .decisive import read_plan
+from .mainstage import arm_config
 
 #: The question it answers, as the pages name it.
 QUESTION = "does SEC add anything to a baseline trained with the authors' weight decay?"
@@ -118,8 +121,6 @@ def choice_record(loss: str, both: dict) -> dict:
 def test_configs(choices: dict, root=None) -> list[TrainConfig]:
     """none + WD and SEC + WD for the four main losses at :data:`SEEDS`, seed by seed: the main comparison's runs
     (:func:`sec_lib.runs.mainstage.arm_config`) with the tested weight decay and, for SEC, the tested η."""
-    from .decisive import read_plan
-    from .mainstage import arm_config
     plan = read_plan(root)
     out = []
     for seed in SEEDS:
@@ -135,7 +136,6 @@ def families(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The two registered families from test runs ``runs`` (columns loss, arm 'none' / 'sec' (both with weight
     decay), seed, R@1, and optionally status): (the pooled (SEC + WD) − (none + WD) row, alone; the four per-loss
     rows, one Holm family), each with the book's verdict, adjusted p and detectable effect."""
-    from ..report import paired_diff, pooled_diff, with_verdict
     pooled = pooled_diff(runs, "arm", "none", "sec", "R@1")
     row = pd.DataFrame([{"comparison": "(SEC + WD) − (none + WD)", "metric": "R@1",
                          **{k: pooled[k] for k in ("estimate", "ci_lo", "ci_hi", "p_value", "n")}}])

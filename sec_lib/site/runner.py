@@ -59,6 +59,8 @@ from ..runs.launch import LaunchError, make_launcher
 from . import sitejs
 from . import warmkernel
 from .nbstyle import style_notebook
+from .. import kernels
+from ..chapters import portability as pt
 
 REPO = Path(__file__).resolve().parents[2]
 #: The book's sources inside an installed wheel (setup.py copies the checkout's notebooks/, _config.yml,
@@ -375,8 +377,6 @@ def portability_command(profile: str, sample: int, jobs: int) -> int:
     """``portability``: retrain a sample of the primary comparison under the pin it was trained with (in a
     child process started under that pin when this one has another) and write the report. It says what it retrains
     and how long the committed runs took before it starts, and shows a progress bar of the steps trained (stderr)."""
-    from ..chapters import portability as pt
-    from .. import kernels
     if sample < 1 or jobs < 1:
         print(f"error: sample = {sample} and jobs = {jobs} must both be integers >= 1", file=sys.stderr)
         return 2
