@@ -23,7 +23,7 @@ from ..params import Choice, Device, Mu, Number, ParameterError, check_fields
 OPTIMIZERS = ("adam", "adamw", "sgd")
 SCHEDULES = ("constant", "step", "cosine")
 #: The embedding penalties a run can train: SEC (sec.SphericalEmbeddingConstraint, every variant but one) or PML's
-#: CenterInvariantRegularizer (sec.CenterInvariantPenalty; the scale chapter's quick-tier arm, issue 23).
+#: CenterInvariantRegularizer (sec.CenterInvariantPenalty; the scale chapter's quick-tier arm).
 PENALTIES = ("sec", "cir")
 
 

@@ -22,16 +22,16 @@ Pre-registered with the plan (``data/reference/decisive/README.md``; the cost pl
   classes (:data:`~sec_lib.runs.selection.LR_GRID`, semihard, 3 seeds a rate, grown at an edge).
 - The convergence chapter's dense early curves are exact prefixes of the main comparison's runs: the first 2,000
   iterations, evaluated every 100, on the full run's cosine horizon (:func:`sec_lib.runs.experiments.early_twin`).
-- The scale chapter (issue 23): relative SEC's η on held-out classes (:data:`~sec_lib.runs.selection.RELATIVE_GRID`,
+- The scale chapter: relative SEC's η on held-out classes (:data:`~sec_lib.runs.selection.RELATIVE_GRID`,
   3 seeds, grown at an edge) and the fixed-scale radius (the median norm of the η = 0 held-out runs,
   :func:`radius_of`), then its two new arms at 5 seeds (none, L2-reg and SEC are the main comparison's runs).
-- The fine-tuning chapter (issue 24): from the committed glyph backbone (frozen BN, a new head) under the tier's
+- The fine-tuning chapter: from the committed glyph backbone (frozen BN, a new head) under the tier's
   own schedule and length, so that each fine-tuned run differs from its from-scratch twin (the main comparison's
   run of the same loss, arm and seed) only in its start and the paper's protocol. Trunk and head rates on held-out
   classes: every trunk rate of :data:`~sec_lib.runs.finetune.TRUNK_LRS` × head ratio of
   :data:`~sec_lib.runs.finetune.HEAD_RATIOS`, 3 seeds a pair; the best pair by mean held-out R@1 (ties: the smaller
   rates); the trunk grid grows ×/÷ 3 while the best pair's trunk rate sits at its edge (twice a side at most). Then
-  none, L2-reg and SEC at their held-out weights and relative SEC at its held-out η, 5 seeds (the issue's arms);
+  none, L2-reg and SEC at their held-out weights and relative SEC at its held-out η, 5 seeds (the registered arms);
   their twins are runs of the main comparison and of the scale chapter. The issue asks for a step schedule, the
   paper's; this tier keeps its own cosine one, the shape its pilot found converged (step did not converge at 13,500),
   so that the regime interaction compares runs that differ only in their start and the protocol.
@@ -63,12 +63,12 @@ CHAPTERS = ("compare", "tuned", "main", "beyond", "norms", "instability", "conve
             "normlayer", "optim", "scale", "pretrained", "ssl", "npair", "face")
 #: The stages after the main comparison, in training order: (stage = export folder, what it is, how). Tuplet margin
 #: and CosFace come first: with them the compare page, and so the primary test and the landing page, read this tier.
-#: Then the scale and fine-tuning chapters (issues 23 and 24), before the rest (this order was set on 2026-11-26,
+#: Then the scale and fine-tuning chapters before the rest (this order was set on 2026-11-26,
 #: while the main comparison trained and before any later stage had trained a run). How:
 #: ("select", the name of a loss list in :mod:`~sec_lib.runs.experiments`, kinds): a held-out η / L2 selection;
 #: ("select-lr", arms): SGD's rates; ("select-scale", loss list): relative SEC's η and the fixed-scale radius;
 #: ("select-finetune",): the fine-tuning rates; ("train", chapters): the chapters' runs that no earlier stage named
-#: (:func:`sec_lib.runs.commands.later_stages` runs them).
+#: (:func:`sec_lib.runs.decisive_studies.later_studies` declares them as studies).
 STAGES = (
     ("extra-selection", "tuplet margin and CosFace: held-out η and L2 grids", ("select", "EXTRA_LOSSES",
                                                                                ("sec", "l2reg"))),

@@ -63,7 +63,7 @@ def scale(p: Profile, store) -> list[TrainConfig]:
 
 
 def finetune_rates(p: Profile, store=None) -> list[TrainConfig]:
-    """The fine-tuning arm's held-out rate selection (issue 24; :func:`sec_lib.runs.finetune.selection_runs`)."""
+    """The fine-tuning arm's held-out rate selection (:func:`sec_lib.runs.finetune.selection_runs`)."""
     return finetune.selection_runs(p, store)
 
 
@@ -73,7 +73,7 @@ def pretrained_runs(p: Profile, store) -> list[tuple[TrainConfig, dict]]:
 
 
 def pretrained(p: Profile, store) -> list[TrainConfig]:
-    """Fine-tuned from the backbone pretrained here, and the main-table twin of each run (issue 24)."""
+    """Fine-tuned from the backbone pretrained here, and the main-table twin of each run."""
     return [c for c, _ in pretrained_runs(p, store)]
 
 

@@ -1,4 +1,4 @@
-"""Fine-tuning the backbone pretrained here: the paper's protocol transposed to glyphs (issue 24, item 2).
+"""Fine-tuning the backbone pretrained here: the paper's protocol transposed to glyphs.
 
 The paper fine-tunes an ImageNet-pretrained BN-Inception with a new embedding layer, separate learning rates for
 the backbone and the head, frozen BatchNorm and a step schedule. On glyphs the backbone is the checkpoint of
@@ -21,7 +21,7 @@ the backbone and the head, frozen BatchNorm and a step schedule. On glyphs the b
 Tiers: the quick tier (profile ``cpu``; ``smoke`` for the tests): the book's ``pretrained`` chapter
 (:func:`chapter_runs`, after the selection's own wave, :func:`selection_runs`); and the decisive tier
 (:mod:`sec_lib.runs.decisive`), under its own schedule, with 3 seeds a rate pair and a grid that grows at an edge
-(``commands.select_finetune``), its rates then fixed in ``choices.json``. The from-scratch twin of every run
+(``decisive_studies.select_finetune``), its rates then fixed in ``choices.json``. The from-scratch twin of every run
 is the profile's main-table run (same loss, variant, seed, run length and data; the Adam rate of the profile's
 own learning-rate pilot).
 
@@ -142,7 +142,7 @@ def chosen_rates(profile, store: ResultStore) -> tuple[float, float]:
     and the choice is among them."""
     p = _profile(profile)
     lrs, ratios = grid(p)
-    if p.fixed_choices:                      # the decisive tier: chosen by its own stage (commands.later_stages)
+    if p.fixed_choices:                      # the decisive tier: chosen by its own stage (decisive_studies.later_studies)
         return sw.fixed_choice(p, "lr", "finetune"), sw.fixed_choice(p, "lr", "finetune-head")
     if isinstance(store, sw.AnyChoice):      # checking configs before the selection exists: an interior pair
         return lrs[len(lrs) // 2], lrs[len(lrs) // 2] * ratios[0]
@@ -159,7 +159,7 @@ def chosen_rates(profile, store: ResultStore) -> tuple[float, float]:
 
 def scratch_arms(p: sw.Profile, store) -> list[TrainConfig]:
     """The from-scratch runs the fine-tuning arm mirrors. The quick tier: its main table (none, L2-reg, SEC at the
-    paper's η). The decisive tier (issue 24: "none, SEC and L2 at selected weights, and relative SEC"): none, L2-reg
+    paper's η). The decisive tier: none, L2-reg
     and SEC at their held-out weights and relative SEC at its held-out η, 5 seeds each; every one is a run of its
     main comparison or of its scale chapter."""
     if p.name != "decisive":

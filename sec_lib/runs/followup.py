@@ -1,9 +1,6 @@
-"""What the registered follow-ups share (``data/followups/<name>/``: :mod:`~sec_lib.runs.sgdrates`, Q6c;
-:mod:`~sec_lib.runs.sgdeta`, Q6d; :mod:`~sec_lib.runs.densecurves`, C3b, which has no selection): a held-out grid
-chosen by the tier's rule and grown at an edge, the committed runs restored before any training, the selection
-trained until every grid is final, ``choices.json`` never rewritten by a different choice, the test runs trained and
-read only once all are committed, and the command line.
-"""
+"""What the registered follow-ups (``data/followups/<name>/``, each a module with its ``STUDY``) read and write:
+the decisive tier's plan their held-out runs train under, Q6b's SGD runs, ``choices.json`` (never rewritten by a
+different choice), and their committed runs, read only once all are committed."""
 from __future__ import annotations
 
 import json

@@ -1,6 +1,6 @@
 """The decisive tier's main comparison, planned from the held-out selection and written down before it trains.
 
-Pre-registered (issue "evidence that decides"; ``data/reference/decisive/README.md``):
+Pre-registered (``data/reference/decisive/README.md``):
 
 - **The plan is computed, then frozen.** When the selection of the four main losses is final, the SD of the
   per-seed mean paired difference (SEC at the chosen η − no regularizer, held-out R@1) is estimated from the

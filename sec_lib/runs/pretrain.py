@@ -1,5 +1,5 @@
 """The glyph backbone pretrained here: the reference profile's trunk trained by softmax classification on glyph
-classes that no split uses (issue 24), and its committed checkpoint.
+classes that no split uses, and its committed checkpoint.
 
 The paper fine-tunes an ImageNet-pretrained BN-Inception. The glyph book's counterpart is this module's
 checkpoint: the ``smallcnn`` trunk of the reference profile (width 16, 32-px images; its pooled 64-d feature)
@@ -18,7 +18,7 @@ atomically every :data:`CHECKPOINT_EVERY` steps and a restart continues from it,
     python -m sec_lib.book pretrain            # train what is missing, write the checkpoint and provenance
     python -m sec_lib.book pretrain --check    # retrain from the committed config and compare weights hashes
 
-The gpu profile's counterpart (issue 27): the same recipe for its trunk, ``resnet18s`` at width 64 on 64-px
+The gpu profile's counterpart: the same recipe for its trunk, ``resnet18s`` at width 64 on 64-px
 images, trained on a GPU (:data:`GPU_CONFIG`; ``python -m sec_lib.book pretrain --profile gpu``; the gpu tier's
 command runs it before its fine-tuning stages, :mod:`sec_lib.runs.gpu_tier`), saved in bfloat16
 (:func:`saved_state`) to ``data/reference/pretrained/glyph_resnet18s_64px.pt`` with its provenance beside it

@@ -1,7 +1,7 @@
 """The decisive tier's held-out selection: η (and the L2 weight) per loss, with 3 seeds per grid point, grids
 that grow until the choice is interior, and η = 0 allowed to win.
 
-Pre-registered (issue "evidence that decides"; ``data/reference/decisive/README.md``):
+Pre-registered (``data/reference/decisive/README.md``):
 
 - every grid point trains :data:`SEEDS` (3 pilot seeds) on the 400 held-out training classes, under the schedule
   the pilot chose; the score of a point is its mean held-out R@1 over the seeds;
@@ -25,7 +25,7 @@ from . import sweeps as sw
 from .pilot import schedule
 
 ETA_GRID = (0.005, 0.05, 0.1, 0.5, 1.0)
-#: Relative (scale-free) SEC's held-out η grid (the scale chapter, issue 23; the gpu profile's).
+#: Relative (scale-free) SEC's held-out η grid (the scale chapter; the gpu profile's).
 RELATIVE_GRID = (0.1, 1.0, 10.0)
 #: The kinds of weight a held-out selection chooses: SEC's η, the L2 weight (μ = 0), relative SEC's η.
 KINDS = ("sec", "l2reg", "relative")

@@ -8,7 +8,7 @@ Registered on 2026-11-28, before any of its runs (``data/followups/sgd-eta/READM
   SEC from the lower rate it forced. Q6d holds the rate fixed and chooses η instead.
 - **Selection** (held-out classes only). For each of :data:`LOSSES`, at the rate its arm *without* SEC uses under
   SGD (:func:`base_rates`: Q6c's choice for triplet, N-pair and MS, Q6b's 0.1 for semihard), exactly the decisive
-  tier's η rule (:func:`sec_lib.runs.commands.select_stage`): the grid η = 0 and
+  tier's η rule (:func:`sec_lib.runs.decisive_studies.select_stage`): the grid η = 0 and
   :data:`~sec_lib.runs.selection.ETA_GRID`, 3 seeds a point, the best mean held-out R@1 (a diverged run scores −∞;
   ties: the smaller η), the nonzero grid grown ×/÷ 10 while its best sits at an edge, twice a side at most. When
   η = 0 wins, SEC was not selected and its best nonzero η is tested, flagged. The runs are SGD's held-out runs of

@@ -7,7 +7,7 @@ Registered on 2026-11-28, before any of its test-class runs (``data/followups/sg
   ``selection`` folder here) showed that rate is no other loss's best.
 - **Selection** (held-out classes only). For each of :data:`LOSSES` and each arm of
   :data:`~sec_lib.runs.selection.RATE_ARMS`, exactly the tier's own rule for SGD's rates
-  (:func:`sec_lib.runs.commands.select_rates`): the grid :data:`~sec_lib.runs.selection.LR_GRID`, 3 seeds a rate,
+  (:func:`sec_lib.runs.decisive_studies.select_rates`): the grid :data:`~sec_lib.runs.selection.LR_GRID`, 3 seeds a rate,
   the best mean held-out R@1 (a diverged run scores −∞; ties: the smaller rate), grown ×/÷ 10 at an edge, twice a
   side at most. The runs are :func:`~sec_lib.runs.selection.rate_configs` (the tier's schedule and length), so the
   diagnostic's runs are points of these grids. Semihard is not selected again: the tier's ``sgd-selection`` is its

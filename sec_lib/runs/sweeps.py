@@ -198,7 +198,7 @@ def eta_selection(p: Profile, store=None) -> list[TrainConfig]:
 
 
 def relative_selection(p: Profile) -> list[TrainConfig]:
-    """Relative SEC's own η selection (the scale chapter, issue 23): every main loss at every η of
+    """Relative SEC's own η selection (the scale chapter): every main loss at every η of
     ``relative_eta_grid``, on the held-out classes with the pilot seed, like :func:`eta_selection`, whose η = 0
     runs are its baseline. Trained in the selection wave; :func:`stored_selection` leaves these runs out, so the
     pages of the plain η selection never wait for them."""

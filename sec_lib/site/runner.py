@@ -54,7 +54,7 @@ from ..runs import benchmarks as bench
 from ..runs import commands
 from ..runs import finetune, gpu_tier, pretrain, studies, study
 from ..runs import tier
-from ..runs.commands import Summary, prepare_data, train_stages, train_sweep  # noqa: F401  (train_sweep: for callers of the old name)
+from ..runs.commands import Summary, prepare_data, train_stages
 from ..runs.launch import LaunchError, make_launcher
 from . import sitejs
 from . import warmkernel
@@ -314,7 +314,7 @@ def build(site: Path | None = None, strict: bool = True) -> Path:
     if proc.returncode != 0:
         raise SystemExit(f"jupyter-book build failed (exit {proc.returncode})")
     html = site / "_build" / "html"
-    try:                                  # one claim, one verdict: checked on every book built (issue 22)
+    try:                                  # one claim, one verdict: checked on every book built
         n_claims = check_built_book(html)
     except ValueError as e:
         raise SystemExit(f"jupyter-book build: {e}") from None
