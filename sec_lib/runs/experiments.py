@@ -77,13 +77,14 @@ def pretrained(p: Profile, store) -> list[TrainConfig]:
     return [c for c, _ in pretrained_runs(p, store)]
 
 
-CHAPTERS = {
-    "compare": main_table, "tuned": tuned_sec, "selection": eta_selection, "beyond": beyond,
-    "main": main_comparison, "norms": main_table, "convergence": convergence, "instability": main_table,
-    "eta": eta_sweep, "mu": mu_ablation, "bnwn": bn_wn, "normlayer": norm_layer, "optim": optim,
-    "explore": toy_grid, "ssl": ssl, "npair": npair_variants, "face": face, "scale": scale,
-    "ftrates": finetune_rates, "pretrained": pretrained,
-}
+#: The sweep each sweep name (:data:`~sec_lib.runs.profiles.CHAPTER_NAMES`, the one list of names, in its order)
+#: trains.
+SWEEPS = {"compare": main_table, "tuned": tuned_sec, "selection": eta_selection, "beyond": beyond,
+          "main": main_comparison, "norms": main_table, "convergence": convergence, "instability": main_table,
+          "eta": eta_sweep, "mu": mu_ablation, "bnwn": bn_wn, "normlayer": norm_layer, "optim": optim,
+          "explore": toy_grid, "ssl": ssl, "npair": npair_variants, "face": face, "scale": scale,
+          "ftrates": finetune_rates, "pretrained": pretrained}
+CHAPTERS = {name: SWEEPS[name] for name in CHAPTER_NAMES}
 
 
 def chapter_configs(chapter: str, profile: "Profile | str", store) -> list[TrainConfig]:
