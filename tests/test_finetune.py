@@ -126,7 +126,7 @@ def test_the_chapter_pairs_each_fine_tuned_run_with_the_main_tables_own_run():
 
 
 def test_the_launcher_trains_the_rate_selection_before_the_chapter():
-    from sec_lib.runs.launch import train_stages
+    from sec_lib.runs.waves import train_stages
     waves = []
 
     class Store(FakeStore):

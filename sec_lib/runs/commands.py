@@ -23,7 +23,7 @@ from . import decisive_studies, tier
 from . import experiments as ex
 from .benchmarks import preflight
 from .launch import LaunchError, as_launcher
-from .launch import train_stages as waves
+from .waves import train_stages as waves
 from .provenance import provenance
 from .store import ResultStore
 
@@ -101,7 +101,7 @@ def train_sweep(desc: str, configs, launcher, summary: Summary) -> None:
 
 def train_stages(p: ex.Profile, chapters, launcher, summary: Summary, store=None) -> None:
     """Train in dependent waves (pilot, η selection, chapters) with ``launcher`` (or a job count
-    for the local pool); see :func:`sec_lib.runs.launch.train_stages`."""
+    for the local pool); see :func:`sec_lib.runs.waves.train_stages`."""
     waves(p, chapters, launcher, store, sweep=lambda desc, configs, lau: train_sweep(desc, configs, lau, summary))
 
 
