@@ -48,8 +48,9 @@ from ..tempfiles import atomic_write_json
 from . import finetune, selection, tier
 from . import sweeps as sw
 from .mainstage import EVALS, Plan, tested_weight
-from .pilot import TIER, schedule
+from .pilot import TIER
 from .plan import FLOOR
+from .schedules import schedule
 from .selection import RELATIVE_GRID
 
 #: Adam's rate in every decisive run (the reference tier's held-out choice; the pilot kept it).

@@ -28,7 +28,7 @@ from pathlib import Path
 import pandas as pd
 
 from . import sweeps as sw
-from .pilot import schedule
+from .schedules import schedule
 from .plan import FLOOR, TARGET, planned_seeds, seed_mean_sd
 from .selection import Choice
 from .store import run_key

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from . import sweeps as sw
-from .pilot import schedule
+from .schedules import schedule
 
 ETA_GRID = (0.005, 0.05, 0.1, 0.5, 1.0)
 #: Relative (scale-free) SEC's held-out η grid (the scale chapter; the gpu profile's).

@@ -31,7 +31,7 @@ from ..tempfiles import atomic_write_json
 from . import followup, selection, study, tier
 from . import experiments as ex
 from .config import TrainConfig
-from .pilot import schedule
+from .schedules import schedule
 
 #: The four main losses, each selected and tested.
 LOSSES = ("triplet", "semihard", "npair", "ms")
