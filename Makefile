@@ -85,41 +85,39 @@ decisive: setup
 # Q6c, the registered follow-up to Q6b (data/followups/sgd-rates/README.md): SGD's rate per loss and arm on
 # held-out classes, then Q6b's runs at those rates; about 1.5 hours on 2 cores; resumes from the store and the folder.
 followup-sgd: setup
-	$(PY) -m sec_lib.runs.sgdrates --jobs 2
+	$(PY) -m sec_lib.book study sgd-rates --jobs 2
 
 # Q6d, the registered follow-up to Q6c (data/followups/sgd-eta/README.md): SEC's η per loss on held-out classes at
 # the SGD rate of the loss's arm without SEC, then Q6b's runs at that rate and η; about 2 hours on 2 cores; resumes.
 followup-sgd-eta: setup
-	$(PY) -m sec_lib.runs.sgdeta --jobs 2
+	$(PY) -m sec_lib.book study sgd-eta --jobs 2
 
 # C3b, the registered follow-up to C3 (data/followups/dense-curves/README.md): C3's 40 prefixes retraced to 5,000
 # iterations, evaluated every 100; about an hour on 2 cores; resumes from the store and the folder.
 followup-convergence: setup
-	$(PY) -m sec_lib.runs.densecurves --jobs 2
+	$(PY) -m sec_lib.book study dense-curves --jobs 2
 
 # The follow-ups to the headline, registered before their runs (data/followups/<name>/README.md): C4L, the primary
 # gap at 20,250 iterations (about 5.5 hours on 2 cores); C4W, SEC over a baseline with the authors' weight decay
 # (about 7 hours); P1c, the regime interaction on seeds 5-14 (about 9 hours). Each resumes from the store and its
 # folder; `make followups` trains them in the registered order.
 followup-length: setup
-	$(PY) -m sec_lib.runs.longruns --jobs 2
+	$(PY) -m sec_lib.book study longer-runs --jobs 2
 
 followup-weight-decay: setup
-	$(PY) -m sec_lib.runs.weightdecay --jobs 2
+	$(PY) -m sec_lib.book study weight-decay --jobs 2
 
 followup-regime: setup
-	$(PY) -m sec_lib.runs.regimeseeds --jobs 2
+	$(PY) -m sec_lib.book study regime-seeds --jobs 2
 
 followups: setup
-	$(PY) -m sec_lib.runs.longruns --jobs 2
-	$(PY) -m sec_lib.runs.weightdecay --jobs 2
-	$(PY) -m sec_lib.runs.regimeseeds --jobs 2
+	$(PY) -m sec_lib.book study longer-runs weight-decay regime-seeds --jobs 2
 
-# The glyph backbone pretrained on classes no split uses (issue 24), committed under data/reference/pretrained/:
+# The glyph backbone pretrained on classes no split uses, committed under data/reference/pretrained/:
 # retrains it from its config (resumes an interrupted attempt) and rewrites the checkpoint and its provenance; on
 # the CPU kind that made it the file comes out identical (tests/test_pretrain.py checks a 20-step prefix).
 pretrained: setup
-	$(PY) -m sec_lib.runs.pretrain
+	$(PY) -m sec_lib.book pretrain
 
 # Publish the built book by hand: _build/html becomes the gh-pages branch (with .nojekyll), force-pushed to
 # origin. The usual route is .github/workflows/pages.yml on a push to main. It refuses before anything else

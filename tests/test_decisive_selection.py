@@ -63,12 +63,11 @@ def test_the_decisive_command_trains_the_grids_grows_an_edge_and_exports(tmp_pat
     """The stage driver with stand-in training: every loss's η peaks at the grid's low edge, so each η grid grows
     twice and is then flagged; every run named is exported to the selection folder. The schedule comes from the
     pilot's choice, or (``fallback``) from its registered fallback at the last pair's T when nothing converged."""
-    from sec_lib.runs import commands, pilot, tier
+    from sec_lib.runs import commands, decisive_studies, pilot, tier
     from sec_lib.runs import store as S
     from sec_lib.runs.train import RunResult
     monkeypatch.setenv("SEC_RUNS_DIR", str(tmp_path / "runs"))
     monkeypatch.setattr(tier, "REPO", tmp_path)
-    monkeypatch.setattr(commands, "pilot_command", lambda jobs, profile, pairs=1: 0)
     monkeypatch.setattr(pilot, "configs", lambda profile="reference", pairs=1: [])
     monkeypatch.setattr(pilot, "choice", lambda conv, pair: "step" if via == "choice" else None)
     monkeypatch.setattr(pilot, "fallback", lambda conv, pair: "step")
@@ -90,17 +89,17 @@ def test_the_decisive_command_trains_the_grids_grows_an_edge_and_exports(tmp_pat
 
     monkeypatch.setattr(S, "run_all", fake_run_all)
     later = []                                             # the stages after the main comparison: tests/test_decisive_stages.py
-    monkeypatch.setattr(commands, "later_stages", lambda store, jobs, profile="reference": later.append(jobs) or 0)
+    monkeypatch.setattr(decisive_studies, "later_studies", lambda: later.append(1) or [])
     assert commands.decisive_command(jobs=200) == 0          # one chunk a round: one export each
-    assert later == [200]
+    assert later == [1]
     said = capsys.readouterr().out
     assert "ms sec: chosen 5e-05" in said and "at the low edge of its grid after 2 extensions" in said
-    assert "growing the grid to 0.0005" in said
     n_sec = 3 * (1 + len(sel.ETA_GRID) + 2)              # η = 0 and the grid, grown twice, 3 seeds each
     n_l2 = 3 * (len(sel.L2_GRID) + 2)                    # L2 peaks at its high edge: grown twice
     assert len({id(c) for c in trained[:n_sec + n_l2]}) == n_sec + n_l2
     runs = pd.read_parquet(tmp_path / "data" / "reference" / "decisive" / "selection" / "runs.parquet")
     assert len(runs) == n_sec + n_l2 and (runs["holdout_classes"] > 0).all()
+    assert {5e-4, 5e-5} <= set(runs["eta"])                 # the η grid grown twice at its low edge
     # then the main comparison: its plan is written first, from the final selection, and its runs export as they go
     from sec_lib.runs import mainstage
     plan = mainstage.Plan.from_json((tmp_path / "data" / "reference" / "decisive" / "plan.json").read_text())

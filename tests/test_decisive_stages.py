@@ -86,7 +86,7 @@ def test_a_choice_is_written_once(tmp_path):
 def test_the_later_stages_train_in_order_each_run_once(tmp_path, monkeypatch, capsys, no_fsync):
     """Stand-in training through every stage after the main comparison, on shortened loss lists: each held-out
     selection records its choices, each training stage exports only runs that no earlier stage named, seed by seed."""
-    from sec_lib.runs import commands, sweeps, tier
+    from sec_lib.runs import decisive_studies, sweeps, tier
     from sec_lib.runs import store as S
     from sec_lib.runs.train import RunResult
     monkeypatch.setenv("SEC_RUNS_DIR", str(tmp_path / "runs"))
@@ -125,7 +125,7 @@ def test_the_later_stages_train_in_order_each_run_once(tmp_path, monkeypatch, ca
         return []
 
     monkeypatch.setattr(S, "run_all", fake_run_all)
-    assert commands.later_stages(S.ResultStore(), jobs=500) == 0
+    assert decisive_studies.train(decisive_studies.later_studies(), 500, store=S.ResultStore()) == 0
     said = capsys.readouterr().out
     assert "not written yet" not in said and "the decisive tier's stages are complete" in said
     assert decisive.read_choices() == {"tml": {"sec": 0.05, "l2reg": 0.005, "flags": []},
@@ -134,8 +134,8 @@ def test_the_later_stages_train_in_order_each_run_once(tmp_path, monkeypatch, ca
                                                  "sgd+sec": {"lr": 1.0, "flags": []}},
                                        "scale": {"ms": {"relative": 1.0, "radius": 10.0, "flags": []}},
                                        "finetune": {"lr": 3e-4, "lr_head": 1.5e-4, "flags": []}}
-    assert "sgd+sec: chosen lr 1, growing the grid to 10" in said
     folder = tmp_path / "data" / "reference" / "decisive"
+    assert 10.0 in set(pd.read_parquet(folder / "sgd-selection" / "runs.parquet")["lr"])   # sgd+sec's grid grown
     fine = pd.read_parquet(folder / "pretrained" / "runs.parquet")      # fine-tuned: their twins are main runs
     assert len(fine) == 4 * plan.FLOOR and set(fine["lr"]) == {3e-4} and set(fine["seed"]) == set(range(plan.FLOOR))
     assert set(fine["eta"]) == {0.0, 0.005, 0.1, 1.0}                # none, L2, SEC at the held-out η, relative SEC
@@ -176,4 +176,4 @@ def test_the_later_stages_train_in_order_each_run_once(tmp_path, monkeypatch, ca
     assert main <= shown
     # a rerun trains nothing: every stage is in the store (and would be restored from its folder)
     trained.clear()
-    assert commands.later_stages(S.ResultStore(), jobs=500) == 0 and trained == []
+    assert decisive_studies.train(decisive_studies.later_studies(), 500, store=S.ResultStore()) == 0 and trained == []

@@ -60,10 +60,10 @@ def test_selection_reads_the_store_it_is_given(tmp_path):
 
 
 def test_the_chapter_registry_names_exactly_the_chapters_the_profiles_know():
-    """``CHAPTERS`` (a chapter -> its sweep, at the top of the sweeps) and ``profiles.CHAPTER_NAMES`` (the names the
-    profiles below it read, e.g. a benchmark book's chapters) are one list, in the runner's order."""
+    """``CHAPTERS`` (a chapter -> its sweep) is built from ``profiles.CHAPTER_NAMES`` (the one list of names, which the
+    profiles below it read, e.g. a benchmark book's chapters), in the runner's order, and every sweep is named."""
     from sec_lib.runs import profiles
-    assert tuple(ex.CHAPTERS) == profiles.CHAPTER_NAMES
+    assert tuple(ex.CHAPTERS) == profiles.CHAPTER_NAMES and set(ex.SWEEPS) == set(profiles.CHAPTER_NAMES)
     assert ex.profile_chapters("cpu") == profiles.CHAPTER_NAMES
     assert ex.profile_chapters("cub") == tuple(c for c in profiles.CHAPTER_NAMES if c != "ssl")
 

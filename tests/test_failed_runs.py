@@ -12,7 +12,8 @@ matplotlib.use("Agg")
 from sec_lib.chapters import compare, norms, train as train_page  # noqa: E402
 from sec_lib.figures import run as plots  # noqa: E402
 from sec_lib.runs.store import ResultStore, results_to_frames, run_key  # noqa: E402
-from sec_lib.runs.train import Recorder, TrainConfig, failed, table_columns, train  # noqa: E402
+from sec_lib.runs.config import table_columns  # noqa: E402
+from sec_lib.runs.train import Recorder, TrainConfig, failed, train  # noqa: E402
 
 TABLES = ("steps", "tracked", "evals", "test_norms", "cosines", "grad_scatter")
 

@@ -126,7 +126,7 @@ def test_the_chapter_pairs_each_fine_tuned_run_with_the_main_tables_own_run():
 
 
 def test_the_launcher_trains_the_rate_selection_before_the_chapter():
-    from sec_lib.runs.launch import train_stages
+    from sec_lib.runs.waves import train_stages
     waves = []
 
     class Store(FakeStore):
@@ -149,7 +149,7 @@ def test_a_pretrained_runs_store_key_follows_the_checkpoints_content(tmp_path):
     import json
     import os
     import shutil
-    from sec_lib.runs.train import TrainConfig, weights_path, weights_sha256
+    from sec_lib.runs.config import TrainConfig, weights_path, weights_sha256
     committed = TrainConfig(pretrained=str(CHECKPOINT))
     prov = json.loads(CHECKPOINT.with_suffix(".json").read_text())
     assert committed.canonical()["pretrained_sha256"] == prov["file_sha256"]

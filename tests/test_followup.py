@@ -1,21 +1,28 @@
-"""What every registered follow-up's command shares (sec_lib.runs.followup): checked once for each follow-up."""
+"""The follow-ups' command, ``python -m sec_lib.book study NAME ... [--jobs N]``: checked once for every follow-up."""
 import pytest
 
-from sec_lib.runs import sgdeta, sgdrates
+from sec_lib.runs import studies, study
+from sec_lib.site import runner
 
 
-@pytest.mark.parametrize("module", [sgdrates, sgdeta], ids=["Q6c", "Q6d"])
 @pytest.mark.parametrize("jobs", ["0", "-2"])
-def test_the_command_refuses_a_bad_jobs_count_before_any_work(module, jobs, capsys, monkeypatch):
-    monkeypatch.setattr(module, "main", lambda jobs: pytest.fail("no work may start"))
+def test_the_command_refuses_a_bad_jobs_count_before_any_work(jobs, capsys, monkeypatch):
+    monkeypatch.setattr(study, "run", lambda *a, **k: pytest.fail("no work may start"))
     with pytest.raises(SystemExit) as e:
-        module.cli(["--jobs", jobs])
+        runner.main(["study", "sgd-rates", "--jobs", jobs])
     assert e.value.code == 2 and f"--jobs must be at least 1, got {jobs}" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("module", [sgdrates, sgdeta], ids=["Q6c", "Q6d"])
-def test_the_command_passes_its_jobs_count_to_the_driver(module, monkeypatch):
+def test_the_command_trains_the_named_studies_in_order_with_its_jobs_count(monkeypatch):
     seen = []
-    monkeypatch.setattr(module, "main", lambda jobs: seen.append(jobs))
-    assert module.cli(["--jobs", "3"]) == 0 and module.cli([]) == 0
-    assert seen == [3, 2]                                 # 2 by default: one a core
+    monkeypatch.setattr(study, "run", lambda ss, jobs: seen.append(([s.name for s in ss], jobs)))
+    assert runner.main(["study", "sgd-eta", "sgd-rates", "--jobs", "3"]) == 0
+    assert runner.main(["study", "longer-runs"]) == 0
+    assert seen == [(["sgd-eta", "sgd-rates"], 3), (["longer-runs"], 2)]      # 2 by default: one a core
+
+
+def test_every_follow_up_is_a_study_in_its_own_folder():
+    assert list(studies.FOLLOWUPS) == ["sgd-rates", "sgd-eta", "dense-curves", "longer-runs", "weight-decay",
+                                       "regime-seeds"]
+    for name, s in studies.FOLLOWUPS.items():
+        assert s.path() == study.folder_of(name) and s.path().is_dir()

@@ -4,7 +4,7 @@ import dataclasses
 import pandas as pd
 import pytest
 
-from sec_lib.runs import commands, gpu_tier, tier
+from sec_lib.runs import commands, gpu_tier, study, tier
 from sec_lib.runs import experiments as ex
 from sec_lib.runs.store import ResultStore, run_key
 
@@ -71,12 +71,12 @@ def test_gpu_tier_command_starts_from_the_pace_kept_in_the_store(monkeypatch, tm
         assert todo and {c.kmeans_workers for c in todo} == {4}       # 16 cores, 4 processes
         assert [run_key(c) for c in todo] == [run_key(c.replace(kmeans_workers=1)) for c in todo]
         return False
-    monkeypatch.setattr(commands, "train_exporting", fake)
+    monkeypatch.setattr(study, "train_exporting", fake)
     monkeypatch.setattr(gpu_tier.os, "cpu_count", lambda: 16)
     (tmp_path / "store").mkdir()
     (tmp_path / "store" / "gpu_pace.json").write_text(json.dumps({"s": 176.0, "run": 44.0, "processes": 4}))
     assert gpu_tier.command(5.0, 4, 1) == 0
-    # the stage names the runs' kind: a pace of another stage's runs predicts with a margin (commands.chunk_seconds)
+    # the stage names the runs' kind: a pace of another stage's runs predicts with a margin (study.chunk_seconds)
     assert seen == [({"s": 176.0, "run": 44.0, "processes": 4}, tmp_path / "store" / "gpu_pace.json",
                      gpu_tier.stages(ex.get_profile("gpu"), None)[0][0])]
 
@@ -226,7 +226,7 @@ def test_the_gpu_tier_pretrains_its_trunk_before_the_fine_tuning_stages(monkeypa
     store.root = tmp_path / "store"                                        # where the command keeps its pace
     monkeypatch.setattr(gpu_tier, "ResultStore", lambda: store)
     trained, calls = [], []
-    monkeypatch.setattr(commands, "train_exporting",
+    monkeypatch.setattr(study, "train_exporting",
                         lambda todo, *a, **k: trained.append((len(todo), k["kind"], k["unit"])) or True)
     monkeypatch.setattr(pretrain, "REPO", tmp_path)                        # no trunk committed here
 

@@ -126,7 +126,7 @@ def test_a_run_fine_tunes_from_the_checkpoint_through_trainconfig_pretrained():
 
 
 def test_a_repository_relative_checkpoint_path_opens_from_any_working_directory(tmp_path, monkeypatch):
-    from sec_lib.runs.train import weights_path
+    from sec_lib.runs.config import weights_path
     monkeypatch.chdir(tmp_path)
     rel = str(pt.CHECKPOINT)
     assert not Path(rel).exists() and weights_path(rel) == str(CKPT)

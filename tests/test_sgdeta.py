@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from sec_lib.runs import followup, selection, sgdeta, sgdrates, tier
+from sec_lib.runs import followup, selection, sgdeta, sgdrates, study, tier
 from sec_lib.runs import store as S
 from sec_lib.runs.experiments import run_key
 
@@ -101,7 +101,7 @@ def test_no_rates_without_q6cs_choice(repo):
 def test_the_driver_selects_writes_its_choices_then_trains_and_exports_the_test_runs(repo, monkeypatch, capsys):
     peak = {"triplet": 0.05, "semihard": 0.5, "npair": 0.0, "ms": 1.0}     # npair: no SEC wins
     base = [dataclasses.replace(c, iterations=10) for c in sgdrates.q6b_configs(REPO) if c.seed < 2]   # 2 seeds
-    monkeypatch.setattr(sgdrates, "q6b_configs", lambda root=None: base)
+    monkeypatch.setattr(followup, "q6b_configs", lambda root=None: base)
     sgdrates.write_choices({lo: {"sgd": {"lr": RATES[lo]}, "sgd+sec": {"lr": 0.03}} for lo in sgdrates.LOSSES})
     trained = []
 
@@ -121,7 +121,7 @@ def test_the_driver_selects_writes_its_choices_then_trains_and_exports_the_test_
         q6b.save(result(c, score(c)))
     tier.export(q6b, base, tier.tier_dir("decisive") / "optim")
     monkeypatch.setattr(S, "run_all", fake_run_all)
-    final = sgdeta.main(jobs=500)
+    final = study.run([sgdeta.STUDY], jobs=500)["sgd-eta"]
     assert {lo: (v["lr"], v["eta"], v["tested"]) for lo, v in final.items()} == {
         "triplet": (0.3, 0.05, 0.05), "semihard": (0.1, 0.5, 0.5), "npair": (0.01, 0.0, 0.00005), "ms": (0.3, 1.0, 1.0)}
     assert any("not selected" in f for f in final["npair"]["flags"])
@@ -133,13 +133,13 @@ def test_the_driver_selects_writes_its_choices_then_trains_and_exports_the_test_
     assert set(runs.loc[runs.variant == "sec", "eta"]) == {0.05, 0.5, 0.00005, 1.0}
     assert set(runs.loc[runs.variant == "none", "lr"]) == {0.3, 0.1, 0.01}
     assert not [c for c in trained if c.holdout_classes == 0 and c.loss == "semihard" and c.eta == 0]   # Q6b's
-    assert "committed Q6b runs" in capsys.readouterr().out
+    assert "committed decisive optim runs" in capsys.readouterr().out
     from sec_lib.chapters import optim
     said = optim.followup_evidence_sentence("Q6d")
     assert said.startswith("**Evidence for Q6d:** the selection, ") and "reused" not in said.split("; the test")[0]
     assert "(4 of them Q6b's runs, reused)" in said          # semihard's test runs: Q6b's, both arms (η 0.5 won)
     n = len(trained)
-    assert sgdeta.main(jobs=500) == final and len(trained) == n          # a rerun resumes: nothing trains again
+    assert study.run([sgdeta.STUDY], jobs=500)["sgd-eta"] == final and len(trained) == n          # a rerun resumes: nothing trains again
 
 
 def test_the_eta_table_the_sentence_and_the_figure_read_the_committed_selection(repo, monkeypatch):

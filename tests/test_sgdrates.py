@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from sec_lib.chapters import optim
-from sec_lib.runs import followup, selection, sgdrates, tier
+from sec_lib.runs import followup, selection, sgdrates, study, tier
 from sec_lib.runs import store as S
 from sec_lib.runs.experiments import run_key
 from sec_lib.runs.train import RunResult
@@ -120,7 +120,7 @@ def test_the_driver_selects_writes_its_choices_then_trains_and_exports_the_test_
         q6b.save(result(c, score(c)))
     tier.export(q6b, base, tier.tier_dir("decisive") / "optim")
     monkeypatch.setattr(S, "run_all", fake_run_all)
-    final = sgdrates.main(jobs=200)          # one chunk a round: one export each
+    final = study.run([sgdrates.STUDY], jobs=200)["sgd-rates"]          # one chunk a round: one export each
     assert {lo: {a: v["lr"] for a, v in arms.items()} for lo, arms in final.items()} == {
         "triplet": {"sgd": 0.3, "sgd+sec": 0.03}, "npair": {"sgd": 0.01, "sgd+sec": 0.03},
         "ms": {"sgd": 1.0, "sgd+sec": 0.03}}
@@ -134,13 +134,13 @@ def test_the_driver_selects_writes_its_choices_then_trains_and_exports_the_test_
     assert len(sel) == 3 * (6 * 5 + 2) and (sel["holdout_classes"] > 0).all()
     runs = sgdrates.test_runs()
     assert len(runs) == len(base) and (runs["holdout_classes"] == 0).all()
-    assert not [c for c in trained if c.loss == "semihard"] and "committed Q6b runs" in capsys.readouterr().out
+    assert not [c for c in trained if c.loss == "semihard"] and "committed decisive optim runs" in capsys.readouterr().out
     said = optim.followup_evidence_sentence("Q6c")
     assert said.startswith("**Evidence for Q6c:** the selection, 96 runs of 3,000 iterations on glyphs, scored on 400 held-out")
     assert "the test, 16 runs of 10 iterations" in said and "(4 of them Q6b's runs, reused)" in said
     assert set(runs.loc[(runs.loss == "ms") & (runs.variant == "none"), "lr"]) == {1.0}
     n = len(trained)
-    assert sgdrates.main(jobs=200) == final and len(trained) == n          # a rerun resumes: nothing trains again
+    assert study.run([sgdrates.STUDY], jobs=200)["sgd-rates"] == final and len(trained) == n          # a rerun resumes: nothing trains again
     table = sgdrates.rate_table()
     assert table.loc[table["chosen"], ["loss", "arm", "lr"]].values.tolist() == [
         ["triplet", "none", 0.3], ["triplet", "sec", 0.03], ["npair", "none", 0.01], ["npair", "sec", 0.03],
@@ -217,7 +217,7 @@ def test_a_restart_keeps_the_grown_points_of_a_finished_grid_in_the_export(repo,
         trained.extend(configs)
         return []
     monkeypatch.setattr(S, "run_all", fake_run_all)
-    sgdrates.main(jobs=200)
+    study.run([sgdrates.STUDY], jobs=200)["sgd-rates"]
     sel = pd.read_parquet(sgdrates.folder() / "selection" / "runs.parquet")
     grown = sel[(sel["loss"] == "npair") & (sel["eta"] == 0)]
     assert set(grown["lr"]) == {0.001, *selection.LR_GRID} and len(grown) == 18

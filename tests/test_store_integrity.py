@@ -11,6 +11,7 @@ import time
 import pytest
 
 import sec_lib.runs.store as S
+from sec_lib.runs import commands
 from sec_lib.site import runner as book
 from sec_lib.params import ParameterError
 from sec_lib.runs.store import ResultStore, run_all, run_key
@@ -140,7 +141,7 @@ def test_the_runner_retrains_every_damaged_record_and_counts_them(tmp_path, monk
     for cfg, damage in zip(cfgs, DAMAGE.values()):
         damage(tmp_path / run_key(cfg))
     summary = book.Summary()
-    book.train_sweep("test", cfgs, 1, summary)                 # the runner's own sweep: it must not stop
+    commands.train_sweep("test", cfgs, 1, summary)                 # the runner's own sweep: it must not stop
     assert summary.quarantined == len(DAMAGE) and summary.trained == len(DAMAGE) and summary.reused == 0
     assert len(list((tmp_path / ".quarantine").iterdir())) == len(DAMAGE)
     after = [ResultStore(tmp_path).get(c) for c in cfgs]

@@ -239,11 +239,11 @@ def test_the_retired_reference_tier_is_not_exported_and_rerun_reads_its_successo
     decisive tier, with a clear error for a key it does not hold."""
     from sec_lib.runs import commands
     monkeypatch.setenv("SEC_RUNS_DIR", str(tmp_path / "runs"))
-    assert tier.RETIRED_TIERS == ("reference",) and "reference" not in tier.TIER_PROFILES
+    assert tuple(tier.RETIRED) == tier.RETIRED_TIERS == ("reference",) and "reference" not in tier.TIER_PROFILES
     assert commands.export_command("reference") == 2
     err = capsys.readouterr().err
-    assert "retired" in err and tier.RETIRED_AT["reference"] in err and "make decisive" in err
-    assert f"retired on {tier.RETIRED_ON['reference']}" in err
+    assert "retired" in err and tier.RETIRED["reference"].at in err and "make decisive" in err
+    assert f"retired on {tier.RETIRED['reference'].on}" in err
     assert not (tmp_path / "runs").exists()
     if not tier.stage_dirs(tier.tier_dir("decisive")):
         pytest.skip("no committed decisive tier in this checkout")
@@ -376,62 +376,64 @@ def test_a_pace_of_another_kind_of_runs_predicts_with_a_margin(monkeypatch, tmp_
     time limit killed it. Predicted from another kind's pace, a chunk now gets :data:`OTHER_KIND_MARGIN`, so with
     the 165 s that call had left none starts; once a chunk of the kind has set its own pace, no margin."""
     from types import SimpleNamespace
-    from sec_lib.runs import commands, store as store_mod
+    from sec_lib.runs import launch, store as store_mod, study
     clock = SimpleNamespace(t=0.0)
-    monkeypatch.setattr(commands, "time", SimpleNamespace(monotonic=lambda: clock.t, perf_counter=lambda: clock.t))
+    monkeypatch.setattr(launch, "check_device", lambda c: c)
+    monkeypatch.setattr(study, "time", SimpleNamespace(monotonic=lambda: clock.t, perf_counter=lambda: clock.t))
     trained = []
 
-    def fake_run_all(cfgs, root=None, jobs=1, together=1):       # a main-comparison run: 215 s on 4 processes
+    def fake_run_all(cfgs, root=None, jobs=1, together=1, **kw):       # a main-comparison run: 215 s on 4 processes
         trained.append(len(cfgs))
         clock.t += 215.0
     monkeypatch.setattr(store_mod, "run_all", fake_run_all)
-    monkeypatch.setattr(commands.tier, "export", lambda store, named, out: {"exported": 0})
+    monkeypatch.setattr(study.tier, "export", lambda store, named, out: {"exported": 0})
     st = SimpleNamespace(root=tmp_path)
     pace = {"s": 126.0, "run": 42.0, "processes": 3, "kind": "selection"}
-    assert commands.chunk_seconds(4, 4, 1, pace, "selection") == 168.0
-    assert commands.chunk_seconds(4, 4, 1, pace, "main") == 168.0 * commands.OTHER_KIND_MARGIN == 252.0
-    assert not commands.train_exporting(list(range(40)), [], tmp_path, st, 4, "t", 1, deadline=165.0, pace=pace,
+    assert study.chunk_seconds(4, 4, 1, pace, "selection") == 168.0
+    assert study.chunk_seconds(4, 4, 1, pace, "main") == 168.0 * study.OTHER_KIND_MARGIN == 252.0
+    assert not study.train_exporting(list(range(40)), [], tmp_path, st, 4, "t", 1, deadline=165.0, pace=pace,
                                         kind="main")
     assert trained == [] and clock.t == 0.0                    # before: a chunk of 4 started, and was killed at 215 s
-    assert not commands.train_exporting(list(range(40)), [], tmp_path, st, 4, "t", 1, deadline=500.0, pace=pace,
+    assert not study.train_exporting(list(range(40)), [], tmp_path, st, 4, "t", 1, deadline=500.0, pace=pace,
                                         kind="main")
     # the first chunk (predicted 252 s) fits; then its own pace, 215 s, lets a second one start and not a third
     assert trained == [4, 4] and clock.t == 430.0
-    assert pace["kind"] == "main" and commands.chunk_seconds(4, 4, 1, pace, "main") == 215.0
+    assert pace["kind"] == "main" and study.chunk_seconds(4, 4, 1, pace, "main") == 215.0
 
 
 def test_a_chunk_does_not_split_a_unit_of_runs(monkeypatch, tmp_path):
     """``unit=2`` (the gpu tier's pairs of a seed's none and SEC runs): a chunk the deadline cuts to 3 runs trains
     2, an odd number of processes trains whole pairs, and the last runs of the list go as they are."""
     from types import SimpleNamespace
-    from sec_lib.runs import commands, store as store_mod
+    from sec_lib.runs import launch, store as store_mod, study
     clock = SimpleNamespace(t=0.0)
-    monkeypatch.setattr(commands, "time", SimpleNamespace(monotonic=lambda: clock.t, perf_counter=lambda: clock.t))
+    monkeypatch.setattr(launch, "check_device", lambda c: c)
+    monkeypatch.setattr(study, "time", SimpleNamespace(monotonic=lambda: clock.t, perf_counter=lambda: clock.t))
     trained = []
 
-    def fake_run_all(cfgs, root=None, jobs=1, together=1):       # 10 s a run, the processes in turn
+    def fake_run_all(cfgs, root=None, jobs=1, together=1, **kw):       # 10 s a run, the processes in turn
         trained.append(list(cfgs))
         clock.t += 10.0 * len(cfgs)
     monkeypatch.setattr(store_mod, "run_all", fake_run_all)
-    monkeypatch.setattr(commands.tier, "export", lambda store, named, out: {"exported": 0})
+    monkeypatch.setattr(study.tier, "export", lambda store, named, out: {"exported": 0})
     st = SimpleNamespace(root=tmp_path)
 
     def pace():
         return {"s": 10.0, "run": 10.0, "processes": 1, "kind": "k"}      # n runs on n processes: 10 n s
-    assert commands.chunk_seconds(3, 4, 1, pace(), "k") == 30.0
-    assert not commands.train_exporting(list(range(8)), [], tmp_path, st, 4, "t", 1, deadline=35.0, pace=pace(),
+    assert study.chunk_seconds(3, 4, 1, pace(), "k") == 30.0
+    assert not study.train_exporting(list(range(8)), [], tmp_path, st, 4, "t", 1, deadline=35.0, pace=pace(),
                                         kind="k")
     assert trained == [[0, 1, 2]]                                         # without a unit: 3 runs
     trained.clear()
     clock.t = 0.0
-    assert not commands.train_exporting(list(range(8)), [], tmp_path, st, 4, "t", 1, deadline=35.0, pace=pace(),
+    assert not study.train_exporting(list(range(8)), [], tmp_path, st, 4, "t", 1, deadline=35.0, pace=pace(),
                                         kind="k", unit=2)
     assert trained == [[0, 1]]                                            # then 20 + 20 > 35: stopped
     trained.clear()
-    assert commands.train_exporting(list(range(5)), [], tmp_path, st, 3, "t", 1, unit=2)
+    assert study.train_exporting(list(range(5)), [], tmp_path, st, 3, "t", 1, unit=2)
     assert trained == [[0, 1], [2, 3, 4]]                                 # 3 processes: a pair, then the last 3
     trained.clear()
-    assert commands.train_exporting(list(range(3)), [], tmp_path, st, 1, "t", 1, unit=2)
+    assert study.train_exporting(list(range(3)), [], tmp_path, st, 1, "t", 1, unit=2)
     assert trained == [[0], [1], [2]]                                     # one process: smaller than a pair
 
 
@@ -443,42 +445,43 @@ def test_a_chunk_starts_only_if_its_pace_says_it_ends_before_the_deadline(monkey
     the seconds per run of the chunk (20 s), not from one process's pace (10 s), which is what the lent H100 did
     on 2026-11-27 (8 processes trained 6 runs in the 330 s in which 4 had trained 4 in 176)."""
     from types import SimpleNamespace
-    from sec_lib.runs import commands, store as store_mod
+    from sec_lib.runs import launch, store as store_mod, study
     from sec_lib.runs.many import process_groups
     clock = SimpleNamespace(t=0.0)
     fake_time = SimpleNamespace(monotonic=lambda: clock.t, perf_counter=lambda: clock.t)
     trained = []
 
-    def fake_run_all(cfgs, root=None, jobs=1, together=1):
+    def fake_run_all(cfgs, root=None, jobs=1, together=1, **kw):
         groups = process_groups(list(cfgs), jobs, together)
         trained.append(len(cfgs))
         clock.t += 10.0 * max(map(len, groups)) * max(1.0, len(groups) / 4)
-    monkeypatch.setattr(commands, "time", fake_time)
+    monkeypatch.setattr(launch, "check_device", lambda c: c)
+    monkeypatch.setattr(study, "time", fake_time)
     monkeypatch.setattr(store_mod, "run_all", fake_run_all)
-    monkeypatch.setattr(commands.tier, "export", lambda store, named, out: {"exported": 0})
+    monkeypatch.setattr(study.tier, "export", lambda store, named, out: {"exported": 0})
     st, pace = SimpleNamespace(root=tmp_path), {}
-    assert commands.train_exporting(list(range(4)), [], tmp_path, st, 4, "t", 4, deadline=45.0, pace=pace)
+    assert study.train_exporting(list(range(4)), [], tmp_path, st, 4, "t", 4, deadline=45.0, pace=pace)
     assert trained == [4] and clock.t == 10.0 and pace == {"s": 10.0, "run": 2.5, "processes": 4, "kind": None}
-    assert commands.chunk_seconds(16, 4, 4, pace) == 40.0
+    assert study.chunk_seconds(16, 4, 4, pace) == 40.0
     # 16 runs (4 per process, 40 s) would end at 50 > 45; 12 (3 each, 30 s) end at 40; then nothing fits in 5 s
-    assert not commands.train_exporting(list(range(32)), [], tmp_path, st, 4, "t", 4, deadline=45.0, pace=pace)
+    assert not study.train_exporting(list(range(32)), [], tmp_path, st, 4, "t", 4, deadline=45.0, pace=pace)
     assert trained == [4, 12] and clock.t == 40.0
-    assert commands.train_exporting(list(range(20)), [], tmp_path, st, 4, "t", 4, deadline=95.0, pace=pace)
+    assert study.train_exporting(list(range(20)), [], tmp_path, st, 4, "t", 4, deadline=95.0, pace=pace)
     assert trained == [4, 12, 16, 4] and clock.t == 90.0     # 16 runs: 40 s; the last 4 (1 each): 10 s
     # 8 processes after a pace of 4: 8 x 2.5 = 20 s, not 10; 6 processes (15 s) fit in 15 s and take 15
-    assert commands.chunk_seconds(8, 8, 1, pace) == 20.0
-    assert not commands.train_exporting(list(range(8)), [], tmp_path, st, 8, "t", 1, deadline=105.0, pace=pace)
+    assert study.chunk_seconds(8, 8, 1, pace) == 20.0
+    assert not study.train_exporting(list(range(8)), [], tmp_path, st, 8, "t", 1, deadline=105.0, pace=pace)
     assert trained == [4, 12, 16, 4, 6] and clock.t == 105.0
-    assert commands.chunk_seconds(1, 8, 1, {}) == 0.0
+    assert study.chunk_seconds(1, 8, 1, {}) == 0.0
     # the pace kept in a file reaches the next process: a second command on a warm machine starts no chunk its
     # window cannot hold (without the file it would start one, with no pace to go by)
     f = tmp_path / "gpu_pace.json"
-    assert commands.train_exporting(list(range(4)), [], tmp_path, st, 4, "t", 1, deadline=200.0, pace={},
+    assert study.train_exporting(list(range(4)), [], tmp_path, st, 4, "t", 1, deadline=200.0, pace={},
                                      pace_file=f, kind="selection")
     import json
     kept = json.loads(f.read_text())
     assert kept == {"s": 10.0, "run": 2.5, "processes": 4, "kind": "selection"}
     start = clock.t
-    assert not commands.train_exporting(list(range(4)), [], tmp_path, st, 4, "t", 1, deadline=start + 5.0,
+    assert not study.train_exporting(list(range(4)), [], tmp_path, st, 4, "t", 1, deadline=start + 5.0,
                                          pace=kept, pace_file=f, kind="selection")
     assert clock.t == start

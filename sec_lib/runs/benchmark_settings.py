@@ -6,7 +6,7 @@ dataset and loss) and Table 4 (tuplet margin). Where the authors' public code (g
 ``config.py``, ``mytrain.sh``, ``learner.py``) does something else, ``Cited.code`` says what. Values neither source
 gives are marked ``OURS`` with the reason.
 
-    python -m sec_lib.runs.benchmarks [PROFILE]      (these settings with their sources, and the expected cost)
+    python -m sec_lib.book benchmarks [PROFILE]      (these settings with their sources, and the expected cost)
 
 :mod:`sec_lib.runs.benchmarks` reads the folders and the weights (and re-exports every name here); this module only
 names settings, so that :func:`sec_lib.runs.experiments.get_profile` can build the profiles without importing the

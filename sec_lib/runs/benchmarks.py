@@ -2,7 +2,7 @@
 paper's settings, from folders and a weights file on your disk (nothing is downloaded).
 
     python -m sec_lib.book run --profile cub --data-root /data/dml --pretrained /weights/bn_inception-52deb4733.pth
-    python -m sec_lib.runs.benchmarks [PROFILE]      (the settings with their sources, and the expected cost)
+    python -m sec_lib.book benchmarks [PROFILE]      (the settings with their sources, and the expected cost)
 
 Each profile (``cub``, ``cars``, ``sop``, ``inshop``) is an :class:`~sec_lib.runs.experiments.Profile` built
 in :mod:`sec_lib.runs.benchmark_settings` (re-exported here) from :data:`COMMON`, :data:`DATASETS` and :data:`RATES`,
@@ -39,7 +39,6 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -47,14 +46,16 @@ import pandas as pd
 from ..data import LAYOUTS, ROOT_ENV, get_dataset
 from ..data.benchmarks import DISPLAY_NAMES
 from ..losses import LOSS_SPECS
+from ..models import build_model
 from ..params import Choice, ParameterError
 from . import experiments as ex
 from .benchmark_settings import (  # noqa: F401 - re-exported: the runner, the pages and the tests read them here
     PRETRAINED_ENV, BACKBONE_ENV, BACKBONES, DATASET_OF, PAPER_DATASET, PAPER, TABLE1, TABLE3, TABLE4, LOSSES, CODE,
     OURS, Cited, COMMON, DATASETS, RATES, DEFAULT_LOSS, NOT_APPLICABLE, SKIPPED_CHAPTERS, benchmark_profile,
     smoke_profile, settings_table)
+from .config import RunResult
 from .store import run_key
-from .train import RunResult
+from .tier import STAGED_TIERS
 
 __all__ = ["Cited", "COMMON", "DATASETS", "RATES", "NOT_APPLICABLE", "PAPER_DATASET", "BACKBONES", "PRETRAINED_ENV",
            "BACKBONE_ENV", "benchmark_profile", "smoke_profile", "settings_table", "configure", "preflight",
@@ -100,7 +101,6 @@ def check_weights(p: ex.Profile) -> str:
     """The weights file fits the profile's backbone: build it with the file (the key check of
     :func:`sec_lib.models.load_backbone_weights`); a ParameterError names the missing, unexpected and
     wrongly shaped keys, and the backbone the file fits, if it fits the other one."""
-    from ..models import build_model
     path, arch = p.base.get("pretrained"), p.base["model"]
     if not path:
         raise ParameterError(f"profile {p.name!r} fine-tunes an ImageNet-pretrained backbone ({arch}), as the paper "
@@ -174,7 +174,6 @@ def page_note(profile: str, page: str) -> str | None:
 def data_name(profile: str) -> str:
     """What a page calls the profile's data: "glyphs" for the glyph profiles and the committed glyph tiers a page may
     show (the staged decisive tier among them), else the dataset's name ("CUB-200-2011", ...)."""
-    from .tier import STAGED_TIERS
     Choice((*ex.PROFILE_NAMES, *STAGED_TIERS)).check("profile", profile)
     return DISPLAY_NAMES[DATASET_OF[profile]] if profile in DATASET_OF else "glyphs"
 
@@ -265,7 +264,7 @@ def estimate(cfg) -> float:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m sec_lib.runs.benchmarks", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python -m sec_lib.book benchmarks", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("profiles", nargs="*", default=list(DATASETS), help=f"some of {', '.join(DATASETS)} (default: all)")
     args = ap.parse_args(argv)
@@ -280,7 +279,3 @@ def main(argv=None) -> int:
         print(pl.to_string(index=False, formatters={"hours": "{:.0f}".format}))
         print(f"total: {pl['runs'].sum()} runs, about {pl['hours'].sum():.0f} run-hours (one run per GPU at a time)")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -6,7 +6,6 @@
 """
 from __future__ import annotations
 
-import json
 import math
 import subprocess
 import sys
@@ -14,18 +13,18 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import pandas as pd
 import torch
 from tqdm import tqdm
 
 from .. import kernels
 from ..data import get_dataset
 from ..params import ParameterError
-from ..tempfiles import atomic_write_bytes
+from . import decisive_studies, tier
 from . import experiments as ex
-from . import tier
+from .benchmarks import preflight
 from .launch import LaunchError, as_launcher
-from .launch import train_stages as waves
+from .waves import train_stages as waves
+from .provenance import provenance
 from .store import ResultStore
 
 
@@ -102,7 +101,7 @@ def train_sweep(desc: str, configs, launcher, summary: Summary) -> None:
 
 def train_stages(p: ex.Profile, chapters, launcher, summary: Summary, store=None) -> None:
     """Train in dependent waves (pilot, η selection, chapters) with ``launcher`` (or a job count
-    for the local pool); see :func:`sec_lib.runs.launch.train_stages`."""
+    for the local pool); see :func:`sec_lib.runs.waves.train_stages`."""
     waves(p, chapters, launcher, store, sweep=lambda desc, configs, lau: train_sweep(desc, configs, lau, summary))
 
 
@@ -132,7 +131,6 @@ def train_command(profile: str, chapters, launcher) -> int:
                                  f"its data; its chapters: {', '.join(ex.profile_chapters(p))}")
         ex.check_sweeps(p, chapters)      # every config (device included) before anything trains
         if benchmark:
-            from .benchmarks import preflight
             preflight(p)                  # folders, every image, the weights: before anything trains
         summary.cleared = (ResultStore().clean_partial(), 0)
         if p.name in tier.TIER_PROFILES:       # resume from the committed runs on a fresh machine
@@ -152,11 +150,11 @@ def train_command(profile: str, chapters, launcher) -> int:
 def export_command(profile: str) -> int:
     """Copy the profile's finished runs into its committed tier ``data/reference/<profile>/`` (refused for a
     retired tier, whose folder keeps its history)."""
-    if profile in tier.RETIRED_TIERS:
-        print(f"error: the {profile} tier was retired on {tier.RETIRED_ON[profile]} and is no longer exported (its folder keeps "
-              f"runs.parquet, evals.parquet, kinds.csv and its portability report; commit {tier.RETIRED_AT[profile]} "
-              f"holds it whole); the {tier.REPLACED_BY[profile]} tier replaced it: `make {tier.REPLACED_BY[profile]}` "
-              "trains and exports it", file=sys.stderr)
+    if profile in tier.RETIRED:
+        r = tier.RETIRED[profile]
+        print(f"error: the {profile} tier was retired on {r.on} and is no longer exported (its folder keeps "
+              f"runs.parquet, evals.parquet, kinds.csv and its portability report; commit {r.at} holds it whole); the "
+              f"{r.replaced_by} tier replaced it: `make {r.replaced_by}` trains and exports it", file=sys.stderr)
         return 2
     store = ResultStore()
     counts = tier.export(store, ex.profile_configs(profile, store), tier.tier_dir(profile))
@@ -175,8 +173,8 @@ def rerun_command(key: str, profile: str, tier_root=None) -> int:
     a difference is reported as on another kind (GPU kernels are not deterministic).
     On another kind, or where the committed kind is unknown, it reports the difference in units of that
     arm's seed SD, says that bit-identity is not expected there, and exits 0."""
-    if tier_root is None and profile in tier.REPLACED_BY:     # the reference profile's committed runs: the decisive tier
-        tier_root = tier.tier_dir(tier.REPLACED_BY[profile])
+    if tier_root is None and profile in tier.RETIRED:     # the reference profile's committed runs: the decisive tier
+        tier_root = tier.tier_dir(tier.RETIRED[profile].replaced_by)
     root = Path(tier_root) if tier_root is not None else tier.tier_dir(profile)
     if not (root / "runs.parquet").exists():       # a staged tier (data/reference/decisive): the stage holding the run
         stages = tier.stage_dirs(root)
@@ -194,7 +192,6 @@ def rerun_command(key: str, profile: str, tier_root=None) -> int:
         return 2
     cfg = t.config(key)
     if not cfg.device.startswith("cpu"):           # a GPU run: its kind is its GPU's (tier.gpu_kind)
-        from .provenance import provenance
         if not torch.cuda.is_available():
             print(f"error: run {key} was trained on a GPU ({tier.committed_kind(t, key)}); this machine has none, "
                   f"so it cannot retrain it (its config asks for device {cfg.device!r})", file=sys.stderr)
@@ -237,319 +234,13 @@ def rerun_command(key: str, profile: str, tier_root=None) -> int:
     return 0
 
 
-def train_exporting(todo, named, out, store, jobs: int, what: str, together: int = 1,
-                    deadline: float | None = None, pace: dict | None = None, pace_file=None,
-                    kind: str | None = None, unit: int = 1) -> bool:
-    """Train ``todo`` in chunks of ``jobs`` x ``together`` runs, exporting every run of ``named`` that is in
-    ``store`` to the tier folder ``out`` after each chunk (so a stopped session loses at most one chunk).
-
-    With ``deadline`` (a ``time.monotonic()`` value) no chunk starts that the last chunk's pace says would end after
-    it; where a whole chunk would not, the largest smaller one that would trains instead. The prediction
-    (:func:`chunk_seconds`) uses the seconds per run that one process trained, and, for a chunk on more processes than
-    the last one, also the seconds per run of the whole chunk (processes that share one GPU slow each other down:
-    8 processes did not train 8 runs in the time 4 trained 4). ``pace`` (a dict) carries the pace from one call to
-    the next; ``pace_file`` (JSON) keeps it for the next process, e.g. a second command on a warm GPU machine.
-    ``kind`` names the runs' kind (the gpu tier's stage): a pace measured on another kind predicts this kind's first
-    chunk times :data:`OTHER_KIND_MARGIN` (:func:`chunk_seconds`). ``unit`` > 1: ``todo`` comes in consecutive groups
-    of ``unit`` runs (the gpu tier's pairs of arms) that a chunk does not split, except a chunk smaller than a group
-    (``jobs`` x ``together`` < ``unit``) or the last runs of ``todo``. Returns False when it stopped early."""
-    from .store import run_all
-    pace = {} if pace is None else pace
-    i = 0
-    while i < len(todo):
-        n = min(jobs * together, len(todo) - i)
-        if unit <= n < len(todo) - i:
-            n -= n % unit                              # whole groups
-        if deadline is not None:
-            while n and time.monotonic() + chunk_seconds(n, jobs, together, pace, kind) > deadline:
-                n -= n % unit or unit                  # down to whole groups, then a group at a time
-            if not n:
-                print(f"  stopped before the deadline: {len(todo) - i} {what} runs left for the next call", flush=True)
-                return False
-        t0 = time.perf_counter()
-        run_all(todo[i:i + n], root=store.root, jobs=jobs, together=together)
-        seconds = time.perf_counter() - t0
-        groups = _groups(n, jobs, together)
-        pace.update(s=seconds / max(map(len, groups)), run=seconds / n, processes=len(groups), kind=kind)
-        if pace_file is not None:
-            atomic_write_bytes(Path(pace_file), json.dumps(pace).encode())
-        counts = tier.export(store, named, out)
-        print(f"  {counts['exported']} of {len(named)} {what} runs exported to {out} "
-              f"({seconds:.0f} s for the last {n}, {len(groups)} processes)", flush=True)
-        i += n
-    return True
-
-
-def _groups(n: int, jobs: int, together: int) -> list[list]:
-    from .many import process_groups
-    return process_groups(list(range(n)), jobs, together)
-
-
-#: A pace measured on runs of another kind (the gpu tier's stage before) predicts a chunk of this kind times this
-#: margin, until a chunk of this kind has set its own pace. On the H200 of 2026-11-28 a chunk of 4 runs of the
-#: held-out selection took 165 s, and one of 4 runs of the main comparison more than 200 s: the same 3,000 steps,
-#: but its last evaluation clusters the 1,392 test classes (k-means with 10 starts on one thread: 55 s on an AMD
-#: EPYC) where the selection clusters 400 held-out classes. Predicted from the selection's pace, that chunk was started
-#: twice with too little time left, and both times the call's time limit killed it: 6.5 minutes of GPU time lost.
-OTHER_KIND_MARGIN = 1.5
-
-
-def chunk_seconds(n: int, jobs: int, together: int, pace: dict, kind: str | None = None) -> float:
-    """Predicted wall seconds of a chunk of ``n`` runs of ``kind`` from the last chunk's ``pace`` (0 before any
-    chunk): the seconds per run a process trains times the runs per process; for more processes than the last chunk
-    had, at least the last chunk's seconds per run times ``n`` (the GPU they share does not get faster); times
-    :data:`OTHER_KIND_MARGIN` where the last chunk's runs were of another kind."""
-    if not pace:
-        return 0.0
-    groups = _groups(n, jobs, together)
-    seconds = pace["s"] * max(map(len, groups))
-    if len(groups) > pace.get("processes", len(groups)):
-        seconds = max(seconds, pace["run"] * n)
-    if pace.get("kind") != kind:
-        seconds *= OTHER_KIND_MARGIN
-    return seconds
-
-
-def pilot_command(jobs: int = 2, profile: str = "reference", pairs: int = 1) -> int:
-    """Train the schedule pilot (:mod:`sec_lib.runs.pilot`) in chunks of ``jobs`` runs, exporting the finished
-    runs to ``data/reference/decisive/pilot/`` after each chunk (commit it as it grows; a rerun resumes from
-    the store and the committed folder), then print the convergence table and the choice."""
-    from . import pilot
-    if jobs < 1:
-        print(f"error: jobs = {jobs} is not valid; expected an integer >= 1", file=sys.stderr)
-        return 2
-    out = tier.tier_dir(pilot.TIER) / "pilot"
-    store = ResultStore()
-    if (out / "runs.parquet").exists():
-        print(f"restored {tier.restore(out, store)} committed pilot runs of {out} into {store.root}")
-    cfgs = pilot.configs(profile, pairs)
-    todo = [c for c in cfgs if not store.has(c)]
-    print(f"schedule pilot: {len(cfgs)} runs, {len(cfgs) - len(todo)} done; rule: "
-          f"{pilot.rule(pilot.LENGTH_PAIRS[pairs - 1])}", flush=True)
-    train_exporting(todo, cfgs, out, store, jobs, "pilot")
-    table = pilot.table(store.get(c, tables=("evals",)) for c in cfgs)
-    for pair in pilot.LENGTH_PAIRS[:pairs]:
-        conv = pilot.convergence(table, pair)
-        print(conv.to_string(index=False))
-        print(f"chosen schedule at T = {pair[0]}: {pilot.choice(conv, pair) or 'none (see the rule)'}")
-    return 0
+def pilot_command(jobs: int = 2, profile: str = "reference") -> int:
+    """Train the decisive tier's schedule pilot (:func:`sec_lib.runs.decisive_studies.train_pilot`), resumably, and
+    print its convergence tables and its choice."""
+    return decisive_studies.train(decisive_studies.studies()[:1], jobs, profile, ResultStore())
 
 
 def decisive_command(jobs: int = 2, profile: str = "reference") -> int:
-    """The decisive tier, stage by stage, resumable: the schedule pilot (:func:`pilot_command`), extended to its
-    next length pair when no shape converged; then, once it has chosen a schedule, the held-out selection of the
-    four main losses (:mod:`sec_lib.runs.selection`: η and L2 grids, 3 seeds a point, grown at an edge),
-    exported to ``data/reference/decisive/selection/`` after every ``jobs`` runs, printing each loss's choice with
-    its flags (:func:`select_stage`); then the main comparison (:func:`main_stage`) and the stages after it
-    (:func:`later_stages`)."""
-    from . import pilot
-    store = ResultStore()
-    shape = length = None
-    for n, pair in enumerate(pilot.LENGTH_PAIRS, start=1):     # the next pair only when none converged
-        rc = pilot_command(jobs, profile, pairs=n)
-        if rc:
-            return rc
-        table = pilot.table(store.get(c, tables=("evals",)) for c in pilot.configs(profile, n))
-        shape = pilot.choice(pilot.convergence(table, pair), pair)
-        if shape is not None:
-            length = pair[0]
-            break
-    if shape is None:
-        last = pilot.LENGTH_PAIRS[-1]
-        shape = pilot.fallback(pilot.convergence(table, last), last)
-        if shape is None:
-            print("the pilot's last length pair is incomplete: the selection waits")
-            return 0
-        length = last[0]
-        print(f"no shape converged at any length pair of the pilot: by the registered fallback the tier trains "
-              f"{shape} at {length} iterations (not converged by the rule; see the tiers page)", flush=True)
-    final = select_stage(ex.MAIN_LOSSES, ("sec", "l2reg"), shape, length, store, jobs,
-                         tier.tier_dir(pilot.TIER) / "selection", profile)
-    rc = main_stage(final, shape, length, store, jobs, profile)
-    return rc or later_stages(store, jobs, profile)
-
-
-def select_stage(losses, kinds, shape: str, length: int, store, jobs: int, out: Path, profile: str = "reference",
-                 eta_grid: tuple | None = None, label: str = "selection") -> dict:
-    """A held-out selection of the decisive tier (:mod:`sec_lib.runs.selection`) for ``losses`` and ``kinds``
-    ('sec': the η grid ``eta_grid``, default :data:`~sec_lib.runs.selection.ETA_GRID`, with η = 0; 'l2reg': the L2
-    grid), 3 seeds a point, each grid grown while its choice sits at an edge; its runs export to ``out`` after every
-    ``jobs`` runs, committed runs there are restored first. Prints each choice with its flags and returns
-    ``{(loss, kind): (Choice, held-out runs)}``."""
-    from . import selection
-    base = {"sec": tuple(eta_grid or selection.ETA_GRID), "l2reg": selection.L2_GRID, "relative": selection.RELATIVE_GRID}
-    if (out / "runs.parquet").exists():
-        print(f"restored {tier.restore(out, store)} committed {label} runs of {out} into {store.root}")
-    grids = {(loss, kind): (0.0, *base[kind]) for loss in losses for kind in kinds}
-    named: list = []
-    final: dict = {}
-    while True:
-        want = [c for (loss, kind), ws in grids.items()
-                for c in selection.configs(loss, [w for w in ws if kind != "l2reg" or w > 0], shape, length, kind,
-                                           profile)]
-        named += [c for c in want if c not in named]
-        todo = [c for c in want if not store.has(c)]
-        print(f"{label} ({shape}, {length} iterations): {len(want)} runs named, {len(todo)} to train", flush=True)
-        train_exporting(todo, named, out, store, jobs, label)
-        grown = False
-        for (loss, kind), ws in list(grids.items()):
-            zero = selection.configs(loss, (0.0,), shape, length, "sec", profile)     # shared by both grids
-            rows = [store.get(c, tables=()) for c in zero + selection.configs(loss, [w for w in ws if w], shape,
-                                                                               length, kind, profile)]
-            runs = selection.held_out_frame(rows)                     # a diverged run cannot win
-            c = selection.choose(selection.scores_of(runs), base[kind])
-            final[(loss, kind)] = (c, runs)
-            print(f"  {loss} {kind}: chosen {c.weight:g} (best nonzero {c.best_nonzero:g})"
-                  + (f", growing the grid to {c.needs:g}" if c.needs else "")
-                  + "".join(f"; {f}" for f in c.flags_for(selection.KIND_NAMES[kind])))
-            if c.needs:
-                grids[(loss, kind)] = (*ws, c.needs)
-                grown = True
-        if not grown:
-            return final
-
-
-def select_rates(arms, shape: str, length: int, store, jobs: int, out: Path, profile: str = "reference") -> dict:
-    """SGD's held-out learning rates (:func:`sec_lib.runs.selection.rate_configs`) for ``arms``: the rate grid,
-    3 seeds a rate, grown while the best rate sits at an edge (×/÷ 10, twice a side at most); its runs export to
-    ``out``. Returns ``{arm: Choice}`` (no 'no optimizer' point: ``zero=False``)."""
-    from . import selection
-    if (out / "runs.parquet").exists():
-        print(f"restored {tier.restore(out, store)} committed rate-selection runs of {out} into {store.root}")
-    grids = {arm: selection.LR_GRID for arm in arms}
-    named: list = []
-    while True:
-        want = [c for arm, rates in grids.items() for c in selection.rate_configs(arm, rates, shape, length, profile)]
-        named += [c for c in want if c not in named]
-        todo = [c for c in want if not store.has(c)]
-        print(f"SGD rates ({shape}, {length} iterations): {len(want)} runs named, {len(todo)} to train", flush=True)
-        train_exporting(todo, named, out, store, jobs, "rate-selection")
-        final, grown = {}, False
-        for arm, rates in list(grids.items()):
-            rows = [store.get(c, tables=()) for c in selection.rate_configs(arm, rates, shape, length, profile)]
-            runs = selection.held_out_frame(rows, by="lr")            # a diverged run cannot win
-            c = selection.choose(selection.scores_of(runs, by="lr"), selection.LR_GRID, zero=False)
-            final[arm] = c
-            print(f"  {arm}: chosen lr {c.weight:g}" + (f", growing the grid to {c.needs:g}" if c.needs else "")
-                  + "".join(f"; {f}" for f in c.flags))
-            if c.needs:
-                grids[arm] = (*rates, c.needs)
-                grown = True
-        if not grown:
-            return final
-
-
-def select_finetune(p, store, jobs: int, out: Path) -> tuple[float, float, list]:
-    """The fine-tuning arm's held-out rates under the decisive profile ``p``
-    (:func:`sec_lib.runs.finetune.selection`: every trunk rate × head ratio, 3 seeds a pair): the pair with the best
-    mean held-out R@1 (ties: the smaller trunk rate, then the smaller ratio); while its trunk rate sits at an edge of
-    the trunk grid, the grid grows ×/÷ :data:`~sec_lib.runs.finetune.TRUNK_FACTOR` (twice a side at most), every ratio
-    at the new rate. Returns (trunk lr, head lr, flags)."""
-    from . import finetune, selection
-    if (out / "runs.parquet").exists():
-        print(f"restored {tier.restore(out, store)} committed fine-tuning selection runs of {out} into {store.root}")
-    base, ratios = finetune.grid(p)
-    lrs, named = tuple(base), []
-    while True:
-        want = finetune.selection(p, lrs)
-        named += [c for c in want if c not in named]
-        todo = [c for c in want if not store.has(c)]
-        print(f"fine-tuning rates: {len(want)} runs named, {len(todo)} to train", flush=True)
-        train_exporting(todo, named, out, store, jobs, "fine-tuning selection")
-        rows = pd.DataFrame([{"lr": r.config.lr, "ratio": round(r.config.lr_head / r.config.lr, 6), "seed": r.config.seed,
-                              "R@1": r.metrics.get("R@1") if r.status == "done" else float("-inf")}
-                             for r in (store.get(c, tables=()) for c in want) if r is not None])
-        done = rows.groupby(["lr", "ratio"]).filter(lambda g: set(selection.SEEDS) <= set(g["seed"]))
-        pairs = done.groupby(["lr", "ratio"])["R@1"].mean().to_dict()        # complete pairs: mean over the seeds
-        by_lr = {lr: max(v for (l, _), v in pairs.items() if l == lr) for lr in lrs if any(l == lr for l, _ in pairs)}
-        c = selection.choose(by_lr, base, zero=False, factor=finetune.TRUNK_FACTOR)
-        if c.needs is None:
-            lr = c.weight
-            ratio = max((r for (l, r) in pairs if l == lr), key=lambda r: (pairs[(lr, r)], -r))
-            return lr, lr * ratio, c.flags
-        print(f"  the best trunk rate {c.weight:g} sits at the {c.edge} edge: growing the grid to {c.needs:g}")
-        lrs = (*lrs, c.needs)
-
-
-def later_stages(store, jobs: int, profile: str = "reference") -> int:
-    """The decisive tier's stages after the main comparison (:data:`sec_lib.runs.decisive.STAGES`, in order): a
-    held-out selection records each loss's choice in ``choices.json`` once; a training stage trains the runs its
-    chapters name under :func:`sec_lib.runs.decisive.profile` that no earlier stage named, seed by seed, and
-    exports them to its own folder. Resumable like the rest: committed runs are restored first."""
-    from . import decisive, mainstage
-    from .store import run_key
-    plan = decisive.read_plan()
-    earlier = {run_key(c) for c in mainstage.configs(plan, profile)}
-    for stage, what, (kind, *args) in decisive.STAGES:
-        out = tier.tier_dir(decisive.TIER) / stage
-        if kind == "select":
-            losses, kinds = getattr(ex, args[0]), args[1]
-            final = select_stage(losses, kinds, plan.shape, plan.length, store, jobs, out, profile,
-                                 decisive.selection_grid(stage, "sec"), stage)
-            for loss in losses:
-                got = decisive.record_choice(loss, final[(loss, "sec")][0], final.get((loss, "l2reg"), (None,))[0])
-                print(f"  {loss}: η {got['sec']:g}" + ("" if got["l2reg"] is None else f", L2 {got['l2reg']:g}")
-                      + "".join(f"; {f}" for f in got["flags"]) + f" (recorded in {decisive.choices_path()})",
-                      flush=True)
-            continue
-        if kind == "select-scale":        # relative SEC's η, and the fixed-scale radius from the η = 0 runs
-            from . import selection
-            losses = getattr(ex, args[0])
-            final = select_stage(losses, ("relative",), plan.shape, plan.length, store, jobs, out, profile, label=stage)
-            for loss in losses:
-                zero = [store.get(c, tables=("test_norms",))
-                        for c in selection.configs(loss, (0.0,), plan.shape, plan.length, "sec", profile)]
-                got = decisive.record_scale(loss, final[(loss, "relative")][0], decisive.radius_of(zero))
-                print(f"  {loss}: relative η {got['relative']:g}, radius {got['radius']:g}"
-                      + "".join(f"; {f}" for f in got["flags"]), flush=True)
-            continue
-        if kind == "select-finetune":
-            lr, lr_head, flags = select_finetune(decisive.profile(), store, jobs, out)
-            got = decisive.record_finetune(lr, lr_head, flags)
-            print(f"  fine-tuning: trunk lr {got['lr']:g}, head lr {got['lr_head']:g}"
-                  + "".join(f"; {f}" for f in got["flags"]), flush=True)
-            continue
-        if kind == "select-lr":
-            for arm, c in select_rates(args[0], plan.shape, plan.length, store, jobs, out, profile).items():
-                got = decisive.record_rate(arm, c)
-                print(f"  {arm}: lr {got['lr']:g}" + "".join(f"; {f}" for f in got["flags"])
-                      + f" (recorded in {decisive.choices_path()})", flush=True)
-            continue
-        if (out / "runs.parquet").exists():
-            print(f"restored {tier.restore(out, store)} committed {stage} runs of {out} into {store.root}")
-        cfgs = [c for c in ex.stage_configs(decisive.profile(), args[0], store) if run_key(c) not in earlier]
-        cfgs.sort(key=lambda c: c.seed)                  # seed by seed: a stopped stage is usable
-        earlier |= {run_key(c) for c in cfgs}
-        todo = [c for c in cfgs if not store.has(c)]
-        print(f"{stage} ({what}): {len(cfgs)} runs, {len(cfgs) - len(todo)} done", flush=True)
-        train_exporting(todo, cfgs, out, store, jobs, stage)
-    print("the decisive tier's stages are complete" + (
-        "; not written yet: " + "; ".join(f"{k} ({v})" for k, v in decisive.LATER.items()) if decisive.LATER else ""),
-        flush=True)
-    return 0
-
-
-def main_stage(final: dict, shape: str, length: int, store, jobs: int, profile: str = "reference") -> int:
-    """The main comparison (:mod:`sec_lib.runs.mainstage`): the plan computed from the final selection
-    (``final``: {(loss, kind): (Choice, held-out runs)}) is written to ``data/reference/decisive/plan.json``
-    once, before anything trains on the test classes, then its runs train in chunks of ``jobs`` and export to
-    ``data/reference/decisive/main/`` after each chunk."""
-    from . import mainstage, pilot, selection
-    sec = {loss: c for (loss, kind), (c, _) in final.items() if kind == "sec"}
-    l2 = {loss: c for (loss, kind), (c, _) in final.items() if kind == "l2reg"}
-    diffs = pd.concat([selection.paired_diffs(runs, mainstage.tested_weight(c)).assign(loss=loss)
-                       for (loss, kind), (c, runs) in final.items() if kind == "sec"], ignore_index=True)
-    path = tier.tier_dir(pilot.TIER) / "plan.json"
-    plan = mainstage.write_plan(mainstage.make_plan(sec, l2, diffs, shape, length), path)
-    print(f"main comparison plan ({path}): {plan.seeds} seeds for the primary arms (SD {plan.sd:.3f} of the "
-          f"per-seed mean paired difference, detectable effect {plan.mde:.2f} R@1 points); η "
-          + ", ".join(f"{l} {w:g}" for l, w in plan.eta.items()), flush=True)
-    out = tier.tier_dir(pilot.TIER) / "main"
-    if (out / "runs.parquet").exists():
-        print(f"restored {tier.restore(out, store)} committed main-comparison runs of {out} into {store.root}")
-    cfgs = mainstage.configs(plan, profile)
-    todo = [c for c in cfgs if not store.has(c)]
-    print(f"main comparison: {len(cfgs)} runs, {len(cfgs) - len(todo)} done", flush=True)
-    train_exporting(todo, cfgs, out, store, jobs, "main-comparison")
-    print("the main comparison is complete", flush=True)
-    return 0
+    """The decisive tier, study by study (:func:`sec_lib.runs.decisive_studies.studies`), resumable: the schedule
+    pilot, the held-out selection of the four main losses, the main comparison, then the stages after it."""
+    return decisive_studies.train(decisive_studies.studies(), jobs, profile, ResultStore())

@@ -22,16 +22,16 @@ Pre-registered with the plan (``data/reference/decisive/README.md``; the cost pl
   classes (:data:`~sec_lib.runs.selection.LR_GRID`, semihard, 3 seeds a rate, grown at an edge).
 - The convergence chapter's dense early curves are exact prefixes of the main comparison's runs: the first 2,000
   iterations, evaluated every 100, on the full run's cosine horizon (:func:`sec_lib.runs.experiments.early_twin`).
-- The scale chapter (issue 23): relative SEC's η on held-out classes (:data:`~sec_lib.runs.selection.RELATIVE_GRID`,
+- The scale chapter: relative SEC's η on held-out classes (:data:`~sec_lib.runs.selection.RELATIVE_GRID`,
   3 seeds, grown at an edge) and the fixed-scale radius (the median norm of the η = 0 held-out runs,
   :func:`radius_of`), then its two new arms at 5 seeds (none, L2-reg and SEC are the main comparison's runs).
-- The fine-tuning chapter (issue 24): from the committed glyph backbone (frozen BN, a new head) under the tier's
+- The fine-tuning chapter: from the committed glyph backbone (frozen BN, a new head) under the tier's
   own schedule and length, so that each fine-tuned run differs from its from-scratch twin (the main comparison's
   run of the same loss, arm and seed) only in its start and the paper's protocol. Trunk and head rates on held-out
   classes: every trunk rate of :data:`~sec_lib.runs.finetune.TRUNK_LRS` × head ratio of
   :data:`~sec_lib.runs.finetune.HEAD_RATIOS`, 3 seeds a pair; the best pair by mean held-out R@1 (ties: the smaller
   rates); the trunk grid grows ×/÷ 3 while the best pair's trunk rate sits at its edge (twice a side at most). Then
-  none, L2-reg and SEC at their held-out weights and relative SEC at its held-out η, 5 seeds (the issue's arms);
+  none, L2-reg and SEC at their held-out weights and relative SEC at its held-out η, 5 seeds (the registered arms);
   their twins are runs of the main comparison and of the scale chapter. The issue asks for a step schedule, the
   paper's; this tier keeps its own cosine one, the shape its pilot found converged (step did not converge at 13,500),
   so that the regime interaction compares runs that differ only in their start and the protocol.
@@ -42,12 +42,15 @@ import dataclasses
 import json
 from pathlib import Path
 
+import numpy as np
+
 from ..tempfiles import atomic_write_json
+from . import finetune, selection, tier
 from . import sweeps as sw
-from . import tier
-from .mainstage import EVALS, Plan
-from .pilot import TIER, schedule
+from .mainstage import EVALS, Plan, tested_weight
+from .pilot import TIER
 from .plan import FLOOR
+from .schedules import schedule
 from .selection import RELATIVE_GRID
 
 #: Adam's rate in every decisive run (the reference tier's held-out choice; the pilot kept it).
@@ -61,12 +64,12 @@ CHAPTERS = ("compare", "tuned", "main", "beyond", "norms", "instability", "conve
             "normlayer", "optim", "scale", "pretrained", "ssl", "npair", "face")
 #: The stages after the main comparison, in training order: (stage = export folder, what it is, how). Tuplet margin
 #: and CosFace come first: with them the compare page, and so the primary test and the landing page, read this tier.
-#: Then the scale and fine-tuning chapters (issues 23 and 24), before the rest (this order was set on 2026-11-26,
+#: Then the scale and fine-tuning chapters before the rest (this order was set on 2026-11-26,
 #: while the main comparison trained and before any later stage had trained a run). How:
 #: ("select", the name of a loss list in :mod:`~sec_lib.runs.experiments`, kinds): a held-out η / L2 selection;
 #: ("select-lr", arms): SGD's rates; ("select-scale", loss list): relative SEC's η and the fixed-scale radius;
 #: ("select-finetune",): the fine-tuning rates; ("train", chapters): the chapters' runs that no earlier stage named
-#: (:func:`sec_lib.runs.commands.later_stages` runs them).
+#: (:func:`sec_lib.runs.decisive_studies.later_studies` declares them as studies).
 STAGES = (
     ("extra-selection", "tuplet margin and CosFace: held-out η and L2 grids", ("select", "EXTRA_LOSSES",
                                                                                ("sec", "l2reg"))),
@@ -158,7 +161,6 @@ def radius_of(runs) -> float:
     selection runs (``runs``: their RunResults with ``test_norms``, pooled over the seeds), to 3 significant digits.
     SEC toward it equalizes the norms at the scale the loss reaches without a regularizer, so it does not shrink
     them. SelectionError when no done run has norms."""
-    import numpy as np
     norms = [n for r in runs if r is not None and r.status == "done" and "norm" in r.test_norms
              for n in r.test_norms["norm"]]
     med = float(np.median(np.asarray(norms, float))) if norms else float("nan")
@@ -171,7 +173,6 @@ def radius_of(runs) -> float:
 def record_scale(loss: str, relative, radius: float, root=None) -> dict:
     """Write ``loss``'s relative-SEC η (a final :class:`~sec_lib.runs.selection.Choice`; the best nonzero η where
     none won) and fixed-scale radius under ``choices.json``'s ``scale``, once. Returns the entry on disk."""
-    from .mainstage import tested_weight
     if relative.needs is not None:
         raise ValueError(f"the relative-SEC selection of {loss!r} is not final (it still needs {relative.needs:g})")
     have = read_choices(root)
@@ -195,7 +196,6 @@ def record_choice(loss: str, sec, l2=None, root=None) -> dict:
     """Write ``loss``'s held-out choice (:class:`~sec_lib.runs.selection.Choice` s: SEC's η and, if given, the L2
     weight; where no regularizer won, the best nonzero weight, flagged) to ``choices.json`` atomically, unless
     the loss is already there: a choice, once written, is never rewritten. Returns the loss's entry on disk."""
-    from .mainstage import tested_weight
     for name, c in (("sec", sec), ("l2reg", l2)):
         if c is not None and c.needs is not None:
             raise ValueError(f"the {name} selection of {loss!r} is not final (it still needs {c.needs:g})")
@@ -243,7 +243,6 @@ def profile(plan: Plan | None = None, choices: dict | None = None, root=None) ->
 def selection_grid(stage: str, kind: str) -> tuple:
     """The first grid of a held-out selection stage of :data:`STAGES` for ``kind`` ('sec', 'l2reg', 'relative'),
     without η = 0 (a point of its own): the review losses' η grid for ``review-selection``, else the main losses'."""
-    from . import selection
     if kind == "sec":
         return REVIEW_GRID if stage == "review-selection" else selection.ETA_GRID
     return {"l2reg": selection.L2_GRID, "relative": selection.RELATIVE_GRID}[kind]
@@ -254,7 +253,6 @@ def first_round(stage: str, p: sw.Profile | None = None, plan: Plan | None = Non
     and each grid point a grown grid adds): every point of its first grids (:func:`selection_grid`, η = 0 included
     where the stage has it; SGD's rate grid; the fine-tuning rate pairs under the decisive profile ``p``) at every
     seed, each run once. ``plan``: the committed ``plan.json`` by default."""
-    from . import finetune, selection
     hows = [how for name, _, how in STAGES if name == stage]
     if not hows:
         raise ValueError(f"unknown stage {stage!r}; the stages after the main comparison: "

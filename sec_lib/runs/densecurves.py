@@ -25,8 +25,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import followup, tier
-from .train import TrainConfig
+from . import followup, study, tier
+from .config import TrainConfig
+from .store import load_runs
 
 #: The iterations each prefix is retraced to (C3's stage: 2,000).
 PREFIX = 5000
@@ -73,7 +74,6 @@ def test_runs(root=None) -> pd.DataFrame:
 def test_frames(root=None, tables=("evals", "steps")):
     """The committed runs as :class:`~sec_lib.runs.store.Frames` (``tables`` of them, in :func:`test_configs`' order;
     the columns the pages' frames have), once all are there (:func:`test_runs`); KeyError before."""
-    from .store import load_runs
     test_runs(root)
     return load_runs(test_configs(root), tables=tables, store=tier.TierStore(folder(root) / "test"))
 
@@ -84,19 +84,13 @@ def stage_runs(root=None) -> pd.DataFrame:
     return followup.committed_runs(folder(root) / "test")
 
 
-def main(jobs: int = 2, root_store=None) -> None:
+def train(session, study_) -> None:
     """Train the runs the store lacks, resumably, exporting ``test/`` after every chunk of ``jobs`` runs."""
-    from .store import ResultStore
-    store = ResultStore(root_store)
-    out = folder()
-    followup.restore_committed(store, (("test", out / "test"),))
-    followup.train_test(store, test_configs(), out, jobs, "C3b")
+    store, jobs = session.store, session.jobs
+    out = study_.path()
+    study.train_named(store, test_configs(), out / "test", jobs, "C3b test")
 
 
-def cli(argv=None) -> int:
-    """``python -m sec_lib.runs.densecurves [--jobs N]`` (``make followup-convergence``)."""
-    return followup.cli("sec_lib.runs.densecurves", __doc__.splitlines()[0], lambda jobs: main(jobs=jobs), argv)
-
-
-if __name__ == "__main__":
-    raise SystemExit(cli())
+#: The study as the driver trains it (:func:`sec_lib.runs.study.run`; ``make followup-convergence``).
+STUDY = study.Study("dense-curves", FOLDER, __doc__.splitlines()[0], train,
+                    stages=("test",))

@@ -28,7 +28,7 @@ from ..params import Choice
 from . import decisive, finetune, scalearms
 from .benchmark_settings import benchmark_profile
 from .store import run_key
-from .train import TrainConfig
+from .config import TrainConfig
 from .profiles import (  # noqa: F401 - re-exported: the chapters and the runner read them here
     MAIN_LOSSES, VARIANTS, GLYPH_PROFILES, BENCHMARK_PROFILES, PROFILE_NAMES, ETA_SEC, EXTRA_LOSSES, ETA_L2,
     SSL_LOSSES, NPAIR_VARIANTS, FACE_LOSSES, REVIEW_LOSSES, LOSS_SETTINGS, CHAPTER_NAMES, Profile, PROFILES,
@@ -63,7 +63,7 @@ def scale(p: Profile, store) -> list[TrainConfig]:
 
 
 def finetune_rates(p: Profile, store=None) -> list[TrainConfig]:
-    """The fine-tuning arm's held-out rate selection (issue 24; :func:`sec_lib.runs.finetune.selection_runs`)."""
+    """The fine-tuning arm's held-out rate selection (:func:`sec_lib.runs.finetune.selection_runs`)."""
     return finetune.selection_runs(p, store)
 
 
@@ -73,17 +73,18 @@ def pretrained_runs(p: Profile, store) -> list[tuple[TrainConfig, dict]]:
 
 
 def pretrained(p: Profile, store) -> list[TrainConfig]:
-    """Fine-tuned from the backbone pretrained here, and the main-table twin of each run (issue 24)."""
+    """Fine-tuned from the backbone pretrained here, and the main-table twin of each run."""
     return [c for c, _ in pretrained_runs(p, store)]
 
 
-CHAPTERS = {
-    "compare": main_table, "tuned": tuned_sec, "selection": eta_selection, "beyond": beyond,
-    "main": main_comparison, "norms": main_table, "convergence": convergence, "instability": main_table,
-    "eta": eta_sweep, "mu": mu_ablation, "bnwn": bn_wn, "normlayer": norm_layer, "optim": optim,
-    "explore": toy_grid, "ssl": ssl, "npair": npair_variants, "face": face, "scale": scale,
-    "ftrates": finetune_rates, "pretrained": pretrained,
-}
+#: The sweep each sweep name (:data:`~sec_lib.runs.profiles.CHAPTER_NAMES`, the one list of names, in its order)
+#: trains.
+SWEEPS = {"compare": main_table, "tuned": tuned_sec, "selection": eta_selection, "beyond": beyond,
+          "main": main_comparison, "norms": main_table, "convergence": convergence, "instability": main_table,
+          "eta": eta_sweep, "mu": mu_ablation, "bnwn": bn_wn, "normlayer": norm_layer, "optim": optim,
+          "explore": toy_grid, "ssl": ssl, "npair": npair_variants, "face": face, "scale": scale,
+          "ftrates": finetune_rates, "pretrained": pretrained}
+CHAPTERS = {name: SWEEPS[name] for name in CHAPTER_NAMES}
 
 
 def chapter_configs(chapter: str, profile: "Profile | str", store) -> list[TrainConfig]:

@@ -1,4 +1,4 @@
-"""Fine-tuning the backbone pretrained here: the paper's protocol transposed to glyphs (issue 24, item 2).
+"""Fine-tuning the backbone pretrained here: the paper's protocol transposed to glyphs.
 
 The paper fine-tunes an ImageNet-pretrained BN-Inception with a new embedding layer, separate learning rates for
 the backbone and the head, frozen BatchNorm and a step schedule. On glyphs the backbone is the checkpoint of
@@ -21,27 +21,28 @@ the backbone and the head, frozen BatchNorm and a step schedule. On glyphs the b
 Tiers: the quick tier (profile ``cpu``; ``smoke`` for the tests): the book's ``pretrained`` chapter
 (:func:`chapter_runs`, after the selection's own wave, :func:`selection_runs`); and the decisive tier
 (:mod:`sec_lib.runs.decisive`), under its own schedule, with 3 seeds a rate pair and a grid that grows at an edge
-(``commands.select_finetune``), its rates then fixed in ``choices.json``. The from-scratch twin of every run
+(``decisive_studies.select_finetune``), its rates then fixed in ``choices.json``. The from-scratch twin of every run
 is the profile's main-table run (same loss, variant, seed, run length and data; the Adam rate of the profile's
 own learning-rate pilot).
 
-    python -m sec_lib.runs.finetune --profile cpu            # train the selection, then the fine-tuning runs
+    python -m sec_lib.book finetune --profile cpu            # train the selection, then the fine-tuning runs
 """
 from __future__ import annotations
 
 import argparse
 import dataclasses
 import json
-import sys
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 
 from ..params import Choice
 from . import sweeps as sw
+from .config import TrainConfig
 from .pretrain import committed_provenance, provenance_path
-from .store import ResultStore
-from .train import TrainConfig
+from .selection import SEEDS
+from .store import ResultStore, run_all
 
 #: The SEC rebuttal's Table 3 (copied from ../shared/reference/rebuttal_hyperparameters.md): (dataset, losses) ->
 #: (backbone lr, head lr, decay factor, decay iterations, iterations). T = triplet, SHT = semihard, NNP = N-pair.
@@ -126,7 +127,6 @@ def selection(profile, lrs=None) -> list[TrainConfig]:
     p = _profile(profile)
     grid_lrs, ratios = grid(p)
     if p.name == "decisive":
-        from .selection import SEEDS
         seeds, extra = SEEDS, {"eval_every": 0}
     else:
         seeds, extra = (p.pilot_seed,), {}
@@ -142,7 +142,7 @@ def chosen_rates(profile, store: ResultStore) -> tuple[float, float]:
     and the choice is among them."""
     p = _profile(profile)
     lrs, ratios = grid(p)
-    if p.fixed_choices:                      # the decisive tier: chosen by its own stage (commands.later_stages)
+    if p.fixed_choices:                      # the decisive tier: chosen by its own stage (decisive_studies.later_studies)
         return sw.fixed_choice(p, "lr", "finetune"), sw.fixed_choice(p, "lr", "finetune-head")
     if isinstance(store, sw.AnyChoice):      # checking configs before the selection exists: an interior pair
         return lrs[len(lrs) // 2], lrs[len(lrs) // 2] * ratios[0]
@@ -159,7 +159,7 @@ def chosen_rates(profile, store: ResultStore) -> tuple[float, float]:
 
 def scratch_arms(p: sw.Profile, store) -> list[TrainConfig]:
     """The from-scratch runs the fine-tuning arm mirrors. The quick tier: its main table (none, L2-reg, SEC at the
-    paper's η). The decisive tier (issue 24: "none, SEC and L2 at selected weights, and relative SEC"): none, L2-reg
+    paper's η). The decisive tier: none, L2-reg
     and SEC at their held-out weights and relative SEC at its held-out η, 5 seeds each; every one is a run of its
     main comparison or of its scale chapter."""
     if p.name != "decisive":
@@ -222,7 +222,6 @@ def scratch_pilot(profile) -> list[TrainConfig]:
 
 def _t_interval(x: np.ndarray, level: float = 0.95) -> tuple[float, float, float]:
     """(mean, lower, upper) of a t interval over ``x`` (NaN bounds with fewer than 2 values)."""
-    from scipy import stats
     x = np.asarray(x, float)
     m = float(x.mean())
     if len(x) < 2:
@@ -269,14 +268,13 @@ def summary(profile, store) -> dict[str, pd.DataFrame]:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m sec_lib.runs.finetune", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m sec_lib.book finetune", description=__doc__.split("\n")[0])
     ap.add_argument("--profile", default="cpu", help=f"one of {', '.join(FINETUNE_PROFILES)}")
     ap.add_argument("--jobs", type=int, default=1)
     ap.add_argument("--root", default=None, help="result store folder (default: $SEC_RUNS_DIR or data/runs)")
     ap.add_argument("--scratch", action="store_true",
                     help="also train the from-scratch twins (the main table, after the Adam arm of its rate pilot)")
     args = ap.parse_args(argv)
-    from .store import run_all
     p = _profile(args.profile)
     store = ResultStore(args.root) if args.root else ResultStore()
     run_all(selection(p), root=store.root, jobs=args.jobs)
@@ -294,7 +292,3 @@ def main(argv=None) -> int:
                                                          "test_norm_cv"]].mean().round(3).to_string())
         print(out["effects"].round(2).to_string(index=False))
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

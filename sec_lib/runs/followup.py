@@ -1,9 +1,6 @@
-"""What the registered follow-ups share (``data/followups/<name>/``: :mod:`~sec_lib.runs.sgdrates`, Q6c;
-:mod:`~sec_lib.runs.sgdeta`, Q6d; :mod:`~sec_lib.runs.densecurves`, C3b, which has no selection): a held-out grid
-chosen by the tier's rule and grown at an edge, the committed runs restored before any training, the selection
-trained until every grid is final, ``choices.json`` never rewritten by a different choice, the test runs trained and
-read only once all are committed, and the command line.
-"""
+"""What the registered follow-ups (``data/followups/<name>/``, each a module with its ``STUDY``) read and write:
+the decisive tier's plan their held-out runs train under, Q6b's SGD runs, ``choices.json`` (never rewritten by a
+different choice), and their committed runs, read only once all are committed."""
 from __future__ import annotations
 
 import json
@@ -13,7 +10,10 @@ from pathlib import Path
 import pandas as pd
 
 from ..tempfiles import atomic_write_json
-from . import selection, tier
+from . import tier
+from .config import TrainConfig
+from .decisive import read_plan
+from .store import run_key
 
 
 def rel(path: Path) -> str:
@@ -27,53 +27,7 @@ def rel(path: Path) -> str:
 def tier_plan():
     """The decisive tier's registered plan, whose schedule shape and length the follow-ups' held-out runs train
     under (``data/reference/decisive/plan.json``)."""
-    from .decisive import read_plan
     return read_plan()
-
-
-def grid_choice(store, configs_of, points: tuple, base: tuple, by: str = "eta", zero: bool = True):
-    """One held-out grid by the tier's rule (:func:`sec_lib.runs.selection.choose` on ``base``; ``zero``: the point 0
-    may win): (the Choice once final, else None; every run of the grid so far, grown points included; the runs of it
-    still to train). ``configs_of(points)`` names the runs of ``points`` (the config field ``by`` varies); a run that
-    did not finish scores −∞, and the grid grows ×/÷ 10 at an edge while the rule asks for a point."""
-    while True:
-        cfgs = configs_of(points)
-        todo = [c for c in cfgs if not store.has(c)]
-        if todo:
-            return None, cfgs, todo
-        runs = selection.held_out_frame([store.get(x, tables=()) for x in cfgs], by=by)
-        c = selection.choose(selection.scores_of(runs, by=by), base, zero=zero)
-        if c.needs is None:
-            return c, cfgs, []
-        points = (*points, c.needs)
-
-
-def select(store, choosers: dict, out: Path, jobs: int, fid: str) -> dict:
-    """{key: Choice} once every grid of ``choosers`` ({key: () -> :func:`grid_choice`'s triple}, in training order)
-    is final: each round trains what the grids still need, exporting every run of every grid so far (grown points
-    included: the export writes only the runs it is named) to ``out/selection`` after each chunk of ``jobs``."""
-    from .commands import train_exporting
-    named: list = []
-    while True:
-        todo, final = [], {}
-        for key, choose in choosers.items():
-            c, grid, need = choose()
-            named += [x for x in grid if x not in named]
-            todo += need
-            if c is not None:
-                final[key] = c
-        if not todo:
-            return final
-        print(f"{fid} selection: {len(todo)} held-out runs to train", flush=True)
-        train_exporting(todo, named, Path(out) / "selection", store, jobs, f"{fid} selection")
-
-
-def train_test(store, tests: list, out: Path, jobs: int, fid: str) -> None:
-    """Train the test runs ``tests`` that ``store`` lacks and export them all to ``out/test``."""
-    from .commands import train_exporting
-    todo = [c for c in tests if not store.has(c)]
-    print(f"{fid} test: {len(tests)} runs, {len(todo)} to train", flush=True)
-    train_exporting(todo, tests, Path(out) / "test", store, jobs, f"{fid} test")
 
 
 def scores_json(scores: dict) -> dict:
@@ -112,7 +66,6 @@ def committed_runs(where: Path) -> pd.DataFrame:
 def all_committed(path: Path, configs, what: str) -> pd.DataFrame:
     """The runs of ``configs`` committed in ``path`` (a stage's ``runs.parquet``), once every one is there; KeyError
     (no evidence yet) before, saying how many are. ``what``: the follow-up's id, for the message."""
-    from .store import run_key
     want = {run_key(c) for c in configs}
     path = Path(path)
     runs = pd.read_parquet(path) if path.exists() else pd.DataFrame(columns=["key"])
@@ -126,7 +79,6 @@ def committed_test_runs(here: Path, want_of, what: str) -> pd.DataFrame:
     """A follow-up's committed test runs (``here/test/runs.parquet``), once its ``choices.json`` is written and every
     run ``want_of(choices)`` names (their configs) is there; KeyError (no evidence yet) before, saying how many are
     missing. ``what``: the follow-up's id, for the message."""
-    from .store import run_key
     choices = read_json(here / "choices.json")
     if not choices:
         raise KeyError(f"{what}'s held-out selection is not final yet: {rel(here / 'choices.json')} is not written")
@@ -140,21 +92,16 @@ def committed_test_runs(here: Path, want_of, what: str) -> pd.DataFrame:
     return runs[runs["key"].isin(want)].reset_index(drop=True)
 
 
-def restore_committed(store, places) -> None:
-    """Restore into ``store`` every committed stage of ``places`` ((what, folder) pairs; a folder without runs is
-    skipped), so that no run committed there trains again."""
-    for what, where in places:
-        if (Path(where) / "runs.parquet").exists():
-            print(f"restored {tier.restore(where, store)} committed {what} runs into {store.root}", flush=True)
+def q6b_configs(root=None) -> list[TrainConfig]:
+    """Q6b's SGD runs as the decisive ``optim`` stage committed them (in the repository, or in ``root``), in its
+    order."""
+    runs = pd.read_parquet(tier.tier_dir("decisive", root) / "optim" / "runs.parquet", columns=["config", "optimizer"])
+    return [TrainConfig(**json.loads(c)) for c in runs.loc[runs["optimizer"] == "sgd", "config"]]
 
 
-def cli(prog: str, description: str, main, argv=None) -> int:
-    """A follow-up's command, ``python -m <prog> [--jobs N]``: a bad ``--jobs`` is refused before any work."""
-    import argparse
-    ap = argparse.ArgumentParser(prog=f"python -m {prog}", description=description)
-    ap.add_argument("--jobs", type=int, default=2, help="runs trained at once (default 2: one a core)")
-    args = ap.parse_args(argv)
-    if args.jobs < 1:
-        ap.error(f"--jobs must be at least 1, got {args.jobs}")
-    main(jobs=args.jobs)
-    return 0
+def q6b_rates(root=None) -> dict:
+    """{loss: {'none': lr, 'sec': lr}}: the rates Q6b's runs trained at (the tier's shared SGD rates)."""
+    out: dict = {}
+    for c in q6b_configs(root):
+        out.setdefault(c.loss, {})["sec" if c.eta > 0 else "none"] = float(c.lr)
+    return out

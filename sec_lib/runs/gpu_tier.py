@@ -1,8 +1,8 @@
-"""The gpu tier (issue 27): what a lent GPU trains, in which order, and how its runs reach ``data/reference/gpu/``.
+"""The gpu tier: what a lent GPU trains, in which order, and how its runs reach ``data/reference/gpu/``.
 
 ``bench/gpu_session.sh`` calls :func:`command` and then :func:`export` in each short GPU window; ``python -m
 sec_lib.book gpu-tier`` calls :func:`command`; the tiers page counts :func:`stages`. Training itself is
-:func:`sec_lib.runs.commands.train_exporting`'s, the CPU tiers' too.
+:func:`sec_lib.runs.study.train_exporting`'s, the CPU tiers' too.
 """
 from __future__ import annotations
 
@@ -17,9 +17,10 @@ from . import commands
 from . import experiments as ex
 from . import finetune
 from . import pretrain
+from . import study
 from . import tier
 from .store import ResultStore
-from .train import TrainConfig
+from .config import TrainConfig
 
 
 #: The gpu profile's earlier forms, whose committed runs stay in the tier (each its own kind or its own settings):
@@ -58,7 +59,7 @@ SELECTION_ORDER = {"sec": 0, "none": 1, "l2reg": 2}
 #: What a stage's naming raises while it waits for an earlier one: a missing run or choice (KeyError,
 #: SelectionError), or the pretrained trunk the fine-tuning stages start from, not committed yet (FileNotFoundError).
 WAITING = (KeyError, ex.SelectionError, FileNotFoundError)
-#: The stage the issue asks of a GPU: the four main losses with and without SEC at the tier's own held-out η.
+#: The stage a GPU is for: the four main losses with and without SEC at the tier's own held-out η.
 MAIN_STAGE = "main comparison (main losses × none and SEC at its held-out η)"
 #: The first stage that needs the gpu profile's pretrained trunk (:data:`sec_lib.runs.pretrain.GPU_CONFIG`):
 #: :func:`command` pretrains it before that stage when it is not committed.
@@ -77,7 +78,7 @@ def stages(p: ex.Profile, store) -> list:
     1. Adam's learning-rate pilot (the η selection trains at the rate it chooses; the pilot's SGD rows serve the
        optimizer chapter only).
     2. The four main losses' held-out selection: SEC's η grid, η = 0, the L2 weights.
-    3. The main comparison the issue asks of a GPU: the four main losses × {none, SEC at the held-out η} × the
+    3. The main comparison a GPU is for: the four main losses × {none, SEC at the held-out η} × the
        profile's ``main_seeds``, the same runs (and store keys) as the main chapter's arms of those losses. Named
        from stage 2 alone: the main chapter also waits for tuplet margin's and CosFace's selection. A seed's none
        and SEC runs are named one after the other, so that a chunk of an even number of runs trains both arms of
@@ -146,7 +147,7 @@ def kmeans_workers(jobs: int, cores: int | None = None) -> int:
 
 
 def command(minutes: float = 0.0, jobs: int | None = None, together: int | None = None) -> int:
-    """Train the gpu tier in the issue's order, resumably, exporting to ``data/reference/gpu/`` after every chunk:
+    """Train the gpu tier in its order, resumably, exporting to ``data/reference/gpu/`` after every chunk:
     the committed runs are restored, then the held-out η selection of the four main losses (SEC, then L2), then
     the main comparison once that selection is complete. ``minutes`` > 0: start no chunk that would end after that
     many minutes (a lent GPU's short window). Defaults: the gpu profile's ``jobs`` and ``together``."""
@@ -174,7 +175,7 @@ def command(minutes: float = 0.0, jobs: int | None = None, together: int | None 
         todo = [c.replace(kmeans_workers=workers) for c in cfgs if not store.has(c)]   # not in the key
         print(f"gpu tier: {name}, {len(cfgs)} runs, {len(todo)} to train "
               f"({jobs} processes x {together} runs together, k-means restarts {workers} at once)", flush=True)
-        if not commands.train_exporting(todo, named(), out, store, jobs, "gpu tier", together, deadline, pace, pace_file,
+        if not study.train_exporting(todo, named(), out, store, jobs, "gpu tier", together, deadline, pace, pace_file,
                                         kind=name, unit=2 if name in PAIRED_STAGES else 1):
             return 0
     return 0

@@ -21,23 +21,25 @@ anything is submitted (:func:`check_device`).
 from __future__ import annotations
 
 import dataclasses
+import multiprocessing as mp
 import os
 import sys
 import time
+import traceback
 from abc import ABC, abstractmethod
+from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Callable, Iterable
 
-from . import experiments as ex
 from ..params import Choice, Number, ParameterError
-from .store import ResultStore, default_root, run_all, run_key, worker_pool
-from .train import TrainConfig
+from . import store as results
+from .config import TrainConfig
+from .store import ResultStore, default_root, run_key, worker_pool
 
 LAUNCHERS = ("pool", "submitit")
 CLUSTERS = (None, "local", "slurm")
 DEVICES = ("cpu", "cuda", "mps")
-SELECTION_CHAPTERS = {"selection", "tuned", "beyond", "main"}
 
 Progress = Callable[[str, int, int], None]     # (event 'reused' | 'trained', n, total distinct runs)
 
@@ -126,7 +128,7 @@ class PoolLauncher(Launcher):
         if self.jobs > 1 and self._pool is None:
             self._pool = worker_pool(self.jobs)     # one set of workers for every wave until close()
         try:
-            run_all(list(configs), root=root, jobs=self.jobs, progress=progress, pool=self._pool,
+            results.run_all(list(configs), root=root, jobs=self.jobs, progress=progress, pool=self._pool,
                     together=self.together)
         except BrokenProcessPool:
             self.close()                            # a worker died: the next wave starts fresh workers
@@ -139,6 +141,16 @@ class PoolLauncher(Launcher):
 
     def __repr__(self):
         return f"PoolLauncher(jobs={self.jobs}" + (f", together={self.together})" if self.together > 1 else ")")
+
+
+def submitit_package():
+    """The submitit package; ParameterError where it is not installed."""
+    try:
+        import submitit  # local: an optional dependency (the [cluster] extra), needed only by this launcher
+    except ImportError as e:
+        raise ParameterError("launcher 'submitit' needs the submitit package: "
+                             "pip install 'sec_lib[cluster]' (or pip install submitit)") from e
+    return submitit
 
 
 class SubmititLauncher(Launcher):
@@ -169,18 +181,14 @@ class SubmititLauncher(Launcher):
         self.folder = Path(folder) if folder is not None else None
         self.executor_params = dict(executor_params or {})
         self.jobs: list = []              # the jobs of the last wave (tests and error reports read them)
-        try:
-            import submitit  # noqa: F401
-        except ImportError as e:
-            raise ParameterError("launcher 'submitit' needs the submitit package: "
-                                 "pip install 'sec_lib[cluster]' (or pip install submitit)") from e
+        submitit_package()
 
     def __repr__(self):
         return (f"SubmititLauncher(cluster={self.cluster!r}, partition={self.partition!r}, gpus_per_job="
                 f"{self.gpus_per_job}, runs_per_job={self.runs_per_job}, array_parallelism={self.array_parallelism})")
 
     def executor(self, root: Path, cluster: str):
-        import submitit
+        submitit = submitit_package()
         folder = self.folder or (root.parent / "submitit")
         ex_ = submitit.AutoExecutor(folder=str(Path(folder).resolve() / "%j"), cluster=cluster)
         params = dict(timeout_min=self.timeout_min, gpus_per_node=self.gpus_per_job, tasks_per_node=1, nodes=1,
@@ -194,8 +202,7 @@ class SubmititLauncher(Launcher):
 
     def resolved_cluster(self) -> str:
         """The cluster the jobs go to: the one given, else submitit's choice (Slurm where it exists)."""
-        import submitit
-        return self.cluster or submitit.AutoExecutor.which()
+        return self.cluster or submitit_package().AutoExecutor.which()
 
     def check(self, configs) -> str:
         """Validate the configs for this launcher (nothing is submitted); return the cluster."""
@@ -309,7 +316,6 @@ def train_batch(configs: list[TrainConfig], root: str) -> list[str]:
             ResultStore(root).run(c)
             keys.append(run_key(c))
         except Exception as e:             # keep training the job's other runs
-            import traceback
             traceback.print_exc()
             errors.append(f"{run_key(c)}: {type(e).__name__}: {e}")
     if errors:
@@ -322,8 +328,6 @@ def _pin_gpu(gpu: str) -> None:
 
 
 def _train_on_gpus(configs, root, gpus) -> list[str]:
-    from concurrent.futures import ProcessPoolExecutor
-    import multiprocessing as mp
 
     pools = [ProcessPoolExecutor(max_workers=1, mp_context=mp.get_context("spawn"), initializer=_pin_gpu,
                                  initargs=(g,)) for g in gpus]
@@ -365,46 +369,3 @@ def as_launcher(launcher_or_jobs: Launcher | int) -> Launcher:
     if isinstance(launcher_or_jobs, Launcher):
         return launcher_or_jobs
     return PoolLauncher(launcher_or_jobs)
-
-
-def train_stages(p: ex.Profile, chapters, launcher: Launcher | int, store: ResultStore | None = None,
-                 sweep: Callable[[str, list, Launcher], None] | None = None) -> None:
-    """Train in dependent waves: the learning-rate (and run-length) pilot, then the η / L2-weight
-    selection on held-out classes (at the pilot's choices), the fine-tuning rate selection where ``chapters``
-    holds ``ftrates``, then the chapters' runs (some use the
-    selection). Each wave waits for the previous one: its configs are computed from the previous
-    waves' stored results. Every run is counted once. A launcher with ``one_wave_per_stage``
-    (submitit) submits all chapters' runs as one wave; the local pool trains chapter by chapter,
-    in the given order. A selection that cannot be made fairly (a learning rate at the edge of its
-    grid) raises :class:`~sec_lib.runs.experiments.SelectionError` here, before any test run.
-
-    ``sweep(desc, configs, launcher)`` trains one wave (default: ``launcher.run`` into ``store``);
-    the runner passes one that draws a progress bar and counts what ran."""
-    launcher = as_launcher(launcher)
-    store = store or ResultStore()
-    sweep = sweep or (lambda desc, configs, lau: lau.run(configs, store.root))
-    done: set[str] = set()
-
-    def wave(desc, configs):
-        todo = []
-        for c in configs:
-            if run_key(c) not in done:
-                done.add(run_key(c))
-                todo.append(c)
-        if todo:
-            sweep(f"[{p.name}] {desc}", todo, launcher)
-
-    launcher.check(ex.lr_pilot(p))         # e.g. GPU runs without GPUs: stop before the first wave
-    try:
-        wave("lr pilot", ex.pilot_configs(p, chapters))
-        if SELECTION_CHAPTERS & set(chapters):
-            wave("eta selection", ex.chapter_configs("selection", p, store))
-        if "ftrates" in chapters:          # the fine-tuning rates, chosen before the pretrained chapter's runs
-            wave("fine-tuning rate selection", ex.chapter_configs("ftrates", p, store))
-        if launcher.one_wave_per_stage:
-            wave("chapter runs", [c for ch in chapters for c in ex.chapter_configs(ch, p, store)])
-        else:
-            for ch in chapters:
-                wave(f"{ch} runs", ex.chapter_configs(ch, p, store))
-    finally:
-        launcher.close()

@@ -29,8 +29,11 @@ import pandas as pd
 from scipy import stats
 
 from ..report import min_detectable_effect
-from . import followup, tier
-from .train import TrainConfig
+from . import followup, study, tier
+from . import sweeps as sw
+from .config import TrainConfig
+from .decisive import read_plan
+from .mainstage import EVALS, arm_config
 
 #: The question it answers, as the pages name it.
 QUESTION = "has the SEC − none gap stopped moving at 13,500 iterations?"
@@ -62,9 +65,6 @@ def folder(root=None) -> Path:
 def twin_configs(root=None) -> list[TrainConfig]:
     """The main comparison's runs of :data:`ARMS`, four losses and :data:`SEEDS`, as committed (13,500 iterations),
     loss by loss within arm within seed."""
-    from . import sweeps as sw
-    from .decisive import read_plan
-    from .mainstage import arm_config
     plan = read_plan(root)
     return [arm_config(plan, loss, arm, seed) for seed in SEEDS for arm in ARMS for loss in sw.MAIN_LOSSES]
 
@@ -72,7 +72,6 @@ def twin_configs(root=None) -> list[TrainConfig]:
 def longer(c: TrainConfig) -> TrainConfig:
     """``c`` at :data:`LENGTH` iterations: the cosine schedule over the longer horizon and the same number of
     evaluations (every ``LENGTH // 8``). ValueError for a run that is not the tier's cosine run of 13,500."""
-    from .mainstage import EVALS
     if c.schedule != "cosine" or c.iterations != BASE_LENGTH or c.schedule_iterations not in (0, BASE_LENGTH):
         raise ValueError(f"{ID} lengthens the tier's cosine runs of {BASE_LENGTH} iterations; got schedule "
                          f"{c.schedule!r}, {c.iterations} iterations, horizon {c.schedule_iterations}")
@@ -165,20 +164,13 @@ def arm_of(cfg: dict) -> str:
     return "l2reg" if cfg.get("mu") == "zero" else "sec"
 
 
-def main(jobs: int = 2, root_store=None) -> None:
+def train(session, study_) -> None:
     """Train the runs the store lacks, resumably, exporting ``test/`` after every chunk of ``jobs`` runs."""
-    from .store import ResultStore
-    store = ResultStore(root_store)
-    out = folder()
-    followup.restore_committed(store, (("test", out / "test"),))
-    followup.train_test(store, test_configs(), out, jobs, ID)
+    store, jobs = session.store, session.jobs
+    out = study_.path()
+    study.train_named(store, test_configs(), out / "test", jobs, f"{ID} test")
 
 
-def cli(argv=None) -> int:
-    """``python -m sec_lib.runs.longruns [--jobs N]`` (``make followup-length``)."""
-    return followup.cli("sec_lib.runs.longruns", __doc__.splitlines()[0], lambda jobs: main(jobs=jobs), argv)
-
-
-if __name__ == "__main__":
-    raise SystemExit(cli())
-
+#: The study as the driver trains it (:func:`sec_lib.runs.study.run`; ``make followup-length``).
+STUDY = study.Study("longer-runs", FOLDER, __doc__.splitlines()[0], train,
+                    stages=("test",))

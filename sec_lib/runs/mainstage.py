@@ -1,6 +1,6 @@
 """The decisive tier's main comparison, planned from the held-out selection and written down before it trains.
 
-Pre-registered (issue "evidence that decides"; ``data/reference/decisive/README.md``):
+Pre-registered (``data/reference/decisive/README.md``):
 
 - **The plan is computed, then frozen.** When the selection of the four main losses is final, the SD of the
   per-seed mean paired difference (SEC at the chosen η − no regularizer, held-out R@1) is estimated from the
@@ -28,8 +28,10 @@ from pathlib import Path
 import pandas as pd
 
 from . import sweeps as sw
+from .schedules import schedule
 from .plan import FLOOR, TARGET, planned_seeds, seed_mean_sd
 from .selection import Choice
+from .store import run_key
 
 #: Evaluations over a main-comparison run (every length / EVALS iterations).
 EVALS = 8
@@ -101,7 +103,6 @@ def write_plan(plan: Plan, path: Path) -> Plan:
 
 def arm_config(plan: Plan, loss: str, arm: str, seed: int, profile: str = "reference"):
     """One run of ``arm`` (:data:`ARMS`) for ``loss`` and ``seed`` under ``plan``."""
-    from .pilot import schedule
     p = sw.glyph_profile(profile)
     variant = dict((a, v) for a, v, _ in ARMS)[arm]
     weight = {"sec": {"eta": plan.eta[loss]}, "l2reg": {"eta": plan.l2[loss]}, "sec_paper": {}, "none": {}}[arm]
@@ -111,7 +112,6 @@ def arm_config(plan: Plan, loss: str, arm: str, seed: int, profile: str = "refer
 
 def configs(plan: Plan, profile: str = "reference") -> list:
     """Every run of the main comparison, primary arms first, seed by seed (so a stopped tier is usable)."""
-    from .store import run_key
     seeds = {"planned": plan.seeds, "floor": FLOOR}
     out = {}
     for seed in range(max(plan.seeds, FLOOR)):

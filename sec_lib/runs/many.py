@@ -22,7 +22,8 @@ from .. import kernels
 from ..params import ParameterError
 from ..threads import torch_threads
 from .provenance import provenance
-from .train import RunResult, TrainConfig, training_steps
+from .config import RunResult, TrainConfig
+from .train import training_steps
 
 __all__ = ["train_many", "Together", "run_together", "process_groups"]
 

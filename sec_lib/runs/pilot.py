@@ -41,20 +41,22 @@ from __future__ import annotations
 import math
 
 import pandas as pd
+from scipy import stats
 
 from . import sweeps as sw
-from .train import TrainConfig
+from .config import TrainConfig
+from .schedules import SHAPES, schedule
 
-SHAPES = ("cosine", "step")
 LENGTHS = (4000, 6000)            # T and 1.5 T
 #: The length pairs in the order the pilot tries them: the next pair only when no shape converged at the last.
 LENGTH_PAIRS = (LENGTHS, (6000, 9000), (9000, 13500), (13500, 20250))
 LOSSES = ("semihard", "ms")
 SEEDS = (1000, 1001, 1002)
-MILESTONES = (0.6, 0.85)
 CONVERGED_GAIN = 0.3
 EVAL_EVERY = 250
 TIER = "decisive"
+
+
 def rule(pair=LENGTHS) -> str:
     """The registered choice for one length pair ``(T, 1.5 T)``, in one line."""
     t, longer = pair
@@ -64,16 +66,6 @@ def rule(pair=LENGTHS) -> str:
 
 
 RULE = rule(LENGTHS)
-
-
-def schedule(shape: str, iterations: int) -> dict:
-    """The TrainConfig fields of ``shape`` for a run of ``iterations``."""
-    if shape == "cosine":
-        return dict(schedule="cosine", iterations=iterations)
-    if shape == "step":
-        return dict(schedule="step", iterations=iterations, lr_decay=0.1,
-                    lr_milestones=tuple(int(round(f * iterations)) for f in MILESTONES))
-    raise ValueError(f"shape {shape!r} is not valid; valid values: {', '.join(SHAPES)}")
 
 
 def configs(profile: str = "reference", pairs: int = 1) -> list[TrainConfig]:
@@ -105,7 +97,6 @@ def table(results) -> pd.DataFrame:
 def convergence(runs: pd.DataFrame, pair: tuple = LENGTHS) -> pd.DataFrame:
     """Per shape: mean held-out R@1 at T and at 1.5 T (``pair``), the gain (paired on loss and seed) with its 95%
     t-interval, the pairs used, and whether it converged by :data:`RULE`."""
-    from scipy import stats
     rows = []
     for shape in SHAPES:
         w = runs[runs["shape"] == shape].pivot_table(index=["loss", "seed"], columns="length", values="R@1")

@@ -1,5 +1,5 @@
 """The glyph backbone pretrained here: the reference profile's trunk trained by softmax classification on glyph
-classes that no split uses (issue 24), and its committed checkpoint.
+classes that no split uses, and its committed checkpoint.
 
 The paper fine-tunes an ImageNet-pretrained BN-Inception. The glyph book's counterpart is this module's
 checkpoint: the ``smallcnn`` trunk of the reference profile (width 16, 32-px images; its pooled 64-d feature)
@@ -15,11 +15,11 @@ trunk's features on the 1,392 test classes before any fine-tuning (beside the sa
 Rebuild (about 15 minutes of one core; resumable: a state file under ``<data dir>/pretrain/`` is written
 atomically every :data:`CHECKPOINT_EVERY` steps and a restart continues from it, to the same bits)::
 
-    python -m sec_lib.runs.pretrain            # train what is missing, write the checkpoint and provenance
-    python -m sec_lib.runs.pretrain --check    # retrain from the committed config and compare weights hashes
+    python -m sec_lib.book pretrain            # train what is missing, write the checkpoint and provenance
+    python -m sec_lib.book pretrain --check    # retrain from the committed config and compare weights hashes
 
-The gpu profile's counterpart (issue 27): the same recipe for its trunk, ``resnet18s`` at width 64 on 64-px
-images, trained on a GPU (:data:`GPU_CONFIG`; ``python -m sec_lib.runs.pretrain --profile gpu``; the gpu tier's
+The gpu profile's counterpart: the same recipe for its trunk, ``resnet18s`` at width 64 on 64-px
+images, trained on a GPU (:data:`GPU_CONFIG`; ``python -m sec_lib.book pretrain --profile gpu``; the gpu tier's
 command runs it before its fine-tuning stages, :mod:`sec_lib.runs.gpu_tier`), saved in bfloat16
 (:func:`saved_state`) to ``data/reference/pretrained/glyph_resnet18s_64px.pt`` with its provenance beside it
 (:func:`checkpoint_path`).
@@ -38,7 +38,6 @@ import io
 import json
 import os
 import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,8 +49,9 @@ import torch.nn.functional as F
 from .. import kernels
 from .. import metrics as metrics_mod
 from ..data.glyph_pool import default_data_dir
-from ..data.ondevice import on_device
 from ..data.glyph_pretrain import PRETRAIN_JSON, PRETRAIN_INSTANCES_PER_CLASS, load_pretrain_glyphs, pretrain_manifest
+from ..data.glyphs import load_glyphs
+from ..data.ondevice import on_device
 from ..models import build_model
 from ..params import Choice, Device, Number, check_fields
 from ..tempfiles import atomic_write_bytes
@@ -313,7 +313,6 @@ def _pretrain(cfg: PretrainConfig, steps: int, state_path: Path | None, log_ever
 def feature_recall(trunk_state: dict | None, cfg: PretrainConfig, ks=(1, 2, 4, 8)) -> dict:
     """Recall@K (percent) of the trunk's pooled features on all test classes of the benchmark (the committed
     test half, 12 instances each, eval-mode BatchNorm); ``trunk_state`` None: the trunk at its random init."""
-    from ..data.glyphs import load_glyphs
     test = load_glyphs("test", image_size=cfg.image_size)
     trunk, _ = _build(cfg, 2)
     if trunk_state is not None:
@@ -384,7 +383,7 @@ def committed_provenance(path: Path | None = None, profile: str = "reference") -
                    "profile's (setup.py's REPO_FILES): run this profile from a checkout")
             raise FileNotFoundError(f"{p} does not exist: this installed sec_lib lacks the committed checkpoint "
                                     f"{checkpoint_path(PROFILE_CONFIGS[profile])} and its provenance; {fix}")
-        raise FileNotFoundError(f"{p} does not exist; build it with `python -m sec_lib.runs.pretrain"
+        raise FileNotFoundError(f"{p} does not exist; build it with `python -m sec_lib.book pretrain"
                                 f"{'' if profile == 'reference' else ' --profile ' + profile}`")
     return json.loads(p.read_text(encoding="utf-8"))
 
@@ -395,7 +394,7 @@ def committed_config(profile: str = "reference") -> PretrainConfig:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m sec_lib.runs.pretrain", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m sec_lib.book pretrain", description=__doc__.split("\n")[0])
     ap.add_argument("--check", action="store_true",
                     help="retrain the profile's trunk from its committed config and compare the weights hash with the "
                          "committed one")
@@ -417,7 +416,3 @@ def main(argv=None) -> int:
     prov = build_checkpoint(PROFILE_CONFIGS[args.profile].validate())
     print(json.dumps({k: prov[k] for k in ("weights_hash", "train", "test_features")}, indent=1))
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

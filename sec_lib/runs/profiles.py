@@ -39,7 +39,7 @@ ETA_SEC = {"triplet": 1.0, "semihard": 0.5, "npair": 1.0, "ms": 1.0, "tml": 1.0,
 # trained on glyphs with and without SEC at the η chosen on held-out classes.
 EXTRA_LOSSES = ("tml", "cosface")
 ETA_L2 = 0.005
-# The rest of the review record (issue 13), each loss without and with SEC at the η chosen on held-out
+# The rest of the review record, each loss without and with SEC at the η chosen on held-out
 # classes: SimCLR (NT-Xent at the rebuttal's temperature 0.5, two augmented views, no labels) and
 # supervised contrastive (Khosla et al. 2020, temperature 0.1); the four readings of N-pair; ArcFace
 # beside CosFace. REVIEW_LOSSES are the ones the η selection gains (npair, tml, cosface are in it already).
@@ -85,7 +85,7 @@ class Profile:
     chapters: tuple = ()           # the chapters this profile trains (empty: all of CHAPTERS)
     excluded_losses: tuple = ()    # losses its η selection leaves out (they do not apply to its data)
     relative_eta_grid: tuple = ()  # η of relative SEC's held-out selection (the scale chapter; empty: no such chapter)
-    cir_arm: bool = False          # the scale chapter also trains PML's CenterInvariantRegularizer (issue 23, item 7)
+    cir_arm: bool = False          # the scale chapter also trains PML's CenterInvariantRegularizer
     floor_seeds: tuple = ()        # seeds of the main table's secondary arms (L2-reg, SEC at the paper's η) and of the
                                    # extra losses, where fewer than ``main_seeds`` (the decisive tier; empty: main_seeds)
     sweep_seeds: tuple = ()        # seeds of the η sweep on the test classes (empty: ``seeds``)
@@ -123,7 +123,7 @@ PROFILES = {
         # metric loss 0.41): η = 0.1, 1, 10, 100 gave R@1 61.7, 59.8, 43.3, 26.0 and CV 0.19, 0.17, 0.12, 0.10, so
         # the grid spans "barely equalizes" to "equalizes at a cost"; 100 only loses
         relative_eta_grid=(0.1, 1.0, 10.0),
-        # PML's CenterInvariantRegularizer as an arm of the scale chapter (issue 23, item 7: at the quick tier; the
+        # PML's CenterInvariantRegularizer as an arm of the scale chapter (at the quick tier; the
         # decisive tier registered its scale stage without it)
         cir_arm=True),
     "gpu": Profile(

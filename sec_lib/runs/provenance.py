@@ -13,7 +13,7 @@ from pathlib import Path
 import torch
 
 from .. import kernels
-from .train import TrainConfig
+from .config import TrainConfig
 
 __all__ = ["provenance", "git_commit", "gpu_provenance", "gpu_driver"]
 

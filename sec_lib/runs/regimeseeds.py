@@ -31,9 +31,10 @@ import pandas as pd
 from scipy import stats
 
 from ..report import min_detectable_effect
-from . import followup, tier
+from . import followup, study, tier
+from .config import TrainConfig
+from .decisive import read_plan
 from .plan import planned_seeds
-from .train import TrainConfig
 
 #: The question it answers, as the pages name it.
 QUESTION = "does SEC gain less when fine-tuning than from scratch, on fresh seeds?"
@@ -73,7 +74,6 @@ def arm_of(cfg: dict, eta: dict) -> str | None:
 
 def committed(stage: str, root=None) -> pd.DataFrame:
     """The decisive ``stage``'s committed runs of :data:`ARMS` (columns key, config, loss, arm, seed, R@1)."""
-    from .decisive import read_plan
     eta = read_plan(root).eta
     runs = pd.read_parquet(tier.tier_dir("decisive", root) / stage / "runs.parquet")
     cfg = [json.loads(c) for c in runs["config"]]
@@ -159,19 +159,13 @@ def stage_runs(root=None) -> pd.DataFrame:
     return followup.committed_runs(folder(root) / "test")
 
 
-def main(jobs: int = 2, root_store=None) -> None:
+def train(session, study_) -> None:
     """Train the runs the store lacks, resumably, exporting ``test/`` after every chunk of ``jobs`` runs."""
-    from .store import ResultStore
-    store = ResultStore(root_store)
-    out = folder()
-    followup.restore_committed(store, (("test", out / "test"),))
-    followup.train_test(store, test_configs(), out, jobs, ID)
+    store, jobs = session.store, session.jobs
+    out = study_.path()
+    study.train_named(store, test_configs(), out / "test", jobs, f"{ID} test")
 
 
-def cli(argv=None) -> int:
-    """``python -m sec_lib.runs.regimeseeds [--jobs N]`` (``make followup-regime``)."""
-    return followup.cli("sec_lib.runs.regimeseeds", __doc__.splitlines()[0], lambda jobs: main(jobs=jobs), argv)
-
-
-if __name__ == "__main__":
-    raise SystemExit(cli())
+#: The study as the driver trains it (:func:`sec_lib.runs.study.run`; ``make followup-regime``).
+STUDY = study.Study("regime-seeds", FOLDER, __doc__.splitlines()[0], train,
+                    stages=("test",))

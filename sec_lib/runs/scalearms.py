@@ -1,4 +1,4 @@
-"""Shrink or equalize? The scale chapter's runs (issue 23): the arms, relative SEC's own held-out η and the
+"""Shrink or equalize? The scale chapter's runs: the arms, relative SEC's own held-out η and the
 fixed-scale control's radius. :func:`sec_lib.runs.experiments.scale` is the chapter's entry in ``CHAPTERS``."""
 from __future__ import annotations
 
@@ -65,7 +65,7 @@ def scale(p: Profile, store) -> list[TrainConfig]:
     """Shrink or equalize? Every main loss over the table's seeds in the :data:`SCALE_ARMS`: none, L2-reg (the main
     table's weight), plain SEC at the η chosen on held-out classes, relative SEC at its own held-out choice
     (:func:`chosen_relative_eta`) and the fixed-scale control (:func:`fixed_scale_mu`, at plain SEC's η), and where
-    the profile has ``cir_arm``, PML's CenterInvariantRegularizer at :func:`cir_eta` (issue 23, item 7). The
+    the profile has ``cir_arm``, PML's CenterInvariantRegularizer at :func:`cir_eta`. The
     none, L2-reg and plain-SEC runs are those of the main table and the tuned chapter. A profile without a
     ``relative_eta_grid`` has no such chapter (no runs). A profile with ``fixed_choices`` (the decisive tier) takes
     relative SEC's η and the radius from them, and trains the arms over its ``floor_seeds``."""

@@ -1,7 +1,7 @@
 """The decisive tier's held-out selection: η (and the L2 weight) per loss, with 3 seeds per grid point, grids
 that grow until the choice is interior, and η = 0 allowed to win.
 
-Pre-registered (issue "evidence that decides"; ``data/reference/decisive/README.md``):
+Pre-registered (``data/reference/decisive/README.md``):
 
 - every grid point trains :data:`SEEDS` (3 pilot seeds) on the 400 held-out training classes, under the schedule
   the pilot chose; the score of a point is its mean held-out R@1 over the seeds;
@@ -21,8 +21,11 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from . import sweeps as sw
+from .schedules import schedule
+
 ETA_GRID = (0.005, 0.05, 0.1, 0.5, 1.0)
-#: Relative (scale-free) SEC's held-out η grid (the scale chapter, issue 23; the gpu profile's).
+#: Relative (scale-free) SEC's held-out η grid (the scale chapter; the gpu profile's).
 RELATIVE_GRID = (0.1, 1.0, 10.0)
 #: The kinds of weight a held-out selection chooses: SEC's η, the L2 weight (μ = 0), relative SEC's η.
 KINDS = ("sec", "l2reg", "relative")
@@ -119,8 +122,6 @@ def configs(loss: str, weights, shape: str, length: int, kind: str = "sec", prof
     """The held-out runs of ``weights`` for ``loss`` (``kind`` 'sec': η with μ the batch mean, 0 = no
     regularizer; 'l2reg': the L2 weight, μ = 0; 'relative': relative SEC's η) under the pilot's ``shape`` and ``length``, every seed of
     :data:`SEEDS`; evaluated at the end only, batch statistics every 20 steps (the choice needs neither more)."""
-    from . import sweeps as sw
-    from .pilot import schedule
     if kind not in KINDS:
         raise ValueError(f"kind {kind!r} is not valid; valid values: {', '.join(KINDS)}")
     p = sw.glyph_profile(profile)
@@ -146,8 +147,6 @@ def rate_configs(arm: str, rates, shape: str, length: int, profile: str = "refer
     """The held-out runs of SGD's rate selection for ``arm`` (:data:`RATE_ARMS`) at ``rates``: ``loss`` (semihard,
     as the reference tier's pilot) without a regularizer or with SEC at the paper's η, under the pilot's schedule,
     every seed of :data:`SEEDS`, evaluated at the end."""
-    from . import sweeps as sw
-    from .pilot import schedule
     if arm not in RATE_ARMS:
         raise ValueError(f"arm {arm!r} is not valid; valid values: {', '.join(RATE_ARMS)}")
     p = sw.glyph_profile(profile)

@@ -8,7 +8,7 @@ Registered on 2026-11-28, before any of its runs (``data/followups/sgd-eta/READM
   SEC from the lower rate it forced. Q6d holds the rate fixed and chooses η instead.
 - **Selection** (held-out classes only). For each of :data:`LOSSES`, at the rate its arm *without* SEC uses under
   SGD (:func:`base_rates`: Q6c's choice for triplet, N-pair and MS, Q6b's 0.1 for semihard), exactly the decisive
-  tier's η rule (:func:`sec_lib.runs.commands.select_stage`): the grid η = 0 and
+  tier's η rule (:func:`sec_lib.runs.decisive_studies.select_stage`): the grid η = 0 and
   :data:`~sec_lib.runs.selection.ETA_GRID`, 3 seeds a point, the best mean held-out R@1 (a diverged run scores −∞;
   ties: the smaller η), the nonzero grid grown ×/÷ 10 while its best sits at an edge, twice a side at most. When
   η = 0 wins, SEC was not selected and its best nonzero η is tested, flagged. The runs are SGD's held-out runs of
@@ -28,13 +28,15 @@ from pathlib import Path
 import pandas as pd
 
 from ..tempfiles import atomic_write_json
-from . import followup, selection, sgdrates, tier
-from .train import TrainConfig
+from . import followup, selection, study, tier
+from . import experiments as ex
+from .config import TrainConfig
+from .schedules import schedule
 
 #: The four main losses, each selected and tested.
 LOSSES = ("triplet", "semihard", "npair", "ms")
 #: The test seeds: Q6b's (the decisive tier's floor).
-SEEDS = sgdrates.SEEDS
+SEEDS = tuple(range(5))
 #: The follow-up's folder: ``selection/`` (held-out runs), ``test/`` (test-class runs), ``choices.json``, README.
 FOLDER = ("data", "followups", "sgd-eta")
 FOLDER_TEXT = "/".join(FOLDER) + "/"
@@ -51,10 +53,10 @@ def base_rates(root=None) -> dict:
     """{loss: lr}: the SGD rate of each loss's arm without SEC, at which Q6d trains both arms: Q6c's held-out choice
     (``sgd-rates/choices.json``) for its losses, Q6b's shared rate for semihard. KeyError while Q6c's choice is not
     committed."""
-    chosen = sgdrates.read_choices(root)
+    chosen = followup.read_json(study.folder_of("sgd-rates", root) / "choices.json")
     if not chosen:
-        raise KeyError(f"Q6d needs Q6c's rates: {sgdrates.FOLDER_TEXT}choices.json is not committed")
-    q6b = sgdrates.q6b_rates(root)
+        raise KeyError("Q6d needs Q6c's rates: data/followups/sgd-rates/choices.json is not committed")
+    q6b = followup.q6b_rates(root)
     return {loss: float(chosen[loss]["sgd"]["lr"]) if loss in chosen else float(q6b[loss]["none"]) for loss in LOSSES}
 
 
@@ -62,8 +64,6 @@ def selection_configs(loss: str, etas, lr: float, plan=None) -> list[TrainConfig
     """The held-out runs of ``loss``'s η selection under SGD at rate ``lr``: every η of ``etas`` (0: no SEC) and seed
     of :data:`~sec_lib.runs.selection.SEEDS`, with the settings of the tier's SGD rate runs (the tier's schedule and
     length), so that η = 0 and the paper's η are points of Q6c's rate grids."""
-    from . import experiments as ex
-    from .pilot import schedule
     if loss not in LOSSES:
         raise ValueError(f"loss {loss!r} is not selected by this follow-up; valid values: {', '.join(LOSSES)}")
     plan = plan or followup.tier_plan()
@@ -77,16 +77,16 @@ def selection_configs(loss: str, etas, lr: float, plan=None) -> list[TrainConfig
 def choose(store, loss: str, lr: float, plan=None):
     """(the :class:`~sec_lib.runs.selection.Choice` once final, else None; every run of the grid so far; the runs of
     it still to train): the tier's η rule (η = 0 a point of its own) on :data:`~sec_lib.runs.selection.ETA_GRID`,
-    grown at an edge (:func:`sec_lib.runs.followup.grid_choice`, as ``select_stage`` scores it)."""
-    return followup.grid_choice(store, lambda etas: selection_configs(loss, etas, lr, plan),
-                                (0.0, *selection.ETA_GRID), selection.ETA_GRID)
+    grown at an edge (:func:`sec_lib.runs.study.grid_choice`, as ``select_stage`` scores it)."""
+    return study.grid_choice(store, lambda etas: selection_configs(loss, etas, lr, plan),
+                             (0.0, *selection.ETA_GRID), study.rule(selection.ETA_GRID))
 
 
 def test_configs(choices: dict, root=None) -> list[TrainConfig]:
     """Q6b's runs with both arms at the loss's rate without SEC and SEC at the η to test (``choices``:
     {loss: {"lr": lr, "tested": η}}), in Q6b's order."""
     out = []
-    for c in sgdrates.q6b_configs(root):
+    for c in followup.q6b_configs(root):
         ch = choices[c.loss]
         out.append(dataclasses.replace(c, lr=float(ch["lr"]), **({"eta": float(ch["tested"])} if c.eta > 0 else {})))
     return out
@@ -112,7 +112,7 @@ def reused_from(root=None) -> dict:
     """{(stage, whose): run keys}: the runs committed before this follow-up that its stages reuse: the selection's
     η = 0 and paper-η points are Q6c's or the tier's ``sgd-selection`` runs; the test's arm without SEC is Q6c's
     (semihard's: Q6b's), for the page's account of what produced it."""
-    dec, q6c = tier.tier_dir("decisive", root), sgdrates.folder(root)
+    dec, q6c = tier.tier_dir("decisive", root), study.folder_of("sgd-rates", root)
 
     def keys(where):
         path = where / "runs.parquet"
@@ -150,33 +150,25 @@ def eta_table(root=None) -> pd.DataFrame:
         .reset_index(drop=True)
 
 
-def main(jobs: int = 2, root_store=None) -> dict:
+def train(session, study_) -> dict:
     """Train the follow-up, resumably: the η selections (grown until final), ``choices.json``, then the test runs;
     each export after every chunk of ``jobs`` runs. Committed runs that are points of it (Q6b's, Q6c's, the tier's
     ``sgd-selection``) are restored first and never retrained. Returns the choices."""
-    from .store import ResultStore
-    store = ResultStore(root_store)
-    out = folder()
-    dec, q6c = tier.tier_dir("decisive"), sgdrates.folder()
-    followup.restore_committed(store, (("Q6b", dec / "optim"), ("SGD rate selection", dec / "sgd-selection"),
-                                       ("Q6c selection", q6c / "selection"), ("Q6c test", q6c / "test"),
-                                       ("selection", out / "selection"), ("test", out / "test")))
+    store, jobs = session.store, session.jobs
+    out = study_.path()
     rates = base_rates()
     choosers = {loss: (lambda loss=loss: choose(store, loss, rates[loss])) for loss in LOSSES}
     final = {loss: {"lr": rates[loss], "eta": float(c.weight), "tested": float(c.best_nonzero),
                     "flags": c.flags_for("SEC"), "scores": followup.scores_json(c.scores)}
-             for loss, c in followup.select(store, choosers, out, jobs, "Q6d").items()}
+             for loss, c in study.select(store, choosers, out / "selection", jobs, "Q6d selection").items()}
     followup.settle_choices(out / "choices.json", final)
     print("Q6d η at SGD's rate: " + "; ".join(f"{loss} lr {v['lr']:g} η {v['eta']:g} (tested {v['tested']:g})"
                                              for loss, v in final.items()), flush=True)
-    followup.train_test(store, test_configs(final), out, jobs, "Q6d")
+    study.train_named(store, test_configs(final), out / "test", jobs, "Q6d test")
     return final
 
 
-def cli(argv=None) -> int:
-    """``python -m sec_lib.runs.sgdeta [--jobs N]`` (``make followup-sgd-eta``)."""
-    return followup.cli("sec_lib.runs.sgdeta", __doc__.splitlines()[0], lambda jobs: main(jobs=jobs), argv)
-
-
-if __name__ == "__main__":
-    raise SystemExit(cli())
+#: The study as the driver trains it (:func:`sec_lib.runs.study.run`; ``make followup-sgd-eta``).
+STUDY = study.Study("sgd-eta", FOLDER, __doc__.splitlines()[0], train,
+                    stages=("selection", "test"), reads=(("decisive", "optim"), ("decisive", "sgd-selection"),
+                                                         ("sgd-rates", "selection"), ("sgd-rates", "test")))

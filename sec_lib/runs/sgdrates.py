@@ -7,7 +7,7 @@ Registered on 2026-11-28, before any of its test-class runs (``data/followups/sg
   ``selection`` folder here) showed that rate is no other loss's best.
 - **Selection** (held-out classes only). For each of :data:`LOSSES` and each arm of
   :data:`~sec_lib.runs.selection.RATE_ARMS`, exactly the tier's own rule for SGD's rates
-  (:func:`sec_lib.runs.commands.select_rates`): the grid :data:`~sec_lib.runs.selection.LR_GRID`, 3 seeds a rate,
+  (:func:`sec_lib.runs.decisive_studies.select_rates`): the grid :data:`~sec_lib.runs.selection.LR_GRID`, 3 seeds a rate,
   the best mean held-out R@1 (a diverged run scores −∞; ties: the smaller rate), grown ×/÷ 10 at an edge, twice a
   side at most. The runs are :func:`~sec_lib.runs.selection.rate_configs` (the tier's schedule and length), so the
   diagnostic's runs are points of these grids. Semihard is not selected again: the tier's ``sgd-selection`` is its
@@ -21,15 +21,16 @@ Registered on 2026-11-28, before any of its test-class runs (``data/followups/sg
 """
 from __future__ import annotations
 
-import json
+import dataclasses
 from pathlib import Path
 
 import pandas as pd
 
 from ..tempfiles import atomic_write_json
-from . import followup, selection, tier
+from . import followup, selection, study, tier
+from .config import TrainConfig
+from .followup import q6b_configs, q6b_rates  # noqa: F401 - q6b_rates: the optim page reads it here
 from .store import run_key
-from .train import TrainConfig
 
 #: The losses whose SGD rates this follow-up selects (semihard's are the tier's ``sgd-selection``).
 LOSSES = ("triplet", "npair", "ms")
@@ -61,16 +62,9 @@ def selection_configs(loss: str, arm: str, rates, plan=None) -> list[TrainConfig
 def choose(store, loss: str, arm: str, plan=None):
     """(the :class:`~sec_lib.runs.selection.Choice` once final, else None; every run of the grid so far, grown
     points included; the runs of it still to train): the tier's rule on :data:`~sec_lib.runs.selection.LR_GRID`,
-    grown at an edge (:func:`sec_lib.runs.followup.grid_choice`, as ``select_rates`` scores it)."""
-    return followup.grid_choice(store, lambda rates: selection_configs(loss, arm, rates, plan),
-                                tuple(selection.LR_GRID), selection.LR_GRID, by="lr", zero=False)
-
-
-def q6b_configs(root=None) -> list[TrainConfig]:
-    """Q6b's SGD runs as the decisive ``optim`` stage committed them (in the repository, or in ``root``), in its
-    order."""
-    runs = pd.read_parquet(tier.tier_dir("decisive", root) / "optim" / "runs.parquet", columns=["config", "optimizer"])
-    return [TrainConfig(**json.loads(c)) for c in runs.loc[runs["optimizer"] == "sgd", "config"]]
+    grown at an edge (:func:`sec_lib.runs.study.grid_choice`, as ``select_rates`` scores it)."""
+    return study.grid_choice(store, lambda rates: selection_configs(loss, arm, rates, plan),
+                             tuple(selection.LR_GRID), study.rule(selection.LR_GRID, by="lr", zero=False))
 
 
 def reused_from(root=None) -> dict:
@@ -79,18 +73,9 @@ def reused_from(root=None) -> dict:
     return {("test", "Q6b's"): {run_key(c) for c in q6b_configs(root)}}
 
 
-def q6b_rates(root=None) -> dict:
-    """{loss: {'none': lr, 'sec': lr}}: the rates Q6b's runs trained at (the tier's shared SGD rates)."""
-    out: dict = {}
-    for c in q6b_configs(root):
-        out.setdefault(c.loss, {})["sec" if c.eta > 0 else "none"] = float(c.lr)
-    return out
-
-
 def test_configs(rates: dict, root=None) -> list[TrainConfig]:
     """Q6b's runs with each loss's and arm's rate from ``rates`` ({loss: {'sgd': lr, 'sgd+sec': lr}}; a loss not
     there keeps Q6b's rate)."""
-    import dataclasses
     out = []
     for c in q6b_configs(root):
         arm = "sgd+sec" if c.eta > 0 else "sgd"
@@ -146,33 +131,25 @@ def rate_table(root=None) -> pd.DataFrame:
         .reset_index(drop=True)
 
 
-def main(jobs: int = 2, root_store=None) -> dict:
+def train(session, study_) -> dict:
     """Train the follow-up, resumably: the selections (grown until final), ``choices.json``, then the test runs;
     each export after every chunk of ``jobs`` runs. Returns the choices."""
-    from .store import ResultStore
-    store = ResultStore(root_store)
-    out = folder()
-    # Q6b's first: semihard's test runs are its runs, reused, never retrained
-    followup.restore_committed(store, (("Q6b", tier.tier_dir("decisive") / "optim"), ("selection", out / "selection"),
-                                       ("test", out / "test")))
+    store, jobs = session.store, session.jobs
+    out = study_.path()
     choosers = {(loss, arm): (lambda loss=loss, arm=arm: choose(store, loss, arm))
                 for arm in ("sgd", "sgd+sec") for loss in LOSSES}   # the arm without SEC first: its grids sit at edges
     final: dict = {}
-    for (loss, arm), c in followup.select(store, choosers, out, jobs, "Q6c").items():
+    for (loss, arm), c in study.select(store, choosers, out / "selection", jobs, "Q6c selection").items():
         final.setdefault(loss, {})[arm] = {"lr": float(c.weight), "flags": c.flags_for("rate"),
                                            "scores": followup.scores_json(c.scores)}
     followup.settle_choices(out / "choices.json", final)
     print("Q6c rates: " + "; ".join(f"{loss} {a} {v['lr']:g}" for loss, arms in final.items() for a, v in arms.items()),
           flush=True)
-    followup.train_test(store, test_configs({loss: {a: v["lr"] for a, v in arms.items()} for loss, arms in final.items()}),
-                        out, jobs, "Q6c")
+    study.train_named(store, test_configs({loss: {a: v["lr"] for a, v in arms.items()} for loss, arms in final.items()}),
+                      out / "test", jobs, "Q6c test")
     return final
 
 
-def cli(argv=None) -> int:
-    """``python -m sec_lib.runs.sgdrates [--jobs N]`` (``make followup-sgd``)."""
-    return followup.cli("sec_lib.runs.sgdrates", __doc__.splitlines()[0], lambda jobs: main(jobs=jobs), argv)
-
-
-if __name__ == "__main__":
-    raise SystemExit(cli())
+#: The study as the driver trains it (:func:`sec_lib.runs.study.run`; ``make followup-sgd``).
+STUDY = study.Study("sgd-rates", FOLDER, __doc__.splitlines()[0], train,
+                    stages=("selection", "test"), reads=(("decisive", "optim"),))

@@ -53,7 +53,8 @@ from ..params import Number, ParameterError
 from ..tempfiles import clear_partial_runs, temp_prefix
 from .many import process_groups, run_together
 from .provenance import provenance
-from .train import RunResult, TrainConfig, failed_step_of, train, with_schema
+from .config import RunResult, TrainConfig, failed_step_of, with_schema
+from .train import train
 
 log = logging.getLogger(__name__)
 

@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import dataclasses
 
+import pandas as pd
+
 from ..losses import LOSS_SPECS
 from ..params import Choice
 from .store import ResultStore, run_key
-from .train import TrainConfig
+from .config import RunResult, TrainConfig
 from .profiles import (  # noqa: F401 - re-exported: the modules below the registry read them here
     MAIN_LOSSES, VARIANTS, GLYPH_PROFILES, BENCHMARK_PROFILES, PROFILE_NAMES, ETA_SEC, EXTRA_LOSSES, ETA_L2,
     SSL_LOSSES, NPAIR_VARIANTS, FACE_LOSSES, REVIEW_LOSSES, LOSS_SETTINGS, Profile, PROFILES, glyph_profile)
@@ -196,7 +198,7 @@ def eta_selection(p: Profile, store=None) -> list[TrainConfig]:
 
 
 def relative_selection(p: Profile) -> list[TrainConfig]:
-    """Relative SEC's own η selection (the scale chapter, issue 23): every main loss at every η of
+    """Relative SEC's own η selection (the scale chapter): every main loss at every η of
     ``relative_eta_grid``, on the held-out classes with the pilot seed, like :func:`eta_selection`, whose η = 0
     runs are its baseline. Trained in the selection wave; :func:`stored_selection` leaves these runs out, so the
     pages of the plain η selection never wait for them."""
@@ -453,7 +455,5 @@ class AnyChoice:
     root = "(no store: checking configs)"
 
     def get(self, cfg, tables=()):
-        import pandas as pd
-        from .train import RunResult
         empty = pd.DataFrame()
         return RunResult(cfg, "failed", {}, empty, empty, empty, empty, empty, empty, error="stand-in")

@@ -2,7 +2,7 @@
 
 The quick tier lives in the result store (``data/runs``, trained by ``make book``). Longer tiers
 (``gpu``, and the staged ``decisive`` tier, one such folder per stage; the retired ``reference`` tier:
-:data:`RETIRED_TIERS`) take hours, so their results are committed under
+:data:`RETIRED`) take hours, so their results are committed under
 ``data/reference/<profile>/`` as a handful of parquet files that pandas reads directly:
 
     runs.parquet        one row per run: key, config (the full TrainConfig as JSON), status, error,
@@ -25,8 +25,12 @@ from __future__ import annotations
 
 import functools
 import json
+import multiprocessing as mp
 import os
+import queue as queue_mod
 import tempfile
+from concurrent.futures import ProcessPoolExecutor, wait
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, NamedTuple
 
@@ -35,9 +39,10 @@ import pandas as pd
 
 from .. import kernels
 from ..params import ParameterError
+from .config import RunResult, TrainConfig
 from .store import TABLES, ResultStore, run_key
 from .tablehash import HASHED_TABLES, UNHASHED_COLUMNS, column_hashes, table_hash  # noqa: F401
-from .train import RunResult, TrainConfig, train
+from .train import train
 
 REPO = Path(__file__).resolve().parents[2]
 STEP_ROWS = 250
@@ -236,19 +241,25 @@ class TierStore:
 
 
 TIER_PROFILES = ("gpu",)
-#: Committed tiers kept only as history: the reference tier (5,000 iterations at a constant rate, 5 seeds, trained
-#: before the reproducibility contract) was replaced by the decisive tier and retired on 2026-11-28. Its folder keeps
-#: ``runs.parquet`` (every run's config, metrics and provenance: ``rerun --tier`` retrains any of them),
-#: ``evals.parquet``, ``kinds.csv`` and its portability report; its other tables were dropped (:data:`RETIRED_AT`
-#: names the last commit that holds them). No page reads it as evidence and no training run restores from it.
-RETIRED_TIERS = ("reference",)
-#: The last commit whose tree holds each retired tier whole.
-RETIRED_AT = {"reference": "9649a31"}
-#: The day each retired tier was retired.
-RETIRED_ON = {"reference": "2026-11-28"}
-#: The tier that holds a retired tier's profile's committed runs now (the decisive tier trains the reference
-#: profile's network and data): where ``rerun --profile reference`` looks, and what ``export`` names instead.
-REPLACED_BY = {"reference": "decisive"}
+@dataclass(frozen=True)
+class Retired:
+    """A committed tier kept only as history. Its folder keeps ``runs.parquet`` (every run's config, metrics and
+    provenance: ``rerun --tier`` retrains any of them), ``evals.parquet``, ``kinds.csv`` and its portability report;
+    its other tables were dropped. No page reads it as evidence and no training run restores from it."""
+    name: str
+    on: str             # the day it was retired
+    at: str             # the last commit whose tree holds it whole
+    replaced_by: str    # the tier that holds its profile's committed runs now: where ``rerun --profile`` looks, and
+                        # what ``export`` names instead
+
+
+#: The retired tiers by name: the reference tier (5,000 iterations at a constant rate, 5 seeds, trained before the
+#: reproducibility contract), replaced by the decisive tier, which trains the reference profile's network and data.
+RETIRED = {"reference": Retired("reference", on="2026-11-28", at="9649a31", replaced_by="decisive")}
+#: Views of :data:`RETIRED` that the pages read.
+RETIRED_TIERS = tuple(RETIRED)
+RETIRED_AT = {n: r.at for n, r in RETIRED.items()}
+REPLACED_BY = {n: r.replaced_by for n, r in RETIRED.items()}
 #: Tiers committed one folder per stage (``data/reference/<tier>/<stage>/runs.parquet``: the decisive tier's
 #: pilot, selection, main comparison, ...), read as one store (:class:`StagedTier`).
 STAGED_TIERS = ("decisive",)
@@ -533,9 +544,6 @@ def retrain(keys, tier: str | Path, jobs: int = 1,
     return ``{key: Retrained(R@1, CPU kind it ran on, its tables' hashes)}``. The caller runs under the runs'
     kernel pin. ``progress(n)`` is called in this process with the number of steps trained since its last call,
     summed over the runs (a few hundred calls a run), for a progress bar."""
-    import multiprocessing as mp
-    import queue as queue_mod
-    from concurrent.futures import ProcessPoolExecutor, wait
     keys = list(keys)
     if jobs <= 1:
         return dict(_retrain_one(str(tier), k, progress) for k in keys)

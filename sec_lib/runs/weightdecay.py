@@ -33,8 +33,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import followup, selection, tier
-from .train import TrainConfig
+from ..report import paired_diff, pooled_diff, with_verdict
+from . import followup, selection, study, tier
+from .config import TrainConfig
+from .decisive import read_plan
+from .mainstage import arm_config
 
 #: The question it answers, as the pages name it.
 QUESTION = "does SEC add anything to a baseline trained with the authors' weight decay?"
@@ -91,13 +94,13 @@ def choose(store, loss: str, plan=None):
     """(``{"wd": Choice, "eta": Choice}`` once both selections of ``loss`` are final, else None; every run of its
     grids so far; the runs still to train). Selection 2 starts when selection 1 is final."""
     plan = plan or followup.tier_plan()
-    wd, grid, todo = followup.grid_choice(store, lambda ws: wd_configs(loss, ws, plan), (0.0, *WD_GRID), WD_GRID,
-                                          by="weight_decay")
+    wd, grid, todo = study.grid_choice(store, lambda ws: wd_configs(loss, ws, plan), (0.0, *WD_GRID),
+                                       study.rule(WD_GRID, by="weight_decay"))
     if wd is None:
         return None, grid, todo
     base = eta_grid(plan.eta[loss])
-    eta, grid2, todo2 = followup.grid_choice(store, lambda es: eta_configs(loss, es, tested(wd), plan),
-                                             (0.0, *base), base)
+    eta, grid2, todo2 = study.grid_choice(store, lambda es: eta_configs(loss, es, tested(wd), plan),
+                                          (0.0, *base), study.rule(base))
     return ({"wd": wd, "eta": eta} if eta is not None else None), grid + [c for c in grid2 if c not in grid], todo2
 
 
@@ -118,8 +121,6 @@ def choice_record(loss: str, both: dict) -> dict:
 def test_configs(choices: dict, root=None) -> list[TrainConfig]:
     """none + WD and SEC + WD for the four main losses at :data:`SEEDS`, seed by seed: the main comparison's runs
     (:func:`sec_lib.runs.mainstage.arm_config`) with the tested weight decay and, for SEC, the tested η."""
-    from .decisive import read_plan
-    from .mainstage import arm_config
     plan = read_plan(root)
     out = []
     for seed in SEEDS:
@@ -135,7 +136,6 @@ def families(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The two registered families from test runs ``runs`` (columns loss, arm 'none' / 'sec' (both with weight
     decay), seed, R@1, and optionally status): (the pooled (SEC + WD) − (none + WD) row, alone; the four per-loss
     rows, one Holm family), each with the book's verdict, adjusted p and detectable effect."""
-    from ..report import paired_diff, pooled_diff, with_verdict
     pooled = pooled_diff(runs, "arm", "none", "sec", "R@1")
     row = pd.DataFrame([{"comparison": "(SEC + WD) − (none + WD)", "metric": "R@1",
                          **{k: pooled[k] for k in ("estimate", "ci_lo", "ci_hi", "p_value", "n")}}])
@@ -157,30 +157,23 @@ def stage_runs(stage: str, root=None) -> pd.DataFrame:
     return followup.committed_runs(folder(root) / stage)
 
 
-def main(jobs: int = 2, root_store=None) -> dict:
+def train(session, study_) -> dict:
     """Train the follow-up, resumably: both selections of every loss (grown until final), ``choices.json``, then the
     test runs, each exported after every chunk of ``jobs`` runs. The tier's η = 0 selection runs (the point 0 of
     selection 1) and this follow-up's committed runs are restored first and never retrained. Returns the choices."""
-    from .store import ResultStore
-    store = ResultStore(root_store)
-    out = folder()
-    dec = tier.tier_dir("decisive")
-    followup.restore_committed(store, (("tier selection", dec / "selection"), ("selection", out / "selection"),
-                                       ("test", out / "test")))
+    store, jobs = session.store, session.jobs
+    out = study_.path()
     plan = followup.tier_plan()
     choosers = {loss: (lambda loss=loss: choose(store, loss, plan)) for loss in LOSSES}
-    final = {loss: choice_record(loss, both) for loss, both in followup.select(store, choosers, out, jobs, ID).items()}
+    final = {loss: choice_record(loss, both)
+             for loss, both in study.select(store, choosers, out / "selection", jobs, f"{ID} selection").items()}
     followup.settle_choices(out / "choices.json", final)
     print(f"{ID} choices: " + "; ".join(f"{loss} weight decay {v['weight_decay_tested']:g} η {v['eta_tested']:g}"
                                        for loss, v in final.items()), flush=True)
-    followup.train_test(store, test_configs(final), out, jobs, ID)
+    study.train_named(store, test_configs(final), out / "test", jobs, f"{ID} test")
     return final
 
 
-def cli(argv=None) -> int:
-    """``python -m sec_lib.runs.weightdecay [--jobs N]`` (``make followup-weight-decay``)."""
-    return followup.cli("sec_lib.runs.weightdecay", __doc__.splitlines()[0], lambda jobs: main(jobs=jobs), argv)
-
-
-if __name__ == "__main__":
-    raise SystemExit(cli())
+#: The study as the driver trains it (:func:`sec_lib.runs.study.run`; ``make followup-weight-decay``).
+STUDY = study.Study("weight-decay", FOLDER, __doc__.splitlines()[0], train,
+                    stages=("selection", "test"), reads=(("decisive", "selection"),))

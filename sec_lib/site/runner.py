@@ -9,6 +9,10 @@
     python -m sec_lib.book rerun KEY --profile P               (retrain a committed row, compare R@1 as the
                                                                reproducibility contract says)
     python -m sec_lib.book portability --sample N   (does a verdict depend on the CPU? the decisive tier)
+    python -m sec_lib.book pilot|decisive [--jobs N]           (the decisive tier, study by study)
+    python -m sec_lib.book study NAME ... [--jobs N]           (registered follow-ups, in the order given)
+    python -m sec_lib.book gpu-tier [--minutes M]              (the gpu tier on a lent GPU)
+    python -m sec_lib.book pretrain|finetune|benchmarks ...    (the module's own options: ``CMD --help``)
     python -m sec_lib.book build [--site DIR]
 
 ``run`` first trains (or reuses from the result store) every run the chosen chapters need, with a
@@ -48,13 +52,15 @@ from ..runs.store import ResultStore
 from ..tempfiles import clear_partial_notebooks, temp_prefix
 from ..runs import benchmarks as bench
 from ..runs import commands
-from ..runs import gpu_tier
+from ..runs import finetune, gpu_tier, pretrain, studies, study
 from ..runs import tier
-from ..runs.commands import Summary, prepare_data, train_stages, train_sweep  # noqa: F401  (train_sweep: for callers of the old name)
+from ..runs.commands import Summary, prepare_data, train_stages
 from ..runs.launch import LaunchError, make_launcher
 from . import sitejs
 from . import warmkernel
 from .nbstyle import style_notebook
+from .. import kernels
+from ..chapters import portability as pt
 
 REPO = Path(__file__).resolve().parents[2]
 #: The book's sources inside an installed wheel (setup.py copies the checkout's notebooks/, _config.yml,
@@ -308,7 +314,7 @@ def build(site: Path | None = None, strict: bool = True) -> Path:
     if proc.returncode != 0:
         raise SystemExit(f"jupyter-book build failed (exit {proc.returncode})")
     html = site / "_build" / "html"
-    try:                                  # one claim, one verdict: checked on every book built (issue 22)
+    try:                                  # one claim, one verdict: checked on every book built
         n_claims = check_built_book(html)
     except ValueError as e:
         raise SystemExit(f"jupyter-book build: {e}") from None
@@ -371,8 +377,6 @@ def portability_command(profile: str, sample: int, jobs: int) -> int:
     """``portability``: retrain a sample of the primary comparison under the pin it was trained with (in a
     child process started under that pin when this one has another) and write the report. It says what it retrains
     and how long the committed runs took before it starts, and shows a progress bar of the steps trained (stderr)."""
-    from ..chapters import portability as pt
-    from .. import kernels
     if sample < 1 or jobs < 1:
         print(f"error: sample = {sample} and jobs = {jobs} must both be integers >= 1", file=sys.stderr)
         return 2
@@ -405,7 +409,14 @@ def portability_command(profile: str, sample: int, jobs: int) -> int:
     return 0
 
 
+#: The commands whose options are their module's own (the rest of the command line goes to its ``main``).
+OWN_OPTIONS = {"pretrain": pretrain.main, "finetune": finetune.main, "benchmarks": bench.main}
+
+
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] in OWN_OPTIONS:
+        return OWN_OPTIONS[argv[0]](argv[1:])
     ap = argparse.ArgumentParser(prog="python -m sec_lib.book", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -450,6 +461,16 @@ def main(argv=None) -> int:
     dc = sub.add_parser("decisive", help="train the decisive tier stage by stage (resumable): the schedule pilot, "
                                          "then the held-out selection of the four main losses")
     dc.add_argument("--jobs", type=int, default=2, help="parallel training processes")
+    st = sub.add_parser("study", help="train registered follow-up studies in the order given (resumable; each exports "
+                                      "to data/followups/<name>/ after every chunk)")
+    st.add_argument("names", nargs="+", choices=tuple(studies.FOLLOWUPS), metavar="NAME",
+                    help=f"one of {', '.join(studies.FOLLOWUPS)}")
+    st.add_argument("--jobs", type=int, default=2, help="runs trained at once (default 2: one a core)")
+    for name, what in (("pretrain", "retrain the committed glyph backbone (data/reference/pretrained/)"),
+                       ("finetune", "the fine-tuning arm's rates and runs on a profile, without notebooks"),
+                       ("benchmarks", "check a real benchmark's folders, images and weights")):
+        x = sub.add_parser(name, help=f"{what}; `{name} --help` for its options", add_help=False)
+        x.add_argument("args", nargs=argparse.REMAINDER)
     g = sub.add_parser("gpu-tier", help="train the gpu tier on a GPU (resumable, exported to data/reference/gpu/ "
                                         "after every chunk): the main losses' held-out η selection, then the main "
                                         "comparison")
@@ -487,6 +508,11 @@ def main(argv=None) -> int:
         return commands.pilot_command(args.jobs)
     if args.cmd == "decisive":
         return commands.decisive_command(args.jobs)
+    if args.cmd == "study":
+        if args.jobs < 1:
+            ap.error(f"--jobs must be at least 1, got {args.jobs}")
+        study.run([studies.FOLLOWUPS[n] for n in args.names], jobs=args.jobs)
+        return 0
     if args.cmd == "gpu-tier":
         return gpu_tier.command(args.minutes, args.jobs, args.together)
     if args.cmd == "portability":

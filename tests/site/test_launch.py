@@ -21,7 +21,8 @@ import sec_lib.site.runner as book
 import sec_lib.runs.experiments as ex
 import sec_lib.runs.store as store_module
 from sec_lib.runs.launch import (LaunchError, Launcher, PoolLauncher, SubmititLauncher, check_device, make_launcher,
-                            pack, train_batch, train_stages)
+                            pack, train_batch)
+from sec_lib.runs.waves import train_stages
 from sec_lib.params import ParameterError
 from sec_lib.runs.store import TABLES, ResultStore, run_key
 from sec_lib.runs.train import RunResult, TrainConfig
@@ -482,7 +483,6 @@ def test_train_stages_closes_the_launcher_even_when_a_wave_fails(tmp_path, monke
         def close(self):
             closed.append(True)
 
-    from sec_lib.runs.launch import train_stages
     with pytest.raises(RuntimeError, match="wave failed"):
         train_stages(ex.get_profile("smoke"), ["compare"], Failing(2), ResultStore(tmp_path))
     assert closed == [True]
