@@ -115,7 +115,7 @@ followups: setup
 
 # The glyph backbone pretrained on classes no split uses, committed under data/reference/pretrained/:
 # retrains it from its config (resumes an interrupted attempt) and rewrites the checkpoint and its provenance; on
-# the CPU kind that made it the file comes out identical (tests/test_pretrain.py checks a 20-step prefix).
+# the CPU kind that made it the file comes out identical (tests/runs/test_pretrain.py checks a 20-step prefix).
 pretrained: setup
 	$(PY) -m sec_lib.book pretrain
 

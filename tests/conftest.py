@@ -27,6 +27,8 @@ import pytest
 
 from sec_lib.runs.train import TrainConfig
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))     # tests/kinds.py, for the test folders that mirror sec_lib
+
 
 def toy_config(**kw) -> TrainConfig:
     """A config on the in-memory toy data with a small MLP that trains in about a second; ``kw`` overrides."""

@@ -68,7 +68,7 @@ def test_importing_sec_lib_pins_the_kernels_even_after_torch_is_imported(importe
 
 def test_a_process_with_kernels_that_are_not_the_pinned_ones_trains_in_a_pinned_child():
     """torch ran a kernel under another capability before sec_lib was imported: this process cannot hold the pin, so
-    the run trains in a child process started under it, and says so (tests/test_pinned_child.py: the same bits)."""
+    the run trains in a child process started under it, and says so (tests/runs/test_pinned_child.py: the same bits)."""
     code = ("import torch; torch.ones(3).exp(); import sec_lib\n"
             "from sec_lib.runs.train import TrainConfig, train\n"
             "r = train(TrainConfig(dataset='toy', model='mlp', iterations=2, batch_size=12, eval_every=0))\n"

@@ -9,7 +9,7 @@ import pandas as pd
 
 from ..runs import decisive, sgdeta, sgdrates
 from ..runs import experiments as ex
-from ..runs.train import nonfinite_step
+from ..runs.config import nonfinite_step
 from ..report import one_family, pooled_diff, summary_table
 from . import profile_param
 from ..report.claims import Claim, derived_family, family_row

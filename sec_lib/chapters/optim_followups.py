@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from ..report import one_family
-from ..runs import sgdeta, sgdrates
+from ..runs import followup, sgdeta, sgdrates
 from ..runs.pilot import TIER
 from .common import and_list, loss_noun, measures_text, record_row
 from .evidence import page_claims, page_records, runs_sentence
@@ -25,7 +25,7 @@ __all__ = ["FOLLOWUPS", "followup_family", "followups_apply", "followup_absent",
 #: The registered follow-ups this page shows, each decided in a Holm family of its own: {claim id: (its module under
 #: :mod:`sec_lib.runs`, which trains it and reads its committed folder; how the page's verdict names its design)}.
 #: A follow-up's claim joins :data:`sec_lib.chapters.optim.CLAIMS` (the scorecard) with its committed test runs, not
-#: before (``tests/test_sgdeta.py`` fails once they are all committed and the claim is still missing).
+#: before (``tests/runs/test_sgdeta.py`` fails once they are all committed and the claim is still missing).
 FOLLOWUPS = {
     "Q6c": (sgdrates, "sgd, each loss and arm at its own held-out rate"),
     "Q6d": (sgdeta, "sgd, SEC's η chosen on held-out classes at the rate without SEC"),
@@ -159,7 +159,7 @@ def followup_readings(ev) -> dict:
 
 def q6c_rates_sentence(table: pd.DataFrame, shared: dict | None = None) -> str:
     """Which rate each loss and arm chose (:func:`sec_lib.runs.sgdrates.rate_table`), and semihard's, which keeps
-    Q6b's (``shared``: :func:`sec_lib.runs.sgdrates.q6b_rates`, read from Q6b's runs by default)."""
+    Q6b's (``shared``: :func:`sec_lib.runs.followup.q6b_rates`, read from Q6b's runs by default)."""
     chosen = table[table["chosen"]]
     if not len(chosen):
         return "Q6c's held-out selection is not final yet."
@@ -167,7 +167,7 @@ def q6c_rates_sentence(table: pd.DataFrame, shared: dict | None = None) -> str:
     for loss, sub in chosen.groupby("loss", sort=False):
         r = dict(zip(sub["arm"], sub["lr"]))
         parts.append(f"{loss_noun(loss)}: {r.get('none', np.nan):g} without SEC, {r.get('sec', np.nan):g} with it")
-    semi = (shared if shared is not None else sgdrates.q6b_rates()).get("semihard", {})
+    semi = (shared if shared is not None else followup.q6b_rates()).get("semihard", {})
     return ("Chosen on held-out classes, by the tier's rule: " + "; ".join(parts) + ". Semihard keeps the tier's own "
             f"selection ({semi.get('none', np.nan):g} without SEC, {semi.get('sec', np.nan):g} with it), so its runs "
             "are Q6b's.")

@@ -13,7 +13,7 @@ from ..losses import LOSS_NAMES, LOSS_SPECS
 from ..params import Choice, Device, Mu, Number, OptionalParam, ParameterError
 from ..report import loglog_fit
 from ..runs.store import ResultStore, run_key
-from ..runs.train import OPTIMIZERS, TrainConfig
+from ..runs.config import OPTIMIZERS, TrainConfig
 from . import profile_param
 from .common import LOSS_TITLES, runs_frame, var_cv_text, with_batch_cv, with_norm_cv
 from .evidence import evidence_profile, page_of

@@ -26,7 +26,7 @@ The rule (the committed list is ``glyph_pretrain_classes.json`` next to this mod
 4. **Order:** by code point. The instances of a class are drawn like the benchmark's (fonts cycled in a seeded
    order, the same augmentation), from the fonts that render its representative.
 
-:func:`pixel_disjointness` recomputes step 3 for a list of classes (tests/test_pretrain.py runs it on the
+:func:`pixel_disjointness` recomputes step 3 for a list of classes (tests/runs/test_pretrain.py runs it on the
 committed list); :func:`load_pretrain_glyphs` renders (once, cached beside the benchmark's pool) the images.
 """
 from __future__ import annotations

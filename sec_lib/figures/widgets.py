@@ -73,9 +73,7 @@ def fig_to_image(fig, dpi: int = 80, quantize: bool = True, width: str | None = 
             data = _png_bytes(fig, int(dpi), quantize, tight)
         finally:
             if getattr(getattr(fig, "canvas", None), "manager", None) is not None:  # a pyplot figure
-                # imported here, not at the top: importing pyplot selects a backend, and only a
-                # figure that pyplot made (and tracks) needs it
-                import matplotlib.pyplot as plt
+                import matplotlib.pyplot as plt  # local: importing pyplot selects a backend; only its figures need it
                 plt.close(fig)
     kw = {"layout": widgets.Layout(width=width, max_width="100%")} if width else {}
     return widgets.Image(value=data, format="png", **kw)

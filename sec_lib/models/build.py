@@ -19,7 +19,7 @@ ARCHS = ("smallcnn", "resnet18s", "mlp", "resnet50", "bninception")
 POOLS = ("avg", "max", "avgmax")
 SMALLCNN_LAYOUTS = ("maxpool", "poolfirst", "stride")
 
-#: Smallest image side each convolutional backbone accepts (forward pass checked in tests/test_models.py).
+#: Smallest image side each convolutional backbone accepts (forward pass checked in tests/models/test_models.py).
 MIN_IMAGE_SIZE = {"smallcnn": 16, "resnet18s": 8, "resnet50": 32, "bninception": 32}
 
 _ARCH_KWARGS = {

@@ -25,7 +25,7 @@ command runs it before its fine-tuning stages, :mod:`sec_lib.runs.gpu_tier`), sa
 (:func:`checkpoint_path`).
 
 Reproducibility (the contract of :mod:`sec_lib.kernels`): with the pinned kernels and one thread, retraining
-from the committed config gives the same weights hash on the same CPU kind. tests/test_pretrain.py retrains a
+from the committed config gives the same weights hash on the same CPU kind. tests/runs/test_pretrain.py retrains a
 short prefix of the run (:data:`PREFIX_STEPS` steps) and compares its hash with the one recorded for this CPU kind
 in ``tests/golden/pretrain_prefix.json`` (skipped on another kind).
 """

@@ -29,7 +29,7 @@ import pandas as pd
 from ..tempfiles import atomic_write_json
 from . import followup, selection, study, tier
 from .config import TrainConfig
-from .followup import q6b_configs, q6b_rates  # noqa: F401 - q6b_rates: the optim page reads it here
+from .followup import q6b_configs
 from .store import run_key
 
 #: The losses whose SGD rates this follow-up selects (semihard's are the tier's ``sgd-selection``).

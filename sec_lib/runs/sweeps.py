@@ -337,7 +337,7 @@ def early_twin(p: Profile, cfg: TrainConfig) -> TrainConfig:
     """``cfg`` stopped at ``p.early_iterations`` and evaluated every ``p.early_eval_every`` iterations.
 
     Under a constant learning rate the prefix retraces the first iterations of ``cfg`` exactly (evaluation
-    draws no random numbers; tests/test_train.py), so its dense evaluations are ``cfg``'s own early
+    draws no random numbers; tests/runs/test_train.py), so its dense evaluations are ``cfg``'s own early
     curve. So does a step schedule whose first milestone comes after the prefix (the rate is constant until
     then), and a cosine schedule whose horizon stays the full run's (``schedule_iterations``: the prefix follows
     the full run's rates; the decisive tier's shape, :mod:`sec_lib.runs.pilot`). Raises ValueError for a step

@@ -56,7 +56,6 @@ from ..sec import CenterInvariantPenalty, SphericalEmbeddingConstraint
 from ..threads import torch_threads
 from .pinned import holds_pin, train_in_child
 from .config import INSTRUMENT_COLUMNS, TABLE_COLUMNS, RunResult, TrainConfig, weights_path, with_schema
-from .config import OPTIMIZERS, nonfinite_step  # noqa: F401 - the train and optim pages read them here
 
 
 # ---------------------------------------------------------------------------------------------

@@ -7,7 +7,7 @@ in ``instrument_runs.json``, recorded before the instrumentation moved into :mod
 The runs cover what ``short_runs.py`` does not: batch statistics thinned (``stats_every=3``) beside Δθ at another
 interval (``dtheta_every=2``), the grad-scatter table, a loss that reads the raw embedding (``npair_ip``) and a
 self-supervised run (two views). Every table is hashed (``step_time`` and ``wall_s`` left out) together with its
-column order, so a moved column fails as a changed value would. tests/test_monitor.py retrains them: on a CPU kind
+column order, so a moved column fails as a changed value would. tests/monitor/test_monitor.py retrains them: on a CPU kind
 with an entry the hashes must match exactly; on another kind the test is skipped and says why.
 """
 import hashlib

@@ -4,7 +4,7 @@
     python tests/golden/pretrain_prefix.py            # print this machine's kind and hash
     python tests/golden/pretrain_prefix.py --record   # add (or replace) this kind's entry
 
-tests/test_pretrain.py retrains the prefix: on a CPU kind that has an entry the hash must match exactly (Level 1
+tests/runs/test_pretrain.py retrains the prefix: on a CPU kind that has an entry the hash must match exactly (Level 1
 of the reproducibility contract, sec_lib.kernels); on another kind the test is skipped and says why. The full run
 is checked by ``python -m sec_lib.runs.pretrain --check`` (about 6 minutes of one core).
 """

@@ -4,7 +4,7 @@ Adam) whose step and evaluation tables are hashed per CPU kind in ``short_runs.j
     python tests/golden/short_runs.py            # print this machine's kind and hashes
     python tests/golden/short_runs.py --record   # add (or replace) this kind's entry in short_runs.json
 
-tests/test_reproducibility.py retrains them: on a CPU kind that has an entry the hashes must match exactly
+tests/runs/test_reproducibility.py retrains them: on a CPU kind that has an entry the hashes must match exactly
 (Level 1 of the reproducibility contract); on another kind the test is skipped and says why.
 """
 import hashlib

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-TOOL = Path(__file__).resolve().parents[1] / "tools" / "preview_stage.py"
+TOOL = Path(__file__).resolve().parents[2] / "tools" / "preview_stage.py"
 
 
 @pytest.fixture(scope="module")

@@ -222,7 +222,7 @@ def test_a_run_under_the_portable_pin_holds_it_records_it_and_is_stored_under_it
         pytest.skip("this CPU has no AVX2: the portable pin (avx2's variables) cannot hold here")
     env = kernels.child_env("portable")
     out = subprocess.run([sys.executable, "-c", PORTABLE_RUN, str(tmp_path)], capture_output=True, text=True, env=env,
-                         cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+                         cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     assert out.returncode == 0, out.stderr[-2000:]
     res = json.loads(out.stdout.strip().splitlines()[-1])
     assert res["status"] == "done" and res["cap"] == "AVX2" and res["stored"] == [res["key"]]

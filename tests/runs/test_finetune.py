@@ -145,7 +145,7 @@ def test_the_launcher_trains_the_rate_selection_before_the_chapter():
 def test_a_pretrained_runs_store_key_follows_the_checkpoints_content(tmp_path):
     """The staleness fix: the key of a run with ``pretrained`` set holds its weights file's sha256, so retraining the
     checkpoint in place gives its runs new keys; configs without (pretrained=None) keep theirs (no entry; the key
-    snapshot of tests/test_scale_arms.py checks every chapter's keys)."""
+    snapshot of tests/runs/test_scale_arms.py checks every chapter's keys)."""
     import json
     import os
     import shutil

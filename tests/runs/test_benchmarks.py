@@ -19,7 +19,7 @@ from sec_lib.runs import experiments as ex
 from sec_lib.runs.store import ResultStore
 from sec_lib.runs.train import load_data, train
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "fixtures"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
 import benchmark_folders as bf  # noqa: E402
 
 ENV = (B.ROOT_ENV, B.PRETRAINED_ENV, B.BACKBONE_ENV)

@@ -470,7 +470,7 @@ def test_the_pool_launcher_keeps_one_set_of_workers_for_every_wave_until_closed(
     PoolLauncher(1).run(here, tmp_path / "a", progress=lambda *e: events.append(e))
     assert events == [("reused", 2, 3), ("trained", 1, 3)]
     assert ResultStore(tmp_path / "a").get(toy(seed=2)).status == "done"
-    # (a pool's runs equal serial ones: tests/test_store.py::test_parallel_sweep_matches_serial)
+    # (a pool's runs equal serial ones: tests/runs/test_store.py::test_parallel_sweep_matches_serial)
 
 
 def test_train_stages_closes_the_launcher_even_when_a_wave_fails(tmp_path, monkeypatch):

@@ -11,7 +11,7 @@ import pytest
 from sec_lib import kernels
 from sec_lib.runs import pinned
 
-GOLDEN_DIR = Path(__file__).resolve().parent / "golden"
+GOLDEN_DIR = Path(__file__).resolve().parents[1] / "golden"
 
 RUN = """
 import sys{first}

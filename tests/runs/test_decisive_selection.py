@@ -88,7 +88,7 @@ def test_the_decisive_command_trains_the_grids_grows_an_edge_and_exports(tmp_pat
         return []
 
     monkeypatch.setattr(S, "run_all", fake_run_all)
-    later = []                                             # the stages after the main comparison: tests/test_decisive_stages.py
+    later = []                                             # the stages after the main comparison: tests/runs/test_decisive_stages.py
     monkeypatch.setattr(decisive_studies, "later_studies", lambda: later.append(1) or [])
     assert commands.decisive_command(jobs=200) == 0          # one chunk a round: one export each
     assert later == [1]

@@ -10,7 +10,7 @@ import pytest
 
 from sec_lib import kernels
 
-GOLDEN_DIR = Path(__file__).resolve().parent / "golden"
+GOLDEN_DIR = Path(__file__).resolve().parents[1] / "golden"
 sys.path.insert(0, str(GOLDEN_DIR))
 import short_runs  # noqa: E402
 

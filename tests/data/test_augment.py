@@ -12,7 +12,8 @@ from sec_lib.data.augment import (AUGMENT_KEYS, ViewAugment, ViewBatches, _gauss
                                   _smooth_field, make_views)
 from sec_lib.params import ParameterError
 from sec_lib.runs.store import run_key
-from sec_lib.runs.train import OMITTED_AT_DEFAULT, TrainConfig, train
+from sec_lib.runs.config import OMITTED_AT_DEFAULT
+from sec_lib.runs.train import TrainConfig, train
 
 IDENTITY = dict(rotation_deg=0.0, scale=(1.0, 1.0), shear=0.0, shift=0.0, elastic_p=0.0, blur_p=0.0,
                 noise_std=(0.0, 0.0))

@@ -17,7 +17,7 @@ from sec_lib.runs import densecurves
 from sec_lib.runs.experiments import run_key
 from sec_lib.runs.store import Frames
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 LOSSES = ("triplet", "semihard", "npair", "ms")
 
 

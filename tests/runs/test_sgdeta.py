@@ -15,7 +15,7 @@ from sec_lib.runs.experiments import run_key
 
 from test_sgdrates import FakeStore, Plan, result
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 RATES = {"triplet": 0.3, "semihard": 0.1, "npair": 0.01, "ms": 0.3}
 
 
@@ -67,7 +67,7 @@ def test_its_no_sec_and_paper_eta_points_are_the_tiers_sgd_rate_runs():
 
 def test_the_rates_are_q6cs_choices_without_sec_and_q6bs_for_semihard():
     assert sgdeta.base_rates() == {lo: sgdrates.read_choices()[lo]["sgd"]["lr"] if lo in sgdrates.LOSSES
-                                   else sgdrates.q6b_rates()[lo]["none"] for lo in sgdeta.LOSSES}
+                                   else followup.q6b_rates()[lo]["none"] for lo in sgdeta.LOSSES}
 
 
 def test_the_test_runs_are_q6bs_at_the_rate_without_sec_and_the_chosen_eta():

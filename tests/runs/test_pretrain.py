@@ -18,7 +18,7 @@ from sec_lib.params import ParameterError
 from sec_lib.runs import pretrain as pt
 from sec_lib.runs.train import TrainConfig
 
-GOLDEN_DIR = Path(__file__).resolve().parent / "golden"
+GOLDEN_DIR = Path(__file__).resolve().parents[1] / "golden"
 sys.path.insert(0, str(GOLDEN_DIR))
 import pretrain_prefix  # noqa: E402
 

@@ -16,7 +16,7 @@ from sec_lib.runs import store as S
 from sec_lib.runs.experiments import run_key
 from sec_lib.runs.train import RunResult
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 class Plan:

@@ -49,8 +49,8 @@ def test_the_pretrained_checkpoints_commit_is_the_runs_commit_and_says_dirty(mon
     head = P.git_commit()
     monkeypatch.delenv("SEC_GIT_COMMIT", raising=False)
     assert pretrain._git_commit().split("+")[0] == head
-    monkeypatch.setattr(pretrain, "CODE_PATHS", ("tests/test_provenance.py",))     # this file, as git sees it
-    clean = subprocess.run(["git", "-C", str(pretrain.REPO), "status", "--porcelain", "--", "tests/test_provenance.py"],
+    monkeypatch.setattr(pretrain, "CODE_PATHS", ("tests/runs/test_provenance.py",))     # this file, as git sees it
+    clean = subprocess.run(["git", "-C", str(pretrain.REPO), "status", "--porcelain", "--", "tests/runs/test_provenance.py"],
                            capture_output=True, text=True).stdout.strip() == ""
     assert pretrain._git_commit() == head + ("" if clean else "+dirty")
     monkeypatch.setenv("SEC_GIT_COMMIT", "f" * 40)

@@ -15,7 +15,7 @@ from sec_lib.runs import scalearms
 from sec_lib.runs.store import run_key
 from sec_lib.runs.train import RunResult, TrainConfig
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 class Store:

@@ -16,7 +16,7 @@ from sec_lib.monitor import COLUMNS, MonitorConfig, NormMonitor, diagnose
 from sec_lib.params import ParameterError
 from sec_lib.sec import SECRegularizer
 
-GOLDEN_DIR = Path(__file__).resolve().parent / "golden"
+GOLDEN_DIR = Path(__file__).resolve().parents[1] / "golden"
 PML_LOSSES = {"supcon": pml_losses.SupConLoss, "triplet": lambda: pml_losses.TripletMarginLoss(margin=0.2),
               "contrastive": pml_losses.ContrastiveLoss, "ms": pml_losses.MultiSimilarityLoss}
 
