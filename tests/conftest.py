@@ -1,7 +1,7 @@
 """Shared by the tests: a tiny toy-data training config, the parameter check of a notebook's first cells,
 and two books made in the background while the other tests run, once per session, into temporary sites: the smoke
 sweep (every notebook executed at smoke parameters; the pages' tests read its outputs and run last) and the whole
-cub-smoke book on fixture folders (run and built; issue 25's end-to-end test). The smoke sweep's site is built in the
+cub-smoke book on fixture folders (run and built: the real-benchmark books' end-to-end test). The smoke sweep's site is built in the
 background too, once its notebooks ran.
 
 The smoke sweep runs the book as a user of the wheel does (README, "Without a checkout"): a wheel built from a clean

@@ -160,12 +160,12 @@ DEFAULT_LOSS = "triplet"
 
 #: Pages of the glyph book that a benchmark book does not train, and why; the runner writes each as a note.
 NOT_APPLICABLE = {
-    "pretrained": "this page fine-tunes the small glyph backbone pretrained here on glyph classes no split uses "
-                  "(issue 24), against the glyph book's from-scratch runs; the {name} book already fine-tunes an "
+    "pretrained": "this page fine-tunes the small glyph backbone pretrained here on glyph classes no split uses, "
+                  "against the glyph book's from-scratch runs; the {name} book already fine-tunes an "
                   "ImageNet backbone in every run, the paper's own regime, so it has no from-scratch twin to "
                   "set beside it and trains none of this page's runs.",
     "scale": "this page's runs (relative SEC with its own held-out η, and the fixed-scale control) are planned for the "
-             "glyph book only so far (issue 23): the {name} book has no relative-SEC η grid "
+             "glyph book only so far: the {name} book has no relative-SEC η grid "
              "(Profile.relative_eta_grid), so it trains none of them.",
     "data": "this page describes the generated glyph benchmark (its fonts, classes and images). The {name} "
             "book's data are the photographs under --data-root, read with the dataset's own split ({split}).",

@@ -1,6 +1,6 @@
 """The seed plan of the decisive tier: how many seeds the primary test needs to detect 0.5 R@1 points.
 
-The primary test (pre-registered; issue "evidence that decides") is SEC at the η chosen on held-out classes
+The primary test (pre-registered) is SEC at the η chosen on held-out classes
 minus no regularizer, in R@1, pooled over the four main losses: for each seed the four paired differences are
 averaged, and the per-seed means are t-tested against 0 (:func:`sec_lib.report.pooled_diff`). It is a family
 of its own (no multiplicity adjustment), at α = 0.05 two-sided with 80% power, with an equivalence margin of

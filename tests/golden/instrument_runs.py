@@ -1,5 +1,5 @@
 """Golden tables of the training loop's instrumentation: every table of three short glyph runs, hashed per CPU kind
-in ``instrument_runs.json``, recorded before the instrumentation moved into :mod:`sec_lib.monitor` (issue 26).
+in ``instrument_runs.json``, recorded before the instrumentation moved into :mod:`sec_lib.monitor`.
 
     python tests/golden/instrument_runs.py            # print this machine's kind and hashes
     python tests/golden/instrument_runs.py --record   # add (or replace) this kind's entry in instrument_runs.json

@@ -1,4 +1,4 @@
-"""The real-benchmark books (issue 25): the profiles' paper settings and their sources, the checks that stop
+"""The real-benchmark books: the profiles' paper settings and their sources, the checks that stop
 bad input before training, and every dataset loading and training on fixture folders in its exact layout
 (tests/fixtures/benchmark_folders.py, generated into a temporary folder)."""
 import os

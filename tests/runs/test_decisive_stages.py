@@ -164,7 +164,7 @@ def test_the_later_stages_train_in_order_each_run_once(tmp_path, monkeypatch, ca
     review = pd.read_parquet(folder / "review" / "runs.parquet")
     assert set(review["loss"]) == {"arcface"} and set(review["eta"]) == {0.0, 0.1}
     assert (pd.read_parquet(folder / "review-selection" / "runs.parquet")["holdout_classes"] > 0).all()
-    # every trained arm is on a page (issue 21): each run of a training stage, and of the main comparison, is named by
+    # every trained arm is on a page: each run of a training stage, and of the main comparison, is named by
     # a sweep some page reads under the decisive profile (the held-out selections are the tiers page's)
     from sec_lib.chapters import PAGES
     prof, store = decisive.profile(), S.ResultStore()

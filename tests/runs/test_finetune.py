@@ -1,4 +1,4 @@
-"""The fine-tuning arm of issue 24 (sec_lib.runs.finetune): the paper's protocol on the backbone pretrained here,
+"""The fine-tuning arm (sec_lib.runs.finetune): the paper's protocol on the backbone pretrained here,
 its rates chosen on held-out classes, and a from-scratch twin for every run."""
 import dataclasses
 from types import SimpleNamespace

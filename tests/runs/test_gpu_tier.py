@@ -178,7 +178,7 @@ _TRUNK = {"format": "sec_lib pretrained glyph backbone v1",
 
 
 def test_the_gpu_tiers_fine_tuned_stages_start_from_its_pretrained_trunk(monkeypatch):
-    """Stages 4 and 5 (issue 27: "pretrain the gpu profile's ResNet-18 the same way on the disjoint classes and
+    """Stages 4 and 5 ("pretrain the gpu profile's ResNet-18 the same way on the disjoint classes and
     fine-tune it"): the fine-tuning rates on held-out classes, then every run of the main comparison started from
     the gpu profile's own trunk at the chosen rates, each with that run as its from-scratch twin. Both wait, with
     the command that builds it, while the trunk is not committed."""

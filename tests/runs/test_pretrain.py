@@ -1,4 +1,4 @@
-"""The backbone pretrained here (issue 24): its classes are disjoint from every split by code point and by look,
+"""The backbone pretrained here: its classes are disjoint from every split by code point and by look,
 its checkpoint is a plain local weights file with provenance, and retraining reproduces it on the same CPU kind."""
 import json
 import sys

@@ -1,4 +1,4 @@
-"""The scale chapter's runs (issue 23): relative SEC as a TrainConfig field that leaves every existing store key
+"""The scale chapter's runs: relative SEC as a TrainConfig field that leaves every existing store key
 unchanged, its own η selection on held-out classes, the fixed-scale control's radius, and the chapter's arms."""
 import json
 import math
@@ -142,7 +142,7 @@ def test_the_scale_chapter_has_six_arms_per_loss_and_seed():
     for loss in ex.MAIN_LOSSES:
         sec, rel, fixed = by[(loss, "sec")][0], by[(loss, "sec-relative")][0], by[(loss, "sec-fixed")][0]
         assert sec.eta == 0.5 and rel.eta == 1.0 and rel.relative and fixed.eta == sec.eta and fixed.mu == 12.0
-        cir = by[(loss, "cir")][0]        # PML's CIR at the weight whose value is SEC's at the radius (issue 23)
+        cir = by[(loss, "cir")][0]        # PML's CIR at the weight whose value is SEC's at the radius
         assert cir.penalty == "cir" and cir.mu == "batch" and not cir.relative
         assert cir.eta == pytest.approx(sec.eta / 12.0 ** 2, rel=1e-3)
     # none, L2-reg and plain SEC are the main table's and the tuned chapter's runs: 36 new runs only
