@@ -1,7 +1,10 @@
 """Every page's outputs, cell by cell, at two commits: the check that a redesign changed nothing the reader sees.
 
-    python tools/page_outputs.py execute REV OUT [--data-from REV] [--cold]   # run every page of REV into OUT/nb
+    python tools/page_outputs.py execute REV OUT [--data-from REV] [--cold] [--only PAGE ...]   # REV's pages -> OUT/nb
     python tools/page_outputs.py compare BEFORE AFTER                         # exit 1 if any output differs
+
+The quick tier's store is shared with whatever else trains into it (a page that counts its runs, such as the tiers
+page, sees runs trained since): compare two executions made one after the other, or use ``--cold``.
 
 ``execute`` checks REV out into a fresh worktree, overlays ``data/`` (the committed tiers and follow-ups) from
 ``--data-from`` when given, so that two commits are compared on the same evidence, and runs
@@ -91,7 +94,7 @@ def compare(before: Path, after: Path) -> list[str]:
     return diffs
 
 
-def execute(rev: str, out: Path, data_from: str | None = None, cold: bool = False) -> Path:
+def execute(rev: str, out: Path, data_from: str | None = None, cold: bool = False, only=()) -> Path:
     """Run every page of ``rev`` (see the module docstring); returns ``out/nb``."""
     out = out.resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -107,8 +110,8 @@ def execute(rev: str, out: Path, data_from: str | None = None, cold: bool = Fals
         env = dict(os.environ, PYTHONPATH=str(tree))
         env.setdefault("SEC_DATA_DIR", str(REPO / "data"))
         env["SEC_RUNS_DIR"] = str(out / "store") if cold else env.get("SEC_RUNS_DIR", str(REPO / "data" / "runs"))
-        subprocess.run([sys.executable, "-m", "sec_lib.book", "run", "--profile", "cpu", "--root", str(tree)],
-                       cwd=tree, env=env, check=True)
+        subprocess.run([sys.executable, "-m", "sec_lib.book", "run", "--profile", "cpu", "--root", str(tree),
+                        *(["--only", *only] if only else [])], cwd=tree, env=env, check=True)
         shutil.rmtree(out / "nb", ignore_errors=True)
         shutil.copytree(tree / "book" / "nb", out / "nb")
         (out / "commit.txt").write_text(subprocess.run(["git", "-C", str(tree), "rev-parse", "HEAD"],
@@ -127,12 +130,13 @@ def main(argv=None) -> int:
     e.add_argument("out", type=Path)
     e.add_argument("--data-from", default=None, help="take data/ (committed tiers and follow-ups) from this commit")
     e.add_argument("--cold", action="store_true", help="an empty quick-tier store in OUT (train from nothing)")
+    e.add_argument("--only", nargs="*", default=(), help="only these pages")
     c = sub.add_parser("compare", help="compare two folders of executed pages cell by cell")
     c.add_argument("before", type=Path)
     c.add_argument("after", type=Path)
     args = ap.parse_args(argv)
     if args.cmd == "execute":
-        print(execute(args.rev, args.out, args.data_from, args.cold))
+        print(execute(args.rev, args.out, args.data_from, args.cold, args.only))
         return 0
     for folder in (args.before, args.after):
         if not folder.is_dir():
