@@ -23,7 +23,8 @@ ROOT = Path(__file__).resolve().parent
 
 #: The book's sources, as globs relative to the checkout root (tests/test_packaging.py checks a wheel has them).
 PROJECT_FILES = ("_config.yml", "_toc.yml", "CITATION.cff", "CHANGELOG.md", "package.json", "package-lock.json",
-                 "notebooks/*.ipynb", "book/*.md", "book/*.bib", "book/_static/*.css")
+                 "notebooks/*.ipynb", "book/*.md", "book/*.bib", "book/_static/*.css",
+                 "data/reference/decisive/README.md")     # the pre-registration page includes it
 PROJECT_PACKAGE_DIR = ("sec_lib", "site", "project")
 #: Committed files the library reads by their repository-relative path, copied to that path under the wheel's root
 #: (tests/test_packaging.py checks a wheel has them): the glyph backbone the fine-tuning runs start from (see above).
@@ -52,7 +53,7 @@ class BuildPyWithProject(build_py):
             src = ROOT / name
             if not src.is_file():           # never pretrained here: that is 15 minutes of training
                 raise FileNotFoundError(f"setup.py: {src} does not exist; the wheel would lack the glyph backbone the "
-                                        "fine-tuning runs start from: build it with `python -m sec_lib.runs.pretrain` "
+                                        "fine-tuning runs start from: build it with `python -m sec_lib.book pretrain` "
                                         "(or restore the committed file)")
             target = Path(self.build_lib) / name
             self.mkpath(str(target.parent))
