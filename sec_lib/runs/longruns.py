@@ -164,13 +164,7 @@ def arm_of(cfg: dict) -> str:
     return "l2reg" if cfg.get("mu") == "zero" else "sec"
 
 
-def train(session, study_) -> None:
-    """Train the runs the store lacks, resumably, exporting ``test/`` after every chunk of ``jobs`` runs."""
-    store, jobs = session.store, session.jobs
-    out = study_.path()
-    study.train_named(store, test_configs(), out / "test", jobs, f"{ID} test")
-
-
 #: The study as the driver trains it (:func:`sec_lib.runs.study.run`; ``make followup-length``).
-STUDY = study.Study("longer-runs", FOLDER, __doc__.splitlines()[0], train,
+STUDY = study.Study("longer-runs", FOLDER, __doc__.splitlines()[0],
+                    study.fixed_runs(test_configs, f"{ID} test"),
                     stages=("test",))

@@ -209,6 +209,14 @@ def select(store, choosers: dict, out: Path, jobs: int, label: str) -> dict:
         train_exporting(todo, named, Path(out), store, jobs, label)
 
 
+def fixed_runs(configs_of: Callable, label: str, stage: str = "test") -> Callable:
+    """How a study that trains one list of runs, fixed when it was registered, trains: the runs of ``configs_of()``
+    that the store lacks, exported to its ``stage`` folder after every chunk (a :class:`Study`'s ``train``)."""
+    def train(session: Session, s: Study) -> None:
+        train_named(session.store, configs_of(), s.path() / stage, session.jobs, label)
+    return train
+
+
 def train_named(store, configs: list, out: Path, jobs: int, label: str) -> None:
     """Train the runs of ``configs`` that ``store`` lacks and export them all to ``out``."""
     todo = [c for c in configs if not store.has(c)]

@@ -26,3 +26,21 @@ def test_every_follow_up_is_a_study_in_its_own_folder():
                                        "regime-seeds"]
     for name, s in studies.FOLLOWUPS.items():
         assert s.path() == study.folder_of(name) and s.path().is_dir()
+
+
+def test_a_study_of_fixed_runs_trains_what_the_store_lacks_into_its_stage(monkeypatch, tmp_path, capsys):
+    """``study.fixed_runs``: the runs registered for a study, those the store lacks trained, all of them exported to the
+    study's stage folder, through the driver."""
+    calls = []
+    monkeypatch.setattr(study, "train_exporting", lambda todo, configs, out, store, jobs, label:
+                        calls.append((list(todo), list(configs), out, jobs, label)))
+
+    class Store:
+        def has(self, cfg):
+            return cfg == "done"
+
+    s = study.Study("demo", ("demo",), "A demo.", study.fixed_runs(lambda: ["done", "new"], "demo test"), stages=("test",))
+    monkeypatch.setattr(study, "restore_committed", lambda store, committed: None)
+    study.run([s], jobs=3, store=Store())
+    assert calls == [(["new"], ["done", "new"], s.path() / "test", 3, "demo test")]
+    assert "demo test: 2 runs, 1 done" in capsys.readouterr().out
