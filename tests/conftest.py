@@ -96,7 +96,17 @@ def _new_site(tmp: Path) -> Path:
     shutil.copytree(REPO / "book" / "_static", site / "book" / "_static")   # sec.css
     for name in ("CITATION.cff", "CHANGELOG.md"):                          # the cite and changelog pages
         shutil.copy(REPO / name, site / name)
+    for name in committed_book_files():                                    # what pages include from data/
+        (site / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(REPO / name, site / name)
     return site
+
+
+def committed_book_files() -> list:
+    """The committed files under ``data/`` that the book's pages include (setup.py's PROJECT_FILES there: the
+    decisive tier's registered README, which the pre-registration page includes)."""
+    return [f.relative_to(REPO).as_posix() for pat in setup_py().PROJECT_FILES if pat.startswith("data/")
+            for f in sorted(REPO.glob(pat))]
 
 
 def _launch(name: str, tmp: Path, site: Path, cmd: list, env: dict, cwd: Path = REPO, **extra) -> None:
@@ -134,7 +144,8 @@ def setup_py():
 def wheel_source(tmp: Path) -> Path:
     """A clean copy of the checkout at ``tmp/src`` to build a wheel from: without its caches, outputs, tests and
     git-ignored folders (``sec_lib/data`` stays; of ``data/``, only the committed files the wheel ships, setup.py's
-    REPO_FILES: where one is missing, building the wheel names it)."""
+    REPO_FILES and the book's committed pages, :func:`committed_book_files`: where one is missing, building the wheel
+    names it)."""
     src = tmp / "src"
     top = {".git", ".venv", "node_modules", "data", "_build", "build", "dist", "tests", "bench", ".pytest_cache"}
 
@@ -146,7 +157,7 @@ def wheel_source(tmp: Path) -> Path:
             skip |= {"nb"} & set(names)
         return skip
     shutil.copytree(REPO, src, ignore=ignore)
-    for name in setup_py().REPO_FILES:
+    for name in (*setup_py().REPO_FILES, *committed_book_files()):
         if (REPO / name).is_file():
             (src / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(REPO / name, src / name)
