@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import sys
+import textwrap
 from pathlib import Path
 
 from sec_lib.chapters.home import plain_answer    # the landing page's answer, on the committed runs
@@ -25,14 +26,8 @@ def readme_answer(text: str) -> str:
 
 
 def wrap(sentence: str, width: int = 118) -> str:
-    lines, line = [], ""
-    for word in sentence.split():
-        if line and len(line) + 1 + len(word) > width:
-            lines.append(line)
-            line = word
-        else:
-            line = f"{line} {word}" if line else word
-    return "\n".join(lines + [line]) + "\n"
+    """``sentence`` in lines of at most ``width``, broken only at spaces (a hyphen or a long word stays whole)."""
+    return textwrap.fill(sentence, width, break_long_words=False, break_on_hyphens=False) + "\n"
 
 
 def main(argv=None) -> int:

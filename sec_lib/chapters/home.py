@@ -120,13 +120,7 @@ def answer_sentence(e: dict, paper: pd.DataFrame, data: str = "glyphs") -> str:
             f"{num(e['estimate'])} [{num(e['ci_lo'])}, {num(e['ci_hi'])}] points over no regularizer, averaged over "
             f"the four losses ({e['n']} seeds, 95% interval), against {sized}.**")
     l2, rel = e.get("versus_l2"), e.get("relative")
-    if l2 is not None and l2.has_estimate:
-        if l2.verdict in report.SIGNAL_WORDS and l2.verdict != "negligible":
-            head += " SEC beats a plain L2 penalty toward zero at the same arms."
-        elif l2.verdict == "not reproduced" and l2.ci_lo <= 0 <= l2.ci_hi:
-            head += " A plain L2 penalty toward zero does as well."
-        else:
-            head += " Whether SEC beats a plain L2 penalty toward zero, the data here cannot tell."
+    head += versus_l2_sentence(l2)
     parts = [_versus(rec, "SEC − none"), _versus(l2, "SEC − L2-reg at the held-out arms"),
              _versus(rel, "relative SEC (equalizes the norms without shrinking them) − none")]
     parts = [p for p in parts if p]
@@ -138,16 +132,25 @@ def answer_sentence(e: dict, paper: pd.DataFrame, data: str = "glyphs") -> str:
     return head
 
 
+def versus_l2_sentence(l2) -> str:
+    """The answer's sentence on L2-reg, from SEC − L2-reg at the held-out arms (claim C5v's record; "" without one)."""
+    if l2 is None or not l2.has_estimate:
+        return ""
+    if l2.verdict in report.SIGNAL_WORDS and l2.verdict != "negligible":
+        return " SEC beats a plain L2 penalty toward zero at the same arms."
+    if l2.verdict == "not reproduced" and l2.ci_lo <= 0 <= l2.ci_hi:
+        return " A plain L2 penalty toward zero does as well."
+    return " Whether SEC beats a plain L2 penalty toward zero, the data here cannot tell."
+
+
 def plain_answer(profile: str = "cpu", root=None) -> str:
     """The landing page's answer as the README's first screen shows it: the bold part of :func:`answer_sentence`
     (on the tier the landing page reads), then its sentence on L2-reg, without the markup."""
     tier = evidence.page_evidence("home", profile, root).profile
-    sentence = answer_sentence(primary(profile, root), paper_headline(datasets=paper_sets(tier)),
-                               benchmarks.data_name(tier))
-    bold, _, rest = sentence.removeprefix("**").partition("**")
-    l2 = next((s for s in (" A plain L2 penalty toward zero does as well.", " SEC beats a plain L2 penalty toward "
-                           "zero at the same arms.") if rest.startswith(s)), "")
-    return bold + l2
+    e = primary(profile, root)
+    sentence = answer_sentence(e, paper_headline(datasets=paper_sets(tier)), benchmarks.data_name(tier))
+    bold = sentence.removeprefix("**").partition("**")[0]
+    return bold + versus_l2_sentence(e["versus_l2"])
 
 
 def followups_sentence(root=None) -> str:
