@@ -20,7 +20,8 @@ import sec_lib.sec as sec_mod
 from sec_lib.losses import get_loss, violation_rate
 from sec_lib.params import ParameterError
 from sec_lib.runs.many import train_many
-from sec_lib.runs.store import ResultStore, run_all, run_key
+from sec_lib.runs.pool import run_all
+from sec_lib.runs.store import ResultStore, run_key
 from sec_lib.runs.train import TrainConfig, train, training_steps
 
 TABLES = ("steps", "tracked", "evals", "test_norms", "cosines", "grad_scatter")

@@ -30,6 +30,15 @@ def test_no_room_holds_a_circle_of_modules():
         assert ig.cycles(ig.module_graph(room)) == [], room
 
 
+def test_the_training_side_has_at_most_eight_levels():
+    """Inside ``runs/``, each module sits one level above everything it imports, and the chain is at most 8 long:
+    storing sits below pooling, the sweeps below the store's training, the commands at the top."""
+    lv = ig.levels(ig.module_graph("runs"))
+    assert max(lv.values()) <= 8, sorted(lv.items(), key=lambda kv: -kv[1])[:4]
+    assert lv["sec_lib.runs.store"] < lv["sec_lib.runs.pool"] < lv["sec_lib.runs.launch"] < lv["sec_lib.runs.commands"]
+    assert lv["sec_lib.runs.sweeps"] < lv["sec_lib.runs.store"]
+
+
 def test_the_module_measure_sees_a_late_import(tmp_path, monkeypatch):
     """A circle closed only by an import inside a function is still a circle, and ``from .x import name`` is an
     import of module x."""

@@ -23,7 +23,7 @@ gets ``static``, a kernel under Jupyter gets ``live``.
 The figures are drawn by :mod:`sec_lib.figures.explore` (which reuses the train page's panels);
 this module picks the data of a cell and hands it over.
 
-``load_grid(missing="train")`` trains the grid's missing runs through the store (``store.run_all``),
+``load_grid(missing="train")`` trains the grid's missing runs through the store (``pool.run_all``),
 and the live panel trains one run in the kernel: both only on the reader's explicit request (the
 notebook's ``missing`` parameter, the *Train* button); the book's runner has trained the grid before
 the page runs, so a built page finds every run stored.

@@ -18,7 +18,8 @@ from ..runs import experiments as ex
 from ..figures import explore as fig_explore
 from ..figures.palette import eta_label, mu_label
 from ..params import Choice
-from ..runs.store import ResultStore, load_runs, run_all, run_key
+from ..runs.pool import run_all
+from ..runs.store import ResultStore, load_runs, run_key
 from .common import var_cv_text, with_batch_cv, with_norm_cv
 
 #: What to do with grid runs missing from the store: train them (through the store) or show placeholders.
@@ -112,7 +113,7 @@ def build_grid(configs: Sequence, frames, profile: str = "?") -> Grid:
 def load_grid(profile: str = "cpu", missing: str = "train", root=None, jobs: int | None = None) -> Grid:
     """The explorer grid of ``profile`` (``experiments.chapter_configs('explore', profile)``).
 
-    ``missing='train'`` first trains every run that is not in the store (``store.run_all``, with the
+    ``missing='train'`` first trains every run that is not in the store (``pool.run_all``, with the
     profile's ``jobs``; a smoke run takes about a second); ``'skip'`` leaves those cells as
     placeholders. ``root``: the store folder (default ``$SEC_RUNS_DIR`` or ``data/runs``).
     """

@@ -1,4 +1,4 @@
-"""The runner's training commands: ``train``, ``export`` and ``rerun`` (``python -m sec_lib.book CMD``).
+"""The runner's training commands: ``train``, ``export``, ``rerun`` and ``finetune`` (``python -m sec_lib.book CMD``).
 
 ``python -m sec_lib.book`` (:mod:`sec_lib.site.runner`) parses the command line and calls these; the
 ``run`` command (train, then execute the notebooks) shares :class:`Summary`, :func:`train_stages` and
@@ -6,6 +6,8 @@
 """
 from __future__ import annotations
 
+import argparse
+import json
 import math
 import subprocess
 import sys
@@ -13,16 +15,18 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pandas as pd
 import torch
 from tqdm import tqdm
 
 from .. import kernels
-from ..data import get_dataset
 from ..params import ParameterError
 from . import decisive_studies, tier
 from . import experiments as ex
 from .benchmarks import preflight
 from .launch import LaunchError, as_launcher
+from . import finetune
+from .pool import prepare_data, run_all
 from .waves import train_stages as waves
 from .provenance import provenance
 from .store import ResultStore
@@ -103,13 +107,6 @@ def train_stages(p: ex.Profile, chapters, launcher, summary: Summary, store=None
     """Train in dependent waves (pilot, η selection, chapters) with ``launcher`` (or a job count
     for the local pool); see :func:`sec_lib.runs.waves.train_stages`."""
     waves(p, chapters, launcher, store, sweep=lambda desc, configs, lau: train_sweep(desc, configs, lau, summary))
-
-
-def prepare_data(p: ex.Profile) -> None:
-    """Render / load the dataset caches once, before worker processes start."""
-    size = p.base.get("image_size", 32)
-    for split in ("train", "test"):
-        get_dataset("glyphs", split, image_size=size)
 
 
 def train_command(profile: str, chapters, launcher) -> int:
@@ -244,3 +241,31 @@ def decisive_command(jobs: int = 2, profile: str = "reference") -> int:
     """The decisive tier, study by study (:func:`sec_lib.runs.decisive_studies.studies`), resumable: the schedule
     pilot, the held-out selection of the four main losses, the main comparison, then the stages after it."""
     return decisive_studies.train(decisive_studies.studies(), jobs, profile, ResultStore())
+
+
+def finetune_main(argv=None) -> int:
+    """``python -m sec_lib.book finetune``: train the rate selection, then the fine-tuning runs (:mod:`.finetune`)."""
+    ap = argparse.ArgumentParser(prog="python -m sec_lib.book finetune", description=finetune.__doc__.split("\n")[0])
+    ap.add_argument("--profile", default="cpu", help=f"one of {', '.join(finetune.FINETUNE_PROFILES)}")
+    ap.add_argument("--jobs", type=int, default=1)
+    ap.add_argument("--root", default=None, help="result store folder (default: $SEC_RUNS_DIR or data/runs)")
+    ap.add_argument("--scratch", action="store_true",
+                    help="also train the from-scratch twins (the main table, after the Adam arm of its rate pilot)")
+    args = ap.parse_args(argv)
+    p = finetune.profile_of(args.profile)
+    store = ResultStore(args.root) if args.root else ResultStore()
+    run_all(finetune.selection(p), root=store.root, jobs=args.jobs)
+    lr, lr_head = finetune.chosen_rates(p, store)
+    print(json.dumps({"profile": p.name, "lr": lr, "lr_head": lr_head, "ratio": lr_head / lr}), flush=True)
+    todo = finetune.runs(p, store)
+    if args.scratch:
+        run_all(finetune.scratch_pilot(p), root=store.root, jobs=args.jobs)
+        todo += [finetune.twin(p, c, store) for c in todo]
+    run_all(todo, root=store.root, jobs=args.jobs)
+    if args.scratch:
+        out = finetune.summary(p, store)
+        pd.set_option("display.width", 160)
+        print(out["runs"].groupby(["regime", "variant"])[["R@1", "start_norm_mean", "start_norm_var", "start_norm_cv",
+                                                         "test_norm_cv"]].mean().round(3).to_string())
+        print(out["effects"].round(2).to_string(index=False))
+    return 0

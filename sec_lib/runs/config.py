@@ -1,11 +1,12 @@
 """What a run is: :class:`TrainConfig` (every setting of one training run, validated; its hash is the run's store
-key) and :class:`RunResult` (its final metrics and the tidy tables of what happened), with the tables' schema.
+key, :func:`run_key`) and :class:`RunResult` (its final metrics and the tidy tables of what happened), with the tables' schema.
 The loop that turns one into the other is :func:`sec_lib.runs.train.train`.
 """
 from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 import math
 import os
 import re
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from .. import kernels
 from ..data import DATASET_NAMES
 from ..data.augment import check_view_settings
 from ..losses import LOSS_NAMES, LOSS_SPECS
@@ -381,3 +383,11 @@ def weights_sha256(path: str) -> str:
                 h.update(block)
         _WEIGHTS_SHA256[stamp] = h.hexdigest()
     return _WEIGHTS_SHA256[stamp]
+
+
+def run_key(cfg: TrainConfig) -> str:
+    """A stable 16-hex-digit key from the config's canonical form (:meth:`TrainConfig.canonical`) and, under a kernel
+    pin whose numbers differ from the default's (``SEC_KERNELS=portable``), the pin (:func:`sec_lib.kernels.key_fields`:
+    left out under ``avx2`` and ``native``, so every key made before that pin existed is unchanged)."""
+    blob = json.dumps({**cfg.canonical(), **kernels.key_fields()}, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]

@@ -26,12 +26,12 @@ is the profile's main-table run (same loss, variant, seed, run length and data; 
 own learning-rate pilot).
 
     python -m sec_lib.book finetune --profile cpu            # train the selection, then the fine-tuning runs
+
+(the command is :func:`sec_lib.runs.commands.finetune_main`).
 """
 from __future__ import annotations
 
-import argparse
 import dataclasses
-import json
 
 import numpy as np
 import pandas as pd
@@ -42,7 +42,7 @@ from . import sweeps as sw
 from .config import TrainConfig
 from .pretrain import committed_provenance, provenance_path
 from .selection import SEEDS
-from .store import ResultStore, run_all
+from .store import ResultStore
 
 #: The SEC rebuttal's Table 3 (copied from ../shared/reference/rebuttal_hyperparameters.md): (dataset, losses) ->
 #: (backbone lr, head lr, decay factor, decay iterations, iterations). T = triplet, SHT = semihard, NNP = N-pair.
@@ -90,7 +90,8 @@ PROFILES = FINETUNE_PROFILES + ("gpu",)
 TRUNKS = {"gpu": "gpu"}
 
 
-def _profile(profile) -> sw.Profile:
+def profile_of(profile) -> sw.Profile:
+    """The fine-tuning profile named (or given) ``profile``; ParameterError naming the valid ones."""
     p = sw.glyph_profile(profile) if isinstance(profile, str) else profile
     Choice(PROFILES).check("profile", p.name)
     return p
@@ -102,7 +103,7 @@ def settings(profile, iterations: int | None = None) -> dict:
     checkout's place) and the trunk's architecture, width and image size, frozen BN, Adam, the step schedule (the
     decisive and gpu tiers: their own schedule, so that a twin differs only in its start and the protocol).
     FileNotFoundError, naming the command, while that checkpoint is not committed."""
-    p = _profile(profile)
+    p = profile_of(profile)
     trunk = TRUNKS.get(p.name, "reference")
     ck = committed_provenance(profile=trunk)["config"]   # as pretrained (read on any machine: a GPU's too)
     n = iterations or p.base["iterations"]
@@ -116,7 +117,7 @@ def settings(profile, iterations: int | None = None) -> dict:
 
 def grid(profile) -> tuple[tuple, tuple]:
     """(trunk rates, head/trunk ratios) that ``profile``'s selection trains (:data:`GRIDS`)."""
-    return GRIDS[_profile(profile).name]
+    return GRIDS[profile_of(profile).name]
 
 
 def selection(profile, lrs=None) -> list[TrainConfig]:
@@ -124,7 +125,7 @@ def selection(profile, lrs=None) -> list[TrainConfig]:
     profile's :func:`grid` (``lrs``: these trunk rates instead, a grown grid), on its held-out training classes with
     its pilot seed (never the test classes); the decisive tier: 3 seeds a pair
     (:data:`sec_lib.runs.selection.SEEDS`), evaluated at the end only."""
-    p = _profile(profile)
+    p = profile_of(profile)
     grid_lrs, ratios = grid(p)
     if p.name == "decisive":
         seeds, extra = SEEDS, {"eval_every": 0}
@@ -140,7 +141,7 @@ def chosen_rates(profile, store: ResultStore) -> tuple[float, float]:
     (the grid does not bracket the optimum), unless the profile turns that check off. The ratio is not a bracket
     search: its grid is the set of conventions the sources give (the rebuttal's ratios and the authors' code's),
     and the choice is among them."""
-    p = _profile(profile)
+    p = profile_of(profile)
     lrs, ratios = grid(p)
     if p.fixed_choices:                      # the decisive tier: chosen by its own stage (decisive_studies.later_studies)
         return sw.fixed_choice(p, "lr", "finetune"), sw.fixed_choice(p, "lr", "finetune-head")
@@ -173,7 +174,7 @@ def scratch_arms(p: sw.Profile, store) -> list[TrainConfig]:
 def runs(profile, store: ResultStore) -> list[TrainConfig]:
     """The fine-tuning runs: each run of :func:`scratch_arms` started from the checkpoint instead, at the chosen
     rates; each has its from-scratch twin there (:func:`twin`)."""
-    p = _profile(profile)
+    p = profile_of(profile)
     lr, lr_head = chosen_rates(p, store)
     return [dataclasses.replace(c, **settings(p), lr=lr, lr_head=lr_head) for c in scratch_arms(p, store)]
 
@@ -190,7 +191,7 @@ def twin(profile, cfg: TrainConfig, store) -> TrainConfig:
     """The from-scratch run of the profile's main table that ``cfg`` (a fine-tuning run) is compared with: the
     book's own run, at the Adam rate and run length its learning-rate pilot chose on held-out classes
     (:func:`~sec_lib.runs.experiments.tuned`; ``store`` holds that pilot)."""
-    return scratch_config(sw.tuned(_profile(profile), "adam", store), cfg)
+    return scratch_config(sw.tuned(profile_of(profile), "adam", store), cfg)
 
 
 #: The two regimes of the chapter's runs (its sweep label ``regime``), in the page's order.
@@ -217,7 +218,7 @@ def selection_runs(q: sw.Profile, store=None) -> list[TrainConfig]:
 
 def scratch_pilot(profile) -> list[TrainConfig]:
     """The learning-rate pilot runs the from-scratch twins need (the Adam arm of the profile's pilot)."""
-    return [c for c in sw.lr_pilot(_profile(profile)) if c.optimizer == "adam" and c.eta == 0]
+    return [c for c in sw.lr_pilot(profile_of(profile)) if c.optimizer == "adam" and c.eta == 0]
 
 
 def _t_interval(x: np.ndarray, level: float = 0.95) -> tuple[float, float, float]:
@@ -237,7 +238,7 @@ def summary(profile, store) -> dict[str, pd.DataFrame]:
     regime the effect on R@1 against no regularizer, paired by seed (mean and 95% t interval), and per loss and
     variant the interaction (fine-tuned effect - from-scratch effect), also paired by seed}``. A summary for the
     quick tier, not the page's declared analysis."""
-    p = _profile(profile)
+    p = profile_of(profile)
     rows = []
     for c in runs(p, store):
         for regime, cfg in (("fine-tuned", c), ("from scratch", twin(p, c, store))):
@@ -265,30 +266,3 @@ def summary(profile, store) -> dict[str, pd.DataFrame]:
                 eff.append({"loss": loss, "variant": variant, "effect": what, "mean": mean, "ci_low": lo, "ci_high": hi,
                             "seeds": len(x)})
     return {"runs": df, "effects": pd.DataFrame(eff)}
-
-
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m sec_lib.book finetune", description=__doc__.split("\n")[0])
-    ap.add_argument("--profile", default="cpu", help=f"one of {', '.join(FINETUNE_PROFILES)}")
-    ap.add_argument("--jobs", type=int, default=1)
-    ap.add_argument("--root", default=None, help="result store folder (default: $SEC_RUNS_DIR or data/runs)")
-    ap.add_argument("--scratch", action="store_true",
-                    help="also train the from-scratch twins (the main table, after the Adam arm of its rate pilot)")
-    args = ap.parse_args(argv)
-    p = _profile(args.profile)
-    store = ResultStore(args.root) if args.root else ResultStore()
-    run_all(selection(p), root=store.root, jobs=args.jobs)
-    lr, lr_head = chosen_rates(p, store)
-    print(json.dumps({"profile": p.name, "lr": lr, "lr_head": lr_head, "ratio": lr_head / lr}), flush=True)
-    todo = runs(p, store)
-    if args.scratch:
-        run_all(scratch_pilot(p), root=store.root, jobs=args.jobs)
-        todo += [twin(p, c, store) for c in todo]
-    run_all(todo, root=store.root, jobs=args.jobs)
-    if args.scratch:
-        out = summary(p, store)
-        pd.set_option("display.width", 160)
-        print(out["runs"].groupby(["regime", "variant"])[["R@1", "start_norm_mean", "start_norm_var", "start_norm_cv",
-                                                         "test_norm_cv"]].mean().round(3).to_string())
-        print(out["effects"].round(2).to_string(index=False))
-    return 0

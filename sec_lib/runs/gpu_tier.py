@@ -13,7 +13,7 @@ import os
 import time
 from pathlib import Path
 
-from . import commands
+from . import pool
 from . import experiments as ex
 from . import finetune
 from . import pretrain
@@ -160,7 +160,7 @@ def command(minutes: float = 0.0, jobs: int | None = None, together: int | None 
     pace_file = Path(store.root) / "gpu_pace.json"
     pace = json.loads(pace_file.read_text()) if pace_file.is_file() else {}
     print(f"restored {tier.restore(out, store)} committed runs of {out} into {store.root}", flush=True)
-    commands.prepare_data(p)
+    pool.prepare_data(p)
 
     def named():
         return configs(p, store)

@@ -4,7 +4,7 @@ A launcher takes a list of :class:`~sec_lib.runs.train.TrainConfig` and a result
 trains every config the store does not hold yet; every run is stored by
 ``ResultStore(root).run(cfg)``, wherever it trains, so a run's key never depends on the launcher.
 
-* :class:`PoolLauncher`: a local process pool (``store.run_all``), the default;
+* :class:`PoolLauncher`: a local process pool (``pool.run_all``), the default;
 * :class:`SubmititLauncher`: jobs submitted through submitit, to Slurm (one job array per wave,
   ``runs_per_job`` runs packed into each job) or, with ``cluster="local"``, to processes on this
   machine (the same path, used by the tests).
@@ -33,9 +33,10 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from ..params import Choice, Number, ParameterError
-from . import store as results
 from .config import TrainConfig
-from .store import ResultStore, default_root, run_key, worker_pool
+from . import pool
+from .store import ResultStore, default_root, run_key
+
 
 LAUNCHERS = ("pool", "submitit")
 CLUSTERS = (None, "local", "slurm")
@@ -113,7 +114,7 @@ class Launcher(ABC):
 
 
 class PoolLauncher(Launcher):
-    """A local process pool of ``jobs`` spawned workers (``store.run_all``); ``jobs=1`` trains in
+    """A local process pool of ``jobs`` spawned workers (``pool.run_all``); ``jobs=1`` trains in
     this process."""
     name = "pool"
 
@@ -126,10 +127,10 @@ class PoolLauncher(Launcher):
         for c in configs:
             check_device(c)
         if self.jobs > 1 and self._pool is None:
-            self._pool = worker_pool(self.jobs)     # one set of workers for every wave until close()
+            self._pool = pool.worker_pool(self.jobs)     # one set of workers for every wave until close()
         try:
-            results.run_all(list(configs), root=root, jobs=self.jobs, progress=progress, pool=self._pool,
-                    together=self.together)
+            pool.run_all(list(configs), root=root, jobs=self.jobs, progress=progress, pool=self._pool,
+                         together=self.together)
         except BrokenProcessPool:
             self.close()                            # a worker died: the next wave starts fresh workers
             raise
@@ -351,7 +352,7 @@ def _train_on_gpus(configs, root, gpus) -> list[str]:
 
 def make_launcher(kind: str = "pool", jobs: int = 1, together: int = 1, **submitit_options) -> Launcher:
     """The launcher named ``kind`` ('pool' or 'submitit'), validated before anything runs; ``together``: runs per
-    process of the pool (:func:`sec_lib.runs.store.run_all`).
+    process of the pool (:func:`sec_lib.runs.pool.run_all`).
     ``submitit_options`` (those not None) go to :class:`SubmititLauncher`; with 'pool' any given
     option is an error (it would be silently ignored)."""
     Choice(LAUNCHERS).check("launcher", kind)

@@ -33,27 +33,22 @@ import io
 import json
 import logging
 import math
-import multiprocessing as mp
 import os
 import re
 import shutil
 import tempfile
 import uuid
-from concurrent.futures import ProcessPoolExecutor, as_completed
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Iterable
 
 import pandas as pd
 
-from .. import kernels
-from ..lifetime import exit_with_parent
-from ..params import Number, ParameterError
+from ..params import ParameterError
 from ..tempfiles import clear_partial_runs, temp_prefix
-from .many import process_groups, run_together
 from .provenance import provenance
-from .config import RunResult, TrainConfig, failed_step_of, with_schema
+from .config import RunResult, TrainConfig, failed_step_of, run_key, with_schema
 from .train import train
 
 log = logging.getLogger(__name__)
@@ -82,14 +77,6 @@ def default_root() -> Path:
     repo = Path(__file__).resolve().parents[2]
     base = repo if (repo / "pyproject.toml").exists() else Path.cwd()
     return base / "data" / "runs"
-
-
-def run_key(cfg: TrainConfig) -> str:
-    """A stable 16-hex-digit key from the config's canonical form (:meth:`TrainConfig.canonical`) and, under a kernel
-    pin whose numbers differ from the default's (``SEC_KERNELS=portable``), the pin (:func:`sec_lib.kernels.key_fields`:
-    left out under ``avx2`` and ``native``, so every key made before that pin existed is unchanged)."""
-    blob = json.dumps({**cfg.canonical(), **kernels.key_fields()}, sort_keys=True, default=str)
-    return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
 def check_key(key) -> str:
@@ -490,73 +477,3 @@ def load_runs(configs: Iterable[TrainConfig] | None = None, root: str | Path | N
             raise KeyError(f"{len(absent)} run(s) not in the store {store.root}, e.g. {absent[0]}; "
                            "run them first (python -m sec_lib.book run) or pass missing='skip'")
     return results_to_frames(results, tables)
-
-
-def worker_pool(jobs: int) -> ProcessPoolExecutor:
-    """``jobs`` spawned worker processes for :func:`run_all`, which end with the process that made them.
-    Starting one costs each worker its imports (torch, the library: seconds), so a sweep in several
-    waves passes the same pool to every wave (:class:`sec_lib.runs.launch.PoolLauncher`)."""
-    return ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn"),
-                               initializer=exit_with_parent, initargs=(os.getpid(),))
-
-
-def run_all(configs: list[TrainConfig], root: str | Path | None = None, jobs: int = 1,
-            progress: Callable[[str, int, int], None] | None = None,
-            pool: ProcessPoolExecutor | None = None, together: int = 1) -> list[RunResult]:
-    """Run (or load) every config and return their results in order.
-
-    Completed runs are reused (each stored record is checked in full; a corrupt one is quarantined
-    and trained again); ``jobs`` > 1 trains in spawned worker processes, in ``pool``
-    (:func:`worker_pool`, left running for the caller's next call) when given, else in a pool of
-    this call's own. ``progress(event, n, total)`` is called with 'reused' once, 'quarantined' once
-    when corrupt records were found, and 'trained' per run. Every config is validated before any
-    training starts. ``together`` > 1: groups of that many runs per process, their steps interleaved on one
-    device (:func:`~sec_lib.runs.many.run_together`; a GPU's option: on a CPU the runs only take turns).
-    """
-    Number(1, 1024, True).check("together", together)
-    for cfg in configs:
-        cfg.validate()
-    store = ResultStore(root)
-    unique = {}
-    for c in configs:
-        unique.setdefault(run_key(c), c)
-    results = {k: store.get(c) for k, c in unique.items()}
-    todo = {k: c for k, c in unique.items() if results[k] is None}
-    if progress:
-        progress("reused", len(unique) - len(todo), len(unique))
-        if store.quarantined:
-            progress("quarantined", len(store.quarantined), len(unique))
-    if jobs > 1 and (len(todo) > 1 or (pool is not None and todo)):
-        own = pool is None
-        pool = worker_pool(jobs) if own else pool
-        try:
-            groups = process_groups(list(todo.items()), jobs, together)
-            futures = {pool.submit(_worker, [c for _, c in g], str(store.root)): [k for k, _ in g] for g in groups}
-            for f in as_completed(futures):
-                f.result()
-                for k in futures[f]:
-                    results[k] = store.get(k)
-                    if progress and results[k] is not None:
-                        progress("trained", 1, len(unique))
-        finally:
-            if own:
-                pool.shutdown()
-    left = [k for k in todo if results[k] is None]
-    for group in [left[i:i + together] for i in range(0, len(left), together)] if together > 1 else []:
-        for k, r in zip(group, run_together(store, [todo[k] for k in group]) if len(group) > 1 else []):
-            results[k] = r                # (a single run left over trains alone, below)
-            progress and progress("trained", 1, len(unique))
-    for k, c in todo.items():             # in-process, and any record that went bad after a worker wrote it
-        if results[k] is None:
-            results[k] = store.run(c)
-            if progress:
-                progress("trained", 1, len(unique))
-    return [results[run_key(c)] for c in configs]
-
-
-def _worker(cfgs: list[TrainConfig], root: str) -> list[str]:
-    if len(cfgs) == 1:
-        ResultStore(root).run(cfgs[0])    # train() pins the run's own thread count
-    else:
-        run_together(ResultStore(root), cfgs)
-    return [run_key(c) for c in cfgs]

@@ -16,8 +16,7 @@ import pandas as pd
 
 from ..losses import LOSS_SPECS
 from ..params import Choice
-from .store import ResultStore, run_key
-from .config import RunResult, TrainConfig
+from .config import RunResult, TrainConfig, run_key
 from .profiles import (  # noqa: F401 - re-exported: the modules below the registry read them here
     MAIN_LOSSES, VARIANTS, GLYPH_PROFILES, BENCHMARK_PROFILES, PROFILE_NAMES, ETA_SEC, EXTRA_LOSSES, ETA_L2,
     SSL_LOSSES, NPAIR_VARIANTS, FACE_LOSSES, REVIEW_LOSSES, LOSS_SETTINGS, Profile, PROFILES, glyph_profile)
@@ -56,7 +55,7 @@ def config(profile: Profile, loss: str, variant: str = "none", seed: int = 0, **
     return TrainConfig(**base)
 
 
-def stored_runs(store: ResultStore, configs, what: str, profile: Profile) -> list:
+def stored_runs(store, configs, what: str, profile: Profile) -> list:
     """The stored results of ``configs``; KeyError naming the runner command when one is missing."""
     runs = [store.get(c, tables=("evals",)) for c in configs]     # metrics and evaluations only
     missing = sum(r is None for r in runs)

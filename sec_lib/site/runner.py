@@ -52,9 +52,10 @@ from ..runs.store import ResultStore
 from ..tempfiles import clear_partial_notebooks, temp_prefix
 from ..runs import benchmarks as bench
 from ..runs import commands
-from ..runs import finetune, gpu_tier, pretrain, studies, study
+from ..runs import gpu_tier, pretrain, studies, study
 from ..runs import tier
-from ..runs.commands import Summary, prepare_data, train_stages
+from ..runs.commands import Summary, train_stages
+from ..runs.pool import prepare_data
 from ..runs.launch import LaunchError, make_launcher
 from . import sitejs
 from . import warmkernel
@@ -410,7 +411,7 @@ def portability_command(profile: str, sample: int, jobs: int) -> int:
 
 
 #: The commands whose options are their module's own (the rest of the command line goes to its ``main``).
-OWN_OPTIONS = {"pretrain": pretrain.main, "finetune": finetune.main, "benchmarks": bench.main}
+OWN_OPTIONS = {"pretrain": pretrain.main, "finetune": commands.finetune_main, "benchmarks": bench.main}
 
 
 def main(argv=None) -> int:

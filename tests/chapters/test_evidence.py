@@ -9,7 +9,8 @@ from sec_lib.chapters import PAGES
 from sec_lib.runs import experiments as ex
 from sec_lib.runs import tier
 from sec_lib.chapters import evidence
-from sec_lib.runs.store import ResultStore, run_all
+from sec_lib.runs.pool import run_all
+from sec_lib.runs.store import ResultStore
 from sec_lib.runs.train import TrainConfig
 
 

@@ -7,7 +7,7 @@ axes, and each leaf the figure of its own cell. The live runner is driven withou
 
 The slow test executes notebooks/explore.ipynb with the papermill CLI (as the book's runner does) at
 profile smoke with SEC_RUNS_DIR pointing to an empty folder: the notebook trains the missing smoke
-runs itself (its ``missing="train"`` default, through ``store.run_all``), and the kernel's parent is
+runs itself (its ``missing="train"`` default, through ``pool.run_all``), and the kernel's parent is
 papermill, so ``mode="auto"`` must choose the static page.
 """
 from __future__ import annotations

@@ -64,7 +64,7 @@ def test_the_decisive_command_trains_the_grids_grows_an_edge_and_exports(tmp_pat
     twice and is then flagged; every run named is exported to the selection folder. The schedule comes from the
     pilot's choice, or (``fallback``) from its registered fallback at the last pair's T when nothing converged."""
     from sec_lib.runs import commands, decisive_studies, pilot, tier
-    from sec_lib.runs import store as S
+    from sec_lib.runs import pool as P, store as S
     from sec_lib.runs.train import RunResult
     monkeypatch.setenv("SEC_RUNS_DIR", str(tmp_path / "runs"))
     monkeypatch.setattr(tier, "REPO", tmp_path)
@@ -87,7 +87,7 @@ def test_the_decisive_command_trains_the_grids_grows_an_edge_and_exports(tmp_pat
             trained.append(c)
         return []
 
-    monkeypatch.setattr(S, "run_all", fake_run_all)
+    monkeypatch.setattr(P, "run_all", fake_run_all)
     later = []                                             # the stages after the main comparison: tests/runs/test_decisive_stages.py
     monkeypatch.setattr(decisive_studies, "later_studies", lambda: later.append(1) or [])
     assert commands.decisive_command(jobs=200) == 0          # one chunk a round: one export each

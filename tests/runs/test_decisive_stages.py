@@ -87,7 +87,7 @@ def test_the_later_stages_train_in_order_each_run_once(tmp_path, monkeypatch, ca
     """Stand-in training through every stage after the main comparison, on shortened loss lists: each held-out
     selection records its choices, each training stage exports only runs that no earlier stage named, seed by seed."""
     from sec_lib.runs import decisive_studies, sweeps, tier
-    from sec_lib.runs import store as S
+    from sec_lib.runs import pool as P, store as S
     from sec_lib.runs.train import RunResult
     monkeypatch.setenv("SEC_RUNS_DIR", str(tmp_path / "runs"))
     monkeypatch.setattr(tier, "REPO", tmp_path)
@@ -124,7 +124,7 @@ def test_the_later_stages_train_in_order_each_run_once(tmp_path, monkeypatch, ca
             trained.append(c)
         return []
 
-    monkeypatch.setattr(S, "run_all", fake_run_all)
+    monkeypatch.setattr(P, "run_all", fake_run_all)
     assert decisive_studies.train(decisive_studies.later_studies(), 500, store=S.ResultStore()) == 0
     said = capsys.readouterr().out
     assert "not written yet" not in said and "the decisive tier's stages are complete" in said

@@ -4,7 +4,7 @@ import dataclasses
 import pandas as pd
 import pytest
 
-from sec_lib.runs import commands, gpu_tier, study, tier
+from sec_lib.runs import gpu_tier, pool, study, tier
 from sec_lib.runs import experiments as ex
 from sec_lib.runs.store import ResultStore, run_key
 
@@ -62,7 +62,7 @@ def test_gpu_tier_command_starts_from_the_pace_kept_in_the_store(monkeypatch, tm
     import json
     monkeypatch.setenv("SEC_RUNS_DIR", str(tmp_path / "store"))
     monkeypatch.setattr(tier, "restore", lambda out, store: 0)
-    monkeypatch.setattr(commands, "prepare_data", lambda p: None)
+    monkeypatch.setattr(pool, "prepare_data", lambda p: None)
     seen = []
 
     def fake(todo, named, out, store, jobs, what, together=1, deadline=None, pace=None, pace_file=None, kind=None,
@@ -221,7 +221,7 @@ def test_the_gpu_tier_pretrains_its_trunk_before_the_fine_tuning_stages(monkeypa
     from sec_lib.runs import pretrain
     monkeypatch.setenv("SEC_RUNS_DIR", str(tmp_path / "store"))
     monkeypatch.setattr(tier, "restore", lambda out, store: 0)
-    monkeypatch.setattr(commands, "prepare_data", lambda p: None)
+    monkeypatch.setattr(pool, "prepare_data", lambda p: None)
     store = _HoldsEvery(missing=ex.EXTRA_LOSSES)
     store.root = tmp_path / "store"                                        # where the command keeps its pace
     monkeypatch.setattr(gpu_tier, "ResultStore", lambda: store)

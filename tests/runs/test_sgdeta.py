@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from sec_lib.runs import followup, selection, sgdeta, sgdrates, study, tier
-from sec_lib.runs import store as S
+from sec_lib.runs import pool as P, store as S
 from sec_lib.runs.experiments import run_key
 
 from test_sgdrates import FakeStore, Plan, result
@@ -120,7 +120,7 @@ def test_the_driver_selects_writes_its_choices_then_trains_and_exports_the_test_
     for c in base:
         q6b.save(result(c, score(c)))
     tier.export(q6b, base, tier.tier_dir("decisive") / "optim")
-    monkeypatch.setattr(S, "run_all", fake_run_all)
+    monkeypatch.setattr(P, "run_all", fake_run_all)
     final = study.run([sgdeta.STUDY], jobs=500)["sgd-eta"]
     assert {lo: (v["lr"], v["eta"], v["tested"]) for lo, v in final.items()} == {
         "triplet": (0.3, 0.05, 0.05), "semihard": (0.1, 0.5, 0.5), "npair": (0.01, 0.0, 0.00005), "ms": (0.3, 1.0, 1.0)}

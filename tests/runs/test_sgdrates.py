@@ -12,7 +12,7 @@ import pytest
 
 from sec_lib.chapters import optim
 from sec_lib.runs import followup, selection, sgdrates, study, tier
-from sec_lib.runs import store as S
+from sec_lib.runs import pool as P, store as S
 from sec_lib.runs.experiments import run_key
 from sec_lib.runs.train import RunResult
 
@@ -119,7 +119,7 @@ def test_the_driver_selects_writes_its_choices_then_trains_and_exports_the_test_
     for c in base:
         q6b.save(result(c, score(c)))
     tier.export(q6b, base, tier.tier_dir("decisive") / "optim")
-    monkeypatch.setattr(S, "run_all", fake_run_all)
+    monkeypatch.setattr(P, "run_all", fake_run_all)
     final = study.run([sgdrates.STUDY], jobs=200)["sgd-rates"]          # one chunk a round: one export each
     assert {lo: {a: v["lr"] for a, v in arms.items()} for lo, arms in final.items()} == {
         "triplet": {"sgd": 0.3, "sgd+sec": 0.03}, "npair": {"sgd": 0.01, "sgd+sec": 0.03},
@@ -216,7 +216,7 @@ def test_a_restart_keeps_the_grown_points_of_a_finished_grid_in_the_export(repo,
         fill(configs)
         trained.extend(configs)
         return []
-    monkeypatch.setattr(S, "run_all", fake_run_all)
+    monkeypatch.setattr(P, "run_all", fake_run_all)
     study.run([sgdrates.STUDY], jobs=200)["sgd-rates"]
     sel = pd.read_parquet(sgdrates.folder() / "selection" / "runs.parquet")
     grown = sel[(sel["loss"] == "npair") & (sel["eta"] == 0)]

@@ -6,7 +6,8 @@ import pytest
 
 import sec_lib.runs.store as S
 from sec_lib.params import ParameterError
-from sec_lib.runs.store import ResultStore, load_runs, run_all, run_key
+from sec_lib.runs.pool import run_all
+from sec_lib.runs.store import ResultStore, load_runs, run_key
 from sec_lib.runs.train import TrainConfig
 
 

@@ -14,7 +14,8 @@ import sec_lib.runs.store as S
 from sec_lib.runs import commands
 from sec_lib.site import runner as book
 from sec_lib.params import ParameterError
-from sec_lib.runs.store import ResultStore, run_all, run_key
+from sec_lib.runs.pool import run_all
+from sec_lib.runs.store import ResultStore, run_key
 from sec_lib.tempfiles import clear_partial_notebooks, clear_partial_runs, host_name, temp_prefix
 
 

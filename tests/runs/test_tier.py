@@ -12,7 +12,8 @@ from sec_lib import kernels
 from sec_lib.runs import experiments as ex
 from sec_lib.runs import tier
 from sec_lib.params import ParameterError
-from sec_lib.runs.store import ResultStore, run_all, run_key
+from sec_lib.runs.pool import run_all
+from sec_lib.runs.store import ResultStore, run_key
 from sec_lib.runs.train import TrainConfig
 
 
@@ -376,7 +377,7 @@ def test_a_pace_of_another_kind_of_runs_predicts_with_a_margin(monkeypatch, tmp_
     time limit killed it. Predicted from another kind's pace, a chunk now gets :data:`OTHER_KIND_MARGIN`, so with
     the 165 s that call had left none starts; once a chunk of the kind has set its own pace, no margin."""
     from types import SimpleNamespace
-    from sec_lib.runs import launch, store as store_mod, study
+    from sec_lib.runs import launch, pool, study
     clock = SimpleNamespace(t=0.0)
     monkeypatch.setattr(launch, "check_device", lambda c: c)
     monkeypatch.setattr(study, "time", SimpleNamespace(monotonic=lambda: clock.t, perf_counter=lambda: clock.t))
@@ -385,7 +386,7 @@ def test_a_pace_of_another_kind_of_runs_predicts_with_a_margin(monkeypatch, tmp_
     def fake_run_all(cfgs, root=None, jobs=1, together=1, **kw):       # a main-comparison run: 215 s on 4 processes
         trained.append(len(cfgs))
         clock.t += 215.0
-    monkeypatch.setattr(store_mod, "run_all", fake_run_all)
+    monkeypatch.setattr(pool, "run_all", fake_run_all)
     monkeypatch.setattr(study.tier, "export", lambda store, named, out: {"exported": 0})
     st = SimpleNamespace(root=tmp_path)
     pace = {"s": 126.0, "run": 42.0, "processes": 3, "kind": "selection"}
@@ -405,7 +406,7 @@ def test_a_chunk_does_not_split_a_unit_of_runs(monkeypatch, tmp_path):
     """``unit=2`` (the gpu tier's pairs of a seed's none and SEC runs): a chunk the deadline cuts to 3 runs trains
     2, an odd number of processes trains whole pairs, and the last runs of the list go as they are."""
     from types import SimpleNamespace
-    from sec_lib.runs import launch, store as store_mod, study
+    from sec_lib.runs import launch, pool, study
     clock = SimpleNamespace(t=0.0)
     monkeypatch.setattr(launch, "check_device", lambda c: c)
     monkeypatch.setattr(study, "time", SimpleNamespace(monotonic=lambda: clock.t, perf_counter=lambda: clock.t))
@@ -414,7 +415,7 @@ def test_a_chunk_does_not_split_a_unit_of_runs(monkeypatch, tmp_path):
     def fake_run_all(cfgs, root=None, jobs=1, together=1, **kw):       # 10 s a run, the processes in turn
         trained.append(list(cfgs))
         clock.t += 10.0 * len(cfgs)
-    monkeypatch.setattr(store_mod, "run_all", fake_run_all)
+    monkeypatch.setattr(pool, "run_all", fake_run_all)
     monkeypatch.setattr(study.tier, "export", lambda store, named, out: {"exported": 0})
     st = SimpleNamespace(root=tmp_path)
 
@@ -445,7 +446,7 @@ def test_a_chunk_starts_only_if_its_pace_says_it_ends_before_the_deadline(monkey
     the seconds per run of the chunk (20 s), not from one process's pace (10 s), which is what the lent H100 did
     on 2026-11-27 (8 processes trained 6 runs in the 330 s in which 4 had trained 4 in 176)."""
     from types import SimpleNamespace
-    from sec_lib.runs import launch, store as store_mod, study
+    from sec_lib.runs import launch, pool, study
     from sec_lib.runs.many import process_groups
     clock = SimpleNamespace(t=0.0)
     fake_time = SimpleNamespace(monotonic=lambda: clock.t, perf_counter=lambda: clock.t)
@@ -457,7 +458,7 @@ def test_a_chunk_starts_only_if_its_pace_says_it_ends_before_the_deadline(monkey
         clock.t += 10.0 * max(map(len, groups)) * max(1.0, len(groups) / 4)
     monkeypatch.setattr(launch, "check_device", lambda c: c)
     monkeypatch.setattr(study, "time", fake_time)
-    monkeypatch.setattr(store_mod, "run_all", fake_run_all)
+    monkeypatch.setattr(pool, "run_all", fake_run_all)
     monkeypatch.setattr(study.tier, "export", lambda store, named, out: {"exported": 0})
     st, pace = SimpleNamespace(root=tmp_path), {}
     assert study.train_exporting(list(range(4)), [], tmp_path, st, 4, "t", 4, deadline=45.0, pace=pace)
