@@ -1,7 +1,7 @@
 """The book's pages: one *page module* per notebook, holding that page's analysis and its ``PARAMS``.
 
 This file is the one list of the book's pages (:data:`PAGES`): which notebook, where its output goes,
-the papermill parameters it is run with and which sweeps of :data:`sec_lib.runs.experiments.CHAPTERS` it
+the papermill parameters it is run with and which sweeps of :data:`sec_lib.runs.experiments.SWEEPS` it
 reads. The runner (:mod:`sec_lib.site.runner`) trains those sweeps, then executes the pages. A page
 named ``X`` is ``notebooks/X.ipynb`` and its code is :mod:`sec_lib.chapters.X`.
 
@@ -40,13 +40,13 @@ class Page:
     source: str
     output: str
     params: dict = field(default_factory=dict)
-    chapters: tuple = ()          # the experiments.CHAPTERS whose runs it needs trained
-    reads: tuple | None = None    # the sweeps whose tier it shows (its evidence); None: ``chapters``
+    sweeps: tuple = ()          # the experiments.SWEEPS whose runs it needs trained
+    reads: tuple | None = None    # the sweeps whose tier it shows (its evidence); None: ``sweeps``
 
     @property
-    def evidence_chapters(self) -> tuple:
+    def evidence_sweeps(self) -> tuple:
         """The sweeps whose tier this page shows (:func:`sec_lib.chapters.evidence.page_evidence`)."""
-        return self.chapters if self.reads is None else self.reads
+        return self.sweeps if self.reads is None else self.reads
 
 
 #: The train page once per main loss and variant (the main table's runs, seed 0).
@@ -59,32 +59,32 @@ COMPARE_SWEEPS = ("compare", "tuned", "selection", "beyond")
 
 #: Every page of the book, in reading order.
 PAGES = (
-    Page("home", "home", chapters=tuple(ex.CHAPTERS),     # the landing page (the claims tally reads every chapter)
+    Page("home", "home", sweeps=tuple(ex.SWEEPS),     # the landing page (the claims tally reads every chapter)
          reads=COMPARE_SWEEPS),                           # its answer is the compare page's claim C4v: same tier
     Page("data", "data"),
     Page("theory", "theory"),
-    Page("compare", "compare", chapters=COMPARE_SWEEPS),
-    Page("table1", "table1", chapters=("compare",)),
-    Page("norms", "norms", chapters=("norms", "bnwn")),
-    Page("runs", "runs", chapters=tuple(ex.CHAPTERS)),    # the runs index and the per-run data of the whole tier
+    Page("compare", "compare", sweeps=COMPARE_SWEEPS),
+    Page("table1", "table1", sweeps=("compare",)),
+    Page("norms", "norms", sweeps=("norms", "bnwn")),
+    Page("runs", "runs", sweeps=tuple(ex.SWEEPS)),    # the runs index and the per-run data of the whole tier
     *TRAIN_PAGES,
-    Page("eta", "eta", chapters=("eta",)),
-    Page("mu", "mu", chapters=("mu",)),
-    Page("bnwn", "bnwn", chapters=("bnwn",)),
-    Page("normlayer", "normlayer", chapters=("normlayer",)),
-    Page("scale", "scale", chapters=("selection", "scale")),     # shrink or equalize?
-    Page("pretrained", "pretrained", chapters=("ftrates", "pretrained")),   # the paper's regime
-    Page("optim", "optim", chapters=("optim",)),
-    Page("convergence", "convergence", chapters=("convergence",)),
-    Page("instability", "instability", chapters=("instability",)),
+    Page("eta", "eta", sweeps=("eta",)),
+    Page("mu", "mu", sweeps=("mu",)),
+    Page("bnwn", "bnwn", sweeps=("bnwn",)),
+    Page("normlayer", "normlayer", sweeps=("normlayer",)),
+    Page("scale", "scale", sweeps=("selection", "scale")),     # shrink or equalize?
+    Page("pretrained", "pretrained", sweeps=("ftrates", "pretrained")),   # the paper's regime
+    Page("optim", "optim", sweeps=("optim",)),
+    Page("convergence", "convergence", sweeps=("convergence",)),
+    Page("instability", "instability", sweeps=("instability",)),
     Page("monitor", "monitor"),                           # check your own model: trains its own two short runs
-    Page("ssl", "ssl", chapters=("selection", "ssl")),
-    Page("npair", "npair", chapters=("selection", "npair")),
-    Page("face", "face", chapters=("selection", "face")),
-    Page("fairness", "fairness", chapters=("compare",)),
-    Page("claims", "claims", chapters=tuple(ex.CHAPTERS), reads=("compare",)),   # collects every page's claims
-    Page("tiers", "tiers", chapters=("selection",)),
-    Page("explore", "explore", chapters=("explore",)),
+    Page("ssl", "ssl", sweeps=("selection", "ssl")),
+    Page("npair", "npair", sweeps=("selection", "npair")),
+    Page("face", "face", sweeps=("selection", "face")),
+    Page("fairness", "fairness", sweeps=("compare",)),
+    Page("claims", "claims", sweeps=tuple(ex.SWEEPS), reads=("compare",)),   # collects every page's claims
+    Page("tiers", "tiers", sweeps=("selection",)),
+    Page("explore", "explore", sweeps=("explore",)),
 )
 #: The notebooks' names (``notebooks/<name>.ipynb``, ``sec_lib/chapters/<name>.py``).
 PAGE_NAMES = tuple(dict.fromkeys(p.source for p in PAGES))

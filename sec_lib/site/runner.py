@@ -1,10 +1,10 @@
 """The book's runner: train the sweep, execute every notebook with papermill, build the site.
 
-    python -m sec_lib.book run --profile {smoke,cpu,gpu} [--only CHAPTER ...] [--jobs N] [--site DIR]
+    python -m sec_lib.book run --profile {smoke,cpu,gpu} [--only PAGE ...] [--jobs N] [--site DIR]
         [--launcher {pool,submitit} --slurm-partition P --gpus-per-job N --runs-per-job R ...]
     python -m sec_lib.book run --profile {cub,cars,sop,inshop} --data-root DIR --pretrained FILE
         [--backbone {bninception,resnet50}]      (the book from a real benchmark: sec_lib.runs.benchmarks)
-    python -m sec_lib.book train --profile P [--chapters ...]   (train in stages, no notebooks)
+    python -m sec_lib.book train --profile P [--sweeps ...]   (train in stages, no notebooks)
     python -m sec_lib.book export --profile P                  (finished runs -> data/reference/P/)
     python -m sec_lib.book rerun KEY --profile P               (retrain a committed row, compare R@1 as the
                                                                reproducibility contract says)
@@ -213,21 +213,21 @@ def run(profile: str, only=None, jobs: int | None = None, site: Path | None = No
         raise ParameterError(f"parameter 'jobs' = {jobs} is not valid; expected an integer >= 1")
     summary = Summary()
     notes = {page.output: bench.page_note(profile, page.source) for page in pages}
-    chapters = sorted({ch for page in pages if not notes[page.output] for ch in page.chapters}
-                      & set(ex.profile_chapters(p)))
-    if chapters:
-        ex.check_sweeps(p, chapters)      # every config (device included) before anything trains
+    sweeps = sorted({ch for page in pages if not notes[page.output] for ch in page.sweeps}
+                      & set(ex.profile_sweeps(p)))
+    if sweeps:
+        ex.check_sweeps(p, sweeps)      # every config (device included) before anything trains
     is_benchmark = profile in ex.BENCHMARK_PROFILES
-    if is_benchmark and (chapters or not all(notes.values())):
+    if is_benchmark and (sweeps or not all(notes.values())):
         bench.preflight(p)                # folders, every image, the weights: before anything trains
     summary.cleared = clear_litter(site)
     t0 = time.perf_counter()
     if not is_benchmark:
         prepare_data(p)
     summary.times["data"] = time.perf_counter() - t0
-    if chapters:
+    if sweeps:
         t1 = time.perf_counter()
-        train_stages(p, chapters, launcher or jobs, summary)
+        train_stages(p, sweeps, launcher or jobs, summary)
         summary.times["training"] = time.perf_counter() - t1
     t2 = time.perf_counter()
     if any(page.output == "runs" for page in pages):      # the page that writes the downloads: no stale files
@@ -433,7 +433,7 @@ def main(argv=None) -> int:
     add_benchmark_options(r)
     t = sub.add_parser("train", help="train (or reuse) the runs of some chapters, in stages, without notebooks")
     t.add_argument("--profile", default="reference", choices=ex.PROFILE_NAMES)
-    t.add_argument("--chapters", nargs="*", default=None, choices=tuple(ex.CHAPTERS),
+    t.add_argument("--sweeps", nargs="*", default=None, choices=tuple(ex.SWEEPS),
                    help="chapters in the order to train them (default: all, the main comparison first)")
     t.add_argument("--jobs", type=int, default=None, help="parallel training processes")
     t.add_argument("--together", type=int, default=None,
@@ -500,7 +500,7 @@ def main(argv=None) -> int:
         print(f"profile {args.profile} finished in {(time.perf_counter() - t0) / 60:.1f} min")
         return 1 if s.failed_pages else 0     # a diverged run is a result (shown in the book), not an error
     if args.cmd == "train":
-        return commands.train_command(args.profile, args.chapters, launcher)
+        return commands.train_command(args.profile, args.sweeps, launcher)
     if args.cmd == "export":
         return commands.export_command(args.profile)
     if args.cmd == "rerun":
