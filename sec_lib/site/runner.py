@@ -14,6 +14,7 @@
     python -m sec_lib.book gpu-tier [--minutes M]              (the gpu tier on a lent GPU)
     python -m sec_lib.book pretrain|finetune|benchmarks ...    (the module's own options: ``CMD --help``)
     python -m sec_lib.book build [--site DIR]
+    python -m sec_lib.book toc [--check]                       (_toc.yml from the list of pages: sec_lib.site.toc)
 
 ``run`` first trains (or reuses from the result store) every run the chosen chapters need, with a
 progress bar per sweep in the terminal, then executes the notebooks from ``notebooks/`` into
@@ -58,6 +59,7 @@ from ..runs.commands import Summary, train_stages
 from ..runs.pool import prepare_data
 from ..runs.launch import LaunchError, make_launcher
 from . import sitejs
+from . import toc
 from . import warmkernel
 from .nbstyle import style_notebook
 from .. import kernels
@@ -324,6 +326,18 @@ def build(site: Path | None = None, strict: bool = True) -> Path:
     return html
 
 
+def toc_command(site: Path, check: bool) -> int:
+    """``toc``: write ``<site>/_toc.yml`` from the list of pages (:mod:`sec_lib.site.toc`); with ``check``, say
+    whether it is current (exit 1 if not) and write nothing."""
+    path = site / "_toc.yml"
+    if check:
+        current = path.exists() and path.read_text(encoding="utf-8") == toc.render()
+        print(f"{path}: {'current' if current else 'differs from sec_lib.chapters.PAGES; run python -m sec_lib.book toc'}")
+        return 0 if current else 1
+    print(f"{path}: {'written' if toc.write(site) else 'already current'}")
+    return 0
+
+
 def check_node_modules(site: Path) -> Path:
     """The ``node_modules`` the build copies require.js, the widget manager and MathJax from (the site
     serves its own copies; no CDN): ``$SEC_NODE_MODULES``, ``<site>/node_modules`` or the checkout's.
@@ -480,6 +494,9 @@ def main(argv=None) -> int:
     g.add_argument("--together", type=int, default=None, help="runs per process (default: the gpu profile's)")
     b = sub.add_parser("build", help="build the HTML book with jupyter-book (-W)")
     b.add_argument("--root", "--site", dest="site", type=Path, default=None, help="the project folder (as for run)")
+    c = sub.add_parser("toc", help="write _toc.yml from the list of pages (sec_lib.chapters.PAGES and PARTS)")
+    c.add_argument("--root", "--site", dest="site", type=Path, default=None, help="the project folder (as for run)")
+    c.add_argument("--check", action="store_true", help="only check: exit 1 if _toc.yml differs")
     args = ap.parse_args(argv)
     if args.cmd in ("run", "train"):
         try:                                  # every option checked before anything trains or is submitted
@@ -501,6 +518,8 @@ def main(argv=None) -> int:
         return 1 if s.failed_pages else 0     # a diverged run is a result (shown in the book), not an error
     if args.cmd == "train":
         return commands.train_command(args.profile, args.sweeps, launcher)
+    if args.cmd == "toc":
+        return toc_command(find_project(args.site), args.check)
     if args.cmd == "export":
         return commands.export_command(args.profile)
     if args.cmd == "rerun":
