@@ -110,8 +110,8 @@ def study_runs() -> dict:
 def keys(profiles=("smoke", "cpu")) -> dict:
     out = {}
     for name in profiles:
-        for ch in ex.CHAPTERS:
-            out[f"{name}/{ch}"] = sorted(run_key(c) for c in ex.chapter_configs(ch, name, FakeStore()))
+        for ch in ex.SWEEPS:
+            out[f"{name}/{ch}"] = sorted(run_key(c) for c in ex.sweep_configs(ch, name, FakeStore()))
         out[f"{name}/pilot"] = sorted(run_key(c) for c in ex.lr_pilot(ex.get_profile(name)))
     out.update(study_runs())
     return out

@@ -320,7 +320,7 @@ def test_the_smoke_sweep_ran_from_the_installed_wheel(smoke_site):
         f = installed / name
         assert f.is_file() and not any(p.is_symlink() for p in (f, *f.parents) if p.is_relative_to(installed)), f
     store = ResultStore(smoke_site["tmp"] / "runs")
-    tuned = ex.chapter_configs("pretrained", "smoke", store)
+    tuned = ex.sweep_configs("pretrained", "smoke", store)
     fine = [c for c in tuned if c.pretrained]
     assert fine and all(c.pretrained == "data/reference/pretrained/glyph_smallcnn.pt" for c in fine)
     missing = [c for c in tuned if not store.has(c)]

@@ -40,7 +40,7 @@ from unittest import mock  # noqa: E402
 import torch  # noqa: E402
 
 from sec_lib.runs import experiments as ex  # noqa: E402
-from sec_lib.chapters import train as train_chapter  # noqa: E402
+from sec_lib.chapters import train as train_sweep_runs  # noqa: E402
 from sec_lib.params import Device  # noqa: E402
 from sec_lib.runs.train import TrainConfig  # noqa: E402
 
@@ -51,7 +51,7 @@ def test_a_bad_mu_is_reported_with_the_value_given():
     train_page = {"profile": "smoke", "dataset": "glyphs", "loss": "semihard", "variant": "sec", "eta": None,
                   "mu": "median", "optimizer": "adam", "iterations": None, "seed": 0, "device": None}
     with pytest.raises(ParameterError, match=r"'mu' = 'median' is not valid"):
-        notebook_params(train_page, train_chapter.PARAMS)
+        notebook_params(train_page, train_sweep_runs.PARAMS)
 
 
 def test_momentum_is_only_accepted_with_an_ema_mu():
@@ -91,11 +91,11 @@ def test_the_train_page_refuses_a_bad_device_before_the_pilot_trains(monkeypatch
     monkeypatch.setenv("SEC_RUNS_DIR", str(tmp_path))
     monkeypatch.setattr("sec_lib.runs.store.train", lambda *a, **k: pytest.fail("nothing may train"))
     with pytest.raises(ParameterError, match="'device' = 'gpu'"):
-        train_chapter.train_page_config("smoke", device="gpu")
+        train_sweep_runs.train_page_config("smoke", device="gpu")
     with pytest.raises(ParameterError, match="'device' = 'gpu'"):
         notebook_params({"profile": "smoke", "dataset": "glyphs", "loss": "semihard", "variant": "sec", "eta": None,
                          "mu": None, "optimizer": "adam", "iterations": None, "seed": 0, "device": "gpu"},
-                        train_chapter.PARAMS)
+                        train_sweep_runs.PARAMS)
     assert not any(tmp_path.iterdir())
 
 

@@ -1,12 +1,12 @@
 """Execute chapter pages on a decisive stage that is still training: a developer's check, never the book.
 
-    python tools/preview_stage.py pretrained --chapters ftrates,pretrained --out /tmp/preview
-    python tools/preview_stage.py home claims --chapters pretrained --out /tmp/preview
+    python tools/preview_stage.py pretrained --sweeps ftrates,pretrained --out /tmp/preview
+    python tools/preview_stage.py home claims --sweeps pretrained --out /tmp/preview
 
 A page switches to the decisive tier only once that tier holds every run the page reads
 (``sec_lib.chapters.evidence.evidence_profile``), so a page's decisive-tier code paths first run on the day its
 stage completes. This runs them earlier: each notebook of ``notebooks/`` named is executed (papermill, in a fresh
-kernel) with the pages that read any of ``--chapters`` forced onto the decisive tier, its missing runs skipped, and
+kernel) with the pages that read any of ``--sweeps`` forced onto the decisive tier, its missing runs skipped, and
 the other pages as the book shows them. It found that the pretrained page refused the decisive tier's
 relative-SEC arm, 56 runs before the stage completed.
 
@@ -75,17 +75,17 @@ def preview(page: str, forced: set[str], out: Path) -> int:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("pages", nargs="+", help="notebook names (notebooks/<name>.ipynb)")
-    ap.add_argument("--chapters", required=True,
-                    help="comma-separated chapters (sec_lib.runs.experiments.CHAPTERS) whose pages read the "
+    ap.add_argument("--sweeps", required=True,
+                    help="comma-separated chapters (sec_lib.runs.experiments.SWEEPS) whose pages read the "
                          "decisive tier as it is now")
     ap.add_argument("--out", required=True, type=Path, help="a scratch folder (created), not under book/")
     a = ap.parse_args(argv)
     from sec_lib.runs import experiments as ex
-    forced = {c for c in a.chapters.split(",") if c}
-    bad = sorted(forced - set(ex.CHAPTERS))
+    forced = {c for c in a.sweeps.split(",") if c}
+    bad = sorted(forced - set(ex.SWEEPS))
     missing = sorted(p for p in a.pages if not (NOTEBOOKS / f"{p}.ipynb").exists())
     if bad or missing or not forced:
-        ap.error((f"unknown chapter(s) {bad}; valid: {', '.join(ex.CHAPTERS)}. " if bad or not forced else "")
+        ap.error((f"unknown sweep(s) {bad}; valid: {', '.join(ex.SWEEPS)}. " if bad or not forced else "")
                  + (f"no notebook for {missing}; valid: {', '.join(sorted(p.stem for p in NOTEBOOKS.glob('*.ipynb')))}"
                     if missing else ""))
     if (ROOT / "book") in a.out.resolve().parents or a.out.resolve() == ROOT / "book":

@@ -3,7 +3,7 @@ orders for losses, variants and metrics, and the paired-comparison helpers the c
 Holm family goes through :func:`sec_lib.report.one_family` / :func:`sec_lib.report.with_verdict`).
 
 Nothing here trains. ``load`` reads from the store it is given (``root``); the learning-rate and η
-choices inside :func:`sec_lib.runs.experiments.chapter_configs` read from that same store.
+choices inside :func:`sec_lib.runs.experiments.sweep_configs` read from that same store.
 """
 from __future__ import annotations
 
@@ -57,7 +57,7 @@ def loss_noun(loss: str) -> str:
     return f"{first} {rest}".rstrip()
 
 
-class MissingChapter(KeyError):
+class MissingSweep(KeyError):
     """Hand-made evidence (the claims page's ``Evidence.from_frames``) lacks what a claim needs (a
     chapter's frames, or the profile behind them): that claim gets no estimate (verdict *not testable
     offline*) instead of failing the whole table."""
@@ -186,33 +186,33 @@ def run_attrs(runs: pd.DataFrame) -> pd.DataFrame:
 
 #: The slope Proposition 2 predicts (‖∂L/∂f‖ ∝ 1/‖f‖): the slope claim is reproduced only if its interval holds it.
 SLOPE_TARGET = -1.0
-#: The chapter (``experiments.CHAPTERS``) holding the main-table runs.
-MAIN_CHAPTER = "compare"
+#: The chapter (``experiments.SWEEPS``) holding the main-table runs.
+MAIN_SWEEP = "compare"
 #: Loss names as the paper abbreviates them.
 LOSS_ABBR = {"triplet": "T", "semihard": "SHT", "npair": "NNP", "ms": "MS"}
 #: Tables the review chapters read (cosines and the gradient scatter only where needed).
 _DEFAULT_TABLES = ("steps", "tracked", "evals", "test_norms", "grad_scatter")
 
 
-def load(chapter: str, profile, tables: Iterable[str] = _DEFAULT_TABLES, root=None):
+def load(sweep: str, profile, tables: Iterable[str] = _DEFAULT_TABLES, root=None):
     """Frames of a chapter's runs from the result store at ``root`` (default: the committed tier of a
     long profile when it exists, else ``$SEC_RUNS_DIR`` or ``data/runs``: see
-    :func:`sec_lib.runs.tier.store_for`), i.e. ``load_runs(chapter_configs(chapter, profile, store))``.
+    :func:`sec_lib.runs.tier.store_for`), i.e. ``load_runs(sweep_configs(chapter, profile, store))``.
 
-    ``chapter`` is one of ``experiments.CHAPTERS``; duplicate configs are loaded once. Raises KeyError
+    ``sweep`` is one of ``experiments.SWEEPS``; duplicate configs are loaded once. Raises KeyError
     (from :func:`sec_lib.runs.store.load_runs`) when runs are missing: run ``python -m sec_lib.book run`` first.
-    The runs frame carries the chapter's sweep labels as columns (:func:`sec_lib.runs.experiments.chapter_labels`,
+    The runs frame carries the chapter's sweep labels as columns (:func:`sec_lib.runs.experiments.sweep_labels`,
     e.g. the μ chapter's ``setting``).
-    The learning-rate and η choices inside ``chapter_configs`` read the same store.
+    The learning-rate and η choices inside ``sweep_configs`` read the same store.
     """
-    Choice(tuple(ex.CHAPTERS)).check("chapter", chapter)
+    Choice(tuple(ex.SWEEPS)).check("chapter", sweep)
     tables = tuple(tables)
     uniq = {}
     store = store_for(profile if isinstance(profile, str) else profile.name, root)
-    for c in ex.chapter_configs(chapter, profile, store):
+    for c in ex.sweep_configs(sweep, profile, store):
         uniq.setdefault(run_key(c), c)
     frames = load_runs(list(uniq.values()), tables=tables, store=store)
-    labels = ex.chapter_labels(chapter, profile, store)       # the sweep labels the runs were made with
+    labels = ex.sweep_labels(sweep, profile, store)       # the sweep labels the runs were made with
     if labels and len(frames.runs):
         cols = list(dict.fromkeys(k for lab in labels.values() for k in lab))
         frames.runs = frames.runs.assign(**{c: frames.runs["key"].map(lambda k, c=c: labels.get(k, {}).get(c))

@@ -196,12 +196,12 @@ def _loss_row(loss: str):
     return family_row(lambda ev: sec_gain(ev.frames("compare"), variants=("sec",), metrics=("R@1",)), loss=loss)
 
 
-def _pooled(chapter: str, a: str = "none", b: str = "sec", losses=ex.MAIN_LOSSES):
-    """A pooled claim's estimate: :func:`~sec_lib.analysis.primary.pooled_gain` on ``chapter``'s runs (on the
+def _pooled(sweep: str, a: str = "none", b: str = "sec", losses=ex.MAIN_LOSSES):
+    """A pooled claim's estimate: :func:`~sec_lib.analysis.primary.pooled_gain` on ``sweep``'s runs (on the
     ``tuned`` runs with the defaults, the primary test)."""
     def estimate(ev) -> dict:
-        return pooled_gain(ev.runs(chapter), a, b, losses)
-    estimate.__name__ = f"pooled_{b}_minus_{a}_{chapter}"
+        return pooled_gain(ev.runs(sweep), a, b, losses)
+    estimate.__name__ = f"pooled_{b}_minus_{a}_{sweep}"
     return estimate
 
 

@@ -4,7 +4,7 @@ The decisive tier takes a page over from the quick tier as soon as its committed
 page's sweeps, chapter by chapter, with no switch to flip.
 
 A page calls :func:`evidence_profile` with its own ``profile`` parameter and the sweeps it reads
-(``experiments.CHAPTERS``), loads its runs for the returned profile, says which tier produced its
+(``experiments.SWEEPS``), loads its runs for the returned profile, says which tier produced its
 numbers with :func:`tier_sentence`, and compares the two tiers' signs with :func:`sign_agreement`.
 A page given an explicit store (``root``), or run at a long profile, shows exactly that.
 """
@@ -29,7 +29,7 @@ from ..runs.benchmarks import page_note
 from ..runs.store import run_key
 from ..runs.tier import STAGED_TIERS, TIER_PROFILES, has_tier, open_tier, stage_dirs, store_for, tier_dir
 from . import PAGE_NAMES, PAGES, common
-from .common import MissingChapter
+from .common import MissingSweep
 
 #: The committed tiers a page may show as its main evidence, in order of preference: the first that holds every run of
 #: the page's sweeps: the decisive tier (converged runs, seeds planned for power), committed stage by stage. A retired
@@ -48,14 +48,14 @@ SELECTION_SWEEPS = ("selection", "ftrates")
 
 
 @functools.lru_cache(maxsize=64)
-def _covers(tier: str, chapters: tuple, stamp: float) -> bool:
+def _covers(tier: str, sweeps: tuple, stamp: float) -> bool:
     store = open_tier(tier_dir(tier))
     if tier in STAGED_TIERS:
-        chapters = tuple(ch for ch in chapters if ch not in SELECTION_SWEEPS)
-        if not chapters:
+        sweeps = tuple(ch for ch in sweeps if ch not in SELECTION_SWEEPS)
+        if not sweeps:
             return False
     try:
-        named = [ex.chapter_configs(ch, tier, store) for ch in chapters]
+        named = [ex.sweep_configs(ch, tier, store) for ch in sweeps]
         # a chapter that names no runs in this tier (the scale chapter before its grid is planned there) is not held
         return all(named) and all(store.has(c) for configs in named for c in configs)
     except (KeyError, ValueError, ex.SelectionError):
@@ -72,40 +72,40 @@ def _stamp(tier: str) -> tuple:
     return tuple((f.relative_to(d).as_posix(), f.stat().st_mtime_ns) for f in files)
 
 
-def covers(tier: str, chapters: Iterable[str]) -> bool:
-    """Whether the committed tier ``tier`` holds every run of ``chapters`` (its pilot and selection
+def covers(tier: str, sweeps: Iterable[str]) -> bool:
+    """Whether the committed tier ``tier`` holds every run of ``sweeps`` (its pilot and selection
     included, since the chapters' configs are derived from them); a chapter that names no runs there is not held
     (nor is any chapter of the decisive tier before its plan is written: its profile does not exist yet)."""
     if not has_tier(tier):
         return False
-    return _covers(tier, tuple(chapters), _stamp(tier))
+    return _covers(tier, tuple(sweeps), _stamp(tier))
 
 
-def shown_tier(chapters: Iterable[str]) -> str | None:
-    """The first of :data:`MAIN_TIERS` that holds every run of ``chapters``, or None."""
-    chapters = tuple(chapters)
-    return next((t for t in MAIN_TIERS if covers(t, chapters)), None)
+def shown_tier(sweeps: Iterable[str]) -> str | None:
+    """The first of :data:`MAIN_TIERS` that holds every run of ``sweeps``, or None."""
+    sweeps = tuple(sweeps)
+    return next((t for t in MAIN_TIERS if covers(t, sweeps)), None)
 
 
-def evidence_profile(profile: str, chapters: Iterable[str], root=None) -> str:
+def evidence_profile(profile: str, sweeps: Iterable[str], root=None) -> str:
     """The profile whose runs a page shows as its main evidence: the first of :data:`MAIN_TIERS` whose committed
-    tier holds every run of ``chapters``; otherwise ``profile`` itself (also when a store ``root``
+    tier holds every run of ``sweeps``; otherwise ``profile`` itself (also when a store ``root``
     is given, when ``profile`` is already a long tier, and for :data:`PIPELINE_PROFILES`)."""
     if profile not in STAGED_TIERS:         # the decisive profile exists only once its plan is written
         ex.get_profile(profile)
     if root is not None or profile in LONG_TIERS or profile in PIPELINE_PROFILES:
         return profile
-    return shown_tier(chapters) or profile
+    return shown_tier(sweeps) or profile
 
 
-def tier_runs(profile: str, chapters: Iterable[str], root=None) -> pd.DataFrame:
-    """One row per distinct run of ``chapters`` in the tier of ``profile``: key, dataset, iterations,
+def tier_runs(profile: str, sweeps: Iterable[str], root=None) -> pd.DataFrame:
+    """One row per distinct run of ``sweeps`` in the tier of ``profile``: key, dataset, iterations,
     test_classes, wall_s, device, torch, date (provenance where the store records it)."""
     store = store_for(profile, root)
     rows, seen = [], set()
-    for ch in chapters:
+    for ch in sweeps:
         try:
-            configs = ex.chapter_configs(ch, profile, store)
+            configs = ex.sweep_configs(ch, profile, store)
         except (KeyError, ValueError, ex.SelectionError):
             continue
         for c in configs:
@@ -155,10 +155,10 @@ def runs_sentence(runs: pd.DataFrame, what: str = "") -> str:
     return _describe("", runs, what)
 
 
-def tier_sentence(shown: str, quick: str, chapters: Sequence[str], root=None) -> str:
+def tier_sentence(shown: str, quick: str, sweeps: Sequence[str], root=None) -> str:
     """Which tier produced this page's numbers, with how many runs, iterations and core-hours, and
     what the quick tier beside it is."""
-    main = tier_runs(shown, chapters, root)
+    main = tier_runs(shown, sweeps, root)
     # the runs of the page's sweeps: a page may read only some of them (the norms page reads 10 of the BN/WN
     # sweep's runs), and says so where it does
     text = f"**Evidence on this page: the {shown} tier**, {_describe(shown, main, ' (all of the sweeps this page draws on)')}"
@@ -166,7 +166,7 @@ def tier_sentence(shown: str, quick: str, chapters: Sequence[str], root=None) ->
         text += f", committed under `data/reference/{shown}/`"
     if shown != quick:
         text += (f". Beside it, the quick tier (profile {quick}, trained by `make book`): "
-                 f"{_describe(quick, tier_runs(quick, chapters, root))}")
+                 f"{_describe(quick, tier_runs(quick, sweeps, root))}")
     else:
         committed = [t for t in MAIN_TIERS if has_tier(t)]
         if committed:
@@ -266,18 +266,18 @@ class Evidence:
         self.touched: set = set()
         self._tiers = tiers and loader is None and profile is not None
         self._loader = loader if loader is not None else self._load
-        self.chapters: tuple = ()     # the sweeps of the page this evidence serves (page_evidence sets them)
+        self.sweeps: tuple = ()     # the sweeps of the page this evidence serves (page_evidence sets them)
         self.records: dict = {}       # page -> its claims' records decided on this evidence (page_records)
         self.shared: dict | None = None   # frames shared with the other pages' evidence (page_evidence sets it)
 
-    def _load(self, chapter: str):
-        tp = evidence_profile(self.profile, (chapter,), self.root) if self._tiers else self.profile
-        self.tier_of[chapter] = tp
+    def _load(self, sweep: str):
+        tp = evidence_profile(self.profile, (sweep,), self.root) if self._tiers else self.profile
+        self.tier_of[sweep] = tp
         if self.shared is None:
-            return common.load(chapter, tp, root=self.root)
-        key = (chapter, tp, None if self.root is None else str(self.root), os.environ.get("SEC_RUNS_DIR"))
+            return common.load(sweep, tp, root=self.root)
+        key = (sweep, tp, None if self.root is None else str(self.root), os.environ.get("SEC_RUNS_DIR"))
         if key not in self.shared:
-            self.shared[key] = common.load(chapter, tp, root=self.root)
+            self.shared[key] = common.load(sweep, tp, root=self.root)
         frames = self.shared[key]         # each evidence object gets its own copy: no claim sees another's edits
         return dataclasses.replace(frames, **{f.name: getattr(frames, f.name).copy()
                                               for f in dataclasses.fields(frames)})
@@ -286,30 +286,30 @@ class Evidence:
     def from_frames(cls, frames: dict, profile=None) -> "Evidence":
 
         def missing(ch):
-            raise MissingChapter(f"no frames for chapter {ch!r}; given: {sorted(frames)}")
+            raise MissingSweep(f"no frames for chapter {ch!r}; given: {sorted(frames)}")
         return cls(profile, frames, loader=missing)
 
-    def profile_of(self, chapter: str):
-        """The profile (tier) whose runs ``chapter``'s frames hold."""
-        return self.tier_of.get(chapter, self.profile)
+    def profile_of(self, sweep: str):
+        """The profile (tier) whose runs ``sweep``'s frames hold."""
+        return self.tier_of.get(sweep, self.profile)
 
-    def frames(self, chapter: str):
-        self.touched.add(chapter)
-        if chapter not in self._frames:
+    def frames(self, sweep: str):
+        self.touched.add(sweep)
+        if sweep not in self._frames:
             # chapters that show the same runs (compare, convergence, instability: the main table) load once
-            same = [c for c in self._frames if self._from_store and ex.CHAPTERS.get(c) is ex.CHAPTERS.get(chapter)]
+            same = [c for c in self._frames if self._from_store and ex.SWEEPS.get(c) is ex.SWEEPS.get(sweep)]
             if same:
-                self._frames[chapter] = self._frames[same[0]]
-                self.tier_of[chapter] = self.profile_of(same[0])
+                self._frames[sweep] = self._frames[same[0]]
+                self.tier_of[sweep] = self.profile_of(same[0])
             else:
-                self._frames[chapter] = self._loader(chapter)
-        return self._frames[chapter]
+                self._frames[sweep] = self._loader(sweep)
+        return self._frames[sweep]
 
-    def runs(self, chapter: str) -> pd.DataFrame:
-        return self.frames(chapter).runs
+    def runs(self, sweep: str) -> pd.DataFrame:
+        return self.frames(sweep).runs
 
-    def table(self, chapter: str, name: str) -> pd.DataFrame:
-        return getattr(self.frames(chapter), name)
+    def table(self, sweep: str, name: str) -> pd.DataFrame:
+        return getattr(self.frames(sweep), name)
 
     def derived(self, name: str, fn):
         """``fn()`` computed once per Evidence under ``name`` (per-run tables shared by several claims)."""
@@ -380,9 +380,9 @@ def page_evidence(page: str, profile: str, root=None, tier: str | None = None) -
     claims page sets the quick tier beside the decisive one)."""
     key = (page, profile, None if root is None else str(root), tier)
     if key not in _PAGE_EVIDENCE:
-        chapters = page_of(page).evidence_chapters
-        ev = Evidence(tier or evidence_profile(profile, chapters, root), root=root)
-        ev.chapters = chapters
+        sweeps = page_of(page).evidence_sweeps
+        ev = Evidence(tier or evidence_profile(profile, sweeps, root), root=root)
+        ev.sweeps = sweeps
         ev.shared = _PAGE_FRAMES
         _PAGE_EVIDENCE[key] = ev
     return _PAGE_EVIDENCE[key]
@@ -424,10 +424,10 @@ def waiting_records(page: str, shown: str, root=None) -> list:
     return [r for r in page_records(page, page_evidence(page, first, tier=first)) if r.has_estimate]
 
 
-def lacking(tier: str, chapters: Iterable[str]) -> list[str]:
-    """The sweeps of ``chapters`` the committed ``tier`` does not hold yet, each on its own (:func:`covers`); the
+def lacking(tier: str, sweeps: Iterable[str]) -> list[str]:
+    """The sweeps of ``sweeps`` the committed ``tier`` does not hold yet, each on its own (:func:`covers`); the
     selection sweeps are left out, since the sweeps made from their choices cannot be held without them."""
-    return [c for c in chapters if c in ex.CHAPTERS and c not in SELECTION_SWEEPS and not covers(tier, (c,))]
+    return [c for c in sweeps if c in ex.SWEEPS and c not in SELECTION_SWEEPS and not covers(tier, (c,))]
 
 
 def waiting_sentence(page: str, shown: str, root=None) -> str:
@@ -437,7 +437,7 @@ def waiting_sentence(page: str, shown: str, root=None) -> str:
     recs = waiting_records(page, shown, root)
     if not recs:
         return ""
-    missing = lacking(first, page_of(page).evidence_chapters)
+    missing = lacking(first, page_of(page).evidence_sweeps)
     each = "; ".join(f"{r.id} ({r.statement}): {r.estimate:+.3f} [{r.ci_lo:+.3f}, {r.ci_hi:+.3f}] {r.unit}, "
                      f"**{r.verdict}**" for r in recs)
     ids = ", ".join(r.id for r in recs[:-1]) + (" and " if len(recs) > 1 else "") + recs[-1].id

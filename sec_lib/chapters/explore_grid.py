@@ -62,7 +62,7 @@ def grid_axes(configs: Sequence) -> GridAxes:
     """The axes a list of toy-grid configs spans. η = 0 runs (no SEC) belong to every μ mode."""
     configs = list(configs)
     if not configs:
-        raise ValueError("configs: needs at least one TrainConfig (e.g. experiments.chapter_configs('explore', p))")
+        raise ValueError("configs: needs at least one TrainConfig (e.g. experiments.sweep_configs('explore', p))")
     etas = tuple(sorted({float(c.eta) for c in configs} | {0.0}))
     mus = tuple(dict.fromkeys(mu_key(c) for c in configs if c.eta > 0)) or ("batch",)
     losses = tuple(dict.fromkeys(c.loss for c in configs))
@@ -111,7 +111,7 @@ def build_grid(configs: Sequence, frames, profile: str = "?") -> Grid:
 
 
 def load_grid(profile: str = "cpu", missing: str = "train", root=None, jobs: int | None = None) -> Grid:
-    """The explorer grid of ``profile`` (``experiments.chapter_configs('explore', profile)``).
+    """The explorer grid of ``profile`` (``experiments.sweep_configs('explore', profile)``).
 
     ``missing='train'`` first trains every run that is not in the store (``pool.run_all``, with the
     profile's ``jobs``; a smoke run takes about a second); ``'skip'`` leaves those cells as
@@ -121,7 +121,7 @@ def load_grid(profile: str = "cpu", missing: str = "train", root=None, jobs: int
     Choice(MISSING).check("missing", missing)
     p = ex.get_profile(profile)
     store = ResultStore(root)
-    configs = ex.chapter_configs("explore", p, store)
+    configs = ex.sweep_configs("explore", p, store)
     seconds, trained = 0.0, 0
     if missing == "train":
         todo = {store.path(c).name for c in configs if not store.has(c)}

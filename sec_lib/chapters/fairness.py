@@ -30,11 +30,11 @@ from . import profile_param
 from ..report.claims import Claim, derived_family
 from . import review
 from .review import row_claim
-from .common import MAIN_CHAPTER, MissingChapter, check_cols, measures_text
+from .common import MAIN_SWEEP, MissingSweep, check_cols, measures_text
 
 #: The notebook's parameters (checked by ``sec_lib.params.notebook_params``).
 PARAMS = profile_param()
-CHAPTER = MAIN_CHAPTER                    # the main table's runs
+SWEEP = MAIN_SWEEP                      # the main table's runs
 GROUP = "design"
 FAMILY = "fairness page"
 N_PERM = 20
@@ -238,11 +238,11 @@ def verdict(rows: pd.DataFrame) -> str:
 
 
 def _stats_of(ev) -> pd.DataFrame:
-    runs = ev.runs(CHAPTER)
-    tn = ev.table(CHAPTER, "test_norms")
-    profile = ev.profile_of(CHAPTER) if hasattr(ev, "profile_of") else ev.profile
+    runs = ev.runs(SWEEP)
+    tn = ev.table(SWEEP, "test_norms")
+    profile = ev.profile_of(SWEEP) if hasattr(ev, "profile_of") else ev.profile
     if profile is None:
-        raise MissingChapter("the font attributes of the test images need the profile that produced the runs")
+        raise MissingSweep("the font attributes of the test images need the profile that produced the runs")
     return per_run(runs, tn, test_attributes(profile))
 
 

@@ -18,7 +18,7 @@ from ..report.claims import badge
 from ..runs import benchmarks
 from ..runs import experiments as ex
 from . import evidence, profile_param, scorecard
-from .common import MAIN_CHAPTER, equivalence_words, inconclusive_words, load, loss_noun, mde_text, order_rows
+from .common import MAIN_SWEEP, equivalence_words, inconclusive_words, load, loss_noun, mde_text, order_rows
 from .gains import sec_gain, selected_eta_rows
 from .scorecard import count_words, followup_status, tiers_phrase
 
@@ -41,8 +41,8 @@ def headline_gains(profile, root=None, metric: str = "R@1") -> pd.DataFrame:
     ``tuned_sec_runs``), and η the runs' own.
     """
     parts = []
-    for chapter in ("tuned", MAIN_CHAPTER):
-        frames = load(chapter, profile, tables=(), root=root)
+    for sweep in ("tuned", MAIN_SWEEP):
+        frames = load(sweep, profile, tables=(), root=root)
         g = sec_gain(frames, variants=("sec",), metrics=(metric,))
         runs = frames.runs
         etas = runs[runs["variant"] == "sec"].groupby("loss")["eta"].first()

@@ -1,7 +1,7 @@
 """The pretrained page: does SEC's effect change in the paper's regime, fine-tuning a pretrained
 backbone, against training from scratch?
 
-Its runs (``experiments.CHAPTERS['pretrained']``, :func:`sec_lib.runs.finetune.chapter_runs`): the four main losses
+Its runs (``experiments.SWEEPS['pretrained']``, :func:`sec_lib.runs.finetune.sweep_runs`): the four main losses
 × {none, L2-reg, SEC} (and relative SEC on the decisive tier) × the main table's seeds, fine-tuned from the glyph
 backbone pretrained here (a new head, frozen trunk BN, Adam with trunk and head rates chosen on held-out classes;
 the quick tier's one step decay, the decisive tier's own cosine), each beside its from-scratch twin, the run of the
@@ -360,11 +360,11 @@ def late_gain_sentence(runs: pd.DataFrame, evals: pd.DataFrame) -> str:
 
 def _regime_configs(profile, root=None) -> tuple:
     """(the profile tuned by its pilot, its runs at ``root`` (:func:`~sec_lib.analysis.source.run_source`), the
-    fine-tuned configs, their from-scratch twins): the chapter's runs as :func:`sec_lib.runs.finetune.chapter_runs`
+    fine-tuned configs, their from-scratch twins): the chapter's runs as :func:`sec_lib.runs.finetune.sweep_runs`
     names them, for the sentences that count them."""
     src = run_source(profile, root)
     q = ex.tuned(ex.get_profile(profile), "adam", src.store)
-    labeled = ft.chapter_runs(q, src.store)
+    labeled = ft.sweep_runs(q, src.store)
     return (q, src, [c for c, lab in labeled if lab["regime"] == REGIMES[0]],
             [c for c, lab in labeled if lab["regime"] == REGIMES[1]])
 
@@ -378,7 +378,7 @@ def design_sentence(profile, root=None) -> str:
         return (f"Profile {profile!r} has no fine-tuning arm yet (profiles with one: "
                 f"{', '.join(ft.FINETUNE_PROFILES)}), so it trains no runs for this page.")
     q, src, fine, twins = _regime_configs(profile, root)
-    main = {run_key(c) for c in ex.chapter_configs("compare", profile, src.store)}
+    main = {run_key(c) for c in ex.sweep_configs("compare", profile, src.store)}
     shared = sum(run_key(c) in main for c in twins)
     if src.seeded_selection:
         return _seeded_design_sentence(q, src, fine, twins, shared)

@@ -17,7 +17,7 @@ from ..runs import tier
 from ..runs.store import ResultStore, load_runs, run_key
 from ..analysis.tiers import tier_label
 from . import profile_param
-from .common import MAIN_CHAPTER, beside_cv, load, loss_noun, order_rows, with_norm_cv
+from .common import MAIN_SWEEP, beside_cv, load, loss_noun, order_rows, with_norm_cv
 from .evidence import LONG_TIERS, evidence_profile, page_of
 
 #: The notebook's parameters (checked by ``sec_lib.params.notebook_params``).
@@ -39,7 +39,7 @@ def run_index(profile, root=None) -> pd.DataFrame:
     """Every run of the main table of ``profile``'s tier (every loss, variant and seed) with its final numbers, and
     whether a run page shows it (only seed 0 has one); ``attrs``: the tier's ``profile`` and its run length
     (``iterations``, a tuple), which the sentences that name the tier read."""
-    runs = with_norm_cv(load(MAIN_CHAPTER, profile, tables=(), root=root).runs)
+    runs = with_norm_cv(load(MAIN_SWEEP, profile, tables=(), root=root).runs)
     cols = [c for c in beside_cv(INDEX_COLUMNS, runs.columns) if c in runs.columns]
     out = order_rows(runs[cols + ["key"]].sort_values("seed", kind="stable"))
     out["run page"] = ["yes" if s == PAGE_SEED else "" for s in out["seed"]]
@@ -244,7 +244,7 @@ def verdict_tier(profile: str, root=None) -> str:
     """The tier whose runs the compare page's main comparison reads when the book runs at ``profile`` (the tier
     of the book's verdicts: :func:`sec_lib.chapters.evidence.evidence_profile`)."""
     try:
-        return evidence_profile(profile, page_of("compare").evidence_chapters, root)
+        return evidence_profile(profile, page_of("compare").evidence_sweeps, root)
     except (KeyError, ValueError):
         return profile
 

@@ -303,8 +303,8 @@ def design_sentence(profile, root=None) -> str:
     src = run_source(profile, root)
     store = src.store
     q = ex.tuned(p, "adam", store)
-    configs = ex.chapter_configs("scale", profile, store)
-    shared = {run_key(c) for ch in ("compare", "tuned") for c in ex.chapter_configs(ch, profile, store)}
+    configs = ex.sweep_configs("scale", profile, store)
+    shared = {run_key(c) for ch in ("compare", "tuned") for c in ex.sweep_configs(ch, profile, store)}
     own = [c for c in configs if run_key(c) not in shared]
     its = "/".join(f"{i:,}" for i in sorted({c.iterations for c in configs}))
     if src.seeded_selection:                     # 3 seeds a grid point, grown at an edge

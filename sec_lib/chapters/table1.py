@@ -10,7 +10,7 @@ from ..runs import benchmarks
 from ..runs import experiments as ex
 from .. import reference, report
 from . import profile_param
-from .common import MAIN_CHAPTER, load
+from .common import MAIN_SWEEP, load
 from .gains import main_table
 
 #: The notebook's parameters (checked by ``sec_lib.params.notebook_params``).
@@ -30,7 +30,7 @@ def table1_glance(profile, root=None, datasets=None, metrics=None, digits: int =
     name = profile if isinstance(profile, str) else profile.name
     datasets = benchmarks.paper_datasets(name) if datasets is None else datasets
     metrics = benchmarks.paper_metrics(name) if metrics is None else metrics
-    frames = load(MAIN_CHAPTER, profile, tables=(), root=root)
+    frames = load(MAIN_SWEEP, profile, tables=(), root=root)
     return glance_tables(reference.paper_table(list(datasets)), main_table(frames, metrics=metrics), datasets,
                          metrics, digits, ours_name=benchmarks.data_name(name))
 

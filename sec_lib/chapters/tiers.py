@@ -47,8 +47,8 @@ def stages(p: ex.Profile, store) -> list[dict]:
     each named in its cell, and its pretrained regime (the fine-tuning rates, then the fine-tuned runs) in one
     more row, :data:`PRETRAINED`."""
     rows = [("learning-rate and run-length pilot", lambda: ex.lr_pilot(p)),
-            ("η and L2-weight selection (held-out classes)", lambda: ex.chapter_configs("selection", p, store)),
-            ("main comparison" if p.main_seeds else "main table", lambda: ex.chapter_configs(
+            ("η and L2-weight selection (held-out classes)", lambda: ex.sweep_configs("selection", p, store)),
+            ("main comparison" if p.main_seeds else "main table", lambda: ex.sweep_configs(
                 "main" if p.main_seeds else "compare", p, store))]
     what = ["", "", ""]
     if p.name == "gpu":
@@ -243,19 +243,19 @@ def status_sentence(summary: pd.DataFrame) -> str:
 
 def page_tiers(profile: str = "cpu") -> pd.DataFrame:
     """Which tier each chapter page shows now: :func:`sec_lib.chapters.evidence.evidence_profile` over the
-    sweeps the page reads, as declared in ``PAGES`` (``Page.evidence_chapters``; the selection runs they
+    sweeps the page reads, as declared in ``PAGES`` (``Page.evidence_sweeps``; the selection runs they
     need are implied and not listed), and which of those sweeps the first long tier (:data:`~sec_lib.chapters.
     evidence.MAIN_TIERS`, the decisive tier) does not hold yet: what the page waits for before it shows that tier."""
     first = MAIN_TIERS[0]
     rows, seen = [], set()
     for page in PAGES:
-        chapters = tuple(c for c in page.evidence_chapters if c in ex.CHAPTERS)
-        if page.source in seen or not chapters or page.source in ("runs", "train", "tiers", "explore", "claims"):
+        sweeps = tuple(c for c in page.evidence_sweeps if c in ex.SWEEPS)
+        if page.source in seen or not sweeps or page.source in ("runs", "train", "tiers", "explore", "claims"):
             continue
         seen.add(page.source)
-        shown = evidence_profile(profile, chapters)
-        missing = [] if shown == first else lacking(first, chapters)
-        rows.append({"page": page.source, "reads": ", ".join(c for c in chapters if c != "selection"),
+        shown = evidence_profile(profile, sweeps)
+        missing = [] if shown == first else lacking(first, sweeps)
+        rows.append({"page": page.source, "reads": ", ".join(c for c in sweeps if c != "selection"),
                      "tier shown": shown, f"not yet in the {first} tier": ", ".join(missing) or "—"})
     return pd.DataFrame(rows)
 

@@ -76,19 +76,19 @@ def _test_runs(profile: str, root, seeded: bool) -> pd.DataFrame | None:
     source ``test_runs``; η = 0 for the runs without a regularizer): the η sweep where the tier holds it; a tier
     with a ``seeded`` selection (stages of several seeds a point) adds the main comparison's and the review chapters' runs without a regularizer and with SEC (μ the batch
     mean). None when there are none."""
-    def runs_of(chapter):
+    def runs_of(sweep):
         try:
-            return load(chapter, profile, tables=(), root=root).runs
+            return load(sweep, profile, tables=(), root=root).runs
         except (KeyError, ValueError, ex.SelectionError):
             return None
     parts = []
-    sweep = runs_of("eta")
-    if sweep is not None:
-        parts.append(sweep.assign(test_runs="η sweep"))
+    eta = runs_of("eta")
+    if eta is not None:
+        parts.append(eta.assign(test_runs="η sweep"))
     if seeded:
-        for source, chapters in (("main comparison", ("main",)), ("review chapters", ("ssl", "npair", "face"))):
-            for chapter in chapters:
-                runs = runs_of(chapter)
+        for source, names in (("main comparison", ("main",)), ("review chapters", ("ssl", "npair", "face"))):
+            for sweep in names:
+                runs = runs_of(sweep)
                 if runs is None:
                     continue
                 keep = (runs["variant"] == "none") | ((runs["variant"] == "sec") & (runs["mu"] == "batch"))

@@ -97,7 +97,7 @@ def run_header(result, stored: bool, profile: str, root=None) -> str:
 def _shown(profile: str, root=None) -> str:
     """The tier the compare page shows for ``profile``."""
     try:
-        return evidence_profile(profile, page_of("compare").evidence_chapters, root)
+        return evidence_profile(profile, page_of("compare").evidence_sweeps, root)
     except (KeyError, ValueError):
         return profile
 

@@ -3,7 +3,7 @@
 - :mod:`~sec_lib.runs.config`: what a run is (:class:`TrainConfig`, :class:`RunResult`);
 - :mod:`~sec_lib.runs.train`: :class:`TrainConfig` -> one instrumented training loop -> :class:`RunResult`;
 - :mod:`~sec_lib.runs.store`: the result store (key = hash of the config, atomic writes, resumable reruns);
-- :mod:`~sec_lib.runs.experiments`: every profile by name, and what each chapter trains (``CHAPTERS``); the
+- :mod:`~sec_lib.runs.experiments`: every profile by name, and what each sweep trains (``SWEEPS``); the
   sweeps and their selections are in :mod:`~sec_lib.runs.sweeps`, the profiles' settings in
   :mod:`~sec_lib.runs.profiles` and :mod:`~sec_lib.runs.benchmark_settings`;
 - :mod:`~sec_lib.runs.tier`: the committed evidence tiers under ``data/reference/`` (export, restore, rerun);

@@ -23,7 +23,7 @@ import pandas as pd
 
 from ..losses import LOSS_NAMES, LOSS_SPECS
 from ..params import Choice
-from .profiles import CHAPTER_NAMES, PROFILES, SSL_LOSSES, MAIN_LOSSES, Profile
+from .profiles import SWEEP_NAMES, PROFILES, SSL_LOSSES, MAIN_LOSSES, Profile
 
 PRETRAINED_ENV = "SEC_PRETRAINED"
 BACKBONE_ENV = "SEC_BACKBONE"
@@ -177,8 +177,8 @@ NOT_APPLICABLE = {
            "experiment used CIFAR-10 with its own augmentations. The supervised-contrastive runs of this page are "
            "left out with it.",
 }
-#: The chapters of :data:`~sec_lib.runs.profiles.CHAPTER_NAMES` a benchmark book does not train.
-SKIPPED_CHAPTERS = ("ssl",)
+#: The chapters of :data:`~sec_lib.runs.profiles.SWEEP_NAMES` a benchmark book does not train.
+SKIPPED_SWEEPS = ("ssl",)
 
 
 # -------------------------------------------------------------------------------------------------- profiles
@@ -229,7 +229,7 @@ def benchmark_profile(name: str) -> Profile:
         # SGD was never run by the paper: the optimizer chapter's SGD arm chooses its rate on held-out classes
         lr_pilot={"sgd": (3e-4, 1e-3, 3e-3, 1e-2)}, holdout_classes=d["holdout_classes"].value, jobs=4,
         toy=dict(PROFILES["cpu"].toy), toy_etas=PROFILES["cpu"].toy_etas, toy_seeds=(0,),
-        chapters=tuple(ch for ch in CHAPTER_NAMES if ch not in SKIPPED_CHAPTERS),
+        sweeps=tuple(ch for ch in SWEEP_NAMES if ch not in SKIPPED_SWEEPS),
         excluded_losses=SSL_LOSSES)
 
 

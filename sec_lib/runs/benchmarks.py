@@ -51,7 +51,7 @@ from ..params import Choice, ParameterError
 from . import experiments as ex
 from .benchmark_settings import (  # noqa: F401 - re-exported: the runner, the pages and the tests read them here
     PRETRAINED_ENV, BACKBONE_ENV, BACKBONES, DATASET_OF, PAPER_DATASET, PAPER, TABLE1, TABLE3, TABLE4, LOSSES, CODE,
-    OURS, Cited, COMMON, DATASETS, RATES, DEFAULT_LOSS, NOT_APPLICABLE, SKIPPED_CHAPTERS, benchmark_profile,
+    OURS, Cited, COMMON, DATASETS, RATES, DEFAULT_LOSS, NOT_APPLICABLE, SKIPPED_SWEEPS, benchmark_profile,
     smoke_profile, settings_table)
 from .config import RunResult
 from .store import run_key
@@ -219,9 +219,9 @@ def plan(profile: "str | ex.Profile") -> pd.DataFrame:
                          "hours": sum(estimate(c) for c in new)})
 
     stage("lr pilot (SGD, held-out classes)", ex.lr_pilot(p))
-    stage("η selection (held-out classes)", ex.chapter_configs("selection", p, store))
-    for ch in ex.profile_chapters(p):
-        stage(ch, ex.chapter_configs(ch, p, store))
+    stage("η selection (held-out classes)", ex.sweep_configs("selection", p, store))
+    for ch in ex.profile_sweeps(p):
+        stage(ch, ex.sweep_configs(ch, p, store))
     return pd.DataFrame(rows, columns=["stage", "runs", "iterations", "hours"])
 
 

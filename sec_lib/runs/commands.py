@@ -103,30 +103,30 @@ def train_sweep(desc: str, configs, launcher, summary: Summary) -> None:
             failed.add(key)
 
 
-def train_stages(p: ex.Profile, chapters, launcher, summary: Summary, store=None) -> None:
+def train_stages(p: ex.Profile, sweeps, launcher, summary: Summary, store=None) -> None:
     """Train in dependent waves (pilot, η selection, chapters) with ``launcher`` (or a job count
     for the local pool); see :func:`sec_lib.runs.waves.train_stages`."""
-    waves(p, chapters, launcher, store, sweep=lambda desc, configs, lau: train_sweep(desc, configs, lau, summary))
+    waves(p, sweeps, launcher, store, sweep=lambda desc, configs, lau: train_sweep(desc, configs, lau, summary))
 
 
-def train_command(profile: str, chapters, launcher) -> int:
-    """Train (or reuse) the runs of ``chapters`` of ``profile`` in dependent waves, without notebooks.
+def train_command(profile: str, sweeps, launcher) -> int:
+    """Train (or reuse) the runs of ``sweeps`` of ``profile`` in dependent waves, without notebooks.
     A committed tier's runs are restored into the store first, so a fresh machine resumes. A real-benchmark
-    profile trains only the chapters it has (default: all of them, in their order), after its folders and
+    profile trains only the sweeps it has (default: all of them, in their order), after its folders and
     weights pass :func:`sec_lib.runs.benchmarks.preflight`; its data is read from disk, not rendered."""
     p = ex.get_profile(profile)
     benchmark = profile in ex.BENCHMARK_PROFILES
-    default = ex.profile_chapters(p) if benchmark else \
-        ["main", *[c for c in ex.CHAPTERS if c not in ("main", "selection")]]
-    chapters = list(chapters or default)
+    default = ex.profile_sweeps(p) if benchmark else \
+        ["main", *[c for c in ex.SWEEPS if c not in ("main", "selection")]]
+    sweeps = list(sweeps or default)
     summary = Summary()
     t0 = time.perf_counter()
     try:
-        skipped = sorted(set(chapters) - set(ex.profile_chapters(p)))
+        skipped = sorted(set(sweeps) - set(ex.profile_sweeps(p)))
         if skipped:
-            raise ParameterError(f"profile {profile!r} does not train the chapter(s) {skipped}: they do not apply to "
-                                 f"its data; its chapters: {', '.join(ex.profile_chapters(p))}")
-        ex.check_sweeps(p, chapters)      # every config (device included) before anything trains
+            raise ParameterError(f"profile {profile!r} does not train the sweep(s) {skipped}: they do not apply to "
+                                 f"its data; its sweeps: {', '.join(ex.profile_sweeps(p))}")
+        ex.check_sweeps(p, sweeps)      # every config (device included) before anything trains
         if benchmark:
             preflight(p)                  # folders, every image, the weights: before anything trains
         summary.cleared = (ResultStore().clean_partial(), 0)
@@ -135,7 +135,7 @@ def train_command(profile: str, chapters, launcher) -> int:
             print(f"restored {restored} committed runs of {tier.tier_dir(p.name)} into {ResultStore().root}")
         if not benchmark:
             prepare_data(p)
-        train_stages(p, chapters, launcher, summary)
+        train_stages(p, sweeps, launcher, summary)
     except (ParameterError, ex.SelectionError, LaunchError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

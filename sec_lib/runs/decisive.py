@@ -10,7 +10,7 @@ Pre-registered with the plan (``data/reference/decisive/README.md``; the cost pl
   (:func:`record_choice`, each loss written once). Seeds: the plan's count for no regularizer and SEC at the
   selected η of the four main losses; :data:`~sec_lib.runs.plan.FLOOR` (5) for every other arm and chapter; 3
   per point for the η sweep on the test classes. The chapters' configs come from
-  :func:`sec_lib.runs.experiments.chapter_configs` with this profile, so the pages read exactly the runs trained.
+  :func:`sec_lib.runs.experiments.sweep_configs` with this profile, so the pages read exactly the runs trained.
 - **Stages after the main comparison** (:data:`STAGES`, in training order): tuplet margin and CosFace's held-out
   η and L2 selection (as the main losses') and their four arms; the scale chapter's selection and arms; the
   fine-tuning chapter's rates and runs; the η sweep; μ; BN/WN; the normalize layer; SGD's held-out rates and Adam
@@ -60,7 +60,7 @@ SWEEP_SEEDS = 3
 #: The review losses' held-out η grid (η = 0 is a point of its own; grown at an edge like the others).
 REVIEW_GRID = (0.1, 0.5, 1.0)
 #: The chapters the decisive profile trains and its pages read.
-CHAPTERS = ("compare", "tuned", "main", "beyond", "norms", "instability", "convergence", "eta", "mu", "bnwn",
+SWEEPS = ("compare", "tuned", "main", "beyond", "norms", "instability", "convergence", "eta", "mu", "bnwn",
             "normlayer", "optim", "scale", "pretrained", "ssl", "npair", "face")
 #: The stages after the main comparison, in training order: (stage = export folder, what it is, how). Tuplet margin
 #: and CosFace come first: with them the compare page, and so the primary test and the landing page, read this tier.
@@ -236,7 +236,7 @@ def profile(plan: Plan | None = None, choices: dict | None = None, root=None) ->
     return dataclasses.replace(
         ref, name=TIER, base=base, seeds=tuple(range(FLOOR)), main_seeds=tuple(range(plan.seeds)),
         floor_seeds=tuple(range(FLOOR)), sweep_seeds=tuple(range(SWEEP_SEEDS)), fixed_optimizer="adam",
-        fixed_choices=fixed, pilot_iterations=0, pilot_eval_every=0, iteration_grid=(), chapters=CHAPTERS,
+        fixed_choices=fixed, pilot_iterations=0, pilot_eval_every=0, iteration_grid=(), sweeps=SWEEPS,
         review_eta_grid=REVIEW_GRID, relative_eta_grid=RELATIVE_GRID)
 
 

@@ -121,14 +121,14 @@ def rate_selection(stage: str, arms: tuple):
     return train
 
 
-def chapter_stage(stage: str, chapters: tuple):
-    """The runs ``chapters`` name under :func:`sec_lib.runs.decisive.profile` that no earlier study of the session
+def sweep_stage(stage: str, sweeps: tuple):
+    """The runs ``sweeps`` name under :func:`sec_lib.runs.decisive.profile` that no earlier study of the session
     named, seed by seed (a stopped stage is usable)."""
     def train(session, study_):
         store = session.store
         if not session.named:                  # run on its own: the main comparison's runs are named before it
             session.named |= {run_key(c) for c in mainstage.configs(decisive.read_plan(), session.profile)}
-        cfgs = [c for c in ex.stage_configs(decisive.profile(), chapters, store) if run_key(c) not in session.named]
+        cfgs = [c for c in ex.stage_configs(decisive.profile(), sweeps, store) if run_key(c) not in session.named]
         cfgs.sort(key=lambda c: c.seed)
         session.named |= {run_key(c) for c in cfgs}
         study.train_named(store, cfgs, study_.path(), session.jobs, f"{stage} ({study_.title})")
@@ -137,7 +137,7 @@ def chapter_stage(stage: str, chapters: tuple):
 
 #: How each kind of stage of :data:`sec_lib.runs.decisive.STAGES` trains: (stage, *its arguments) -> train.
 KINDS = {"select": eta_selection, "select-scale": scale_selection, "select-finetune": finetune_selection,
-         "select-lr": rate_selection, "train": chapter_stage}
+         "select-lr": rate_selection, "train": sweep_stage}
 
 
 def later_studies() -> list:

@@ -19,7 +19,7 @@ the backbone and the head, frozen BatchNorm and a step schedule. On glyphs the b
   (:data:`REBUTTAL_TABLE3`) from ``../shared/reference/rebuttal_hyperparameters.md``; nothing reads that file.
 
 Tiers: the quick tier (profile ``cpu``; ``smoke`` for the tests): the book's ``pretrained`` chapter
-(:func:`chapter_runs`, after the selection's own wave, :func:`selection_runs`); and the decisive tier
+(:func:`sweep_runs`, after the selection's own wave, :func:`selection_runs`); and the decisive tier
 (:mod:`sec_lib.runs.decisive`), under its own schedule, with 3 seeds a rate pair and a grid that grows at an edge
 (``decisive_studies.select_finetune``), its rates then fixed in ``choices.json``. The from-scratch twin of every run
 is the profile's main-table run (same loss, variant, seed, run length and data; the Adam rate of the profile's
@@ -198,10 +198,10 @@ def twin(profile, cfg: TrainConfig, store) -> TrainConfig:
 REGIMES = ("fine-tuned", "from scratch")
 
 
-def chapter_runs(q: sw.Profile, store) -> list[tuple[TrainConfig, dict]]:
+def sweep_runs(q: sw.Profile, store) -> list[tuple[TrainConfig, dict]]:
     """The ``pretrained`` chapter's runs with their sweep label ``{"regime": ...}``: each fine-tuning run of
     :func:`runs` and its from-scratch twin, the main-table run of the same loss, variant and seed at ``q``, the
-    profile already tuned by its learning-rate pilot (``experiments.chapter_configs`` passes it), so the twins are
+    profile already tuned by its learning-rate pilot (``experiments.sweep_configs`` passes it), so the twins are
     the main table's own runs. A profile without a fine-tuning arm (not in :data:`FINETUNE_PROFILES`) has none."""
     if q.name not in FINETUNE_PROFILES:
         return []
@@ -211,7 +211,7 @@ def chapter_runs(q: sw.Profile, store) -> list[tuple[TrainConfig, dict]]:
 
 
 def selection_runs(q: sw.Profile, store=None) -> list[TrainConfig]:
-    """The held-out rate selection as a sweep (``experiments.CHAPTERS['ftrates']``; trained in its own wave before
+    """The held-out rate selection as a sweep (``experiments.SWEEPS['ftrates']``; trained in its own wave before
     the chapters' runs); none for a profile without a fine-tuning arm."""
     return selection(q) if q.name in FINETUNE_PROFILES else []
 

@@ -1,5 +1,5 @@
 """The profiles: the sizes and settings of each book a sweep can build (:data:`PROFILES`, the glyph books;
-:mod:`sec_lib.runs.benchmark_settings` builds the real-benchmark ones from :class:`Profile`), the chapters' names,
+:mod:`sec_lib.runs.benchmark_settings` builds the real-benchmark ones from :class:`Profile`), the sweeps' names,
 and the loss lists and weights fixed before any run. :mod:`sec_lib.runs.experiments` re-exports every name here, and
 names every profile (:func:`sec_lib.runs.experiments.get_profile`); this module knows the glyph ones only
 (:func:`glyph_profile`), so that it imports nothing of the package.
@@ -23,9 +23,9 @@ GLYPH_PROFILES = ("smoke", "cpu", "gpu", "reference")
 #: is the cub book at fixture size (tests).
 BENCHMARK_PROFILES = ("cub", "cars", "sop", "inshop", "cub-smoke")
 PROFILE_NAMES = GLYPH_PROFILES + BENCHMARK_PROFILES
-#: The chapters a profile can train, in the runner's order: the keys of :data:`sec_lib.runs.experiments.CHAPTERS`,
+#: The sweeps a profile can train, in the runner's order: the keys of :data:`sec_lib.runs.experiments.SWEEPS`,
 #: which maps each to its sweep (a test holds the two equal).
-CHAPTER_NAMES = ("compare", "tuned", "selection", "beyond", "main", "norms", "convergence", "instability", "eta", "mu",
+SWEEP_NAMES = ("compare", "tuned", "selection", "beyond", "main", "norms", "convergence", "instability", "eta", "mu",
                  "bnwn", "normlayer", "optim", "explore", "ssl", "npair", "face", "scale", "ftrates", "pretrained")
 
 # SEC weight per loss used in the main table, fixed before any run (not tuned on our test data):
@@ -82,7 +82,7 @@ class Profile:
     early_eval_every: int = 0      # main table (over ``seeds``) this long, evaluated this often (:func:`early_twin`)
     fixed_optimizer: str = ""      # real benchmarks: the optimizer whose settings are the paper's (no pilot);
     loss_base: dict = field(default_factory=dict)   # ... its per-loss TrainConfig settings (rates, schedule)
-    chapters: tuple = ()           # the chapters this profile trains (empty: all of CHAPTERS)
+    sweeps: tuple = ()             # the sweeps this profile trains (empty: all of SWEEPS)
     excluded_losses: tuple = ()    # losses its η selection leaves out (they do not apply to its data)
     relative_eta_grid: tuple = ()  # η of relative SEC's held-out selection (the scale chapter; empty: no such chapter)
     cir_arm: bool = False          # the scale chapter also trains PML's CenterInvariantRegularizer

@@ -1,5 +1,5 @@
 """Shrink or equalize? The scale chapter's runs: the arms, relative SEC's own held-out η and the
-fixed-scale control's radius. :func:`sec_lib.runs.experiments.scale` is the chapter's entry in ``CHAPTERS``."""
+fixed-scale control's radius. :func:`sec_lib.runs.experiments.scale` is the chapter's entry in ``SWEEPS``."""
 from __future__ import annotations
 
 import numpy as np

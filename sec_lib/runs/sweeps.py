@@ -3,7 +3,7 @@ variant to η and μ in :func:`with_variant`), the selections that fix a profile
 (:func:`chosen_lr`, :func:`chosen_iterations`, :func:`chosen_eta`), and one function per sweep that names its runs.
 
 Nothing here opens a default store or trains; a missing pilot or selection run is a KeyError that says which runner
-command makes it. The registry that maps a chapter to its sweep (``CHAPTERS``), and every profile by name
+command makes it. The registry that maps a chapter to its sweep (``SWEEPS``), and every profile by name
 (``get_profile``), are in :mod:`sec_lib.runs.experiments`, which re-exports this module: the modules of
 ``sec_lib.runs`` below the registry (the staged decisive tier, its pilot, selection and main stage, the fine-tuning
 and scale arms) import this one, so that none of them imports the registry back.
@@ -91,10 +91,10 @@ def lr_pilot(profile: Profile) -> list[TrainConfig]:
     return out
 
 
-def pilot_configs(profile: Profile, chapters) -> list[TrainConfig]:
-    """The pilot runs ``chapters`` need: all of :func:`lr_pilot`; for a profile with a ``fixed_optimizer``
+def pilot_configs(profile: Profile, sweeps) -> list[TrainConfig]:
+    """The pilot runs ``sweeps`` need: all of :func:`lr_pilot`; for a profile with a ``fixed_optimizer``
     (the paper's Adam rates) only when the optimizer chapter, whose SGD arm uses the pilot, is among them."""
-    return lr_pilot(profile) if not profile.fixed_optimizer or "optim" in chapters else []
+    return lr_pilot(profile) if not profile.fixed_optimizer or "optim" in sweeps else []
 
 
 def best_setting(cands):

@@ -10,13 +10,13 @@ from .launch import Launcher, as_launcher
 from .store import ResultStore, run_key
 
 #: The chapters whose runs read the η selection.
-SELECTION_CHAPTERS = {"selection", "tuned", "beyond", "main"}
+SELECTION_SWEEPS = {"selection", "tuned", "beyond", "main"}
 
 
-def train_stages(p: ex.Profile, chapters, launcher: Launcher | int, store: ResultStore | None = None,
+def train_stages(p: ex.Profile, sweeps, launcher: Launcher | int, store: ResultStore | None = None,
                  sweep: Callable[[str, list, Launcher], None] | None = None) -> None:
     """Train in dependent waves: the learning-rate (and run-length) pilot, then the η / L2-weight
-    selection on held-out classes (at the pilot's choices), the fine-tuning rate selection where ``chapters``
+    selection on held-out classes (at the pilot's choices), the fine-tuning rate selection where ``sweeps``
     holds ``ftrates``, then the chapters' runs (some use the
     selection). Each wave waits for the previous one: its configs are computed from the previous
     waves' stored results. Every run is counted once. A launcher with ``one_wave_per_stage``
@@ -42,15 +42,15 @@ def train_stages(p: ex.Profile, chapters, launcher: Launcher | int, store: Resul
 
     launcher.check(ex.lr_pilot(p))         # e.g. GPU runs without GPUs: stop before the first wave
     try:
-        wave("lr pilot", ex.pilot_configs(p, chapters))
-        if SELECTION_CHAPTERS & set(chapters):
-            wave("eta selection", ex.chapter_configs("selection", p, store))
-        if "ftrates" in chapters:          # the fine-tuning rates, chosen before the pretrained chapter's runs
-            wave("fine-tuning rate selection", ex.chapter_configs("ftrates", p, store))
+        wave("lr pilot", ex.pilot_configs(p, sweeps))
+        if SELECTION_SWEEPS & set(sweeps):
+            wave("eta selection", ex.sweep_configs("selection", p, store))
+        if "ftrates" in sweeps:          # the fine-tuning rates, chosen before the pretrained chapter's runs
+            wave("fine-tuning rate selection", ex.sweep_configs("ftrates", p, store))
         if launcher.one_wave_per_stage:
-            wave("chapter runs", [c for ch in chapters for c in ex.chapter_configs(ch, p, store)])
+            wave("chapter runs", [c for ch in sweeps for c in ex.sweep_configs(ch, p, store)])
         else:
-            for ch in chapters:
-                wave(f"{ch} runs", ex.chapter_configs(ch, p, store))
+            for ch in sweeps:
+                wave(f"{ch} runs", ex.sweep_configs(ch, p, store))
     finally:
         launcher.close()

@@ -1,10 +1,10 @@
 """The book's runner: train the sweep, execute every notebook with papermill, build the site.
 
-    python -m sec_lib.book run --profile {smoke,cpu,gpu} [--only CHAPTER ...] [--jobs N] [--site DIR]
+    python -m sec_lib.book run --profile {smoke,cpu,gpu} [--only PAGE ...] [--jobs N] [--site DIR]
         [--launcher {pool,submitit} --slurm-partition P --gpus-per-job N --runs-per-job R ...]
     python -m sec_lib.book run --profile {cub,cars,sop,inshop} --data-root DIR --pretrained FILE
         [--backbone {bninception,resnet50}]      (the book from a real benchmark: sec_lib.runs.benchmarks)
-    python -m sec_lib.book train --profile P [--chapters ...]   (train in stages, no notebooks)
+    python -m sec_lib.book train --profile P [--sweeps ...]   (train in stages, no notebooks)
     python -m sec_lib.book export --profile P                  (finished runs -> data/reference/P/)
     python -m sec_lib.book rerun KEY --profile P               (retrain a committed row, compare R@1 as the
                                                                reproducibility contract says)
@@ -14,6 +14,7 @@
     python -m sec_lib.book gpu-tier [--minutes M]              (the gpu tier on a lent GPU)
     python -m sec_lib.book pretrain|finetune|benchmarks ...    (the module's own options: ``CMD --help``)
     python -m sec_lib.book build [--site DIR]
+    python -m sec_lib.book toc [--check]                       (_toc.yml from the list of pages: sec_lib.site.toc)
 
 ``run`` first trains (or reuses from the result store) every run the chosen chapters need, with a
 progress bar per sweep in the terminal, then executes the notebooks from ``notebooks/`` into
@@ -58,6 +59,7 @@ from ..runs.commands import Summary, train_stages
 from ..runs.pool import prepare_data
 from ..runs.launch import LaunchError, make_launcher
 from . import sitejs
+from . import toc
 from . import warmkernel
 from .nbstyle import style_notebook
 from .. import kernels
@@ -213,21 +215,21 @@ def run(profile: str, only=None, jobs: int | None = None, site: Path | None = No
         raise ParameterError(f"parameter 'jobs' = {jobs} is not valid; expected an integer >= 1")
     summary = Summary()
     notes = {page.output: bench.page_note(profile, page.source) for page in pages}
-    chapters = sorted({ch for page in pages if not notes[page.output] for ch in page.chapters}
-                      & set(ex.profile_chapters(p)))
-    if chapters:
-        ex.check_sweeps(p, chapters)      # every config (device included) before anything trains
+    sweeps = sorted({ch for page in pages if not notes[page.output] for ch in page.sweeps}
+                      & set(ex.profile_sweeps(p)))
+    if sweeps:
+        ex.check_sweeps(p, sweeps)      # every config (device included) before anything trains
     is_benchmark = profile in ex.BENCHMARK_PROFILES
-    if is_benchmark and (chapters or not all(notes.values())):
+    if is_benchmark and (sweeps or not all(notes.values())):
         bench.preflight(p)                # folders, every image, the weights: before anything trains
     summary.cleared = clear_litter(site)
     t0 = time.perf_counter()
     if not is_benchmark:
         prepare_data(p)
     summary.times["data"] = time.perf_counter() - t0
-    if chapters:
+    if sweeps:
         t1 = time.perf_counter()
-        train_stages(p, chapters, launcher or jobs, summary)
+        train_stages(p, sweeps, launcher or jobs, summary)
         summary.times["training"] = time.perf_counter() - t1
     t2 = time.perf_counter()
     if any(page.output == "runs" for page in pages):      # the page that writes the downloads: no stale files
@@ -322,6 +324,18 @@ def build(site: Path | None = None, strict: bool = True) -> Path:
     print(f"book built into {html} in {time.perf_counter() - t0:.0f} s ({n_claims} claims, each stated with one "
           f"verdict on every page); open {html / 'index.html'}")
     return html
+
+
+def toc_command(site: Path, check: bool) -> int:
+    """``toc``: write ``<site>/_toc.yml`` from the list of pages (:mod:`sec_lib.site.toc`); with ``check``, say
+    whether it is current (exit 1 if not) and write nothing."""
+    path = site / "_toc.yml"
+    if check:
+        current = path.exists() and path.read_text(encoding="utf-8") == toc.render()
+        print(f"{path}: {'current' if current else 'differs from sec_lib.chapters.PAGES; run python -m sec_lib.book toc'}")
+        return 0 if current else 1
+    print(f"{path}: {'written' if toc.write(site) else 'already current'}")
+    return 0
 
 
 def check_node_modules(site: Path) -> Path:
@@ -433,7 +447,7 @@ def main(argv=None) -> int:
     add_benchmark_options(r)
     t = sub.add_parser("train", help="train (or reuse) the runs of some chapters, in stages, without notebooks")
     t.add_argument("--profile", default="reference", choices=ex.PROFILE_NAMES)
-    t.add_argument("--chapters", nargs="*", default=None, choices=tuple(ex.CHAPTERS),
+    t.add_argument("--sweeps", nargs="*", default=None, choices=tuple(ex.SWEEPS),
                    help="chapters in the order to train them (default: all, the main comparison first)")
     t.add_argument("--jobs", type=int, default=None, help="parallel training processes")
     t.add_argument("--together", type=int, default=None,
@@ -480,6 +494,9 @@ def main(argv=None) -> int:
     g.add_argument("--together", type=int, default=None, help="runs per process (default: the gpu profile's)")
     b = sub.add_parser("build", help="build the HTML book with jupyter-book (-W)")
     b.add_argument("--root", "--site", dest="site", type=Path, default=None, help="the project folder (as for run)")
+    c = sub.add_parser("toc", help="write _toc.yml from the list of pages (sec_lib.chapters.PAGES and PARTS)")
+    c.add_argument("--root", "--site", dest="site", type=Path, default=None, help="the project folder (as for run)")
+    c.add_argument("--check", action="store_true", help="only check: exit 1 if _toc.yml differs")
     args = ap.parse_args(argv)
     if args.cmd in ("run", "train"):
         try:                                  # every option checked before anything trains or is submitted
@@ -500,7 +517,9 @@ def main(argv=None) -> int:
         print(f"profile {args.profile} finished in {(time.perf_counter() - t0) / 60:.1f} min")
         return 1 if s.failed_pages else 0     # a diverged run is a result (shown in the book), not an error
     if args.cmd == "train":
-        return commands.train_command(args.profile, args.chapters, launcher)
+        return commands.train_command(args.profile, args.sweeps, launcher)
+    if args.cmd == "toc":
+        return toc_command(find_project(args.site), args.check)
     if args.cmd == "export":
         return commands.export_command(args.profile)
     if args.cmd == "rerun":

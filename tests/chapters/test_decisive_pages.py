@@ -193,7 +193,7 @@ def test_the_tiers_page_compares_the_decisive_held_out_gains_with_its_test_gains
     from sec_lib.chapters import tiers
     assert not len(tiers.selection_prediction("decisive"))            # no test run committed yet
     store = ResultStore(staged / "runs")
-    main = ex.chapter_configs("main", "decisive", store)
+    main = ex.sweep_configs("main", "decisive", store)
     for c in main:              # test R@1 = 70 + 5·η (SEC) + seed/1000, as the η sweep's below (runs they share)
         save(store, c, 70 + 5 * c.eta * (c.variant == "sec") + c.seed / 1000)
     tier.export(store, main, staged / "data" / "reference" / "decisive" / "main")
@@ -201,7 +201,7 @@ def test_the_tiers_page_compares_the_decisive_held_out_gains_with_its_test_gains
     assert list(d["eta"]) == [0.1] and set(d["test_runs"]) == {"main comparison"}   # η 1 has no held-out cell
     assert d["test_gain"].tolist() == pytest.approx([0.5]) and d["heldout_gain"].tolist() == pytest.approx([0.9995])
     assert set(d["test_seeds"]) == {len({c.seed for c in main if c.variant == "sec" and c.eta == 0.1})}
-    sweep = ex.chapter_configs("eta", "decisive", store)
+    sweep = ex.sweep_configs("eta", "decisive", store)
     for c in sweep:                                                    # test R@1 = 70 + 5·η + seed/1000
         save(store, c, 70 + 5 * c.eta + c.seed / 1000)
     tier.export(store, sweep, staged / "data" / "reference" / "decisive" / "eta")
@@ -224,7 +224,7 @@ def test_the_tiers_page_takes_a_review_losss_test_gain_from_its_review_chapter(s
     tier.export(store, held, staged / "data" / "reference" / "decisive" / "review-selection")
     decisive.record_choice("supcon", selection.Choice(0.5, 0.5, {}, (0.1, 0.5), None, None))
     assert not len(tiers.selection_prediction("decisive"))            # no test run committed yet
-    runs = ex.chapter_configs("ssl", "decisive", store)
+    runs = ex.sweep_configs("ssl", "decisive", store)
     for c in runs:                                                    # test R@1 = 60 + 2·η (SEC) + seed/1000
         save(store, c, 60 + 2 * c.eta * (c.variant == "sec") + c.seed / 1000)
     tier.export(store, runs, staged / "data" / "reference" / "decisive" / "review")
@@ -318,7 +318,7 @@ def test_the_tiers_page_shows_the_last_quarter_gain_of_every_reported_decisive_r
     assert "no reported run (scored on the test classes) committed yet" in tiers.last_quarter_sentence(
         tiers.last_quarter("decisive"), "decisive")                # held-out runs only so far
     store = ResultStore(staged / "runs")
-    sweep = ex.chapter_configs("eta", "decisive", store)
+    sweep = ex.sweep_configs("eta", "decisive", store)
     for c in sweep:                                    # R@1 at 75% and at the end: rising by 0.5 where η > 0.1
         e = pd.DataFrame({"step": [c.iterations * 3 // 4, c.iterations], "R@1": [70.0, 70.5 if c.eta > 0.1 else 70.1]})
         store.save(RunResult(c, "done", {"R@1": 70.0}, e.iloc[:0], e.iloc[:0], e, pd.DataFrame(
@@ -340,7 +340,7 @@ def test_a_pages_selection_sweep_does_not_keep_the_decisive_tier_from_covering_i
     """In the decisive tier the held-out selections are stages its profile is written from, not chapters: a page
     reading ('selection', X) is covered once X's runs are all committed; ('selection',) alone covers nothing."""
     evidence._covers.cache_clear()
-    monkeypatch.setattr(ex, "chapter_configs", lambda ch, profile, store: (
+    monkeypatch.setattr(ex, "sweep_configs", lambda ch, profile, store: (
         pytest.fail("the selection sweep is not looked up in a staged tier") if ch == "selection" else
         [store.config(k) for k in store.keys()][:2]))
     assert evidence.covers("decisive", ("selection", "scale"))

@@ -49,7 +49,7 @@ def test_the_decisive_tier_takes_a_page_over_once_its_stages_hold_every_run(monk
     monkeypatch.setattr(evidence, "has_tier", lambda name: bool(tier.stage_dirs(tmp_path / name))
                         or (tmp_path / name / "runs.parquet").exists())
     need = {"compare": cfgs[:2], "eta": cfgs[2:]}          # the decisive tier names a third run for 'eta' alone
-    monkeypatch.setattr(ex, "chapter_configs", lambda ch, profile, store: need[ch] if profile == "decisive" or
+    monkeypatch.setattr(ex, "sweep_configs", lambda ch, profile, store: need[ch] if profile == "decisive" or
                         ch == "compare" else [])
     assert evidence.MAIN_TIERS == ("decisive",)
     assert evidence.evidence_profile("cpu", ("compare",)) == "cpu"                # decisive: 1 of 2 runs in
@@ -62,7 +62,7 @@ def test_the_decisive_tier_takes_a_page_over_once_its_stages_hold_every_run(monk
     with pytest.raises(Exception, match="profile"):
         evidence.evidence_profile("fast", ("compare",))
     sentences = {}
-    monkeypatch.setattr(evidence, "tier_runs", lambda profile, chapters, root=None: pd.DataFrame())
+    monkeypatch.setattr(evidence, "tier_runs", lambda profile, sweeps, root=None: pd.DataFrame())
     for shown in ("decisive", "cpu"):
         sentences[shown] = evidence.tier_sentence(shown, "cpu", ("compare",))
     assert "the decisive tier**" in sentences["decisive"] and "data/reference/decisive/" in sentences["decisive"]
@@ -98,11 +98,11 @@ def test_every_chapter_page_names_its_tier_and_loads_through_it():
                  if c["cell_type"] == "code"]
         pick = next(c for c in cells if "evidence.page_evidence(" in c)
         assert f'evidence.page_evidence("{name}", P["profile"])' in pick and "T = EV.profile" in pick, name
-        assert "CHAPTERS" not in "".join(cells), name                       # no second declaration of the sweeps
+        assert "SWEEPS" not in "".join(cells), name                       # no second declaration of the sweeps
         assert "evidence.tier_sentence(T" in pick and "EV.chapters" in pick, name
         later = [c for c in cells[cells.index(pick) + 1:] if 'if T != P["profile"]' not in c]   # but the quick tier beside
         assert not any("load(" in c and 'P["profile"]' in c.split("load(")[1].split(")")[0] for c in later), name
-    reads = {p.source: p.evidence_chapters for p in PAGES}
+    reads = {p.source: p.evidence_sweeps for p in PAGES}
     # the landing page states the compare page's claim C4v beside its own per-loss rows: one tier for both (when the
     # decisive tier held the main comparison but not yet tml and CosFace, the landing page showed it while the compare
     # page, and so C4v, still read the reference tier)
@@ -117,7 +117,7 @@ def test_the_tiers_page_lists_the_tier_of_every_chapter_page(monkeypatch):
     assert not t["reads"].str.contains("selection").any()
     # what each page waits for: the sweeps the decisive tier does not hold yet
     held = {"compare", "tuned", "beyond", "norms", "selection"}
-    monkeypatch.setattr(evidence, "covers", lambda tier, chapters: tier == "decisive" and set(chapters) <= held)
+    monkeypatch.setattr(evidence, "covers", lambda tier, sweeps: tier == "decisive" and set(sweeps) <= held)
     t = tiers.page_tiers("cpu").set_index("page")
     col = "not yet in the decisive tier"
     assert t.loc["compare", "tier shown"] == "decisive" and t.loc["compare", col] == "—"
@@ -128,7 +128,7 @@ def test_the_tiers_page_lists_the_tier_of_every_chapter_page(monkeypatch):
 
 
 def test_the_smoke_profile_checks_the_pipeline_and_shows_its_own_runs(monkeypatch):
-    monkeypatch.setattr(evidence, "covers", lambda tier, chapters: tier == "decisive")
+    monkeypatch.setattr(evidence, "covers", lambda tier, sweeps: tier == "decisive")
     assert evidence.evidence_profile("smoke", ("compare",)) == "smoke"
     assert evidence.evidence_profile("cpu", ("compare",)) == "decisive"
 
@@ -197,9 +197,9 @@ def test_a_chapters_runs_carry_the_sweep_labels_they_were_made_with(tmp_path, mo
     runs = common.load("mu", p, tables=()).runs
     want = {run_key(c): lab["setting"] for c, lab in made}
     assert dict(zip(runs["key"], runs["setting"])) == want and mu.label_mu(runs) is runs
-    assert ex.chapter_labels("bnwn", p, store) == {}                         # no labels: no columns added
-    main = ex.chapter_labels("compare", p, store)                            # the main table labels its runs
-    assert set(main) == {run_key(c) for c in ex.main_table(p)} == set(ex.chapter_labels("norms", p, store))
+    assert ex.sweep_labels("bnwn", p, store) == {}                         # no labels: no columns added
+    main = ex.sweep_labels("compare", p, store)                            # the main table labels its runs
+    assert set(main) == {run_key(c) for c in ex.main_table(p)} == set(ex.sweep_labels("norms", p, store))
     assert {c.variant: main[run_key(c)]["eta_arm"] for c in ex.main_table(p)} == {"none": "", "l2reg": "",
                                                                                    "sec": "paper"}
     assert all(lab["main_table"] for lab in main.values())
@@ -287,13 +287,13 @@ def test_pages_reading_one_sweep_load_it_once_and_each_gets_its_own_copy(monkeyp
     from sec_lib.runs.store import Frames
     calls = []
 
-    def fake_load(chapter, profile, root=None, tables=()):
-        calls.append((chapter, profile, root))
+    def fake_load(sweep, profile, root=None, tables=()):
+        calls.append((sweep, profile, root))
         return Frames(*(pd.DataFrame({"key": ["a", "b"], "x": [1.0, 2.0]}) for _ in range(7)))
     monkeypatch.setattr(common, "load", fake_load)
     evidence.forget_pages()
     try:
-        readers = [p.source for p in PAGES if "compare" in p.evidence_chapters][:2]
+        readers = [p.source for p in PAGES if "compare" in p.evidence_sweeps][:2]
         assert len(readers) == 2, readers
         a, b = (evidence.page_evidence(p, "smoke", root=tmp_path) for p in readers)
         assert a is not b
@@ -406,7 +406,7 @@ def test_a_page_waiting_for_the_decisive_tier_states_the_claims_it_can_already_d
                            "not testable offline")
     monkeypatch.setattr(evidence, "has_tier", lambda name: True)
     monkeypatch.setattr(evidence, "page_records", lambda page, ev: [rec("C1", 2.0), rec("Q4", math.nan)])
-    monkeypatch.setattr(evidence, "covers", lambda tier, chapters: set(chapters) <= {"norms"})
+    monkeypatch.setattr(evidence, "covers", lambda tier, sweeps: set(sweeps) <= {"norms"})
     s = evidence.waiting_sentence("norms", "cpu")
     assert "It holds the runs behind C1, but not yet those of bnwn" in s
     assert "C1 (claim C1): +2.000 [+1.000, +3.000] pp, **reproduced**" in s and "Q4" not in s

@@ -413,7 +413,7 @@ def test_notebook_runs_at_smoke_static_under_papermill(smoke_site):
                    for c in nb["cells"] if c["cell_type"] == "code" for o in c.get("outputs", []))
     assert "Mode: **static**" in text and "not computed (placeholders)" in text
     assert "best R@1" in text and "optimistic" in text
-    cfgs = ex.chapter_configs("explore", "smoke", ResultStore(runs))
+    cfgs = ex.sweep_configs("explore", "smoke", ResultStore(runs))
     assert all(ResultStore(runs).has(c) for c in cfgs)
     state = nb["metadata"]["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]
     p = ex.PROFILES["smoke"]

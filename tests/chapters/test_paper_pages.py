@@ -409,7 +409,7 @@ def test_train_page_config_has_the_sweep_key(tmp_path, monkeypatch):
     empty = pd.DataFrame({"step": []})
     for i, cfg in enumerate(ex.lr_pilot(p)):             # a fake pilot: only its R@1 matters
         store.save(RunResult(cfg, "done", {"R@1": 10.0 + i}, empty, empty, empty, empty, empty, empty))
-    sweep = {run_key(c) for c in ex.chapter_configs("compare", "smoke", store)}
+    sweep = {run_key(c) for c in ex.sweep_configs("compare", "smoke", store)}
     for loss in ex.MAIN_LOSSES:
         for v in ex.VARIANTS:
             cfg = train_page.train_page_config("smoke", loss=loss, variant=v, seed=0)

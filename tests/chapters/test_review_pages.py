@@ -370,7 +370,7 @@ def test_tracked_stats():
 # -------------------------------------------------------------------------------------- claims
 
 
-def chapter_frames(gains, l2_gain=None):
+def sweep_frames(gains, l2_gain=None):
     """Hand-made frames for every chapter the claims read."""
     runs = main_runs(gains, l2_gain=l2_gain, vary_var=True)
     steps, tn, ev, tr = [], [], [], []
@@ -426,7 +426,7 @@ def book_records(f):
 
 @pytest.fixture(scope="module")
 def mixed():
-    f = chapter_frames(MIXED_GAINS, l2_gain={l: 0.5 for l in LOSSES})
+    f = sweep_frames(MIXED_GAINS, l2_gain={l: 0.5 for l in LOSSES})
     return f, claims.claims_frame(book_records(f))
 
 
@@ -499,7 +499,7 @@ def test_a_page_and_the_claims_page_show_one_verdict_per_claim(mixed):
 
 def test_q7a_needs_the_interval_to_hold_minus_one():
     """A negative slope whose interval excludes −1 is *not reproduced* on the instability page and as Q7a."""
-    f = chapter_frames(MIXED_GAINS)
+    f = sweep_frames(MIXED_GAINS)
     steps = f["compare"].steps.assign(grad_slope=lambda d: -0.30 - 0.01 * d.groupby("key").ngroup())   # clearly not −1
     f["instability"] = frames(f["compare"].runs, steps=steps, tracked=f["compare"].tracked,
                               evals=f["compare"].evals, test_norms=f["compare"].test_norms)
@@ -512,7 +512,7 @@ def test_q7a_needs_the_interval_to_hold_minus_one():
 
 def test_claims_all_losing():
     gains = dict(triplet=-3.0, semihard=-2.0, npair=-1.0, ms=-2.5)
-    recs = {r.id: r for r in book_records(chapter_frames(gains))}
+    recs = {r.id: r for r in book_records(sweep_frames(gains))}
     assert {recs[c].verdict for c in ("C4", "C5")} == {"not reproduced"}
     assert recs["C4"].estimate == pytest.approx(np.mean([-3.0, -2.0, -1.0, -2.5]) + 0.3)
     html = claims.claims_html(claims.claims_frame([recs["C4"]]))

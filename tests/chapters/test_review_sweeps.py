@@ -24,11 +24,11 @@ _spec.loader.exec_module(key_check)
 def test_existing_run_keys_are_unchanged():
     before = json.loads((REPO / "tests" / "chapters" / "data" / "run_keys_before_review_losses.json").read_text())
     now = key_check.keys(("smoke", "cpu"))
-    for chapter, keys in before.items():
-        assert set(keys) <= set(now[chapter]), chapter
+    for sweep, keys in before.items():
+        assert set(keys) <= set(now[sweep]), sweep
         # only the selection gains runs, and the smoke convergence chapter its dense-early prefixes
-        if not chapter.endswith("/selection") and chapter != "smoke/convergence":
-            assert set(now[chapter]) == set(keys), chapter
+        if not sweep.endswith("/selection") and sweep != "smoke/convergence":
+            assert set(now[sweep]) == set(keys), sweep
 
 
 @pytest.mark.parametrize("profile", ex.PROFILE_NAMES)
@@ -55,9 +55,9 @@ def test_simclr_runs_use_two_views_the_rebuttal_temperature_and_no_batch_roundin
 @pytest.mark.parametrize("chapter,losses", [("ssl", ex.SSL_LOSSES), ("npair", ex.NPAIR_VARIANTS),
                                             ("face", ex.FACE_LOSSES)])
 @pytest.mark.parametrize("profile", ("smoke", "cpu"))
-def test_new_chapters_compare_none_and_sec_at_the_selected_eta_over_the_seeds(chapter, losses, profile):
+def test_new_chapters_compare_none_and_sec_at_the_selected_eta_over_the_seeds(sweep, losses, profile):
     store = key_check.FakeStore()               # R@1 peaks at η = 0.5 in the fake selection
-    cfgs = ex.chapter_configs(chapter, profile, store)
+    cfgs = ex.sweep_configs(sweep, profile, store)
     p = ex.get_profile(profile)
     assert {(c.loss, c.eta > 0, c.seed) for c in cfgs} == {(l, v, s) for l in losses for v in (False, True)
                                                            for s in p.seeds}
@@ -71,9 +71,9 @@ def test_a_page_of_the_main_losses_does_not_wait_for_the_review_selection():
     class Partial(key_check.FakeStore):
         def get(self, cfg, tables=()):
             return None if cfg.loss in ex.REVIEW_LOSSES else super().get(cfg)
-    assert ex.chapter_configs("tuned", "smoke", Partial())
+    assert ex.sweep_configs("tuned", "smoke", Partial())
     with pytest.raises(KeyError, match="η selection"):
-        ex.chapter_configs("ssl", "smoke", Partial())
+        ex.sweep_configs("ssl", "smoke", Partial())
 
 
 # ------------------------------------------------------------------------------------ analysis

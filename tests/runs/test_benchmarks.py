@@ -107,8 +107,8 @@ def test_benchmark_profiles_leave_the_glyph_book_alone():
     assert ex.PROFILE_NAMES == ex.GLYPH_PROFILES + ex.BENCHMARK_PROFILES
     for name in ex.GLYPH_PROFILES:
         p = ex.get_profile(name)
-        assert (p.fixed_optimizer, p.loss_base, p.chapters, p.excluded_losses) == ("", {}, (), ())
-        assert ex.profile_chapters(p) == tuple(ex.CHAPTERS)
+        assert (p.fixed_optimizer, p.loss_base, p.sweeps, p.excluded_losses) == ("", {}, (), ())
+        assert ex.profile_sweeps(p) == tuple(ex.SWEEPS)
         assert B.page_note(name, "fairness") is None
     assert (B.data_name("cpu"), B.paper_datasets("cpu"), B.data_name("cub-smoke")) == \
         ("glyphs", ("CUB", "Cars"), "CUB-200-2011")
@@ -116,9 +116,9 @@ def test_benchmark_profiles_leave_the_glyph_book_alone():
     with pytest.raises(ParameterError, match="'profile'"):
         B.data_name("fast")
     assert B.paper_metrics("cpu") == ("NMI", "F1", "R@1", "R@2", "R@4", "R@8")
-    assert ex.chapter_configs("ssl", "cub", store=None) == []          # a chapter it does not train: no runs
+    assert ex.sweep_configs("ssl", "cub", store=None) == []          # a chapter it does not train: no runs
     cub = ex.get_profile("cub")
-    assert "ssl" not in ex.profile_chapters(cub) and not {c.loss for c in ex.eta_selection(cub)} & set(ex.SSL_LOSSES)
+    assert "ssl" not in ex.profile_sweeps(cub) and not {c.loss for c in ex.eta_selection(cub)} & set(ex.SSL_LOSSES)
     assert B.page_note("cub", "fairness") and B.page_note("cub", "compare") is None
 
 
@@ -234,15 +234,15 @@ def test_the_runner_trains_a_cub_smoke_chapter_and_writes_the_pages_that_do_not_
                                                                                         tmp_path, monkeypatch):
     from sec_lib.site import runner
     use("cub")
-    rc = runner.main(["train", "--profile", "cub-smoke", "--chapters", "normlayer", "--jobs", "1",
+    rc = runner.main(["train", "--profile", "cub-smoke", "--sweeps", "normlayer", "--jobs", "1",
                       "--data-root", str(folders["cub"]), "--pretrained", str(weights["resnet50"])])
     assert rc == 0
     store = ResultStore()
     p = ex.get_profile("cub-smoke")
-    for c in ex.chapter_configs("normlayer", p, store):
+    for c in ex.sweep_configs("normlayer", p, store):
         r = store.get(c, tables=())
         assert r is not None and r.status == "done" and c.dataset == "cub" and c.pretrained
-    assert runner.main(["train", "--profile", "cub-smoke", "--chapters", "ssl"]) == 2     # not one of its chapters
+    assert runner.main(["train", "--profile", "cub-smoke", "--sweeps", "ssl"]) == 2     # not one of its sweeps
     # pages that do not apply are written as a note, without training or a kernel
     site = tmp_path / "site"
     (site / "notebooks").mkdir(parents=True)
@@ -290,7 +290,7 @@ def test_the_cub_smoke_book_trains_executes_and_builds(cub_smoke_book):
     # a page that applies speaks of this book's data, not of glyphs (but in a sentence about what the glyph book does);
     # the monitor and the explorer train their own glyph and toy runs, the tiers page lists the glyph tiers, and the
     # claims page lists every claim, the glyph-only ones included
-    for page in chapters.PAGES:
+    for page in sweeps.PAGES:
         if page.source in (*B.NOT_APPLICABLE, "monitor", "explore", "tiers", "claims"):
             continue
         sentences = re.split(r"(?<=[.!?])\s+", visible_text(site / "book" / "nb" / f"{page.output}.ipynb"))

@@ -19,35 +19,35 @@ def test_the_profile_names_exactly_the_main_stages_runs():
     p = a_plan()
     extra = {"tml": {"sec": 0.5, "l2reg": 0.01, "flags": []}, "cosface": {"sec": 0.05, "l2reg": 0.001, "flags": []}}
     main = {run_key(c) for c in mainstage.configs(p)}
-    named = ex.chapter_configs("main", decisive.profile(p, extra), None)
+    named = ex.sweep_configs("main", decisive.profile(p, extra), None)
     assert {run_key(c) for c in named if c.loss in ex.MAIN_LOSSES} == main
     assert {c.seed for c in named if c.loss in ex.EXTRA_LOSSES} == set(range(plan.FLOOR))
     dp = decisive.profile(p, {})
     with pytest.raises(KeyError, match="no held-out choice of the L2 weight for 'tml'"):
-        ex.chapter_configs("main", dp, None)                  # tml and cosface: their selection comes later
-    compare = ex.chapter_configs("compare", dp, None)          # none at the planned seeds; L2 and paper's η at 5
+        ex.sweep_configs("main", dp, None)                  # tml and cosface: their selection comes later
+    compare = ex.sweep_configs("compare", dp, None)          # none at the planned seeds; L2 and paper's η at 5
     assert {run_key(c) for c in compare} <= main
     seeds = pd.DataFrame([{"variant": c.variant, "seed": c.seed} for c in compare]).groupby("variant")["seed"].nunique()
     assert seeds.to_dict() == {"none": 7, "l2reg": plan.FLOOR, "sec": plan.FLOOR}
-    assert {run_key(c) for c in ex.chapter_configs("tuned", dp, None)} <= main       # SEC at the selected η, 7 seeds
-    assert len(ex.chapter_configs("tuned", dp, None)) == 2 * 4 * 7
-    eta = ex.chapter_configs("eta", dp, None)
+    assert {run_key(c) for c in ex.sweep_configs("tuned", dp, None)} <= main       # SEC at the selected η, 7 seeds
+    assert len(ex.sweep_configs("tuned", dp, None)) == 2 * 4 * 7
+    eta = ex.sweep_configs("eta", dp, None)
     assert {c.seed for c in eta} == {0, 1, 2} and {c.iterations for c in eta} == {9000}
     assert all(c.schedule == "cosine" and c.lr == decisive.LR and c.holdout_classes == 0 for c in eta)
-    assert {c.seed for c in ex.chapter_configs("mu", dp, None)} == set(range(plan.FLOOR))
-    early = [c for c in ex.chapter_configs("convergence", dp, None) if c.iterations < 9000]
+    assert {c.seed for c in ex.sweep_configs("mu", dp, None)} == set(range(plan.FLOOR))
+    early = [c for c in ex.sweep_configs("convergence", dp, None) if c.iterations < 9000]
     assert len(early) == 4 * 2 * plan.FLOOR                     # prefixes of none and SEC at the paper's η
     assert {(c.iterations, c.schedule_iterations, c.eval_every) for c in early} == {(2000, 9000, 100)}
     with pytest.raises(KeyError, match="no held-out choice of the η for 'tml'"):
-        ex.chapter_configs("beyond", dp, None)
+        ex.sweep_configs("beyond", dp, None)
     dp = decisive.profile(p, extra)
-    beyond = ex.chapter_configs("beyond", dp, None)
+    beyond = ex.sweep_configs("beyond", dp, None)
     # the main comparison's four arms over the floor's seeds, each SEC run labelled with its η arm
     assert {(c.loss, c.variant, c.eta) for c in beyond if c.eta} == {
         ("tml", "sec", 0.5), ("cosface", "sec", 0.05), ("tml", "sec", 1.0), ("cosface", "sec", 1.0),
         ("tml", "l2reg", 0.01), ("cosface", "l2reg", 0.001)}
     assert {c.seed for c in beyond} == set(range(plan.FLOOR)) and len(beyond) == 2 * 4 * plan.FLOOR
-    assert {run_key(c) for c in beyond} <= {run_key(c) for c in ex.chapter_configs("main", dp, None)}
+    assert {run_key(c) for c in beyond} <= {run_key(c) for c in ex.sweep_configs("main", dp, None)}
     arms = {(run_key(c), c.variant, c.eta): lab["eta_arm"] for c, lab in ex.beyond_runs(dp, None)}
     assert {(v, eta, arm) for (_, v, eta), arm in arms.items() if v == "sec"} == {
         ("sec", 0.5, "selected"), ("sec", 0.05, "selected"), ("sec", 1.0, "paper")}
@@ -100,7 +100,7 @@ def test_the_later_stages_train_in_order_each_run_once(tmp_path, monkeypatch, ca
     monkeypatch.setitem(finetune.GRIDS, "decisive", ((1e-4, 3e-4, 1e-3), (0.2, 0.5)))   # 3 trunk rates, 2 ratios
     monkeypatch.setattr(selection, "SEEDS", (1000, 1001))                               # 2 held-out seeds a point
     monkeypatch.setattr(selection, "LR_GRID", (0.03, 0.1, 0.3, 1.0))
-    monkeypatch.setattr(decisive, "CHAPTERS", tuple(c for c in decisive.CHAPTERS if c != "normlayer"))
+    monkeypatch.setattr(decisive, "SWEEPS", tuple(c for c in decisive.SWEEPS if c != "normlayer"))
     monkeypatch.setattr(decisive, "STAGES", tuple(s for s in decisive.STAGES if s[0] != "normlayer"))
     p = a_plan(seeds=6, length=3000, losses=("ms",))
     mainstage.write_plan(p, decisive.plan_path())
@@ -168,7 +168,7 @@ def test_the_later_stages_train_in_order_each_run_once(tmp_path, monkeypatch, ca
     # a sweep some page reads under the decisive profile (the held-out selections are the tiers page's)
     from sec_lib.chapters import PAGES
     prof, store = decisive.profile(), S.ResultStore()
-    shown = {run_key(c) for page in PAGES for ch in page.evidence_chapters for c in ex.chapter_configs(ch, prof, store)}
+    shown = {run_key(c) for page in PAGES for ch in page.evidence_sweeps for c in ex.sweep_configs(ch, prof, store)}
     for stage, _, how in decisive.STAGES:
         if how[0] == "train":
             missing = set(pd.read_parquet(folder / stage / "runs.parquet")["key"]) - shown

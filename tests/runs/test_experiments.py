@@ -34,7 +34,7 @@ def test_no_function_opens_a_default_store():
         assert not calls, module.__name__
     for fn, runs in ((ex.chosen_lr, "pilot_runs"), (ex.chosen_eta, "selection_runs")):
         assert inspect.signature(fn).parameters[runs].default is inspect.Parameter.empty
-    for fn in (ex.tuned, ex.chapter_configs, ex.all_configs):
+    for fn in (ex.tuned, ex.sweep_configs, ex.all_configs):
         assert inspect.signature(fn).parameters["store"].default is inspect.Parameter.empty
 
 
@@ -42,7 +42,7 @@ def test_selection_reads_the_store_it_is_given(tmp_path):
     p = ex.get_profile("smoke")
     empty_store = ResultStore(tmp_path / "empty")
     with pytest.raises(KeyError, match="pilot.*python -m sec_lib.book run --profile smoke --only"):
-        ex.chapter_configs("compare", p, empty_store)
+        ex.sweep_configs("compare", p, empty_store)
     store = ResultStore(tmp_path / "runs")
     none = pd.DataFrame({"step": []})
     pilot = ex.lr_pilot(p)
@@ -51,21 +51,21 @@ def test_selection_reads_the_store_it_is_given(tmp_path):
     adam = [c.lr for c in pilot if c.optimizer == "adam"]
     assert ex.tuned(p, "adam", store).base["lr"] == adam[-1]
     assert ex.chosen_lr(p, "adam", [store.get(c) for c in pilot]) == adam[-1]
-    main = ex.chapter_configs("compare", p, store)
+    main = ex.sweep_configs("compare", p, store)
     assert {c.lr for c in main} == {adam[-1]}
     with pytest.raises(KeyError, match="η selection"):
-        ex.chapter_configs("tuned", p, store)
-    keys = {run_key(c) for c in ex.all_configs(p, store, chapters=("compare", "eta"))}
+        ex.sweep_configs("tuned", p, store)
+    keys = {run_key(c) for c in ex.all_configs(p, store, sweeps=("compare", "eta"))}
     assert {run_key(c) for c in main} <= keys
 
 
 def test_the_chapter_registry_names_exactly_the_chapters_the_profiles_know():
-    """``CHAPTERS`` (a chapter -> its sweep) is built from ``profiles.CHAPTER_NAMES`` (the one list of names, which the
+    """``SWEEPS`` (a chapter -> its sweep) is built from ``profiles.SWEEP_NAMES`` (the one list of names, which the
     profiles below it read, e.g. a benchmark book's chapters), in the runner's order, and every sweep is named."""
     from sec_lib.runs import profiles
-    assert tuple(ex.CHAPTERS) == profiles.CHAPTER_NAMES and set(ex.SWEEPS) == set(profiles.CHAPTER_NAMES)
-    assert ex.profile_chapters("cpu") == profiles.CHAPTER_NAMES
-    assert ex.profile_chapters("cub") == tuple(c for c in profiles.CHAPTER_NAMES if c != "ssl")
+    assert tuple(ex.SWEEPS) == profiles.SWEEP_NAMES and set(ex.SWEEPS) == set(profiles.SWEEP_NAMES)
+    assert ex.profile_sweeps("cpu") == profiles.SWEEP_NAMES
+    assert ex.profile_sweeps("cub") == tuple(c for c in profiles.SWEEP_NAMES if c != "ssl")
 
 
 def test_get_profile_names_every_profile_and_refuses_others():

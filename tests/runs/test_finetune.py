@@ -105,18 +105,18 @@ def test_the_summary_pairs_each_fine_tuned_run_with_its_twin_by_seed():
 
 
 def test_the_chapter_pairs_each_fine_tuned_run_with_the_main_tables_own_run():
-    """experiments.CHAPTERS['pretrained']: the fine-tuning runs labelled 'fine-tuned', their twins labelled 'from
+    """experiments.SWEEPS['pretrained']: the fine-tuning runs labelled 'fine-tuned', their twins labelled 'from
     scratch' and identical to the main table's runs; the selection is its own sweep ('ftrates'), trained in a wave
     before the chapters; profiles without the arm (the long tiers, the benchmark books) name none."""
     store = FakeStore(lambda lr, ratio: 50 - abs(lr - 1e-3) * 1e3 - abs(ratio - 0.5))
     labeled = ex.pretrained_runs(ex.tuned(ex.get_profile("cpu"), "adam", store), store)
     assert [lab["regime"] for _, lab in labeled] == ["fine-tuned"] * 36 + ["from scratch"] * 36
-    main = {run_key(c) for c in ex.chapter_configs("compare", "cpu", store)}
+    main = {run_key(c) for c in ex.sweep_configs("compare", "cpu", store)}
     assert {run_key(c) for c, lab in labeled if lab["regime"] == "from scratch"} == main
     assert all(c.pretrained == str(CHECKPOINT) for c, lab in labeled if lab["regime"] == "fine-tuned")
-    assert {run_key(c) for c in ex.chapter_configs("ftrates", "cpu", store)} == {run_key(c) for c in
+    assert {run_key(c) for c in ex.sweep_configs("ftrates", "cpu", store)} == {run_key(c) for c in
                                                                                   ft.selection("cpu")}
-    labels = ex.chapter_labels("pretrained", "cpu", store)
+    labels = ex.sweep_labels("pretrained", "cpu", store)
     assert len(labels) == 72 and set(map(str, labels.values())) == {"{'regime': 'fine-tuned'}",
                                                                      "{'regime': 'from scratch'}"}
     for name in ("reference", "gpu"):

@@ -129,11 +129,11 @@ def test_the_gpu_tiers_main_comparison_is_named_from_the_main_losses_selection_a
     pairs = [main[i:i + 2] for i in range(0, len(main), 2)]
     assert all(a.variant == "none" and b.variant == "sec" and (a.loss, a.seed) == (b.loss, b.seed) for a, b in pairs)
     with pytest.raises(KeyError, match="η selection"):
-        ex.chapter_configs("main", p, partial)
-    everything = {run_key(c) for c in ex.chapter_configs("main", p, _HoldsEvery())}
+        ex.sweep_configs("main", p, partial)
+    everything = {run_key(c) for c in ex.sweep_configs("main", p, _HoldsEvery())}
     assert {run_key(c) for c in main} <= everything
     # the selection holds every η > 0 run the main chapter's choice reads for these losses
-    chapter_sel = {run_key(c) for c in ex.chapter_configs("selection", p, _HoldsEvery())
+    chapter_sel = {run_key(c) for c in ex.sweep_configs("selection", p, _HoldsEvery())
                    if c.loss in ex.MAIN_LOSSES and c.variant in ("none", "sec", "l2reg") and not c.relative}
     assert {run_key(c) for c in selection} == chapter_sel
 

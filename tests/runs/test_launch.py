@@ -154,8 +154,8 @@ def test_the_runner_validates_launcher_options_before_any_work(argv, words, caps
 
 
 @pytest.fixture(scope="session")         # not module: its second user runs at the session's end
-def submitit_chapter(tmp_path_factory):
-    """The runner's `train --profile smoke --chapters normlayer --launcher submitit --cluster local` (the
+def submitit_sweep(tmp_path_factory):
+    """The runner's `train --profile smoke --sweeps normlayer --launcher submitit --cluster local` (the
     pilot wave, then the chapter wave; ``runner.main`` in this process, each job a process of its own):
     {"code": its exit code, "out": its stdout, "tmp": the folder holding ``runs/`` and ``submitit/``,
     "waves": per wave the launcher, its configs, its jobs and the progress events it reported}. Its own
@@ -185,7 +185,7 @@ def submitit_chapter(tmp_path_factory):
     out = io.StringIO()
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
-            code = book.main(["train", "--profile", "smoke", "--chapters", "normlayer", "--launcher", "submitit",
+            code = book.main(["train", "--profile", "smoke", "--sweeps", "normlayer", "--launcher", "submitit",
                               "--cluster", "local", "--runs-per-job", "4", "--array-parallelism", "2"])
     finally:
         mp.undo()
@@ -194,7 +194,7 @@ def submitit_chapter(tmp_path_factory):
 
 def _normlayer_configs(store):
     p = ex.get_profile("smoke")
-    return ex.lr_pilot(p) + ex.chapter_configs("normlayer", p, store)
+    return ex.lr_pilot(p) + ex.sweep_configs("normlayer", p, store)
 
 
 def _normlayer_keys(store):
@@ -202,9 +202,9 @@ def _normlayer_keys(store):
 
 
 @pytest.mark.slow
-def test_the_runner_trains_a_smoke_chapter_through_submitit(submitit_chapter):
+def test_the_runner_trains_a_smoke_chapter_through_submitit(submitit_sweep):
     """The pilot and the chapter's runs are stored, none failed, the jobs' logs are beside the store."""
-    code, out, tmp = submitit_chapter["code"], submitit_chapter["out"], submitit_chapter["tmp"]
+    code, out, tmp = submitit_sweep["code"], submitit_sweep["out"], submitit_sweep["tmp"]
     assert code == 0 and "0 failed" in out, out[-3000:]
     sub = ResultStore(tmp / "runs")
     assert sub.keys() == _normlayer_keys(sub) and len(sub.keys()) > len(ex.lr_pilot(ex.get_profile("smoke")))
@@ -214,14 +214,14 @@ def test_the_runner_trains_a_smoke_chapter_through_submitit(submitit_chapter):
 
 
 @pytest.mark.slow
-def test_the_runner_packs_runs_into_ceil_n_over_r_jobs_and_reports_each_run_once(submitit_chapter):
+def test_the_runner_packs_runs_into_ceil_n_over_r_jobs_and_reports_each_run_once(submitit_sweep):
     """Two waves (the pilot, then the chapter), each packed into ceil(runs / 4) jobs (the chapter's two
     jobs alive at once: --array-parallelism 2); each job returns the keys it trained; progress reports
     the wave's distinct runs once each."""
-    waves = submitit_chapter["waves"]
-    assert submitit_chapter["code"] == 0, submitit_chapter["out"][-3000:]
+    waves = submitit_sweep["waves"]
+    assert submitit_sweep["code"] == 0, submitit_sweep["out"][-3000:]
     assert len(waves) == 2 and len(waves[1]["configs"]) > 1
-    stored = set(ResultStore(submitit_chapter["tmp"] / "runs").keys())
+    stored = set(ResultStore(submitit_sweep["tmp"] / "runs").keys())
     for w in waves:
         n = len({run_key(c) for c in w["configs"]})
         assert n == len(w["configs"])                                    # the runner sends each run once
@@ -238,10 +238,10 @@ def test_the_runner_packs_runs_into_ceil_n_over_r_jobs_and_reports_each_run_once
 
 
 @pytest.mark.slow
-def test_a_rerun_submits_nothing_and_reuses_every_run(submitit_chapter):
+def test_a_rerun_submits_nothing_and_reuses_every_run(submitit_sweep):
     """Every run of the chapter again (one of them twice): counted once, reused, no job submitted."""
-    tmp = submitit_chapter["tmp"]
-    assert submitit_chapter["code"] == 0, submitit_chapter["out"][-3000:]
+    tmp = submitit_sweep["tmp"]
+    assert submitit_sweep["code"] == 0, submitit_sweep["out"][-3000:]
     configs = _normlayer_configs(ResultStore(tmp / "runs"))
     n = len({run_key(c) for c in configs})
     events = []
@@ -251,14 +251,14 @@ def test_a_rerun_submits_nothing_and_reuses_every_run(submitit_chapter):
 
 
 @pytest.mark.slow
-def test_the_runner_trains_a_smoke_chapter_through_submitit_exactly_as_through_the_pool(submitit_chapter, smoke_site):
+def test_the_runner_trains_a_smoke_chapter_through_submitit_exactly_as_through_the_pool(submitit_sweep, smoke_site):
     """The submitit store of the test above against what the local pool stored for the same runs in the
     smoke sweep (tests/conftest.py's ``smoke_site``: `python -m sec_lib.book run --profile smoke`, the
     default pool launcher), instead of training the pilot and the chapter through the pool a second
     time here: the same runs (the same chapter configs from either store's pilot), the same status,
     bit-identical metrics and bit-identical evaluation and tracked-sample tables (timings aside)."""
     assert smoke_site["run"].returncode == 0, "the smoke sweep failed; see tests/site/test_book.py"
-    code, out, tmp = submitit_chapter["code"], submitit_chapter["out"], submitit_chapter["tmp"]
+    code, out, tmp = submitit_sweep["code"], submitit_sweep["out"], submitit_sweep["tmp"]
     assert code == 0, out[-3000:]
     pool, sub = ResultStore(smoke_site["tmp"] / "runs"), ResultStore(tmp / "runs")
     want = _normlayer_keys(sub)
@@ -303,10 +303,10 @@ def test_waves_run_in_order_and_each_is_computed_from_the_last_ones_results(tmp_
     # this test's time); the store's own writes are tests/test_store*.py's
     monkeypatch.setattr(store_module.os, "fsync", lambda fd: None)
     p = dataclasses.replace(ex.get_profile("smoke"), lr_pilot={"adam": (1e-3, 3e-3), "sgd": (0.05,)})
-    chapters = ["main", "compare", "tuned", "eta"]
+    sweeps = ["main", "compare", "tuned", "eta"]
     store = ResultStore(tmp_path)
     rec = Recording(one_wave)
-    train_stages(p, chapters, rec, store)
+    train_stages(p, sweeps, rec, store)
     pilot, selection, *rest = rec.waves
     assert [run_key(c) for c in pilot] == [run_key(c) for c in ex.lr_pilot(p)]
     assert rec.held_before[0] == set()
@@ -314,13 +314,13 @@ def test_waves_run_in_order_and_each_is_computed_from_the_last_ones_results(tmp_
     assert {c.lr for c in selection} == {3e-3}                                # ... and used the pilot's choice
     assert all(c.holdout_classes == p.holdout_classes for c in pilot + selection)
     assert len(rest) == (1 if one_wave else 3)                                 # main is empty for smoke
-    chapter_runs = [c for w in rest for c in w]
+    sweep_runs = [c for w in rest for c in w]
     assert rec.held_before[2] >= {run_key(c) for c in selection}              # the chapters waited for it
-    tuned = [c for c in chapter_runs if c.eta > 0 and c.mu == "batch" and c.seed in p.seeds]
+    tuned = [c for c in sweep_runs if c.eta > 0 and c.mu == "batch" and c.seed in p.seeds]
     assert any(c.eta == 0.5 for c in tuned)                                   # the selected η reached the chapters
     keys = [run_key(c) for w in rec.waves for c in w]
     assert len(keys) == len(set(keys))                                        # every run in one wave only
-    want = {run_key(c) for ch in chapters for c in ex.chapter_configs(ch, p, store)}
+    want = {run_key(c) for ch in sweeps for c in ex.sweep_configs(ch, p, store)}
     assert want <= set(keys)
 
 

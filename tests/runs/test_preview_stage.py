@@ -19,14 +19,14 @@ def tool():
 
 def test_bad_input_is_refused_naming_the_valid_choices(tool, tmp_path, capsys):
     with pytest.raises(SystemExit):
-        tool.main(["pretrained", "--chapters", "pretrianed", "--out", str(tmp_path / "a")])
-    assert "unknown chapter(s) ['pretrianed']; valid: " in capsys.readouterr().err
+        tool.main(["pretrained", "--sweeps", "pretrianed", "--out", str(tmp_path / "a")])
+    assert "unknown sweep(s) ['pretrianed']; valid: " in capsys.readouterr().err
     with pytest.raises(SystemExit):
-        tool.main(["pretraind", "--chapters", "pretrained", "--out", str(tmp_path / "b")])
+        tool.main(["pretraind", "--sweeps", "pretrained", "--out", str(tmp_path / "b")])
     err = capsys.readouterr().err
     assert "no notebook for ['pretraind']" in err and "pretrained" in err
     with pytest.raises(SystemExit):
-        tool.main(["home", "--chapters", "pretrained", "--out", str(TOOL.parents[1] / "book" / "preview")])
+        tool.main(["home", "--sweeps", "pretrained", "--out", str(TOOL.parents[1] / "book" / "preview")])
     assert "must not be under book/" in capsys.readouterr().err
     assert not (tmp_path / "a").exists() and not (TOOL.parents[1] / "book" / "preview").exists()
 
@@ -34,7 +34,7 @@ def test_bad_input_is_refused_naming_the_valid_choices(tool, tmp_path, capsys):
 def test_the_patch_forces_only_the_pages_of_the_named_chapters(tool, monkeypatch):
     import sec_lib.chapters.common as cm
     import sec_lib.chapters.evidence as ev
-    monkeypatch.setattr(ev, "evidence_profile", lambda profile, chapters, root=None: "cpu")
+    monkeypatch.setattr(ev, "evidence_profile", lambda profile, sweeps, root=None: "cpu")
     monkeypatch.setattr(cm, "load_runs", cm.load_runs)
     exec(tool.PATCH.format(forced={"pretrained", "ftrates"}), {})
     assert ev.evidence_profile("cpu", ("ftrates", "pretrained")) == "decisive"

@@ -99,9 +99,9 @@ def test_relative_selection_is_its_own_and_the_plain_selection_never_waits_for_i
     # the plain selection (every page that chooses η) asks nothing of the relative runs
     store = Store(missing={run_key(c) for c in rel})
     assert not any(r.config.relative for r in ex.stored_selection(q, store))
-    assert ex.chapter_configs("tuned", "cpu", store)
+    assert ex.sweep_configs("tuned", "cpu", store)
     with pytest.raises(KeyError, match="relative SEC's η selection"):
-        ex.chapter_configs("scale", "cpu", store)
+        ex.sweep_configs("scale", "cpu", store)
     runs = scalearms.relative_selection_runs(q, Store())
     assert {r.config.eta for r in runs} == {0.0, *q.relative_eta_grid}
     assert scalearms.chosen_relative_eta(q, "ms", runs) == 1.0
@@ -131,7 +131,7 @@ def test_the_fixed_scale_radius_refuses_a_run_without_norms():
 
 
 def test_the_scale_chapter_has_six_arms_per_loss_and_seed():
-    configs = ex.chapter_configs("scale", "cpu", Store())
+    configs = ex.sweep_configs("scale", "cpu", Store())
     q = ex.tuned(ex.get_profile("cpu"), "adam", Store())
     assert len(configs) == len(ex.MAIN_LOSSES) * len(scalearms.SCALE_ARMS) * len(q.seeds) == 72
     by = {}
@@ -146,7 +146,7 @@ def test_the_scale_chapter_has_six_arms_per_loss_and_seed():
         assert cir.penalty == "cir" and cir.mu == "batch" and not cir.relative
         assert cir.eta == pytest.approx(sec.eta / 12.0 ** 2, rel=1e-3)
     # none, L2-reg and plain SEC are the main table's and the tuned chapter's runs: 36 new runs only
-    old = {run_key(c) for ch in ("compare", "tuned") for c in ex.chapter_configs(ch, "cpu", Store())}
+    old = {run_key(c) for ch in ("compare", "tuned") for c in ex.sweep_configs(ch, "cpu", Store())}
     assert sum(run_key(c) not in old for c in configs) == 36
 
 

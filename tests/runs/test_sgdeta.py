@@ -253,7 +253,7 @@ def test_a_follow_up_without_its_claim_reads_as_underway():
         def __init__(self):
             super().__init__("x", {"optim": object()}, loader=lambda ch: None)
 
-        def profile_of(self, chapter):
+        def profile_of(self, sweep):
             return "decisive"
     said = optim.followup_reading(Ev(), "Q6d") if "Q6d" not in {c.id for c in optim.CLAIMS} else ""
     if said:

@@ -188,7 +188,7 @@ def test_q6c_has_no_evidence_on_a_tier_other_than_the_decisive_one():
     from sec_lib.chapters.evidence import Evidence
 
     class Ev(Evidence):
-        def profile_of(self, chapter):
+        def profile_of(self, sweep):
             return "cpu"
     ev = Ev.from_frames({"optim": object()}, "cpu")
     with pytest.raises(KeyError, match="the cpu tier has none"):
@@ -232,7 +232,7 @@ def test_the_page_shows_q6c_only_where_it_shows_the_decisive_tier():
             super().__init__("x", {"optim": object()}, loader=lambda ch: None)
             self.shown = tier
 
-        def profile_of(self, chapter):
+        def profile_of(self, sweep):
             return self.shown
     assert optim.followups_apply(Ev("decisive")) and not optim.followups_apply(Ev("cub-smoke"))
     said = optim.followup_absent(Ev("cub-smoke"), "Q6c")

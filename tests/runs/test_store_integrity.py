@@ -270,7 +270,7 @@ def test_the_train_command_checks_configs_and_clears_partial_runs_first(tmp_path
     smoke = ex.get_profile("smoke")
     monkeypatch.setitem(ex.PROFILES, "smoke", dataclasses.replace(smoke, base=dict(smoke.base, device="gpu")))
     monkeypatch.setattr(book, "prepare_data", lambda p: pytest.fail("nothing may run"))
-    assert book.main(["train", "--profile", "smoke", "--chapters", "compare"]) == 2
+    assert book.main(["train", "--profile", "smoke", "--sweeps", "compare"]) == 2
     assert "'device' = 'gpu'" in capfd.readouterr().err
     assert litter.exists()                          # refused before touching anything
     monkeypatch.setitem(ex.PROFILES, "smoke", smoke)
@@ -279,5 +279,5 @@ def test_the_train_command_checks_configs_and_clears_partial_runs_first(tmp_path
     monkeypatch.setattr(commands, "prepare_data", lambda p: None)
     printed = []
     monkeypatch.setattr(book.Summary, "print", lambda self, out=None: printed.append(self))
-    assert book.main(["train", "--profile", "smoke", "--chapters", "compare"]) == 0
+    assert book.main(["train", "--profile", "smoke", "--sweeps", "compare"]) == 0
     assert not litter.exists() and printed[0].cleared == (1, 0)

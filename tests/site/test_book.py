@@ -49,7 +49,7 @@ def test_every_notebook_executes_at_smoke_parameters(smoke_site):
 def test_rerun_reuses_the_store(smoke_site, monkeypatch, capsys):
     """Training the compare page's runs again (the runner's train stages, in this process) trains nothing."""
     monkeypatch.setenv("SEC_RUNS_DIR", str(smoke_site["tmp"] / "runs"))
-    assert runner.main(["train", "--profile", "smoke", "--chapters", "compare", "selection"]) in (0, None)
+    assert runner.main(["train", "--profile", "smoke", "--sweeps", "compare", "selection"]) in (0, None)
     out = capsys.readouterr().out
     assert "runs: 0 trained" in out and "0 failed" in out, out[-2000:]
 
