@@ -1,7 +1,7 @@
 """Every page's outputs, cell by cell, at two commits: the check that a redesign changed nothing the reader sees.
 
     python tools/page_outputs.py execute REV OUT [--data-from REV] [--cold] [--only PAGE ...]   # REV's pages -> OUT/nb
-    python tools/page_outputs.py compare BEFORE AFTER                         # exit 1 if any output differs
+    python tools/page_outputs.py compare BEFORE AFTER [--mask-times]          # exit 1 if any output differs
 
 The quick tier's store is shared with whatever else trains into it (a page that counts its runs, such as the tiers
 page, sees runs trained since): compare two executions made one after the other, or use ``--cold``.
@@ -16,11 +16,14 @@ copied to ``OUT/nb``.
 ``compare`` reads the code cells of each executed notebook in both folders and compares their outputs in order:
 the text, HTML, images and widget state each cell shows. What differs between two runs of the same commit is
 masked first (:data:`VOLATILE`: memory addresses, temporary paths, widget model ids); it prints each
-differing cell with its first differing line, and every page present in one folder only.
+differing cell with its first differing line, and every page present in one folder only. A cold build trains the
+quick tier again, so its wall-clock facts differ from any other build's: ``--mask-times`` masks those too
+(:data:`TIMES`), and nothing else.
 """
 from __future__ import annotations
 
 import argparse
+import base64
 import difflib
 import json
 import os
@@ -41,37 +44,60 @@ VOLATILE = (
 )
 
 
-def mask(text: str) -> str:
-    for pattern, repl in VOLATILE:
+#: The names of the timing rows of a run's metrics (a run page's table and its CSV download).
+TIME_ROWS = ("mean_step_time", "wall_s")
+#: With ``--mask-times``: what a cold build measures again, the wall-clock facts of the quick tier it trains anew
+#: (its run-hours, a run's seconds and seconds per step, the dates it trained). Everything else a page shows, every
+#: metric and every figure, is computed from runs that are bit-identical under the kernel pin, and is compared.
+TIMES = (
+    (re.compile(r"\b\d[\d,]*(?:\.\d+)? run-hours"), "… run-hours"),
+    (re.compile(r"\bit took \d+(?:\.\d+)? (s|min)\b"), r"it took … \1"),
+    (re.compile(r"\btrained \d{4}-\d\d-\d\d(?: to \d{4}-\d\d-\d\d)?"), "trained …"),
+    (re.compile(r"(<td>(?:%s)</td>\s*<td class=\"sec-num\">)[^<]*(</td>)"
+                % "|".join("_(?:<wbr>)?".join(map(re.escape, row.split("_"))) for row in TIME_ROWS)), r"\1…\2"),
+)
+_CSV = re.compile(r"data:text/csv;base64,([A-Za-z0-9+/=]+)")
+
+
+def mask(text: str, times: bool = False) -> str:
+    for pattern, repl in VOLATILE + (TIMES if times else ()):
         text = pattern.sub(repl, text)
+    if times:
+        text = _CSV.sub(lambda m: "data:text/csv;masked," + _mask_csv(base64.b64decode(m.group(1)).decode()), text)
     return text
 
 
-def cell_outputs(cell: dict) -> list[str]:
+def _mask_csv(csv: str) -> str:
+    """A metrics CSV with the values of its timing rows (:data:`TIME_ROWS`) masked."""
+    return "\n".join(f"{line.split(',')[0]},…" if line.split(",")[0] in TIME_ROWS else line
+                      for line in csv.splitlines())
+
+
+def cell_outputs(cell: dict, times: bool = False) -> list[str]:
     """One code cell's outputs as masked text, one entry per output and mime type (images by their base64)."""
     out = []
     for o in cell.get("outputs", []):
         kind = o.get("output_type")
         if kind == "stream":
-            out.append(f"stream:{o.get('name')}:" + mask("".join(o.get("text", ""))))
+            out.append(f"stream:{o.get('name')}:" + mask("".join(o.get("text", "")), times))
         elif kind == "error":
-            out.append("error:" + mask(f"{o.get('ename')}: {o.get('evalue')}"))
+            out.append("error:" + mask(f"{o.get('ename')}: {o.get('evalue')}", times))
         else:
             for mime, value in sorted(o.get("data", {}).items()):
                 text = value if isinstance(value, str) else ("".join(value) if isinstance(value, list)
                                                              else json.dumps(value, sort_keys=True))
-                out.append(f"{kind}:{mime}:" + mask(text))
+                out.append(f"{kind}:{mime}:" + mask(text, times))
     return out
 
 
-def page_outputs(path: Path) -> list[list[str]]:
+def page_outputs(path: Path, times: bool = False) -> list[list[str]]:
     nb = json.loads(path.read_text(encoding="utf-8"))
-    return [cell_outputs(c) for c in nb["cells"] if c.get("cell_type") == "code"]
+    return [cell_outputs(c, times) for c in nb["cells"] if c.get("cell_type") == "code"]
 
 
-def compare(before: Path, after: Path) -> list[str]:
+def compare(before: Path, after: Path, times: bool = False) -> list[str]:
     """The differences between two folders of executed notebooks (``<folder>/nb/**/*.ipynb`` or ``<folder>/**/*.ipynb``),
-    as lines to print; empty when every page's every cell shows the same."""
+    as lines to print; empty when every page's every cell shows the same. ``times``: mask :data:`TIMES` too."""
     def pages(d: Path) -> dict[str, Path]:
         d = d / "nb" if (d / "nb").is_dir() else d
         return {str(p.relative_to(d).with_suffix("")): p for p in sorted(d.rglob("*.ipynb"))
@@ -81,7 +107,7 @@ def compare(before: Path, after: Path) -> list[str]:
     diffs = [f"{name}: only in {before}" for name in sorted(set(a) - set(b))]
     diffs += [f"{name}: only in {after}" for name in sorted(set(b) - set(a))]
     for name in sorted(set(a) & set(b)):
-        oa, ob = page_outputs(a[name]), page_outputs(b[name])
+        oa, ob = page_outputs(a[name], times), page_outputs(b[name], times)
         if len(oa) != len(ob):
             diffs.append(f"{name}: {len(oa)} code cells before, {len(ob)} after")
             continue
@@ -134,6 +160,8 @@ def main(argv=None) -> int:
     c = sub.add_parser("compare", help="compare two folders of executed pages cell by cell")
     c.add_argument("before", type=Path)
     c.add_argument("after", type=Path)
+    c.add_argument("--mask-times", action="store_true",
+                   help="also mask the quick tier's wall-clock facts (run-hours, seconds, dates): for a cold build")
     args = ap.parse_args(argv)
     if args.cmd == "execute":
         print(execute(args.rev, args.out, args.data_from, args.cold, args.only))
@@ -142,7 +170,7 @@ def main(argv=None) -> int:
         if not folder.is_dir():
             print(f"error: {folder} is not a folder of executed notebooks", file=sys.stderr)
             return 2
-    diffs = compare(args.before, args.after)
+    diffs = compare(args.before, args.after, args.mask_times)
     for line in diffs:
         print(line)
     n = len({d.split(":")[0] for d in diffs})

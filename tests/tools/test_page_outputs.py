@@ -16,8 +16,9 @@ def notebook(*cells) -> dict:
 
 
 def write(folder: Path, name: str, nb: dict) -> None:
-    (folder / "nb").mkdir(parents=True, exist_ok=True)
-    (folder / "nb" / f"{name}.ipynb").write_text(json.dumps(nb))
+    path = folder / "nb" / f"{name}.ipynb"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(nb))
 
 
 def text(s):
@@ -46,3 +47,30 @@ def test_a_changed_number_a_missing_cell_and_a_missing_page_are_each_reported(tm
     assert po.main(["compare", str(tmp_path / "a"), str(tmp_path / "b")]) == 1
     assert "3 page(s) differ" in capsys.readouterr().out
     assert po.main(["compare", str(tmp_path / "a"), str(tmp_path / "nowhere")]) == 2
+
+
+def html(s):
+    return {"output_type": "display_data", "data": {"text/html": s}, "metadata": {}}
+
+
+def run_page(step_time: float, wall: float, hours: float, day: str, r1: float) -> dict:
+    import base64
+    csv = f"metric,value\nR@1,{r1}\nmean_step_time,{step_time}\nwall_s,{wall}\n"
+    table = (f'<table><tr><td>R@1</td><td class="sec-num">{r1}</td></tr><tr><td>mean_<wbr>step_<wbr>time</td>'
+             f'<td class="sec-num">{step_time}</td></tr><tr><td>wall_<wbr>s</td><td class="sec-num">{wall}</td></tr>'
+             f'</table><a href="data:text/csv;base64,{base64.b64encode(csv.encode()).decode()}">csv</a>')
+    return notebook([text(f"the quick tier: 129 runs, {hours} run-hours of wall time, trained {day}; it took "
+                          f"{round(wall)} s")], [html(table)])
+
+
+def test_a_cold_build_differs_only_in_its_wall_clock_facts_which_mask_times_masks(tmp_path):
+    """A cold build trains the quick tier again: its run-hours, seconds, seconds per step and dates differ, and only
+    ``--mask-times`` masks them; a metric that differs is still reported with it."""
+    write(tmp_path / "warm", "runs/train_ms_none", run_page(0.037, 6.858, 0.23, "2026-11-28", 69.54))
+    write(tmp_path / "cold", "runs/train_ms_none", run_page(0.05, 9.843, 0.40, "2026-11-29 to 2026-11-30", 69.54))
+    write(tmp_path / "other", "runs/train_ms_none", run_page(0.05, 9.843, 0.40, "2026-11-29", 69.55))
+    assert len(po.compare(tmp_path / "warm", tmp_path / "cold")) == 2           # both cells differ unmasked
+    assert po.compare(tmp_path / "warm", tmp_path / "cold", times=True) == []
+    assert po.main(["compare", str(tmp_path / "warm"), str(tmp_path / "cold"), "--mask-times"]) == 0
+    diffs = po.compare(tmp_path / "warm", tmp_path / "other", times=True)
+    assert [d.split(":")[0] + ":" + d.split(":")[1] for d in diffs] == ["runs/train_ms_none: code cell 1 differs"]
