@@ -13,7 +13,7 @@ from sec_lib.params import Choice, Number, OptionalParam
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.parametrize("name", sweeps.PAGE_NAMES)
+@pytest.mark.parametrize("name", chapters.PAGE_NAMES)
 def test_every_parameter_has_a_type_and_a_help_that_names_its_values(name):
     params = importlib.import_module(f"sec_lib.chapters.{name}").PARAMS
     inspected = papermill.inspect_notebook(str(REPO / "notebooks" / f"{name}.ipynb"))

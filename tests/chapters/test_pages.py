@@ -14,7 +14,7 @@ from sec_lib.runs import experiments as ex
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.parametrize("name", sweeps.PAGE_NAMES)
+@pytest.mark.parametrize("name", chapters.PAGE_NAMES)
 def test_every_page_has_a_notebook_and_a_chapter_with_its_params(name):
     module = importlib.import_module(f"sec_lib.chapters.{name}")
     nb = nbformat.read(REPO / "notebooks" / f"{name}.ipynb", as_version=4)
@@ -28,9 +28,9 @@ def test_every_page_has_a_notebook_and_a_chapter_with_its_params(name):
 
 
 def test_pages_read_known_sweeps_and_notebooks_call_their_chapter():
-    for page in sweeps.PAGES:
+    for page in chapters.PAGES:
         assert set(page.sweeps) <= set(ex.SWEEPS), page
-    for name in sweeps.PAGE_NAMES:
+    for name in chapters.PAGE_NAMES:
         code = "\n".join(c.source for c in nbformat.read(REPO / "notebooks" / f"{name}.ipynb", as_version=4).cells
                          if c.cell_type == "code")
         assert f"sec_lib.chapters.{name}" in code or f"chapters import {name}" in code or \

@@ -52,7 +52,7 @@ def test_simclr_runs_use_two_views_the_rebuttal_temperature_and_no_batch_roundin
     assert ex.config(p, "supcon").views == 0
 
 
-@pytest.mark.parametrize("chapter,losses", [("ssl", ex.SSL_LOSSES), ("npair", ex.NPAIR_VARIANTS),
+@pytest.mark.parametrize("sweep,losses", [("ssl", ex.SSL_LOSSES), ("npair", ex.NPAIR_VARIANTS),
                                             ("face", ex.FACE_LOSSES)])
 @pytest.mark.parametrize("profile", ("smoke", "cpu"))
 def test_new_chapters_compare_none_and_sec_at_the_selected_eta_over_the_seeds(sweep, losses, profile):

@@ -290,7 +290,7 @@ def test_the_cub_smoke_book_trains_executes_and_builds(cub_smoke_book):
     # a page that applies speaks of this book's data, not of glyphs (but in a sentence about what the glyph book does);
     # the monitor and the explorer train their own glyph and toy runs, the tiers page lists the glyph tiers, and the
     # claims page lists every claim, the glyph-only ones included
-    for page in sweeps.PAGES:
+    for page in chapters.PAGES:
         if page.source in (*B.NOT_APPLICABLE, "monitor", "explore", "tiers", "claims"):
             continue
         sentences = re.split(r"(?<=[.!?])\s+", visible_text(site / "book" / "nb" / f"{page.output}.ipynb"))
