@@ -99,7 +99,7 @@ def test_every_chapter_page_names_its_tier_and_loads_through_it():
         pick = next(c for c in cells if "evidence.page_evidence(" in c)
         assert f'evidence.page_evidence("{name}", P["profile"])' in pick and "T = EV.profile" in pick, name
         assert "SWEEPS" not in "".join(cells), name                       # no second declaration of the sweeps
-        assert "evidence.tier_sentence(T" in pick and "EV.chapters" in pick, name
+        assert "evidence.tier_sentence(T" in pick and "EV.sweeps" in pick, name
         later = [c for c in cells[cells.index(pick) + 1:] if 'if T != P["profile"]' not in c]   # but the quick tier beside
         assert not any("load(" in c and 'P["profile"]' in c.split("load(")[1].split(")")[0] for c in later), name
     reads = {p.source: p.evidence_sweeps for p in PAGES}
