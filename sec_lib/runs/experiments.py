@@ -1,8 +1,8 @@
-"""What each chapter of the book trains, per profile: the single source of truth for the sweeps.
+"""What each sweep trains, per profile: the single source of truth for the sweeps.
 
-Every chapter asks this module for its list of :class:`~sec_lib.runs.train.TrainConfig` (:func:`sweep_configs`)
+Every page asks this module for the list of :class:`~sec_lib.runs.train.TrainConfig` (:func:`sweep_configs`)
 and loads the results from the store; the runner (``sec_lib.site.runner``) trains the union of all lists first, so
-a run shared by two chapters (the main table's runs are also points of the η sweep) trains once. ``SWEEPS`` maps
+a run shared by two sweeps (the main table's runs are also points of the η sweep) trains once. ``SWEEPS`` maps
 a sweep's name to the function that names its runs; every profile is named by :func:`get_profile`.
 
 The sweeps themselves, and the selections they read, are in :mod:`sec_lib.runs.sweeps`, re-exported here. Selection

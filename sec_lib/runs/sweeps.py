@@ -1,4 +1,4 @@
-"""What each chapter of the book trains, chapter by chapter: a run of a profile (:func:`config`, the one rule from a
+"""What each sweep trains, sweep by sweep: a run of a profile (:func:`config`, the one rule from a
 variant to η and μ in :func:`with_variant`), the selections that fix a profile's learning rate, run length and η
 (:func:`chosen_lr`, :func:`chosen_iterations`, :func:`chosen_eta`), and one function per sweep that names its runs.
 
