@@ -16,7 +16,7 @@ from .review import family_rows, means_table, row_claim, sec_rows, verdict_sente
 
 #: The notebook's parameters (checked by ``sec_lib.params.notebook_params``).
 PARAMS = profile_param()
-CHAPTER = "face"
+SWEEP = "face"
 LOSSES = ex.FACE_LOSSES
 METRICS = ("R@1", "NMI", "F1", "test_norm_var")
 FAMILY = "face page"
@@ -51,7 +51,7 @@ def verdict(runs: pd.DataFrame) -> str:
 
 
 #: :func:`verdict_rows` on the page's evidence.
-page_family = derived_family(__name__, "face_family", lambda ev: verdict_rows(ev.runs(CHAPTER)))
+page_family = derived_family(__name__, "face_family", lambda ev: verdict_rows(ev.runs(SWEEP)))
 
 
 #: The claims this page decides: Q8c (ArcFace) and Q8d (CosFace), on image retrieval rather than faces.

@@ -22,7 +22,7 @@ from .review import family_rows, means_table, row_claim, sec_rows, verdict_sente
 
 #: The notebook's parameters (checked by ``sec_lib.params.notebook_params``).
 PARAMS = profile_param()
-CHAPTER = "npair"
+SWEEP = "npair"
 LOSSES = ex.NPAIR_VARIANTS
 METRICS = ("R@1", "NMI", "test_norm_mean", "test_norm_var")
 FAMILY = "npair page"
@@ -113,7 +113,7 @@ def verdict(runs: pd.DataFrame, elsewhere: dict | None = None) -> str:
 
 
 #: :func:`verdict_rows` on the page's evidence.
-page_family = derived_family(__name__, "npair_family", lambda ev: verdict_rows(ev.runs(CHAPTER)))
+page_family = derived_family(__name__, "npair_family", lambda ev: verdict_rows(ev.runs(SWEEP)))
 
 
 #: The claims this page decides (Q8b, the tuplet margin loss, is the compare page's).

@@ -14,7 +14,7 @@ from .review import family_rows, means_table, row_claim, sec_rows, verdict_sente
 
 #: The notebook's parameters (checked by ``sec_lib.params.notebook_params``).
 PARAMS = profile_param()
-CHAPTER = "ssl"
+SWEEP = "ssl"
 LOSSES = ex.SSL_LOSSES
 METRICS = ("R@1", "probe_top1", "NMI", "test_norm_var")
 FAMILY = "ssl page"
@@ -84,7 +84,7 @@ def verdict(runs: pd.DataFrame) -> str:
 
 
 #: :func:`verdict_rows` on the page's evidence.
-page_family = derived_family(__name__, "ssl_family", lambda ev: verdict_rows(ev.runs(CHAPTER)))
+page_family = derived_family(__name__, "ssl_family", lambda ev: verdict_rows(ev.runs(SWEEP)))
 
 
 #: The claims this page decides.
