@@ -68,13 +68,14 @@ def primary(profile, root=None) -> dict:
 
 
 def primary_badge(e: dict) -> str:
-    """HTML: the primary test's claim id and verdict (its record's badge), with the tier it was read from."""
+    """HTML: the primary test's claim id and verdict (its record's badge), its estimate with its interval, and the
+    tier it was read from; marked as the page's answer (``page-answer``, which the page checker finds)."""
     r = e["record"]
     detect = f"could detect {r.detectable} points" if r.detectable else "no detectable effect without a spread"
     flag = (f"; the losses differ (loss × arm test p = {r.extra['groups_p']:.2g}): {r.extra['apart']}"
             if r.extra.get("groups_differ") else "")
-    return (f"<p>The primary test is claim {badge(r)}{equivalence_words(r)} (family: {r.family}, alone; "
-            f"{r.tier or 'no'} tier; {detect}{flag}).</p>")
+    return (f'<p class="page-answer">The primary test is claim {badge(r)}{equivalence_words(r)}: '
+            f"{r.evidence} {r.unit} (family: {r.family}, alone; {r.tier or 'no'} tier; {detect}{flag}).</p>")
 
 
 #: How the answer reads each verdict word of the primary test (the book's words, DESIGN.md).

@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from .pagebrowser import CHROMIUM_ARGS, ENV_CHROMIUM, Browser, find_chromium, move_control, to_url
-from .pagereport import PHONE_WIDTH, WIDTHS, Overflow, PageReport, SliderResult, format_table
+from .pagereport import ANSWER_WIDTH, PHONE_WIDTH, WIDTHS, Overflow, PageReport, SliderResult, format_table
 
 __all__ = [
     "LOCAL_SCHEMES", "CHROMIUM_ARGS", "ENV_CHROMIUM", "WIDTHS", "PHONE_WIDTH", "WIDGET_VIEW_MIME",
@@ -136,6 +136,17 @@ _JS_LAYOUT = """
   return {column: colW, pageScrolls,
           wide: wide.map((x) => ({what: x.what, content: x.content, box: x.box}))};
 }
+"""
+
+#: Where the page's marked answer starts (document px), whether it carries a verdict and an interval, and whether
+#: the page decides claims (it shows a claims box, :func:`sec_lib.report.claims.box`).
+_JS_ANSWER = r"""
+() => { const claims = document.querySelector('ul.claims-box') !== null;
+        const a = document.querySelector('.page-answer');
+        if (!a) return {claims: claims, y: null, marked: false};
+        const interval = /\[\s*[−+-]?\d[\d.,]*\s*,\s*[−+-]?\d[\d.,]*\s*\]/.test(a.textContent);
+        return {claims: claims, y: a.getBoundingClientRect().top + window.scrollY,
+                marked: interval && a.querySelector('[data-verdict]') !== null}; }
 """
 
 _JS_LOAD_MS = """
@@ -238,6 +249,11 @@ def _check(browser: Browser, page_name: str, url: str, *, slider: int | None, ex
             Path(screenshot).parent.mkdir(parents=True, exist_ok=True)
             page.screenshot(path=str(screenshot), full_page=True)
             rep.screenshot = str(screenshot)
+        height = page.viewport_size["height"] if page.viewport_size else 900
+        page.set_viewport_size({"width": ANSWER_WIDTH, "height": height})
+        page.wait_for_timeout(150)
+        ans = page.evaluate(_JS_ANSWER)
+        rep.decides_claims, rep.answer_y, rep.answer_marked = ans["claims"], ans["y"], ans["marked"]
         _check_layout(page, rep, widths, screenshot)
     except Exception as err:
         rep.page_errors.append(f"could not check the page: {type(err).__name__}: {err}".splitlines()[0])
