@@ -289,3 +289,20 @@ def test_a_figure_cell_shows_only_its_figure():
             src = "".join(c["source"])
             if c["cell_type"] == "code" and "figure" in c.get("metadata", {}).get("mystnb", {}):
                 assert "display(" not in src and "print(" not in src, (path.name, src[:200])
+
+
+def test_figures_are_numbered_from_one_on_each_page_and_references_follow(tmp_path):
+    """Sphinx numbers figures through the whole book; the site numbers them per page, captions and references."""
+    def fig(n):
+        return f'<figcaption><p><span class="caption-number">Fig. {n} </span><span class="caption-text">x</span></p>'
+
+    def ref(n, href="#fig-x"):
+        return f'<a class="reference internal" href="{href}"><span class="std std-numref">Fig. {n}</span></a>'
+    (tmp_path / "a.html").write_text(fig(1) + fig(2) + ref(2), encoding="utf-8")
+    (tmp_path / "nb").mkdir()
+    (tmp_path / "nb" / "b.html").write_text(ref(41) + fig(41) + fig(42) + ref(1, "../a.html#fig-x"), encoding="utf-8")
+    (tmp_path / "c.html").write_text("<p>Fig. 41 in prose is left alone</p>", encoding="utf-8")
+    assert sitepages.renumber_figures(tmp_path) == {"a.html": 2, "nb/b.html": 2}
+    assert (tmp_path / "a.html").read_text(encoding="utf-8") == fig(1) + fig(2) + ref(2)
+    assert (tmp_path / "nb" / "b.html").read_text(encoding="utf-8") == ref(1) + fig(1) + fig(2) + ref(1, "../a.html#fig-x")
+    assert (tmp_path / "c.html").read_text(encoding="utf-8") == "<p>Fig. 41 in prose is left alone</p>"
