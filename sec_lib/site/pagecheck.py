@@ -39,7 +39,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import html
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Iterable, Sequence
@@ -143,11 +145,23 @@ _JS_LAYOUT = """
 _JS_ANSWER = r"""
 () => { const claims = document.querySelector('ul.claims-box') !== null;
         const a = document.querySelector('.page-answer');
-        if (!a) return {claims: claims, y: null, marked: false};
+        if (!a) return {claims: claims, y: null, marked: false, before: ''};
         const interval = /\[\s*[−+-]?\d[\d.,]*\s*,\s*[−+-]?\d[\d.,]*\s*\]/.test(a.textContent);
+        const article = document.querySelector('article.bd-article') || document.body;
+        const r = document.createRange();
+        r.setStart(article, 0);
+        r.setEndBefore(a);
         return {claims: claims, y: a.getBoundingClientRect().top + window.scrollY,
-                marked: interval && a.querySelector('[data-verdict]') !== null}; }
+                marked: interval && a.querySelector('[data-verdict]') !== null, before: r.toString()}; }
 """
+#: What a reader should not meet before a page's answer (the glossary defines them; the answer must not need them):
+#: a claim id (C4v, P1, Q10a, S1), a tier's name, a Holm family.
+JARGON = re.compile(r"\b(?:[CPQS]\d{1,2}[a-z]?\b|(?:decisive|quick|reference|retired|gpu) tier|Holm|famil(?:y|ies)\b)")
+
+
+def jargon(text: str) -> list[str]:
+    """The distinct jargon words of :data:`JARGON` in ``text``, in the order they first appear."""
+    return list(dict.fromkeys(m.group(0) for m in JARGON.finditer(text)))
 
 _JS_LOAD_MS = """
 () => { const n = performance.getEntriesByType('navigation')[0];
@@ -254,6 +268,7 @@ def _check(browser: Browser, page_name: str, url: str, *, slider: int | None, ex
         page.wait_for_timeout(150)
         ans = page.evaluate(_JS_ANSWER)
         rep.decides_claims, rep.answer_y, rep.answer_marked = ans["claims"], ans["y"], ans["marked"]
+        rep.jargon_before_answer = jargon(ans["before"])
         _check_layout(page, rep, widths, screenshot)
     except Exception as err:
         rep.page_errors.append(f"could not check the page: {type(err).__name__}: {err}".splitlines()[0])
@@ -356,6 +371,41 @@ def check_book(html_dir: str | os.PathLike, pages: Iterable[str] = (), slider_pa
     return reports
 
 
+_HREF = re.compile(r'<a\b[^>]*?\bhref="([^"]*)"', re.I)
+_ID = re.compile(r'\b(?:id|name)="([^"]+)"')
+
+
+def check_links(html_dir: str | os.PathLike, pages: Iterable[str] = ()) -> list[str]:
+    """Every broken link of the built book, as 'page: href (why)': a link within the book (no scheme) whose file is
+    missing, or whose #anchor no element of that file carries. Links with a scheme (https:, mailto:, data:) are not
+    followed: the book is read offline. Reads the HTML files; needs no browser."""
+    root = Path(html_dir)
+    pages = list(pages) or list_pages(root)
+    ids: dict[Path, set[str]] = {}
+
+    def anchors(path: Path) -> set[str]:
+        if path not in ids:
+            ids[path] = set(_ID.findall(path.read_text(encoding="utf-8", errors="replace")))
+        return ids[path]
+    broken = []
+    for page in pages:
+        path = root / page
+        for href in dict.fromkeys(_HREF.findall(path.read_text(encoding="utf-8", errors="replace"))):
+            href = html.unescape(href)
+            if not href or re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*:", href):
+                continue
+            target, _, frag = href.partition("#")
+            target = target.split("?", 1)[0]
+            file = (path.parent / target).resolve() if target else path.resolve()
+            if file.is_dir():
+                file = file / "index.html"
+            if not file.is_file():
+                broken.append(f"{page}: {href} (no file {os.path.relpath(file, root.resolve())})")
+            elif frag and file.suffix == ".html" and frag not in anchors(file):
+                broken.append(f"{page}: {href} (no #{frag} in {os.path.relpath(file, root.resolve())})")
+    return broken
+
+
 #: Widget models whose first instance ``slider_pages="auto"`` moves.
 CONTROL_MODELS = ("SelectionSliderModel", "IntSliderModel", "FloatSliderModel", "DropdownModel")
 
@@ -394,7 +444,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"pagecheck: {err}", file=sys.stderr)
         return 2
     print(format_table(reports))
-    return 0 if all(r.ok for r in reports) else 1
+    broken = check_links(args.html_dir, args.pages)
+    print(f"\nlinks: {len(broken)} broken" + "".join(f"\n  {b}" for b in broken[:40]))
+    return 0 if all(r.ok for r in reports) and not broken else 1
 
 
 if __name__ == "__main__":

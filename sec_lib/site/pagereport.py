@@ -97,6 +97,7 @@ class PageReport:
     answer_y: float | None = None      # where its marked answer (.page-answer) starts, px from the top at ANSWER_WIDTH
     answer_marked: bool = False        # that answer carries a verdict (data-verdict) and an interval ([lo, hi])
     answer_within: float | None = ANSWER_WITHIN   # a page that decides claims must start its answer above this
+    jargon_before_answer: list[str] = field(default_factory=list)   # claim ids, tier and family names above it
 
     @property
     def problems(self) -> list[str]:
@@ -137,6 +138,9 @@ class PageReport:
                            f"(limit {self.answer_within:.0f} px)")
             elif not self.answer_marked:
                 out.append("the marked answer lacks its verdict (data-verdict) or its interval ([lo, hi])")
+        if self.jargon_before_answer:
+            out.append("before its answer the page uses " + ", ".join(self.jargon_before_answer[:6])
+                       + " (claim ids, tier and family names belong after it, or in the glossary)")
         if self.slider is not None:
             if not self.slider.control:
                 out.append("no slider or dropdown to move" + (f" ({self.slider.error})" if self.slider.error else ""))

@@ -299,6 +299,8 @@ def test_a_page_that_decides_claims_must_show_its_marked_answer_on_the_first_scr
         "none": page_with(CLAIMS_BOX),
         "bare": page_with(ANSWER.replace("[+0.34, +0.65]", "") + CLAIMS_BOX),
         "noclaims": page_with('<div style="height: 1500px">a page that decides nothing</div>'),
+        "jargon": page_with("<p>Claim C4v of the decisive tier, Holm over its family:</p>" + ANSWER + CLAIMS_BOX
+                            + "<p>After the answer, C5 and the quick tier may be named.</p>"),
     }
     pages = {k: PAGE.replace("demo.html", f"ans{k}.html") for k in variants}
     try:
@@ -309,7 +311,10 @@ def test_a_page_that_decides_claims_must_show_its_marked_answer_on_the_first_scr
     finally:
         for p in pages.values():
             (mini_book / p).unlink(missing_ok=True)
-    top, low, none, bare, noclaims = (reps[k] for k in variants)
+    top, low, none, bare, noclaims, jargon = (reps[k] for k in variants)
+    assert top.jargon_before_answer == []
+    assert jargon.jargon_before_answer == ["C4v", "decisive tier", "Holm", "family"], jargon.jargon_before_answer
+    assert any("before its answer the page uses C4v" in p for p in jargon.problems), jargon.problems
     assert top.decides_claims and top.answer_marked and top.answer_y < 1000 and top.ok, top.problems
     assert low.answer_y > 1500 and any("the answer starts" in p for p in low.problems), low.problems
     assert any("no marked answer" in p for p in none.problems), none.problems
@@ -433,3 +438,22 @@ def test_cli_summary(mini_book, capsys):
     assert code == 0, out
     assert "pages ok: 2 of 2" in out and "changed" in out
     assert pagecheck.main([str(mini_book), "book/missing.html"]) == 2
+
+
+def test_links_within_the_book_must_reach_a_file_and_its_anchor(tmp_path):
+    """A link to a missing file or a missing #anchor is broken; a link with a scheme is not followed (offline)."""
+    (tmp_path / "nb").mkdir()
+    (tmp_path / "index.html").write_text('<a href="nb/a.html#x">ok</a><a href="nb/a.html#gone">no anchor</a>'
+                                         '<a href="nb/missing.html">no file</a><a href="https://doi.org/1">web</a>'
+                                         '<a href="#top">self</a><a href="mailto:a@b">mail</a>'
+                                         '<span id="top"></span>', encoding="utf-8")
+    (tmp_path / "nb" / "a.html").write_text('<h1 id="x">A</h1><a href="../index.html?v=1#top">back</a>'
+                                            '<a href="../_static/data.csv">data</a>', encoding="utf-8")
+    broken = pagecheck.check_links(tmp_path)
+    assert broken == ["index.html: nb/a.html#gone (no #gone in nb/a.html)",
+                      "index.html: nb/missing.html (no file nb/missing.html)",
+                      "nb/a.html: ../_static/data.csv (no file _static/data.csv)"], broken
+    (tmp_path / "_static").mkdir()
+    (tmp_path / "_static" / "data.csv").write_text("a,b\n")
+    assert len(pagecheck.check_links(tmp_path)) == 2
+
