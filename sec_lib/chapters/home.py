@@ -69,12 +69,12 @@ def primary(profile, root=None) -> dict:
 
 def primary_badge(e: dict) -> str:
     """HTML: the primary test's claim id and verdict (its record's badge), its estimate with its interval, and the
-    tier it was read from; marked as the page's answer (``page-answer``, which the page checker finds)."""
+    tier it was read from (:func:`answer_block` puts it under the answer sentence)."""
     r = e["record"]
     detect = f"could detect {r.detectable} points" if r.detectable else "no detectable effect without a spread"
     flag = (f"; the losses differ (loss × arm test p = {r.extra['groups_p']:.2g}): {r.extra['apart']}"
             if r.extra.get("groups_differ") else "")
-    return (f'<p class="page-answer">The primary test is claim {badge(r)}{equivalence_words(r)}: '
+    return (f'<p>The primary test is claim {badge(r)}{equivalence_words(r)}: '
             f"{r.evidence} {r.unit} (family: {r.family}, alone; {r.tier or 'no'} tier; {detect}{flag}).</p>")
 
 
@@ -95,6 +95,12 @@ def _versus(rec, what: str) -> str:
     num = lambda x: fmt_metric(x, "R@1", 2, True)       # noqa: E731
     return (f"{what}: {num(rec.estimate)} [{num(rec.ci_lo)}, {num(rec.ci_hi)}] (claim {rec.id}, "
             f"*{rec.verdict}*{equivalence_words(rec)})")
+
+
+def answer_block(e: dict, paper: pd.DataFrame, data: str = "glyphs") -> str:
+    """The page's answer as one marked block (MyST markdown: a ``page-answer`` container, which the page checker
+    finds and measures): :func:`answer_sentence`, then the primary test's badge (:func:`primary_badge`)."""
+    return f":::{{container}} page-answer\n{answer_sentence(e, paper, data)}\n\n{primary_badge(e)}\n:::"
 
 
 def answer_sentence(e: dict, paper: pd.DataFrame, data: str = "glyphs") -> str:

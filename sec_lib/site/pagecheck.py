@@ -147,12 +147,17 @@ _JS_ANSWER = r"""
         const a = document.querySelector('.page-answer');
         if (!a) return {claims: claims, y: null, marked: false, before: ''};
         const interval = /\[\s*[−+-]?\d[\d.,]*\s*,\s*[−+-]?\d[\d.,]*\s*\]/.test(a.textContent);
+        // the text a reader sees above the answer: visible text nodes only (folded code is not read)
         const article = document.querySelector('article.bd-article') || document.body;
-        const r = document.createRange();
-        r.setStart(article, 0);
-        r.setEndBefore(a);
+        const walk = document.createTreeWalker(article, NodeFilter.SHOW_TEXT);
+        const seen = [];
+        for (let n = walk.nextNode(); n; n = walk.nextNode()) {
+          if (a.contains(n) || (a.compareDocumentPosition(n) & Node.DOCUMENT_POSITION_FOLLOWING)) break;
+          if (n.parentElement && n.parentElement.checkVisibility()) seen.push(n.textContent);
+        }
         return {claims: claims, y: a.getBoundingClientRect().top + window.scrollY,
-                marked: interval && a.querySelector('[data-verdict]') !== null, before: r.toString()}; }
+                marked: (interval || a.dataset.interval === 'none') && a.querySelector('[data-verdict]') !== null,
+                before: seen.join(' ')}; }
 """
 #: What a reader should not meet before a page's answer (the glossary defines them; the answer must not need them):
 #: a claim id (C4v, P1, Q10a, S1), a tier's name, a Holm family.

@@ -298,6 +298,9 @@ def test_a_page_that_decides_claims_must_show_its_marked_answer_on_the_first_scr
         "low": page_with('<div style="height: 1500px">the bookkeeping first</div>' + ANSWER + CLAIMS_BOX),
         "none": page_with(CLAIMS_BOX),
         "bare": page_with(ANSWER.replace("[+0.34, +0.65]", "") + CLAIMS_BOX),
+        "count": page_with(ANSWER.replace("[+0.34, +0.65]", "").replace('class="page-answer"',
+                                                                          'class="page-answer" data-interval="none"')
+                           + CLAIMS_BOX),
         "noclaims": page_with('<div style="height: 1500px">a page that decides nothing</div>'),
         "jargon": page_with("<p>Claim C4v of the decisive tier, Holm over its family:</p>" + ANSWER + CLAIMS_BOX
                             + "<p>After the answer, C5 and the quick tier may be named.</p>"),
@@ -311,7 +314,8 @@ def test_a_page_that_decides_claims_must_show_its_marked_answer_on_the_first_scr
     finally:
         for p in pages.values():
             (mini_book / p).unlink(missing_ok=True)
-    top, low, none, bare, noclaims, jargon = (reps[k] for k in variants)
+    top, low, none, bare, count, noclaims, jargon = (reps[k] for k in variants)
+    assert count.ok, count.problems                   # a statistic without an interval says so
     assert top.jargon_before_answer == []
     assert jargon.jargon_before_answer == ["C4v", "decisive tier", "Holm", "family"], jargon.jargon_before_answer
     assert any("before its answer the page uses C4v" in p for p in jargon.problems), jargon.problems
