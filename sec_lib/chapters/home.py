@@ -7,6 +7,9 @@ those numbers and from the claims page's verdict tally.
 """
 from __future__ import annotations
 
+import html
+import re
+
 import numpy as np
 import pandas as pd
 
@@ -97,10 +100,24 @@ def _versus(rec, what: str) -> str:
             f"*{rec.verdict}*{equivalence_words(rec)})")
 
 
+_BOLD, _ITALIC = re.compile(r"\*\*(.+?)\*\*"), re.compile(r"(?<![*\w])\*(?!\s)(.+?)(?<!\s)\*(?![*\w])")
+_LINK = re.compile(r"\[([^\]]+)\]\(([^)\s]+)\)")
+
+
+def inline_html(text: str) -> str:
+    """The inline markdown the answer sentences use (``**bold**``, ``*italic*``, ``[text](url)``) as HTML, the rest
+    escaped: a notebook's HTML output is not parsed as markdown."""
+    out = html.escape(text, quote=False)
+    out = _BOLD.sub(r"<b>\1</b>", out)
+    out = _ITALIC.sub(r"<i>\1</i>", out)
+    return _LINK.sub(lambda m: f'<a href="{html.escape(m.group(2))}">{m.group(1)}</a>', out)
+
+
 def answer_block(e: dict, paper: pd.DataFrame, data: str = "glyphs") -> str:
-    """The page's answer as one marked block (MyST markdown: a ``page-answer`` container, which the page checker
-    finds and measures): :func:`answer_sentence`, then the primary test's badge (:func:`primary_badge`)."""
-    return f":::{{container}} page-answer\n{answer_sentence(e, paper, data)}\n\n{primary_badge(e)}\n:::"
+    """HTML: the page's answer as one marked block (``page-answer``, which the page checker finds and measures):
+    :func:`answer_sentence`, then the primary test's badge (:func:`primary_badge`)."""
+    return (f'<div class="page-answer"><p>{inline_html(answer_sentence(e, paper, data))}</p>'
+            f"{primary_badge(e)}</div>")
 
 
 def answer_sentence(e: dict, paper: pd.DataFrame, data: str = "glyphs") -> str:
