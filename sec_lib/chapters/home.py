@@ -7,6 +7,9 @@ those numbers and from the claims page's verdict tally.
 """
 from __future__ import annotations
 
+import html
+import re
+
 import numpy as np
 import pandas as pd
 
@@ -68,13 +71,14 @@ def primary(profile, root=None) -> dict:
 
 
 def primary_badge(e: dict) -> str:
-    """HTML: the primary test's claim id and verdict (its record's badge), with the tier it was read from."""
+    """HTML: the primary test's claim id and verdict (its record's badge), its estimate with its interval, and the
+    tier it was read from (:func:`answer_block` puts it under the answer sentence)."""
     r = e["record"]
     detect = f"could detect {r.detectable} points" if r.detectable else "no detectable effect without a spread"
     flag = (f"; the losses differ (loss × arm test p = {r.extra['groups_p']:.2g}): {r.extra['apart']}"
             if r.extra.get("groups_differ") else "")
-    return (f"<p>The primary test is claim {badge(r)}{equivalence_words(r)} (family: {r.family}, alone; "
-            f"{r.tier or 'no'} tier; {detect}{flag}).</p>")
+    return (f'<p>The primary test is claim {badge(r)}{equivalence_words(r)}: '
+            f"{r.evidence} {r.unit} (family: {r.family}, alone; {r.tier or 'no'} tier; {detect}{flag}).</p>")
 
 
 #: How the answer reads each verdict word of the primary test (the book's words, DESIGN.md).
@@ -94,6 +98,26 @@ def _versus(rec, what: str) -> str:
     num = lambda x: fmt_metric(x, "R@1", 2, True)       # noqa: E731
     return (f"{what}: {num(rec.estimate)} [{num(rec.ci_lo)}, {num(rec.ci_hi)}] (claim {rec.id}, "
             f"*{rec.verdict}*{equivalence_words(rec)})")
+
+
+_BOLD, _ITALIC = re.compile(r"\*\*(.+?)\*\*"), re.compile(r"(?<![*\w])\*(?!\s)(.+?)(?<!\s)\*(?![*\w])")
+_LINK = re.compile(r"\[([^\]]+)\]\(([^)\s]+)\)")
+
+
+def inline_html(text: str) -> str:
+    """The inline markdown the answer sentences use (``**bold**``, ``*italic*``, ``[text](url)``) as HTML, the rest
+    escaped: a notebook's HTML output is not parsed as markdown."""
+    out = html.escape(text, quote=False)
+    out = _BOLD.sub(r"<b>\1</b>", out)
+    out = _ITALIC.sub(r"<i>\1</i>", out)
+    return _LINK.sub(lambda m: f'<a href="{html.escape(m.group(2))}">{m.group(1)}</a>', out)
+
+
+def answer_block(e: dict, paper: pd.DataFrame, data: str = "glyphs") -> str:
+    """HTML: the page's answer as one marked block (``page-answer``, which the page checker finds and measures):
+    :func:`answer_sentence`, then the primary test's badge (:func:`primary_badge`)."""
+    return (f'<div class="page-answer"><p>{inline_html(answer_sentence(e, paper, data))}</p>'
+            f"{primary_badge(e)}</div>")
 
 
 def answer_sentence(e: dict, paper: pd.DataFrame, data: str = "glyphs") -> str:

@@ -212,6 +212,26 @@ def interaction_family(runs: pd.DataFrame, metric: str = "R@1") -> pd.DataFrame:
     return fam
 
 
+#: The three differences :func:`interaction_rows` gives per loss, in the figure's order.
+INTERACTION_PARTS = ("SEC − none, fine-tuned", "SEC − none, from scratch", "interaction")
+
+
+def interaction_rows(runs: pd.DataFrame, metric: str = "R@1") -> pd.DataFrame:
+    """What the interaction figure draws: per main loss and :data:`POOLED`, SEC − none fine-tuned, SEC − none from
+    scratch and their difference (the regime interaction of :func:`interaction_family`), each the mean over the
+    seeds that hold all four runs, with its 95% t interval (descriptive: the verdicts are the families')."""
+    e = _sec_effects(regime_runs(runs), metric)
+    e = e.assign(interaction=e[REGIMES[0]] - e[REGIMES[1]]).dropna()
+    groups = [(loss, e.xs(loss, level="loss")) for loss in ex.MAIN_LOSSES if loss in e.index.get_level_values("loss")]
+    rows = []
+    for name, g in [*groups, (POOLED, e.groupby(level="seed").mean())]:
+        for part, col in zip(INTERACTION_PARTS, (*REGIMES, "interaction")):
+            c = values_ci(g[col].to_numpy())
+            rows.append({"loss": name, "part": part, "estimate": c["estimate"], "ci_lo": c["ci_lo"],
+                         "ci_hi": c["ci_hi"], "n": c["n"]})
+    return pd.DataFrame(rows, columns=["loss", "part", "estimate", "ci_lo", "ci_hi", "n"])
+
+
 def answer_sentence(effect_fam: pd.DataFrame, inter_fam: pd.DataFrame) -> str:
     """The page's answer in one computed paragraph: the pooled interaction with its verdict, and SEC − none
     fine-tuned per loss."""

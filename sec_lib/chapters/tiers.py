@@ -238,7 +238,8 @@ def status_sentence(summary: pd.DataFrame) -> str:
     if not parts:
         return "No long tier is committed yet; every page shows the quick tier."
     return " ".join(parts) + (" A page shows the decisive tier as soon as that tier holds every run the page needs, "
-                              "and the quick tier until then; each page's first sentence says which.")
+                              "and the quick tier until then; the box at each page's end, 'How this page was made', "
+                              "says which.")
 
 
 def page_tiers(profile: str = "cpu") -> pd.DataFrame:

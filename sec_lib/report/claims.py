@@ -449,9 +449,11 @@ def answer(records: Sequence[ClaimRecord], claims_page: str = "claims.html") -> 
                      f"{_html.escape(r.unit)}{what}{det}")
     lead = ('<b>The answer on these runs</b>, claim by claim as the scorecard decides it (the claims box at the end '
             'gives each one\'s test)')
+    # a statistic without an interval (a count of η decades) says so, so the page checker does not ask for one
+    bare = "" if any(np.isfinite(r.ci_lo) and np.isfinite(r.ci_hi) for r in records) else ' data-interval="none"'
     if len(parts) == 1:
-        return f'<p class="page-answer">{lead}: {parts[0]}.</p>'
-    return (f'<div class="page-answer"><p>{lead}:</p><ul>' + "".join(f"<li>{x}.</li>" for x in parts)
+        return f'<p class="page-answer"{bare}>{lead}: {parts[0]}.</p>'
+    return (f'<div class="page-answer"{bare}><p>{lead}:</p><ul>' + "".join(f"<li>{x}.</li>" for x in parts)
             + "</ul></div>")
 
 

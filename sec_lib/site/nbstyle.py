@@ -8,9 +8,12 @@ executed, before the notebook is moved into ``book/nb/``:
   ``remove-input``, ``remove-cell``, ``hide-cell`` or ``show-input`` keep what they say. Papermill's
   ``injected-parameters`` cell is removed from the page instead (``remove-cell``): the box below
   shows its assignments verbatim;
-- a markdown cell right after the title states the parameters papermill injected ("This page was run
-  with: profile = "cpu", loss = "semihard", ...") and links the page that explains how to rerun it.
-  The values are read from papermill's ``injected-parameters`` cell, never typed.
+- a code cell that shows nothing (its setup, its imports) is removed from the page (``remove-cell``), so no empty
+  "Show code cell source" bar stands between the title and the answer; the notebook in ``notebooks/`` keeps it;
+- the page's provenance goes last, folded in one box, "How this page was made" (:func:`fold_provenance`): the
+  parameters papermill injected ("This page was run with: profile = "cpu", ...", read from papermill's
+  ``injected-parameters`` cell, never typed, with a link to the page that explains how to rerun it) and the tier
+  sentence the page printed ("Evidence on this page: the decisive tier, 115 runs ... run-hours ... torch ...").
 
 Applying it twice gives the same notebook (the box is replaced, tags are not repeated).
 
@@ -31,6 +34,10 @@ from ..report import VERDICTS
 
 #: Tag of the markdown cell that :func:`style_notebook` inserts (so a rerun replaces it).
 PARAMS_BOX_TAG = "sec-run-params"
+#: Tag (and metadata key) of the folded box at the end of a page that holds its provenance (:func:`fold_provenance`).
+PROVENANCE_TAG = "sec-provenance"
+#: The title of that box.
+PROVENANCE_TITLE = "How this page was made"
 #: Tags that already decide how a cell's code is shown; such cells are left as they are.
 KEEP_TAGS = frozenset({"hide-input", "remove-input", "remove-cell", "hide-cell", "show-input"})
 #: The page that explains how to rerun a notebook with other parameters (a Sphinx docname).
@@ -38,14 +45,19 @@ RERUN_DOC = "/book/rerun"
 
 
 def hide_code_inputs(nb) -> int:
-    """Tag every code cell ``hide-input`` (unless a tag in :data:`KEEP_TAGS` says otherwise), and
-    papermill's injected-parameters cell ``remove-cell``; return how many cells were tagged."""
+    """Tag every code cell ``hide-input`` (unless a tag in :data:`KEEP_TAGS` says otherwise), and papermill's
+    injected-parameters cell and every cell without outputs ``remove-cell`` (unless it is tagged ``show-input``,
+    or removed already); return how many cells were tagged."""
     n = 0
     for cell in nb.cells:
         if cell.get("cell_type") != "code":
             continue
         meta = cell.setdefault("metadata", {})
         tags = list(meta.get("tags", []))
+        if not cell.get("outputs") and not {"show-input", "remove-cell"} & set(tags):
+            meta["tags"] = [t for t in tags if t not in ("hide-input", "remove-input")] + ["remove-cell"]
+            n += 1
+            continue
         if KEEP_TAGS & set(tags):
             continue
         meta["tags"] = [*tags, "remove-cell" if "injected-parameters" in tags else "hide-input"]
@@ -103,11 +115,18 @@ def run_parameters(nb) -> tuple[dict[str, str], dict[str, str]]:
 
 #: How a page states the tier it shows (``sec_lib.chapters.evidence.tier_sentence``).
 _TIER_SHOWN = re.compile(r"Evidence on this page: the (\w[\w-]*) tier")
+#: An output that is a page's tier sentence (moved into its provenance box).
+_TIER_SENTENCE = re.compile(r"\s*\*\*Evidence on this page:")
 
 
 def shown_tier(nb) -> str | None:
-    """The tier an executed page says it shows (its tier sentence), or None."""
+    """The tier an executed page says it shows (its tier sentence, where the page printed it or in its
+    provenance box), or None."""
     for cell in nb.cells:
+        if PROVENANCE_TAG in cell.get("metadata", {}).get("tags", []):
+            m = _TIER_SHOWN.search(_cell_source(cell))
+            if m:
+                return m.group(1)
         for out in cell.get("outputs", []):
             text = out.get("data", {}).get("text/markdown", "") or out.get("text", "")
             m = _TIER_SHOWN.search("".join(text) if isinstance(text, list) else str(text))
@@ -152,12 +171,50 @@ def add_params_box(nb) -> None:
     nb.cells.insert(_title_index(nb) + 1, cell)
 
 
+def _markdown_output(out) -> str:
+    text = out.get("data", {}).get("text/markdown", "")
+    return "".join(text) if isinstance(text, list) else str(text)
+
+
+def fold_provenance(nb) -> None:
+    """Move the page's provenance to its end, folded in one box (a ``{dropdown}``, tagged :data:`PROVENANCE_TAG`):
+    the parameter box (:func:`add_params_box`, which must run first) and every tier sentence a code cell printed
+    ("**Evidence on this page: ...", taken out of that cell's outputs). Applying it again gives the same page: the
+    box keeps the sentences it took (in its metadata) and is rebuilt."""
+    taken: list[str] = []
+    for cell in [c for c in nb.cells if PROVENANCE_TAG in c.get("metadata", {}).get("tags", [])]:
+        taken += cell.metadata.get(PROVENANCE_TAG, [])
+    nb.cells = [c for c in nb.cells if PROVENANCE_TAG not in c.get("metadata", {}).get("tags", [])]
+    params = [c for c in nb.cells if PARAMS_BOX_TAG in c.get("metadata", {}).get("tags", [])]
+    nb.cells = [c for c in nb.cells if c not in params]
+    for cell in nb.cells:
+        if cell.get("cell_type") != "code":
+            continue
+        keep = []
+        for out in cell.get("outputs", []):
+            text = _markdown_output(out)
+            (taken.append(text.strip()) if _TIER_SENTENCE.match(text) else keep.append(out))
+        cell["outputs"] = keep
+    lines = [_cell_source(c).replace(f":::{{container}} {PARAMS_BOX_TAG}\n", "").rstrip().removesuffix(":::").strip()
+             for c in params]
+    body = "\n\n".join([*lines, *taken])
+    if not body:
+        return
+    cell = nbformat.v4.new_markdown_cell(f"::::{{dropdown}} {PROVENANCE_TITLE}\n:class-container: {PROVENANCE_TAG}\n\n"
+                                         f"{body}\n::::")
+    cell.metadata["tags"] = [PROVENANCE_TAG]
+    cell.metadata[PROVENANCE_TAG] = taken
+    nb.cells.append(cell)
+
+
 def style_notebook(path: str | os.PathLike) -> None:
-    """Fold every code cell and add the parameter box, in place (the runner calls it after papermill)."""
+    """Add the parameter box and fold it, with the page's tier sentence, into the provenance box at the end; then
+    fold every code cell and remove the empty ones, in place (the runner calls it after papermill)."""
     path = Path(path)
     nb = nbformat.read(path, as_version=4)
-    hide_code_inputs(nb)
     add_params_box(nb)
+    fold_provenance(nb)
+    hide_code_inputs(nb)
     nbformat.write(nb, path)
 
 

@@ -39,13 +39,15 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import html
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Iterable, Sequence
 
 from .pagebrowser import CHROMIUM_ARGS, ENV_CHROMIUM, Browser, find_chromium, move_control, to_url
-from .pagereport import PHONE_WIDTH, WIDTHS, Overflow, PageReport, SliderResult, format_table
+from .pagereport import ANSWER_WIDTH, PHONE_WIDTH, WIDTHS, Overflow, PageReport, SliderResult, format_table
 
 __all__ = [
     "LOCAL_SCHEMES", "CHROMIUM_ARGS", "ENV_CHROMIUM", "WIDTHS", "PHONE_WIDTH", "WIDGET_VIEW_MIME",
@@ -137,6 +139,34 @@ _JS_LAYOUT = """
           wide: wide.map((x) => ({what: x.what, content: x.content, box: x.box}))};
 }
 """
+
+#: Where the page's marked answer starts (document px), whether it carries a verdict and an interval, and whether
+#: the page decides claims (it shows a claims box, :func:`sec_lib.report.claims.box`).
+_JS_ANSWER = r"""
+() => { const claims = document.querySelector('ul.claims-box') !== null;
+        const a = document.querySelector('.page-answer');
+        if (!a) return {claims: claims, y: null, marked: false, before: ''};
+        const interval = /\[\s*[−+-]?\d[\d.,]*\s*,\s*[−+-]?\d[\d.,]*\s*\]/.test(a.textContent);
+        // the text a reader sees above the answer: visible text nodes only (folded code is not read)
+        const article = document.querySelector('article.bd-article') || document.body;
+        const walk = document.createTreeWalker(article, NodeFilter.SHOW_TEXT);
+        const seen = [];
+        for (let n = walk.nextNode(); n; n = walk.nextNode()) {
+          if (a.contains(n) || (a.compareDocumentPosition(n) & Node.DOCUMENT_POSITION_FOLLOWING)) break;
+          if (n.parentElement && n.parentElement.checkVisibility()) seen.push(n.textContent);
+        }
+        return {claims: claims, y: a.getBoundingClientRect().top + window.scrollY,
+                marked: (interval || a.dataset.interval === 'none') && a.querySelector('[data-verdict]') !== null,
+                before: seen.join(' ')}; }
+"""
+#: What a reader should not meet before a page's answer (the glossary defines them; the answer must not need them):
+#: a claim id (C4v, P1, Q10a, S1), a tier's name, a Holm family.
+JARGON = re.compile(r"\b(?:[CPQS]\d{1,2}[a-z]?\b|(?:decisive|quick|reference|retired|gpu) tier|Holm|famil(?:y|ies)\b)")
+
+
+def jargon(text: str) -> list[str]:
+    """The distinct jargon words of :data:`JARGON` in ``text``, in the order they first appear."""
+    return list(dict.fromkeys(m.group(0) for m in JARGON.finditer(text)))
 
 _JS_LOAD_MS = """
 () => { const n = performance.getEntriesByType('navigation')[0];
@@ -238,6 +268,12 @@ def _check(browser: Browser, page_name: str, url: str, *, slider: int | None, ex
             Path(screenshot).parent.mkdir(parents=True, exist_ok=True)
             page.screenshot(path=str(screenshot), full_page=True)
             rep.screenshot = str(screenshot)
+        height = page.viewport_size["height"] if page.viewport_size else 900
+        page.set_viewport_size({"width": ANSWER_WIDTH, "height": height})
+        page.wait_for_timeout(150)
+        ans = page.evaluate(_JS_ANSWER)
+        rep.decides_claims, rep.answer_y, rep.answer_marked = ans["claims"], ans["y"], ans["marked"]
+        rep.jargon_before_answer = jargon(ans["before"])
         _check_layout(page, rep, widths, screenshot)
     except Exception as err:
         rep.page_errors.append(f"could not check the page: {type(err).__name__}: {err}".splitlines()[0])
@@ -340,6 +376,41 @@ def check_book(html_dir: str | os.PathLike, pages: Iterable[str] = (), slider_pa
     return reports
 
 
+_HREF = re.compile(r'<a\b[^>]*?\bhref="([^"]*)"', re.I)
+_ID = re.compile(r'\b(?:id|name)="([^"]+)"')
+
+
+def check_links(html_dir: str | os.PathLike, pages: Iterable[str] = ()) -> list[str]:
+    """Every broken link of the built book, as 'page: href (why)': a link within the book (no scheme) whose file is
+    missing, or whose #anchor no element of that file carries. Links with a scheme (https:, mailto:, data:) are not
+    followed: the book is read offline. Reads the HTML files; needs no browser."""
+    root = Path(html_dir)
+    pages = list(pages) or list_pages(root)
+    ids: dict[Path, set[str]] = {}
+
+    def anchors(path: Path) -> set[str]:
+        if path not in ids:
+            ids[path] = set(_ID.findall(path.read_text(encoding="utf-8", errors="replace")))
+        return ids[path]
+    broken = []
+    for page in pages:
+        path = root / page
+        for href in dict.fromkeys(_HREF.findall(path.read_text(encoding="utf-8", errors="replace"))):
+            href = html.unescape(href)
+            if not href or re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*:", href):
+                continue
+            target, _, frag = href.partition("#")
+            target = target.split("?", 1)[0]
+            file = (path.parent / target).resolve() if target else path.resolve()
+            if file.is_dir():
+                file = file / "index.html"
+            if not file.is_file():
+                broken.append(f"{page}: {href} (no file {os.path.relpath(file, root.resolve())})")
+            elif frag and file.suffix == ".html" and frag not in anchors(file):
+                broken.append(f"{page}: {href} (no #{frag} in {os.path.relpath(file, root.resolve())})")
+    return broken
+
+
 #: Widget models whose first instance ``slider_pages="auto"`` moves.
 CONTROL_MODELS = ("SelectionSliderModel", "IntSliderModel", "FloatSliderModel", "DropdownModel")
 
@@ -378,7 +449,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"pagecheck: {err}", file=sys.stderr)
         return 2
     print(format_table(reports))
-    return 0 if all(r.ok for r in reports) else 1
+    broken = check_links(args.html_dir, args.pages)
+    print(f"\nlinks: {len(broken)} broken" + "".join(f"\n  {b}" for b in broken[:40]))
+    return 0 if all(r.ok for r in reports) and not broken else 1
 
 
 if __name__ == "__main__":

@@ -37,6 +37,11 @@ class SliderResult:
                 and all(self.images_after))
 
 
+#: The width at which a page's answer is measured, and how far down it may start (px): the first screen of a
+#: reader at 1,400 x 1,000.
+ANSWER_WIDTH, ANSWER_WITHIN = 1400, 1000
+
+
 @dataclass
 class Overflow:
     """A table or cell output wider than the text column, or a formula (display or inline) wider than its
@@ -88,6 +93,11 @@ class PageReport:
     typeset_ms: float | None = None    # navigation start -> MathJax done (and widgets rendered)
     max_load_ms: float | None = None   # when set, a slower load is a problem
     screenshots: list[str] = field(default_factory=list)     # one per checked width
+    decides_claims: bool = False       # the page shows a claims box (it decides claims of the scorecard)
+    answer_y: float | None = None      # where its marked answer (.page-answer) starts, px from the top at ANSWER_WIDTH
+    answer_marked: bool = False        # that answer carries a verdict (data-verdict) and an interval ([lo, hi])
+    answer_within: float | None = ANSWER_WITHIN   # a page that decides claims must start its answer above this
+    jargon_before_answer: list[str] = field(default_factory=list)   # claim ids, tier and family names above it
 
     @property
     def problems(self) -> list[str]:
@@ -120,6 +130,17 @@ class PageReport:
             out.append(f"the page scrolls sideways at {self.page_scrolls} px")
         if self.max_load_ms is not None and self.load_ms is not None and self.load_ms > self.max_load_ms:
             out.append(f"the page took {self.load_ms:.0f} ms to load (limit {self.max_load_ms:.0f} ms)")
+        if self.decides_claims and self.answer_within is not None:
+            if self.answer_y is None:
+                out.append("no marked answer (.page-answer) on a page that decides claims")
+            elif self.answer_y > self.answer_within:
+                out.append(f"the answer starts {self.answer_y:.0f} px down at {ANSWER_WIDTH} px wide "
+                           f"(limit {self.answer_within:.0f} px)")
+            elif not self.answer_marked:
+                out.append("the marked answer lacks its verdict (data-verdict) or its interval ([lo, hi])")
+        if self.jargon_before_answer:
+            out.append("before its answer the page uses " + ", ".join(self.jargon_before_answer[:6])
+                       + " (claim ids, tier and family names belong after it, or in the glossary)")
         if self.slider is not None:
             if not self.slider.control:
                 out.append("no slider or dropdown to move" + (f" ({self.slider.error})" if self.slider.error else ""))
@@ -138,7 +159,7 @@ class PageReport:
 def format_table(reports: Sequence[PageReport]) -> str:
     """A plain-text summary: one line per page, then the problems."""
     head = (f"{'page':<48} {'ok':<4} {'req':>4} {'ext':>4} {'err':>4} {'widgets':>9} {'imgs':>6} {'slider':<10} "
-            f"{'wide':>4} {'load ms':>7} {'math ms':>7}")
+            f"{'wide':>4} {'load ms':>7} {'math ms':>7} {'answer':>6}")
     lines = [head, "-" * len(head)]
     for r in reports:
         errs = len(r.console_errors) + len(r.page_errors) + len(r.failed_requests)
@@ -147,7 +168,7 @@ def format_table(reports: Sequence[PageReport]) -> str:
         lines.append(f"{r.page[:48]:<48} {'yes' if r.ok else 'NO':<4} {len(r.requests):>4} "
                      f"{len(r.external_requests):>4} {errs:>4} {f'{r.widgets_rendered}/{r.widget_views}':>9} "
                      f"{imgs:>6} {sl:<10} {sum(not o.allowed for o in r.overflows):>4} "
-                     f"{_ms(r.load_ms):>7} {_ms(r.typeset_ms):>7}")
+                     f"{_ms(r.load_ms):>7} {_ms(r.typeset_ms):>7} {_ms(r.answer_y):>6}")
     bad = [r for r in reports if not r.ok]
     loads = [r for r in reports if r.load_ms is not None]
     if loads:

@@ -96,6 +96,40 @@ def _palette_images(app: Any, exception: Exception | None) -> None:
             palette_png(png)
 
 
+#: A figure's number in its caption, and a reference to a figure by number (Sphinx's numfig): "Fig. 143".
+_CAPTION_NUMBER = re.compile(r'(<span class="caption-number">Fig\. )(\d+)( </span>)')
+_NUMREF = re.compile(r'(<span class="std std-numref">Fig\. )(\d+)(</span>)')
+
+
+def renumber_figures(html_dir: str | Path) -> dict[str, int]:
+    """Number the figures of each page from 1, in the order the page shows them, where Sphinx numbers them through
+    the whole book (Fig. 143 on the 20th page): every caption's number, and every reference to a figure by its
+    number, on any page (a reference to another page's figure gets that figure's number on its own page).
+    Rewrites the HTML files under ``html_dir`` in place (atomically); returns {page: its figures}."""
+    html_dir = Path(html_dir)
+    pages = sorted(html_dir.rglob("*.html"))
+    new: dict[str, str] = {}
+    counts: dict[str, int] = {}
+    for page in pages:
+        numbers = _CAPTION_NUMBER.findall(page.read_text(encoding="utf-8"))
+        for i, (_, old, _) in enumerate(numbers, start=1):
+            new[old] = str(i)
+        if numbers:
+            counts[page.relative_to(html_dir).as_posix()] = len(numbers)
+    for page in pages:
+        text = page.read_text(encoding="utf-8")
+        out = _CAPTION_NUMBER.sub(lambda m: m.group(1) + new.get(m.group(2), m.group(2)) + m.group(3), text)
+        out = _NUMREF.sub(lambda m: m.group(1) + new.get(m.group(2), m.group(2)) + m.group(3), out)
+        if out != text:
+            atomic_write_bytes(page, out.encode("utf-8"))
+    return counts
+
+
+def _renumber_figures(app: Any, exception: Exception | None) -> None:
+    if exception is None and getattr(app.builder, "format", None) == "html":
+        renumber_figures(app.outdir)
+
+
 def _bibtex_key(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "", text.lower())
 
@@ -150,5 +184,6 @@ def setup(app: Any) -> dict[str, Any]:
     app.connect("html-page-context", _drop_source_buttons, priority=600)   # after sphinx-book-theme (501)
     app.connect("build-finished", _drop_source_maps)
     app.connect("build-finished", _palette_images)
+    app.connect("build-finished", _renumber_figures)
     app.add_directive("sec-bibtex", CffBibtex)
     return {"version": "0.1.0", "parallel_read_safe": True, "parallel_write_safe": True}

@@ -128,6 +128,30 @@ def test_the_interaction_matches_an_independent_computation_in_its_declared_fami
     assert text.startswith("**Yes: SEC gains more when fine-tuning") and f"{fam.loc[pt.POOLED, 'estimate']:+.2f}" in text
 
 
+def test_the_interaction_figure_draws_the_familys_interaction_and_both_regimes_around_zero():
+    """The figure's rows: per loss and pooled, the interaction equals the family's row (estimate and interval), and
+    each regime's SEC − none is the paired mean with its own interval, computed independently here."""
+    runs, _ = regime_frames()
+    rows = pt.interaction_rows(runs).set_index(["loss", "part"])
+    fam = pt.interaction_family(runs).set_index("loss")
+    for loss in (*LOSSES, pt.POOLED):
+        r = rows.loc[(loss, "interaction")]
+        assert (r["estimate"], r["ci_lo"], r["ci_hi"]) == pytest.approx(
+            tuple(fam.loc[loss, ["estimate", "ci_lo", "ci_hi"]]))
+    w = runs[runs.loss == "ms"].pivot_table(index="seed", columns=["regime", "variant"], values="R@1")
+    d = (w[("fine-tuned", "sec")] - w[("fine-tuned", "none")]).to_numpy()
+    half = stats.t.ppf(0.975, len(d) - 1) * d.std(ddof=1) / math.sqrt(len(d))
+    r = rows.loc[("ms", "SEC − none, fine-tuned")]
+    assert (r["estimate"], r["ci_lo"], r["ci_hi"]) == pytest.approx((d.mean(), d.mean() - half, d.mean() + half))
+    from sec_lib.figures import pretrained as pf
+    fig = pf.interaction_figure(pt.interaction_rows(runs))
+    ax = fig.axes[0]
+    lo, hi = ax.get_xlim()
+    assert lo < min(0, rows["ci_lo"].min()) and hi > max(0, rows["ci_hi"].max())     # fits the intervals and 0
+    assert [t.get_text() for t in ax.get_yticklabels()] == [*LOSSES, pt.POOLED]
+    assert len(fig.legends[0].get_texts()) == 3
+
+
 def test_no_interaction_reads_as_no_detectable_change():
     gains = {k: (1.0 if k[1] == "ms" else 0.0) for k in SEC_GAIN}        # the same effect in both regimes
     runs, _ = regime_frames(noise=1.0, seed=11, gains=gains)

@@ -196,6 +196,10 @@ def test_the_landing_answer_sets_sec_against_the_paper_and_l2_reg(committed):
     assert "A plain L2 penalty toward zero does as well." in s
     assert "SEC − L2-reg at the held-out arms: +0.05 [-0.11, +0.20] (claim C5v, *not reproduced*" in s
     assert "ms stands apart" in s
+    block = home.answer_block(e, home.paper_headline())        # the same sentence, marked, with the primary's badge
+    assert block.startswith('<div class="page-answer"><p><b>On glyphs, SEC\'s effect on R@1 is real but smaller')
+    assert "(claim C5v, <i>not reproduced</i>" in block and "**" not in block
+    assert 'data-claim="C4v" data-verdict="smaller than claimed"' in block and block.count("+0.49 [+0.34, +0.65]") >= 2
 
 
 def test_the_scorecard_counts_questions_once_with_their_rows_beneath():

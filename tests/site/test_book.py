@@ -38,11 +38,11 @@ def test_every_notebook_executes_at_smoke_parameters(smoke_site):
         errors = [o for c in cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
         assert not errors, (page.output, errors[:1])
         assert any("injected-parameters" in c.get("metadata", {}).get("tags", []) for c in cells)
-        # code folded behind toggles, the run's parameters in a box under the title
+        # code folded behind toggles (or removed where it shows nothing), the run's parameters in the box at the end
         assert all(nbstyle.KEEP_TAGS & set(c["metadata"].get("tags", []))
                    for c in cells if c["cell_type"] == "code"), page
-        box = [c for c in cells if nbstyle.PARAMS_BOX_TAG in c.get("metadata", {}).get("tags", [])]
-        assert len(box) == 1 and "profile = \"smoke\"" in "".join(box[0]["source"]), page
+        box = [c for c in cells if nbstyle.PROVENANCE_TAG in c.get("metadata", {}).get("tags", [])]
+        assert len(box) == 1 and box[0] is cells[-1] and "profile = \"smoke\"" in "".join(box[0]["source"]), page
     assert not list((smoke_site["site"] / "book" / "nb").rglob(".tmp-*")), "no half-written notebook is left"
 
 

@@ -18,6 +18,10 @@ REPO = Path(__file__).resolve().parents[2]
 CSS = REPO / "book" / "_static" / "sec.css"
 
 
+def _out(text="1"):
+    return [nbformat.v4.new_output("stream", name="stdout", text=text)]
+
+
 def _notebook(injected: str | None = 'profile = "smoke"\nloss = "triplet"\n'):
     v4 = nbformat.v4
     nb = v4.new_notebook()
@@ -25,9 +29,12 @@ def _notebook(injected: str | None = 'profile = "smoke"\nloss = "triplet"\n'):
         v4.new_markdown_cell("# One training run\n\nWhat happens inside training?"),
         v4.new_code_cell('profile = "cpu"\nloss = "semihard"\nseed = 0', metadata={"tags": ["parameters"]}),
         v4.new_code_cell("import numpy as np"),
-        v4.new_code_cell("x = 1", metadata={"tags": ["remove-input"]}),
+        v4.new_code_cell("x = 1", metadata={"tags": ["remove-input"]}, outputs=_out()),
         v4.new_markdown_cell("Some text."),
-        v4.new_code_cell("print(1)", metadata={"tags": ["show-input"]}),
+        v4.new_code_cell("print(1)", metadata={"tags": ["show-input"]}, outputs=_out()),
+        v4.new_code_cell("y", outputs=_out()),
+        v4.new_code_cell("show_evidence()", outputs=[v4.new_output("display_data", data={
+            "text/markdown": "**Evidence on this page: the decisive tier**, 115 runs"}), *_out("R@1 77.1")]),
     ]
     if injected is not None:
         nb.cells.insert(2, v4.new_code_cell("# Parameters\n" + injected, metadata={"tags": ["injected-parameters"]}))
@@ -38,36 +45,43 @@ def _tags(cell):
     return cell.get("metadata", {}).get("tags", [])
 
 
-def test_every_code_cell_is_folded_unless_a_tag_decides(tmp_path):
+def test_every_code_cell_is_folded_unless_a_tag_decides_and_an_empty_one_is_removed(tmp_path):
     path = tmp_path / "page.ipynb"
     nbformat.write(_notebook(), path)
     nbstyle.style_notebook(path)
     nb = nbformat.read(path, as_version=4)
     code = [c for c in nb.cells if c.cell_type == "code"]
     by_source = {c.source.splitlines()[0]: _tags(c) for c in code}
-    assert "hide-input" in by_source['profile = "cpu"']             # the defaults
+    assert by_source['profile = "cpu"'] == ["parameters", "remove-cell"]       # shows nothing: no empty bar
     assert by_source["# Parameters"] == ["injected-parameters", "remove-cell"]   # shown in the box instead
-    assert "hide-input" in by_source["import numpy as np"]          # an ordinary code cell
+    assert by_source["import numpy as np"] == ["remove-cell"]
+    assert by_source["y"] == ["hide-input"]                          # an ordinary cell with an output: folded
     assert by_source["x = 1"] == ["remove-input"]                   # already removed: left alone
     assert by_source["print(1)"] == ["show-input"]                  # explicitly shown: left alone
+    assert by_source["show_evidence()"] == ["hide-input"]           # its other output stays on the page
     nbformat.validate(nb)
 
 
-def test_parameter_box_comes_right_after_the_title_with_the_injected_values(tmp_path):
+def test_the_parameters_and_the_tier_sentence_are_folded_in_one_box_at_the_end(tmp_path):
     path = tmp_path / "page.ipynb"
     nbformat.write(_notebook(), path)
     nbstyle.style_notebook(path)
-    nbstyle.style_notebook(path)                      # twice: one box, no repeated tags
+    nbstyle.style_notebook(path)                      # twice: one box, the same sentences, no repeated tags
     nb = nbformat.read(path, as_version=4)
-    boxes = [i for i, c in enumerate(nb.cells) if nbstyle.PARAMS_BOX_TAG in _tags(c)]
-    assert boxes == [1], "the box must sit right after the title cell, once"
-    text = nb.cells[1].source
-    assert nb.cells[1].cell_type == "markdown"
-    assert text.startswith(":::{container} " + nbstyle.PARAMS_BOX_TAG) and text.rstrip().endswith(":::")
+    boxes = [i for i, c in enumerate(nb.cells) if nbstyle.PROVENANCE_TAG in _tags(c)]
+    assert boxes == [len(nb.cells) - 1], "one box, the page's last cell"
+    assert not [c for c in nb.cells if nbstyle.PARAMS_BOX_TAG in _tags(c)]
+    text = nb.cells[-1].source
+    assert nb.cells[-1].cell_type == "markdown"
+    assert text.startswith("::::{dropdown} How this page was made") and text.rstrip().endswith("::::")
     assert '`profile = "smoke"`' in text and '`loss = "triplet"`' in text
     assert "semihard" not in text                     # the default that papermill overrode is not shown
     assert "every other parameter at the notebook's default" in text   # seed was not injected
     assert "{doc}`how to rerun it </book/rerun>`" in text
+    assert text.count("**Evidence on this page: the decisive tier**, 115 runs") == 1
+    assert "shows the **decisive tier**" in text      # read from the sentence, also once it sits in the box
+    evidence_cell = next(c for c in nb.cells if c.cell_type == "code" and c.source == "show_evidence()")
+    assert [o.get("text") for o in evidence_cell.outputs] == ["R@1 77.1"]
     assert all(_tags(c).count("hide-input") <= 1 for c in nb.cells)
     nbformat.validate(nb)
 
@@ -85,13 +99,16 @@ def test_parameter_box_without_injected_values_says_defaults():
 def test_parameter_box_names_the_tier_the_page_shows():
     """Run with profile cpu, a page showing the reference tier says so in its banner."""
     nb = _notebook(injected='profile = "cpu"\n')
+    nb.cells = nb.cells[:-1]                          # without the fixture's decisive-tier sentence
     nb.cells.append(nbformat.v4.new_code_cell("x", outputs=[nbformat.v4.new_output(
         "display_data", data={"text/markdown": "**Evidence on this page: the reference tier**, 120 runs"})]))
     assert nbstyle.shown_tier(nb) == "reference"
     text = nbstyle.params_markdown({"profile": '"cpu"'}, {}, tier=nbstyle.shown_tier(nb))
     assert "shows the **reference tier**" in text
     assert "tier" not in nbstyle.params_markdown({"profile": '"cpu"'}, {}, tier="cpu")
-    assert nbstyle.shown_tier(_notebook(injected=None)) is None
+    bare = _notebook(injected=None)
+    bare.cells = bare.cells[:-1]
+    assert nbstyle.shown_tier(bare) is None
 
 
 def test_parameter_values_are_read_as_written_not_evaluated():
@@ -272,3 +289,20 @@ def test_a_figure_cell_shows_only_its_figure():
             src = "".join(c["source"])
             if c["cell_type"] == "code" and "figure" in c.get("metadata", {}).get("mystnb", {}):
                 assert "display(" not in src and "print(" not in src, (path.name, src[:200])
+
+
+def test_figures_are_numbered_from_one_on_each_page_and_references_follow(tmp_path):
+    """Sphinx numbers figures through the whole book; the site numbers them per page, captions and references."""
+    def fig(n):
+        return f'<figcaption><p><span class="caption-number">Fig. {n} </span><span class="caption-text">x</span></p>'
+
+    def ref(n, href="#fig-x"):
+        return f'<a class="reference internal" href="{href}"><span class="std std-numref">Fig. {n}</span></a>'
+    (tmp_path / "a.html").write_text(fig(1) + fig(2) + ref(2), encoding="utf-8")
+    (tmp_path / "nb").mkdir()
+    (tmp_path / "nb" / "b.html").write_text(ref(41) + fig(41) + fig(42) + ref(1, "../a.html#fig-x"), encoding="utf-8")
+    (tmp_path / "c.html").write_text("<p>Fig. 41 in prose is left alone</p>", encoding="utf-8")
+    assert sitepages.renumber_figures(tmp_path) == {"a.html": 2, "nb/b.html": 2}
+    assert (tmp_path / "a.html").read_text(encoding="utf-8") == fig(1) + fig(2) + ref(2)
+    assert (tmp_path / "nb" / "b.html").read_text(encoding="utf-8") == ref(1) + fig(1) + fig(2) + ref(1, "../a.html#fig-x")
+    assert (tmp_path / "c.html").read_text(encoding="utf-8") == "<p>Fig. 41 in prose is left alone</p>"

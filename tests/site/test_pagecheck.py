@@ -178,8 +178,9 @@ def test_widgets_render_offline_and_slider_changes_image(mini_book, tmp_path, br
     assert rep.load_ms is not None and rep.load_ms > 0 and rep.typeset_ms is not None
 
 
-def test_code_is_folded_and_the_parameters_are_shown(mini_book, browser):
-    """In the built page every code cell sits in a closed toggle, and the box states the injected value."""
+def test_code_is_folded_and_the_parameters_are_in_the_box_at_the_end(mini_book, browser):
+    """In the built page every code cell that shows something sits in a closed toggle (the parameters cell, which
+    shows nothing, is gone), and the folded box at the page's end states the injected value."""
     html = (mini_book / PAGE).read_text(encoding="utf-8")
     assert "tag_injected-parameters" not in html            # removed: the box shows its assignment
     page = browser.browser.new_page(viewport={"width": 1400, "height": 900})    # a fresh context of its own
@@ -189,15 +190,20 @@ def test_code_is_folded_and_the_parameters_are_shown(mini_book, browser):
             toggle: !!c.querySelector(':scope > details.hide.above-input:not([open]) > summary'),
             codeShown: Array.from(c.querySelectorAll('div.cell_input')).some(e => e.checkVisibility()),
             summary: (c.querySelector('summary') || {}).innerText || ''}))""")
-        box = page.evaluate("""() => { const b = document.querySelector('div.sec-run-params');
-            return b && b.checkVisibility() ? b.innerText : null; }""")
-        link = page.evaluate("() => document.querySelector('div.sec-run-params a').getAttribute('href')")
+        box = page.evaluate("""() => { const b = document.querySelector('details.sec-provenance');
+            if (!b) return null;
+            const last = Array.from(document.querySelectorAll('article .cell, article details.sec-provenance')).pop();
+            return {open: b.open, last: last === b, summary: b.querySelector('summary').innerText,
+                    text: b.textContent}; }""")
+        link = page.evaluate("() => document.querySelector('details.sec-provenance a').getAttribute('href')")
     finally:
         page.close()
-    assert len(cells) == 3, cells                            # the parameters, the widget and the figure
+    assert len(cells) == 2, cells                            # the widget and the figure
     assert all(c["toggle"] and not c["codeShown"] for c in cells), cells
     assert all("Show code cell source" in c["summary"] for c in cells)
-    assert box is not None and "This page was run with:" in box and 'panel_label = "η"' in box, box
+    assert box is not None and not box["open"] and box["last"], box
+    assert "How this page was made" in box["summary"]
+    assert "This page was run with:" in box["text"] and 'panel_label = "η"' in box["text"], box
     assert link.endswith("rerun.html")
 
 
@@ -270,6 +276,55 @@ def test_checker_fails_tables_and_outputs_wider_than_the_column(mini_book, brows
     # a table that fits passes at every width
     assert narrow.overflows == [] and narrow.page_scrolls == [] and narrow.ok, narrow.problems
     assert "wide" in pagecheck.format_table(list(reps.values())) and "load time" in pagecheck.format_table([narrow])
+
+
+ANSWER = ('<p class="page-answer"><b>The answer</b>: <a class="claim-ref" data-claim="C1" data-verdict="reproduced">'
+          'C1: <b>reproduced</b></a>: ours +0.49 [+0.34, +0.65] points.</p>')
+CLAIMS_BOX = '<ul class="claims-box"><li>C1</li></ul>'
+
+
+def test_a_page_that_decides_claims_must_show_its_marked_answer_on_the_first_screen(mini_book, browser):
+    """The checker finds the marked answer (.page-answer) of a page that shows a claims box and measures where it
+    starts at 1,400 px wide: above 1,000 px passes; below it, missing, or without its verdict and interval fails.
+    A page without a claims box is not judged."""
+    html = (mini_book / PAGE).read_text(encoding="utf-8")
+    m = re.search(r'<article class="bd-article"[^>]*>', html)
+
+    def page_with(content: str) -> str:
+        return html[:m.end()] + content + html[m.end():]
+
+    variants = {
+        "top": page_with(ANSWER + CLAIMS_BOX),
+        "low": page_with('<div style="height: 1500px">the bookkeeping first</div>' + ANSWER + CLAIMS_BOX),
+        "none": page_with(CLAIMS_BOX),
+        "bare": page_with(ANSWER.replace("[+0.34, +0.65]", "") + CLAIMS_BOX),
+        "count": page_with(ANSWER.replace("[+0.34, +0.65]", "").replace('class="page-answer"',
+                                                                          'class="page-answer" data-interval="none"')
+                           + CLAIMS_BOX),
+        "noclaims": page_with('<div style="height: 1500px">a page that decides nothing</div>'),
+        "jargon": page_with("<p>Claim C4v of the decisive tier, Holm over its family:</p>" + ANSWER + CLAIMS_BOX
+                            + "<p>After the answer, C5 and the quick tier may be named.</p>"),
+    }
+    pages = {k: PAGE.replace("demo.html", f"ans{k}.html") for k in variants}
+    try:
+        for k, text in variants.items():
+            (mini_book / pages[k]).write_text(text, encoding="utf-8")
+        reps = dict(zip(variants, pagecheck.check_book(mini_book, list(pages.values()), timeout_s=10,
+                                                       browser=browser, widths=(1400,))))
+    finally:
+        for p in pages.values():
+            (mini_book / p).unlink(missing_ok=True)
+    top, low, none, bare, count, noclaims, jargon = (reps[k] for k in variants)
+    assert count.ok, count.problems                   # a statistic without an interval says so
+    assert top.jargon_before_answer == []
+    assert jargon.jargon_before_answer == ["C4v", "decisive tier", "Holm", "family"], jargon.jargon_before_answer
+    assert any("before its answer the page uses C4v" in p for p in jargon.problems), jargon.problems
+    assert top.decides_claims and top.answer_marked and top.answer_y < 1000 and top.ok, top.problems
+    assert low.answer_y > 1500 and any("the answer starts" in p for p in low.problems), low.problems
+    assert any("no marked answer" in p for p in none.problems), none.problems
+    assert any("lacks its verdict" in p for p in bare.problems), bare.problems
+    assert not noclaims.decides_claims and noclaims.ok, noclaims.problems
+    assert "answer" in pagecheck.format_table([top])
 
 
 #: A display formula and an inline one, each far wider than a phone's column (and than a laptop's).
@@ -387,3 +442,22 @@ def test_cli_summary(mini_book, capsys):
     assert code == 0, out
     assert "pages ok: 2 of 2" in out and "changed" in out
     assert pagecheck.main([str(mini_book), "book/missing.html"]) == 2
+
+
+def test_links_within_the_book_must_reach_a_file_and_its_anchor(tmp_path):
+    """A link to a missing file or a missing #anchor is broken; a link with a scheme is not followed (offline)."""
+    (tmp_path / "nb").mkdir()
+    (tmp_path / "index.html").write_text('<a href="nb/a.html#x">ok</a><a href="nb/a.html#gone">no anchor</a>'
+                                         '<a href="nb/missing.html">no file</a><a href="https://doi.org/1">web</a>'
+                                         '<a href="#top">self</a><a href="mailto:a@b">mail</a>'
+                                         '<span id="top"></span>', encoding="utf-8")
+    (tmp_path / "nb" / "a.html").write_text('<h1 id="x">A</h1><a href="../index.html?v=1#top">back</a>'
+                                            '<a href="../_static/data.csv">data</a>', encoding="utf-8")
+    broken = pagecheck.check_links(tmp_path)
+    assert broken == ["index.html: nb/a.html#gone (no #gone in nb/a.html)",
+                      "index.html: nb/missing.html (no file nb/missing.html)",
+                      "nb/a.html: ../_static/data.csv (no file _static/data.csv)"], broken
+    (tmp_path / "_static").mkdir()
+    (tmp_path / "_static" / "data.csv").write_text("a,b\n")
+    assert len(pagecheck.check_links(tmp_path)) == 2
+
