@@ -81,7 +81,10 @@ _JS_WIDGETS = """
 _JS_IMAGES = """
 () => Array.from(document.images).map(img => ({
   src: img.currentSrc || img.src || '', ok: img.complete && img.naturalWidth > 0,
-  lazy: img.loading === 'lazy'}))
+  lazy: img.loading === 'lazy',
+  // a figure a cell drew (not a widget's frame) without a caption of its own
+  uncaptioned: img.closest('div.cell_output') !== null && img.closest('.widget-subarea, .jupyter-widgets') === null
+    && !(img.closest('figure') && img.closest('figure').querySelector('figcaption'))}))
 """
 
 
@@ -264,6 +267,7 @@ def _check(browser: Browser, page_name: str, url: str, *, slider: int | None, ex
         imgs = page.evaluate(_JS_IMAGES)
         rep.images = len(imgs)
         rep.broken_images = [i["src"][:120] for i in imgs if not i["ok"]]
+        rep.uncaptioned_figures = [i["src"].rsplit("/", 1)[-1][:80] for i in imgs if i["uncaptioned"]]
         if screenshot is not None:
             Path(screenshot).parent.mkdir(parents=True, exist_ok=True)
             page.screenshot(path=str(screenshot), full_page=True)

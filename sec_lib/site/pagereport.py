@@ -83,6 +83,7 @@ class PageReport:
     math_errors: int = 0           # of those, typeset as a MathJax error (unknown macro, missing extension)
     images: int = 0
     broken_images: list[str] = field(default_factory=list)
+    uncaptioned_figures: list[str] = field(default_factory=list)   # figures a cell drew without a caption
     expect_widgets: int | None = None
     slider: SliderResult | None = None
     screenshot: str | None = None
@@ -122,6 +123,9 @@ class PageReport:
             out.append(f"{self.math_errors} formula(s) typeset as a MathJax error")
         if self.broken_images:
             out.append(f"{len(self.broken_images)} image(s) did not load: " + ", ".join(self.broken_images[:3]))
+        if self.uncaptioned_figures:
+            out.append(f"{len(self.uncaptioned_figures)} figure(s) without a caption: "
+                       + ", ".join(self.uncaptioned_figures[:3]))
         bad = [o for o in self.overflows if not o.allowed]
         if bad:
             out.append(f"{len(bad)} table(s)/output(s)/formula(s) wider than the text column (a formula: than "

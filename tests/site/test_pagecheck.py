@@ -85,6 +85,7 @@ def mini_book(tmp_path_factory) -> Path:
     for cell, (kind, _) in zip(nb.cells, NOTEBOOK_CELLS):
         if kind == "parameters":
             cell.metadata["tags"] = ["parameters"]
+    nb.cells[-1].metadata["mystnb"] = {"figure": {"caption": "A line.", "name": "fig-demo-line"}}   # as the book's
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     raw = src / "demo_src.ipynb"
     nbformat.write(nb, raw)
@@ -278,6 +279,9 @@ def test_checker_fails_tables_and_outputs_wider_than_the_column(mini_book, brows
     assert "wide" in pagecheck.format_table(list(reps.values())) and "load time" in pagecheck.format_table([narrow])
 
 
+#: A 1 x 1 PNG, inline.
+DOT = ("data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5"
+       "ErkJggg==")
 ANSWER = ('<p class="page-answer"><b>The answer</b>: <a class="claim-ref" data-claim="C1" data-verdict="reproduced">'
           'C1: <b>reproduced</b></a>: ours +0.49 [+0.34, +0.65] points.</p>')
 CLAIMS_BOX = '<ul class="claims-box"><li>C1</li></ul>'
@@ -302,6 +306,9 @@ def test_a_page_that_decides_claims_must_show_its_marked_answer_on_the_first_scr
                                                                           'class="page-answer" data-interval="none"')
                            + CLAIMS_BOX),
         "noclaims": page_with('<div style="height: 1500px">a page that decides nothing</div>'),
+        "nocaption": page_with(ANSWER + CLAIMS_BOX + _output(f'<img src="{DOT}" alt="a figure">')
+                               + f'<figure>{_output(f"<img src={DOT!r}>")}<figcaption>Fig. 1 a caption</figcaption>'
+                               + "</figure>"),
         "jargon": page_with("<p>Claim C4v of the decisive tier, Holm over its family:</p>" + ANSWER + CLAIMS_BOX
                             + "<p>After the answer, C5 and the quick tier may be named.</p>"),
     }
@@ -314,7 +321,9 @@ def test_a_page_that_decides_claims_must_show_its_marked_answer_on_the_first_scr
     finally:
         for p in pages.values():
             (mini_book / p).unlink(missing_ok=True)
-    top, low, none, bare, count, noclaims, jargon = (reps[k] for k in variants)
+    top, low, none, bare, count, noclaims, nocaption, jargon = (reps[k] for k in variants)
+    assert len(nocaption.uncaptioned_figures) == 1 and any("without a caption" in p for p in nocaption.problems)
+    assert top.uncaptioned_figures == []
     assert count.ok, count.problems                   # a statistic without an interval says so
     assert top.jargon_before_answer == []
     assert jargon.jargon_before_answer == ["C4v", "decisive tier", "Holm", "family"], jargon.jargon_before_answer
