@@ -425,7 +425,8 @@ def test_an_inconclusive_interval_that_misses_zero_says_which_gate_held_it_back(
 
 def test_the_review_pages_state_the_eta_grids_as_the_profile_and_the_selection_define_them():
     """The face, N-pair and SimCLR pages show the decisive tier, whose selection grows a grid past its edge, and
-    name the quick tier's grid: their intros must say both, in the numbers the code uses."""
+    name the quick tier's grid: their text (the method paragraph below the answer) must say both, in the numbers the
+    code uses."""
     import json
     from pathlib import Path
 
@@ -436,7 +437,7 @@ def test_the_review_pages_state_the_eta_grids_as_the_profile_and_the_selection_d
     nb_dir = Path(__file__).resolve().parents[2] / "notebooks"
     for page in ("face", "npair", "ssl"):
         cells = json.loads((nb_dir / f"{page}.ipynb").read_text(encoding="utf-8"))["cells"]
-        intro = " ".join("".join(cells[0]["source"]).split())
+        intro = " ".join(" ".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown").split())
         assert "grows a grid tenfold past an edge where the best weight sits, at most twice a side" in intro, page
         assert "`cpu` profile" not in intro, page            # the grid is the quick tier's, not the decisive tier's
         numbers = grid.replace(", 1", " and 1") if page != "ssl" else grid
