@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import argparse
 import base64
+import csv
+import io
 import difflib
 import json
 import os
@@ -57,20 +59,57 @@ TIMES = (
                 % "|".join("_(?:<wbr>)?".join(map(re.escape, row.split("_"))) for row in TIME_ROWS)), r"\1…\2"),
 )
 _CSV = re.compile(r"data:text/csv;base64,([A-Za-z0-9+/=]+)")
+#: Table columns that hold wall-clock facts (the tiers page's run-hours per tier), masked with ``--mask-times`` in
+#: a table and in its CSV download.
+TIME_COLUMNS = ("run-hours",)
+_TABLE = re.compile(r"<table\b.*?</table>", re.S)
+_ROW = re.compile(r"<tr\b.*?</tr>", re.S)
+_CELL = re.compile(r"(<t[dh]\b[^>]*>)(.*?)(</t[dh]>)", re.S)
+
+
+def _mask_columns(table: str) -> str:
+    """An HTML table with the cells of its :data:`TIME_COLUMNS` masked."""
+    head = table.split("</thead>", 1)[0] if "</thead>" in table else ""
+    names = [re.sub(r"<[^>]+>", "", c[1]).strip() for c in _CELL.findall(head)]
+    cols = [i for i, n in enumerate(names) if n in TIME_COLUMNS]
+    if not cols or "</thead>" not in table:
+        return table
+    body = table.split("</thead>", 1)[1]
+
+    def row(m):
+        cells = list(_CELL.finditer(m.group(0)))
+        out, last = [], 0
+        for i, c in enumerate(cells):
+            out.append(m.group(0)[last:c.start()])
+            out.append(c.group(1) + ("…" if i in cols else c.group(2)) + c.group(3))
+            last = c.end()
+        return "".join(out) + m.group(0)[last:]
+    return table.split("</thead>", 1)[0] + "</thead>" + _ROW.sub(row, body)
 
 
 def mask(text: str, times: bool = False) -> str:
     for pattern, repl in VOLATILE + (TIMES if times else ()):
         text = pattern.sub(repl, text)
     if times:
+        text = _TABLE.sub(lambda m: _mask_columns(m.group(0)), text)
         text = _CSV.sub(lambda m: "data:text/csv;masked," + _mask_csv(base64.b64decode(m.group(1)).decode()), text)
     return text
 
 
-def _mask_csv(csv: str) -> str:
-    """A metrics CSV with the values of its timing rows (:data:`TIME_ROWS`) masked."""
-    return "\n".join(f"{line.split(',')[0]},…" if line.split(",")[0] in TIME_ROWS else line
-                      for line in csv.splitlines())
+def _mask_csv(text: str) -> str:
+    """A CSV with the values of its timing rows (:data:`TIME_ROWS`, a run's metrics) and of its timing columns
+    (:data:`TIME_COLUMNS`) masked."""
+    rows = list(csv.reader(io.StringIO(text)))
+    cols = [i for i, n in enumerate(rows[0]) if n in TIME_COLUMNS] if rows else []
+    out = io.StringIO()
+    w = csv.writer(out, lineterminator="\n")
+    for k, r in enumerate(rows):
+        if r and r[0] in TIME_ROWS:
+            r = [r[0], "…"]
+        elif k and cols:
+            r = ["…" if i in cols else v for i, v in enumerate(r)]
+        w.writerow(r)
+    return out.getvalue()
 
 
 def cell_outputs(cell: dict, times: bool = False) -> list[str]:

@@ -74,3 +74,22 @@ def test_a_cold_build_differs_only_in_its_wall_clock_facts_which_mask_times_mask
     assert po.main(["compare", str(tmp_path / "warm"), str(tmp_path / "cold"), "--mask-times"]) == 0
     diffs = po.compare(tmp_path / "warm", tmp_path / "other", times=True)
     assert [d.split(":")[0] + ":" + d.split(":")[1] for d in diffs] == ["runs/train_ms_none: code cell 1 differs"]
+
+
+def test_mask_times_masks_a_tables_run_hours_column_and_its_csv_and_nothing_beside_it(tmp_path):
+    """The tiers page's run-hours per tier are wall-clock facts; the runs and the stage counts beside them are not."""
+    import base64
+
+    def tiers(hours, runs):
+        csv = f"tier,runs,run-hours\nquick (cpu),{runs},{hours}\n"
+        return notebook([html('<table class="dataframe"><thead><tr><th>tier</th><th>runs</th><th>run-hours</th></tr>'
+                              f'</thead><tbody><tr><td>quick (cpu)</td><td class="sec-num">{runs}</td>'
+                              f'<td class="sec-num">{hours}</td></tr></tbody></table>'
+                              f'<a href="data:text/csv;base64,{base64.b64encode(csv.encode()).decode()}">csv</a>')])
+    write(tmp_path / "a", "tiers", tiers(2.48, 448))
+    write(tmp_path / "b", "tiers", tiers(1.37, 448))
+    write(tmp_path / "c", "tiers", tiers(1.37, 449))
+    assert po.compare(tmp_path / "a", tmp_path / "b") != []
+    assert po.compare(tmp_path / "a", tmp_path / "b", times=True) == []
+    assert po.compare(tmp_path / "a", tmp_path / "c", times=True) != []
+
