@@ -49,12 +49,15 @@ VOLATILE = (
 #: The names of the timing rows of a run's metrics (a run page's table and its CSV download).
 TIME_ROWS = ("mean_step_time", "wall_s")
 #: With ``--mask-times``: what a cold build measures again, the wall-clock facts of the quick tier it trains anew
-#: (its run-hours, a run's seconds and seconds per step, the dates it trained). Everything else a page shows, every
-#: metric and every figure, is computed from runs that are bit-identical under the kernel pin, and is compared.
+#: (its run-hours, a run's seconds and seconds per step, the dates it trained, the size of a table holding them).
+#: Everything else a page shows, every metric and every figure, is computed from runs that are bit-identical under
+#: the kernel pin, and is compared.
 TIMES = (
     (re.compile(r"\b\d[\d,]*(?:\.\d+)? run-hours"), "… run-hours"),
     (re.compile(r"\bit took \d+(?:\.\d+)? (s|min)\b"), r"it took … \1"),
     (re.compile(r"\btrained \d{4}-\d\d-\d\d(?: to \d{4}-\d\d-\d\d)?"), "trained …"),
+    # a download's size: the tables hold each run's and step's times, so their compressed size moves by a KB
+    (re.compile(r"\(([\w.-]+\.(?:csv|parquet)), \d[\d,]* KB\)"), r"(\1, … KB)"),
     (re.compile(r"(<td>(?:%s)</td>\s*<td class=\"sec-num\">)[^<]*(</td>)"
                 % "|".join("_(?:<wbr>)?".join(map(re.escape, row.split("_"))) for row in TIME_ROWS)), r"\1…\2"),
 )
