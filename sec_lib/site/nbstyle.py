@@ -115,8 +115,9 @@ def run_parameters(nb) -> tuple[dict[str, str], dict[str, str]]:
 
 #: How a page states the tier it shows (``sec_lib.chapters.evidence.tier_sentence``).
 _TIER_SHOWN = re.compile(r"Evidence on this page: the (\w[\w-]*) tier")
-#: An output that is a page's tier sentence (moved into its provenance box).
-_TIER_SENTENCE = re.compile(r"\s*\*\*Evidence on this page:")
+#: An output that is a page's tier sentence, or its note on what the first long tier already decides while the page
+#: shows another (:func:`sec_lib.chapters.evidence.waiting_sentence`): moved into its provenance box.
+_TIER_SENTENCE = re.compile(r"\s*\*\*(?:Evidence on this page:|Already in the [\w-]+ tier\.\*\*)")
 
 
 def shown_tier(nb) -> str | None:
@@ -179,7 +180,7 @@ def _markdown_output(out) -> str:
 def fold_provenance(nb) -> None:
     """Move the page's provenance to its end, folded in one box (a ``{dropdown}``, tagged :data:`PROVENANCE_TAG`):
     the parameter box (:func:`add_params_box`, which must run first) and every tier sentence a code cell printed
-    ("**Evidence on this page: ...", taken out of that cell's outputs). Applying it again gives the same page: the
+    ("**Evidence on this page: ...", "**Already in the decisive tier.** ...", taken out of that cell's outputs). Applying it again gives the same page: the
     box keeps the sentences it took (in its metadata) and is rebuilt."""
     taken: list[str] = []
     for cell in [c for c in nb.cells if PROVENANCE_TAG in c.get("metadata", {}).get("tags", [])]:

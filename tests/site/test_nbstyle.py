@@ -34,7 +34,8 @@ def _notebook(injected: str | None = 'profile = "smoke"\nloss = "triplet"\n'):
         v4.new_code_cell("print(1)", metadata={"tags": ["show-input"]}, outputs=_out()),
         v4.new_code_cell("y", outputs=_out()),
         v4.new_code_cell("show_evidence()", outputs=[v4.new_output("display_data", data={
-            "text/markdown": "**Evidence on this page: the decisive tier**, 115 runs"}), *_out("R@1 77.1")]),
+            "text/markdown": "**Evidence on this page: the decisive tier**, 115 runs"}), *_out("R@1 77.1"),
+            v4.new_output("display_data", data={"text/markdown": "**Already in the decisive tier.** It holds C1"})]),
     ]
     if injected is not None:
         nb.cells.insert(2, v4.new_code_cell("# Parameters\n" + injected, metadata={"tags": ["injected-parameters"]}))
@@ -79,6 +80,7 @@ def test_the_parameters_and_the_tier_sentence_are_folded_in_one_box_at_the_end(t
     assert "every other parameter at the notebook's default" in text   # seed was not injected
     assert "{doc}`how to rerun it </book/rerun>`" in text
     assert text.count("**Evidence on this page: the decisive tier**, 115 runs") == 1
+    assert text.count("**Already in the decisive tier.** It holds C1") == 1
     assert "shows the **decisive tier**" in text      # read from the sentence, also once it sits in the box
     evidence_cell = next(c for c in nb.cells if c.cell_type == "code" and c.source == "show_evidence()")
     assert [o.get("text") for o in evidence_cell.outputs] == ["R@1 77.1"]
