@@ -180,8 +180,8 @@ def _markdown_output(out) -> str:
 def fold_provenance(nb) -> None:
     """Move the page's provenance to its end, folded in one box (a ``{dropdown}``, tagged :data:`PROVENANCE_TAG`):
     the parameter box (:func:`add_params_box`, which must run first) and every tier sentence a code cell printed
-    ("**Evidence on this page: ...", "**Already in the decisive tier.** ...", taken out of that cell's outputs). Applying it again gives the same page: the
-    box keeps the sentences it took (in its metadata) and is rebuilt."""
+    ("**Evidence on this page: ...", "**Already in the decisive tier.** ...", taken out of that cell's outputs).
+    Applying it again gives the same page: the box keeps the sentences it took (in its metadata) and is rebuilt."""
     taken: list[str] = []
     for cell in [c for c in nb.cells if PROVENANCE_TAG in c.get("metadata", {}).get("tags", [])]:
         taken += cell.metadata.get(PROVENANCE_TAG, [])
@@ -194,7 +194,10 @@ def fold_provenance(nb) -> None:
         keep = []
         for out in cell.get("outputs", []):
             text = _markdown_output(out)
-            (taken.append(text.strip()) if _TIER_SENTENCE.match(text) else keep.append(out))
+            if _TIER_SENTENCE.match(text):
+                taken.append(text.strip())
+            else:
+                keep.append(out)
         cell["outputs"] = keep
     lines = [_cell_source(c).replace(f":::{{container}} {PARAMS_BOX_TAG}\n", "").rstrip().removesuffix(":::").strip()
              for c in params]
