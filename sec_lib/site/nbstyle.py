@@ -32,7 +32,7 @@ import nbformat
 
 from ..report import VERDICTS
 
-#: Tag of the markdown cell that :func:`style_notebook` inserts (so a rerun replaces it).
+#: Tag of the parameter box an earlier style put under a page's title (:func:`fold_provenance` drops it).
 PARAMS_BOX_TAG = "sec-run-params"
 #: Tag (and metadata key) of the folded box at the end of a page that holds its provenance (:func:`fold_provenance`).
 PROVENANCE_TAG = "sec-provenance"
@@ -120,25 +120,24 @@ _TIER_SHOWN = re.compile(r"Evidence on this page: the (\w[\w-]*) tier")
 _TIER_SENTENCE = re.compile(r"\s*\*\*(?:Evidence on this page:|Already in the [\w-]+ tier\.\*\*)")
 
 
-def shown_tier(nb) -> str | None:
-    """The tier an executed page says it shows (its tier sentence, where the page printed it or in its
-    provenance box), or None."""
-    for cell in nb.cells:
-        if PROVENANCE_TAG in cell.get("metadata", {}).get("tags", []):
-            m = _TIER_SHOWN.search(_cell_source(cell))
-            if m:
-                return m.group(1)
-        for out in cell.get("outputs", []):
-            text = out.get("data", {}).get("text/markdown", "") or out.get("text", "")
-            m = _TIER_SHOWN.search("".join(text) if isinstance(text, list) else str(text))
-            if m:
-                return m.group(1)
+def _tier_in(texts) -> str | None:
+    """The tier the first tier sentence among ``texts`` names, or None."""
+    for text in texts:
+        m = _TIER_SHOWN.search(text)
+        if m:
+            return m.group(1)
     return None
 
 
+def shown_tier(nb) -> str | None:
+    """The tier an executed page says it shows in what it printed (its tier sentence), or None."""
+    return _tier_in(_output_text(out) for cell in nb.cells for out in cell.get("outputs", []))
+
+
 def params_markdown(injected: dict[str, str], defaults: dict[str, str], tier: str | None = None) -> str:
-    """The text of the parameter box (MyST markdown); ``tier``: the evidence tier the page shows, named
-    when it is not the profile the page was run with (the reference tier where it holds the page's runs)."""
+    """The sentence on the page's parameters (MyST markdown, for its provenance box); ``tier``: the evidence tier the
+    page shows, named when it is not the profile the page was run with (the decisive tier where it holds the page's
+    runs)."""
     rerun = f"{{doc}}`how to rerun it <{RERUN_DOC}>`"
     if injected:
         values = ", ".join(f"`{k} = {v}`" for k, v in injected.items())
@@ -147,63 +146,39 @@ def params_markdown(injected: dict[str, str], defaults: dict[str, str], tier: st
         shows = ""
         if tier and injected.get("profile", "").strip("\"'") != tier:
             shows = f"; it shows the **{tier} tier**, the committed runs that hold its evidence"
-        text = f"**This page was run with:** {values}{tail}{shows} ({rerun})."
-    elif defaults:
-        text = f"**This page was run with the notebook's default parameters** ({rerun})."
-    else:
-        text = f"**This page takes no parameters** ({rerun})."
-    return f":::{{container}} {PARAMS_BOX_TAG}\n{text}\n:::"
+        return f"**This page was run with:** {values}{tail}{shows} ({rerun})."
+    if defaults:
+        return f"**This page was run with the notebook's default parameters** ({rerun})."
+    return f"**This page takes no parameters** ({rerun})."
 
 
-def _title_index(nb) -> int:
-    """Index of the first markdown cell that holds a level-1 heading (-1 when there is none)."""
-    for i, cell in enumerate(nb.cells):
-        if cell.get("cell_type") == "markdown" and any(
-                line.startswith("# ") for line in _cell_source(cell).splitlines()):
-            return i
-    return -1
-
-
-def add_params_box(nb) -> None:
-    """Insert (or replace) the parameter box right after the title cell (first cell when there is no title)."""
-    nb.cells = [c for c in nb.cells if PARAMS_BOX_TAG not in c.get("metadata", {}).get("tags", [])]
-    cell = nbformat.v4.new_markdown_cell(params_markdown(*run_parameters(nb), tier=shown_tier(nb)))
-    cell.metadata["tags"] = [PARAMS_BOX_TAG]
-    nb.cells.insert(_title_index(nb) + 1, cell)
-
-
-def _markdown_output(out) -> str:
-    text = out.get("data", {}).get("text/markdown", "")
+def _output_text(out) -> str:
+    text = out.get("data", {}).get("text/markdown", "") or out.get("text", "")
     return "".join(text) if isinstance(text, list) else str(text)
 
 
 def fold_provenance(nb) -> None:
-    """Move the page's provenance to its end, folded in one box (a ``{dropdown}``, tagged :data:`PROVENANCE_TAG`):
-    the parameter box (:func:`add_params_box`, which must run first) and every tier sentence a code cell printed
-    ("**Evidence on this page: ...", "**Already in the decisive tier.** ...", taken out of that cell's outputs).
-    Applying it again gives the same page: the box keeps the sentences it took (in its metadata) and is rebuilt."""
+    """Put the page's provenance at its end, folded in one box (a ``{dropdown}``, tagged :data:`PROVENANCE_TAG`):
+    the sentence on its parameters (:func:`params_markdown`, read from papermill's cells) and every tier sentence a
+    code cell printed ("**Evidence on this page: ...", "**Already in the decisive tier.** ...", taken out of that
+    cell's outputs). Applying it again gives the same page: the box keeps the sentences it took (in its metadata)
+    and is rebuilt. A parameter box an earlier style put under the title (:data:`PARAMS_BOX_TAG`) is dropped."""
     taken: list[str] = []
     for cell in [c for c in nb.cells if PROVENANCE_TAG in c.get("metadata", {}).get("tags", [])]:
         taken += cell.metadata.get(PROVENANCE_TAG, [])
-    nb.cells = [c for c in nb.cells if PROVENANCE_TAG not in c.get("metadata", {}).get("tags", [])]
-    params = [c for c in nb.cells if PARAMS_BOX_TAG in c.get("metadata", {}).get("tags", [])]
-    nb.cells = [c for c in nb.cells if c not in params]
+    nb.cells = [c for c in nb.cells if not {PROVENANCE_TAG, PARAMS_BOX_TAG} & set(c.get("metadata", {}).get("tags", []))]
     for cell in nb.cells:
         if cell.get("cell_type") != "code":
             continue
         keep = []
         for out in cell.get("outputs", []):
-            text = _markdown_output(out)
-            if _TIER_SENTENCE.match(text):
+            text = _output_text(out)
+            if "data" in out and _TIER_SENTENCE.match(text):
                 taken.append(text.strip())
             else:
                 keep.append(out)
         cell["outputs"] = keep
-    lines = [_cell_source(c).replace(f":::{{container}} {PARAMS_BOX_TAG}\n", "").rstrip().removesuffix(":::").strip()
-             for c in params]
-    body = "\n\n".join([*lines, *taken])
-    if not body:
-        return
+    body = "\n\n".join([params_markdown(*run_parameters(nb), tier=_tier_in(taken)), *taken])
     cell = nbformat.v4.new_markdown_cell(f"::::{{dropdown}} {PROVENANCE_TITLE}\n:class-container: {PROVENANCE_TAG}\n\n"
                                          f"{body}\n::::")
     cell.metadata["tags"] = [PROVENANCE_TAG]
@@ -212,11 +187,10 @@ def fold_provenance(nb) -> None:
 
 
 def style_notebook(path: str | os.PathLike) -> None:
-    """Add the parameter box and fold it, with the page's tier sentence, into the provenance box at the end; then
-    fold every code cell and remove the empty ones, in place (the runner calls it after papermill)."""
+    """Fold the page's parameters and tier sentence into the provenance box at its end, then fold every code cell
+    and remove the empty ones, in place (the runner calls it after papermill)."""
     path = Path(path)
     nb = nbformat.read(path, as_version=4)
-    add_params_box(nb)
     fold_provenance(nb)
     hide_code_inputs(nb)
     nbformat.write(nb, path)
