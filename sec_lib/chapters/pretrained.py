@@ -192,19 +192,23 @@ def _sec_effects(runs: pd.DataFrame, metric: str) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
+def _interaction_groups(runs: pd.DataFrame, metric: str) -> list[tuple[str, pd.DataFrame]]:
+    """Per main loss, then :data:`POOLED` (the mean over the losses per seed): the seeds that hold all four runs,
+    with SEC − none in each regime (columns: the regimes) and their difference (``interaction``)."""
+    e = _sec_effects(regime_runs(runs), metric)
+    e = e.assign(interaction=e[REGIMES[0]] - e[REGIMES[1]]).dropna()
+    groups = [(loss, e.xs(loss, level="loss")) for loss in ex.MAIN_LOSSES if loss in e.index.get_level_values("loss")]
+    return [*groups, (POOLED, e.groupby(level="seed").mean())]
+
+
 def interaction_family(runs: pd.DataFrame, metric: str = "R@1") -> pd.DataFrame:
     """The family :data:`FAMILY_INTERACTION`: per main loss, (SEC − none fine-tuned) − (SEC − none from scratch)
     paired on seed (the same seed's four runs), and :data:`POOLED`, that difference averaged over the losses per
     seed; each with its mean and 95% t interval over seeds, the one-sample t-test, expected sign +1 and the
     metric's declared equivalence margin, Holm over the five rows. Beside each, the two regimes' SEC − none (means
     over the same seeds)."""
-    r = regime_runs(runs)
-    e = _sec_effects(r, metric)
-    e = e.assign(interaction=e[REGIMES[0]] - e[REGIMES[1]]).dropna()
     rows = []
-    groups = [(loss, e.xs(loss, level="loss")) for loss in ex.MAIN_LOSSES if loss in e.index.get_level_values("loss")]
-    pooled = e.groupby(level="seed").mean()
-    for name, g in [*groups, (POOLED, pooled)]:
+    for name, g in _interaction_groups(runs, metric):
         rows.append({"loss": name, "metric": metric, "SEC − none, fine-tuned": float(g[REGIMES[0]].mean()) if len(g)
                      else math.nan, "SEC − none, from scratch": float(g[REGIMES[1]].mean()) if len(g) else math.nan,
                      **verdict_row_of(values_ci(g["interaction"].to_numpy()), +1, MARGINS.get(metric))})
@@ -220,11 +224,8 @@ def interaction_rows(runs: pd.DataFrame, metric: str = "R@1") -> pd.DataFrame:
     """What the interaction figure draws: per main loss and :data:`POOLED`, SEC − none fine-tuned, SEC − none from
     scratch and their difference (the regime interaction of :func:`interaction_family`), each the mean over the
     seeds that hold all four runs, with its 95% t interval (descriptive: the verdicts are the families')."""
-    e = _sec_effects(regime_runs(runs), metric)
-    e = e.assign(interaction=e[REGIMES[0]] - e[REGIMES[1]]).dropna()
-    groups = [(loss, e.xs(loss, level="loss")) for loss in ex.MAIN_LOSSES if loss in e.index.get_level_values("loss")]
     rows = []
-    for name, g in [*groups, (POOLED, e.groupby(level="seed").mean())]:
+    for name, g in _interaction_groups(runs, metric):
         for part, col in zip(INTERACTION_PARTS, (*REGIMES, "interaction")):
             c = values_ci(g[col].to_numpy())
             rows.append({"loss": name, "part": part, "estimate": c["estimate"], "ci_lo": c["ci_lo"],

@@ -107,17 +107,16 @@ def renumber_figures(html_dir: str | Path) -> dict[str, int]:
     number, on any page (a reference to another page's figure gets that figure's number on its own page).
     Rewrites the HTML files under ``html_dir`` in place (atomically); returns {page: its figures}."""
     html_dir = Path(html_dir)
-    pages = sorted(html_dir.rglob("*.html"))
+    texts = {page: page.read_text(encoding="utf-8") for page in sorted(html_dir.rglob("*.html"))}
     new: dict[str, str] = {}
     counts: dict[str, int] = {}
-    for page in pages:
-        numbers = _CAPTION_NUMBER.findall(page.read_text(encoding="utf-8"))
+    for page, text in texts.items():
+        numbers = _CAPTION_NUMBER.findall(text)
         for i, (_, old, _) in enumerate(numbers, start=1):
             new[old] = str(i)
         if numbers:
             counts[page.relative_to(html_dir).as_posix()] = len(numbers)
-    for page in pages:
-        text = page.read_text(encoding="utf-8")
+    for page, text in texts.items():
         out = _CAPTION_NUMBER.sub(lambda m: m.group(1) + new.get(m.group(2), m.group(2)) + m.group(3), text)
         out = _NUMREF.sub(lambda m: m.group(1) + new.get(m.group(2), m.group(2)) + m.group(3), out)
         if out != text:
