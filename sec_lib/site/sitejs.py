@@ -24,7 +24,10 @@ What is served (all from ``node_modules``):
 - ``sec-js/embed-amd.js`` (npm ``@jupyter-widgets/html-manager``, ``dist/embed-amd.js``): the AMD
   build of the widget manager with ``@jupyter-widgets/base`` (protocol 1.2.0 and 2.0.0),
   ``@jupyter-widgets/controls`` (1.5.0 and 2.0.0) and the output widget bundled; it renders every
-  ``application/vnd.jupyter.widget-view+json`` script on the page on load. Widget modules that are
+  ``application/vnd.jupyter.widget-view+json`` script on the page on load. The manager carries its own copies
+  of both protocols; the file also defines them again as AMD modules for third-party widget modules to import.
+  The book has no third-party widget module, so the two protocol-1 AMD modules (``@jupyter-widgets/base7``,
+  ``controls7``: 0.8 MB of the 3.6) are left out (:func:`trim_embed_amd`); ipywidgets 8 writes protocol 2. Widget modules that are
   not bundled would be requested under the ``data-jupyter-widgets-cdn`` prefix, which
   ``_config.yml`` sets to a local relative folder, so such a request fails locally (and
   ``sec_lib.site.pagecheck`` reports it) instead of leaving the machine.
@@ -46,6 +49,7 @@ What is served (all from ``node_modules``):
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -60,6 +64,53 @@ WIDGET_FILES: tuple[tuple[str, str], ...] = (
     ("requirejs/require.js", "require.js"),
     ("@jupyter-widgets/html-manager/dist/embed-amd.js", "embed-amd.js"),
 )
+
+#: AMD modules of ``embed-amd.js`` the book does not serve (:func:`trim_embed_amd`): ipywidgets 7's base and
+#: controls, defined for third-party widget modules written against protocol 1. The manager renders the book's
+#: widgets (protocol 2) with its own bundled copies and never requests these by name.
+UNSERVED_AMD_MODULES = ("@jupyter-widgets/base7", "@jupyter-widgets/controls7")
+#: The AMD modules ``embed-amd.js`` must define, in this order, for :func:`trim_embed_amd` to trust its split.
+EMBED_AMD_MODULES = ("@jupyter-widgets/base", "@jupyter-widgets/controls", "@jupyter-widgets/base7",
+                     "@jupyter-widgets/controls7", "@jupyter-widgets/html-manager",
+                     "@jupyter-widgets/html-manager/dist/libembed-amd")
+_AMD_DEFINE = re.compile(r'^define\("([^"]+)",\[([^\]]*)\]', re.M)
+
+
+def _with_licence(js: str, at: int) -> int:
+    """Where the module whose ``define`` starts at ``at`` begins: at its licence comment when the line before is
+    one (``/*! For license information please see base7.js.LICENSE.txt */``)."""
+    prev = js.rfind("\n", 0, max(at - 1, 0)) + 1
+    return prev if at > 0 and js[prev:at].startswith("/*!") else at
+
+
+def amd_modules(js: str) -> list[tuple[str, tuple[str, ...], int, int]]:
+    """(name, dependencies, start, end) of each top-level ``define("name", [deps], ...)`` of a concatenated AMD
+    bundle, in order; a module runs from its licence comment (the line before its ``define``; the file's start for
+    the first) to the next module."""
+    found = [(m.group(1), tuple(re.findall(r'"([^"]+)"', m.group(2))), _with_licence(js, m.start()))
+             for m in _AMD_DEFINE.finditer(js)]
+    return [(name, deps, 0 if i == 0 else at, found[i + 1][2] if i + 1 < len(found) else len(js))
+            for i, (name, deps, at) in enumerate(found)]
+
+
+def trim_embed_amd(js: str, drop: tuple[str, ...] = UNSERVED_AMD_MODULES) -> str:
+    """``embed-amd.js`` without the AMD modules in ``drop``, the others byte for byte. Raises ValueError when the
+    file does not define :data:`EMBED_AMD_MODULES` in that order (a new html-manager release must be looked at
+    before it is trimmed), or when a module kept lists a dropped one among its dependencies."""
+    mods = amd_modules(js)
+    names = tuple(m[0] for m in mods)
+    if names != EMBED_AMD_MODULES:
+        raise ValueError(f"embed-amd.js defines {list(names)}; sec_lib.site.sitejs.trim_embed_amd expects "
+                         f"{list(EMBED_AMD_MODULES)} (a new @jupyter-widgets/html-manager: check which modules the "
+                         f"manager loads by name before leaving any out)")
+    unknown = [d for d in drop if d not in names]
+    if unknown:
+        raise ValueError(f"cannot leave out {unknown}: embed-amd.js defines {list(names)}")
+    users = [(name, d) for name, deps, _, _ in mods if name not in drop for d in deps if d in drop]
+    if users:
+        raise ValueError(f"embed-amd.js: {users} (module, dependency): a module kept depends on one left out")
+    return "".join(js[a:b] for name, _, a, b in mods if name not in drop)
+
 
 #: Web fonts the widget CSS (Font Awesome 5) refers to; woff2 is the first source of every
 #: @font-face, so only those are served. Kept where the widget manager looks for them.
@@ -169,7 +220,13 @@ def copy_site_js(node_modules: str | os.PathLike, static_dir: str | os.PathLike)
     node_modules, out = Path(node_modules), Path(static_dir) / SITE_JS_DIR
     written = []
     for src, dst in WIDGET_FILES:
-        if _copy_if_changed(node_modules / src, out / dst):
+        if dst == "embed-amd.js":
+            text = trim_embed_amd((node_modules / src).read_text(encoding="utf-8"))
+            if not (out / dst).is_file() or (out / dst).read_text(encoding="utf-8") != text:
+                (out / dst).parent.mkdir(parents=True, exist_ok=True)
+                (out / dst).write_text(text, encoding="utf-8")
+                written.append(out / dst)
+        elif _copy_if_changed(node_modules / src, out / dst):
             written.append(out / dst)
     for font in sorted((node_modules / WIDGET_FONTS_SRC).glob("*.woff2")):
         for dst in (WIDGET_FONTS_DST, WIDGET_FONTS_ALSO):

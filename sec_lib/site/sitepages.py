@@ -9,6 +9,9 @@
   at most 256 colours after the build (:func:`palette_png`; median cut, no dithering): charts of flat
   colours on white look the same and take about a third of the bytes (7.6 MB → 3.1 MB in the cpu
   build). An image with transparency, or one the palette would not make smaller, is left as it is.
+- The theme's icon fonts (Font Awesome, under ``_static/vendor/``) are served as woff2 alone
+  (:func:`drop_truetype_fallbacks`): every ``@font-face`` names the woff2 file first, which every browser the
+  book supports reads, so the TrueType copy after it (0.7 MB) is never fetched; it and its ``url(…)`` go.
 - ``{sec-bibtex} CITATION.cff``: a BibTeX entry generated at build time from the repository's
   ``CITATION.cff`` (used by ``book/cite.md``), so no number of the citation is typed twice.
 """
@@ -64,6 +67,38 @@ def drop_source_maps(static_dir: str | Path) -> list[Path]:
 def _drop_source_maps(app: Any, exception: Exception | None) -> None:
     if exception is None and getattr(app.builder, "format", None) == "html":
         drop_source_maps(Path(app.outdir) / "_static")
+
+
+#: A TrueType source listed after a woff2 one in an ``@font-face`` rule (pydata-sphinx-theme's Font Awesome).
+_TTF_AFTER_WOFF2 = re.compile(r'(url\(([^)]*?)\.woff2\) format\("woff2"\)),url\(\2\.ttf\) format\("truetype"\)')
+
+
+def drop_truetype_fallbacks(static_dir: str | Path) -> list[Path]:
+    """In the style sheets under ``static_dir``, drop each TrueType source that follows a woff2 copy of the same
+    font, and delete those ``.ttf`` files once no style sheet names them; return the files deleted. A ``.ttf``
+    without a woff2 sibling, or one a style sheet still names, is kept."""
+    static_dir = Path(static_dir)
+    named = set()
+    for css in sorted(static_dir.rglob("*.css")):
+        text = css.read_text(encoding="utf-8")
+        new = _TTF_AFTER_WOFF2.sub(r"\1", text)
+        if new != text:
+            for m in _TTF_AFTER_WOFF2.finditer(text):
+                named.add((css.parent / f"{m.group(2)}.ttf").resolve())
+            atomic_write_bytes(css, new.encode("utf-8"))
+    still = set()
+    for css in sorted(static_dir.rglob("*.css")):
+        for m in re.finditer(r"url\(([^)]*?\.ttf)\)", css.read_text(encoding="utf-8")):
+            still.add((css.parent / m.group(1)).resolve())
+    gone = [p for p in sorted(named) if p.is_file() and p.with_suffix(".woff2").is_file() and p not in still]
+    for p in gone:
+        p.unlink()
+    return gone
+
+
+def _drop_truetype_fallbacks(app: Any, exception: Exception | None) -> None:
+    if exception is None and getattr(app.builder, "format", None) == "html":
+        drop_truetype_fallbacks(Path(app.outdir) / "_static")
 
 
 #: Colours of the palette :func:`palette_png` stores an image with.
@@ -182,6 +217,7 @@ def setup(app: Any) -> dict[str, Any]:
     """Sphinx entry point."""
     app.connect("html-page-context", _drop_source_buttons, priority=600)   # after sphinx-book-theme (501)
     app.connect("build-finished", _drop_source_maps)
+    app.connect("build-finished", _drop_truetype_fallbacks)
     app.connect("build-finished", _palette_images)
     app.connect("build-finished", _renumber_figures)
     app.add_directive("sec-bibtex", CffBibtex)

@@ -150,6 +150,12 @@ def test_scripts_are_served_by_the_book(mini_book):
     # pages without widgets do not load the widget manager
     intro = (mini_book / "book" / "intro.html").read_text(encoding="utf-8")
     assert "embed-amd.js" not in intro and "require.js" not in intro
+    # the manager is served without the protocol-1 modules (the widgets test below shows it still renders), and
+    # the theme's icon fonts as woff2 alone
+    served = [m[0] for m in sitejs.amd_modules((mini_book / "_static" / "sec-js" / "embed-amd.js").read_text())]
+    assert "@jupyter-widgets/html-manager" in served and not set(served) & set(sitejs.UNSERVED_AMD_MODULES)
+    assert not list((mini_book / "_static" / "vendor").rglob("*.ttf"))
+    assert list((mini_book / "_static" / "vendor").rglob("*.woff2"))
 
 
 def test_widgets_render_offline_and_slider_changes_image(mini_book, tmp_path, browser):
