@@ -350,7 +350,7 @@ LONG_INLINE = f'<p>An inline formula <span class="math notranslate nohighlight">
 
 def test_long_formulas_scroll_in_their_own_box_and_clipped_ones_fail(mini_book, browser):
     """The theme clips span.math and div.math, which cuts a wide equation off at 420 px. With the book's CSS
-    (book/_static/sec.css, section 6) a formula wider than the column, display or inline, scrolls sideways in
+    (book/_static/sec.css, section 5) a formula wider than the column, display or inline, scrolls sideways in
     its own box at every width; one whose box clips it (overflow hidden) fails the check, and so does the page
     without the book's CSS (its inline formula is cut off)."""
     html = (mini_book / PAGE).read_text(encoding="utf-8")
