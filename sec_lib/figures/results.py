@@ -1,6 +1,9 @@
 """Figures of the compare and norms pages: the main table's bars, our gains against the paper's,
-norm distributions and trajectories, variance reduction against gain, gradient-slope statistics."""
+norm distributions and trajectories, variance reduction against gain, gradient-slope statistics; and the
+paired differences around 0 that the compare page and the review pages (face, N-pair, SimCLR) draw."""
 from __future__ import annotations
+
+from typing import Mapping
 
 import numpy as np
 import pandas as pd
@@ -98,7 +101,49 @@ def paired_rows(gains: pd.DataFrame, runs: pd.DataFrame, metric: str = "R@1") ->
     return out
 
 
-def paired_differences(rows: pd.DataFrame, metric: str | None = None, level: float = 0.95, ax=None):
+def family_paired_rows(family: pd.DataFrame, runs: pd.DataFrame, names: Mapping[str, str] | None = None,
+                       metric_names: Mapping[str, str] | None = None, variant: str = "sec",
+                       baseline: str = "none", arm: str = "SEC − none") -> pd.DataFrame:
+    """The input of :func:`paired_differences` from a page's family of verdict rows and the runs behind them.
+
+    ``family``: one row per loss and metric of ``variant`` − ``baseline`` paired on seed, as
+    :func:`sec_lib.chapters.review.sec_rows` and :func:`~sec_lib.chapters.review.family_rows` give them (loss,
+    metric, estimate, ci_lo, ci_hi, n); ``runs``: the runs they were computed from, whose ``eta`` column gives
+    each row's η (that of the loss's ``variant`` runs; runs that differ give ``0.05/0.1``). ``names`` maps a loss
+    to the name its group is drawn under (default: the loss itself); the groups keep the family's order where
+    no name is one of the book's losses.
+
+    A family of one metric draws one arm per loss, named ``arm``; a family of several names each arm by its
+    metric ("SEC − none in R@1"; ``metric_names`` maps a metric to the name used), and ``attrs["metric"]``
+    joins the metrics ("R@1 or probe top-1"), the quantity on the figure's axis. A row without an estimate
+    (no seed with both runs) has nothing to draw and is left out.
+
+    Columns: loss (the group's drawn name), key (the loss), metric, arm, variant, baseline, estimate, ci_lo,
+    ci_hi, eta (text), n (paired seeds).
+    """
+    need(family, ["loss", "metric", "estimate", "ci_lo", "ci_hi", "n"], "family")
+    need(runs, ["loss", "variant", "eta"], "runs")
+    names, metric_names = dict(names or {}), dict(metric_names or {})
+    metrics = list(dict.fromkeys(family["metric"]))
+    etas = runs[runs["variant"] == variant].groupby("loss", sort=False)["eta"].agg(
+        lambda s: _eta_text(s.to_numpy()))
+    rows = []
+    for r in family.itertuples(index=False):
+        if not np.isfinite(float(r.estimate)):
+            continue
+        mname = metric_names.get(r.metric, r.metric)
+        rows.append({"loss": names.get(r.loss, r.loss), "key": r.loss, "metric": r.metric,
+                     "arm": arm if len(metrics) == 1 else f"{arm} in {mname}", "variant": variant,
+                     "baseline": baseline, "estimate": float(r.estimate), "ci_lo": float(r.ci_lo),
+                     "ci_hi": float(r.ci_hi), "eta": etas.get(r.loss, "?"), "n": int(r.n)})
+    out = pd.DataFrame(rows, columns=["loss", "key", "metric", "arm", "variant", "baseline", "estimate", "ci_lo",
+                                      "ci_hi", "eta", "n"])
+    out.attrs["metric"] = " or ".join(metric_names.get(m, m) for m in metrics)
+    return out
+
+
+def paired_differences(rows: pd.DataFrame, metric: str | None = None, level: float = 0.95, ax=None,
+                       title: str | None = None, xlabel: str | None = None, width: float = BOOK_WIDTH):
     """Paired differences against the baseline (SEC − none, L2-reg − none, ...) per loss: each arm's estimate
     (dot) with its interval (whisker) around a vertical line at 0 (no effect), one row per loss and arm, η in
     each row's label. The x axis spans every interval and 0 with a margin on both sides, so it never starts at
@@ -107,7 +152,9 @@ def paired_differences(rows: pd.DataFrame, metric: str | None = None, level: flo
     ``rows``: one row per loss and arm with the columns :data:`PAIRED_COLUMNS` (optionally ``variant``, which
     picks the arm's colour, and ``n``); :func:`paired_rows` builds them from the compare page's paired differences.
     An arm without an interval (one seed, or the same difference on every seed) is drawn hollow, without a whisker.
-    The caption to print under it is :func:`paired_caption`.
+    The caption to print under it is :func:`paired_caption`. ``title`` and ``xlabel`` replace the default title
+    and axis label (which speak of each regulariser; ``title=""``: none); ``width`` is the figure's width in
+    inches (at most :data:`BOOK_WIDTH`).
     """
     need(rows, list(PAIRED_COLUMNS), "rows")
     if not len(rows):
@@ -137,7 +184,7 @@ def paired_differences(rows: pd.DataFrame, metric: str | None = None, level: flo
             y += 1.0
         y += 0.25
     with style():
-        fig, ax = fig_ax(ax, (BOOK_WIDTH, 0.95 + 0.26 * len(ticks)))
+        fig, ax = fig_ax(ax, (width, 0.95 + 0.26 * len(ticks)))
         for (loss, a), yy in ys.items():
             r = rows[(rows["loss"] == loss) & (rows["arm"] == a)].iloc[0]
             est, lo, hi = float(r["estimate"]), float(r["ci_lo"]), float(r["ci_hi"])
@@ -160,8 +207,9 @@ def paired_differences(rows: pd.DataFrame, metric: str | None = None, level: flo
         ax.grid(axis="y", visible=False)
         for yy in heads[1:]:                      # a thin rule between the losses
             ax.axhline(yy - 0.6, color="0.85", lw=0.6, zorder=1)
-        ax.set_xlabel(f"paired difference in {metric} [points]; right of 0: the regulariser helps")
-        ax.set_title(f"{metric}: each regulariser − none, mean over seeds and {level:.0%} interval")
+        ax.set_xlabel(xlabel or f"paired difference in {metric} [points]; right of 0: the regulariser helps")
+        ax.set_title(f"{metric}: each regulariser − none, mean over seeds and {level:.0%} interval"
+                     if title is None else title)
     return fig
 
 
