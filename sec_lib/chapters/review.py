@@ -27,10 +27,10 @@ PAIRED_WIDTH = 6.0
 def paired_figure(rows: pd.DataFrame, width: float = PAIRED_WIDTH):
     """A page's SEC − none paired differences around 0 with their 95% intervals
     (:func:`sec_lib.figures.results.paired_differences` of ``rows``, :func:`sec_lib.figures.results.family_paired_rows`);
-    where no loss has a paired seed yet, a figure that says so."""
+    the losses in the family's order; where no loss has a paired seed yet, a figure that says so."""
     title = f"SEC − none in {rows.attrs.get('metric', 'R@1')}: mean over seeds and 95% interval"
     if len(rows):
-        fig = results_fig.paired_differences(rows, title="", width=width,
+        fig = results_fig.paired_differences(rows, title="", width=width, losses=list(dict.fromkeys(rows["loss"])),
                                              xlabel="paired difference [points]; right of 0: SEC helps")
         with style():   # long loss names narrow the axes: the title spans the figure, the axis label ends at the right
             fig.suptitle(title, fontsize=matplotlib.rcParams["axes.titlesize"])

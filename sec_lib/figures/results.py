@@ -110,8 +110,8 @@ def family_paired_rows(family: pd.DataFrame, runs: pd.DataFrame, names: Mapping[
     :func:`sec_lib.chapters.review.sec_rows` and :func:`~sec_lib.chapters.review.family_rows` give them (loss,
     metric, estimate, ci_lo, ci_hi, n); ``runs``: the runs they were computed from, whose ``eta`` column gives
     each row's η (that of the loss's ``variant`` runs; runs that differ give ``0.05/0.1``). ``names`` maps a loss
-    to the name its group is drawn under (default: the loss itself); the groups keep the family's order where
-    no name is one of the book's losses.
+    to the name its group is drawn under (default: the loss itself); ``list(dict.fromkeys(out["loss"]))`` is
+    the family's order of the groups, for :func:`paired_differences`' ``losses``.
 
     A family of one metric draws one arm per loss, named ``arm``; a family of several names each arm by its
     metric ("SEC − none in R@1"; ``metric_names`` maps a metric to the name used), and ``attrs["metric"]``
@@ -143,7 +143,8 @@ def family_paired_rows(family: pd.DataFrame, runs: pd.DataFrame, names: Mapping[
 
 
 def paired_differences(rows: pd.DataFrame, metric: str | None = None, level: float = 0.95, ax=None,
-                       title: str | None = None, xlabel: str | None = None, width: float = BOOK_WIDTH):
+                       title: str | None = None, xlabel: str | None = None, width: float = BOOK_WIDTH,
+                       losses: list[str] | None = None):
     """Paired differences against the baseline (SEC − none, L2-reg − none, ...) per loss: each arm's estimate
     (dot) with its interval (whisker) around a vertical line at 0 (no effect), one row per loss and arm, η in
     each row's label. The x axis spans every interval and 0 with a margin on both sides, so it never starts at
@@ -154,13 +155,17 @@ def paired_differences(rows: pd.DataFrame, metric: str | None = None, level: flo
     An arm without an interval (one seed, or the same difference on every seed) is drawn hollow, without a whisker.
     The caption to print under it is :func:`paired_caption`. ``title`` and ``xlabel`` replace the default title
     and axis label (which speak of each regulariser; ``title=""``: none); ``width`` is the figure's width in
-    inches (at most :data:`BOOK_WIDTH`).
+    inches (at most :data:`BOOK_WIDTH`); ``losses`` orders the loss groups (values of ``rows["loss"]``; default:
+    the book's loss order).
     """
     need(rows, list(PAIRED_COLUMNS), "rows")
     if not len(rows):
         raise ValueError("rows is empty: there is no paired difference to draw")
     metric = metric or rows.attrs.get("metric", "R@1")
-    losses = _losses_in(rows)
+    present = set(rows["loss"])
+    if losses is not None and set(losses) != present:
+        raise ValueError(f"losses must order exactly the losses of rows, {sorted(present)}; got {list(losses)}")
+    losses = list(losses) if losses is not None else _losses_in(rows)
     arms = list(dict.fromkeys(rows["arm"]))
     variant_of = (dict(zip(rows["arm"], rows["variant"])) if "variant" in rows.columns else {})
     fallback = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#4d4d4d"]
