@@ -16,7 +16,7 @@ from . import profile_param
 from ..report.claims import Claim, derived_family
 from . import review
 from ..figures import results as results_fig
-from .common import LOSS_TITLES, record_row
+from .common import record_row
 from .evidence import claim_records
 from .gains import other_tier_sentence
 from .review import family_rows, paired_figure, row_claim, sec_rows, verdict_sentence, wide_means
@@ -55,10 +55,9 @@ def table(runs: pd.DataFrame) -> pd.DataFrame:
 
 def paired(runs: pd.DataFrame) -> pd.DataFrame:
     """The rows of the page's figure: :func:`verdict_rows` (SEC − none in R@1 per variant, paired on seed, with its
-    95% interval), each variant under its name and key and with the η of its SEC runs
-    (:func:`sec_lib.figures.results.family_paired_rows`)."""
-    names = {l: f"{LOSS_TITLES.get(l, l)} ({l})" for l in LOSSES}
-    return results_fig.family_paired_rows(verdict_rows(runs), runs, names=names)
+    95% interval), each variant under its key (the page's readings table names them) and with the η of its SEC
+    runs (:func:`sec_lib.figures.results.family_paired_rows`)."""
+    return results_fig.family_paired_rows(verdict_rows(runs), runs)
 
 
 def figure(runs: pd.DataFrame):

@@ -21,14 +21,14 @@ from .common import beside_cv, check_cols, measures_text, with_norm_cv
 
 #: Width (inches) of a review page's paired-difference figure: narrower than the column, so that its labels
 #: shrink less on a phone.
-PAIRED_WIDTH = 6.0
+PAIRED_WIDTH = 4.8
 
 
 def paired_figure(rows: pd.DataFrame, width: float = PAIRED_WIDTH):
     """A page's SEC − none paired differences around 0 with their 95% intervals
     (:func:`sec_lib.figures.results.paired_differences` of ``rows``, :func:`sec_lib.figures.results.family_paired_rows`);
     the losses in the family's order; where no loss has a paired seed yet, a figure that says so."""
-    title = f"SEC − none in {rows.attrs.get('metric', 'R@1')}: mean over seeds and 95% interval"
+    title = f"{rows.attrs.get('comparison', 'SEC − none')} in {rows.attrs.get('metric', 'R@1')}: mean and 95% interval"
     if len(rows):
         fig = results_fig.paired_differences(rows, title="", width=width, losses=list(dict.fromkeys(rows["loss"])),
                                              xlabel="paired difference [points]; right of 0: SEC helps")

@@ -103,7 +103,7 @@ def paired_rows(gains: pd.DataFrame, runs: pd.DataFrame, metric: str = "R@1") ->
 
 def family_paired_rows(family: pd.DataFrame, runs: pd.DataFrame, names: Mapping[str, str] | None = None,
                        metric_names: Mapping[str, str] | None = None, variant: str = "sec",
-                       baseline: str = "none", arm: str = "SEC − none") -> pd.DataFrame:
+                       baseline: str = "none", comparison: str = "SEC − none") -> pd.DataFrame:
     """The input of :func:`paired_differences` from a page's family of verdict rows and the runs behind them.
 
     ``family``: one row per loss and metric of ``variant`` − ``baseline`` paired on seed, as
@@ -113,10 +113,10 @@ def family_paired_rows(family: pd.DataFrame, runs: pd.DataFrame, names: Mapping[
     to the name its group is drawn under (default: the loss itself); ``list(dict.fromkeys(out["loss"]))`` is
     the family's order of the groups, for :func:`paired_differences`' ``losses``.
 
-    A family of one metric draws one arm per loss, named ``arm``; a family of several names each arm by its
-    metric ("SEC − none in R@1"; ``metric_names`` maps a metric to the name used), and ``attrs["metric"]``
-    joins the metrics ("R@1 or probe top-1"), the quantity on the figure's axis. A row without an estimate
-    (no seed with both runs) has nothing to draw and is left out.
+    Every row is one comparison, ``comparison`` (``attrs["comparison"]``), so each arm is named by its metric
+    (``metric_names`` maps a metric to the name used; default: the metric), and ``attrs["metric"]`` joins the
+    metrics ("R@1 or probe top-1"), the quantity on the figure's axis. A row without an estimate (no seed with
+    both runs) has nothing to draw and is left out.
 
     Columns: loss (the group's drawn name), key (the loss), metric, arm, variant, baseline, estimate, ci_lo,
     ci_hi, eta (text), n (paired seeds).
@@ -124,21 +124,17 @@ def family_paired_rows(family: pd.DataFrame, runs: pd.DataFrame, names: Mapping[
     need(family, ["loss", "metric", "estimate", "ci_lo", "ci_hi", "n"], "family")
     need(runs, ["loss", "variant", "eta"], "runs")
     names, metric_names = dict(names or {}), dict(metric_names or {})
-    metrics = list(dict.fromkeys(family["metric"]))
     etas = runs[runs["variant"] == variant].groupby("loss", sort=False)["eta"].agg(
         lambda s: _eta_text(s.to_numpy()))
-    rows = []
-    for r in family.itertuples(index=False):
-        if not np.isfinite(float(r.estimate)):
-            continue
-        mname = metric_names.get(r.metric, r.metric)
-        rows.append({"loss": names.get(r.loss, r.loss), "key": r.loss, "metric": r.metric,
-                     "arm": arm if len(metrics) == 1 else f"{arm} in {mname}", "variant": variant,
-                     "baseline": baseline, "estimate": float(r.estimate), "ci_lo": float(r.ci_lo),
-                     "ci_hi": float(r.ci_hi), "eta": etas.get(r.loss, "?"), "n": int(r.n)})
+    rows = [{"loss": names.get(r.loss, r.loss), "key": r.loss, "metric": r.metric,
+             "arm": metric_names.get(r.metric, r.metric), "variant": variant, "baseline": baseline,
+             "estimate": float(r.estimate), "ci_lo": float(r.ci_lo), "ci_hi": float(r.ci_hi),
+             "eta": etas.get(r.loss, "?"), "n": int(r.n)}
+            for r in family.itertuples(index=False) if np.isfinite(float(r.estimate))]
     out = pd.DataFrame(rows, columns=["loss", "key", "metric", "arm", "variant", "baseline", "estimate", "ci_lo",
                                       "ci_hi", "eta", "n"])
-    out.attrs["metric"] = " or ".join(metric_names.get(m, m) for m in metrics)
+    out.attrs["metric"] = " or ".join(metric_names.get(m, m) for m in dict.fromkeys(family["metric"]))
+    out.attrs["comparison"] = comparison
     return out
 
 

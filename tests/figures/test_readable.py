@@ -219,15 +219,15 @@ def test_family_paired_rows_name_each_arm_by_its_measure_and_read_eta_from_the_r
     assert set(results_fig.PAIRED_COLUMNS) <= set(rows.columns)
     assert len(rows) == 3                                       # the row without an estimate has nothing to draw
     assert list(rows["loss"]) == ["SimCLR", "supcon", "SimCLR"] and list(rows["key"]) == ["ntxent", "supcon", "ntxent"]
-    assert list(rows["arm"]) == ["SEC − none in R@1", "SEC − none in R@1", "SEC − none in probe"]
+    assert list(rows["arm"]) == ["R@1", "R@1", "probe"] and rows.attrs["comparison"] == "SEC − none"
     assert list(rows["eta"]) == ["0.5", "0.1", "0.5"] and list(rows["n"]) == [5, 4, 5]
     assert rows[["estimate", "ci_lo", "ci_hi"]].to_numpy() == pytest.approx(fam.iloc[:3][["estimate", "ci_lo", "ci_hi"]].to_numpy())
     assert rows.attrs["metric"] == "R@1 or probe"
-    # one measure: one arm per loss, named plainly; SEC runs that differ in η say so
+    # SEC runs that differ in η say so
     mixed = runs.copy()
     mixed.loc[(mixed["loss"] == "supcon") & (mixed["variant"] == "sec") & (mixed["seed"] == 0), "eta"] = 1.0
     one = results_fig.family_paired_rows(fam[fam["metric"] == "R@1"], mixed)
-    assert list(one["arm"]) == ["SEC − none"] * 2 and one.attrs["metric"] == "R@1"
+    assert list(one["arm"]) == ["R@1"] * 2 and one.attrs["metric"] == "R@1"
     assert list(one["eta"]) == ["0.5", "0.1/1"]
     # the groups in the book's loss order (supcon is one of its losses, SimCLR is not), or in the order given
     labels = [t.get_text() for t in results_fig.paired_differences(rows, title="").axes[0].get_yticklabels()]
