@@ -13,7 +13,7 @@ from ..report.claims import Claim, derived_family
 from ..figures import results as results_fig
 from .common import LOSS_TITLES, loss_noun
 from .gains import other_tier_sentence
-from .review import family_rows, paired_figure, row_claim, sec_rows, verdict_sentence, wide_means
+from .review import family_rows, row_claim, sec_rows, verdict_sentence, wide_means
 
 #: The notebook's parameters (checked by ``sec_lib.params.notebook_params``).
 PARAMS = profile_param()
@@ -40,7 +40,7 @@ def paired(runs: pd.DataFrame) -> pd.DataFrame:
 
 def figure(runs: pd.DataFrame):
     """The page's figure: SEC − none in R@1 per loss around 0, with 95% intervals (:func:`paired`)."""
-    return paired_figure(paired(runs))
+    return results_fig.sec_paired_figure(paired(runs))
 
 
 def opening(runs: pd.DataFrame) -> str:

@@ -10,40 +10,12 @@ from __future__ import annotations
 
 from typing import Sequence
 
-import matplotlib
 import pandas as pd
 
 from .. import report
 from ..report.claims import family_row
-from ..figures import results as results_fig
-from ..figures.style import empty_panel, figure, style
 from .common import beside_cv, check_cols, measures_text, with_norm_cv
 
-#: Width (inches) of a review page's paired-difference figure: narrower than the column, so that its labels
-#: shrink less on a phone.
-PAIRED_WIDTH = 4.8
-
-
-def paired_figure(rows: pd.DataFrame, width: float = PAIRED_WIDTH):
-    """A page's SEC − none paired differences around 0 with their 95% intervals
-    (:func:`sec_lib.figures.results.paired_differences` of ``rows``, :func:`sec_lib.figures.results.family_paired_rows`);
-    the losses in the family's order; where no loss has a paired seed yet, a figure that says so."""
-    title = f"{rows.attrs.get('comparison', 'SEC − none')} in {rows.attrs.get('metric', 'R@1')}: mean and 95% interval"
-    if len(rows):
-        fig = results_fig.paired_differences(rows, title="", width=width, losses=list(dict.fromkeys(rows["loss"])),
-                                             xlabel="paired difference [points]; right of 0: SEC helps")
-        with style():   # long loss names narrow the axes: the title spans the figure, the axis label ends at the right
-            fig.suptitle(title, fontsize=matplotlib.rcParams["axes.titlesize"])
-            ax = fig.axes[0]
-            ax.set_xlabel(ax.get_xlabel(), loc="right")
-        return fig
-    with style():
-        fig = figure(width, 1.4)
-        ax = fig.subplots()
-        ax.set_axis_off()
-        empty_panel(ax, "no loss has a seed with both runs yet: no paired difference to draw")
-        fig.suptitle(title, fontsize=matplotlib.rcParams["axes.titlesize"])
-    return fig
 
 
 def done(runs: pd.DataFrame) -> pd.DataFrame:

@@ -11,7 +11,7 @@ from .. import reference
 from . import profile_param
 from ..report.claims import Claim, derived_family
 from ..figures import results as results_fig
-from .review import family_rows, paired_figure, row_claim, sec_rows, verdict_sentence, wide_means
+from .review import family_rows, row_claim, sec_rows, verdict_sentence, wide_means
 
 #: The notebook's parameters (checked by ``sec_lib.params.notebook_params``).
 PARAMS = profile_param()
@@ -58,7 +58,7 @@ def paired(runs: pd.DataFrame) -> pd.DataFrame:
 
 def figure(runs: pd.DataFrame):
     """The page's figure: SEC − none per loss and measure around 0, with 95% intervals (:func:`paired`)."""
-    return paired_figure(paired(runs))
+    return results_fig.sec_paired_figure(paired(runs))
 
 
 def chosen_etas(runs: pd.DataFrame) -> dict:

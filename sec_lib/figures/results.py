@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
+import matplotlib
 import numpy as np
 import pandas as pd
 import seaborn as sns
@@ -211,6 +212,34 @@ def paired_differences(rows: pd.DataFrame, metric: str | None = None, level: flo
         ax.set_xlabel(xlabel or f"paired difference in {metric} [points]; right of 0: the regulariser helps")
         ax.set_title(f"{metric}: each regulariser − none, mean over seeds and {level:.0%} interval"
                      if title is None else title)
+    return fig
+
+
+#: Width (inches) of a page's SEC − none figure (:func:`sec_paired_figure`): narrower than the column, so that its
+#: labels shrink less on a phone.
+SEC_PAIRED_WIDTH = 4.8
+
+
+def sec_paired_figure(rows: pd.DataFrame, width: float = SEC_PAIRED_WIDTH):
+    """A page's one comparison (SEC − none) per loss and measure around 0 with 95% intervals: :func:`paired_differences`
+    of ``rows`` (:func:`family_paired_rows`) with the losses in the family's order, the title over the whole figure
+    and the axis label ending at the axis's right end (long loss names narrow the axes); where no loss has a paired
+    seed yet, a figure that says so."""
+    title = f"{rows.attrs.get('comparison', 'SEC − none')} in {rows.attrs.get('metric', 'R@1')}: mean and 95% interval"
+    if len(rows):
+        fig = paired_differences(rows, title="", width=width, losses=list(dict.fromkeys(rows["loss"])),
+                                 xlabel="paired difference [points]; right of 0: SEC helps")
+        ax = fig.axes[0]
+        with style():
+            ax.set_xlabel(ax.get_xlabel(), loc="right")
+    else:
+        with style():
+            fig = figure(width, 1.4)
+            ax = fig.subplots()
+            ax.set_axis_off()
+            empty_panel(ax, "no loss has a seed with both runs yet: no paired difference to draw")
+    with style():
+        fig.suptitle(title, fontsize=matplotlib.rcParams["axes.titlesize"])
     return fig
 
 
