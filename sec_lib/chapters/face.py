@@ -10,9 +10,10 @@ from ..data.benchmarks import DISPLAY_NAMES
 from ..runs import experiments as ex
 from . import profile_param
 from ..report.claims import Claim, derived_family
-from .common import loss_noun
+from ..figures import results as results_fig
+from .common import LOSS_TITLES, loss_noun
 from .gains import other_tier_sentence
-from .review import family_rows, means_table, row_claim, sec_rows, verdict_sentence, wide_means
+from .review import family_rows, row_claim, sec_rows, verdict_sentence, wide_means
 
 #: The notebook's parameters (checked by ``sec_lib.params.notebook_params``).
 PARAMS = profile_param()
@@ -30,8 +31,16 @@ def table(runs: pd.DataFrame) -> pd.DataFrame:
     return wide_means(runs, METRICS, LOSSES)
 
 
-def bars(runs: pd.DataFrame) -> pd.DataFrame:
-    return means_table(runs, ("R@1",), LOSSES)
+def paired(runs: pd.DataFrame) -> pd.DataFrame:
+    """The rows of the page's figure: :func:`verdict_rows` (SEC − none in R@1 per loss, paired on seed, with its
+    95% interval), each loss under its name and with the η of its SEC runs
+    (:func:`sec_lib.figures.results.family_paired_rows`)."""
+    return results_fig.family_paired_rows(verdict_rows(runs), runs, names={l: LOSS_TITLES.get(l, l) for l in LOSSES})
+
+
+def figure(runs: pd.DataFrame):
+    """The page's figure: SEC − none in R@1 per loss around 0, with 95% intervals (:func:`paired`)."""
+    return results_fig.sec_paired_figure(paired(runs))
 
 
 def opening(runs: pd.DataFrame) -> str:

@@ -15,10 +15,11 @@ from ..runs import experiments as ex
 from . import profile_param
 from ..report.claims import Claim, derived_family
 from . import review
+from ..figures import results as results_fig
 from .common import record_row
 from .evidence import claim_records
 from .gains import other_tier_sentence
-from .review import family_rows, means_table, row_claim, sec_rows, verdict_sentence, wide_means
+from .review import family_rows, row_claim, sec_rows, verdict_sentence, wide_means
 
 #: The notebook's parameters (checked by ``sec_lib.params.notebook_params``).
 PARAMS = profile_param()
@@ -52,8 +53,16 @@ def table(runs: pd.DataFrame) -> pd.DataFrame:
     return wide_means(runs, METRICS, LOSSES)
 
 
-def bars(runs: pd.DataFrame) -> pd.DataFrame:
-    return means_table(runs, ("R@1",), LOSSES)
+def paired(runs: pd.DataFrame) -> pd.DataFrame:
+    """The rows of the page's figure: :func:`verdict_rows` (SEC − none in R@1 per variant, paired on seed, with its
+    95% interval), each variant under its key (the page's readings table names them) and with the η of its SEC
+    runs (:func:`sec_lib.figures.results.family_paired_rows`)."""
+    return results_fig.family_paired_rows(verdict_rows(runs), runs)
+
+
+def figure(runs: pd.DataFrame):
+    """The page's figure: SEC − none in R@1 per variant around 0, with 95% intervals (:func:`paired`)."""
+    return results_fig.sec_paired_figure(paired(runs))
 
 
 def norm_growth(runs: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:

@@ -10,7 +10,8 @@ from ..runs import experiments as ex
 from .. import reference
 from . import profile_param
 from ..report.claims import Claim, derived_family
-from .review import family_rows, means_table, row_claim, sec_rows, verdict_sentence, wide_means
+from ..figures import results as results_fig
+from .review import family_rows, row_claim, sec_rows, verdict_sentence, wide_means
 
 #: The notebook's parameters (checked by ``sec_lib.params.notebook_params``).
 PARAMS = profile_param()
@@ -18,6 +19,10 @@ SWEEP = "ssl"
 LOSSES = ex.SSL_LOSSES
 METRICS = ("R@1", "probe_top1", "NMI", "test_norm_var")
 FAMILY = "ssl page"
+#: Each loss's name on the page (its verdict lines and its figure).
+NAMES = {"ntxent": "SimCLR (NT-Xent, no labels)", "supcon": "Supervised contrastive"}
+#: Each measure's name in the figure.
+MEASURES = {"R@1": "R@1", "probe_top1": "probe top-1"}
 
 
 def rebuttal_simclr() -> dict:
@@ -44,8 +49,16 @@ def table(runs: pd.DataFrame) -> pd.DataFrame:
     return wide_means(runs, METRICS, LOSSES)
 
 
-def bars(runs: pd.DataFrame) -> pd.DataFrame:
-    return means_table(runs, ("R@1",), LOSSES)
+def paired(runs: pd.DataFrame) -> pd.DataFrame:
+    """The rows of the page's figure: :func:`verdict_rows` (SEC − none per loss in R@1, and for SimCLR in the
+    linear probe's top-1, paired on seed, with its 95% interval), each loss under its name and with the η of its SEC
+    runs (:func:`sec_lib.figures.results.family_paired_rows`)."""
+    return results_fig.family_paired_rows(verdict_rows(runs), runs, names=NAMES, metric_names=MEASURES)
+
+
+def figure(runs: pd.DataFrame):
+    """The page's figure: SEC − none per loss and measure around 0, with 95% intervals (:func:`paired`)."""
+    return results_fig.sec_paired_figure(paired(runs))
 
 
 def chosen_etas(runs: pd.DataFrame) -> dict:
@@ -77,7 +90,7 @@ def verdict(runs: pd.DataFrame) -> str:
     rows = verdict_rows(runs)
     lines = []
     for r in rows.to_dict("records"):
-        name = {"ntxent": "SimCLR (NT-Xent, no labels)", "supcon": "Supervised contrastive"}[r["loss"]]
+        name = NAMES[r["loss"]]
         what = "the linear probe's top-1" if r["metric"] == "probe_top1" else "test R@1"
         lines.append("- " + verdict_sentence(r, f"{name}: with SEC, {what}", f"SEC helps {name}"))
     return "\n".join(lines)

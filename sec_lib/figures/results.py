@@ -1,7 +1,11 @@
 """Figures of the compare and norms pages: the main table's bars, our gains against the paper's,
-norm distributions and trajectories, variance reduction against gain, gradient-slope statistics."""
+norm distributions and trajectories, variance reduction against gain, gradient-slope statistics; and the
+paired differences around 0 that the compare page and the review pages (face, N-pair, SimCLR) draw."""
 from __future__ import annotations
 
+from typing import Mapping
+
+import matplotlib
 import numpy as np
 import pandas as pd
 import seaborn as sns
@@ -98,7 +102,46 @@ def paired_rows(gains: pd.DataFrame, runs: pd.DataFrame, metric: str = "R@1") ->
     return out
 
 
-def paired_differences(rows: pd.DataFrame, metric: str | None = None, level: float = 0.95, ax=None):
+def family_paired_rows(family: pd.DataFrame, runs: pd.DataFrame, names: Mapping[str, str] | None = None,
+                       metric_names: Mapping[str, str] | None = None, variant: str = "sec",
+                       baseline: str = "none", comparison: str = "SEC − none") -> pd.DataFrame:
+    """The input of :func:`paired_differences` from a page's family of verdict rows and the runs behind them.
+
+    ``family``: one row per loss and metric of ``variant`` − ``baseline`` paired on seed, as
+    :func:`sec_lib.chapters.review.sec_rows` and :func:`~sec_lib.chapters.review.family_rows` give them (loss,
+    metric, estimate, ci_lo, ci_hi, n); ``runs``: the runs they were computed from, whose ``eta`` column gives
+    each row's η (that of the loss's ``variant`` runs; runs that differ give ``0.05/0.1``). ``names`` maps a loss
+    to the name its group is drawn under (default: the loss itself); ``list(dict.fromkeys(out["loss"]))`` is
+    the family's order of the groups, for :func:`paired_differences`' ``losses``.
+
+    Every row is one comparison, ``comparison`` (``attrs["comparison"]``), so each arm is named by its metric
+    (``metric_names`` maps a metric to the name used; default: the metric), and ``attrs["metric"]`` joins the
+    metrics ("R@1 or probe top-1"), the quantity on the figure's axis. A row without an estimate (no seed with
+    both runs) has nothing to draw and is left out.
+
+    Columns: loss (the group's drawn name), key (the loss), metric, arm, variant, baseline, estimate, ci_lo,
+    ci_hi, eta (text), n (paired seeds).
+    """
+    need(family, ["loss", "metric", "estimate", "ci_lo", "ci_hi", "n"], "family")
+    need(runs, ["loss", "variant", "eta"], "runs")
+    names, metric_names = dict(names or {}), dict(metric_names or {})
+    etas = runs[runs["variant"] == variant].groupby("loss", sort=False)["eta"].agg(
+        lambda s: _eta_text(s.to_numpy()))
+    rows = [{"loss": names.get(r.loss, r.loss), "key": r.loss, "metric": r.metric,
+             "arm": metric_names.get(r.metric, r.metric), "variant": variant, "baseline": baseline,
+             "estimate": float(r.estimate), "ci_lo": float(r.ci_lo), "ci_hi": float(r.ci_hi),
+             "eta": etas.get(r.loss, "?"), "n": int(r.n)}
+            for r in family.itertuples(index=False) if np.isfinite(float(r.estimate))]
+    out = pd.DataFrame(rows, columns=["loss", "key", "metric", "arm", "variant", "baseline", "estimate", "ci_lo",
+                                      "ci_hi", "eta", "n"])
+    out.attrs["metric"] = " or ".join(metric_names.get(m, m) for m in dict.fromkeys(family["metric"]))
+    out.attrs["comparison"] = comparison
+    return out
+
+
+def paired_differences(rows: pd.DataFrame, metric: str | None = None, level: float = 0.95, ax=None,
+                       title: str | None = None, xlabel: str | None = None, width: float = BOOK_WIDTH,
+                       losses: list[str] | None = None):
     """Paired differences against the baseline (SEC − none, L2-reg − none, ...) per loss: each arm's estimate
     (dot) with its interval (whisker) around a vertical line at 0 (no effect), one row per loss and arm, η in
     each row's label. The x axis spans every interval and 0 with a margin on both sides, so it never starts at
@@ -107,13 +150,19 @@ def paired_differences(rows: pd.DataFrame, metric: str | None = None, level: flo
     ``rows``: one row per loss and arm with the columns :data:`PAIRED_COLUMNS` (optionally ``variant``, which
     picks the arm's colour, and ``n``); :func:`paired_rows` builds them from the compare page's paired differences.
     An arm without an interval (one seed, or the same difference on every seed) is drawn hollow, without a whisker.
-    The caption to print under it is :func:`paired_caption`.
+    The caption to print under it is :func:`paired_caption`. ``title`` and ``xlabel`` replace the default title
+    and axis label (which speak of each regulariser; ``title=""``: none); ``width`` is the figure's width in
+    inches (at most :data:`BOOK_WIDTH`); ``losses`` orders the loss groups (values of ``rows["loss"]``; default:
+    the book's loss order).
     """
     need(rows, list(PAIRED_COLUMNS), "rows")
     if not len(rows):
         raise ValueError("rows is empty: there is no paired difference to draw")
     metric = metric or rows.attrs.get("metric", "R@1")
-    losses = _losses_in(rows)
+    present = set(rows["loss"])
+    if losses is not None and set(losses) != present:
+        raise ValueError(f"losses must order exactly the losses of rows, {sorted(present)}; got {list(losses)}")
+    losses = list(losses) if losses is not None else _losses_in(rows)
     arms = list(dict.fromkeys(rows["arm"]))
     variant_of = (dict(zip(rows["arm"], rows["variant"])) if "variant" in rows.columns else {})
     fallback = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#4d4d4d"]
@@ -137,7 +186,7 @@ def paired_differences(rows: pd.DataFrame, metric: str | None = None, level: flo
             y += 1.0
         y += 0.25
     with style():
-        fig, ax = fig_ax(ax, (BOOK_WIDTH, 0.95 + 0.26 * len(ticks)))
+        fig, ax = fig_ax(ax, (width, 0.95 + 0.26 * len(ticks)))
         for (loss, a), yy in ys.items():
             r = rows[(rows["loss"] == loss) & (rows["arm"] == a)].iloc[0]
             est, lo, hi = float(r["estimate"]), float(r["ci_lo"]), float(r["ci_hi"])
@@ -160,8 +209,37 @@ def paired_differences(rows: pd.DataFrame, metric: str | None = None, level: flo
         ax.grid(axis="y", visible=False)
         for yy in heads[1:]:                      # a thin rule between the losses
             ax.axhline(yy - 0.6, color="0.85", lw=0.6, zorder=1)
-        ax.set_xlabel(f"paired difference in {metric} [points]; right of 0: the regulariser helps")
-        ax.set_title(f"{metric}: each regulariser − none, mean over seeds and {level:.0%} interval")
+        ax.set_xlabel(xlabel or f"paired difference in {metric} [points]; right of 0: the regulariser helps")
+        ax.set_title(f"{metric}: each regulariser − none, mean over seeds and {level:.0%} interval"
+                     if title is None else title)
+    return fig
+
+
+#: Width (inches) of a page's SEC − none figure (:func:`sec_paired_figure`): narrower than the column, so that its
+#: labels shrink less on a phone.
+SEC_PAIRED_WIDTH = 4.8
+
+
+def sec_paired_figure(rows: pd.DataFrame, width: float = SEC_PAIRED_WIDTH):
+    """A page's one comparison (SEC − none) per loss and measure around 0 with 95% intervals: :func:`paired_differences`
+    of ``rows`` (:func:`family_paired_rows`) with the losses in the family's order, the title over the whole figure
+    and the axis label ending at the axis's right end (long loss names narrow the axes); where no loss has a paired
+    seed yet, a figure that says so."""
+    title = f"{rows.attrs.get('comparison', 'SEC − none')} in {rows.attrs.get('metric', 'R@1')}: mean and 95% interval"
+    if len(rows):
+        fig = paired_differences(rows, title="", width=width, losses=list(dict.fromkeys(rows["loss"])),
+                                 xlabel="paired difference [points]; right of 0: SEC helps")
+        ax = fig.axes[0]
+        with style():
+            ax.set_xlabel(ax.get_xlabel(), loc="right")
+    else:
+        with style():
+            fig = figure(width, 1.4)
+            ax = fig.subplots()
+            ax.set_axis_off()
+            empty_panel(ax, "no loss has a seed with both runs yet: no paired difference to draw")
+    with style():
+        fig.suptitle(title, fontsize=matplotlib.rcParams["axes.titlesize"])
     return fig
 
 

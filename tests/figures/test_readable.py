@@ -3,6 +3,7 @@
 * the compare page's paired differences (:func:`sec_lib.figures.results.paired_differences`): dots and
   intervals around a line at 0, an x axis that spans the intervals and 0 and never starts at 0, η of every
   arm in the labels and in the caption (read from the runs, :func:`~sec_lib.figures.results.paired_rows`);
+  the review pages' families as its rows (:func:`~sec_lib.figures.results.family_paired_rows`);
 * the fairness figure: its three panel labels (long sentences) do not run into each other;
 * the explorer's cell figure: one text column wide at the book's resolution, every label inside the image
   (the widget PNG is not cropped, so a label outside it is cut off) and no two labels overlapping.
@@ -187,6 +188,59 @@ def test_paired_caption_states_eta_of_every_loss():
         part = part[:part.index(";") if ";" in part else len(part)]
         assert f"SEC η = {ETA_SEC[loss]:g}" in part and f"L2-reg η = {ETA_L2[loss]:g}" in part, part
     assert "Hollow" not in cap
+
+
+def test_paired_differences_keeps_the_compare_title_unless_given_another():
+    gains, runs = gains_and_runs()
+    rows = results_fig.paired_rows(gains, runs, "R@1")
+    ax = results_fig.paired_differences(rows).axes[0]
+    assert ax.get_title() == "R@1: each regulariser − none, mean over seeds and 95% interval"
+    assert ax.get_xlabel() == "paired difference in R@1 [points]; right of 0: the regulariser helps"
+    assert ax.figure.get_size_inches()[0] == pytest.approx(BOOK_WIDTH)
+    fig = results_fig.paired_differences(rows, title="", xlabel="right of 0: SEC helps", width=5.0)
+    assert fig.axes[0].get_title() == "" and fig.axes[0].get_xlabel() == "right of 0: SEC helps"
+    assert fig.get_size_inches()[0] == pytest.approx(5.0)
+
+
+def family_and_runs():
+    """A review page's family (SEC − none per loss and metric, as review.family_rows gives it) and its runs."""
+    fam = pd.DataFrame([dict(loss="ntxent", metric="R@1", estimate=1.8, ci_lo=0.9, ci_hi=2.7, n=5),
+                        dict(loss="supcon", metric="R@1", estimate=0.8, ci_lo=0.4, ci_hi=1.3, n=4),
+                        dict(loss="ntxent", metric="probe_top1", estimate=1.9, ci_lo=1.5, ci_hi=2.2, n=5),
+                        dict(loss="supcon", metric="probe_top1", estimate=np.nan, ci_lo=np.nan, ci_hi=np.nan, n=0)])
+    runs = pd.DataFrame([dict(loss=l, variant=v, seed=s, eta=(0.5 if l == "ntxent" else 0.1) if v == "sec" else 0.0)
+                         for l in ("ntxent", "supcon") for v in ("none", "sec") for s in range(5)])
+    return fam, runs
+
+
+def test_family_paired_rows_name_each_arm_by_its_measure_and_read_eta_from_the_runs():
+    fam, runs = family_and_runs()
+    rows = results_fig.family_paired_rows(fam, runs, names={"ntxent": "SimCLR"}, metric_names={"probe_top1": "probe"})
+    assert set(results_fig.PAIRED_COLUMNS) <= set(rows.columns)
+    assert len(rows) == 3                                       # the row without an estimate has nothing to draw
+    assert list(rows["loss"]) == ["SimCLR", "supcon", "SimCLR"] and list(rows["key"]) == ["ntxent", "supcon", "ntxent"]
+    assert list(rows["arm"]) == ["R@1", "R@1", "probe"] and rows.attrs["comparison"] == "SEC − none"
+    assert list(rows["eta"]) == ["0.5", "0.1", "0.5"] and list(rows["n"]) == [5, 4, 5]
+    assert rows[["estimate", "ci_lo", "ci_hi"]].to_numpy() == pytest.approx(fam.iloc[:3][["estimate", "ci_lo", "ci_hi"]].to_numpy())
+    assert rows.attrs["metric"] == "R@1 or probe"
+    # SEC runs that differ in η say so
+    mixed = runs.copy()
+    mixed.loc[(mixed["loss"] == "supcon") & (mixed["variant"] == "sec") & (mixed["seed"] == 0), "eta"] = 1.0
+    one = results_fig.family_paired_rows(fam[fam["metric"] == "R@1"], mixed)
+    assert list(one["arm"]) == ["R@1"] * 2 and one.attrs["metric"] == "R@1"
+    assert list(one["eta"]) == ["0.5", "0.1/1"]
+    # the groups in the book's loss order (supcon is one of its losses, SimCLR is not), or in the order given
+    labels = [t.get_text() for t in results_fig.paired_differences(rows, title="").axes[0].get_yticklabels()]
+    assert labels.index("supcon") < labels.index("SimCLR")
+    order = list(dict.fromkeys(rows["loss"]))
+    labels = [t.get_text() for t in results_fig.paired_differences(rows, losses=order).axes[0].get_yticklabels()]
+    assert labels.index("SimCLR") < labels.index("supcon")
+    with pytest.raises(ValueError, match="losses must order"):
+        results_fig.paired_differences(rows, losses=["SimCLR"])
+    with pytest.raises(ValueError, match="ci_lo"):
+        results_fig.family_paired_rows(fam.drop(columns="ci_lo"), runs)
+    with pytest.raises(ValueError, match="eta"):
+        results_fig.family_paired_rows(fam, runs.drop(columns="eta"))
 
 
 # ------------------------------------------------------------------------------------- fairness
