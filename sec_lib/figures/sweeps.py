@@ -359,7 +359,7 @@ def convergence_figure(band: pd.DataFrame, reach: pd.DataFrame | None = None, me
     """Per loss (columns): ``metric`` against iteration per variant, the mean over seeds with the seeds' range
     (min–max) as a band; vertical dashed lines at the mean iteration to reach 90% of the final value. With ``diff``
     (:func:`paired_curve`), a second row shows the second variant minus the first, paired on seed, with its 95%
-    interval, around a line at 0: above it, SEC is ahead at that iteration. Where the curves span 20 or more times
+    interval, around a line at 0: above it, the second variant is ahead at that iteration. Where the curves span 20 or more times
     their first evaluation step (a dense start, then a long run), the iteration axis is linear up to that step and
     logarithmic after it, so that the early iterations, where the question lies, are not a sliver."""
     need(band, ["loss", "variant", "step", "mean", "min", "max"], "band")
