@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 from matplotlib.lines import Line2D
+from matplotlib.transforms import ScaledTranslation
 
 from .. import report
 from .palette import (LOSS_MARKERS, STEP_LABELS, VARIANT_COLORS,
@@ -462,27 +463,84 @@ def grad_slope_stats(per_run: pd.DataFrame, steps: pd.DataFrame | None = None, r
 
 
 #: Markers of the paper's datasets on the headline figure (drawn in grey: the paper's single runs).
-DATASET_MARKERS = {"CUB": "v", "Cars": "^", "SOP": "<", "InShop": ">"}
-PAPER_COLOR = "0.45"
+#: The paper's datasets on the landing figure: (marker, filled) per dataset, told apart by shape and by fill.
+DATASET_MARKERS = {"CUB": ("s", True), "Cars": ("^", False), "SOP": ("P", True), "InShop": ("*", False)}
+DATASET_NAMES = {"InShop": "In-Shop"}
+PAPER_COLOR = "0.3"
+#: The landing figure's text size (pt) and width (inches): narrower than a column and with larger text than the
+#: book's other figures, so that on a phone (where it is shown about 365 px wide) its labels stay about 11 px high.
+HEADLINE_FONT_PT = 12
+HEADLINE_WIDTH = 5.6
+#: Height of one loss's row (inches) per line of marks in it, and the least distance between two paper marks on
+#: one line (points): closer ones go to the next line.
+_LINE_IN, _MARK_GAP_PT = 0.2, 13.0
+
+
+def pack_lines(values, min_gap: float) -> list[int]:
+    """A line for each of ``values`` (0, 1, …): each value, from the smallest, on the first line whose values all lie
+    at least ``min_gap`` from it, so that marks drawn on one line never touch. NaN values get line 0."""
+    lines: list[list[float]] = []
+    out = [0] * len(values)
+    for k in sorted(range(len(values)), key=lambda k: (not np.isfinite(values[k]), values[k])):
+        v = float(values[k])
+        if not np.isfinite(v):
+            continue
+        j = next((j for j, line in enumerate(lines) if all(abs(v - w) >= min_gap for w in line)), len(lines))
+        if j == len(lines):
+            lines.append([])
+        lines[j].append(v)
+        out[k] = j
+    return out
+
+
+def _headline_xlim(gains: pd.DataFrame, paper_values) -> tuple[float, float]:
+    """The landing figure's x range: 0, every interval and estimate, and every paper value, with a 6% margin."""
+    vals = np.concatenate([gains[["estimate", "ci_lo", "ci_hi"]].to_numpy(float).ravel(),
+                           np.asarray(paper_values, float), [0.0]])
+    vals = vals[np.isfinite(vals)]
+    lo, hi = float(vals.min()), float(vals.max())
+    pad = 0.06 * (hi - lo or 1.0)
+    return lo - pad, hi + pad
 
 
 def headline_figure(gains: pd.DataFrame, paper: pd.DataFrame | None = None, metric: str = "R@1"):
-    """The landing page's figure: per loss (rows), SEC − none in ``metric`` with its 95% interval at
-    the η chosen on held-out classes (filled) and at the paper's η (open), beside the paper's gain on
-    each of its datasets (grey, one marker per dataset; single runs, no interval).
+    """The landing page's figure: per loss (rows), SEC − none in ``metric`` with its 95% interval at the η chosen
+    on held-out classes (filled circle) and at the paper's η (open diamond), and under them the paper's gain on each
+    of its datasets (grey; single runs, no interval), one marker per dataset that differs in shape and fill. Paper
+    marks closer than a marker's width go on separate lines (:func:`pack_lines`), so none hides another. The
+    legend sits below the axes in two columns; the text is :data:`HEADLINE_FONT_PT` pt.
 
     ``gains``: :func:`sec_lib.chapters.home.headline_gains`; ``paper``: :func:`sec_lib.chapters.home.paper_headline`.
     """
     need(gains, ["loss", "setting", "estimate", "ci_lo", "ci_hi"], "gains")
     losses = _losses_in(gains)
-    settings = (("selected", "ours, η chosen on held-out classes", "o", True, -0.17),
-                ("paper", "ours, the paper's η", "D", False, 0.0))
+    have_paper = paper is not None and len(paper) > 0
+    if have_paper:
+        need(paper, ["loss", "dataset", "paper_gain"], "paper")
+        paper = paper[paper["loss"].isin(losses)]
+    datasets = list(dict.fromkeys(paper["dataset"])) if have_paper else []
+    datasets = [d for d in DATASET_MARKERS if d in datasets] + [d for d in datasets if d not in DATASET_MARKERS]
+    xlim = _headline_xlim(gains, paper["paper_gain"] if have_paper else [])
+    # the least gap between two paper marks on one line, in data units (the axes span about 80% of the width)
+    gap = _MARK_GAP_PT / 72 * (xlim[1] - xlim[0]) / (0.8 * HEADLINE_WIDTH)
+    line_of = {}
+    if have_paper:
+        for loss, sub in paper.groupby("loss", sort=False):
+            for ds, j in zip(sub["dataset"], pack_lines(sub["paper_gain"].to_numpy(float), gap)):
+                line_of[(loss, ds)] = j
+    n_lines = 2 + (max(line_of.values()) + 1 if line_of else 0)
+    step = 1.0 / (n_lines + 1)                  # the lines of one loss, with a line's space between losses
+    y_ours = {"selected": -0.5 + step, "paper": -0.5 + 2 * step}
+    settings = (("selected", "ours, η chosen on held-out classes", "o", True),
+                ("paper", "ours, the paper's η", "D", False))
     sec = variant_color("sec")
-    with style():
-        fig = figure(BOOK_WIDTH, 0.75 + 0.62 * len(losses))
+    big = {k: HEADLINE_FONT_PT for k in ("font.size", "axes.labelsize", "legend.fontsize", "xtick.labelsize",
+                                         "ytick.labelsize")}
+    with style(), matplotlib.rc_context(big):
+        fig = figure(HEADLINE_WIDTH, 1.45 + _LINE_IN * (n_lines + 1) * len(losses))
         ax = fig.subplots()
         handles = []
-        for setting, label, marker, filled, dy in settings:
+        for setting, label, marker, filled in settings:
             d = gains[gains["setting"] == setting].set_index("loss")
             for i, loss in enumerate(losses):
                 if loss not in d.index:
@@ -490,24 +548,33 @@ def headline_figure(gains: pd.DataFrame, paper: pd.DataFrame | None = None, metr
                 r = d.loc[loss]
                 xerr = ([[r["estimate"] - r["ci_lo"]], [r["ci_hi"] - r["estimate"]]]
                         if np.isfinite(r["ci_lo"]) and np.isfinite(r["ci_hi"]) else None)
-                ax.errorbar(r["estimate"], i + dy, xerr=xerr, fmt=marker, color=sec, mfc=sec if filled else "white",
-                            ms=6.5, capsize=3, elinewidth=1.4)
+                ax.errorbar(r["estimate"], i + y_ours[setting], xerr=xerr, fmt=marker, color=sec,
+                            mfc=sec if filled else "white", ms=7, capsize=3, elinewidth=1.5)
             handles.append(Line2D([], [], marker=marker, color=sec, mfc=sec if filled else "white", ls="-",
-                                  label=label + " (95% CI)"))
-        if paper is not None and len(paper):
+                                  label=label))
+        if have_paper:
             p = paper.set_index(["loss", "dataset"])["paper_gain"]
-            for ds, marker in DATASET_MARKERS.items():
-                ys = [(i + 0.19, p[(loss, ds)]) for i, loss in enumerate(losses) if (loss, ds) in p.index]
-                if ys:
-                    ax.plot([v for _, v in ys], [y for y, _ in ys], ls="", marker=marker, color=PAPER_COLOR, ms=6)
-                    handles.append(Line2D([], [], ls="", marker=marker, color=PAPER_COLOR,
-                                          label=f"paper, {ds} (one run)"))
+            for ds in datasets:
+                marker, filled = DATASET_MARKERS.get(ds, ("o", True))
+                pts = [(p[(loss, ds)], i - 0.5 + (3 + line_of[(loss, ds)]) * step)
+                       for i, loss in enumerate(losses) if (loss, ds) in p.index]
+                kw = dict(ls="", marker=marker, color=PAPER_COLOR, mfc=PAPER_COLOR if filled else "white", mew=1.3,
+                          ms=9 if marker == "*" else 7)
+                ax.plot([x for x, _ in pts], [y for _, y in pts], **kw)
+                handles.append(Line2D([], [], label=f"paper, {DATASET_NAMES.get(ds, ds)}", **kw))
         ax.axvline(0, color="k", lw=0.9)
+        ax.set_xlim(*xlim)
         ax.set_yticks(range(len(losses)), losses)
+        ax.tick_params(axis="y", length=0)
+        for i in range(1, len(losses)):              # a faint rule between the losses
+            ax.axhline(i - 0.5, color="0.82", lw=0.8)
         ax.set_ylim(len(losses) - 0.5, -0.5)
         ax.grid(axis="y", visible=False)
-        ax.set_xlabel(f"SEC − none in {metric} [percentage points]; right of 0: SEC helps")
-        ax.legend(handles=handles, loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=9)
+        ax.set_xlabel(f"SEC − none in {metric} (points); right of 0: SEC helps")
+        # below the axes (a fixed distance under the x label), in two columns: legible on a phone
+        below = ax.transAxes + ScaledTranslation(0, -3.4 * HEADLINE_FONT_PT / 72, fig.dpi_scale_trans)
+        ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.0), bbox_transform=below,
+                  ncols=2 if len(handles) > 3 else 1, handlelength=1.6, columnspacing=1.2, borderaxespad=0)
     return fig
 
 

@@ -4,6 +4,7 @@ optimizers, convergence, instability and the claims page. Built from the tables 
 from __future__ import annotations
 
 import math
+import re
 import textwrap
 from typing import Mapping, Sequence
 
@@ -11,6 +12,7 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 from matplotlib import ticker
+from matplotlib.backends.backend_agg import RendererAgg
 from matplotlib.figure import Figure
 
 from .. import report
@@ -335,45 +337,96 @@ def balance_figure(runs_with_means: pd.DataFrame, cols: Sequence[str] = ("dtheta
     return fig
 
 
+def paired_curve(runs: pd.DataFrame, evals: pd.DataFrame, metric: str = "R@1", a: str = "none",
+                 b: str = "sec") -> pd.DataFrame:
+    """Per loss and evaluation step: ``metric`` of variant ``b`` − variant ``a``, paired on seed
+    (:func:`sec_lib.report.paired_diff`: the mean difference, its 95% t-interval and n). ``runs``: key, loss,
+    variant, seed; ``evals``: key, step and ``metric``. Where every seed's difference is the same (step 0, where both
+    arms are the same network) the interval is NaN."""
+    need(runs, ["key", "loss", "variant", "seed"], "runs")
+    need(evals, ["key", "step", metric], "evals")
+    m = evals[["key", "step", metric]].merge(runs[["key", "loss", "variant", "seed"]], on="key")
+    m = m[m["variant"].isin([a, b])]
+    if not len(m):
+        raise ValueError(f"no evaluations of variants {a!r} and {b!r}; the runs have {sorted(set(runs['variant']))}")
+    d = report.paired_diff(m, ["loss", "step"], "variant", a, b, pair_on="seed", metrics=[metric])
+    return d[d["n"] > 0].reset_index(drop=True)
+
+
 @styled
 def convergence_figure(band: pd.DataFrame, reach: pd.DataFrame | None = None, metric: str = "R@1",
-                       variants: Sequence[str] = ("none", "sec")) -> Figure:
-    """Per loss: ``metric`` against iteration per variant, the mean over seeds with the seeds' range
-    (min–max) as a band; vertical dashed lines at the mean iteration to reach 90% of the final value. Where the
-    curves span 20 or more times their first evaluation step (a dense start, then a long run), the iteration axis
-    is linear up to that step and logarithmic after it, so that the early iterations, where the question lies,
-    are not a sliver."""
+                       variants: Sequence[str] = ("none", "sec"), diff: pd.DataFrame | None = None) -> Figure:
+    """Per loss (columns): ``metric`` against iteration per variant, the mean over seeds with the seeds' range
+    (min–max) as a band; vertical dashed lines at the mean iteration to reach 90% of the final value. With ``diff``
+    (:func:`paired_curve`), a second row shows the second variant minus the first, paired on seed, with its 95%
+    interval, around a line at 0: above it, the second variant is ahead at that iteration. Where the curves span 20 or more times
+    their first evaluation step (a dense start, then a long run), the iteration axis is linear up to that step and
+    logarithmic after it, so that the early iterations, where the question lies, are not a sliver."""
+    need(band, ["loss", "variant", "step", "mean", "min", "max"], "band")
     losses = list(dict.fromkeys(band["loss"]))
     pos = band.loc[band["step"] > 0, "step"]
     linthresh = float(pos.min()) if len(pos) and band["step"].max() >= 20 * pos.min() else None
-    ncols = min(4, len(losses))
-    nrows = math.ceil(len(losses) / ncols)
-    fig, axes = subplots(nrows, ncols, w=3.8, h=3.1)
+    if diff is not None:
+        need(diff, ["loss", "step", "estimate", "ci_lo", "ci_hi"], "diff")
+        fig, axes = subplots(2, len(losses), w=BOOK_WIDTH / len(losses), h=2.3, sharex="col",
+                             gridspec_kw={"height_ratios": [1.25, 1]})
+        rows = [axes[0], axes[1]]
+    else:
+        ncols = min(4, len(losses))
+        nrows = math.ceil(len(losses) / ncols)
+        fig, axes = subplots(nrows, ncols, w=3.8, h=3.1)
+        flat = [a for row in axes for a in row]
+        for ax in flat[len(losses):]:
+            ax.set_visible(False)
+        rows = [flat[:len(losses)]]
     for k, loss in enumerate(losses):
-        ax = axes[k // ncols][k % ncols]
+        ax = rows[0][k]
         for v in variants:
             t = band[(band["loss"] == loss) & (band["variant"] == v)]
             if not len(t):
                 continue
             c = VARIANT_COLORS.get(v, "k")
-            ax.plot(t["step"], t["mean"], color=c, lw=1.5, label=v)
+            ax.plot(t["step"], t["mean"], color=c, lw=1.5, label=_ARM_NAMES.get(v, v))
             ax.fill_between(t["step"], t["min"], t["max"], color=c, alpha=0.18, lw=0)
             if reach is not None:
                 rr = reach[(reach["loss"] == loss) & (reach["variant"] == v)]["reach"].astype(float).dropna()
                 if len(rr):
                     ax.axvline(rr.mean(), color=c, ls="--", lw=1)
         ax.set_title(loss)
-        if linthresh:
-            ax.set_xscale("symlog", linthresh=linthresh)
-            ax.set_xlim(0, float(band["step"].max()) * 1.05)
-            ax.set_xlabel(f"iteration (log > {linthresh:g})")
-        else:
-            ax.set_xlabel("iteration")
-        ax.set_ylabel(METRIC_LABELS.get(metric, metric))
-    for k in range(len(losses), nrows * ncols):
-        axes[k // ncols][k % ncols].set_visible(False)
-    axes[0][0].legend(fontsize=9)
+        if diff is not None:
+            _diff_panel(rows[1][k], diff[diff["loss"] == loss], VARIANT_COLORS.get(variants[-1], "k"))
+        for a in (r[k] for r in rows):
+            if linthresh:
+                a.set_xscale("symlog", linthresh=linthresh)
+                a.set_xlim(0, float(band["step"].max()) * 1.05)
+        bottom = rows[-1][k]
+        bottom.set_xlabel(f"iteration (log > {linthresh:g})" if linthresh else "iteration")
+        if k == 0 or diff is None:
+            ax.set_ylabel(METRIC_LABELS.get(metric, metric))
+    if diff is not None:
+        names = [_ARM_NAMES.get(v, v) for v in variants]
+        rows[1][0].set_ylabel(f"{names[-1]} − {names[0]}\n({metric} points)")
+    rows[0][0].legend(fontsize=9, loc="lower right")
     return fig
+
+
+#: How the convergence figure names its arms.
+_ARM_NAMES = {"none": "none", "sec": "SEC"}
+
+
+def _diff_panel(ax, d: pd.DataFrame, color: str) -> None:
+    """One loss's paired difference against iteration: the mean line, its 95% interval as a band (where there is
+    one), a line at 0; the y axis fits the band and 0."""
+    d = d.sort_values("step")
+    ax.axhline(0, color=REF_COLOR, lw=0.9)
+    ax.plot(d["step"], d["estimate"], color=color, lw=1.5)
+    ax.fill_between(d["step"], d["ci_lo"], d["ci_hi"], color=color, alpha=0.25, lw=0)
+    vals = np.concatenate([d[c].to_numpy(float) for c in ("estimate", "ci_lo", "ci_hi")] + [np.zeros(1)])
+    vals = vals[np.isfinite(vals)]
+    lo, hi = float(vals.min()), float(vals.max())
+    pad = 0.08 * (hi - lo or 1.0)
+    ax.set_ylim(lo - pad, hi + pad)
+    ax.yaxis.set_major_locator(ticker.MaxNLocator(nbins=5))
 
 
 @styled
@@ -454,32 +507,100 @@ def class_norm_figure(assoc: pd.DataFrame) -> Figure:
     return fig
 
 
+#: The claims figure's label column: characters per line of a claim's words, and lines at most.
+CLAIM_LABEL_CHARS, CLAIM_LABEL_LINES = 56, 2
+#: The claims figure's row heights (inches): per line of its label, and the space between rows.
+_CLAIM_LINE_IN, _CLAIM_GAP_IN = 0.145, 0.075
+
+
+def claim_label(claim: str, text: str, chars: int = CLAIM_LABEL_CHARS, lines: int = CLAIM_LABEL_LINES) -> str:
+    """A claim's row label on the claims figure: its id, then its words wrapped to ``chars`` characters per line, in
+    at most ``lines`` lines. Words too long for that lose their parenthetical asides first, then their end (…)."""
+    def wrap(words):
+        return textwrap.wrap(f"{claim}: {words}", chars, break_on_hyphens=False)
+    words = " ".join(str(text).split())
+    out = wrap(words)
+    if len(out) > lines:
+        bare = " ".join(re.sub(r"\s*\([^()]*\)", "", words).split())
+        out = wrap(bare) if bare else out
+    if len(out) > lines:
+        out = out[:lines]
+        last = out[-1].split(" ")
+        while len(last) > 1 and len(" ".join(last)) + 2 > chars:
+            last.pop()
+        out[-1] = " ".join(last).rstrip(",;:") + " …"
+    return "\n".join(out)
+
+
+def _claims_xlim(t: pd.DataFrame, stretch: float = 1.5) -> tuple[float, float]:
+    """The claims figure's x range: 0 and every estimate and interval, widened to take in the paper's numbers
+    nearest to them as long as the range grows to at most ``stretch`` times its width (farther ones are drawn at
+    the edge, with their value); a 6% margin each side."""
+    core = np.concatenate([t[c].to_numpy(float) for c in ("estimate", "ci_lo", "ci_hi")] + [np.zeros(1)])
+    core = core[np.isfinite(core)]
+    lo, hi = float(core.min()), float(core.max())
+    limit = stretch * (hi - lo or 1.0)
+    pv = t["paper_value"].to_numpy(float) if "paper_value" in t.columns else np.array([])
+    for v in sorted(pv[np.isfinite(pv)], key=lambda v: max(lo - v, v - hi, 0.0)):
+        if max(hi, v) - min(lo, v) <= limit:
+            lo, hi = min(lo, v), max(hi, v)
+    pad = 0.06 * (hi - lo or 1.0)
+    return lo - pad, hi + pad
+
+
+def _left_align_ytick_labels(ax, gap_pt: float = 4.0) -> None:
+    """Set the y tick labels flush left, in one column ending ``gap_pt`` points left of the axes."""
+    fig = ax.figure
+    renderer = RendererAgg(fig.bbox.width, fig.bbox.height, fig.dpi)      # measures text as the page's PNG draws it
+    width = max((t.get_window_extent(renderer).width for t in ax.get_yticklabels() if t.get_text()), default=0.0)
+    ax.tick_params(axis="y", length=0, pad=width * 72 / fig.dpi + gap_pt)
+    for t in ax.get_yticklabels():
+        t.set_horizontalalignment("left")
+
+
 @styled
 def claims_figure(table: pd.DataFrame, unit: str = "pp") -> Figure:
-    """Forest plot of the claims measured in ``unit`` (estimate and 95% CI, coloured by verdict)."""
+    """Forest plot of the claims measured in ``unit``: per claim (rows, in the table's order) our estimate (dot)
+    and 95% interval (line), coloured by its verdict, whose word stands at the row's right end; the claim's id and
+    words on the left (:func:`claim_label`); the paper's or rebuttal's number as an open diamond. The x axis fits
+    our intervals (:func:`_claims_xlim`); a paper number beyond it is drawn at the edge as an arrow with its value.
+    Each row is as tall as its label."""
+    need(table, ["claim", "unit", "estimate", "ci_lo", "ci_hi", "verdict", "expected_sign"], "table")
     t = table[(table["unit"] == unit) & table["estimate"].notna()].reset_index(drop=True)
-    fig, axes = subplots(1, 1, w=6.5, h=0.45 * max(3, len(t)) + 0.8)
-    ax = axes[0][0]
-    shown = False
-    for i, r in t.iterrows():
+    texts = t["text"] if "text" in t.columns else pd.Series([""] * len(t))
+    labels = [claim_label(c, w) for c, w in zip(t["claim"], texts)]
+    heights = [_CLAIM_LINE_IN * (lab.count("\n") + 1) + _CLAIM_GAP_IN for lab in labels]
+    ys = np.cumsum(heights) - np.asarray(heights) / 2               # row centres, in inches from the top
+    total = float(sum(heights)) if heights else 1.0
+    fig = figure(BOOK_WIDTH, total + 0.75)
+    ax = fig.subplots()
+    xlim = _claims_xlim(t)
+    for y, (_, r) in zip(ys, t.iterrows()):
         c = VERDICT_COLORS.get(r["verdict"], "k")
         lo = r["ci_lo"] if pd.notna(r["ci_lo"]) else r["estimate"]
         hi = r["ci_hi"] if pd.notna(r["ci_hi"]) else r["estimate"]
-        ax.plot([lo, hi], [i, i], color=c, lw=2)
-        ax.plot([r["estimate"]], [i], "o", color=c)
-        pv = r.get("paper_value", np.nan) if hasattr(r, "get") else np.nan
-        if pd.notna(pv):
-            ax.plot([pv], [i], "D", mfc="none", mec="k", ms=6, label="paper / rebuttal" if not shown else None)
-            shown = True
-        ax.annotate(r["verdict"], (1.01, i), xycoords=("axes fraction", "data"), va="center", ha="left",
-                    fontsize=7, color=c, annotation_clip=False)
+        ax.plot([lo, hi], [y, y], color=c, lw=2)
+        ax.plot([r["estimate"]], [y], "o", color=c, ms=5.5)
+        pv = r.get("paper_value", np.nan)
+        if pd.notna(pv) and xlim[0] <= pv <= xlim[1]:
+            ax.plot([pv], [y], "D", mfc="none", mec="k", ms=6)
+        elif pd.notna(pv):                    # beyond the axis: an arrow at the edge, with the paper's number
+            left = pv < xlim[0]
+            edge = xlim[0] if left else xlim[1]
+            ax.annotate(f"{pv:+.3g}".replace("-", "−"), (edge, y), xytext=(14 if left else -14, 0), textcoords="offset points",
+                        ha="left" if left else "right", va="center", fontsize=9,
+                        arrowprops=dict(arrowstyle="-|>", color="k", lw=0.9, shrinkA=0, shrinkB=0))
+        ax.annotate(r["verdict"], (1.01, y), xycoords=("axes fraction", "data"), va="center", ha="left",
+                    fontsize=9, color=c, annotation_clip=False)
+    for k in range(1, len(ys), 2):            # every other row shaded, so a label leads the eye to its line
+        ax.axhspan(ys[k] - heights[k] / 2, ys[k] + heights[k] / 2, color="0.95", lw=0, zorder=0)
     ax.axvline(0, color="k", lw=0.8)
-    ax.set_yticks(range(len(t)), [f"{r['claim']}: expected {'+' if r['expected_sign'] > 0 else ('−' if r['expected_sign'] < 0 else '0')}"
-                                  for _, r in t.iterrows()])
-    ax.invert_yaxis()
-    ax.set_xlabel(f"our estimate ({unit}), 95% CI over seeds; ◇ the paper's or rebuttal's number")
-    if shown:
-        ax.legend(fontsize=7, loc="lower right")
+    ax.set_xlim(*xlim)
+    ax.set_yticks(ys, labels, linespacing=1.05)
+    _left_align_ytick_labels(ax)
+    ax.grid(axis="y", visible=False)
+    ax.set_ylim(total, 0)
+    ax.set_xlabel(f"our estimate ({unit}) and 95% interval; ◇ the paper's or rebuttal's number")
     return fig
 
 
