@@ -67,13 +67,20 @@ def is_long_tier(tier) -> bool:
     return bool(parts) and all(t in (*STAGED_TIERS, *TIER_PROFILES) for t in parts)
 
 
-def decided(table: pd.DataFrame, decisive_present: bool | None = None) -> pd.DataFrame:
-    """The rows the scorecard shows: where the decisive tier is committed (``decisive_present``; by default whether
-    :data:`~sec_lib.chapters.evidence.MAIN_TIERS`' first is), only the rows read from a long tier (:func:`is_long_tier`),
-    so that no quick-tier number or verdict stands among the verdicts; every row where it is not (a book with no
-    committed tier shows what it has, each row's tier named)."""
+def decisive_stands_in(profile: str) -> bool:
+    """Whether a book of ``profile`` reads the decisive tier (:data:`~sec_lib.chapters.evidence.MAIN_TIERS`' first)
+    where it holds a page's runs: it is committed, and ``profile`` is not one whose pages show their own runs (the
+    smoke book, a real-benchmark book: :data:`~sec_lib.chapters.evidence.PIPELINE_PROFILES`)."""
+    return profile not in evidence.PIPELINE_PROFILES and has_tier(evidence.MAIN_TIERS[0])
+
+
+def decided(table: pd.DataFrame, profile: str = "cpu", decisive_present: bool | None = None) -> pd.DataFrame:
+    """The rows the scorecard shows: where the decisive tier is present (``decisive_present``; by default
+    :func:`decisive_stands_in` for ``profile``), only the rows read from a long tier (:func:`is_long_tier`), so that
+    no quick-tier number or verdict stands among the verdicts; every row where it is not (the smoke book, a
+    real-benchmark book, a checkout with no committed tier: each shows its own runs, each row's tier named)."""
     if decisive_present is None:
-        decisive_present = has_tier(evidence.MAIN_TIERS[0])
+        decisive_present = decisive_stands_in(profile)
     if not decisive_present or not len(table):
         return table
     return table[table["tier"].map(is_long_tier)]

@@ -17,7 +17,7 @@ from ..runs.store import ResultStore
 from ..runs.tier import (KINDS_FILE, REPLACED_BY, RETIRED_TIERS, TIER_PROFILES, UNKNOWN_KIND, StagedTier, has_tier,
                          open_tier, stage_dirs, tier_dir)
 from . import PAGES, profile_param
-from .evidence import MAIN_TIERS, evidence_profile, lacking
+from .evidence import MAIN_TIERS, PIPELINE_PROFILES, evidence_profile, lacking
 from .portability import findings
 from .tiers_prediction import (COLUMNS, TEST_SOURCES, prediction_sentence,  # noqa: F401 (the page's API)
                                selection_prediction)
@@ -250,25 +250,30 @@ def _runs_text(row: dict) -> str:
     return f"{int(row['runs']):,} runs, {row['run-hours']:g} run-hours on {row['device']}"
 
 
-def opening(summary: pd.DataFrame, pages: pd.DataFrame, root=None) -> str:
+def opening(summary: pd.DataFrame, pages: pd.DataFrame, profile: str = "cpu", root=None) -> str:
     """The page's findings, first (markdown): what each tier is for and which one decides the verdicts, computed from
     :func:`summary_table` and :func:`page_tiers` (which pages still read the quick tier), then what the committed
     portability reports found for the decisive and the retired tier (:func:`sec_lib.chapters.portability.findings`).
-    A tier that is not committed is said to be missing, not described."""
+    A tier that is not committed is said to be missing, not described. A book whose pages read their own runs (the
+    smoke book, a real-benchmark book: ``PIPELINE_PROFILES``) says so first: the committed tiers are the glyph
+    book's."""
     rows = {str(r["tier"]): r for r in summary.to_dict("records")}
     first = MAIN_TIERS[0]
+    own = profile in PIPELINE_PROFILES
     col = "tier shown"
-    waiting = sorted(pages.loc[pages[col] != first, "page"]) if len(pages) and col in pages else []
-    parts = []
+    waiting = sorted(pages.loc[pages[col] != first, "page"]) if len(pages) and col in pages and not own else []
+    parts = [f"This book (profile `{profile}`) reads its own runs, the quick tier's, on every page; the committed "
+             "tiers are the glyph book's evidence."] if own else []
     if first in rows:
-        which = "every verdict of the book" if not waiting else "the verdicts of every page whose runs it holds"
+        which = ("every verdict of the glyph book" if own else
+                 "every verdict of the book" if not waiting else "the verdicts of every page whose runs it holds")
         parts.append(f"The **{first} tier** decides {which} ({_runs_text(rows[first])}): its choices were made on "
                      "held-out training classes and its design registered before any run on the test classes.")
     else:
         parts.append(f"No {first} tier is committed yet, so every verdict is read from the quick tier.")
     quick = next((r for name, r in rows.items() if name.startswith("quick")), None)
     if quick is not None:
-        reads = ("no page's verdict reads it" if not waiting else
+        reads = ("every page of this book reads it" if own else "no page's verdict reads it" if not waiting else
                  f"{len(waiting)} {'page reads' if len(waiting) == 1 else 'pages read'} it until the {first} tier "
                  f"holds {'its' if len(waiting) == 1 else 'their'} runs ({', '.join(waiting)})")
         parts.append(f"The **quick tier** ({_runs_text(quick)}) is what `make book` trains in minutes to show that the "

@@ -279,5 +279,9 @@ def test_the_opening_states_each_tiers_use_then_the_portability_findings(tmp_pat
     waiting = tiers.opening(_summary(), pages.assign(**{"tier shown": ["decisive", "cpu"]}), root=tmp_path)
     assert "1 page reads it until the decisive tier holds its runs (mu)" in waiting
     assert "decides the verdicts of every page whose runs it holds" in waiting
+    smoke = tiers.opening(_summary(), pages.assign(**{"tier shown": "smoke"}), "smoke", root=tmp_path)
+    assert smoke.startswith("**What each tier is for.** This book (profile `smoke`) reads its own runs")
+    assert "every page of this book reads it" in smoke and "pages read it until" not in smoke
+    assert "decides every verdict of the glyph book" in smoke
     none = tiers.opening(_summary().iloc[:2], pages.iloc[:0], root=tmp_path)
     assert none.startswith("**What each tier is for.** No decisive tier is committed yet")
