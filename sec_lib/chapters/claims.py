@@ -1,10 +1,13 @@
 """The claims page: every claim of the paper and question of the review as one line of a scorecard,
-collected from the pages that decide them, tallied by tier, and shown.
+collected from the pages that decide them, tallied by tier, and shown; the page opens with the tally in plain words
+(:func:`answer_html`).
 
 Nothing here computes an estimate. Each page module holds the claims it owns (``CLAIMS``, a list of
 :class:`sec_lib.report.claims.Claim`) and decides them on its own evidence
 (:func:`sec_lib.chapters.evidence.page_records`); this page collects those records
-(:func:`records`), counts them (the long tiers only; quick-tier-only rows apart) and displays them.
+(:func:`records`), counts them (the long tiers only; quick-tier-only rows apart) and displays them (:func:`decided`:
+no quick-tier row where the decisive tier is committed; the quick tier is set beside the decisive one on the tiers
+page, which compares them on purpose: :func:`tier_agreement`).
 Its own claims are question 10 with the class as the attribute (:mod:`.normclass`).
 """
 from __future__ import annotations
@@ -21,9 +24,10 @@ from ..report.claims import FAMILY_RULE, anchor, estimate_source, sign_word
 from . import evidence, profile_param
 # The scorecard's records, tally and questions; their names are this page's too.
 from .scorecard import (FOLLOWUPS, GROUP_WORDS, GROUPS, QUESTIONS, QUICK_ONLY, claims_frame,  # noqa: F401
-                        count_words, counted, counted_tiers, counts_sentence, followup_status, group_of,
+                        count_words, counted, counted_tiers, counts_sentence, decided, decisive_stands_in,
+                        followup_status, group_of,
                         is_long_tier, p_cell, question_counts, questions, questions_sentence, records, tiers_phrase,
-                        verdict_counts)
+                        verdict_counts, waiting_sentence)
 from .normclass import (CLAIMS, HIT_COLUMNS, class_association, class_association_summary,  # noqa: F401 (the page's API)
                         difficulty_association, difficulty_sentence)
 
@@ -106,7 +110,8 @@ def scorecard_html(table: pd.DataFrame, qs: pd.DataFrame | None = None, name: st
                 body.append(f'<tr><td></td><td colspan="{len(cols) - 1}"><small>Registered follow-up <b>{f["id"]}</b> '
                             f'({_html.escape(f["folder"])}): {_html.escape(f["readme"])}; {f["committed"]} of '
                             f'{f["runs"] or "its"} runs committed, no verdict until all are.</small></td></tr>')
-        out.append(f'<h3 class="scorecard-group">{_html.escape(group[0].upper() + group[1:])} ({len(sub)})</h3>'
+        out.append(f'<h3 class="scorecard-group">{_html.escape(group[0].upper() + group[1:])} ({_group_count(sub)})'
+                   '</h3>'
                    f'<table class="sec-table claims-scorecard"><thead><tr>{head}</tr></thead>'
                    f'<tbody>{"".join(body)}</tbody></table>')
     csv_cols = ["claim", "estimate", "ci_lo", "ci_hi", "p_value", "p_adj", "m", "family", "verdict", "rule_verdict",
@@ -115,6 +120,14 @@ def scorecard_html(table: pd.DataFrame, qs: pd.DataFrame | None = None, name: st
                 "note"]
     csv = table[[c for c in csv_cols if c in table.columns]]
     return "".join(out) + f"<p>{csv_link(csv, name)}</p>"
+
+
+def _group_count(sub: pd.DataFrame) -> str:
+    """How many questions a scorecard group holds, the way the answer counts them: the paper's and the reviewers'
+    questions, and the book's own question apart ("8, and the book's own question")."""
+    own = int(sub["beyond"].sum())
+    n = len(sub) - own
+    return f"{n}, and the book’s own question" if own == 1 else f"{n}, and {own} of the book’s own" if own else str(n)
 
 
 def family_rule_sentence(table: pd.DataFrame) -> str:
@@ -131,27 +144,76 @@ def family_rule_sentence(table: pd.DataFrame) -> str:
 
 
 def tier_sentence(table: pd.DataFrame) -> str:
-    """Which tier each row's evidence was read from (the ``tier`` column)."""
+    """Which tier each row's evidence was read from (the ``tier`` column), as a page's tier sentence ("**Evidence on
+    this page: the decisive tier** ..."), which the site folds into the box at the page's end."""
     tiers = table.get("tier", pd.Series([""] * len(table))).fillna("").astype(str)
     have = tiers[tiers != ""].value_counts()
     if not len(have):
         return "No row has runs behind it."
-    return ("Evidence: " + ", ".join(f"{n} rows from the **{t}** tier" for t, n in have.items())
+    return (f"**Evidence on this page: {tiers_phrase(have.index)}**: "
+            + ", ".join(f"{n} rows from the **{t}** tier" for t, n in have.items())
             + ". Each page reads the decisive tier where it holds all of the page's runs, and the quick tier until "
               "it does.")
 
 
+def _and(parts: Sequence[str]) -> str:
+    """'', 'a', 'a and b', 'a, b and c'."""
+    parts = list(parts)
+    return "" if not parts else parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+
+
+def _answer_counts(qs: pd.DataFrame, table: pd.DataFrame, own: bool) -> tuple[dict, dict, int]:
+    """The answer's counts: questions per group, bodies of evidence per verdict and the rows left uncounted. A book
+    that reads the decisive tier counts the long tiers only (:func:`question_counts`, :func:`verdict_counts`, the
+    quick-tier-only rows uncounted); a book that reads its own runs (``own``) counts them all, once each."""
+    if not own:
+        counts = verdict_counts(table)
+        return question_counts(qs), counts, counts.pop(QUICK_ONLY)
+    main = qs[~qs["beyond"]] if len(qs) else qs
+    groups = {name: int((main["group"] == name).sum()) if len(main) else 0 for name, _ in GROUPS}
+    v = counted(table)["verdict"].value_counts() if len(table) else pd.Series(dtype=int)
+    return groups, {k: int(v.get(k, 0)) for k in report.VERDICTS}, 0
+
+
+def answer_html(qs: pd.DataFrame, table: pd.DataFrame, profile: str = "cpu") -> str:
+    """HTML: the page's answer, marked for the page checker (``page-answer``; a tally has no interval, so it carries
+    ``data-interval="none"``), in plain words: how many of the paper's claims and its reviewers' questions hold, hold
+    but smaller, fail and are undecided, then the verdicts of the separate bodies of evidence, each once (zeros left
+    out), each count with its verdict word in ``data-verdict`` (:func:`_answer_counts`: where the decisive tier stands
+    in for ``profile``, the rows with quick-tier evidence only are said apart and not counted)."""
+    own = not decisive_stands_in(profile)
+    groups, counts, quick = _answer_counts(qs, table, own)
+    if not sum(groups.values()):
+        return ('<div class="page-answer" data-interval="none"><p>No claim of the paper has evidence in this book '
+                "yet: its runs are not trained.</p></div>")
+    words = dict(GROUPS)
+    first = _and([f'<b data-verdict="{words[g][0]}">{k} {GROUP_WORDS[g][k != 1]}</b>' for g, k in groups.items()])
+    second = _and([f'<span data-verdict="{v}">{k} {v}</span>' for v, k in counts.items() if k])
+    quick_text = (f" {quick} more {'has' if quick == 1 else 'have'} only the short runs <code>make book</code> trains "
+                  f"behind {'it' if quick == 1 else 'them'} and {'is' if quick == 1 else 'are'} not counted."
+                  if quick else "")
+    where = f" on this book’s own runs (profile <code>{_html.escape(profile)}</code>)" if own else ""
+    return (f'<div class="page-answer" data-interval="none"><p>Of the paper’s claims and its reviewers’ questions, '
+            f"{sum(groups.values())} in all, {first}{where}. Counted test by test instead, over "
+            f"{sum(counts.values())} separate tests: {second}.{quick_text}</p></div>").replace("paper's", "paper’s")
+
+
+#: :func:`tier_agreement`'s columns for the quick tier: labelled as read by no verdict.
+QUICK_COLUMNS = ("quick tier (no verdict reads it)", "quick tier's verdict (not used)")
+
+
 def tier_agreement(table: pd.DataFrame, quick: pd.DataFrame) -> pd.DataFrame:
-    """The rows read from a long tier beside the same claims on the quick tier: both estimates with
-    their intervals, both verdicts, and whether the two estimates have the same sign."""
+    """The rows read from a long tier beside the same claims on the quick tier (for the page that compares the tiers
+    on purpose, the tiers page): both estimates with their intervals, both verdicts, the quick tier's labelled as
+    read by no verdict (:data:`QUICK_COLUMNS`), and whether the two estimates have the same sign."""
     q = quick.set_index("claim")
     rows = []
     for r in table.itertuples(index=False):
         if not is_long_tier(r.tier) or r.claim not in q.index:
             continue
         qr = q.loc[r.claim]
-        rows.append({"claim": r.claim, r.tier: r.evidence, f"{r.tier} verdict": r.verdict,
-                     "quick": qr["evidence"], "quick verdict": qr["verdict"],
+        rows.append({"claim": r.claim, f"{r.tier} tier": r.evidence, f"{r.tier} verdict": r.verdict,
+                     QUICK_COLUMNS[0]: qr["evidence"], QUICK_COLUMNS[1]: qr["verdict"],
                      "same sign": evidence.same_sign(r.estimate, qr["estimate"])})
     return pd.DataFrame(rows)
 

@@ -14,7 +14,8 @@ losses: the ``tuned`` chapter) on this machine, and asks:
 The report is written to ``data/reference/<tier>/portability/<cpu kind>.json`` and the tiers page shows
 every report committed there (:func:`page`): the decisive tier's (``Intel-AVX2-avx2.json``: an Intel Xeon, from a
 fresh clone of ``c38b8f1``, on 2026-11-29; its README), and the one report of the retired reference tier (made
-before the kernel pin, on its own primary comparison), kept as the measurement the contract was built on. The sample
+before the kernel pin, on its own primary comparison), kept as the measurement the contract was built on. :func:`findings` states what both tiers' reports found for the
+verdicts in one paragraph, each tier named, for the pages where a reader meets the verdicts. The sample
 is one seed from each arm (loss × {none, SEC}) first, then the next seed of each arm, round-robin, so any ``N``
 spreads over the arms.
 """
@@ -349,3 +350,92 @@ def page(profiles=("decisive", *tier_mod.RETIRED_TIERS), root=None) -> Reports:
                              "The spread of the shift, and the estimates": ["SD of the shift", "largest |shift|",
                                                                             "estimates outside their interval"]})
     return Reports(summary_sentence(by_profile.get("decisive", [])), overview, caption, tuple(sections))
+
+
+# -- the findings, where the reader meets the verdicts ------------------------------------------------------------
+
+def vendor(kind: str) -> str:
+    """The vendor of a CPU kind: ``"AMD/AVX2/avx2"`` -> ``"AMD"``."""
+    return str(kind).split("/")[0]
+
+
+def machine_words(rep: dict) -> str:
+    """The CPU a report retrained on, in words: its model without trademarks and without a bare "Processor"
+    ("an Intel Xeon", "an AMD EPYC"), else its vendor ("an Intel CPU")."""
+    model = re.sub(r"\((?:R|TM)\)|\bProcessor\b|\bCPU\b", " ", str(rep.get("cpu", {}).get("cpu_model") or ""))
+    model = " ".join(model.split()) or f"{vendor(rep['cpu_kind'])} CPU"
+    return ("an " if model[0].lower() in "aeiou" else "a ") + model
+
+
+def committed_vendors(rep: dict) -> list[str]:
+    """The vendors of the CPUs the retrained runs were committed from (:func:`with_committed_kinds`), sorted."""
+    kinds = rep["committed_kinds"]
+    return sorted({vendor(k) for k in (kinds if isinstance(kinds, (dict, list)) else [kinds])})
+
+
+def where_words(rep: dict) -> str:
+    """Where a report's runs were retrained: "on an Intel Xeon", or "on another AMD CPU (an AMD EPYC)" where its
+    vendor is the one the runs were trained on."""
+    here = vendor(rep["cpu_kind"])
+    if committed_vendors(rep) == [here]:
+        return f"on another {here} CPU ({machine_words(rep)})"
+    return f"on {machine_words(rep)}"
+
+
+def estimate_words(name: str) -> str:
+    """A report's estimate in words: "the pooled estimate over the losses", or "the triplet loss's estimate"."""
+    return "the pooled estimate over the losses" if name == "pooled" else f"the {name} loss's estimate"
+
+
+def changed_verdicts(reps: list[dict]) -> list[dict]:
+    """The estimates of ``reps`` whose verdict changed with the retrained runs swapped in."""
+    return [e for r in reps for e in r["estimates"] if not e["same_verdict"]]
+
+
+def outcome_words(reps: list[dict]) -> str:
+    """What the reports found for the verdicts: "no verdict changed, and every estimate stayed inside its committed
+    interval", or which verdicts changed ("the verdict of the pooled estimate over the losses changed from reproduced
+    to inconclusive (1 of 5 verdicts), though every estimate stayed inside its committed interval")."""
+    estimates = [e for r in reps for e in r["estimates"]]
+    changed = changed_verdicts(reps)
+    outside = sum(not e["inside"] for e in estimates)
+    inside = ("every estimate stayed inside its committed interval" if not outside else
+              f"{outside} of {len(estimates)} estimates left their committed interval")
+    if not changed:
+        return f"no verdict changed, and {inside}"
+    each = "; ".join(f"the verdict of {estimate_words(e['estimate'])} changed from {e['verdict']} to "
+                     f"{e['swapped_verdict']}" for e in changed)
+    return f"{each} ({len(changed)} of {len(estimates)} verdicts), {'though' if not outside else 'and'} {inside}"
+
+
+def tier_finding(profile: str, reps: list[dict], role: str) -> str:
+    """One sentence on one tier's portability reports: the tier named (with ``role``, what the verdicts make of
+    it), whether its verdicts held, how many of its runs of the main comparison were retrained where, and what
+    happened to the verdicts; where none is committed, that nothing is measured."""
+    label = tier_label(profile)
+    if not reps:
+        return (f"The **{label} tier**, {role}: no portability report of it is committed, so whether its verdicts "
+                "hold on another CPU is not measured here.")
+    trained = sorted({v for r in reps for v in committed_vendors(r)})
+    first, *more = reps
+    where = f"{first['n']} of its runs of the main comparison (SEC against no regularizer), trained on " \
+            f"{' and '.join(trained)} CPUs, were retrained {where_words(first)}" \
+            + "".join(f", and {r['n']} {where_words(r)}" for r in more)
+    held = "did not hold" if changed_verdicts(reps) else "held"
+    return f"The **{label} tier**, {role}, {held}: {where}; {outcome_words(reps)}."
+
+
+#: How :func:`findings` opens where it stands as a paragraph of its own.
+FINDINGS_QUESTION = "**Do the verdicts depend on the computer?**"
+
+
+def findings(root=None, question: bool = True) -> str:
+    """The portability findings in one short paragraph, for the pages where a reader meets the verdicts: the
+    decisive tier's (every verdict reads it) and the retired reference tier's (trained before the kernel pin; no
+    verdict reads it), each named, each computed from its committed reports (:func:`reports`); ``question``: opened
+    by :data:`FINDINGS_QUESTION`."""
+    decisive, retired = tier_mod.STAGED_TIERS[0], tier_mod.RETIRED_TIERS[0]
+    return ((FINDINGS_QUESTION + " " if question else "")
+            + tier_finding(decisive, reports(decisive, root), "which every verdict of the book reads") + " "
+            + tier_finding(retired, reports(retired, root),
+                           "trained before the kernel settings were pinned and read by no verdict"))

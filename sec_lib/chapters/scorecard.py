@@ -1,6 +1,7 @@
 """The scorecard's records and tally: every claim's record as a table (:func:`claims_frame`), the bodies of evidence
-each verdict counts (:func:`verdict_counts`), the questions they answer (:func:`questions`) and the registered
-follow-ups' progress (:func:`followup_status`). The claims page shows them; the landing page states the tally.
+each verdict counts (:func:`verdict_counts`), the questions they answer (:func:`questions`), the rows the scorecard
+shows (:func:`decided`: no quick-tier row where the decisive tier is committed) and the registered follow-ups'
+progress (:func:`followup_status`). The claims page shows them; the landing page states the tally.
 """
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pandas as pd
 
 from .. import report
 from ..report.verdicts import equivalence_p_words
-from ..runs.tier import STAGED_TIERS, TIER_PROFILES
+from ..runs.tier import STAGED_TIERS, TIER_PROFILES, has_tier
 from . import evidence
 
 
@@ -64,6 +65,36 @@ def is_long_tier(tier) -> bool:
     """Whether a row's tier is a committed long tier (decisive, gpu): the only evidence the tally counts."""
     parts = [t for t in str(tier or "").split("/") if t]
     return bool(parts) and all(t in (*STAGED_TIERS, *TIER_PROFILES) for t in parts)
+
+
+def decisive_stands_in(profile: str) -> bool:
+    """Whether a book of ``profile`` reads the decisive tier (:data:`~sec_lib.chapters.evidence.MAIN_TIERS`' first)
+    where it holds a page's runs: it is committed, and ``profile`` is not one whose pages show their own runs (the
+    smoke book, a real-benchmark book: :data:`~sec_lib.chapters.evidence.PIPELINE_PROFILES`)."""
+    return profile not in evidence.PIPELINE_PROFILES and has_tier(evidence.MAIN_TIERS[0])
+
+
+def decided(table: pd.DataFrame, profile: str = "cpu", decisive_present: bool | None = None) -> pd.DataFrame:
+    """The rows the scorecard shows: where the decisive tier is present (``decisive_present``; by default
+    :func:`decisive_stands_in` for ``profile``), only the rows read from a long tier (:func:`is_long_tier`), so that
+    no quick-tier number or verdict stands among the verdicts; every row where it is not (the smoke book, a
+    real-benchmark book, a checkout with no committed tier: each shows its own runs, each row's tier named)."""
+    if decisive_present is None:
+        decisive_present = decisive_stands_in(profile)
+    if not decisive_present or not len(table):
+        return table
+    return table[table["tier"].map(is_long_tier)]
+
+
+def waiting_sentence(table: pd.DataFrame, shown: pd.DataFrame) -> str:
+    """The rows of ``table`` that :func:`decided` left out of ``shown``, named: they wait for their runs on a long
+    tier. '' where none is left out."""
+    left = [c for c in table.get("claim", []) if c not in set(shown.get("claim", []))]
+    if not left:
+        return ""
+    return (f"{len(left)} {'row waits' if len(left) == 1 else 'rows wait'} for {tiers_phrase(())}'s runs "
+            f"({', '.join(left)}): {'it gets' if len(left) == 1 else 'they get'} a verdict once those runs are "
+            "committed, and until then no number of theirs is shown here.")
 
 
 def verdict_counts(table: pd.DataFrame) -> dict:

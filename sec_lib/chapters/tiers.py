@@ -1,5 +1,6 @@
-"""The tiers page: which evidence each tier holds, what it cost, and the choices made before any
-test run (the pre-registration), read from the quick store and the committed tiers."""
+"""The tiers page: what each tier is for and whether its verdicts depend on the CPU (:func:`opening`, the page's
+findings), then which evidence each tier holds, what it cost, and the choices made before any test run (the
+pre-registration), read from the quick store and the committed tiers."""
 from __future__ import annotations
 
 import math
@@ -13,9 +14,11 @@ from ..runs import decisive, gpu_tier, pilot, selection
 from ..runs import experiments as ex
 from ..runs.pilot import last_quarter_gain
 from ..runs.store import ResultStore
-from ..runs.tier import KINDS_FILE, TIER_PROFILES, UNKNOWN_KIND, StagedTier, has_tier, open_tier, stage_dirs, tier_dir
+from ..runs.tier import (KINDS_FILE, REPLACED_BY, RETIRED_TIERS, TIER_PROFILES, UNKNOWN_KIND, StagedTier, has_tier,
+                         open_tier, stage_dirs, tier_dir)
 from . import PAGES, profile_param
-from .evidence import MAIN_TIERS, evidence_profile, lacking
+from .evidence import MAIN_TIERS, PIPELINE_PROFILES, evidence_profile, lacking
+from .portability import findings
 from .tiers_prediction import (COLUMNS, TEST_SOURCES, prediction_sentence,  # noqa: F401 (the page's API)
                                selection_prediction)
 
@@ -240,6 +243,53 @@ def status_sentence(summary: pd.DataFrame) -> str:
     return " ".join(parts) + (" A page shows the decisive tier as soon as that tier holds every run the page needs, "
                               "and the quick tier until then; the box at each page's end, 'How this page was made', "
                               "says which.")
+
+
+def _runs_text(row: dict) -> str:
+    """"957 runs, 86.82 run-hours on cpu" from a row of :func:`summary_table`."""
+    return f"{int(row['runs']):,} runs, {row['run-hours']:g} run-hours on {row['device']}"
+
+
+def opening(summary: pd.DataFrame, pages: pd.DataFrame, profile: str = "cpu", root=None) -> str:
+    """The page's findings, first (markdown): what each tier is for and which one decides the verdicts, computed from
+    :func:`summary_table` and :func:`page_tiers` (which pages still read the quick tier), then what the committed
+    portability reports found for the decisive and the retired tier (:func:`sec_lib.chapters.portability.findings`).
+    A tier that is not committed is said to be missing, not described. A book whose pages read their own runs (the
+    smoke book, a real-benchmark book: ``PIPELINE_PROFILES``) says so first: the committed tiers are the glyph
+    book's."""
+    rows = {str(r["tier"]): r for r in summary.to_dict("records")}
+    first = MAIN_TIERS[0]
+    own = profile in PIPELINE_PROFILES
+    col = "tier shown"
+    waiting = sorted(pages.loc[pages[col] != first, "page"]) if len(pages) and col in pages and not own else []
+    parts = [f"This book (profile `{profile}`) reads its own runs, the quick tier's, on every page; the committed "
+             "tiers are the glyph book's evidence."] if own else []
+    if first in rows:
+        which = ("every verdict of the glyph book" if own else
+                 "every verdict of the book" if not waiting else "the verdicts of every page whose runs it holds")
+        parts.append(f"The **{first} tier** decides {which} ({_runs_text(rows[first])}): its choices were made on "
+                     "held-out training classes and its design registered before any run on the test classes.")
+    else:
+        parts.append(f"No {first} tier is committed yet, so every verdict is read from the quick tier.")
+    quick = next((r for name, r in rows.items() if name.startswith("quick")), None)
+    if quick is not None:
+        reads = ("every page of this book reads it" if own else "no page's verdict reads it" if not waiting else
+                 f"{len(waiting)} {'page reads' if len(waiting) == 1 else 'pages read'} it until the {first} tier "
+                 f"holds {'its' if len(waiting) == 1 else 'their'} runs ({', '.join(waiting)})")
+        parts.append(f"The **quick tier** ({_runs_text(quick)}) is what `make book` trains in minutes to show that the "
+                     f"whole pipeline runs; {reads}.")
+    for name, row in rows.items():
+        if name in TIER_PROFILES:
+            main = row.get("main comparison", MISSING)
+            parts.append(f"The **{name} tier** ({_runs_text(row)}) trains the main comparison at a larger scale on "
+                         f"lent GPUs, beside the {first} tier; its main comparison holds {main} runs.")
+    for name in RETIRED_TIERS:
+        label = tier_label(name)
+        d = tier_dir(name, root)
+        n = len(open_tier(d).runs) if (d / "runs.parquet").exists() else 0
+        parts.append(f"The **{label} tier** ({n:,} runs), which the {REPLACED_BY[name]} tier replaced, is kept for "
+                     "the record; no verdict reads it." if n else f"The {label} tier's runs are not in this checkout.")
+    return "**What each tier is for.** " + " ".join(parts) + "\n\n" + findings(root)
 
 
 def page_tiers(profile: str = "cpu") -> pd.DataFrame:

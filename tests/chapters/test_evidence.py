@@ -174,7 +174,8 @@ def test_claims_tier_agreement_uses_the_same_sign_rule():
     a = claims.tier_agreement(t, q)
     assert a["claim"].tolist() == ["A", "B", "C"]                       # D reads the quick tier itself
     assert a["same sign"].tolist() == ["yes", "no", "n/a"]
-    assert a["decisive"].tolist() == ["a", "b", "c"] and a["quick"].tolist() == ["e", "f", "g"]
+    assert a["decisive tier"].tolist() == ["a", "b", "c"] and a[claims.QUICK_COLUMNS[0]].tolist() == ["e", "f", "g"]
+    assert all("no verdict" in c or "not used" in c for c in claims.QUICK_COLUMNS)     # labelled as read by no verdict
 
 
 def test_a_chapters_runs_carry_the_sweep_labels_they_were_made_with(tmp_path, monkeypatch, no_fsync):

@@ -154,6 +154,49 @@ def test_the_page_says_when_no_decisive_report_is_committed(tmp_path):
     assert shown.sentence.startswith("No portability report of the decisive tier is committed yet")
 
 
+def _tier_part(text: str, label: str) -> str:
+    """The sentence of :func:`findings` on one tier: from its bold name to the next tier's."""
+    part = text.split(f"The **{label} tier**", 1)[1]
+    return part.split("The **", 1)[0]
+
+
+def test_the_findings_name_each_tier_and_say_what_its_reports_found(intel):
+    """The paragraph the claims page shows near its verdicts: the decisive tier's report (no verdict changed on the
+    Intel Xeon) and the retired tier's (its changed verdict, read from its report), each in its own tier's
+    sentence, so the retired tier's change is never read as the decisive tier's."""
+    said = pt.findings()
+    assert said.startswith(pt.FINDINGS_QUESTION) and said.index("**decisive tier**") < said.index("**retired reference")
+    decisive = _tier_part(said, "decisive")
+    assert decisive.startswith(", which every verdict of the book reads, held:")
+    assert "retrained on an Intel Xeon" in decisive and "no verdict changed" in decisive
+    assert f"{intel['n']} of its runs" in decisive and "trained on AMD CPUs" in decisive
+    retired = _tier_part(said, "retired reference")
+    changed = [e for r in pt.reports("reference") for e in r["estimates"] if not e["same_verdict"]]
+    assert changed and "did not hold" in retired and "retrained on another AMD CPU (an AMD EPYC)" in retired
+    for e in changed:
+        assert f"changed from {e['verdict']} to {e['swapped_verdict']}" in retired
+        assert f"changed from {e['verdict']}" not in decisive
+    assert not pt.findings(question=False).startswith(pt.FINDINGS_QUESTION)
+
+
+def test_the_findings_say_so_where_no_report_is_committed_and_follow_a_changed_verdict(intel, tmp_path):
+    """Without reports, nothing is asserted: each tier's sentence says its check is not measured. A decisive report
+    with a changed verdict is said to have not held, naming the estimate and both words."""
+    empty = pt.findings(tmp_path)
+    for label in ("decisive", "retired reference"):
+        part = _tier_part(empty, label)
+        assert "not measured here" in part and "held" not in part.replace("hold on", "")
+    rep = json.loads(json.dumps(intel))
+    rep["estimates"][0].update(same_verdict=False, swapped_verdict="inconclusive")
+    path = pt.report_path("decisive", rep["cpu_kind"], tmp_path)
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(rep))
+    part = _tier_part(pt.findings(tmp_path), "decisive")
+    e = rep["estimates"][0]
+    assert "did not hold" in part and f"the verdict of the {e['estimate']} loss's estimate changed from " \
+                                      f"{e['verdict']} to inconclusive (1 of {len(rep['estimates'])} verdicts)" in part
+
+
 # --- new reports compare the tables by hash ----------------------------------------------------------------------
 
 def _hashes(keys, same):

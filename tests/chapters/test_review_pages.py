@@ -542,6 +542,95 @@ def test_tally_counts_the_long_tier_only(mixed):
     assert '<a href="eta.html">eta</a>' in html and "data:text/csv;base64," in html and "<details>" in html
 
 
+def _quick_beside(table):
+    """``table`` read as a book whose decisive tier holds the paper's claims (C…) and whose review questions still
+    read the quick tier."""
+    return table.assign(tier=["decisive" if c.startswith("C") else "cpu" for c in table["claim"]])
+
+
+def test_no_quick_tier_row_stands_in_the_scorecard_where_the_decisive_tier_is_committed(mixed):
+    """Where the decisive tier is committed, the scorecard (its table, its figure's rows, its answer) holds only rows
+    read from a long tier; the rows left out are named, with no number. A book with no committed tier shows every
+    row it has."""
+    import re
+    t = _quick_beside(mixed[1])
+    quick_ids = set(t.loc[t["tier"] == "cpu", "claim"])
+    shown = claims.decided(t, decisive_present=True)
+    assert set(shown["claim"]) == set(t["claim"]) - quick_ids and shown["tier"].map(claims.is_long_tier).all()
+    html = claims.scorecard_html(shown)
+    rows = re.findall(r'<tr id="[^"]+" data-claim="([^"]+)"[^>]*>(.*?)</tr>', html)
+    assert {c for c, _ in rows} == set(shown["claim"]) and not quick_ids & {c for c, _ in rows}
+    assert all(re.findall(r"<td>([^<]*)</td><td><a href", body) == ["decisive"] for _, body in rows)   # tier cell
+    heads = dict(re.findall(r'<h3 class="scorecard-group">([^(]+) \(([^)]+)\)</h3>', html))    # as the answer counts
+    qs = claims.questions(shown)
+    for g, n in qs[~qs["beyond"]]["group"].value_counts().items():
+        assert heads[g[0].upper() + g[1:]].split(",")[0] == str(n), (g, heads)
+    if qs["beyond"].any():
+        own = qs.loc[qs["beyond"], "group"].iloc[0]
+        assert heads[own[0].upper() + own[1:]].endswith("and the book’s own question")
+    said = claims.waiting_sentence(t, shown)
+    assert all(i in said for i in quick_ids) and not re.search(r"\d\.\d", said)      # named, with no number
+    assert claims.decided(t, decisive_present=False) is t and claims.waiting_sentence(t, t) == ""
+    from sec_lib.runs.tier import has_tier
+    if has_tier("decisive"):                                       # this checkout: decided by default
+        assert claims.decided(t, "cpu")["claim"].tolist() == shown["claim"].tolist()
+    for own in evidence.PIPELINE_PROFILES:                           # the smoke and benchmark books show their runs
+        assert claims.decided(t, own) is t and not claims.decisive_stands_in(own)
+
+
+def test_the_claims_page_answer_is_the_tally_in_plain_words(mixed):
+    """The answer the claims page opens with: marked for the page checker (a tally, so no interval), each count
+    computed here from the questions' groups and the counted rows' verdicts, with no claim id, tier or family name."""
+    import re
+    from sec_lib.site.pagecheck import jargon
+    table = mixed[1].assign(tier="decisive")
+    qs = claims.questions(table)
+    html = claims.answer_html(qs, table)
+    assert html.startswith('<div class="page-answer" data-interval="none">') and "data-verdict=" in html
+    text = re.sub(r"<[^>]+>", "", html).replace("’", "'")
+    groups = qs[~qs["beyond"]]["group"].value_counts()
+    assert f"{int(groups.sum())} in all" in text
+    for g, n in groups.items():
+        assert f"{n} {claims.GROUP_WORDS[g][n != 1]}" in text, (g, n)
+    counted = claims.counted(table)["verdict"].value_counts()
+    assert f"over {int(counted.sum())} separate tests" in text
+    for v, n in counted.items():
+        assert f'<span data-verdict="{v}">{n} {v}</span>' in html, (v, n)
+    assert jargon(text) == [] and "make book" not in text
+    own = qs.loc[qs["beyond"], "group"]                              # the scorecard's groups count as the answer does
+    assert len(own) == 1 and f"{own.iloc[0][0].upper() + own.iloc[0][1:]} ({groups.get(own.iloc[0], 0)}, and the " \
+                             "book’s own question)</h3>" in claims.scorecard_html(table, qs)
+    smoke = re.sub(r"<[^>]+>", "", claims.answer_html(qs, table, "smoke"))   # its own runs: every row counts
+    assert f"over {int(counted.sum())} separate tests" in smoke and "this book’s own runs (profile smoke)" in smoke
+    mine = mixed[1].assign(tier="smoke")
+    assert re.sub(r"<[^>]+>", "", claims.answer_html(claims.questions(mine), mine, "smoke")) == smoke
+    assert "No claim" in claims.answer_html(qs.iloc[:0], table.iloc[:0], "smoke")
+    quick = claims.answer_html(claims.questions(_quick_beside(mixed[1])), _quick_beside(mixed[1]))
+    n_quick = int((~claims.counted(_quick_beside(mixed[1]))["tier"].map(claims.is_long_tier)).sum())
+    assert f"{n_quick} more have only the short runs <code>make book</code> trains behind them" in quick
+
+
+def test_the_claims_page_opens_with_its_answer_then_the_figure_then_the_table():
+    """notebooks/claims.ipynb: nothing a reader sees before the answer names a claim id, a tier or a family; the
+    answer comes first, then the figure, the portability findings, the scorecard table and, below it, the rules and
+    Holm's family rule; the page reads no tier of its own choosing (no quick-tier record), and links the glossary."""
+    import json
+    from pathlib import Path
+    from sec_lib.site.pagecheck import jargon
+    nb = json.loads((Path(__file__).resolve().parents[2] / "notebooks" / "claims.ipynb").read_text())
+    cells = [("".join(c["source"]), c["cell_type"]) for c in nb["cells"]]
+    where = {k: next(i for i, (s, _) in enumerate(cells) if k in s) for k in
+             ("claims.answer_html", "claims_figure", "portability.findings", "claims.scorecard_html",
+              "claims.rules_table", "family_rule_sentence", "glossary.md")}
+    order = ["claims.answer_html", "claims_figure", "portability.findings", "claims.scorecard_html",
+             "claims.rules_table", "family_rule_sentence"]
+    assert [where[k] for k in order] == sorted(where[k] for k in order)
+    before = " ".join(s for s, kind in cells[:where["claims.answer_html"]] if kind == "markdown")
+    assert jargon(before) == [] and where["glossary.md"] < where["claims.rules_table"]
+    assert 'claims.decided(every, P["profile"])' in cells[where["claims.answer_html"] - 1][0]
+    assert not any("tier=" in s or "tier_agreement" in s for s, kind in cells if kind == "code")
+
+
 def test_claim_definitions_are_data():
     defs = claims.claim_definitions()
     ids = list(defs["id"])

@@ -254,3 +254,34 @@ def test_a_pending_choices_note_names_repository_paths_relative_to_it():
                  "(4 of 8 runs missing); run `python -m sec_lib.book run --profile gpu` first")
     assert tiers.note_of(e) == ("the learning-rate pilot of profile 'gpu' is not in the result store "
                                 "data/reference/gpu (4 of 8 runs missing)")
+
+
+def _summary(**decisive):
+    return pd.DataFrame([{"tier": "quick (cpu)", "runs": 468, "run-hours": 15.04, "device": "cpu"},
+                         {"tier": "gpu", "runs": 61, "run-hours": 4.62, "device": "NVIDIA H200",
+                          "main comparison": "0 of 40"},
+                         {"tier": "decisive", "runs": 957, "run-hours": 86.82, "device": "cpu", **decisive}])
+
+
+def test_the_opening_states_each_tiers_use_then_the_portability_findings(tmp_path):
+    """The tiers page opens with its findings: which tier decides the verdicts, what the quick, gpu and retired tiers
+    are for (computed from the summary and the pages' tiers), then the portability paragraph of both tiers."""
+    from sec_lib.chapters import portability
+    pages = pd.DataFrame({"page": ["compare", "mu"], "tier shown": ["decisive", "decisive"]})
+    text = tiers.opening(_summary(), pages, root=tmp_path)
+    head, findings = text.split("\n\n")
+    assert head.startswith("**What each tier is for.** The **decisive tier** decides every verdict of the book "
+                           "(957 runs, 86.82 run-hours on cpu)")
+    assert "The **quick tier** (468 runs, 15.04 run-hours on cpu)" in head and "no page's verdict reads it" in head
+    assert "The **gpu tier** (61 runs, 4.62 run-hours on NVIDIA H200)" in head and "holds 0 of 40 runs" in head
+    assert "retired reference tier's runs are not in this checkout" in head          # no runs under tmp_path
+    assert findings == portability.findings(tmp_path)
+    waiting = tiers.opening(_summary(), pages.assign(**{"tier shown": ["decisive", "cpu"]}), root=tmp_path)
+    assert "1 page reads it until the decisive tier holds its runs (mu)" in waiting
+    assert "decides the verdicts of every page whose runs it holds" in waiting
+    smoke = tiers.opening(_summary(), pages.assign(**{"tier shown": "smoke"}), "smoke", root=tmp_path)
+    assert smoke.startswith("**What each tier is for.** This book (profile `smoke`) reads its own runs")
+    assert "every page of this book reads it" in smoke and "pages read it until" not in smoke
+    assert "decides every verdict of the glyph book" in smoke
+    none = tiers.opening(_summary().iloc[:2], pages.iloc[:0], root=tmp_path)
+    assert none.startswith("**What each tier is for.** No decisive tier is committed yet")
