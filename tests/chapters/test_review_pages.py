@@ -14,6 +14,7 @@ from sec_lib.chapters import (bnwn, claims, common, compare, convergence, eviden
 from sec_lib.report.claims import Claim
 from sec_lib.chapters import eta as eta_ch
 from sec_lib.chapters import mu as mu_ch
+from sec_lib.figures import claims as claims_fig
 from sec_lib.figures import sweeps as rp
 from sec_lib.figures.tables import FOLDED_ATTR, compact_verdict_table
 from sec_lib.runs.store import Frames
@@ -690,7 +691,7 @@ def test_figures_build_from_hand_made_frames(mixed):
         rp.balance_figure(common.run_step_means(f["optim"].runs, main.steps, ["dtheta_cv", "grad_norm_cv"])),
         rp.bnwn_figure(f["bnwn"].runs, bnwn.bnwn_table(f["bnwn"].runs)),
         rp.class_norm_figure(claims.class_association(runs, main.test_norms)),
-        rp.claims_figure(table),
+        claims_fig.claims_figure(table),
     ]
     assert all(isinstance(x, Figure) and x.axes for x in figs)
 

@@ -4,7 +4,7 @@ overlap.
 * the landing figure (:func:`sec_lib.figures.results.headline_figure`): our intervals and the paper's gains, each of
   the paper's datasets with its own marker (shape and fill), no two paper marks on top of each other, and a legend
   below the axes that stays legible on a phone;
-* the claims figure (:func:`sec_lib.figures.sweeps.claims_figure`): each row labelled with its claim's id and words,
+* the claims figure (:func:`sec_lib.figures.claims.claims_figure`): each row labelled with its claim's id and words,
   an axis that fits our intervals, and a paper number beyond it drawn at the edge with its value;
 * the scale page's R@1 per arm (:func:`sec_lib.figures.scale.arm_figure`): each panel's axis fits its own arms; an
   arm far off the others is an arrow at the edge with its mean;
@@ -25,6 +25,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import to_rgba
 from scipy import stats
 
+from sec_lib.figures import claims as claims_fig
 from sec_lib.figures import results
 from sec_lib.figures import scale as scale_fig
 from sec_lib.figures import sweeps
@@ -214,7 +215,7 @@ def claims_table(n: int = 12):
 
 def test_claims_rows_carry_id_and_words_and_draw_the_intervals():
     t = claims_table()
-    fig = sweeps.claims_figure(t, "pp")
+    fig = claims_fig.claims_figure(t, "pp")
     ax = fig.axes[0]
     pp = t[t["unit"] == "pp"]
     labels = [x.get_text() for x in ax.get_yticklabels()]
@@ -222,8 +223,8 @@ def test_claims_rows_carry_id_and_words_and_draw_the_intervals():
     for lab, (_, r) in zip(labels, pp.iterrows()):
         flat = " ".join(lab.split())
         assert flat.startswith(f"{r['claim']}: ") and "SEC" in flat
-        assert lab.count("\n") < sweeps.CLAIM_LABEL_LINES
-        assert all(len(line) <= sweeps.CLAIM_LABEL_CHARS for line in lab.split("\n"))
+        assert lab.count("\n") < claims_fig.CLAIM_LABEL_LINES
+        assert all(len(line) <= claims_fig.CLAIM_LABEL_CHARS for line in lab.split("\n"))
     ys = [y for y in ax.get_yticks()]
     # one interval line and one dot per row, at the row's height, in its verdict's colour
     segs = {round(float(ln.get_ydata()[0]), 6): ln for ln in ax.lines
@@ -245,24 +246,24 @@ def test_claims_rows_carry_id_and_words_and_draw_the_intervals():
 
 def test_claims_figure_is_as_tall_as_its_labels():
     t = claims_table(29)
-    fig = sweeps.claims_figure(t, "pp")
+    fig = claims_fig.claims_figure(t, "pp")
     h = fig.get_size_inches()[1]
     assert h <= 0.4 * 29 + 0.8                            # two lines a row at most; the old figure took 0.45 a row
     assert overlaps(fig) == []
     with pytest.raises(ValueError, match="verdict"):
-        sweeps.claims_figure(t.drop(columns="verdict"))
+        claims_fig.claims_figure(t.drop(columns="verdict"))
 
 
 def test_claim_label_wraps_then_drops_asides_then_shortens():
-    assert sweeps.claim_label("C1", "SEC helps") == "C1: SEC helps"
-    lab = sweeps.claim_label("C4a", "SEC improves R@1 for the triplet loss (T in the paper), at the paper's η",
+    assert claims_fig.claim_label("C1", "SEC helps") == "C1: SEC helps"
+    lab = claims_fig.claim_label("C4a", "SEC improves R@1 for the triplet loss (T in the paper), at the paper's η",
                              chars=40)
     assert lab.split("\n") == ["C4a: SEC improves R@1 for the triplet", "loss (T in the paper), at the paper's η"]
     long = ("SEC improves R@1 for the normalized N-pair loss (NNP in the paper, Table 1, every dataset) when η "
             "is chosen on held-out classes")
-    lab = sweeps.claim_label("C4c", long, chars=48)
+    lab = claims_fig.claim_label("C4c", long, chars=48)
     assert "(" not in lab and lab.count("\n") == 1 and lab.endswith("held-out classes")
-    lab = sweeps.claim_label("S1", "word " * 60, chars=40)
+    lab = claims_fig.claim_label("S1", "word " * 60, chars=40)
     assert lab.count("\n") == 1 and lab.endswith("…") and all(len(x) <= 40 for x in lab.split("\n"))
 
 
