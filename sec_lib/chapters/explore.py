@@ -4,17 +4,18 @@ Two ways to look at the same toy grid (``experiments.toy_grid``: η ∈ {0, toy_
 {batch mean, EMA, zero (L2-reg), fixed radius} × loss ∈ {semihard, npair} on the ``toy`` data
 with an MLP):
 
-* **static** (the rendered book, no kernel): every grid cell is one precomputed composite figure
+* **static** (the rendered book, no kernel): every grid cell is one precomputed figure of its run
   (tracked norms, batch mean norm ± std with μ, batch norm variance, gradient magnitude against
-  norm on log-log axes with fitted slopes, and R@1 / NMI and final norm variance against η with
-  the cell marked). :func:`explorer_widget` puts them in nested ``ipywidgets.Stack`` s switched by
-  an η slider, a μ dropdown and a loss dropdown through client-side ``jslink`` s
-  (:func:`sec_lib.figures.widgets.linked_explorer`), so the page needs no Python. Cells whose run is not in
-  the store are shown as a placeholder ("not computed in this profile").
+  norm on log-log axes with fitted slopes), shown over one precomputed figure per μ and loss of R@1 / NMI
+  and final norm variance against η. :func:`explorer_widget` puts them in nested ``ipywidgets.Stack`` s
+  switched by an η slider, a μ dropdown and a loss dropdown through client-side ``jslink`` s
+  (:func:`sec_lib.figures.widgets.linked_explorer`, :func:`~sec_lib.figures.widgets.linked_stacks`), so the
+  page needs no Python. Cells whose run is not in the store are shown as a placeholder ("not computed in
+  this profile").
 * **live** (a running Jupyter kernel): :func:`live_panel` adds an optimizer dropdown and a *Train*
   button; pressing it trains the setting the same three controls select (:func:`live_config`,
-  :func:`run_live`: ``sec_lib.runs.train.train`` with a progress callback) and shows the same composite
-  figure for the fresh run. In the static page :func:`live_section` shows a note instead
+  :func:`run_live`: ``sec_lib.runs.train.train`` with a progress callback) and shows the composite
+  figure of the fresh run (its four panels over the grid's row, the live run starred). In the static page :func:`live_section` shows a note instead
   (:func:`sec_lib.figures.widgets.live_note`).
 
 Which of the two a notebook shows is decided by :func:`detect_mode`: papermill (the book's runner)
@@ -45,19 +46,22 @@ from ..figures.palette import eta_label, mu_label
 from ..params import Choice
 from . import profile_param
 from .explore_grid import (
-    MISSING, SUMMARY_METRICS, Grid, GridAxes, build_grid, cell_figure, cell_keys, describe, grid_axes, load_grid,
-    mu_key, mu_value, overview_figure, reading, summary_table,
+    MISSING, SUMMARY_METRICS, Grid, GridAxes, build_grid, cell_figure, cell_keys, describe, grid_axes,
+    grid_row_figure, grid_row_title, load_grid, mu_key, mu_value, overview_figure, reading, run_figure, summary_table,
 )
 from .explore_widgets import (
-    LIVE_LR, LIVE_NOTE, LIVE_OPTIMIZERS, CellFigures, LivePanel, explorer_widget, grid_figures, live_config,
-    live_figure, live_panel, live_section, run_live,
+    FRAME_MIN_WIDTH, LIVE_LR, LIVE_NOTE, LIVE_OPTIMIZERS, CellFigures, LivePanel, RowFigures, explorer_widget,
+    grid_figures, live_config, live_figure, live_panel, live_section, run_live,
 )
 
 __all__ = [
     "MODES", "MISSING", "PARAMS", "detect_mode", "parent_cmdlines",
     "SUMMARY_METRICS", "Grid", "GridAxes", "build_grid", "cell_figure", "cell_keys", "describe", "grid_axes",
-    "load_grid", "mu_key", "mu_value", "overview_figure", "reading", "summary_table",
-    "LIVE_LR", "LIVE_NOTE", "LIVE_OPTIMIZERS", "CellFigures", "LivePanel", "explorer_widget", "grid_figures",
+    "grid_row_figure", "grid_row_title", "load_grid", "mu_key", "mu_value", "overview_figure", "reading",
+    "run_figure", "summary_table",
+    "FRAME_MIN_WIDTH", "LIVE_LR", "LIVE_NOTE", "LIVE_OPTIMIZERS", "CellFigures", "LivePanel", "RowFigures",
+    "explorer_widget",
+    "grid_figures",
     "live_config", "live_figure", "live_panel", "live_section", "run_live",
     "eta_label", "mu_label",
 ]

@@ -193,9 +193,9 @@ def _cell_title(row: Mapping, loss: str, mu: str, eta: float) -> str:
     return f"{head}:  {row.get('status', 'not computed')}"
 
 
-def cell_figure(grid: Grid, eta: float, mu: str, loss: str, summary: pd.DataFrame | None = None):
-    """The composite figure of one grid cell, or None when the cell was not computed."""
-    summary = summary_table(grid) if summary is None else summary
+def _cell_parts(grid: Grid, eta: float, mu: str, loss: str, summary: pd.DataFrame):
+    """What the figures of one computed cell draw: its run's frames (the first seed that finished, else the
+    first), its title and a note when the run failed; None when the cell was not computed."""
     r = grid.runs_of(eta, mu, loss)
     if not len(r):
         return None
@@ -203,15 +203,55 @@ def cell_figure(grid: Grid, eta: float, mu: str, loss: str, summary: pd.DataFram
     key = (done if len(done) else r)["key"].iloc[0]
     steps, tracked, scatter = fig_explore.one_run(grid.frames, key)
     steps = with_batch_cv(steps) if len(steps) else steps        # the batch CV beside the batch variance
-    curve = summary[(summary["loss"] == loss) & (summary["mu"] == mu) & (summary["status"] == "done")]
     row = summary[(summary["loss"] == loss) & (summary["mu"] == mu) & (summary["eta"] == float(eta))]
     row = row.iloc[0].to_dict() if len(row) else {}
     note = None
     if not len(done):
         err = r["error"].iloc[0] if "error" in r.columns else None
         note = f"run failed: {str(err)[:120]}" if err else "run failed"
-    return fig_explore.cell_figure(steps, tracked, scatter, curve, grid.axes.etas, eta, mu, loss,
-                      _cell_title(row, loss, mu, eta), note=note)
+    return (steps, tracked, scatter), _cell_title(row, loss, mu, eta), note
+
+
+def _curve(summary: pd.DataFrame, mu: str, loss: str) -> pd.DataFrame:
+    """The summary rows of one μ and loss whose runs finished (the grid's row the figures draw against η)."""
+    return summary[(summary["loss"] == loss) & (summary["mu"] == mu) & (summary["status"] == "done")]
+
+
+def cell_figure(grid: Grid, eta: float, mu: str, loss: str, summary: pd.DataFrame | None = None):
+    """The composite figure of one grid cell (its run's four panels over the grid's row of its μ and loss, the
+    cell marked), or None when the cell was not computed."""
+    summary = summary_table(grid) if summary is None else summary
+    parts = _cell_parts(grid, eta, mu, loss, summary)
+    if parts is None:
+        return None
+    (steps, tracked, scatter), title, note = parts
+    return fig_explore.cell_figure(steps, tracked, scatter, _curve(summary, mu, loss), grid.axes.etas, eta, mu,
+                                   loss, title, note=note)
+
+
+def run_figure(grid: Grid, eta: float, mu: str, loss: str, summary: pd.DataFrame | None = None):
+    """The four panels of one grid cell's run under the cell's title, or None when the cell was not computed."""
+    summary = summary_table(grid) if summary is None else summary
+    parts = _cell_parts(grid, eta, mu, loss, summary)
+    if parts is None:
+        return None
+    frames, title, note = parts
+    return fig_explore.run_figure(*frames, title, note=note)
+
+
+def grid_row_title(mu: str, loss: str) -> str:
+    """The title of :func:`grid_row_figure`: which row of the grid it draws, for every η."""
+    return f"{loss}, μ = {mu_label(mu)}: the final metrics of every η (the run above is one of them)"
+
+
+def grid_row_figure(grid: Grid, mu: str, loss: str, summary: pd.DataFrame | None = None):
+    """The grid's final R@1 and NMI, and final norm variance and CV, against η for one μ and loss, or None when
+    none of its cells finished."""
+    summary = summary_table(grid) if summary is None else summary
+    curve = _curve(summary, mu, loss)
+    if not len(curve):
+        return None
+    return fig_explore.grid_row_figure(curve, grid.axes.etas, mu, grid_row_title(mu, loss))
 
 
 def overview_figure(grid: Grid, summary: pd.DataFrame | None = None):

@@ -17,13 +17,13 @@ import pandas as pd
 from ..runs import experiments as ex
 from ..figures import explore as fig_explore
 from ..figures.palette import eta_label, mu_label
-from ..figures.widgets import fig_to_image, linked_explorer, live_note
+from ..figures.widgets import fig_to_image, linked_explorer, linked_stacks, live_note
 from ..params import Choice, Mu, Number, ParameterError
 from ..runs.store import results_to_frames
 from ..threads import torch_threads
 from ..runs.train import TrainConfig, train
 from .common import with_batch_cv, with_norm_cv
-from .explore_grid import Grid, cell_figure, mu_key, mu_value, summary_table
+from .explore_grid import Grid, grid_row_figure, mu_key, mu_value, run_figure, summary_table
 
 #: Optimizers the live panel offers.
 LIVE_OPTIMIZERS = ("adam", "adamw", "sgd")
@@ -33,8 +33,14 @@ LIVE_OPTIMIZERS = ("adam", "adamw", "sgd")
 LIVE_LR: dict = {"adam": None, "adamw": None, "sgd": 0.01}
 
 
+#: The explorer's figures never shrink below this width, so their 9 pt labels and legends stay readable (at least
+#: 7 pt) on a phone; where the text column is narrower, the two figures scroll sideways in their box.
+FRAME_MIN_WIDTH = "600px"
+
+
 class CellFigures(Mapping):
-    """``(eta_label, mu_label, loss) -> Figure`` for every computed cell of a grid, built on access.
+    """``(eta_label, mu_label, loss) -> Figure`` of each computed cell's run (its four panels, the upper part of the
+    explorer), built on access.
 
     Lazy on purpose: :func:`sec_lib.figures.widgets.linked_explorer` renders each Figure to one Image (and
     closes it) as it builds the Stacks, so at most one figure is alive at a time, and no throw-away
@@ -48,7 +54,7 @@ class CellFigures(Mapping):
                        for loss in ax.losses for m in ax.mus for e in ax.etas if len(grid.runs_of(e, m, loss))}
 
     def __getitem__(self, key):
-        return cell_figure(self.grid, *self._cells[key], summary=self.summary)
+        return run_figure(self.grid, *self._cells[key], summary=self.summary)
 
     def __iter__(self):
         return iter(self._cells)
@@ -57,28 +63,70 @@ class CellFigures(Mapping):
         return len(self._cells)
 
 
+class RowFigures(Mapping):
+    """``(mu_label, loss) -> Figure`` of the grid's row of each μ and loss with a finished run (the lower part of
+    the explorer: every η at once, so the η slider leaves it in place), built on access like :class:`CellFigures`."""
+    def __init__(self, grid: Grid, summary: pd.DataFrame | None = None):
+        self.grid = grid
+        self.summary = summary_table(grid) if summary is None else summary
+        s, ax = self.summary, grid.axes
+        done = set(zip(s.loc[s["status"] == "done", "mu"], s.loc[s["status"] == "done", "loss"])) if len(s) else set()
+        self._rows = {(mu_label(m), loss): (m, loss) for m in ax.mus for loss in ax.losses if (m, loss) in done}
+
+    def __getitem__(self, key):
+        return grid_row_figure(self.grid, *self._rows[key], summary=self.summary)
+
+    def __iter__(self):
+        return iter(self._rows)
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+
 def grid_figures(grid: Grid, summary: pd.DataFrame | None = None) -> CellFigures:
-    """The cells' figures, keyed by the controls' labels (a lazy :class:`CellFigures` mapping)."""
+    """The cells' run figures, keyed by the controls' labels (a lazy :class:`CellFigures` mapping)."""
     return CellFigures(grid, summary)
 
 
-def explorer_widget(grid: Grid, dpi: int = fig_explore.CELL_DPI, summary: pd.DataFrame | None = None):
-    """η slider + μ dropdown + loss dropdown, jslinked to nested Stacks of the cells' figures.
+def explorer_widget(grid: Grid, dpi: int = fig_explore.CELL_DPI, summary: pd.DataFrame | None = None,
+                    image: Mapping | None = None):
+    """η slider + μ dropdown + loss dropdown, jslinked to nested Stacks of the cells' figures, in two parts.
 
-    Works without a kernel (the links live in the saved widget state). Cells that were not computed
-    show a placeholder. The images are drawn at the book's resolution (``dpi``, default
-    :data:`sec_lib.figures.explore.CELL_DPI`: the figure at its own size, one text column wide). Besides ``.controls``, ``.stacks`` and ``.links`` (from ``linked_explorer``) the
-    box carries ``.grid`` and ``.cells``: ``(eta_label, mu_label, loss) -> Image`` for every cell.
+    Above, the run of the selected cell (its four panels, :class:`CellFigures`: one image per cell); below, the
+    grid's final metrics against η for the selected μ and loss (:class:`RowFigures`: one image per μ and loss,
+    switched by the μ and loss controls only). Together they are the cell's six-panel figure
+    (:func:`sec_lib.figures.explore.cell_figure`) without the cell's marks on the lower row, which would take one
+    image of it per cell. Works without a kernel (the links live in the saved widget state). Cells that were not
+    computed show a placeholder. The images are drawn at the book's resolution (``dpi``, default
+    :data:`sec_lib.figures.explore.CELL_DPI`: the figure at its own size, one text column wide) and stored as
+    ``image`` says (:func:`sec_lib.figures.widgets.fig_to_image` options, default
+    :data:`sec_lib.figures.explore.CELL_IMAGE`). Besides ``.controls``, ``.stacks`` and ``.links`` (from
+    ``linked_explorer``, the lower part's links added) the box carries ``.grid``, ``.cells``:
+    ``(eta_label, mu_label, loss) -> Image`` for every cell, ``.rows``: ``(mu_label, loss) -> Image``,
+    ``.row_stacks`` (the lower part's Stacks per level) and the two outer Stacks, ``.cell_stack`` and ``.row_stack``.
+    The box is ``VBox([HBox(controls), VBox([cell_stack, row_stack])])``; the figures are never narrower than
+    :data:`FRAME_MIN_WIDTH`: on a narrower screen they scroll sideways, together.
     """
     ax = grid.axes
+    summary = summary_table(grid) if summary is None else summary
+    image = fig_explore.CELL_IMAGE if image is None else image
     box = linked_explorer(grid_figures(grid, summary), [("η", ax.eta_labels, "slider"),
                                                         ("μ", ax.mu_labels, "dropdown"),
-                                                        ("loss", ax.losses, "dropdown")], dpi=dpi)
+                                                        ("loss", ax.losses, "dropdown")], dpi=dpi, image=image)
+    rows = linked_stacks(RowFigures(grid, summary), box.controls[1:], dpi=dpi, image=image)
+    controls, outer = box.children
+    for stack in (outer, rows):
+        stack.layout.min_width = FRAME_MIN_WIDTH
+    box.children = (controls, widgets.VBox([outer, rows], layout=widgets.Layout(overflow="auto")))
+    box.cell_stack, box.row_stack = outer, rows
+    box.links = box.links + rows.links
+    box.row_stacks = rows.stacks
     box.grid = grid
-    outer = box.children[1]
     box.cells = {(e, m, loss): outer.children[i].children[j].children[k]
                  for i, e in enumerate(ax.eta_labels) for j, m in enumerate(ax.mu_labels)
                  for k, loss in enumerate(ax.losses)}
+    box.rows = {(m, loss): rows.children[j].children[k]
+                for j, m in enumerate(ax.mu_labels) for k, loss in enumerate(ax.losses)}
     return box
 
 

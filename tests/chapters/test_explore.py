@@ -27,6 +27,7 @@ from ipywidgets.embed import dependency_state, embed_data
 
 from sec_lib.runs import experiments as ex
 from sec_lib.chapters import explore as X
+from sec_lib.figures import explore as explore_fig
 from sec_lib.figures import widgets as W
 from sec_lib.params import ParameterError
 from sec_lib.runs.store import ResultStore, load_runs, results_to_frames, run_key
@@ -35,6 +36,7 @@ from sec_lib.runs.train import TrainConfig
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 NOTEBOOK = ROOT / "notebooks" / "explore.ipynb"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+WEBP_MAGIC = b"WEBP"           # bytes 8-12 of a WebP file (after "RIFF" and the length)
 
 TINY = dict(ex.PROFILES["smoke"].toy, iterations=6, eval_every=0, kmeans_n_init=1, track_every=2, track_samples=6)
 ETAS, MUS, LOSSES = (0.0, 0.5), ("batch", "zero"), ("semihard", "npair")
@@ -120,16 +122,19 @@ def test_figures_small_and_placeholders(tiny):
     figs = X.grid_figures(g)
     assert set(figs) == computed and len(figs) == 8
     placeholder = W.placeholder_image(dpi=50).value
-    pngs = {k: bytes(img.value) for k, img in box.cells.items()}
-    assert len(pngs) == 12
-    for k, png in pngs.items():
-        assert png[:8] == PNG_MAGIC
-        if k in computed:
-            assert png != placeholder and 2_000 < len(png) < 60_000
+    frames = {k: bytes(img.value) for k, img in box.cells.items()}
+    assert len(frames) == 12
+    for k, frame in frames.items():
+        if k in computed:                                          # lossless WebP (CELL_IMAGE)
+            assert frame[8:12] == WEBP_MAGIC and box.cells[k].format == "webp" and 1_000 < len(frame) < 30_000
         else:
-            assert png == placeholder
-    assert len({pngs[k] for k in computed}) == len(computed)       # every cell its own figure
+            assert frame == placeholder and frame[:8] == PNG_MAGIC
+    assert len({frames[k] for k in computed}) == len(computed)       # every cell its own figure
     assert X.cell_figure(g, UNTRAINED_ETA, "batch", "npair") is None
+    assert X.run_figure(g, UNTRAINED_ETA, "batch", "npair") is None
+    # the grid's rows: one image per (μ, loss), every one computed here (η = 0.5 and η = 0 finished)
+    assert set(X.RowFigures(g)) == {(X.mu_label(m), l) for m in MUS for l in LOSSES} == set(box.rows)
+    assert all(bytes(img.value)[8:12] == WEBP_MAGIC for img in box.rows.values())
     # building the explorer creates exactly one Image per cell: no throw-away widgets, which papermill
     # would save into the page as well
     def live_images():
@@ -139,7 +144,8 @@ def test_figures_small_and_placeholders(tiny):
     before = live_images()
     sub = X.build_grid([c for c in tiny["configs"] if c.loss == "npair" and c.mu == "batch"], g.frames)
     small = X.explorer_widget(sub, dpi=40)
-    assert len(live_images() - before) == len(small.cells) == 3
+    assert len(small.cells) == 3 and len(small.rows) == 1
+    assert len(live_images() - before) == len(small.cells) + len(small.rows)
 
 
 def test_diverged_cell_is_shown_and_reported(tiny):
@@ -185,16 +191,26 @@ def test_explorer_widget_state_links_every_stack(tiny):
             links.setdefault(src, set()).add(tgt)
     n_eta, n_mu, n_loss = len(g.axes.etas), len(g.axes.mus), len(g.axes.losses)
     # the η slider drives the outer Stack, μ one Stack per η, the loss one Stack per (η, μ)
-    outer = box.children[1]
+    controls, figures = box.children
+    outer, rows = figures.children
+    assert (outer, rows) == (box.cell_stack, box.row_stack) and list(controls.children) == box.controls
+    assert outer.layout.min_width == rows.layout.min_width == X.FRAME_MIN_WIDTH
     assert links[_ref(eta_c)] == {_ref(outer)}
-    assert links[_ref(mu_c)] == {_ref(s) for s in outer.children} and len(links[_ref(mu_c)]) == n_eta
+    assert {_ref(s) for s in outer.children} <= links[_ref(mu_c)] and len(outer.children) == n_eta
     leaves = {_ref(s2) for s in outer.children for s2 in s.children}
-    assert links[_ref(loss_c)] == leaves and len(leaves) == n_eta * n_mu
+    assert leaves <= links[_ref(loss_c)] and len(leaves) == n_eta * n_mu
+    # the grid's rows below: μ drives their outer Stack too, the loss each of its Stacks; the η slider none
+    assert _ref(rows) in links[_ref(mu_c)] and {_ref(s) for s in rows.children} <= links[_ref(loss_c)]
+    assert links[_ref(mu_c)] == {_ref(s) for s in outer.children} | {_ref(rows)}
+    assert links[_ref(loss_c)] == leaves | {_ref(s) for s in rows.children}
+    for j, m in enumerate(g.axes.mu_labels):
+        for k, loss in enumerate(g.axes.losses):
+            assert rows.children[j].children[k] is box.rows[(m, loss)]
     # every Stack in the saved state has the size of its axis
     stacks = [v for v in state.values() if v["model_name"] == "StackModel"]
-    assert len(stacks) == 1 + n_eta + n_eta * n_mu
+    assert len(stacks) == 1 + n_eta + n_eta * n_mu + 1 + n_mu
     sizes = sorted(len(v["state"]["children"]) for v in stacks)
-    assert sizes == sorted([n_eta] + [n_mu] * n_eta + [n_loss] * n_eta * n_mu)
+    assert sizes == sorted([n_eta] + [n_mu] * n_eta + [n_loss] * n_eta * n_mu + [n_mu] + [n_loss] * n_mu)
     # the leaf at (η, μ, loss) is that cell's image, in the saved state too
     for i, e in enumerate(g.axes.eta_labels):
         for j, m in enumerate(g.axes.mu_labels):
@@ -203,8 +219,9 @@ def test_explorer_widget_state_links_every_stack(tiny):
                 assert isinstance(img, widgets.Image) and img is box.cells[(e, m, loss)]
                 assert state[img.model_id]["model_name"] == "ImageModel"
     # and its title names the cell (rendered figure of one computed cell, checked on the Figure)
-    fig = X.cell_figure(g, 0.5, "zero", "npair")
-    assert fig._suptitle.get_text().startswith("npair, μ = zero (L2-reg), η = 0.5:")
+    for fig in (X.cell_figure(g, 0.5, "zero", "npair"), X.run_figure(g, 0.5, "zero", "npair")):
+        assert fig._suptitle.get_text().startswith("npair, μ = zero (L2-reg), η = 0.5:")
+    assert X.grid_row_figure(g, "zero", "npair")._suptitle.get_text() == X.grid_row_title("zero", "npair")
 
 
 # ------------------------------------------------------------------------------- mode detection
@@ -371,8 +388,12 @@ def test_load_grid_skip_shows_placeholders_without_training(tmp_path):
     assert set(s["status"]) == {"not computed"} and g.trained == 0
     assert len(g.axes.etas) == 1 + len(ex.PROFILES["smoke"].toy_etas)
     assert len(X.grid_figures(g)) == 0
+    assert len(X.RowFigures(g)) == 0
     box = X.explorer_widget(g)
-    assert len(box.links) == 1 + len(g.axes.etas) + len(g.axes.etas) * len(g.axes.mus)
+    n_eta, n_mu = len(g.axes.etas), len(g.axes.mus)
+    assert len(box.links) == (1 + n_eta + n_eta * n_mu) + (1 + n_mu)     # the cells' Stacks, then the rows'
+    shown = {bytes(i.value) for i in [*box.cells.values(), *box.rows.values()]}
+    assert shown == {W.placeholder_image(dpi=explore_fig.CELL_DPI).value}
     assert "placeholders" in X.describe(g) and not any(tmp_path.iterdir())
 
 
@@ -419,7 +440,9 @@ def test_notebook_runs_at_smoke_static_under_papermill(smoke_site):
     p = ex.PROFILES["smoke"]
     n_eta, n_mu = 1 + len(p.toy_etas), 4
     links = [v for v in state.values() if v["model_name"] == "LinkModel"]
-    assert len(links) == 1 + n_eta + n_eta * n_mu
+    assert len(links) == (1 + n_eta + n_eta * n_mu) + (1 + n_mu)     # the cells' Stacks, then the grid rows'
+    frames = [v for v in state.values() if v["model_name"] == "ImageModel" and v["state"].get("format") == "webp"]
+    assert len(frames) >= n_eta * n_mu                                  # the computed cells' runs and grid rows
     assert not any(v["model_name"] == "ButtonModel" for v in state.values())   # static: no live controls
     assert any(v["model_name"] == "HTMLModel" and "running kernel" in v["state"].get("value", "")
                for v in state.values())

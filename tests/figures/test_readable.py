@@ -5,8 +5,9 @@
   arm in the labels and in the caption (read from the runs, :func:`~sec_lib.figures.results.paired_rows`);
   the review pages' families as its rows (:func:`~sec_lib.figures.results.family_paired_rows`);
 * the fairness figure: its three panel labels (long sentences) do not run into each other;
-* the explorer's cell figure: one text column wide at the book's resolution, every label inside the image
-  (the widget PNG is not cropped, so a label outside it is cut off) and no two labels overlapping.
+* the explorer's cell figure and its two parts (a run's four panels, the grid's row against η): one text column
+  wide at the book's resolution, every label inside the image (the widget image is not cropped, so a label
+  outside it is cut off) and no two labels overlapping, the right-hand CV axes included; the frames small.
 
 Labels are compared by their drawn boxes (``Text.get_window_extent`` with the figure's renderer).
 """
@@ -25,6 +26,7 @@ from sec_lib.figures import explore as explore_fig
 from sec_lib.figures import results as results_fig
 from sec_lib.figures import sweeps
 from sec_lib.figures.style import BOOK_WIDTH, DPI
+from sec_lib.chapters.common import with_batch_cv
 from sec_lib.figures.widgets import _png_bytes
 
 LOSSES = ("triplet", "semihard", "npair", "ms")
@@ -53,11 +55,14 @@ def drawn_texts(fig):
     out = []
     for i, ax in enumerate(fig.axes):
         for axis, labels in (("x", ax.get_xticklabels()), ("y", ax.get_yticklabels())):
+            if not getattr(ax, f"{axis}axis").get_visible():    # a twin's hidden axis draws nothing
+                continue
             out += [(f"ax{i} {axis}tick {t.get_text()!r}", t) for t in labels
                     if t.get_visible() and t.get_text() and _in_view(ax, t, axis)]
-        for name, t in (("xlabel", ax.xaxis.label), ("ylabel", ax.yaxis.label), ("title", ax.title),
-                        ("left title", ax._left_title), ("right title", ax._right_title)):
-            if t.get_visible() and t.get_text():
+        for name, t, shown in (("xlabel", ax.xaxis.label, ax.xaxis.get_visible()),
+                               ("ylabel", ax.yaxis.label, ax.yaxis.get_visible()), ("title", ax.title, True),
+                               ("left title", ax._left_title, True), ("right title", ax._right_title, True)):
+            if shown and t.get_visible() and t.get_text():
                 out.append((f"ax{i} {name} {t.get_text()!r}", t))
         leg = ax.get_legend()
         if leg is not None:
@@ -264,34 +269,93 @@ def test_fairness_figure_labels_do_not_overlap_at_the_book_width():
 
 # ------------------------------------------------------------------------------------- explore
 
-def _cell_frames(n_steps=40):
+def _cell_frames(n_steps=150):
+    """One run's tables and its grid row, shaped like the cpu toy grid's (150 steps, 24 tracked samples, the batch
+    CV beside the batch variance, the final CV beside the final variance)."""
     rng = np.random.default_rng(1)
     st = np.arange(1, n_steps + 1)
-    steps = pd.DataFrame(dict(key="k", step=st, norm_mean=1 + 0.01 * st, norm_var=0.2 + 0.01 * rng.random(n_steps),
+    steps = pd.DataFrame(dict(key="k", step=st, norm_mean=1 + 0.01 * st,
+                              norm_var=0.2 * np.exp(-st / 40) + 0.01 * rng.random(n_steps),
                               mu=1 + 0.01 * st, loss_metric=1 / st, loss_sec=0.01 * np.ones(n_steps)))
-    tracked = pd.DataFrame([dict(key="k", step=t, sample=s, norm=0.3 + 0.01 * s + 0.001 * t)
-                            for t in range(0, n_steps + 1, 5) for s in range(8)])
-    scatter = pd.concat([pd.DataFrame(dict(key="k", step=t, norm=np.exp(rng.normal(0, 0.5, 30)),
-                                           grad_norm=np.exp(rng.normal(-2, 0.5, 30)))) for t in (1, 20, 40)])
+    steps = with_batch_cv(steps)
+    tracked = pd.DataFrame([dict(key="k", step=t, sample=s, norm=0.3 + 0.05 * s * (1 + 0.01 * t) + 0.05 * rng.random())
+                            for t in range(0, n_steps + 1, 5) for s in range(24)])
+    scatter = pd.concat([pd.DataFrame(dict(key="k", step=t, norm=np.exp(rng.normal(0, 0.5, 40)),
+                                           grad_norm=np.exp(rng.normal(-2, 0.5, 40)))) for t in (1, 75, 150)])
     etas = (0.0, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0)
     curve = pd.DataFrame(dict(eta=etas, **{"R@1": np.linspace(60, 70, 8), "NMI": np.linspace(50, 55, 8),
-                                         "train_norm_var": np.geomspace(0.5, 0.001, 8)}))
+                                         "train_norm_var": np.geomspace(0.5, 0.001, 8),
+                                         "train_norm_cv": np.linspace(0.6, 0.1, 8)}))
     return steps, tracked, scatter, curve, etas
 
 
-def test_explore_cell_figure_is_one_column_wide_and_nothing_is_cut_off():
+TITLE = "semihard, μ = zero (L2-reg), η = 0.03:  R@1 65.4%, NMI 52.1%, final Var(‖f‖) 0.00298 (CV 0.12)"
+LONG_TITLE = TITLE + "  (mean of 3 seeds; plots: seed of the first)"
+
+
+def _readable(fig):
+    """Every label inside the image (it is not cropped), no two labels overlapping, none under 9 pt."""
+    assert outside(fig) == [] and overlaps(fig) == []
+    assert min(t.get_fontsize() for _, t in drawn_texts(fig)) >= 9
+
+
+@pytest.mark.parametrize("title", [TITLE, LONG_TITLE])
+def test_explore_cell_figure_is_one_column_wide_and_nothing_is_cut_off(title):
     steps, tracked, scatter, curve, etas = _cell_frames()
-    title = "semihard, μ = zero (L2-reg), η = 0.03:  R@1 65.4%, NMI 52.1%, final Var(‖f‖) 0.00298"
     fig = explore_fig.cell_figure(steps, tracked, scatter, curve, etas, 0.03, "zero", "semihard", title)
-    assert len(fig.axes) >= 6
+    assert len(fig.axes) == 8                                  # six panels, two of them with a CV axis on the right
+    assert sum(a.get_ylabel() == explore_fig.CV_LABEL for a in fig.axes) == 2
     # the PNG the explorer stores: one text column wide at the book's resolution (shown at its own size)
     png = Image.open(io.BytesIO(_png_bytes(fig, explore_fig.CELL_DPI, True)))
     assert explore_fig.CELL_DPI == DPI and png.size[0] == round(BOOK_WIDTH * DPI)
     assert png.size[1] >= 0.8 * png.size[0]                   # three rows of two panels, not squeezed
-    # every label inside the image (it is not cropped) and no two labels overlapping
-    assert outside(fig) == [] and overlaps(fig) == []
-    texts = [t for _, t in drawn_texts(fig)]
-    assert min(t.get_fontsize() for t in texts) >= 9
+    # a title longer than a line is wrapped, not cut
+    assert fig._suptitle.get_text().split() == title.split()
+    assert (fig._suptitle.get_text().count("\n") > 0) is (len(title) > explore_fig.TITLE_CHARS)
+    _readable(fig)
+
+
+def _panel_boxes(fig) -> list:
+    """The panels' boxes in inches (x0, x1, height), in reading order (their right-hand twins left out)."""
+    w, h = fig.get_size_inches()
+    main = [a for a in fig.axes if a.yaxis.get_label_position() == "left"]
+    boxes = [a.get_position() for a in main]
+    return sorted([(round(h * (1 - b.y1), 3), round(b.x0 * w, 3), round(b.x1 * w, 3), round(b.height * h, 3))
+                   for b in boxes])
+
+
+def test_the_explorer_parts_are_the_cell_figure_cut_in_two():
+    """The static explorer shows a run's four panels over the grid's row of its μ and loss: each part readable on
+    its own, and stacked they have the cell figure's panels (same size, same columns)."""
+    steps, tracked, scatter, curve, etas = _cell_frames()
+    cell = explore_fig.cell_figure(steps, tracked, scatter, curve, etas, 0.03, "zero", "semihard", TITLE)
+    run = explore_fig.run_figure(steps, tracked, scatter, TITLE)
+    row = explore_fig.grid_row_figure(curve, etas, "zero", "semihard: every η")
+    for fig in (run, row):
+        _readable(fig)
+    whole, top, low = _panel_boxes(cell), _panel_boxes(run), _panel_boxes(row)
+    assert len(top) == 4 and len(low) == 2
+    assert [b[1:] for b in top + low] == [b[1:] for b in whole]
+    # the lower row marks no cell: no ring, no dotted line at an η
+    assert not [ln for a in row.axes for ln in a.lines if ln.get_linestyle() == ":" or ln.get_markersize() >= 10]
+
+
+def test_explorer_frames_are_small_webp_at_the_figure_size():
+    """The explorer's frames (:data:`CELL_IMAGE`): lossless WebP on a palette of at most 48 colours, decoding to the
+    figure's pixel size; a run's frame under 30 KB, a grid row under 11 KB (256-colour PNGs of the same figures:
+    about 38 and 12 KB)."""
+    from sec_lib.figures.widgets import fig_to_image
+    steps, tracked, scatter, curve, etas = _cell_frames()
+    for fig, limit in ((explore_fig.run_figure(steps, tracked, scatter, TITLE), 30_000),
+                       (explore_fig.grid_row_figure(curve, etas, "zero", "semihard: every η"), 11_000)):
+        size = tuple(round(x * explore_fig.CELL_DPI) for x in fig.get_size_inches())
+        img = fig_to_image(fig, dpi=explore_fig.CELL_DPI, **explore_fig.CELL_IMAGE)
+        data = bytes(img.value)
+        assert img.format == "webp" and data[:4] == b"RIFF" and data[8:12] == b"WEBP"
+        decoded = Image.open(io.BytesIO(data))
+        assert decoded.format == "WEBP" and decoded.size == size
+        assert len(decoded.convert("RGB").getcolors(256) or []) <= explore_fig.CELL_IMAGE["colors"]
+        assert len(data) < limit, len(data)
 
 
 def test_titles_sit_where_matplotlib_would_put_them(monkeypatch):

@@ -74,6 +74,74 @@ def test_fig_to_image_small_png_and_closes_pyplot_figures():
         W.fig_to_image("not a figure")
 
 
+def _busy_fig(size=(6, 4)) -> Figure:
+    """A figure with many colours: a light band, lines of a colour map, anti-aliased text."""
+    import numpy as np
+    fig = Figure(figsize=size)
+    ax = fig.subplots()
+    x = np.linspace(0, 10, 200)
+    ax.fill_between(x, np.sin(x) - 1, np.sin(x) + 1, color="#cfe0f0")
+    for i in range(12):
+        ax.plot(x, np.sin(x + i / 3), color=f"C{i % 10}", lw=1)
+    ax.set_title("a title with text")
+    return fig
+
+
+def test_fig_to_image_webp_and_fewer_colours():
+    from PIL import Image
+    import io
+
+    png = W.fig_to_image(_busy_fig(), dpi=80)
+    webp = W.fig_to_image(_busy_fig(), dpi=80, format="webp", colors=48)
+    assert webp.format == "webp" and bytes(webp.value)[8:12] == b"WEBP"
+    decoded = Image.open(io.BytesIO(bytes(webp.value)))
+    assert decoded.format == "WEBP" and decoded.size == (480, 320)
+    assert len(decoded.convert("RGB").getcolors(256) or []) <= 48
+    assert len(webp.value) < 0.8 * len(png.value)
+    # the light band survives the smaller palette: the pixels of its colour stay that colour (within tolerance)
+    raw = Image.open(io.BytesIO(bytes(W.fig_to_image(_busy_fig(), dpi=80, quantize=False).value))).convert("RGB")
+    import numpy as np
+    a, b = np.asarray(raw, int), np.asarray(decoded.convert("RGB"), int)
+    band = (a == (0xcf, 0xe0, 0xf0)).all(axis=2)
+    assert band.sum() > 1000 and np.abs(a[band] - b[band]).max() <= W.PALETTE_TOLERANCE
+    for bad, match in ((dict(format="jpeg"), "'png', 'webp'"), (dict(colors=1), r"\[2, 256\]"),
+                       (dict(colors=300), r"\[2, 256\]"), (dict(colors=4.0), "integer")):
+        with pytest.raises(ValueError, match=match):
+            W.fig_to_image(_fig("x"), **bad)
+
+
+def test_a_palette_that_loses_a_frequent_colour_falls_back_to_256():
+    """Too few colours merge the light band into the background: the image then gets 256 colours instead."""
+    from PIL import Image
+    import io
+
+    buf = io.BytesIO()
+    _busy_fig().savefig(buf, format="png", dpi=80, facecolor="white")
+    rgb = Image.open(buf).convert("RGB")
+    four = rgb.quantize(colors=4, method=Image.Quantize.FASTOCTREE, dither=Image.Dither.NONE)
+    assert not W._keeps_frequent_colours(rgb, four)
+    assert W._keeps_frequent_colours(rgb, rgb.quantize(colors=256, method=Image.Quantize.FASTOCTREE,
+                                                        dither=Image.Dither.NONE))
+    assert len(W._palette(rgb, 4).getpalette()) // 3 > 4
+
+
+def test_linked_stacks_follow_some_of_an_explorers_controls():
+    """Figures that depend on the second axis only: one Stack, linked to the explorer's second control."""
+    grid = {(a, b): _fig(f"{a}{b}") for a in "xy" for b in "pq"}
+    box = W.linked_explorer(grid, [("a", ["x", "y"], "slider"), ("b", ["p", "q"], "dropdown")], dpi=30)
+    rows = W.linked_stacks({"p": _fig("p")}, box.controls[1:], dpi=30, image=dict(format="webp", colors=64))
+    assert len(rows.children) == 2 and rows.children[0].format == "webp"
+    assert rows.children[1].value == W.placeholder_image(dpi=30).value          # "q" has no figure
+    state = _state(widgets.VBox([box, rows]))
+    assert (_ref(box.controls[1].model_id), "index", _ref(rows.model_id), "selected_index") in _links_in_state(state)
+    assert not any(_ref(box.controls[0].model_id) == s and t == _ref(rows.model_id)
+                   for s, _, t, _ in _links_in_state(state))
+    with pytest.raises(ValueError, match="not combinations"):
+        W.linked_stacks({"z": _fig("z")}, box.controls[1:])
+    with pytest.raises(ValueError, match="Dropdowns or SelectionSliders"):
+        W.linked_stacks({}, [widgets.Button()])
+
+
 def test_slider_stack_state_has_jslink_stack_and_images():
     labels = ["step 0", "step 5", "step 10"]
     box = W.slider_stack([_fig(t) for t in labels], labels, description="step", dpi=50)
