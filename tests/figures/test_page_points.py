@@ -21,7 +21,6 @@ import itertools
 import numpy as np
 import pandas as pd
 import pytest
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import to_rgba
 from scipy import stats
 
@@ -31,6 +30,7 @@ from sec_lib.figures import scale as scale_fig
 from sec_lib.figures import sweeps
 from sec_lib.figures.palette import VARIANT_COLORS, VERDICT_COLORS
 from sec_lib.figures.style import BOOK_WIDTH
+from test_readable import _in_view, renderer  # the same measures as the readability tests (tests/figures/)
 
 LOSSES = ("triplet", "semihard", "npair", "ms")
 #: How wide a figure is shown on a 420 px phone screen (the text column's width there).
@@ -38,19 +38,6 @@ PHONE_PX = 365
 
 
 # ------------------------------------------------------------------------------------------------ helpers
-
-def renderer(fig):
-    if not isinstance(fig.canvas, FigureCanvasAgg):
-        FigureCanvasAgg(fig)
-    fig.canvas.draw()
-    return fig.canvas.get_renderer()
-
-
-def _in_view(ax, text, axis):
-    lo, hi = sorted(ax.get_xlim() if axis == "x" else ax.get_ylim())
-    pos = text.get_position()[0 if axis == "x" else 1]
-    return lo - 1e-9 <= pos <= hi + 1e-9
-
 
 def texts(fig):
     """(name, Text) of every label drawn: tick labels in view, axis labels, titles, legend texts, free texts and
