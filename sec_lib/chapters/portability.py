@@ -14,10 +14,10 @@ losses: the ``tuned`` chapter) on this machine, and asks:
 The report is written to ``data/reference/<tier>/portability/<cpu kind>.json`` and the tiers page shows
 every report committed there (:func:`page`): the decisive tier's (``Intel-AVX2-avx2.json``: an Intel Xeon, from a
 fresh clone of ``c38b8f1``, on 2026-11-29; its README), and the one report of the retired reference tier (made
-before the kernel pin, on its own primary comparison), kept as the measurement the contract was built on. :func:`findings` states what both tiers' reports found for the
-verdicts in one paragraph, each tier named, for the pages where a reader meets the verdicts. The sample
-is one seed from each arm (loss × {none, SEC}) first, then the next seed of each arm, round-robin, so any ``N``
-spreads over the arms.
+before the kernel pin, on its own primary comparison), kept as the measurement the contract was built on.
+:func:`findings` states what both tiers' reports found for the verdicts in one paragraph, each tier named, for the
+pages where a reader meets the verdicts. The sample is one seed from each arm (loss × {none, SEC}) first, then the
+next seed of each arm, round-robin, so any ``N`` spreads over the arms.
 """
 from __future__ import annotations
 
