@@ -38,7 +38,22 @@ LIVE_LR: dict = {"adam": None, "adamw": None, "sgd": 0.01}
 FRAME_MIN_WIDTH = "600px"
 
 
-class CellFigures(Mapping):
+class _LazyFigures(Mapping):
+    """A key -> Figure mapping of the grid that draws each figure on access: ``_args`` maps each key to the
+    arguments ``_draw(grid, *args, summary=...)`` takes after the grid."""
+    _args: dict
+
+    def __getitem__(self, key):
+        return type(self)._draw(self.grid, *self._args[key], summary=self.summary)
+
+    def __iter__(self):
+        return iter(self._args)
+
+    def __len__(self) -> int:
+        return len(self._args)
+
+
+class CellFigures(_LazyFigures):
     """``(eta_label, mu_label, loss) -> Figure`` of each computed cell's run (its four panels, the upper part of the
     explorer), built on access.
 
@@ -50,20 +65,13 @@ class CellFigures(Mapping):
         self.grid = grid
         self.summary = summary_table(grid) if summary is None else summary
         ax = grid.axes
-        self._cells = {(eta_label(e), mu_label(m), loss): (e, m, loss)
-                       for loss in ax.losses for m in ax.mus for e in ax.etas if len(grid.runs_of(e, m, loss))}
+        self._args = {(eta_label(e), mu_label(m), loss): (e, m, loss)
+                      for loss in ax.losses for m in ax.mus for e in ax.etas if len(grid.runs_of(e, m, loss))}
 
-    def __getitem__(self, key):
-        return run_figure(self.grid, *self._cells[key], summary=self.summary)
-
-    def __iter__(self):
-        return iter(self._cells)
-
-    def __len__(self) -> int:
-        return len(self._cells)
+    _draw = staticmethod(run_figure)
 
 
-class RowFigures(Mapping):
+class RowFigures(_LazyFigures):
     """``(mu_label, loss) -> Figure`` of the grid's row of each μ and loss with a finished run (the lower part of
     the explorer: every η at once, so the η slider leaves it in place), built on access like :class:`CellFigures`."""
     def __init__(self, grid: Grid, summary: pd.DataFrame | None = None):
@@ -71,16 +79,9 @@ class RowFigures(Mapping):
         self.summary = summary_table(grid) if summary is None else summary
         s, ax = self.summary, grid.axes
         done = set(zip(s.loc[s["status"] == "done", "mu"], s.loc[s["status"] == "done", "loss"])) if len(s) else set()
-        self._rows = {(mu_label(m), loss): (m, loss) for m in ax.mus for loss in ax.losses if (m, loss) in done}
+        self._args = {(mu_label(m), loss): (m, loss) for m in ax.mus for loss in ax.losses if (m, loss) in done}
 
-    def __getitem__(self, key):
-        return grid_row_figure(self.grid, *self._rows[key], summary=self.summary)
-
-    def __iter__(self):
-        return iter(self._rows)
-
-    def __len__(self) -> int:
-        return len(self._rows)
+    _draw = staticmethod(grid_row_figure)
 
 
 def grid_figures(grid: Grid, summary: pd.DataFrame | None = None) -> CellFigures:
