@@ -113,11 +113,50 @@ def inline_html(text: str) -> str:
     return _LINK.sub(lambda m: f'<a href="{html.escape(m.group(2))}">{m.group(1)}</a>', out)
 
 
-def answer_block(e: dict, paper: pd.DataFrame, data: str = "glyphs") -> str:
+def answer_block(e: dict, paper: pd.DataFrame, data: str = "glyphs", details: bool = True) -> str:
     """HTML: the page's answer as one marked block (``page-answer``, which the page checker finds and measures):
-    :func:`answer_sentence`, then the primary test's badge (:func:`primary_badge`)."""
+    :func:`answer_sentence`, then the primary test's badge (:func:`primary_badge`). ``details=False`` (the landing
+    page's first screen): :func:`plain_answer_text` only, in plain words without claim ids or tiers; the page shows
+    :func:`answer_details` below its figure."""
+    if not details:
+        return f'<div class="page-answer"><p>{inline_html(plain_answer_text(e, paper, data))}</p></div>'
     return (f'<div class="page-answer"><p>{inline_html(answer_sentence(e, paper, data))}</p>'
             f"{primary_badge(e)}</div>")
+
+
+def plain_answer_text(e: dict, paper: pd.DataFrame, data: str = "glyphs") -> str:
+    """The answer in plain words for a first screen: the bold sentence of :func:`answer_sentence` (the verdict, the
+    estimate and its interval against the paper's gains), its sentence on L2-reg with SEC − L2-reg's interval, the
+    one on equalizing the norms (relative SEC − none) and whether the four losses agree, with no claim id, tier or
+    family (those follow in :func:`answer_details`)."""
+    text = answer_sentence(e, paper, data)
+    if e.get("record") is None or not np.isfinite(e.get("ci_hi", np.nan)):
+        return text
+    bold = text.partition(".**")[0] + ".**"
+    num = lambda x: fmt_metric(x, "R@1", 2, True)       # noqa: E731
+    iv = lambda r: f"{num(r.estimate)} [{num(r.ci_lo)}, {num(r.ci_hi)}]"   # noqa: E731
+    l2, rel, rec = e.get("versus_l2"), e.get("relative"), e["record"]
+    out = bold
+    said = versus_l2_sentence(l2)
+    if said:
+        out += said[:-1] + f" (SEC − L2: {iv(l2)} points)."
+    if rel is not None and rel.has_estimate:
+        how = "also gains" if rel.verdict in report.SIGNAL_WORDS else "does not detectably gain"
+        out += (f" Equalizing the norms without shrinking them {how}: {iv(rel)} points over no regularizer.")
+    if rec.extra.get("groups_differ"):
+        out += f" The four losses do not agree ({rec.extra['apart']})."
+    return out
+
+
+def answer_details(e: dict) -> str:
+    """HTML, below the landing page's figure: the answer's numbers with their claim ids and verdict words
+    (:func:`answer_sentence`'s "In R@1 points" part) and the primary test's badge (:func:`primary_badge`)."""
+    parts = [_versus(e.get("record"), "SEC − none"), _versus(e.get("versus_l2"), "SEC − L2-reg at the held-out arms"),
+             _versus(e.get("relative"), "relative SEC − none")]
+    parts = [p for p in parts if p]
+    lines = f"<p>{inline_html('Each number with its claim on the scorecard: ' + '; '.join(parts) + '.')}</p>" \
+        if parts else ""
+    return lines + (primary_badge(e) if e.get("record") is not None else "")
 
 
 def answer_sentence(e: dict, paper: pd.DataFrame, data: str = "glyphs") -> str:

@@ -238,3 +238,20 @@ def test_the_landing_pages_regime_line_gives_both_words(committed):
     from sec_lib.chapters import home
     s = home.regime_sentence(committed["P1"])
     assert "**inconclusive**" in s and "under the book's family rule (a pooled row alone) it reads **not reproduced**" in s
+
+
+def test_the_landing_first_screen_answers_in_plain_words_and_the_claims_follow_below_the_figure(committed):
+    from sec_lib.chapters import home
+    e = {"estimate": committed["C4v"].estimate, "ci_lo": committed["C4v"].ci_lo, "ci_hi": committed["C4v"].ci_hi,
+         "n": committed["C4v"].n, "record": committed["C4v"], "versus_l2": committed["C5v"], "relative": None}
+    paper = home.paper_headline()
+    plain = home.plain_answer_text(e, paper)
+    assert plain.startswith(home.answer_sentence(e, paper).partition(".**")[0])     # the same bold sentence
+    assert "A plain L2 penalty toward zero does as well (SEC − L2: +0.05 [-0.11, +0.20] points)." in plain
+    assert "ms stands apart" in plain
+    for jargon in ("claim", "C4v", "C5v", "tier", "family", "Holm"):                 # nothing the glossary must explain
+        assert jargon not in plain, jargon
+    block = home.answer_block(e, paper, details=False)
+    assert block.startswith('<div class="page-answer"><p><b>On glyphs') and "data-claim" not in block
+    details = home.answer_details(e)                                                # below the figure
+    assert "(claim C5v, <i>not reproduced</i>" in details and 'data-claim="C4v"' in details
