@@ -23,8 +23,8 @@ from ..figures.tables import csv_link, fold_columns
 from ..report.claims import FAMILY_RULE, anchor, estimate_source, sign_word
 from . import evidence, profile_param
 # The scorecard's records, tally and questions; their names are this page's too.
-from .scorecard import (FOLLOWUPS, GROUP_WORDS, GROUPS, QUESTIONS, QUICK_ONLY, claims_frame,  # noqa: F401
-                        count_words, counted, counted_tiers, counts_sentence, decided, decisive_stands_in,
+from .scorecard import (FOLLOWUPS, GROUP_WORDS, GROUPS, QUESTIONS, QUICK_ONLY, answer_counts,  # noqa: F401
+                        claims_frame, count_words, counted, counted_tiers, counts_sentence, decided, decisive_stands_in,
                         followup_status, group_of,
                         is_long_tier, p_cell, question_counts, questions, questions_sentence, records, tiers_phrase,
                         verdict_counts, waiting_sentence)
@@ -162,27 +162,14 @@ def _and(parts: Sequence[str]) -> str:
     return "" if not parts else parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
 
 
-def _answer_counts(qs: pd.DataFrame, table: pd.DataFrame, own: bool) -> tuple[dict, dict, int]:
-    """The answer's counts: questions per group, bodies of evidence per verdict and the rows left uncounted. A book
-    that reads the decisive tier counts the long tiers only (:func:`question_counts`, :func:`verdict_counts`, the
-    quick-tier-only rows uncounted); a book that reads its own runs (``own``) counts them all, once each."""
-    if not own:
-        counts = verdict_counts(table)
-        return question_counts(qs), counts, counts.pop(QUICK_ONLY)
-    main = qs[~qs["beyond"]] if len(qs) else qs
-    groups = {name: int((main["group"] == name).sum()) if len(main) else 0 for name, _ in GROUPS}
-    v = counted(table)["verdict"].value_counts() if len(table) else pd.Series(dtype=int)
-    return groups, {k: int(v.get(k, 0)) for k in report.VERDICTS}, 0
-
-
 def answer_html(qs: pd.DataFrame, table: pd.DataFrame, profile: str = "cpu") -> str:
     """HTML: the page's answer, marked for the page checker (``page-answer``; a tally has no interval, so it carries
     ``data-interval="none"``), in plain words: how many of the paper's claims and its reviewers' questions hold, hold
     but smaller, fail and are undecided, then the verdicts of the separate bodies of evidence, each once (zeros left
-    out), each count with its verdict word in ``data-verdict`` (:func:`_answer_counts`: where the decisive tier stands
+    out), each count with its verdict word in ``data-verdict`` (:func:`~sec_lib.chapters.scorecard.answer_counts`: where the decisive tier stands
     in for ``profile``, the rows with quick-tier evidence only are said apart and not counted)."""
     own = not decisive_stands_in(profile)
-    groups, counts, quick = _answer_counts(qs, table, own)
+    groups, counts, quick = answer_counts(qs, table, own)
     if not sum(groups.values()):
         return ('<div class="page-answer" data-interval="none"><p>No claim of the paper has evidence in this book '
                 "yet: its runs are not trained.</p></div>")

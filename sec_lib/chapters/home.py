@@ -243,15 +243,17 @@ def paper_headline(metric: str = "R@1", datasets=PAPER_DATASETS) -> pd.DataFrame
 
 
 def verdict_tally(profile, root=None) -> dict:
-    """The scorecard's tally by question ({group: questions} over the committed long tiers, ``"rows"``: the rows of
-    evidence beneath them, ``"tiers"``: the long tiers read), from the claims page's records; ``{"error": ...}``
-    when a page's runs are missing."""
+    """The scorecard's tally by question, as the claims page's answer gives it (:func:`scorecard.answer_counts` on
+    the rows it shows, :func:`scorecard.decided`): {group: questions}, ``"rows"``: the rows of evidence beneath them,
+    ``"tiers"``: the long tiers read (none where the book counts its own runs), ``"own"``: whether it does;
+    ``{"error": ...}`` when a page's runs are missing."""
     try:
-        table = scorecard.claims_frame(scorecard.records(profile, root))
+        table = scorecard.decided(scorecard.claims_frame(scorecard.records(profile, root)), profile)
     except (KeyError, FileNotFoundError, ValueError) as e:     # a missing chapter's runs
         return {"error": str(e)}
-    qs = scorecard.questions(table)
-    return {**scorecard.question_counts(qs), "rows": len(table), "tiers": scorecard.counted_tiers(table)}
+    own = not scorecard.decisive_stands_in(profile)
+    groups = scorecard.answer_counts(scorecard.questions(table), table, own)[0]
+    return {**groups, "rows": len(table), "tiers": () if own else scorecard.counted_tiers(table), "own": own}
 
 
 def _pp(x) -> str:
@@ -287,7 +289,8 @@ def headline_sentences(gains: pd.DataFrame, paper: pd.DataFrame, tally: dict | N
         out.append(s + ".")
     if tally and "error" not in tally:
         t = dict(tally)
-        where = tiers_phrase(t.pop("tiers", None) or ())
+        tiers, own = t.pop("tiers", None) or (), t.pop("own", False)
+        where = "this book's own runs" if own else tiers_phrase(tiers)
         rows = t.pop("rows", 0)
         s = (f"On the scorecard, the paper's claims and the reviewers' questions decided on {where}, "
              f"{sum(t.values())} in all, each counted once: "

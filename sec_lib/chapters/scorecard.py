@@ -214,6 +214,20 @@ def question_counts(qs: pd.DataFrame) -> dict:
     return out
 
 
+def answer_counts(qs: pd.DataFrame, table: pd.DataFrame, own: bool) -> tuple[dict, dict, int]:
+    """The scorecard's tally, as the claims page and the landing page both give it: questions per group, bodies of
+    evidence per verdict and the rows left uncounted. A book that reads the decisive tier counts the long tiers only
+    (:func:`question_counts`, :func:`verdict_counts`, the quick-tier-only rows uncounted); a book that reads its own
+    runs (``own``) counts them all, once each."""
+    if not own:
+        counts = verdict_counts(table)
+        return question_counts(qs), counts, counts.pop(QUICK_ONLY)
+    main = qs[~qs["beyond"]] if len(qs) else qs
+    groups = {name: int((main["group"] == name).sum()) if len(main) else 0 for name, _ in GROUPS}
+    v = counted(table)["verdict"].value_counts() if len(table) else pd.Series(dtype=int)
+    return groups, {k: int(v.get(k, 0)) for k in report.VERDICTS}, 0
+
+
 def questions_sentence(qs: pd.DataFrame, table: pd.DataFrame) -> str:
     """'Of the paper's and the reviewers' 30 questions: **8** hold, …; 44 rows of evidence lie beneath them.'"""
     counts = question_counts(qs)

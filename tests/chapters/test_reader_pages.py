@@ -50,6 +50,9 @@ def test_headline_sentences_count_intervals_and_quote_the_paper():
     # each claim is read from the tier its page shows, and the sentence names every long tier the claims read
     s = home.headline_sentences(g, paper, {"holds": 1, "undecided": 2, "tiers": ("decisive", "gpu")})
     assert "decided on the decisive and gpu tiers, 3 in all" in s[2] and "**2** are undecided" in s[2]
+    # a book that counts its own runs (the smoke book, a real-benchmark book) says so, as the claims page does
+    s = home.headline_sentences(g, paper, {"holds": 0, "fails": 2, "rows": 2, "tiers": (), "own": True})
+    assert "decided on this book's own runs, 2 in all" in s[2] and "tier" not in s[2]
 
 
 def test_paper_headline_is_table1_sec_minus_none():
