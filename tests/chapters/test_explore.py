@@ -447,3 +447,20 @@ def test_notebook_runs_at_smoke_static_under_papermill(smoke_site):
     assert any(v["model_name"] == "HTMLModel" and "running kernel" in v["state"].get("value", "")
                for v in state.values())
     assert out.stat().st_size < 3_000_000
+
+
+def test_the_overview_figure_keeps_a_readable_width_on_a_phone():
+    """The overview's panels sit side by side: at phone width its cell (tagged wide-figure, which myst-nb turns into
+    the class tag_wide-figure) keeps the image at least 560 px wide and scrolls in the output's own box."""
+    import re
+    from pathlib import Path
+    import nbformat
+    repo = Path(__file__).resolve().parents[2]
+    nb = nbformat.read(repo / "notebooks" / "explore.ipynb", as_version=4)
+    cell = next(c for c in nb.cells if c.cell_type == "code" and "overview_figure(" in c.source)
+    assert "wide-figure" in cell.metadata.get("tags", [])
+    css = (repo / "book" / "_static" / "sec.css").read_text(encoding="utf-8")
+    phone = css[css.index("@media (max-width: 600px)"):]
+    phone = phone[:phone.index("\n}\n")]
+    assert re.search(r"\.tag_wide-figure div\.cell_output img \{ min-width: 560px; max-width: none; \}", phone)
+    assert "overflow-x: auto" in phone                    # the output's own box scrolls, never the page
