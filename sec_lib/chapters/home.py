@@ -119,7 +119,12 @@ def answer_block(e: dict, paper: pd.DataFrame, data: str = "glyphs", details: bo
     page's first screen): :func:`plain_answer_text` only, in plain words without claim ids or tiers; the page shows
     :func:`answer_details` below its figure."""
     if not details:
-        return f'<div class="page-answer"><p>{inline_html(plain_answer_text(e, paper, data))}</p></div>'
+        text = inline_html(plain_answer_text(e, paper, data))
+        rec = e.get("record")
+        words = ANSWER_WORDS.get(rec.verdict, "") if rec is not None else ""
+        if words and f"is {words}:" in text:     # the verdict, marked for the page checker as a badge is
+            text = text.replace(f"is {words}:", f'is <span data-verdict="{html.escape(rec.verdict)}">{words}</span>:', 1)
+        return f'<div class="page-answer" data-figure="first-screen"><p>{text}</p></div>'
     return (f'<div class="page-answer"><p>{inline_html(answer_sentence(e, paper, data))}</p>'
             f"{primary_badge(e)}</div>")
 

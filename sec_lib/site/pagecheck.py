@@ -148,7 +148,7 @@ _JS_LAYOUT = """
 _JS_ANSWER = r"""
 () => { const claims = document.querySelector('ul.claims-box') !== null;
         const a = document.querySelector('.page-answer');
-        if (!a) return {claims: claims, y: null, marked: false, before: ''};
+        if (!a) return {claims: claims, y: null, marked: false, before: '', fig: null, wantsFig: false};
         const interval = /\[\s*[−+-]?\d[\d.,]*\s*,\s*[−+-]?\d[\d.,]*\s*\]/.test(a.textContent);
         // the text a reader sees above the answer: visible text nodes only (folded code is not read)
         const article = document.querySelector('article.bd-article') || document.body;
@@ -158,9 +158,14 @@ _JS_ANSWER = r"""
           if (a.contains(n) || (a.compareDocumentPosition(n) & Node.DOCUMENT_POSITION_FOLLOWING)) break;
           if (n.parentElement && n.parentElement.checkVisibility()) seen.push(n.textContent);
         }
+        // the first image after the answer (its figure), and whether the page asks for it on the first screen
+        const img = Array.from(article.querySelectorAll('img')).find(
+            (i) => (a.compareDocumentPosition(i) & Node.DOCUMENT_POSITION_FOLLOWING) && i.getBoundingClientRect().height > 0);
+        const r = img ? img.getBoundingClientRect() : null;
         return {claims: claims, y: a.getBoundingClientRect().top + window.scrollY,
                 marked: (interval || a.dataset.interval === 'none') && a.querySelector('[data-verdict]') !== null,
-                before: seen.join(' ')}; }
+                before: seen.join(' '), wantsFig: a.dataset.figure === 'first-screen',
+                fig: r ? {top: r.top + window.scrollY, height: r.height} : null}; }
 """
 #: What a reader should not meet before a page's answer (the glossary defines them; the answer must not need them):
 #: a claim id (C4v, P1, Q10a, S1), a tier's name, a Holm family.
@@ -278,6 +283,9 @@ def _check(browser: Browser, page_name: str, url: str, *, slider: int | None, ex
         ans = page.evaluate(_JS_ANSWER)
         rep.decides_claims, rep.answer_y, rep.answer_marked = ans["claims"], ans["y"], ans["marked"]
         rep.jargon_before_answer = jargon(ans["before"])
+        rep.figure_first_screen = ans["wantsFig"]
+        if ans["fig"] is not None:
+            rep.figure_y, rep.figure_h = ans["fig"]["top"], ans["fig"]["height"]
         _check_layout(page, rep, widths, screenshot)
     except Exception as err:
         rep.page_errors.append(f"could not check the page: {type(err).__name__}: {err}".splitlines()[0])

@@ -99,6 +99,9 @@ class PageReport:
     answer_marked: bool = False        # that answer carries a verdict (data-verdict) and an interval ([lo, hi])
     answer_within: float | None = ANSWER_WITHIN   # a page that decides claims must start its answer above this
     jargon_before_answer: list[str] = field(default_factory=list)   # claim ids, tier and family names above it
+    figure_first_screen: bool = False  # the answer asks for its figure on the first screen (data-figure="first-screen")
+    figure_y: float | None = None      # where the first image after the answer starts, px, at ANSWER_WIDTH
+    figure_h: float | None = None      # its height, px
 
     @property
     def problems(self) -> list[str]:
@@ -142,6 +145,13 @@ class PageReport:
                            f"(limit {self.answer_within:.0f} px)")
             elif not self.answer_marked:
                 out.append("the marked answer lacks its verdict (data-verdict) or its interval ([lo, hi])")
+        if self.figure_first_screen:
+            if self.figure_y is None:
+                out.append("its answer asks for a figure on the first screen, and no image follows it")
+            elif self.figure_y + self.figure_h / 2 > ANSWER_WITHIN:
+                out.append(f"less than half of the figure after its answer is on the first screen (it spans "
+                           f"{self.figure_y:.0f}-{self.figure_y + self.figure_h:.0f} px at {ANSWER_WIDTH} px wide; "
+                           f"the screen ends at {ANSWER_WITHIN} px)")
         if self.jargon_before_answer:
             out.append("before its answer the page uses " + ", ".join(self.jargon_before_answer[:6])
                        + " (claim ids, tier and family names belong after it, or in the glossary)")
@@ -163,7 +173,7 @@ class PageReport:
 def format_table(reports: Sequence[PageReport]) -> str:
     """A plain-text summary: one line per page, then the problems."""
     head = (f"{'page':<48} {'ok':<4} {'req':>4} {'ext':>4} {'err':>4} {'widgets':>9} {'imgs':>6} {'slider':<10} "
-            f"{'wide':>4} {'load ms':>7} {'math ms':>7} {'answer':>6}")
+            f"{'wide':>4} {'load ms':>7} {'math ms':>7} {'answer':>6} {'figure':>6}")
     lines = [head, "-" * len(head)]
     for r in reports:
         errs = len(r.console_errors) + len(r.page_errors) + len(r.failed_requests)
@@ -172,7 +182,7 @@ def format_table(reports: Sequence[PageReport]) -> str:
         lines.append(f"{r.page[:48]:<48} {'yes' if r.ok else 'NO':<4} {len(r.requests):>4} "
                      f"{len(r.external_requests):>4} {errs:>4} {f'{r.widgets_rendered}/{r.widget_views}':>9} "
                      f"{imgs:>6} {sl:<10} {sum(not o.allowed for o in r.overflows):>4} "
-                     f"{_ms(r.load_ms):>7} {_ms(r.typeset_ms):>7} {_ms(r.answer_y):>6}")
+                     f"{_ms(r.load_ms):>7} {_ms(r.typeset_ms):>7} {_ms(r.answer_y):>6} {_ms(r.figure_y):>6}")
     bad = [r for r in reports if not r.ok]
     loads = [r for r in reports if r.load_ms is not None]
     if loads:

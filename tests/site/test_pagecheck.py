@@ -291,6 +291,9 @@ DOT = ("data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADU
 ANSWER = ('<p class="page-answer"><b>The answer</b>: <a class="claim-ref" data-claim="C1" data-verdict="reproduced">'
           'C1: <b>reproduced</b></a>: ours +0.49 [+0.34, +0.65] points.</p>')
 CLAIMS_BOX = '<ul class="claims-box"><li>C1</li></ul>'
+#: The landing page's kind of answer: it asks for its figure on the first screen.
+FIG_ANSWER = ('<div class="page-answer" data-figure="first-screen"><p><b>SEC is <span data-verdict="reproduced">'
+              'as large as the paper reports</span>: +0.49 [+0.34, +0.65] points.</b></p></div>')
 
 
 def test_a_page_that_decides_claims_must_show_its_marked_answer_on_the_first_screen(mini_book, browser):
@@ -317,6 +320,10 @@ def test_a_page_that_decides_claims_must_show_its_marked_answer_on_the_first_scr
                                + "</figure>"),
         "jargon": page_with("<p>Claim C4v of the decisive tier, Holm over its family:</p>" + ANSWER + CLAIMS_BOX
                             + "<p>After the answer, C5 and the quick tier may be named.</p>"),
+        # a landing page asks for its figure on the first screen: right after the answer, or 1,500 px further down
+        "fig": page_with(FIG_ANSWER + f'<img src="{DOT}" alt="" style="width: 400px; height: 300px">'),
+        "figlow": page_with(FIG_ANSWER + '<div style="height: 1500px">the details first</div>'
+                            + f'<img src="{DOT}" alt="" style="width: 400px; height: 300px">'),
     }
     pages = {k: PAGE.replace("demo.html", f"ans{k}.html") for k in variants}
     try:
@@ -327,7 +334,14 @@ def test_a_page_that_decides_claims_must_show_its_marked_answer_on_the_first_scr
     finally:
         for p in pages.values():
             (mini_book / p).unlink(missing_ok=True)
-    top, low, none, bare, count, noclaims, nocaption, jargon = (reps[k] for k in variants)
+    top, low, none, bare, count, noclaims, nocaption, jargon = (reps[k] for k in list(variants)[:8])
+    fig, figlow = reps["fig"], reps["figlow"]
+    assert fig.figure_first_screen and fig.figure_y < 1000 and fig.figure_h == 300 and fig.ok, fig.problems
+    assert figlow.figure_y > 1500 and any("of the figure after its answer is on the first" in p
+                                          for p in figlow.problems), figlow.problems
+    fignone = pagecheck.PageReport(page="x", url="x", figure_first_screen=True)   # the demo page has images after
+    assert any("no image follows it" in p for p in fignone.problems), fignone.problems
+    assert top.figure_first_screen is False and top.ok      # a page that does not ask is not judged on it
     assert len(nocaption.uncaptioned_figures) == 1 and any("without a caption" in p for p in nocaption.problems)
     assert top.uncaptioned_figures == []
     assert count.ok, count.problems                   # a statistic without an interval says so
