@@ -191,10 +191,10 @@ def section(root=None, res: dict | None = None) -> str:
     first, second = (_comparison_text(res, name) for name, _, _ in longruns.COMPARISONS)
     seeds = int(res["deltas"].groupby("comparison").size().iloc[0])
     return (f"{longruns.ID} retrained the main comparison's runs without a regularizer, with SEC and with L2-reg for "
-            f"{_n(longruns.LENGTH)} iterations, 1.5 times the tier's {_n(longruns.BASE_LENGTH)}, and pairs each with "
-            f"its {_n(longruns.BASE_LENGTH)}-iteration twin by loss and seed ({n} runs, {seeds} seeds). "
-            f"{first}. Its second comparison, {second}. Each comparison is a family of its own; the rule, registered "
-            f"before the runs: {rule_text()}.")
+            f"{_n(longruns.LENGTH)} iterations, {longruns.LENGTH / longruns.BASE_LENGTH:g} times the tier's "
+            f"{_n(longruns.BASE_LENGTH)}, and pairs each with its {_n(longruns.BASE_LENGTH)}-iteration twin by loss "
+            f"and seed ({n} runs over {seeds} seeds). Its primary: {first}. Its second comparison: {second}. Each "
+            f"comparison is a family of its own; the rule, registered before the runs: {rule_text()}.")
 
 
 def figure(res: dict):
