@@ -205,3 +205,48 @@ def test_c4w_joins_the_scorecard_with_its_committed_test_runs_not_before():
         assert wd.ID in ids, "C4W's test runs are committed: add its Claim (family weightdecay.ID) to compare.CLAIMS"
     else:
         assert wd.ID not in ids
+
+
+def _page_cells():
+    """The compare notebook's C4W code cells (its section, figure, caption and verdict bullet), in order."""
+    import nbformat
+    from pathlib import Path
+    nb = nbformat.read(Path(__file__).resolve().parents[2] / "notebooks" / "compare.ipynb", as_version=4)
+    cells = [c for c in nb.cells if c.cell_type == "code" and ("c4w" in c.source or "wdfig" in c.source)]
+    assert len(cells) == 4
+    return cells
+
+
+def _run_cells(tier):
+    shown = []
+    ns = {"T": tier, "display": lambda x: shown.append(getattr(x, "data", x)), "Markdown": lambda s: type(
+        "M", (), {"data": s})(), "show_table": lambda df, name, **kw: shown.append(name)}
+    values = []
+    for c in _page_cells():
+        *body, last = c.source.rstrip().split("\n")
+        if c.metadata.get("mystnb", {}).get("figure"):     # a figure cell: its last line is the figure's value
+            exec("\n".join(body), ns)
+            values.append(eval(last.split("#")[0], ns))
+        else:
+            exec(c.source, ns)
+    return shown, values
+
+
+def test_the_page_cells_show_the_complete_follow_up_and_one_line_on_another_tier(complete):
+    shown, values = _run_cells("decisive")
+    assert "c4w_families" in shown and values[0] is not None and len(values[0].axes) == 1
+    assert any(isinstance(s, str) and s.startswith("**Figure.**") for s in shown)
+    assert any(isinstance(s, str) and s.startswith("- **Over the authors' weight decay**") for s in shown)
+    matplotlib.pyplot.close(values[0])
+    shown, values = _run_cells("cpu")
+    assert shown == [c4w.absent_line("cpu")] and values == [None]
+
+
+def test_the_page_cells_say_underway_while_the_runs_train():
+    try:
+        wd.test_runs()
+        pytest.skip("C4W's test runs are committed")
+    except KeyError:
+        pass
+    shown, values = _run_cells("decisive")
+    assert values == [None] and shown[0] == c4w.status_sentence() and "underway" in shown[-1]
