@@ -26,9 +26,6 @@ from ..runs import weightdecay as wd
 from ..runs.pilot import TIER
 from .common import and_list, ci_text, loss_noun, measures_text, n_text
 
-#: The arms of the four kinds of run this section reads: (name, weight decay, SEC).
-ARMS = {"none": "none, no weight decay", "sec": "SEC, no weight decay",
-        "none + WD": "none + weight decay", "sec + WD": "SEC + weight decay"}
 #: The descriptive comparisons outside the families: (name, arm, against).
 DESCRIPTIVE = (("(none + WD) − none", "none + WD", "none"), ("(SEC + WD) − SEC", "sec + WD", "sec"))
 #: How the figure names its pooled row.
