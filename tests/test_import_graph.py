@@ -100,10 +100,11 @@ def test_page_modules_are_one_per_notebook_and_import_no_other_page():
 
 
 #: The modules of ``chapters/`` that are no page: what several pages share (common, evidence, gains, scorecard, reach),
-#: or one page's part split off (dense_curves, gain_words, optim_*, explore_*, tiers_*, normclass, review, portability).
+#: or one page's part split off (dense_curves, gain_words, optim_*, explore_*, tiers_*, normclass, review, portability,
+#: pretrained_seeds).
 SHARED_MODULES = {"common", "evidence", "gains", "scorecard", "reach", "dense_curves", "gain_words", "review",
                   "normclass", "optim_stats", "optim_followups", "explore_grid", "explore_widgets", "tiers_gpu",
-                  "tiers_prediction", "portability"}
+                  "tiers_prediction", "portability", "pretrained_seeds"}
 
 
 def test_no_page_module_asks_what_kind_of_store_it_reads():

@@ -179,7 +179,7 @@ def result_sentence(res: dict, old: dict) -> str:
     new = seeds_text(res.get("new_seeds", rs.SEEDS))
     if res["verdict"] == "confirmed":
         means = (f"SEC gains less when fine-tuning a pretrained backbone than from scratch, the opposite of P1's "
-                 f"prediction, so by the registered rule P1 reads *{res['P1']}* (opposite)")
+                 f"prediction, so P1 reads *{res['P1']}* (opposite)")
     else:
         means = (f"these seeds do not show that SEC gains less when fine-tuning, so P1 stays *{res['P1']}*; an "
                  f"interaction smaller than {res['mde']:.2f} points in that direction could have gone unseen")
@@ -188,7 +188,8 @@ def result_sentence(res: dict, old: dict) -> str:
             f"[{res['lo']:+.2f}, {res['hi']:+.2f}] R@1 points over {res['seeds']} seeds (95% t interval); the "
             f"one-sided t-test in the registered direction (below 0: SEC gains less fine-tuned) gives p = "
             f"{res['p_one_sided']:.2g}, and these seeds detect an interaction of {res['mde']:.2f} points one-sided "
-            f"with 80% power. By the registered rule (p < {rs.ALPHA:g}): {means}. Beside it, "
+            f"with 80% power. By the registered rule (p < {rs.ALPHA:g}), {rs.ID} is "
+            f"**{res['verdict']}**: {means}. Beside it, "
             f"{_earlier_words(old)}.")
 
 
