@@ -195,12 +195,14 @@ def result_sentence(res: dict, old: dict) -> str:
 
 def verdict_bullet(res: dict | None, old: dict | None = None, root=None) -> str:
     """P1c's bullet for the page's verdict: its registered verdict and P1's reading once ``res`` (:func:`result`) is
-    there, else that its runs are underway (counted from the committed folder at ``root``)."""
+    there, else that its runs are underway (counted from the committed folder at ``root``); with P1's own verdict
+    where ``old`` (:func:`earlier`) is given."""
     head = f"- **The interaction on fresh seeds** ({rs.ID}, a registered follow-up to P1, a family of its own"
     if res is None:
         have, want = progress(root)
+        word = f", *{old['verdict']}*" if old else ""
         return (f"{head}): its runs are underway ({have} of {want} committed), so it is not on the scorecard yet; P1 "
-                "keeps its registered verdict.")
+                f"keeps its registered verdict{word}.")
     also = f" P1's own test on seeds 0–4 keeps its verdict, *{old['verdict']}*." if old else ""
     return (f"{head}; one-sided t-test over {res['seeds']} seeds): {res['estimate']:+.2f} [{res['lo']:+.2f}, "
             f"{res['hi']:+.2f}] R@1 points, one-sided p = {res['p_one_sided']:.2g}, detectable {res['mde']:.2f} → "
@@ -226,6 +228,7 @@ def section(profile: str, ev, root=None) -> Section:
     try:
         res = result(root)
     except KeyError:
-        return Section(status_sentence(root), bullet=verdict_bullet(None, root=root))
+        return Section(status_sentence(root), bullet=verdict_bullet(None, earlier(ev) if ev is not None else None,
+                                                                    root))
     old = earlier(ev)
     return Section(result_sentence(res, old), res["table"], res["groups"], verdict_bullet(res, old))

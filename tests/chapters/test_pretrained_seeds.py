@@ -105,6 +105,18 @@ def test_while_its_runs_train_the_page_counts_them_and_states_the_registered_pla
     assert f"10 seeds, {rs.ID}'s cap, which detect {mde:.2f} points" in sec.text
     assert "verdict waits for all 160 runs" in sec.text and "(5–14)?" in sec.text
     assert "0 of 160 committed" in sec.bullet and "not on the scorecard yet" in sec.bullet
+    assert ps.verdict_bullet(None, OLD).endswith("P1 keeps its registered verdict, *inconclusive*.")
+
+
+def test_p1s_registered_record_is_the_committed_seeds_interaction():
+    """The earlier test beside P1c is P1's record on the page's evidence: on the decisive tier, seeds 0-4."""
+    from sec_lib.chapters import evidence
+    ev = evidence.page_evidence("pretrained", "decisive")
+    old = ps.earlier(ev)
+    x = rs.committed_interaction().to_numpy()
+    assert old["n"] == len(x) == 5 and old["estimate"] == pytest.approx(x.mean())
+    assert old["p_value"] == pytest.approx(stats.ttest_1samp(x, 0.0).pvalue) and old["m"] == 5
+    assert old["p_adj"] >= old["p_value"] and old["verdict"] == "inconclusive"
 
 
 @pytest.mark.parametrize("profile", ["smoke", "cpu", "cub"])
