@@ -20,7 +20,7 @@ from ..report import fmt_metric
 from ..report.claims import badge
 from ..runs import benchmarks
 from ..runs import experiments as ex
-from . import evidence, profile_param, scorecard
+from . import convergence_length, evidence, profile_param, scorecard
 from .common import MAIN_SWEEP, equivalence_words, inconclusive_words, load, loss_noun, mde_text, order_rows
 from .gains import sec_gain, selected_eta_rows
 from .scorecard import count_words, followup_status, tiers_phrase
@@ -219,6 +219,13 @@ def plain_answer(profile: str = "cpu", root=None) -> str:
     sentence = answer_sentence(e, paper_headline(datasets=paper_sets(tier)), benchmarks.data_name(tier))
     bold = sentence.removeprefix("**").partition("**")[0]
     return bold + versus_l2_sentence(e["versus_l2"])
+
+
+def longer_runs_sentence(tier: str, root=None) -> str:
+    """Under the landing page's answer, where it reads the decisive tier: the registered follow-up's sentence when the
+    primary gap was still moving at 13,500 iterations (:func:`sec_lib.chapters.convergence_length.landing_sentence`:
+    the 20,250-iteration gap beside it); '' otherwise, and on any other tier (its runs are not the ones retrained)."""
+    return convergence_length.landing_sentence(root) if tier == convergence_length.TIER else ""
 
 
 def followups_sentence(root=None) -> str:

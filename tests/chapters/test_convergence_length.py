@@ -5,6 +5,7 @@ sentence, the figure read back from its artists, and the incomplete state on the
 import dataclasses
 import json
 import shutil
+from pathlib import Path
 
 import nbformat
 import numpy as np
@@ -224,3 +225,19 @@ def test_the_notebook_shows_c4l_after_c3b_before_the_verdict_with_the_figures_ca
     figures = [c for c in nb.cells[c4l:verdict] if "figure" in c.metadata.get("mystnb", {})]
     assert len(figures) == 1 and figures[0].metadata["mystnb"]["figure"]["caption"] == L.caption()
     assert "convergence_length.reading(" in nb.cells[verdict + 1].source
+
+
+def test_the_landing_page_says_it_only_where_it_reads_the_decisive_tier(tmp_path):
+    from sec_lib.chapters import home
+    root = _repo(tmp_path / "moving", *CASES["still moving"])
+    assert home.longer_runs_sentence(L.TIER, root) == L.landing_sentence(root) != ""
+    for other in ("cpu", "smoke", "cub"):          # a quick or real-benchmark book: its runs are not C4L's
+        assert home.longer_runs_sentence(other, root) == ""
+    nb = (Path(__file__).resolve().parents[2] / "notebooks" / "home.ipynb").read_text(encoding="utf-8")
+    assert "home.longer_runs_sentence(T)" in nb
+
+
+def test_the_compare_page_links_the_page_that_owns_the_question():
+    nb = nbformat.read(Path(__file__).resolve().parents[2] / "notebooks" / "compare.ipynb", as_version=4)
+    text = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    assert "[the convergence page](convergence.ipynb)" in text and "20,250 iterations" in text

@@ -92,19 +92,23 @@ def test_the_complete_sentence_and_bullet_carry_the_numbers_the_verdict_and_the_
 
 
 def test_while_its_runs_train_the_page_counts_them_and_states_the_registered_plan():
-    """The real folder: no run of P1c is committed yet (this test is to be updated once some are)."""
+    """The real folder while P1c trains: the count is the committed parquet's, the plan the registration's."""
     power = pytest.importorskip("statsmodels.stats.power")
+    path = rs.folder() / "test" / "runs.parquet"
+    k = len(pd.read_parquet(path, columns=["key"])) if path.exists() else 0
+    if k == 160:
+        pytest.skip("every P1c run is committed: this state is over (the complete one is tested on hand-made runs)")
     x = rs.committed_interaction().to_numpy()
     sd = x.std(ddof=1)
     mde = power.TTestPower().solve_power(nobs=10, alpha=0.05, power=0.8, alternative="larger") * sd
     sec = ps.section("decisive", ev=None)
     assert sec.table is None and sec.groups is None
-    assert sec.text.startswith(f"**{rs.ID} is underway: 0 of 160 runs committed**")
+    assert sec.text.startswith(f"**{rs.ID} is underway: {k} of 160 runs committed**")
     assert f"{x.mean():+.2f} R@1 points with a per-seed SD of {sd:.2f}" in sec.text
     assert f"half of it, {abs(x.mean()) / 2:.2f} points" in sec.text and "one-sided" in sec.text
     assert f"10 seeds, {rs.ID}'s cap, which detect {mde:.2f} points" in sec.text
     assert "verdict waits for all 160 runs" in sec.text and "(5–14)?" in sec.text
-    assert "0 of 160 committed" in sec.bullet and "not on the scorecard yet" in sec.bullet
+    assert f"{k} of 160 committed" in sec.bullet and "not on the scorecard yet" in sec.bullet
     assert ps.verdict_bullet(None, OLD).endswith("P1 keeps its registered verdict, *inconclusive*.")
 
 
