@@ -166,8 +166,9 @@ def answer_html(qs: pd.DataFrame, table: pd.DataFrame, profile: str = "cpu") -> 
     """HTML: the page's answer, marked for the page checker (``page-answer``; a tally has no interval, so it carries
     ``data-interval="none"``), in plain words: how many of the paper's claims and its reviewers' questions hold, hold
     but smaller, fail and are undecided, then the verdicts of the separate bodies of evidence, each once (zeros left
-    out), each count with its verdict word in ``data-verdict`` (:func:`~sec_lib.chapters.scorecard.answer_counts`: where the decisive tier stands
-    in for ``profile``, the rows with quick-tier evidence only are said apart and not counted)."""
+    out), each count with its verdict word in ``data-verdict`` (:func:`~sec_lib.chapters.scorecard.answer_counts`:
+    where the decisive tier stands in for ``profile``, the rows with quick-tier evidence only are said apart and not
+    counted)."""
     own = not decisive_stands_in(profile)
     groups, counts, quick = answer_counts(qs, table, own)
     if not sum(groups.values()):

@@ -123,7 +123,8 @@ def answer_block(e: dict, paper: pd.DataFrame, data: str = "glyphs", details: bo
         rec = e.get("record")
         words = ANSWER_WORDS.get(rec.verdict, "") if rec is not None else ""
         if words and f"is {words}:" in text:     # the verdict, marked for the page checker as a badge is
-            text = text.replace(f"is {words}:", f'is <span data-verdict="{html.escape(rec.verdict)}">{words}</span>:', 1)
+            marked = f'<span data-verdict="{html.escape(rec.verdict)}">{words}</span>'
+            text = text.replace(f"is {words}:", f"is {marked}:", 1)
         return f'<div class="page-answer" data-figure="first-screen"><p>{text}</p></div>'
     return (f'<div class="page-answer"><p>{inline_html(answer_sentence(e, paper, data))}</p>'
             f"{primary_badge(e)}</div>")
@@ -156,7 +157,8 @@ def plain_answer_text(e: dict, paper: pd.DataFrame, data: str = "glyphs") -> str
 def answer_details(e: dict) -> str:
     """HTML, below the landing page's figure: the answer's numbers with their claim ids and verdict words
     (:func:`answer_sentence`'s "In R@1 points" part) and the primary test's badge (:func:`primary_badge`)."""
-    parts = [_versus(e.get("record"), "SEC − none"), _versus(e.get("versus_l2"), "SEC − L2-reg at the held-out arms"),
+    parts = [_versus(e.get("record"), "SEC − none"),
+             _versus(e.get("versus_l2"), "SEC − L2-reg at the held-out arms"),
              _versus(e.get("relative"), "relative SEC − none")]
     parts = [p for p in parts if p]
     lines = f"<p>{inline_html('Each number with its claim on the scorecard: ' + '; '.join(parts) + '.')}</p>" \

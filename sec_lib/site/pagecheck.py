@@ -160,7 +160,8 @@ _JS_ANSWER = r"""
         }
         // the first image after the answer (its figure), and whether the page asks for it on the first screen
         const img = Array.from(article.querySelectorAll('img')).find(
-            (i) => (a.compareDocumentPosition(i) & Node.DOCUMENT_POSITION_FOLLOWING) && i.getBoundingClientRect().height > 0);
+            (i) => (a.compareDocumentPosition(i) & Node.DOCUMENT_POSITION_FOLLOWING)
+                   && i.getBoundingClientRect().height > 0);
         const r = img ? img.getBoundingClientRect() : null;
         return {claims: claims, y: a.getBoundingClientRect().top + window.scrollY,
                 marked: (interval || a.dataset.interval === 'none') && a.querySelector('[data-verdict]') !== null,
