@@ -61,7 +61,8 @@ def status_sentence(root=None) -> str:
     sel, test = len(wd.stage_runs("selection", root)), len(wd.stage_runs("test", root))
     chosen = ("its weights are chosen, below" if wd.read_choices(root) else
               f"of about {planned_selection_runs()} if no grid grows at an edge")
-    return (f"**{wd.ID} is underway.** It asks: {wd.QUESTION} So far {sel} held-out selection runs are committed "
+    state = "is underway" if sel + test else "is registered; its runs have not started"
+    return (f"**{wd.ID} {state}.** It asks: {wd.QUESTION} So far {sel} held-out selection runs are committed "
             f"({chosen}) and {test} of its {planned_test_runs()} test runs; its verdict waits for all "
             f"{planned_test_runs()} test runs (registered in `{README}`).")
 
@@ -276,7 +277,8 @@ def verdict_bullet(tier: str, root=None, res: dict | None = None) -> str:
             res = evidence(tier, root)
         except KeyError:
             test = len(wd.stage_runs("test", root))
-            return (f"{head}): its runs are underway ({test} of {planned_test_runs()} test runs committed), so it is "
+            state = "are underway" if test or len(wd.stage_runs("selection", root)) else "have not started"
+            return (f"{head}): its runs {state} ({test} of {planned_test_runs()} test runs committed), so it is "
                     "not on the scorecard yet.")
     p = res["pooled"].iloc[0]
     per = and_list(f"{r['loss']} **{r['verdict']}**" for _, r in res["per"].iterrows())

@@ -135,7 +135,9 @@ def status_sentence(root=None) -> str:
     plan = rs.seed_plan(rs.committed_interaction(root))
     cap = f", {rs.ID}'s cap" if plan["seeds"] == rs.CAP else ""
     differs = "" if plan["seeds"] == rs.N_SEEDS else f" (its registration trains {rs.N_SEEDS})"
-    return (f"**{rs.ID} is underway: {have} of {want} runs committed** (`{rs.FOLDER_TEXT}test/`). Its question: "
+    state = (f"is underway: {have} of {want} runs committed" if have else
+             f"is registered; none of its {want} runs has trained yet")
+    return (f"**{rs.ID} {state}** (`{rs.FOLDER_TEXT}test/`). Its question: "
             f"{rs.QUESTION.rstrip('?')} ({seeds_text(rs.SEEDS)})? Its seed plan, registered before any of "
             f"its runs: the interaction on seeds 0–4 was {plan['observed']:+.2f} R@1 points with a per-seed SD of "
             f"{plan['sd']:.2f}; a hint that did not survive Holm likely overstates its size, so the test is powered "
@@ -201,7 +203,8 @@ def verdict_bullet(res: dict | None, old: dict | None = None, root=None) -> str:
     if res is None:
         have, want = progress(root)
         word = f", *{old['verdict']}*" if old else ""
-        return (f"{head}): its runs are underway ({have} of {want} committed), so it is not on the scorecard yet; P1 "
+        state = "are underway" if have else "have not started"
+        return (f"{head}): its runs {state} ({have} of {want} committed), so it is not on the scorecard yet; P1 "
                 f"keeps its registered verdict{word}.")
     also = f" P1's own test on seeds 0–4 keeps its verdict, *{old['verdict']}*." if old else ""
     return (f"{head}; one-sided t-test over {res['seeds']} seeds): {res['estimate']:+.2f} [{res['lo']:+.2f}, "

@@ -103,7 +103,8 @@ def test_while_its_runs_train_the_page_counts_them_and_states_the_registered_pla
     mde = power.TTestPower().solve_power(nobs=10, alpha=0.05, power=0.8, alternative="larger") * sd
     sec = ps.section("decisive", ev=None)
     assert sec.table is None and sec.groups is None
-    assert sec.text.startswith(f"**{rs.ID} is underway: {k} of 160 runs committed**")
+    assert sec.text.startswith(f"**{rs.ID} is underway: {k} of 160 runs committed**" if k else
+                               f"**{rs.ID} is registered; none of its 160 runs has trained yet**")
     assert f"{x.mean():+.2f} R@1 points with a per-seed SD of {sd:.2f}" in sec.text
     assert f"half of it, {abs(x.mean()) / 2:.2f} points" in sec.text and "one-sided" in sec.text
     assert f"10 seeds, {rs.ID}'s cap, which detect {mde:.2f} points" in sec.text
