@@ -7,6 +7,7 @@ data/ is shared with the other tests.
 """
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -151,3 +152,17 @@ def test_each_claim_has_one_verdict_on_every_built_page(smoke_html):
             where = {pg for pgs in seen.get(c.id, {}).values() for pg in pgs}
             assert {p, "claims"} <= where, (c.id, sorted(where))
     assert "home" in {pg for pgs in seen["C4v"].values() for pg in pgs}
+
+
+def test_the_smoke_landing_page_counts_the_claims_as_its_scorecard_does(smoke_html):
+    """A smoke book reads its own runs: the landing page's tally says so and counts what the claims page's answer
+    counts, instead of '0 in all' on the decisive tier."""
+    import html as _html
+
+    def text(page):
+        raw = (smoke_html / "book" / "nb" / f"{page}.html").read_text(encoding="utf-8")
+        return re.sub(r"\s+", " ", _html.unescape(re.sub(r"<[^>]+>", " ", raw))).replace("’", "'")
+    home = re.search(r"decided on this book's own runs, (\d+) in all", text("home"))
+    assert home, "the smoke landing page does not say that it counts its own runs"
+    claims = re.search(r"Of the paper's claims and its reviewers' questions, (\d+) in all", text("claims"))
+    assert claims and home.group(1) == claims.group(1), (home.group(0), claims and claims.group(0))
