@@ -33,6 +33,24 @@ POOLED = "pooled (mean of the 4 losses)"
 README = "/".join(wd.FOLDER) + "/README.md"
 
 
+#: The section's opening, shown where the page shows the decisive tier (the runs C4W retrains).
+INTRO = (
+    "Every run above trains without weight decay. The authors' code trains with Adam's weight decay on every parameter "
+    "but the BatchNorm layers' (`sec_lib.runs.benchmark_settings` cites their `config.py`). On glyphs every regularizer gains "
+    "about the same over none, so the primary test may only say that a network trained without weight decay gains from "
+    "any regularizer. **Does SEC add anything to a baseline that already has the authors' weight decay?** "
+    " "
+    "A follow-up was registered before any of its runs (`data/followups/weight-decay/README.md`, trained by "
+    "`sec_lib/runs/weightdecay.py`). For each of the four losses a weight decay is chosen on held-out training classes "
+    "(none is a point of the grid), then SEC's η under that weight decay, both by the tier's rule; then the main "
+    "comparison's runs without a regularizer and with SEC train again at those weights on the test classes, at the main comparison's seeds. "
+    "Its question, (SEC + WD) − (none + WD) in R@1 pooled over the four losses per seed, is a family of its own; the four "
+    "losses, one by one, are a Holm family. Beside them, outside the families and descriptive only, the same runs set "
+    "against the runs above: what weight decay alone changes, (none + WD) − none, and what it changes for SEC, "
+    "(SEC + WD) − SEC. The verdicts above stay as they are: this follow-up asks its own question."
+)
+
+
 def applies(tier: str) -> bool:
     """Whether the page shows C4W: only where it shows the decisive tier, whose runs C4W retrains."""
     return tier == TIER

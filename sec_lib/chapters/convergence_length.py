@@ -32,6 +32,26 @@ MEANING = {"stable": "the gap has stopped moving",
            "undecided": "the seeds cannot tell whether it has stopped moving"}
 
 
+#: The section's opening, shown where the page shows the decisive tier (the runs C4L retrains).
+INTRO = (
+    "The main comparison's runs stop at 13,500 iterations, and over their last quarter the gap between SEC and no "
+    "regularizer was still growing. C4L, a follow-up registered before any of its runs "
+    "(`data/followups/longer-runs/README.md`, trained by `sec_lib/runs/longruns.py`), trains the runs without a "
+    "regularizer, with SEC and with L2-reg again for 20,250 iterations, 1.5 times as long and otherwise unchanged, and asks "
+    "how much each gap moved between the two lengths: SEC − none, its primary, and SEC − L2-reg, each a family of its "
+    "own. The page's answer above, read at 13,500 iterations, stays as registered."
+)
+
+
+#: The compare page's pointer to the question C4L answers on the convergence page (decisive tier only).
+COMPARE_POINTER = (
+    "**Is the primary estimate the converged one?** The runs stop at 13,500 iterations, and the SEC − none gap still "
+    "grew over their last quarter. A follow-up registered before its runs trained (C4L) retrains the none, SEC and "
+    "L2-reg arms for 20,250 iterations; [the convergence page](convergence.html) owns that question and gives its "
+    "verdict, in its section *Has the gap stopped moving?*"
+)
+
+
 def _n(x: int) -> str:
     return f"{int(x):,}"
 

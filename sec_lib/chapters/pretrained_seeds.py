@@ -33,6 +33,20 @@ PARTS = ("SEC − none, fine-tuned", "SEC − none, from scratch", "interaction"
 P1 = "P1"
 
 
+#: The section's opening, shown where the page shows the decisive tier (the runs P1c retrains on new seeds).
+INTRO = (
+    "The interaction above is P1's registered test, and its verdict stands whatever follows. On the decisive tier's seeds "
+    "0–4 it left a hint that did not survive the Holm adjustment over its family, and a hint found on five seeds cannot be "
+    "confirmed on the same five. So a follow-up, **P1c**, was registered before any of its runs "
+    "(`data/followups/regime-seeds/README.md`, trained by `sec_lib/runs/regimeseeds.py`): the same none and SEC runs of the "
+    "four losses, fine-tuned and from scratch, on fresh seeds only, as many as a power plan on the committed seeds asks "
+    "(below). Its whole family is one one-sided t-test on the new seeds, in the direction of the hint: SEC gains less when "
+    "fine-tuning. Confirmed, that is the opposite of P1's prediction, and P1 reads *not reproduced*; not confirmed, P1 "
+    "stays *inconclusive*, with the smallest effect the new seeds could detect beside it. P1c retrains the decisive tier's "
+    "runs, so a page showing another tier shows no part of it."
+)
+
+
 def applies(profile: str) -> bool:
     """Whether the pretrained page, showing the tier ``profile``, shows P1c: only on the decisive tier, whose runs
     it retrains on new seeds."""

@@ -221,7 +221,8 @@ def test_the_notebook_shows_c4l_after_c3b_before_the_verdict_with_the_figures_ca
     c3b, c4l, verdict = (next(i for i, t in zip(heads, titles) if t.startswith(p))
                          for p in ("## The crossing, measured: C3b", "## Has the gap stopped moving? C4L", "## Verdict"))
     assert c3b < c4l < verdict
-    assert "data/followups/longer-runs/README.md" in nb.cells[c4l].source
+    # its question and design open the section where it applies (the decisive tier), and nowhere else
+    assert "data/followups/longer-runs/README.md" in L.INTRO and "convergence_length.INTRO" in nb.cells[c4l + 1].source
     figures = [c for c in nb.cells[c4l:verdict] if "figure" in c.metadata.get("mystnb", {})]
     assert len(figures) == 1 and figures[0].metadata["mystnb"]["figure"]["caption"] == L.caption()
     assert "convergence_length.reading(" in nb.cells[verdict + 1].source
@@ -239,5 +240,6 @@ def test_the_landing_page_says_it_only_where_it_reads_the_decisive_tier(tmp_path
 
 def test_the_compare_page_links_the_page_that_owns_the_question():
     nb = nbformat.read(Path(__file__).resolve().parents[2] / "notebooks" / "compare.ipynb", as_version=4)
-    text = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
-    assert "[the convergence page](convergence.ipynb)" in text and "20,250 iterations" in text
+    cell = next(c for c in nb.cells if "COMPARE_POINTER" in c.source)   # shown where the page reads the decisive tier
+    assert "if convergence_length.TIER == T:" in cell.source
+    assert "[the convergence page](convergence.html)" in L.COMPARE_POINTER and "20,250 iterations" in L.COMPARE_POINTER
