@@ -42,8 +42,7 @@ INTRO = (
     "four losses, fine-tuned and from scratch, on fresh seeds only, as many as a power plan on the committed seeds asks "
     "(below). Its whole family is one one-sided t-test on the new seeds, in the direction of the hint: SEC gains less when "
     "fine-tuning. Confirmed, that is the opposite of P1's prediction, and P1 reads *not reproduced*; not confirmed, P1 "
-    "stays *inconclusive*, with the smallest effect the new seeds could detect beside it. P1c retrains the decisive tier's "
-    "runs, so a page showing another tier shows no part of it."
+    "stays *inconclusive*, with the smallest effect the new seeds could detect beside it."
 )
 
 
