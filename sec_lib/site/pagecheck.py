@@ -51,8 +51,8 @@ from .pagereport import ANSWER_WIDTH, PHONE_WIDTH, WIDTHS, Overflow, PageReport,
 
 __all__ = [
     "LOCAL_SCHEMES", "CHROMIUM_ARGS", "ENV_CHROMIUM", "WIDTHS", "PHONE_WIDTH", "WIDGET_VIEW_MIME",
-    "WIDGET_STATE_MIME", "CONTROL_MODELS", "find_chromium", "Browser", "SliderResult", "Overflow", "PageReport",
-    "check_page", "check_book", "list_pages", "format_table", "main",
+    "WIDGET_STATE_MIME", "CONTROL_MODELS", "SITE_LIMIT", "site_bytes", "site_problem", "find_chromium", "Browser",
+    "SliderResult", "Overflow", "PageReport", "check_page", "check_book", "list_pages", "format_table", "main",
 ]
 
 #: URL schemes that stay on this machine.
@@ -424,6 +424,33 @@ def check_links(html_dir: str | os.PathLike, pages: Iterable[str] = ()) -> list[
     return broken
 
 
+#: The most bytes the built site may weigh, all its files together (issue #61: 25 MB).
+SITE_LIMIT = 25_000_000
+
+
+def site_bytes(html_dir: str | os.PathLike) -> int:
+    """The built site's weight: the sizes of every file under ``html_dir`` added up (links not followed)."""
+    root = Path(html_dir)
+    if not root.is_dir():
+        raise FileNotFoundError(f"html_dir {os.fspath(html_dir)!r} is not a folder (build the book first)")
+    return sum(f.stat().st_size for f in root.rglob("*") if f.is_file() and not f.is_symlink())
+
+
+def site_problem(html_dir: str | os.PathLike, limit: int = SITE_LIMIT) -> str:
+    """'' where the site weighs at most ``limit`` bytes, else what is wrong and its heaviest folders."""
+    total = site_bytes(html_dir)
+    if total <= limit:
+        return ""
+    root = Path(html_dir)
+    by = {}
+    for f in root.rglob("*"):
+        if f.is_file() and not f.is_symlink():
+            top = f.relative_to(root).parts[0]
+            by[top] = by.get(top, 0) + f.stat().st_size
+    heavy = ", ".join(f"{k} {v:,}" for k, v in sorted(by.items(), key=lambda kv: -kv[1])[:3])
+    return f"the site weighs {total:,} bytes, over the limit of {limit:,} (heaviest: {heavy})"
+
+
 #: Widget models whose first instance ``slider_pages="auto"`` moves.
 CONTROL_MODELS = ("SelectionSliderModel", "IntSliderModel", "FloatSliderModel", "DropdownModel")
 
@@ -451,6 +478,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--widths", type=int, nargs="*", default=list(WIDTHS),
                     help=f"viewport widths (px) at which tables and outputs must fit the text column "
                          f"(default {' '.join(map(str, WIDTHS))}; below {PHONE_WIDTH} they may scroll in their own box)")
+    ap.add_argument("--max-site-bytes", type=int, default=SITE_LIMIT,
+                    help=f"fail when the whole site (every file under html_dir) weighs more (default {SITE_LIMIT:,}); "
+                         "checked only when no pages are named")
     ap.add_argument("--max-load-ms", type=float, default=None,
                     help="fail a page whose load event comes later than this (default: only report load times)")
     args = ap.parse_args(argv)
@@ -464,7 +494,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(format_table(reports))
     broken = check_links(args.html_dir, args.pages)
     print(f"\nlinks: {len(broken)} broken" + "".join(f"\n  {b}" for b in broken[:40]))
-    return 0 if all(r.ok for r in reports) and not broken else 1
+    heavy = "" if args.pages else site_problem(args.html_dir, args.max_site_bytes)
+    if not args.pages:
+        print(f"site: {site_bytes(args.html_dir):,} bytes (limit {args.max_site_bytes:,})"
+              + (f": {heavy}" if heavy else ""))
+    return 0 if all(r.ok for r in reports) and not broken and not heavy else 1
 
 
 if __name__ == "__main__":

@@ -471,6 +471,11 @@ def test_cli_summary(mini_book, capsys):
     assert code == 0, out
     assert "pages ok: 2 of 2" in out and "changed" in out
     assert pagecheck.main([str(mini_book), "book/missing.html"]) == 2
+    # the whole book: the site's weight is checked too (here against a limit it cannot meet)
+    code = pagecheck.main([str(mini_book), "--no-slider", "--max-site-bytes", "1000"])
+    out = capsys.readouterr().out
+    weight = pagecheck.site_bytes(mini_book)
+    assert code == 1 and f"site: {weight:,} bytes (limit 1,000): the site weighs {weight:,} bytes, over" in out, out
 
 
 def test_links_within_the_book_must_reach_a_file_and_its_anchor(tmp_path):
@@ -490,3 +495,17 @@ def test_links_within_the_book_must_reach_a_file_and_its_anchor(tmp_path):
     (tmp_path / "_static" / "data.csv").write_text("a,b\n")
     assert len(pagecheck.check_links(tmp_path)) == 2
 
+
+
+def test_the_site_weight_is_every_file_added_up_and_fails_over_the_limit(tmp_path):
+    site = tmp_path / "html"
+    (site / "_static").mkdir(parents=True)
+    (site / "index.html").write_bytes(b"x" * 1000)
+    (site / "_static" / "big.js").write_bytes(b"y" * 24_000)
+    (site / "_static" / "link.js").symlink_to(site / "_static" / "big.js")     # a link is not counted twice
+    assert pagecheck.site_bytes(site) == 25_000 and pagecheck.SITE_LIMIT == 25_000_000
+    assert pagecheck.site_problem(site) == "" and pagecheck.site_problem(site, limit=25_000) == ""
+    said = pagecheck.site_problem(site, limit=24_999)
+    assert said.startswith("the site weighs 25,000 bytes, over the limit of 24,999") and "_static 24,000" in said
+    with pytest.raises(FileNotFoundError, match="build the book first"):
+        pagecheck.site_bytes(tmp_path / "missing")
