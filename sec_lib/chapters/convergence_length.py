@@ -10,14 +10,12 @@ figure and verdict bullet; and the landing page's sentence where the gap is stil
 from __future__ import annotations
 
 import json
-import math
 
-import numpy as np
 import pandas as pd
-from scipy import stats
 
 from ..figures import longruns as longruns_figure
-from ..runs import longruns, tier
+from ..report import mean_ci
+from ..runs import followup, longruns, tier
 from ..runs.config import run_key
 from ..runs.pilot import TIER
 
@@ -110,22 +108,13 @@ def joined(root=None) -> pd.DataFrame:
 
 def progress(root=None) -> tuple[int, int]:
     """(runs committed, runs registered) of C4L, counted in its committed ``test/runs.parquet``."""
-    want = {run_key(c) for c in longruns.test_configs(root)}
-    have = set(longruns.stage_runs(root)["key"])
-    return len(want & have), len(want)
+    return followup.committed_count(longruns.folder(root) / "test" / "runs.parquet", longruns.test_configs(root))
 
 
 def ready(root=None) -> bool:
     """Whether every run of C4L is committed (its verdict can be read)."""
     k, n = progress(root)
     return k == n
-
-
-def _interval(x) -> tuple[float, float, float]:
-    x = np.asarray(x, float)
-    m = float(x.mean())
-    half = float(stats.t.ppf(0.975, len(x) - 1)) * float(x.std(ddof=1)) / math.sqrt(len(x))
-    return m, m - half, m + half
 
 
 def gap_intervals(runs: pd.DataFrame) -> pd.DataFrame:
@@ -137,8 +126,8 @@ def gap_intervals(runs: pd.DataFrame) -> pd.DataFrame:
     for name, a, b in longruns.COMPARISONS:
         per_seed = (w[a] - w[b]).groupby(level=["length", "seed"]).mean()
         for length, x in per_seed.groupby(level="length"):
-            m, lo, hi = _interval(x)
-            rows.append({"comparison": name, "length": int(length), "gap": m, "lo": lo, "hi": hi, "seeds": len(x)})
+            m, lo, hi, n = mean_ci(x)
+            rows.append({"comparison": name, "length": int(length), "gap": m, "lo": lo, "hi": hi, "seeds": n})
     return pd.DataFrame(rows)
 
 

@@ -15,10 +15,10 @@ from dataclasses import dataclass
 import pandas as pd
 
 from ..report import values_ci
+from ..runs import followup
 from ..runs import regimeseeds as rs
 from ..runs.decisive import read_plan
 from ..runs.pilot import TIER
-from ..runs.store import run_key
 from . import check_shown
 from .common import check_cols
 from .evidence import page_records
@@ -135,10 +135,7 @@ def group_summary(table: pd.DataFrame) -> pd.DataFrame:
 
 def progress(root=None) -> tuple[int, int]:
     """(runs of P1c's registration committed in ``test/runs.parquet``, runs it registers)."""
-    want = {run_key(c) for c in rs.test_configs(root)}
-    path = rs.folder(root) / "test" / "runs.parquet"
-    have = set(pd.read_parquet(path, columns=["key"])["key"]) if path.exists() else set()
-    return len(want & have), len(want)
+    return followup.committed_count(rs.folder(root) / "test" / "runs.parquet", rs.test_configs(root))
 
 
 def status_sentence(root=None) -> str:

@@ -63,9 +63,19 @@ def committed_runs(where: Path) -> pd.DataFrame:
                        date=runs["date"].astype(str).str[:10])[cols]
 
 
+def committed_count(path: Path, configs) -> tuple[int, int]:
+    """(how many of ``configs`` are committed in ``path``, a stage's ``runs.parquet``; how many there are): a
+    follow-up's progress while it trains."""
+    want = {run_key(c) for c in configs}
+    path = Path(path)
+    have = set(pd.read_parquet(path, columns=["key"])["key"]) if path.exists() else set()
+    return len(want & have), len(want)
+
+
 def all_committed(path: Path, configs, what: str) -> pd.DataFrame:
     """The runs of ``configs`` committed in ``path`` (a stage's ``runs.parquet``), once every one is there; KeyError
-    (no evidence yet) before, saying how many are. ``what``: the follow-up's id, for the message."""
+    (no evidence yet) before, saying how many are (as :func:`committed_count` counts them, from the one read here).
+    ``what``: the follow-up's id, for the message."""
     want = {run_key(c) for c in configs}
     path = Path(path)
     runs = pd.read_parquet(path) if path.exists() else pd.DataFrame(columns=["key"])

@@ -428,25 +428,30 @@ def check_links(html_dir: str | os.PathLike, pages: Iterable[str] = ()) -> list[
 SITE_LIMIT = 25_000_000
 
 
-def site_bytes(html_dir: str | os.PathLike) -> int:
-    """The built site's weight: the sizes of every file under ``html_dir`` added up (links not followed)."""
+def _folder_bytes(html_dir: str | os.PathLike) -> dict[str, int]:
+    """{top-level entry of ``html_dir``: the sizes of the files under it added up} (links not followed)."""
     root = Path(html_dir)
     if not root.is_dir():
         raise FileNotFoundError(f"html_dir {os.fspath(html_dir)!r} is not a folder (build the book first)")
-    return sum(f.stat().st_size for f in root.rglob("*") if f.is_file() and not f.is_symlink())
+    out: dict[str, int] = {}
+    for f in root.rglob("*"):
+        if f.is_file() and not f.is_symlink():
+            top = f.relative_to(root).parts[0]
+            out[top] = out.get(top, 0) + f.stat().st_size
+    return out
+
+
+def site_bytes(html_dir: str | os.PathLike) -> int:
+    """The built site's weight: the sizes of every file under ``html_dir`` added up (links not followed)."""
+    return sum(_folder_bytes(html_dir).values())
 
 
 def site_problem(html_dir: str | os.PathLike, limit: int = SITE_LIMIT) -> str:
     """'' where the site weighs at most ``limit`` bytes, else what is wrong and its heaviest folders."""
-    total = site_bytes(html_dir)
+    by = _folder_bytes(html_dir)
+    total = sum(by.values())
     if total <= limit:
         return ""
-    root = Path(html_dir)
-    by = {}
-    for f in root.rglob("*"):
-        if f.is_file() and not f.is_symlink():
-            top = f.relative_to(root).parts[0]
-            by[top] = by.get(top, 0) + f.stat().st_size
     heavy = ", ".join(f"{k} {v:,}" for k, v in sorted(by.items(), key=lambda kv: -kv[1])[:3])
     return f"the site weighs {total:,} bytes, over the limit of {limit:,} (heaviest: {heavy})"
 
