@@ -303,3 +303,21 @@ def verdict_bullet(tier: str, root=None, res: dict | None = None) -> str:
     return (f"{head}; the pooled row a family alone, the losses Holm over {int(res['per']['m'].iloc[0])}): "
             f"(SEC + WD) − (none + WD) = {measures_text(p, 2, 'R@1 points', '', 't-test against 0')} → "
             f"**{p['verdict']}**: {meaning(p)}. Per loss: {per}.")
+
+
+def landing_sentence(tier: str, root=None, res: dict | None = None) -> str:
+    """The landing page's sentence once C4W is complete, in plain words and without the follow-up's id: SEC − none
+    under the authors' weight decay, pooled over the four losses, with its interval, seeds and what its registered
+    verdict means, beside the same gap without weight decay. '' on another tier or while its runs are missing."""
+    if not applies(tier):
+        return ""
+    if res is None:
+        try:
+            res = evidence(tier, root)
+        except KeyError:
+            return ""
+    p, m = res["pooled"].iloc[0], res["main_pooled"]
+    return (f"Against a baseline trained with the weight decay the authors use (chosen on held-out classes for each "
+            f"loss; a follow-up registered before its runs trained), SEC − none reads "
+            f"{ci_text(p['estimate'], p['ci_lo'], p['ci_hi'])} R@1 points ({n_text(p['n'])}), against "
+            f"{m['estimate']:+.2f} without weight decay. In the book's words, **{p['verdict']}**: {meaning(p)}.")

@@ -5,7 +5,7 @@ comparison's none, SEC and L2-reg arms at 20,250 iterations. This module joins i
 13,500-iteration twins (the decisive tier's ``main/`` runs) into the frame :func:`sec_lib.runs.longruns.family`
 reads, and words the result for the page: while the runs train, how many are committed; once all are, each
 comparison's change Δ with its interval, the gap at each length and the registered verdict; the page's table,
-figure and verdict bullet; and the landing page's sentence where the gap is still moving.
+figure and verdict bullet; and the landing page's sentence once it is complete.
 """
 from __future__ import annotations
 
@@ -235,20 +235,26 @@ def reading(root=None, res: dict | None = None) -> str:
 
 
 def landing_sentence(root=None, res: dict | None = None) -> str:
-    """The landing page's sentence where C4L is complete and its primary (SEC − none) reads *still moving*: the
-    13,500-iteration estimate is not the converged one, the 20,250-iteration gap with its interval beside it, the
-    primary test unchanged; '' otherwise."""
+    """The landing page's sentence once C4L is complete, by its primary (SEC − none)'s registered verdict, in plain
+    words and without the follow-up's id: *still moving*, that the 13,500-iteration estimate is not the converged one,
+    with the 20,250-iteration gap and its interval beside it and the primary test unchanged; *stable*, that the gap had
+    stopped moving, so the estimate stands; *undecided*, that the longer runs cannot tell. '' while runs are missing."""
     if res is None:
         if not ready(root):
             return ""
         res = results(root=root)
     primary = longruns.COMPARISONS[0][0]
     f, g = _row(res, primary)
-    if f["verdict"] != "still moving":
-        return ""
     base, long = g[longruns.BASE_LENGTH], g[longruns.LENGTH]
-    return (f"The {_n(longruns.BASE_LENGTH)}-iteration estimate is not the converged one: a follow-up registered "
-            f"before its runs trained the same comparison for {_n(longruns.LENGTH)} iterations, where {primary} reads "
-            f"{long['gap']:+.2f} R@1 points ({_ci(long['lo'], long['hi'])}; n = {int(f['seeds'])} seeds) against "
-            f"{base['gap']:+.2f} at {_n(longruns.BASE_LENGTH)}; the primary test stays as registered, at "
-            f"{_n(longruns.BASE_LENGTH)} iterations.")
+    lead = (f"a follow-up registered before its runs trained the same comparison for {_n(longruns.LENGTH)} "
+            f"iterations, where {primary} reads {long['gap']:+.2f} R@1 points ({_ci(long['lo'], long['hi'])}; "
+            f"n = {int(f['seeds'])} seeds) against {base['gap']:+.2f} at {_n(longruns.BASE_LENGTH)}")
+    change = f"Δ = {f['delta']:+.2f}, {_ci(f['lo'], f['hi'])}"
+    if f["verdict"] == "still moving":
+        return (f"The {_n(longruns.BASE_LENGTH)}-iteration estimate is not the converged one: {lead}; the primary test "
+                f"stays as registered, at {_n(longruns.BASE_LENGTH)} iterations.")
+    if f["verdict"] == "stable":
+        return (f"The {_n(longruns.BASE_LENGTH)}-iteration estimate is the converged one: {lead}. The gap had stopped "
+                f"moving ({change}, inside ±{longruns.MARGIN:g} points).")
+    return (f"Whether the {_n(longruns.BASE_LENGTH)}-iteration estimate is the converged one, longer runs cannot yet "
+            f"tell: {lead} ({change}, neither inside ±{longruns.MARGIN:g} points nor clearly beyond).")

@@ -20,7 +20,7 @@ from ..report import fmt_metric
 from ..report.claims import badge
 from ..runs import benchmarks
 from ..runs import experiments as ex
-from . import convergence_length, evidence, profile_param, scorecard
+from . import compare_weightdecay, convergence_length, evidence, profile_param, scorecard
 from .common import MAIN_SWEEP, equivalence_words, inconclusive_words, load, loss_noun, mde_text, order_rows
 from .gains import sec_gain, selected_eta_rows
 from .scorecard import count_words, followup_status, tiers_phrase
@@ -224,22 +224,33 @@ def plain_answer(profile: str = "cpu", root=None) -> str:
 
 
 def longer_runs_sentence(tier: str, root=None) -> str:
-    """Under the landing page's answer, where it reads the decisive tier: the registered follow-up's sentence when the
-    primary gap was still moving at 13,500 iterations (:func:`sec_lib.chapters.convergence_length.landing_sentence`:
-    the 20,250-iteration gap beside it); '' otherwise, and on any other tier (its runs are not the ones retrained)."""
+    """Under the landing page's answer, where it reads the decisive tier: once the registered follow-up on the gap's
+    convergence is complete, what it found (:func:`sec_lib.chapters.convergence_length.landing_sentence`: the
+    20,250-iteration gap beside the answer's, and whether the answer is the converged one); '' otherwise, and on any
+    other tier (its runs are not the ones retrained)."""
     return convergence_length.landing_sentence(root) if tier == convergence_length.TIER else ""
 
 
+def weight_decay_sentence(tier: str, root=None) -> str:
+    """Under the landing page's answer, where it reads the decisive tier: once the registered follow-up on the
+    authors' weight decay is complete, SEC − none over that baseline
+    (:func:`sec_lib.chapters.compare_weightdecay.landing_sentence`); '' otherwise."""
+    return compare_weightdecay.landing_sentence(tier, root)
+
+
 def followups_sentence(root=None) -> str:
-    """The registered follow-ups that test the headline, and how far their training is (until they are committed,
-    the answer above stands as the registered test gives it)."""
-    rows = [f for f in followup_status(root) if f["question"] == "C4"]
+    """The registered follow-ups that test the headline and are still training, with how far they are (until they are
+    committed, the answer above stands as the registered test gives it); '' once each is complete (its own sentence
+    then sits under the answer)."""
+    rows = [f for f in followup_status(root) if f["question"] == "C4" and not 0 < f["runs"] <= f["committed"]]
     if not rows:
         return ""
     each = "; ".join(f"{f['id']} ({f['readme']}): {f['committed']} of {f['runs']} runs committed"
                      for f in rows)
-    return (f"Two registered follow-ups test this estimate before the book leans on it further: {each}. Their "
-            "verdicts join the answer once all their runs are committed.")
+    which = "Two registered follow-ups test" if len(rows) == 2 else "A registered follow-up tests"
+    their = "Their verdicts join" if len(rows) == 2 else "Its verdict joins"
+    return (f"{which} this estimate before the book leans on it further: {each}. {their} the answer once all "
+            f"{'their' if len(rows) == 2 else 'its'} runs are committed.")
 
 
 def paper_sets(profile: str) -> tuple:

@@ -252,3 +252,26 @@ def test_the_page_cells_say_underway_while_the_runs_train():
     shown, values = _run_cells("decisive")
     assert values == [None] and shown[:2] == [c4w.INTRO, c4w.status_sentence()]
     assert "underway" in shown[-1] or "have not started" in shown[-1]
+
+
+def test_the_landing_sentence_gives_the_pooled_row_in_plain_words_once_complete(complete):
+    from sec_lib.chapters import home
+    runs, main = complete
+    est, lo, hi, _ = t_interval(per_seed(runs, "sec + WD", "none + WD"))
+    without = per_seed(main, "sec", "none").mean()
+    said = c4w.landing_sentence("decisive")
+    assert said.startswith("Against a baseline trained with the weight decay the authors use")
+    assert f"SEC − none reads {est:+.2f} (95% CI [{lo:+.2f}, {hi:+.2f}]) R@1 points (n = 5 seeds)" in said
+    assert f"against {without:+.2f} without weight decay" in said
+    verdict = c4w.evidence("decisive")["pooled"].iloc[0]["verdict"]
+    assert f"In the book's words, **{verdict}**: {c4w.meaning(c4w.evidence('decisive')['pooled'].iloc[0])}." in said
+    assert "C4W" not in said     # the landing page names no follow-up id
+    assert home.weight_decay_sentence("decisive") == said
+    assert c4w.landing_sentence("quick") == home.weight_decay_sentence("cpu") == ""
+
+
+def test_the_landing_sentence_is_empty_while_runs_are_missing():
+    try:
+        wd.test_runs()
+    except KeyError:
+        assert c4w.landing_sentence("decisive") == ""

@@ -117,19 +117,25 @@ def test_the_sentence_gives_each_comparisons_change_and_gaps_with_scipys_interva
     assert list(t["verdict"]) == list(fam["verdict"])
 
 
-def test_the_landing_sentence_speaks_only_where_the_primary_is_still_moving(tmp_path):
-    for case in ("stable", "undecided"):
-        assert L.landing_sentence(_repo(tmp_path / case, *CASES[case])) == ""
-    root = _repo(tmp_path / "moving", *CASES["still moving"])
-    g = _expected(root)["SEC − none"]
-    said = L.landing_sentence(root)
-    long, base = g[longruns.LENGTH], g[longruns.BASE_LENGTH]
-    assert said.startswith("The 13,500-iteration estimate is not the converged one")
-    assert f"reads {long[0]:+.2f} R@1 points (95% CI [{long[1]:+.2f}, {long[2]:+.2f}]; n = 5 seeds)" in said
-    assert f"against {base[0]:+.2f} at 13,500" in said and "the primary test stays as registered" in said
-    assert "C4L" not in said                                  # the landing page names no follow-up id
-    # SEC − L2-reg still moving while the primary is stable: nothing on the landing page
-    assert L.landing_sentence(_repo(tmp_path / "l2", 0.05, 0.04, l2_shift=-0.9)) == ""
+def test_the_landing_sentence_says_what_the_longer_runs_change_by_the_primarys_verdict(tmp_path):
+    opening = {"still moving": "The 13,500-iteration estimate is not the converged one",
+               "stable": "The 13,500-iteration estimate is the converged one",
+               "undecided": "Whether the 13,500-iteration estimate is the converged one, longer runs cannot yet tell"}
+    for case, start in opening.items():
+        root = _repo(tmp_path / case.replace(" ", "-"), *CASES[case])
+        g = _expected(root)["SEC − none"]
+        said = L.landing_sentence(root)
+        long, base = g[longruns.LENGTH], g[longruns.BASE_LENGTH]
+        assert said.startswith(start), said
+        assert f"reads {long[0]:+.2f} R@1 points (95% CI [{long[1]:+.2f}, {long[2]:+.2f}]; n = 5 seeds)" in said
+        assert f"against {base[0]:+.2f} at 13,500" in said
+        assert "C4L" not in said                                  # the landing page names no follow-up id
+        m, lo, hi = g["delta"]
+        assert (f"Δ = {m:+.2f}, 95% CI [{lo:+.2f}, {hi:+.2f}]" in said) == (case != "still moving")
+        assert ("the primary test stays as registered" in said) == (case == "still moving")
+    # SEC − L2-reg still moving while the primary is stable: the landing page reads the primary only
+    said = L.landing_sentence(_repo(tmp_path / "l2", 0.05, 0.04, l2_shift=-0.9))
+    assert said.startswith(opening["stable"]) and "L2" not in said
 
 
 def test_while_runs_are_missing_the_page_counts_them_and_has_no_verdict(tmp_path):

@@ -1,0 +1,45 @@
+"""The landing page's lines on the registered follow-ups that test its answer (sec_lib.chapters.home): while they
+train, one sentence counts the incomplete ones' committed runs; a complete one leaves it (its own sentence then sits
+under the answer); and the counts are the committed parquet files' rows."""
+import pandas as pd
+
+from sec_lib.chapters import home, scorecard
+from sec_lib.runs import longruns
+
+
+def _status(c4l, c4w, p1c=(0, 160)):
+    return [{"question": q, "id": i, "folder": f"data/followups/{i}/", "committed": k, "runs": n, "readme": f"{i}?"}
+            for q, i, (k, n) in (("C4", "C4L", c4l), ("C4", "C4W", c4w), ("P1", "P1c", p1c))]
+
+
+def test_the_sentence_counts_only_the_follow_ups_still_training(monkeypatch):
+    monkeypatch.setattr(home, "followup_status", lambda root=None: _status((42, 60), (0, 40)))
+    said = home.followups_sentence()
+    assert said.startswith("Two registered follow-ups test this estimate")
+    assert "C4L (C4L?): 42 of 60 runs committed; C4W (C4W?): 0 of 40 runs committed" in said
+    assert said.endswith("Their verdicts join the answer once all their runs are committed.")
+    assert "P1c" not in said                          # it follows up another question
+    monkeypatch.setattr(home, "followup_status", lambda root=None: _status((60, 60), (12, 40)))
+    said = home.followups_sentence()
+    assert said.startswith("A registered follow-up tests this estimate") and "C4L" not in said
+    assert "C4W (C4W?): 12 of 40 runs committed" in said and said.endswith("once all its runs are committed.")
+    monkeypatch.setattr(home, "followup_status", lambda root=None: _status((60, 60), (40, 40)))
+    assert home.followups_sentence() == ""
+    monkeypatch.setattr(home, "followup_status", lambda root=None: _status((60, 60), (0, 0)))
+    assert "C4W" in home.followups_sentence()         # a plan not yet known is not a complete one
+
+
+def test_the_status_counts_the_committed_runs_of_each_folder():
+    rows = {f["id"]: f for f in scorecard.followup_status()}
+    path = longruns.folder() / "test" / "runs.parquet"
+    have = len(pd.read_parquet(path, columns=["key"])) if path.exists() else 0
+    assert rows["C4L"]["committed"] == have and rows["C4L"]["runs"] == 60
+    assert rows["C4W"]["runs"] == 40 and rows["C4L"]["question"] == rows["C4W"]["question"] == "C4"
+
+
+def test_the_landing_notebook_shows_both_sentences_under_the_answer_and_the_count_below():
+    from pathlib import Path
+    nb = (Path(__file__).resolve().parents[2] / "notebooks" / "home.ipynb").read_text(encoding="utf-8")
+    answer, longer, wd, count = (nb.index(s) for s in ("home.answer_block(", "home.longer_runs_sentence(T)",
+                                                       "home.weight_decay_sentence(T)", "home.followups_sentence()"))
+    assert answer < longer < wd < count
