@@ -21,7 +21,8 @@ import pandas as pd
 from .. import report
 from ..figures.tables import csv_link, fold_columns
 from ..report.claims import FAMILY_RULE, anchor, estimate_source, sign_word
-from . import evidence, profile_param
+from ..runs import longruns
+from . import convergence_length, evidence, profile_param
 # The scorecard's records, tally and questions; their names are this page's too.
 from .scorecard import (FOLLOWUPS, GROUP_WORDS, GROUPS, QUESTIONS, QUICK_ONLY, answer_counts,  # noqa: F401
                         claims_frame, count_words, counted, counted_tiers, counts_sentence, decided, decisive_stands_in,
@@ -80,10 +81,30 @@ def _row_html(r: dict, head: bool) -> str:
             f'</summary>{detail}</details></td></tr>')
 
 
+def followup_state(f: dict, ids: set, root=None) -> str:
+    """A registered follow-up's state on the scorecard, as HTML (``f``: a row of :func:`followup_status`; ``ids``: the
+    scorecard's claim ids): while it trains, how many runs are committed; once all are, the row of the scorecard that
+    holds its verdict, or, for C4L (its verdict words are its own: stable, still moving, undecided), its primary's Δ
+    and verdict with a link to the convergence page."""
+    if not 0 < f["runs"] <= f["committed"]:
+        return f'{f["committed"]} of {f["runs"] or "its"} runs committed, no verdict until all are.'
+    done = f'all {f["runs"]} runs committed'
+    if f["id"] in ids:
+        return f'{done}; its verdict is its own row, <a href="#{anchor(f["id"])}">{f["id"]}</a>.'
+    if f["id"] == longruns.ID:
+        row = convergence_length.results(root=root)["family"].iloc[0]
+        return (f'{done}: {_html.escape(row["comparison"])} changes by Δ = {row["delta"]:+.2f} R@1 points from '
+                f'{longruns.BASE_LENGTH:,} to {longruns.LENGTH:,} iterations (95% CI [{row["lo"]:+.2f}, '
+                f'{row["hi"]:+.2f}]) → <b>{_html.escape(row["verdict"])}</b> (<a href="convergence.html">the '
+                f'convergence page</a>).')
+    return f'{done}; its verdict is on the page that owns its question.'
+
+
 def scorecard_html(table: pd.DataFrame, qs: pd.DataFrame | None = None, name: str = "claims", root=None) -> str:
     """The scorecard grouped by question: for each group of :data:`GROUPS` (holds, smaller, fails, undecided), its
     questions, each with the row that decides it (the claim's words visible) and the other rows folded beneath it,
-    and the registered follow-ups still training listed under the question they follow up; a CSV of every row."""
+    and the registered follow-ups listed under the question they follow up (:func:`followup_state`); a CSV of every
+    row."""
     qs = questions(table) if qs is None else qs
     rows = {r["claim"]: r for r in table.to_dict("records")}
     follow = {}
@@ -108,8 +129,8 @@ def scorecard_html(table: pd.DataFrame, qs: pd.DataFrame | None = None, name: st
                             f'</td></tr>')
             for f in follow.get(q["key"], []):
                 body.append(f'<tr><td></td><td colspan="{len(cols) - 1}"><small>Registered follow-up <b>{f["id"]}</b> '
-                            f'({_html.escape(f["folder"])}): {_html.escape(f["readme"])}; {f["committed"]} of '
-                            f'{f["runs"] or "its"} runs committed, no verdict until all are.</small></td></tr>')
+                            f'({_html.escape(f["folder"])}): {_html.escape(f["readme"])}; '
+                            f'{followup_state(f, set(rows), root)}</small></td></tr>')
         out.append(f'<h3 class="scorecard-group">{_html.escape(group[0].upper() + group[1:])} ({_group_count(sub)})'
                    '</h3>'
                    f'<table class="sec-table claims-scorecard"><thead><tr>{head}</tr></thead>'

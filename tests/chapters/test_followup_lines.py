@@ -1,6 +1,7 @@
-"""The landing page's lines on the registered follow-ups that test its answer (sec_lib.chapters.home): while they
-train, one sentence counts the incomplete ones' committed runs; a complete one leaves it (its own sentence then sits
-under the answer); and the counts are the committed parquet files' rows."""
+"""The lines that name the registered follow-ups outside their own sections: on the landing page
+(sec_lib.chapters.home), one sentence counts the committed runs of those still training, and a complete one leaves it
+(its own sentence then sits under the answer); on the scorecard (sec_lib.chapters.claims.followup_state), each says how
+far it is, then where its verdict is; the counts are the committed parquet files' rows."""
 import pandas as pd
 
 from sec_lib.chapters import home, scorecard
@@ -43,3 +44,21 @@ def test_the_landing_notebook_shows_both_sentences_under_the_answer_and_the_coun
     answer, longer, wd, count = (nb.index(s) for s in ("home.answer_block(", "home.longer_runs_sentence(T)",
                                                        "home.weight_decay_sentence(T)", "home.followups_sentence()"))
     assert answer < longer < wd < count
+
+
+def test_the_scorecard_line_counts_then_points_to_the_verdict(tmp_path, monkeypatch):
+    from sec_lib.chapters import claims
+    k = _status((42, 60), (0, 0), (160, 160))
+    assert claims.followup_state(k[0], set()) == "42 of 60 runs committed, no verdict until all are."
+    assert claims.followup_state(k[1], set()) == "0 of its runs committed, no verdict until all are."
+    assert claims.followup_state(k[2], {"P1c"}) == ('all 160 runs committed; its verdict is its own row, '
+                                                    '<a href="#claim-P1c">P1c</a>.')
+    assert claims.followup_state(k[2], set()) == "all 160 runs committed; its verdict is on the page that owns its question."
+    # C4L complete: its primary's Δ and registered verdict, from its own runs (hand-made, known to read "stable")
+    from test_convergence_length import CASES, _expected, _repo
+    root = _repo(tmp_path, *CASES["stable"])
+    m, lo, hi = _expected(root)["SEC − none"]["delta"]
+    said = claims.followup_state(_status((60, 60), (0, 40))[0], set(), root)
+    assert said == (f"all 60 runs committed: SEC − none changes by Δ = {m:+.2f} R@1 points from 13,500 to 20,250 "
+                    f"iterations (95% CI [{lo:+.2f}, {hi:+.2f}]) → <b>stable</b> (<a href=\"convergence.html\">the "
+                    "convergence page</a>).")
