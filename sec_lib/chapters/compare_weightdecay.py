@@ -321,3 +321,36 @@ def landing_sentence(tier: str, root=None, res: dict | None = None) -> str:
             f"loss; a follow-up registered before its runs trained), SEC − none reads "
             f"{ci_text(p['estimate'], p['ci_lo'], p['ci_hi'])} R@1 points ({n_text(p['n'])}), against "
             f"{m['estimate']:+.2f} without weight decay. In the book's words, **{p['verdict']}**: {meaning(p)}.")
+
+
+def brief_words(r) -> str:
+    """What a verdict row of (SEC + WD) − (none + WD) says, in a few words for the landing page's brief line."""
+    r = dict(r)
+    v = r["verdict"]
+    if v in ("reproduced", "larger than claimed", "smaller than claimed"):
+        return "SEC still adds to that baseline"
+    if v == "negligible":
+        return "a gain too small to matter"
+    if v == "not reproduced":
+        return "SEC lowers R@1 there" if np.isfinite(r["ci_hi"]) and r["ci_hi"] < 0 else "SEC adds nothing that matters there"
+    if v == "inconclusive":
+        return "these seeds cannot tell"
+    if v == "not testable offline":
+        return "there is no evidence"
+    raise ValueError(f"verdict {v!r} is not one of the book's; valid values: {', '.join(VERDICTS)}")
+
+
+def landing_brief(tier: str, root=None, res: dict | None = None) -> str:
+    """One short line under the landing page's answer once C4W is complete (the whole sentence,
+    :func:`landing_sentence`, sits below the figure): the pooled (SEC + WD) − (none + WD) with its interval, and what
+    its registered verdict says. '' on another tier or while its runs are missing."""
+    if not applies(tier):
+        return ""
+    if res is None:
+        try:
+            res = evidence(tier, root)
+        except KeyError:
+            return ""
+    p = res["pooled"].iloc[0]
+    return (f"Over the authors' weight decay, it reads {p['estimate']:+.2f} [{p['ci_lo']:+.2f}, {p['ci_hi']:+.2f}]: "
+            f"{brief_words(p)}.")

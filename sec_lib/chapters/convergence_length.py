@@ -20,7 +20,8 @@ from ..runs.config import run_key
 from ..runs.pilot import TIER
 
 __all__ = ["COLUMNS", "applies", "absent", "twin_runs", "long_runs", "joined", "progress", "ready", "gap_intervals",
-           "results", "table", "rule_text", "section", "figure", "caption", "reading", "landing_sentence"]
+           "results", "table", "rule_text", "section", "figure", "caption", "reading", "landing_sentence",
+           "landing_brief"]
 
 #: The columns of :func:`joined`: what :func:`sec_lib.runs.longruns.family` reads, and each run's key.
 COLUMNS = ["key", "loss", "arm", "seed", "length", "R@1"]
@@ -258,3 +259,24 @@ def landing_sentence(root=None, res: dict | None = None) -> str:
                 f"moving ({change}, inside ±{longruns.MARGIN:g} points).")
     return (f"Whether the {_n(longruns.BASE_LENGTH)}-iteration estimate is the converged one, longer runs cannot yet "
             f"tell: {lead} ({change}, neither inside ±{longruns.MARGIN:g} points nor clearly beyond).")
+
+
+#: What the landing page's brief line says of its answer's estimate, by the primary's registered verdict.
+BRIEF_WORDS = {"still moving": "not yet converged",
+               "stable": "it had stopped moving",
+               "undecided": "too uncertain to say whether it has converged"}
+
+
+def landing_brief(root=None, res: dict | None = None) -> str:
+    """One short line under the landing page's answer once C4L is complete (its first screen holds the answer and the
+    figure, so the whole sentence, :func:`landing_sentence`, sits below the figure): the primary's gap at
+    20,250 iterations with its interval, and what its registered verdict says of the answer's estimate. ''
+    while runs are missing."""
+    if res is None:
+        if not ready(root):
+            return ""
+        res = results(root=root)
+    f, g = _row(res, longruns.COMPARISONS[0][0])
+    long = g[longruns.LENGTH]
+    return (f"Trained 1.5 times as long, the gain reads {long['gap']:+.2f} [{long['lo']:+.2f}, {long['hi']:+.2f}]: "
+            f"{BRIEF_WORDS[f['verdict']]}.")

@@ -238,6 +238,15 @@ def weight_decay_sentence(tier: str, root=None) -> str:
     return compare_weightdecay.landing_sentence(tier, root)
 
 
+def followup_brief(tier: str, root=None) -> str:
+    """One short paragraph under the landing page's answer, on its first screen: what each complete follow-up that
+    tests the answer's estimate found, in a line each (:func:`sec_lib.chapters.convergence_length.landing_brief`,
+    :func:`sec_lib.chapters.compare_weightdecay.landing_brief`; their whole sentences sit below the figure). '' while
+    neither is complete, and on another tier than the decisive one."""
+    longer = convergence_length.landing_brief(root) if tier == convergence_length.TIER else ""
+    return " ".join(s for s in (longer, compare_weightdecay.landing_brief(tier, root)) if s)
+
+
 def followups_sentence(root=None) -> str:
     """The registered follow-ups that test the headline and are still training, with how far they are (until they are
     committed, the answer above stands as the registered test gives it); '' once each is complete (its own sentence

@@ -275,3 +275,22 @@ def test_the_landing_sentence_is_empty_while_runs_are_missing():
         wd.test_runs()
     except KeyError:
         assert c4w.landing_sentence("decisive") == ""
+
+
+def test_the_landing_brief_is_one_short_line_with_the_pooled_row(complete):
+    runs, _ = complete
+    est, lo, hi, _ = t_interval(per_seed(runs, "sec + WD", "none + WD"))
+    p = c4w.evidence("decisive")["pooled"].iloc[0]
+    said = c4w.landing_brief("decisive")
+    assert said == (f"Over the authors' weight decay, it reads {est:+.2f} [{lo:+.2f}, {hi:+.2f}]: "
+                    f"{c4w.brief_words(p)}.")
+    longest = max(len(said.replace(c4w.brief_words(p), w)) for w in ("SEC still adds to that baseline",
+                                                                       "SEC adds nothing that matters there"))
+    assert longest <= 110 and c4w.landing_brief("quick") == ""   # with C4L's, two lines at most on the first screen
+    words = {v: c4w.brief_words({"verdict": v, "ci_lo": -1.0, "ci_hi": 1.0})
+             for v in ("reproduced", "negligible", "not reproduced", "inconclusive")}
+    assert words == {"reproduced": "SEC still adds to that baseline", "negligible": "a gain too small to matter",
+                     "not reproduced": "SEC adds nothing that matters there", "inconclusive": "these seeds cannot tell"}
+    assert c4w.brief_words({"verdict": "not reproduced", "ci_lo": -1.0, "ci_hi": -0.2}) == "SEC lowers R@1 there"
+    with pytest.raises(ValueError, match="valid values"):
+        c4w.brief_words({"verdict": "maybe", "ci_lo": 0.0, "ci_hi": 1.0})

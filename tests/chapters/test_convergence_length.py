@@ -138,6 +138,17 @@ def test_the_landing_sentence_says_what_the_longer_runs_change_by_the_primarys_v
     assert said.startswith(opening["stable"]) and "L2" not in said
 
 
+def test_the_landing_brief_is_one_short_line_by_the_primarys_verdict(tmp_path):
+    for case in CASES:
+        root = _repo(tmp_path / case.replace(" ", "-"), *CASES[case])
+        long = _expected(root)["SEC − none"][longruns.LENGTH]
+        said = L.landing_brief(root)
+        assert said == (f"Trained 1.5 times as long, the gain reads {long[0]:+.2f} [{long[1]:+.2f}, {long[2]:+.2f}]: "
+                        f"{L.BRIEF_WORDS[case]}.")
+        assert len(said) <= 110                     # with C4W's, two lines at most on the first screen
+    assert L.landing_brief(_repo(tmp_path / "missing", *CASES["stable"], drop=1)) == ""
+
+
 def test_while_runs_are_missing_the_page_counts_them_and_has_no_verdict(tmp_path):
     root = _repo(tmp_path, *CASES["stable"], drop=1)
     assert L.progress(root) == (59, 60) and not L.ready(root)

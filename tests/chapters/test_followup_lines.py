@@ -38,12 +38,24 @@ def test_the_status_counts_the_committed_runs_of_each_folder():
     assert rows["C4W"]["runs"] == 40 and rows["C4L"]["question"] == rows["C4W"]["question"] == "C4"
 
 
-def test_the_landing_notebook_shows_both_sentences_under_the_answer_and_the_count_below():
+def test_the_landing_notebook_puts_the_brief_under_the_answer_and_the_sentences_below_the_figure():
     from pathlib import Path
     nb = (Path(__file__).resolve().parents[2] / "notebooks" / "home.ipynb").read_text(encoding="utf-8")
-    answer, longer, wd, count = (nb.index(s) for s in ("home.answer_block(", "home.longer_runs_sentence(T)",
-                                                       "home.weight_decay_sentence(T)", "home.followups_sentence()"))
-    assert answer < longer < wd < count
+    order = [nb.index(s) for s in ("home.answer_block(", "home.followup_brief(T)", "results.headline_figure(",
+                                   "home.answer_details(", "home.longer_runs_sentence(T)",
+                                   "home.weight_decay_sentence(T)", "home.followups_sentence()")]
+    assert order == sorted(order)
+
+
+def test_the_brief_joins_the_complete_follow_ups_lines_on_the_decisive_tier_only(monkeypatch):
+    from sec_lib.chapters import compare_weightdecay, convergence_length
+    monkeypatch.setattr(convergence_length, "landing_brief", lambda root=None: "Longer.")
+    monkeypatch.setattr(compare_weightdecay, "landing_brief",
+                        lambda tier, root=None: "Decayed." if tier == "decisive" else "")
+    assert home.followup_brief("decisive") == "Longer. Decayed."
+    assert home.followup_brief("cpu") == ""
+    monkeypatch.setattr(convergence_length, "landing_brief", lambda root=None: "")
+    assert home.followup_brief("decisive") == "Decayed."
 
 
 def test_the_scorecard_line_counts_then_points_to_the_verdict(tmp_path, monkeypatch):
