@@ -20,7 +20,8 @@ import json
 import numpy as np
 import pandas as pd
 
-from ..report import VERDICTS, paired_diff, pooled_diff
+from .. import reference
+from ..report import VERDICTS, paired_diff, pooled_diff, refine
 from ..runs import regimeseeds, selection
 from ..runs import weightdecay as wd
 from ..runs.pilot import TIER
@@ -182,7 +183,7 @@ def results(wd_runs: pd.DataFrame, main_runs: pd.DataFrame) -> dict:
         bad = sorted(set(frame["arm"]) - set(arms))
         if bad:
             raise ValueError(f"{name} has arms {bad}; valid values: {', '.join(arms)}")
-    fam = wd.families(wd_runs.assign(arm=wd_runs["arm"].map({"none + WD": "none", "sec + WD": "sec"})))
+    fam = sized(*wd.families(wd_runs.assign(arm=wd_runs["arm"].map({"none + WD": "none", "sec + WD": "sec"}))))
     both = pd.concat([wd_runs, main_runs], ignore_index=True)
     desc = pd.DataFrame([{"comparison": name, **{k: v for k, v in pooled_diff(both, "arm", a, b, "R@1").items()
                                                  if k in ("estimate", "ci_lo", "ci_hi", "n", "excluded")}}
@@ -194,6 +195,27 @@ def results(wd_runs: pd.DataFrame, main_runs: pd.DataFrame) -> dict:
             "eta": wd_runs[wd_runs["arm"] == "sec + WD"].groupby("loss")["eta"].first().to_dict(),
             "weight_decay": wd_runs.groupby("loss")["weight_decay"].first().to_dict(),
             "main_eta": main_runs[main_runs["arm"] == "sec"].groupby("loss")["eta"].first().to_dict()}
+
+
+def paper_gains(loss: str | None = None) -> list | None:
+    """The paper's Table 1 gains of SEC over none that a verdict is sized against: every loss's on its four datasets
+    for the pooled row (as claim C4's), ``loss``'s for its row (as C4a-d's); None where the reference is absent."""
+    try:
+        return reference.paper_gain_values("none", "sec", loss) or None
+    except (FileNotFoundError, KeyError):
+        return None
+
+
+def sized(pooled: pd.DataFrame, per: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The registered families' verdicts sized against the paper's gains, as the registration says ("the paper's
+    sizes are the book's") and as the scorecard sizes C4 and C4a-d: a *reproduced* whose whole interval lies below the
+    paper's smallest gain becomes *smaller than claimed* (above its largest, *larger than claimed*); every other
+    word stays (:func:`sec_lib.report.refine`)."""
+    def size(table, papers):
+        return table.assign(verdict=[refine(v, lo, hi, +1, paper) for v, lo, hi, paper in
+                                     zip(table["verdict"], table["ci_lo"], table["ci_hi"], papers)])
+    return (size(pooled, [paper_gains()] * len(pooled)),
+            size(per, [paper_gains(loss) for loss in per["loss"]]))
 
 
 def evidence(tier: str, root=None) -> dict:
@@ -214,13 +236,18 @@ def families_table(res: dict) -> pd.DataFrame:
     return out[["row", *cols]].rename(columns={"row": "(SEC + WD) − (none + WD), R@1"})
 
 
+#: How a signal's size against the paper's gains reads after "SEC adds ...", by its verdict word.
+SIZE_WORDS = {"reproduced": ", within the paper's range", "smaller than claimed": ", less than the paper reports",
+              "larger than claimed": ", more than the paper reports"}
+
+
 def meaning(r) -> str:
     """What a verdict row of (SEC + WD) − (none + WD) says in plain words (its ``verdict``, one of
     :data:`sec_lib.report.VERDICTS`, read with its interval and margin)."""
     r = dict(r)
     v, margin = r["verdict"], r.get("margin", np.nan)
-    if v in ("reproduced", "larger than claimed", "smaller than claimed"):
-        return "SEC adds to the weight-decayed baseline"
+    if v in SIZE_WORDS:
+        return f"SEC adds to the weight-decayed baseline{SIZE_WORDS[v]}"
     if v == "negligible":
         return f"SEC adds a gain under weight decay too small to matter (its interval inside ±{margin:g} points)"
     if v == "not reproduced":
@@ -327,8 +354,8 @@ def brief_words(r) -> str:
     """What a verdict row of (SEC + WD) − (none + WD) says, in a few words for the landing page's brief line."""
     r = dict(r)
     v = r["verdict"]
-    if v in ("reproduced", "larger than claimed", "smaller than claimed"):
-        return "SEC still adds to that baseline"
+    if v in SIZE_WORDS:
+        return f"SEC still adds{SIZE_WORDS[v]}"
     if v == "negligible":
         return "a gain too small to matter"
     if v == "not reproduced":
