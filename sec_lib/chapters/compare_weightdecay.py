@@ -22,6 +22,7 @@ import pandas as pd
 
 from .. import reference
 from ..report import VERDICTS, paired_diff, pooled_diff, refine
+from ..report.claims import Claim, from_row
 from ..runs import regimeseeds, selection
 from ..runs import weightdecay as wd
 from ..runs.pilot import TIER
@@ -381,3 +382,28 @@ def landing_brief(tier: str, root=None, res: dict | None = None) -> str:
     p = res["pooled"].iloc[0]
     return (f"Over the authors' weight decay, it reads {p['estimate']:+.2f} [{p['ci_lo']:+.2f}, {p['ci_hi']:+.2f}]: "
             f"{brief_words(p)}.")
+
+
+# ------------------------------------------------------------------------------ its claim on the scorecard
+
+def claim_estimate(ev) -> dict:
+    """C4W's estimate for the scorecard: the pooled (SEC + WD) − (none + WD) row of its first family, with its
+    verdict sized (:func:`evidence`), read once per evidence ``ev`` where the compare page shows the decisive tier.
+    KeyError (no evidence) on another tier, or while its choices or test runs are not all committed."""
+    ev.frames("compare")                        # the tier the page reads, named on the record
+    tier = ev.profile_of("compare")
+    return from_row(ev.derived("c4w_results", lambda: evidence(tier))["pooled"].iloc[0])
+
+
+#: C4W's claim, for ``compare.CLAIMS`` once its test runs are committed (a guard test asks for it then, not before:
+#: a claim without evidence would stand on the scorecard as "not testable offline").
+CLAIM = Claim(
+    id=wd.ID, claim="SEC improves R@1 over a baseline trained with the authors' weight decay",
+    source="the authors' code (Adam's weight decay, BatchNorm spared); a registered follow-up to C4v "
+           "(data/followups/weight-decay)",
+    measured="R@1 (SEC + WD) − (none + WD), the weight decay and SEC's η under it chosen per loss on held-out classes, "
+             "mean over the 4 losses per seed; a family of its own (the losses one by one: a Holm family of 4 on the "
+             "compare page)",
+    estimate=claim_estimate, expected_sign=+1, page="compare", family=wd.ID,
+    paper=lambda: reference.paper_mean_gain(), paper_size=lambda: reference.paper_gain_values(),
+    paper_size_text=lambda values: reference.paper_size_text(values))

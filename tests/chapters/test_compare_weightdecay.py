@@ -219,7 +219,7 @@ def test_c4w_joins_the_scorecard_with_its_committed_test_runs_not_before():
         committed = False
     ids = {c.id for c in compare.CLAIMS}
     if committed:
-        assert wd.ID in ids, "C4W's test runs are committed: add its Claim (family weightdecay.ID) to compare.CLAIMS"
+        assert wd.ID in ids, "C4W's test runs are committed: add compare_weightdecay.CLAIM to compare.CLAIMS"
     else:
         assert wd.ID not in ids
 
@@ -310,3 +310,18 @@ def test_the_landing_brief_is_one_short_line_with_the_pooled_row(complete):
     assert c4w.brief_words({"verdict": "not reproduced", "ci_lo": -1.0, "ci_hi": -0.2}) == "SEC lowers R@1 there"
     with pytest.raises(ValueError, match="valid values"):
         c4w.brief_words({"verdict": "maybe", "ci_lo": 0.0, "ci_hi": 1.0})
+
+
+def test_its_claim_decides_as_the_page_does_once_complete(complete):
+    """compare_weightdecay.CLAIM, decided by the scorecard's machinery (report.claims.decide), carries the page's
+    pooled row: its estimate, interval, p and sized verdict; on another tier it has no evidence."""
+    from sec_lib.chapters.evidence import Evidence
+    from sec_lib.report.claims import decide
+    pooled = c4w.evidence("decisive")["pooled"].iloc[0]
+    (rec,) = decide([c4w.CLAIM], Evidence.from_frames({"compare": None}, "decisive"))
+    assert rec.id == "C4W" and rec.page == "compare" and rec.m == 1
+    assert (rec.estimate, rec.ci_lo, rec.ci_hi, rec.p_adj) == pytest.approx(
+        (pooled["estimate"], pooled["ci_lo"], pooled["ci_hi"], pooled["p_adj"]))
+    assert rec.verdict == pooled["verdict"]
+    (none,) = decide([c4w.CLAIM], Evidence.from_frames({"compare": None}, "quick"))
+    assert none.verdict == "not testable offline" and "retrains the decisive tier" in none.note
