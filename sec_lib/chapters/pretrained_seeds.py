@@ -5,8 +5,8 @@ While its runs train, the page says how many are committed and what the register
 all are committed, the one-sided test on the new seeds (:func:`sec_lib.runs.regimeseeds.test`) in one sentence, with
 the earlier registered test on seeds 0-4 (P1's own record, which keeps its verdict) beside it, a per-seed table
 (:func:`seed_table`, drawn by :func:`sec_lib.figures.regime.seeds_figure`) and a bullet for the page's verdict. The
-follow-up retrains the decisive tier's runs, so another tier shows one line (:func:`absent_line`). Its claim joins the
-scorecard with its committed runs, not here. Not a page module: the pretrained page imports it."""
+follow-up retrains the decisive tier's runs, so another tier shows one line (:func:`absent_line`). Its claim
+(:data:`CLAIM`) joins the scorecard with its committed runs. Not a page module: the pretrained page imports it."""
 from __future__ import annotations
 
 import json
@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from ..report import values_ci
+from ..report.claims import Claim
 from ..runs import followup
 from ..runs import regimeseeds as rs
 from ..runs.decisive import read_plan
@@ -25,7 +26,7 @@ from .evidence import page_records
 
 __all__ = ["PARTS", "applies", "absent_line", "seeds_text", "labelled", "earlier_runs", "per_seed", "seed_table",
            "group_summary", "progress", "status_sentence", "result", "earlier", "result_sentence", "verdict_bullet",
-           "Section", "section"]
+           "Section", "section", "claim_estimate", "CLAIM"]
 
 #: The per-seed columns of :func:`per_seed`: SEC − none in each regime (mean over the losses) and their difference.
 PARTS = ("SEC − none, fine-tuned", "SEC − none, from scratch", "interaction")
@@ -245,3 +246,33 @@ def section(profile: str, ev, root=None) -> Section:
                                                                     root))
     old = earlier(ev)
     return Section(result_sentence(res, old), res["table"], res["groups"], verdict_bullet(res, old))
+
+
+def claim_estimate(ev) -> dict:
+    """P1c's estimate for the scorecard: the new seeds' pooled interaction with its 95% interval, the one-sided p
+    (a family of its own, so unadjusted), its one-sided detectable effect and, as its verdict, P1's reading of the
+    registered result (:data:`sec_lib.runs.regimeseeds.P1_READING`: *not reproduced* where the opposite direction is
+    confirmed, else *inconclusive*). Read once per evidence ``ev`` where the pretrained page shows the decisive tier;
+    KeyError (no evidence) on another tier or while its runs are not all committed."""
+    ev.frames("pretrained")                     # the tier the page reads, named on the record
+    profile = ev.profile_of("pretrained")
+    if not applies(profile):
+        raise KeyError(absent_line(profile))
+    res = ev.derived("p1c_result", result)
+    return {"estimate": res["estimate"], "ci_lo": res["lo"], "ci_hi": res["hi"], "n": res["seeds"],
+            "p_value": res["p_one_sided"], "p_adj": res["p_one_sided"], "m": 1, "mde": res["mde"],
+            "verdict": res["P1"],
+            "note": f"{rs.ID} is {res['verdict']} (one-sided t-test in the registered direction, below 0: SEC gains "
+                    f"less fine-tuned), so P1 reads {res['P1']} on these seeds"}
+
+
+#: P1c's claim, for ``pretrained.CLAIMS`` once its runs are committed (a guard test asks for it then, not before: a
+#: claim without evidence would stand on the scorecard as "not testable offline").
+CLAIM = Claim(
+    id=rs.ID, claim="SEC's R@1 effect is larger when fine-tuning a pretrained backbone than from scratch (P1), "
+                    "tested again on fresh seeds",
+    source="a registered follow-up to P1 (data/followups/regime-seeds)",
+    measured="R@1 (SEC − none fine-tuned) − (SEC − none from scratch), paired on seed, mean over the 4 main losses "
+             "per seed, on new seeds only; one-sided t-test in the direction observed on seeds 0-4 (below 0); a "
+             "family of its own",
+    expected_sign=+1, page="pretrained", family=rs.ID, estimate=claim_estimate)

@@ -175,3 +175,32 @@ def test_the_figure_draws_every_seed_and_both_groups_intervals_around_0(complete
     assert "(10 seeds)" in cap and "(5 seeds)" in cap and f"{groups['estimate'].iloc[1]:+.2f}" in cap
     with pytest.raises(ValueError, match="lacks groups"):
         regime_fig.seeds_figure(table, groups.iloc[:1])
+
+
+def test_its_claim_carries_p1s_reading_of_the_registered_result(complete):
+    """pretrained_seeds.CLAIM, decided by the scorecard's machinery, carries the new seeds' interval, the one-sided p
+    and P1's registered reading as its verdict; on another tier it has no evidence."""
+    from sec_lib.chapters.evidence import Evidence
+    from sec_lib.report.claims import decide
+    raw, verdict, reading = complete
+    x, lo, hi, p = independent(raw)
+    (rec,) = decide([ps.CLAIM], Evidence.from_frames({"pretrained": None}, "decisive"))
+    assert rec.id == "P1c" and rec.page == "pretrained" and rec.m == 1
+    assert (rec.estimate, rec.ci_lo, rec.ci_hi, rec.p_adj) == pytest.approx((x.mean(), lo, hi, p))
+    assert rec.verdict == reading and f"P1c is {verdict}" in rec.note
+    (none,) = decide([ps.CLAIM], Evidence.from_frames({"pretrained": None}, "cpu"))
+    assert none.verdict == "not testable offline"
+
+
+def test_p1c_joins_the_scorecard_with_its_committed_runs_not_before():
+    from sec_lib.chapters import pretrained
+    try:
+        rs.test_runs()
+        committed = True
+    except KeyError:
+        committed = False
+    ids = {c.id for c in pretrained.CLAIMS}
+    if committed:
+        assert rs.ID in ids, "P1c's runs are committed: add pretrained_seeds.CLAIM to pretrained.CLAIMS"
+    else:
+        assert rs.ID not in ids
