@@ -74,3 +74,21 @@ def test_the_scorecard_line_counts_then_points_to_the_verdict(tmp_path, monkeypa
     assert said == (f"all 60 runs committed: SEC − none changes by Δ = {m:+.2f} R@1 points from 13,500 to 20,250 "
                     f"iterations (95% CI [{lo:+.2f}, {hi:+.2f}]) → <b>stable</b> (<a href=\"convergence.html\">the "
                     "convergence page</a>).")
+
+
+def test_c4w_and_p1c_fold_beneath_the_tests_that_keep_their_verdicts():
+    """Once their claims are on the scorecard, C4W lies under the primary test's question and P1c under P1's, whose
+    registered tests still decide them; without them, P1 is the question it was (its own words)."""
+    def table(ids):
+        return pd.DataFrame([{"claim": i, "text": f"{i}'s words", "verdict": v, "tier": "decisive"}
+                             for i, v in ids])
+    statement = next(q for k, q, _, _ in scorecard.QUESTIONS if k == "P1")
+    from sec_lib.chapters import pretrained
+    assert statement == next(c.claim for c in pretrained.CLAIMS if c.id == "P1")
+    with_them = scorecard.questions(table([("C4v", "smaller than claimed"), ("C4W", "inconclusive"),
+                                           ("P1", "inconclusive"), ("P1c", "not reproduced")])).set_index("key")
+    assert with_them.loc["C4", "decides"] == "C4v" and with_them.loc["C4", "beneath"] == ["C4W"]
+    assert with_them.loc["P1", "decides"] == "P1" and with_them.loc["P1", "beneath"] == ["P1c"]
+    assert with_them.loc["P1", "question"] == statement and with_them.loc["P1", "group"] == "undecided"
+    without = scorecard.questions(table([("C4v", "smaller than claimed"), ("P1", "inconclusive")])).set_index("key")
+    assert without.loc["P1", "beneath"] == [] and without.loc["C4", "beneath"] == []
