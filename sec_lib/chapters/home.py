@@ -247,6 +247,33 @@ def followup_brief(tier: str, root=None) -> str:
     return " ".join(s for s in (longer, compare_weightdecay.landing_brief(tier, root)) if s)
 
 
+#: The README's words for each follow-up that tests the answer, while it trains.
+README_TRAINING = {"C4L": "the longer runs", "C4W": "the weight-decay runs"}
+
+
+def readme_followups(root=None) -> str:
+    """The README's paragraph under its answer, on the tier the landing page reads (``tools/readme_answer.py``
+    writes it; a test keeps it in step): which registered follow-ups test the answer, what the complete ones found
+    (:func:`followup_brief`, the landing page's own line) and which still train. No run counts, so that committing
+    a run changes it only when a follow-up completes."""
+    tier = evidence.page_evidence("home", "cpu", root).profile
+    out = ("Two follow-ups, registered before any of their runs, test this answer: the same runs 1.5× longer, and the "
+           "authors' weight decay in the baseline; a third retests the fine-tuning regime's hint on fresh seeds "
+           "(`data/followups/`).")
+    found = followup_brief(tier, root)
+    training = [README_TRAINING[f["id"]] for f in followup_status(root)
+                if f["id"] in README_TRAINING and not 0 < f["runs"] <= f["committed"]]
+    if not found:
+        return out + (" They are training; the landing page says how far, and their verdicts join the answer once all "
+                      "their runs are committed.")
+    out += f" What they found: {found}"
+    if training:
+        out += (f" {' and '.join(training).capitalize()} still train; the landing page says how far, and "
+                f"{'their verdicts join' if len(training) > 1 else 'its verdict joins'} the answer once all of them "
+                "are committed.")
+    return out
+
+
 def followups_sentence(root=None) -> str:
     """The registered follow-ups that test the headline and are still training, with how far they are (until they are
     committed, the answer above stands as the registered test gives it); '' once each is complete (its own sentence

@@ -29,3 +29,30 @@ def test_the_answer_block_is_required_and_rewrapped(tmp_path):
     new = ra.BLOCK.sub(lambda m: m.group(1) + ra.wrap("word " * 40, width=30) + m.group(3), text)
     assert ra.readme_answer(new) == " ".join(["word"] * 40)
     assert max(len(line) for line in new.splitlines()) <= 30
+
+
+def test_the_readme_follow_ups_paragraph_is_the_computed_one():
+    written = ra.readme_followups((ROOT / "README.md").read_text(encoding="utf-8"))
+    assert written == ra.computed_followups(), ("the README's follow-ups paragraph is stale (a follow-up completed?): "
+                                                "run python tools/readme_answer.py --write")
+
+
+def test_the_follow_ups_paragraph_says_what_the_complete_ones_found_and_which_still_train(monkeypatch):
+    from sec_lib.chapters import home
+    status = lambda done: [{"id": i, "question": q, "committed": 9 if i in done else 1, "runs": 9}   # noqa: E731
+                           for i, q in (("C4L", "C4"), ("C4W", "C4"), ("P1c", "P1"))]
+    monkeypatch.setattr(home, "followup_status", lambda root=None: status(()))
+    monkeypatch.setattr(home, "followup_brief", lambda tier, root=None: "")
+    said = home.readme_followups()
+    assert said.endswith("They are training; the landing page says how far, and their verdicts join the answer once "
+                         "all their runs are committed.")
+    monkeypatch.setattr(home, "followup_status", lambda root=None: status(("C4L",)))
+    monkeypatch.setattr(home, "followup_brief", lambda tier, root=None: "Trained 1.5 times as long, it reads +1.")
+    said = home.readme_followups()
+    assert "What they found: Trained 1.5 times as long, it reads +1. The weight-decay runs still train;" in said
+    assert "its verdict joins the answer" in said and "committed" not in said.split("still train")[0][-30:]
+    monkeypatch.setattr(home, "followup_status", lambda root=None: status(("C4L", "C4W")))
+    said = home.readme_followups()
+    assert said.endswith("What they found: Trained 1.5 times as long, it reads +1.")       # nothing left training
+    with pytest.raises(ValueError, match="no <!-- followups -->"):
+        ra.readme_followups("# a README without the block\n")
