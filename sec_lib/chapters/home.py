@@ -224,7 +224,7 @@ def plain_answer(profile: str = "cpu", root=None) -> str:
 
 
 def longer_runs_sentence(tier: str, root=None) -> str:
-    """Under the landing page's answer, where it reads the decisive tier: once the registered follow-up on the gap's
+    """Below the landing page's figure, where it reads the decisive tier: once the registered follow-up on the gap's
     convergence is complete, what it found (:func:`sec_lib.chapters.convergence_length.landing_sentence`: the
     20,250-iteration gap beside the answer's, and whether the answer is the converged one); '' otherwise, and on any
     other tier (its runs are not the ones retrained)."""
@@ -232,7 +232,7 @@ def longer_runs_sentence(tier: str, root=None) -> str:
 
 
 def weight_decay_sentence(tier: str, root=None) -> str:
-    """Under the landing page's answer, where it reads the decisive tier: once the registered follow-up on the
+    """Below the landing page's figure, where it reads the decisive tier: once the registered follow-up on the
     authors' weight decay is complete, SEC − none over that baseline
     (:func:`sec_lib.chapters.compare_weightdecay.landing_sentence`); '' otherwise."""
     return compare_weightdecay.landing_sentence(tier, root)
@@ -276,8 +276,8 @@ def readme_followups(root=None) -> str:
 
 def followups_sentence(root=None) -> str:
     """The registered follow-ups that test the headline and are still training, with how far they are (until they are
-    committed, the answer above stands as the registered test gives it); '' once each is complete (its own sentence
-    then sits under the answer)."""
+    committed, the answer above stands as the registered test gives it); '' once each is complete (its line then
+    sits under the answer, :func:`followup_brief`, and its sentence below the figure)."""
     rows = [f for f in followup_status(root) if f["question"] == "C4" and not 0 < f["runs"] <= f["committed"]]
     if not rows:
         return ""
