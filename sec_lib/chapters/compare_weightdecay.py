@@ -351,12 +351,17 @@ def landing_sentence(tier: str, root=None, res: dict | None = None) -> str:
             f"{m['estimate']:+.2f} without weight decay. In the book's words, **{p['verdict']}**: {meaning(p)}.")
 
 
+#: The brief line's words for a signal, by its size against the paper's gains.
+BRIEF_SIZE = {"reproduced": "still a gain, in the paper's range", "smaller than claimed": "still a gain, smaller than "
+              "the paper's", "larger than claimed": "still a gain, larger than the paper's"}
+
+
 def brief_words(r) -> str:
     """What a verdict row of (SEC + WD) − (none + WD) says, in a few words for the landing page's brief line."""
     r = dict(r)
     v = r["verdict"]
-    if v in SIZE_WORDS:
-        return f"SEC still adds{SIZE_WORDS[v]}"
+    if v in BRIEF_SIZE:
+        return BRIEF_SIZE[v]
     if v == "negligible":
         return "a gain too small to matter"
     if v == "not reproduced":
@@ -380,7 +385,7 @@ def landing_brief(tier: str, root=None, res: dict | None = None) -> str:
         except KeyError:
             return ""
     p = res["pooled"].iloc[0]
-    return (f"Over the authors' weight decay, it reads {p['estimate']:+.2f} [{p['ci_lo']:+.2f}, {p['ci_hi']:+.2f}]: "
+    return (f"Over the authors' weight decay, SEC's gain reads {p['estimate']:+.2f} [{p['ci_lo']:+.2f}, {p['ci_hi']:+.2f}]: "
             f"{brief_words(p)}.")
 
 

@@ -264,7 +264,7 @@ def landing_sentence(root=None, res: dict | None = None) -> str:
 #: What the landing page's brief line says of its answer's estimate, by the primary's registered verdict.
 BRIEF_WORDS = {"still moving": "not yet converged",
                "stable": "it had stopped moving",
-               "undecided": "too uncertain to say whether it has converged"}
+               "undecided": "too uncertain to say if it has converged"}
 
 
 def landing_brief(root=None, res: dict | None = None) -> str:
@@ -278,5 +278,5 @@ def landing_brief(root=None, res: dict | None = None) -> str:
         res = results(root=root)
     f, g = _row(res, longruns.COMPARISONS[0][0])
     long = g[longruns.LENGTH]
-    return (f"Trained 1.5 times as long, the gain reads {long['gap']:+.2f} [{long['lo']:+.2f}, {long['hi']:+.2f}]: "
+    return (f"Trained 1.5 times as long, SEC's gain reads {long['gap']:+.2f} [{long['lo']:+.2f}, {long['hi']:+.2f}]: "
             f"{BRIEF_WORDS[f['verdict']]}.")

@@ -298,14 +298,14 @@ def test_the_landing_brief_is_one_short_line_with_the_pooled_row(complete):
     est, lo, hi, _ = t_interval(per_seed(runs, "sec + WD", "none + WD"))
     p = c4w.evidence("decisive")["pooled"].iloc[0]
     said = c4w.landing_brief("decisive")
-    assert said == (f"Over the authors' weight decay, it reads {est:+.2f} [{lo:+.2f}, {hi:+.2f}]: "
+    assert said == (f"Over the authors' weight decay, SEC's gain reads {est:+.2f} [{lo:+.2f}, {hi:+.2f}]: "
                     f"{c4w.brief_words(p)}.")
-    longest = max(len(said.replace(c4w.brief_words(p), w)) for w in ("SEC still adds, less than the paper reports",
+    longest = max(len(said.replace(c4w.brief_words(p), w)) for w in ("still a gain, smaller than the paper's",
                                                                        "SEC adds nothing that matters there"))
     assert longest <= 110 and c4w.landing_brief("quick") == ""   # with C4L's, two lines at most on the first screen
     words = {v: c4w.brief_words({"verdict": v, "ci_lo": -1.0, "ci_hi": 1.0})
              for v in ("reproduced", "negligible", "not reproduced", "inconclusive")}
-    assert words == {"reproduced": "SEC still adds, within the paper's range", "negligible": "a gain too small to matter",
+    assert words == {"reproduced": "still a gain, in the paper's range", "negligible": "a gain too small to matter",
                      "not reproduced": "SEC adds nothing that matters there", "inconclusive": "these seeds cannot tell"}
     assert c4w.brief_words({"verdict": "not reproduced", "ci_lo": -1.0, "ci_hi": -0.2}) == "SEC lowers R@1 there"
     with pytest.raises(ValueError, match="valid values"):

@@ -143,7 +143,7 @@ def test_the_landing_brief_is_one_short_line_by_the_primarys_verdict(tmp_path):
         root = _repo(tmp_path / case.replace(" ", "-"), *CASES[case])
         long = _expected(root)["SEC − none"][longruns.LENGTH]
         said = L.landing_brief(root)
-        assert said == (f"Trained 1.5 times as long, the gain reads {long[0]:+.2f} [{long[1]:+.2f}, {long[2]:+.2f}]: "
+        assert said == (f"Trained 1.5 times as long, SEC's gain reads {long[0]:+.2f} [{long[1]:+.2f}, {long[2]:+.2f}]: "
                         f"{L.BRIEF_WORDS[case]}.")
         assert len(said) <= 110                     # with C4W's, two lines at most on the first screen
     assert L.landing_brief(_repo(tmp_path / "missing", *CASES["stable"], drop=1)) == ""
