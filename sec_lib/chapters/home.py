@@ -266,11 +266,11 @@ def readme_followups(root=None) -> str:
     if not found:
         return out + (" They are training; the landing page says how far, and their verdicts join the answer once all "
                       "their runs are committed.")
-    out += f" What they found: {found}"
+    out += f" What they found: {found[:1].lower()}{found[1:]}"
     if training:
         out += (f" {' and '.join(training).capitalize()} still train; the landing page says how far, and "
-                f"{'their verdicts join' if len(training) > 1 else 'its verdict joins'} the answer once all of them "
-                "are committed.")
+                f"{'their verdicts join' if len(training) > 1 else 'its verdict joins'} the answer once all "
+                f"{'their' if len(training) > 1 else 'its'} runs are committed.")
     return out
 
 

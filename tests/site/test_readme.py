@@ -49,10 +49,10 @@ def test_the_follow_ups_paragraph_says_what_the_complete_ones_found_and_which_st
     monkeypatch.setattr(home, "followup_status", lambda root=None: status(("C4L",)))
     monkeypatch.setattr(home, "followup_brief", lambda tier, root=None: "Trained 1.5 times as long, it reads +1.")
     said = home.readme_followups()
-    assert "What they found: Trained 1.5 times as long, it reads +1. The weight-decay runs still train;" in said
-    assert "its verdict joins the answer" in said and "committed" not in said.split("still train")[0][-30:]
+    assert "What they found: trained 1.5 times as long, it reads +1. The weight-decay runs still train;" in said
+    assert said.endswith("its verdict joins the answer once all its runs are committed.")
     monkeypatch.setattr(home, "followup_status", lambda root=None: status(("C4L", "C4W")))
     said = home.readme_followups()
-    assert said.endswith("What they found: Trained 1.5 times as long, it reads +1.")       # nothing left training
+    assert said.endswith("What they found: trained 1.5 times as long, it reads +1.")       # nothing left training
     with pytest.raises(ValueError, match="no <!-- followups -->"):
         ra.readme_followups("# a README without the block\n")
