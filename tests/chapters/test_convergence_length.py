@@ -260,3 +260,12 @@ def test_the_compare_page_links_the_page_that_owns_the_question():
     cell = next(c for c in nb.cells if "COMPARE_POINTER" in c.source)   # shown where the page reads the decisive tier
     assert "if convergence_length.TIER == T:" in cell.source
     assert "[the convergence page](convergence.html)" in L.COMPARE_POINTER and "20,250 iterations" in L.COMPARE_POINTER
+
+
+def test_the_table_folds_the_gaps_beneath_the_delta_columns_so_that_it_fits(tmp_path):
+    from sec_lib.figures.tables import FOLDED_ATTR, KEY_COLUMNS_ATTR
+    t = L.table(L.results(root=_repo(tmp_path, *CASES["stable"])))
+    assert t.attrs[KEY_COLUMNS_ATTR] == ["comparison"]
+    (cols,) = t.attrs[FOLDED_ATTR].values()
+    assert cols == ["gap at 13,500", "lo (13,500)", "hi (13,500)", "gap at 20,250", "lo (20,250)", "hi (20,250)"]
+    assert {"Δ", "Δ lo", "Δ hi", "verdict", *cols} <= set(t.columns)       # the frame (and its CSV) keeps them all
