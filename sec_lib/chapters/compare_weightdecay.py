@@ -333,17 +333,26 @@ def verdict_bullet(tier: str, root=None, res: dict | None = None) -> str:
             f"**{p['verdict']}**: {meaning(p)}. Per loss: {per}.")
 
 
+def _complete(tier: str, root=None, res: dict | None = None) -> dict | None:
+    """``res``, else :func:`evidence` of the committed runs; None on another tier or while C4W is incomplete (the
+    landing page's lines then say nothing)."""
+    if not applies(tier):
+        return None
+    if res is not None:
+        return res
+    try:
+        return evidence(tier, root)
+    except KeyError:
+        return None
+
+
 def landing_sentence(tier: str, root=None, res: dict | None = None) -> str:
     """The landing page's sentence once C4W is complete, in plain words and without the follow-up's id: SEC − none
     under the authors' weight decay, pooled over the four losses, with its interval, seeds and what its registered
     verdict means, beside the same gap without weight decay. '' on another tier or while its runs are missing."""
-    if not applies(tier):
-        return ""
+    res = _complete(tier, root, res)
     if res is None:
-        try:
-            res = evidence(tier, root)
-        except KeyError:
-            return ""
+        return ""
     p, m = res["pooled"].iloc[0], res["main_pooled"]
     return (f"Against a baseline trained with the weight decay the authors use (chosen on held-out classes for each "
             f"loss; a follow-up registered before its runs trained), SEC − none reads "
@@ -377,13 +386,9 @@ def landing_brief(tier: str, root=None, res: dict | None = None) -> str:
     """One short line under the landing page's answer once C4W is complete (the whole sentence,
     :func:`landing_sentence`, sits below the figure): the pooled (SEC + WD) − (none + WD) with its interval, and what
     its registered verdict says. '' on another tier or while its runs are missing."""
-    if not applies(tier):
-        return ""
+    res = _complete(tier, root, res)
     if res is None:
-        try:
-            res = evidence(tier, root)
-        except KeyError:
-            return ""
+        return ""
     p = res["pooled"].iloc[0]
     return (f"Over the authors' weight decay, SEC's gain reads {p['estimate']:+.2f} [{p['ci_lo']:+.2f}, {p['ci_hi']:+.2f}]: "
             f"{brief_words(p)}.")
