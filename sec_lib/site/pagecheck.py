@@ -51,8 +51,8 @@ from .pagereport import ANSWER_WIDTH, PHONE_WIDTH, WIDTHS, Overflow, PageReport,
 
 __all__ = [
     "LOCAL_SCHEMES", "CHROMIUM_ARGS", "ENV_CHROMIUM", "WIDTHS", "PHONE_WIDTH", "WIDGET_VIEW_MIME",
-    "WIDGET_STATE_MIME", "CONTROL_MODELS", "SITE_LIMIT", "site_bytes", "site_problem", "find_chromium", "Browser",
-    "SliderResult", "Overflow", "PageReport", "check_page", "check_book", "list_pages", "format_table", "main",
+    "WIDGET_STATE_MIME", "CONTROL_MODELS", "SITE_LIMIT", "site_bytes", "site_problem", "check_tex", "find_chromium",
+    "Browser", "SliderResult", "Overflow", "PageReport", "check_page", "check_book", "list_pages", "format_table", "main",
 ]
 
 #: URL schemes that stay on this machine.
@@ -424,6 +424,25 @@ def check_links(html_dir: str | os.PathLike, pages: Iterable[str] = ()) -> list[
     return broken
 
 
+#: TeX shown as text: a $…$ span with a control word in it, left in a page's text (code and scripts removed).
+_RAW_TEX = re.compile(r"\$[^$\n]{0,300}?\\[A-Za-z]+[^$\n]{0,300}?\$")
+_NOT_TEXT = re.compile(r"(?is)<(script|style|pre|code|textarea)\b.*?</\1\s*>")
+
+
+def check_tex(html_dir: str | os.PathLike, pages: Iterable[str] = ()) -> list[str]:
+    """Every formula the built book shows as raw TeX, as 'page: $…$'. A page's Markdown cells go through MyST's
+    dollarmath, so their $…$ become typeset math; a Markdown *output* (``display(Markdown(...))``) is read as
+    CommonMark unless its notebook asks for MyST (``mystnb: render_markdown_format: myst`` in its metadata), and
+    then its $…$ stay text. Code, scripts and styles are not text. Reads the HTML files; needs no browser."""
+    root = Path(html_dir)
+    found = []
+    for page in list(pages) or list_pages(root):
+        text = _NOT_TEXT.sub(" ", (root / page).read_text(encoding="utf-8", errors="replace"))
+        text = html.unescape(re.sub(r"<[^>]+>", "", text))
+        found += [f"{page}: {m.group(0)[:80]}" for m in _RAW_TEX.finditer(text)]
+    return found
+
+
 #: The most bytes the built site may weigh, all its files together (issue #61: 25 MB).
 SITE_LIMIT = 25_000_000
 
@@ -499,11 +518,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(format_table(reports))
     broken = check_links(args.html_dir, args.pages)
     print(f"\nlinks: {len(broken)} broken" + "".join(f"\n  {b}" for b in broken[:40]))
+    tex = check_tex(args.html_dir, args.pages)
+    print(f"raw TeX: {len(tex)} formulas shown as text" + "".join(f"\n  {t}" for t in tex[:40]))
     heavy = "" if args.pages else site_problem(args.html_dir, args.max_site_bytes)
     if not args.pages:
         print(f"site: {site_bytes(args.html_dir):,} bytes (limit {args.max_site_bytes:,})"
               + (f": {heavy}" if heavy else ""))
-    return 0 if all(r.ok for r in reports) and not broken and not heavy else 1
+    return 0 if all(r.ok for r in reports) and not broken and not tex and not heavy else 1
 
 
 if __name__ == "__main__":

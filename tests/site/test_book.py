@@ -72,6 +72,9 @@ def test_smoke_book_builds_with_warnings_as_errors(smoke_html):
         assert (smoke_html / "book" / f"{md}.html").exists()
     # weight: no copies of the sources, and the whole site under 25 MB
     assert not (smoke_html / "_sources").exists()
+    # every formula typeset: no page shows its TeX as text (a Markdown output read as CommonMark, theory's notes)
+    from sec_lib.site.pagecheck import check_tex
+    assert check_tex(smoke_html) == []
     size = sum(p.stat().st_size for p in smoke_html.rglob("*") if p.is_file())
     assert size < 25e6, f"the site is {size / 1e6:.1f} MB"
     # the runs page links its downloads as files the site serves, instead of carrying them in data: URIs

@@ -497,6 +497,22 @@ def test_links_within_the_book_must_reach_a_file_and_its_anchor(tmp_path):
 
 
 
+def test_tex_shown_as_text_is_found_and_typeset_math_code_and_scripts_are_not(tmp_path):
+    """A $…$ with a control word left in a page's text is raw TeX (a Markdown output read as CommonMark); typeset
+    math (MathJax's \\(…\\) in a math span), code, scripts and a price are not."""
+    (tmp_path / "nb").mkdir()
+    (tmp_path / "nb" / "t.html").write_text(
+        '<p>The vector form $\\lVert g(f)\\rVert = 1$ holds.</p>'
+        '<p><span class="math">\\(\\lVert f\\rVert\\)</span> is typeset; it costs $5 and $6.</p>'
+        '<pre>x = "$\\alpha$"</pre><code>$\\beta$</code>'
+        '<script type="application/vnd.jupyter.widget-state+json">{"a": "$\\gamma$"}</script>'
+        '<p>$\\tan\\Delta\\theta$ on &#36;\\lVert f\\rVert$</p>', encoding="utf-8")
+    (tmp_path / "index.html").write_text("<p>no formula</p>", encoding="utf-8")
+    assert pagecheck.check_tex(tmp_path) == ["nb/t.html: $\\lVert g(f)\\rVert = 1$", "nb/t.html: $\\tan\\Delta\\theta$",
+                                             "nb/t.html: $\\lVert f\\rVert$"]
+    assert pagecheck.check_tex(tmp_path, ["index.html"]) == []
+
+
 def test_the_site_weight_is_every_file_added_up_and_fails_over_the_limit(tmp_path):
     site = tmp_path / "html"
     (site / "_static").mkdir(parents=True)
