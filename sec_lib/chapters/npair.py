@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from .. import reference
 from ..runs import experiments as ex
 from . import profile_param
 from ..report.claims import Claim, derived_family
@@ -18,7 +19,7 @@ from . import review
 from ..figures import results as results_fig
 from .common import record_row
 from .evidence import claim_records
-from .gains import other_tier_sentence
+from .gains import other_tier_sentence, paper_sizes, sized_verdicts
 from .review import family_rows, row_claim, sec_rows, verdict_sentence, wide_means
 
 #: The notebook's parameters (checked by ``sec_lib.params.notebook_params``).
@@ -45,8 +46,10 @@ def readings_table() -> pd.DataFrame:
 
 
 def verdict_rows(runs: pd.DataFrame) -> pd.DataFrame:
-    """SEC − none of R@1 per variant, one Holm family."""
-    return family_rows([sec_rows(runs, "R@1", LOSSES)], FAMILY)
+    """SEC − none of R@1 per variant, one Holm family; the normalized N-pair loss, the paper's own (NNP in its Table
+    1), sized against the paper's gains for it (:func:`~sec_lib.chapters.gains.sized_verdicts`)."""
+    rows = family_rows([sec_rows(runs, "R@1", LOSSES)], FAMILY)
+    return rows.assign(verdict=sized_verdicts(rows, variant="sec"))
 
 
 def table(runs: pd.DataFrame) -> pd.DataFrame:
@@ -135,7 +138,9 @@ CLAIMS = [
           expected_sign=+1, page="npair", estimate=row_claim(page_family, loss="npair_ip")),
     Claim(id="Q11c", claim="SEC helps the normalized N-pair loss (reviewer's reading; paper Eq. 3) at the selected η",
           source="review (reviewer 3); paper Table 1", measured="R@1 SEC (η chosen on held-out classes) − none, npair",
-          expected_sign=+1, page="npair", estimate=row_claim(page_family, loss="npair")),
+          expected_sign=+1, page="npair", estimate=row_claim(page_family, loss="npair"),
+          paper=lambda: reference.paper_loss_gains_text("npair"), paper_size=lambda: paper_sizes("npair", "sec"),
+          paper_size_text=lambda values: reference.paper_size_text(values)),
 ]
 
 

@@ -221,7 +221,7 @@ def test_the_scorecard_counts_questions_once_with_their_rows_beneath():
         "holds": 2, "holds in direction, smaller than the paper's": 1, "fails": 3, "undecided": 1}   # Q10 apart
     s = claims.questions_sentence(claims.questions(table), table)
     assert "7 in all: **2** hold, **1** holds in direction but is smaller than the paper's, **3** fail, **1** is " \
-           "undecided" in s and "17 rows lie beneath them" in s and "which the paper never claimed" in s
+           "undecided" in s and "17 rows lie beneath them" in s and "on which the paper made no claim" in s
 
 
 def test_the_scale_page_names_the_contrasts_whose_losses_differ():
@@ -256,3 +256,48 @@ def test_the_landing_first_screen_answers_in_plain_words_and_the_claims_follow_b
     assert "data-claim" not in block and 'is <span data-verdict="smaller than claimed">real but smaller' in block
     details = home.answer_details(e)                                                # below the figure
     assert "(claim C5v, <i>not reproduced</i>" in details and 'data-claim="C4v"' in details
+
+
+def test_a_gains_tables_reproduced_r1_rows_are_sized_against_the_papers_gains_for_their_loss_and_arm():
+    """The compare page's tables say what the scorecard says: a per-loss R@1 signal wholly below the paper's smallest
+    Table 1 gain for that loss and arm reads *smaller than claimed*; a row that reaches the paper's range, another
+    metric, a loss or baseline the paper does not report, and the other words stay."""
+    from sec_lib import reference
+    from sec_lib.chapters import gains
+    assert gains.paper_sizes("triplet", "sec") == reference.paper_gain_values("none", "sec", "triplet")
+    assert gains.paper_sizes("npair", "sec, selected η") == gains.paper_sizes("npair", "sec") != []
+    assert gains.paper_sizes("ms", "l2reg") == reference.paper_gain_values("none", "l2reg", "ms")
+    assert gains.paper_sizes("tml", "sec") == gains.paper_sizes("triplet", "sec", "l2reg") == []
+    assert gains.paper_sizes("triplet", "sec-relative") == []
+    lo_t = min(gains.paper_sizes("triplet", "sec"))               # 3.17: the paper's smallest triplet gain
+    rows = pd.DataFrame([
+        ("triplet", "sec", "none", "R@1", 0.47, 0.75, "reproduced"),      # below every paper gain
+        ("triplet", "sec", "none", "R@1", 0.5, lo_t + 0.1, "reproduced"),  # reaches the paper's range
+        ("triplet", "sec", "none", "NMI", 0.47, 0.75, "reproduced"),      # not the primary metric
+        ("tml", "sec", "none", "R@1", 0.47, 0.75, "reproduced"),          # no paper row
+        ("triplet", "sec", "l2reg", "R@1", 0.47, 0.75, "reproduced"),     # another baseline
+        ("semihard", "sec", "none", "R@1", -0.2, 0.75, "inconclusive")],  # not a signal
+        columns=["loss", "variant", "baseline", "metric", "ci_lo", "ci_hi", "verdict"]).assign(expected_sign=1)
+    assert gains.sized_verdicts(rows) == ["smaller than claimed", "reproduced", "reproduced", "reproduced",
+                                          "reproduced", "inconclusive"]
+    bare = rows.drop(columns=["variant", "baseline"]).iloc[:1]           # a page's SEC − none rows (review.sec_rows)
+    assert gains.sized_verdicts(bare, variant="sec") == ["smaller than claimed"]
+
+
+def test_the_compare_pages_per_loss_rows_and_q11c_are_sized_on_the_decisive_tier(committed):
+    from sec_lib.chapters import compare, evidence, npair
+    ev = evidence.page_evidence("compare", "cpu")
+    tuned = compare.sec_gain(ev.frames("tuned"), variants=("sec",), metrics=("R@1",)).set_index("loss")
+    assert tuned.loc["triplet", "ci_lo"] > 0 and tuned.loc["triplet", "ci_hi"] < 3.17
+    assert list(tuned.loc[["triplet", "semihard", "npair"], "verdict"]) == ["smaller than claimed"] * 3
+    assert tuned.loc["ms", "verdict"] == "inconclusive"
+    main = compare.sec_gain(ev.frames("compare"), variants=("sec",), metrics=("R@1",)).set_index("loss")
+    for c, loss in zip("abcd", compare.ex.MAIN_LOSSES):  # the table at the paper's η says what each claim C4a-d says
+        assert main.loc[loss, "verdict"] == committed[f"C4{c}"].verdict
+    recs = {r.id: r for r in evidence.page_records("npair", evidence.page_evidence("npair", "cpu"))}
+    q = recs["Q11c"]
+    assert q.evidence == "+0.68 [+0.35, +1.00]" and q.verdict == "smaller than claimed"
+    assert q.paper_size_text == "the paper's gains of +2.2 to +4.6 R@1 points on CUB, Cars, SOP and In-Shop (Table 1)"
+    rows = npair.verdict_rows(evidence.page_evidence("npair", "cpu").runs(npair.SWEEP)).set_index("loss")
+    assert rows.loc["npair", "verdict"] == "smaller than claimed"
+    assert "smaller than claimed" not in set(rows.drop(index="npair")["verdict"])     # Sohn's readings: no paper size
