@@ -120,7 +120,7 @@ def scorecard_html(table: pd.DataFrame, qs: pd.DataFrame | None = None, name: st
         body = []
         for q in sub.to_dict("records"):
             body.append(f'<tr class="question"><td colspan="{len(cols)}"><b>{_html.escape(q["question"])}</b>'
-                        f'{" (the book’s own question; the paper never claimed it)" if q["beyond"] else ""}</td></tr>')
+                        f'{" (the meta-review’s question; the paper made no claim on it)" if q["beyond"] else ""}</td></tr>')
             body.append(_row_html(rows[q["decides"]], True))
             if q["beneath"]:
                 inner = "".join(_row_html(rows[i], False) for i in q["beneath"])
@@ -145,10 +145,11 @@ def scorecard_html(table: pd.DataFrame, qs: pd.DataFrame | None = None, name: st
 
 def _group_count(sub: pd.DataFrame) -> str:
     """How many questions a scorecard group holds, the way the answer counts them: the paper's and the reviewers'
-    questions, and the book's own question apart ("8, and the book's own question")."""
+    questions, and the one the paper made no claim on apart ("8, and the meta-review's question")."""
     own = int(sub["beyond"].sum())
     n = len(sub) - own
-    return f"{n}, and the book’s own question" if own == 1 else f"{n}, and {own} of the book’s own" if own else str(n)
+    return (f"{n}, and the meta-review’s question" if own == 1 else f"{n}, and {own} the paper made no claim on"
+            if own else str(n))
 
 
 def family_rule_sentence(table: pd.DataFrame) -> str:

@@ -140,8 +140,8 @@ def counts_sentence(table: pd.DataFrame) -> str:
 #: The questions the scorecard counts: (key, the question, the claim ids that answer it, the one that decides it
 #: first). A registered follow-up that replaces a test decides in place of the row it follows up (C3b, Q6c, Q6d); one
 #: that asks beside a test that keeps its verdict folds beneath it with the other rows (C4W under the primary test, P1c
-#: under P1). A claim in no question here is a question of its own. ``beyond`` marks questions the paper never claimed
-#: (counted apart).
+#: under P1). A claim in no question here is a question of its own. ``beyond`` marks a question the paper made no claim on
+#: (the meta-review's fairness question: counted apart).
 QUESTIONS = (
     ("C4", "Does SEC improve R@1?", ("C4v", "C4", "C4a", "C4b", "C4c", "C4d", "Q6a", "C4W"), False),
     ("C5", "Does SEC beat L2-reg, the same penalty toward zero?", ("C5", "C5v", "Q2"), False),
@@ -213,7 +213,7 @@ def questions(table: pd.DataFrame) -> pd.DataFrame:
 
 def question_counts(qs: pd.DataFrame) -> dict:
     """{group: questions} over the paper's and the reviewers' questions decided on a long tier (the questions the
-    paper never claimed, and those with quick-tier evidence only, apart)."""
+    paper made no claim on, and those with quick-tier evidence only, apart)."""
     main = qs[~qs["beyond"] & qs["long"]] if len(qs) else qs
     out = {name: int((main["group"] == name).sum()) if len(main) else 0 for name, _ in GROUPS}
     return out
@@ -244,8 +244,8 @@ def questions_sentence(qs: pd.DataFrame, table: pd.DataFrame) -> str:
             f". Each question counts once, decided by one row of evidence; {len(table)} rows lie beneath them.")
     if len(beyond):
         b = beyond.iloc[0]
-        text += (f" Apart: the book's own question, “{b['question']}” ({b['n_rows']} rows, decided by "
-                 f"{b['decides']}: {b['verdict']}), which the paper never claimed.")
+        text += (f" Apart: the meta-review's question, “{b['question']}” ({b['n_rows']} rows, decided by "
+                 f"{b['decides']}: {b['verdict']}), on which the paper made no claim.")
     if len(quick):
         text += f" {len(quick)} more have quick-tier evidence only and are not counted."
     return text

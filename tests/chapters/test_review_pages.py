@@ -568,7 +568,7 @@ def test_no_quick_tier_row_stands_in_the_scorecard_where_the_decisive_tier_is_co
         assert heads[g[0].upper() + g[1:]].split(",")[0] == str(n), (g, heads)
     if qs["beyond"].any():
         own = qs.loc[qs["beyond"], "group"].iloc[0]
-        assert heads[own[0].upper() + own[1:]].endswith("and the book’s own question")
+        assert heads[own[0].upper() + own[1:]].endswith("and the meta-review’s question")
     said = claims.waiting_sentence(t, shown)
     assert all(i in said for i in quick_ids) and not re.search(r"\d\.\d", said)      # named, with no number
     assert claims.decided(t, decisive_present=False) is t and claims.waiting_sentence(t, t) == ""
@@ -600,7 +600,7 @@ def test_the_claims_page_answer_is_the_tally_in_plain_words(mixed):
     assert jargon(text) == [] and "make book" not in text
     own = qs.loc[qs["beyond"], "group"]                              # the scorecard's groups count as the answer does
     assert len(own) == 1 and f"{own.iloc[0][0].upper() + own.iloc[0][1:]} ({groups.get(own.iloc[0], 0)}, and the " \
-                             "book’s own question)</h3>" in claims.scorecard_html(table, qs)
+                             "meta-review’s question)</h3>" in claims.scorecard_html(table, qs)
     smoke = re.sub(r"<[^>]+>", "", claims.answer_html(qs, table, "smoke"))   # its own runs: every row counts
     assert f"over {int(counted.sum())} separate tests" in smoke and "this book’s own runs (profile smoke)" in smoke
     mine = mixed[1].assign(tier="smoke")
