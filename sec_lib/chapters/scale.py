@@ -139,6 +139,19 @@ def mechanism(family: pd.DataFrame) -> dict:
     return out
 
 
+def mixed_contrasts(family: pd.DataFrame, m: dict) -> str:
+    """'equalizing gains in relative SEC − none but not in fixed-scale SEC − none; …': for each mechanism that gains
+    (:func:`mechanism`) while another of its contrasts does not, which contrast does and which does not; '' when
+    every contrast of a gaining mechanism gains."""
+    words = {"equalize": "equalizing", "shrink": "shrinking"}
+    out = []
+    for mech in MECHANISMS:
+        others = [c for c in family.loc[family["mechanism"] == mech, "comparison"] if c not in m[f"{mech}_rows"]]
+        if m[mech] and others:
+            out.append(f"{words[mech]} gains in {' and '.join(m[f'{mech}_rows'])} but not in {' and '.join(others)}")
+    return "; ".join(out)
+
+
 def answer_sentence(family: pd.DataFrame) -> str:
     """The page's answer in one computed paragraph: which mechanism moves R@1 here, with the contrasts behind it."""
     m = mechanism(family)
@@ -153,6 +166,10 @@ def answer_sentence(family: pd.DataFrame) -> str:
             "equalizing": "**Equalizing moves R@1 here; shrinking does not detectably**",
             "shrinking": "**Shrinking moves R@1 here; equalizing does not detectably**",
             "neither": "**Neither mechanism detectably moves R@1 here**"}[m["answer"]]
+    mixed = mixed_contrasts(family, m)
+    if mixed:                                 # a mechanism gains in one contrast and not in the other: say which
+        head = {"both": "**Both mechanisms move R@1 here, though not in every contrast**: " + mixed,
+                }.get(m["answer"], f"{head}, and only in one contrast: {mixed}")
     eq = "; ".join(cite(c[0]) for c in CONTRASTS if c[3] == "equalize")
     sh = "; ".join(cite(c[0]) for c in CONTRASTS if c[3] == "shrink")
     text = (f"{head}. Equalizing without shrinking: {eq}. Shrinking: {sh}. R@1 points, mean over the "

@@ -294,3 +294,23 @@ def test_the_fixed_scale_control_is_read_per_loss_against_sec():
     soft = scale.fixed_scale_sentence(arm_frames({**ARMS, "sec-fixed": (0.0, 14.0, 3.0)}, noise=0.05)[0])
     assert "harder" not in soft and "cost more" not in soft
     assert scale.fixed_scale_sentence(runs[runs["variant"] != "sec-fixed"]) == ""
+
+
+def test_the_answer_names_the_contrast_that_does_not_gain_when_a_mechanism_is_mixed():
+    """A mechanism that gains in one contrast only is not said to 'give a gain' unqualified: the answer names the
+    contrast that gains and the one that does not."""
+    runs, _ = arm_frames({**ARMS, "l2reg": (2.0, 0.6, 0.12), "sec": (4.0, 0.5, 0.06)})
+    fam = scale.scale_family(runs)
+    assert set(fam["verdict"]) == {"reproduced"}                 # every contrast gains: no qualifier
+    assert scale.mixed_contrasts(fam, scale.mechanism(fam)) == ""
+    assert scale.answer_sentence(fam).startswith("**Both mechanisms move R@1 here**: equalizing the norms and")
+    words = {"fixed-scale SEC − none": "not reproduced", "SEC − relative SEC": "inconclusive"}
+    mixed = fam.assign(verdict=[words.get(c, "reproduced") for c in fam["comparison"]])
+    assert scale.mechanism(mixed)["answer"] == "both"
+    assert scale.answer_sentence(mixed).startswith(
+        "**Both mechanisms move R@1 here, though not in every contrast**: equalizing gains in relative SEC − none but "
+        "not in fixed-scale SEC − none; shrinking gains in L2-reg − none but not in SEC − relative SEC. Equalizing")
+    one = fam.assign(verdict=np.where(fam["comparison"] == "relative SEC − none", "reproduced", "inconclusive"))
+    assert scale.answer_sentence(one).startswith("**Equalizing moves R@1 here; shrinking does not detectably**, and "
+                                                 "only in one contrast: equalizing gains in relative SEC − none but "
+                                                 "not in fixed-scale SEC − none")
