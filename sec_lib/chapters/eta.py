@@ -285,7 +285,8 @@ def _est_range(ev) -> dict:
 
 CLAIMS = [
     Claim(id="Q9", claim="SEC helps over a wide range of η", source="review Q9; paper Fig. (η sensitivity)",
-          measured="the η > 0 of the grid at which R@1 − R@1 at η = 0 (mean over the losses per seed) is reproduced "
-                   "in the η page's Holm family; reproduced if they span ≥ 10× in η",
+          measured="how many decades of η (log10 of the largest over the smallest) the grid's η > 0 span at which "
+                   "R@1 − R@1 at η = 0 (mean over the losses per seed) is reproduced in the η page's Holm family; "
+                   "reproduced if they span ≥ 1 decade (10× in η)",
           unit="decades", expected_sign=+1, page="eta", estimate=_est_range),
 ]

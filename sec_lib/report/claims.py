@@ -36,7 +36,9 @@ FAMILY_RULE = ("A registered primary test, and any row pooled over the losses, i
                "labelled.")
 
 #: Units whose estimates are shown with three decimals (the rest with two).
-FINE_UNITS = ("r", "η²", "CV", "slope", "log10 ratio", "log ratio", "decades")
+FINE_UNITS = ("r", "η²", "CV", "slope", "log10 ratio", "log ratio")
+#: Units of a span (never below 0, no interval): shown unsigned, with one decimal ('0.0 decades', not '+0.000').
+SPAN_UNITS = ("decades",)
 _SIGN_WORD = {1: "increase", -1: "decrease", 0: "no change"}
 
 
@@ -164,6 +166,8 @@ class ClaimRecord:
         if not self.has_estimate:
             return "no evidence"
         d = self.digits
+        if self.unit in SPAN_UNITS and not (np.isfinite(self.ci_lo) and np.isfinite(self.ci_hi)):
+            return f"{self.estimate:.1f}"
         if not (np.isfinite(self.ci_lo) and np.isfinite(self.ci_hi)):
             return f"{self.estimate:+.{d}f}"
         return f"{self.estimate:+.{d}f} [{self.ci_lo:+.{d}f}, {self.ci_hi:+.{d}f}]"

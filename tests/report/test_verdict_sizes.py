@@ -301,3 +301,14 @@ def test_the_compare_pages_per_loss_rows_and_q11c_are_sized_on_the_decisive_tier
     rows = npair.verdict_rows(evidence.page_evidence("npair", "cpu").runs(npair.SWEEP)).set_index("loss")
     assert rows.loc["npair", "verdict"] == "smaller than claimed"
     assert "smaller than claimed" not in set(rows.drop(index="npair")["verdict"])     # Sohn's readings: no paper size
+
+
+def test_a_span_without_an_interval_reads_unsigned_and_an_estimate_keeps_its_sign():
+    """Q9's estimate is the decades of η its gain spans: '0.0 decades', not '+0.000'; other units keep their sign."""
+    span = Claim(id="Q9", claim="wide", expected_sign=+1, page="eta", unit="decades",
+                 estimate=lambda ev: {"estimate": 0.0, "ci_lo": math.nan, "ci_hi": math.nan, "n": 3,
+                                      "p_value": math.nan, "m": 25, "verdict": "inconclusive"})
+    (r,) = decide([span], _Ev(None))
+    assert r.evidence == "0.0" and r.verdict == "inconclusive"
+    (two,) = decide([_claim("C", [0.4, 0.5, 0.6, 0.45, 0.55])], _Ev(None))
+    assert two.evidence == "+0.50 [+0.40, +0.60]"                    # scipy: t(4) interval of the five
