@@ -37,6 +37,8 @@ FAMILY_RULE = ("A registered primary test, and any row pooled over the losses, i
 
 #: Units whose estimates are shown with three decimals (the rest with two).
 FINE_UNITS = ("r", "η²", "CV", "slope", "log10 ratio", "log ratio")
+#: Units counted in whole steps, shown without decimals ('+483 [+173, +794] iterations').
+WHOLE_UNITS = ("iterations",)
 #: Units of a span (never below 0, no interval): shown unsigned, with one decimal ('0.0 decades', not '+0.000').
 SPAN_UNITS = ("decades",)
 _SIGN_WORD = {1: "increase", -1: "decrease", 0: "no change"}
@@ -144,7 +146,7 @@ class ClaimRecord:
 
     @property
     def digits(self) -> int:
-        return 3 if self.unit in FINE_UNITS else 2
+        return 3 if self.unit in FINE_UNITS else 0 if self.unit in WHOLE_UNITS else 2
 
     @property
     def detectable(self) -> str:

@@ -312,3 +312,11 @@ def test_a_span_without_an_interval_reads_unsigned_and_an_estimate_keeps_its_sig
     assert r.evidence == "0.0" and r.verdict == "inconclusive"
     (two,) = decide([_claim("C", [0.4, 0.5, 0.6, 0.45, 0.55])], _Ev(None))
     assert two.evidence == "+0.50 [+0.40, +0.60]"                    # scipy: t(4) interval of the five
+
+
+def test_iterations_read_in_whole_steps():
+    c = Claim(id="C3", claim="faster", expected_sign=-1, page="convergence", unit="iterations",
+              estimate=lambda ev: {"estimate": 483.41, "ci_lo": 172.69, "ci_hi": 794.13, "n": 5, "p_value": 0.01,
+                                   "mde": 956.85})
+    (r,) = decide([c], _Ev(None))
+    assert r.evidence == "+483 [+173, +794]" and r.detectable == "≥ 957"
