@@ -78,6 +78,14 @@ def best_variant_counts(tables: dict, metric: str = "R@1") -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["table", "loss", "best"])
 
 
+def answer(best: pd.DataFrame, metric: str = "R@1") -> str:
+    """The page's answer, above its tables: how often SEC is the best row in each block (:func:`glance_sentence`),
+    and where the differences between rows are tested."""
+    return (f"**The answer.** {glance_sentence(best, metric)} These are orderings of means only: whether a difference "
+            "between rows is larger than the seed-to-seed noise is tested, paired by seed, on "
+            "[the main table](compare.html).")
+
+
 def glance_sentence(best: pd.DataFrame, metric: str = "R@1") -> str:
     """How often SEC is the best variant, per block."""
     parts = []

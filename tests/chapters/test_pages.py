@@ -53,3 +53,11 @@ def test_every_page_that_decides_a_claim_opens_with_its_answer(page):
     assert first <= 3, f"{page}.ipynb gives its answer only in code cell {first}"
     box = [i for i, s in enumerate(code) if f'evidence.claims_box("{page}"' in s]
     assert box and box[-1] > first
+
+
+def test_table1_gives_its_answer_before_its_tables():
+    """Table 1 decides no claim, but it is an argument too: how often SEC is the best row comes before the blocks."""
+    code = [c.source for c in nbformat.read(REPO / "notebooks" / "table1.ipynb", as_version=4).cells
+            if c.cell_type == "code"]
+    said = next(i for i, s in enumerate(code) if "table1.answer(" in s)
+    assert said <= 3 and said < min(i for i, s in enumerate(code) if "show_table(" in s)

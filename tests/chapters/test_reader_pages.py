@@ -93,6 +93,8 @@ def test_table1_glance_same_layout_for_paper_and_ours():
     best = table1.best_variant_counts(t)
     assert (best[best["table"] == "ours, glyphs"]["best"] == "SEC").all()
     assert "ours, glyphs: SEC is best for 4 of 4 losses" in table1.glance_sentence(best)
+    said = table1.answer(best)                  # the page's answer, above its tables, says where rows are tested
+    assert said.startswith("**The answer.** " + table1.glance_sentence(best)) and "(compare.html)" in said
 
 
 def test_a_real_benchmark_book_names_its_dataset_and_sets_the_papers_numbers_for_it_beside_ours():
