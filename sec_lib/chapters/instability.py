@@ -6,6 +6,7 @@ from typing import Sequence
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 
 from .. import report
 from ..report import one_family, pooled_diff, summary_table, values_ci
@@ -99,10 +100,18 @@ def instability_family(runs: pd.DataFrame, steps: pd.DataFrame, tracked: pd.Data
          **verdict_row_of(cv, -1, n_counts="seeds"), "n_losses": cv.get("n_groups", 0)},
     ]
     fam = one_family(pd.DataFrame(rows), family=FAMILY)[0]
-    # Q7a's rule: a negative slope whose interval excludes −1 is a different power law, not 1/‖f‖
-    sl = fam["question"] == "slope"
+    # Q7a's rule: a negative slope whose interval excludes −1 is a different power law, not 1/‖f‖. That word rests on
+    # a test of its own, slope = −1 (one-sample t-test), adjusted over the family by Bonferroni (m times its p, at
+    # least Holm's): below α it reads *not reproduced*; above, the law cannot be told apart and it reads inconclusive.
+    sl = (fam["question"] == "slope").to_numpy()
+    x = none_sl["grad_slope"].dropna().to_numpy(float)
+    p_law = float(stats.ttest_1samp(x, SLOPE_TARGET).pvalue) if len(x) > 1 and x.std() > 0 else np.nan
+    fam["p_target"] = np.where(sl, p_law, np.nan)
+    fam["p_target_adj"] = np.where(sl, min(1.0, p_law * int(fam["m"].max())) if np.isfinite(p_law) else np.nan, np.nan)
     law = (fam["ci_lo"] <= SLOPE_TARGET) & (SLOPE_TARGET <= fam["ci_hi"])
-    fam.loc[sl & (fam["verdict"] == "reproduced") & ~law, "verdict"] = "not reproduced"
+    off = sl & (fam["verdict"] == "reproduced") & ~law
+    fam.loc[off, "verdict"] = np.where(fam.loc[off, "p_target_adj"] < report.VERDICT_RULES.alpha, "not reproduced",
+                                       "inconclusive")
     return fam
 
 
@@ -151,7 +160,12 @@ page_family = derived_family(__name__, "instability_family", _instability_family
 
 def _question(q: str):
     def estimate(ev) -> dict:
-        return from_row(page_family(ev).set_index("question").loc[q])
+        row = page_family(ev).set_index("question").loc[q]
+        p = row.get("p_target_adj", np.nan)
+        note = (f"The test of the law itself, slope = {SLOPE_TARGET:+.0f} (one-sample t-test): p = "
+                f"{row['p_target']:.2g}, Bonferroni-adjusted over the family's {int(row['m'])}: {p:.2g}."
+                if np.isfinite(p) else "")
+        return from_row(row, note=note)
     estimate.__name__ = f"instability_{q}"
     return estimate
 

@@ -426,3 +426,27 @@ def test_q1s_note_says_which_way_the_running_mean_differs(monkeypatch):
         note = mu_ch._est_ema(None)["note"]
         assert note.startswith("EMA ρ=0.01 − batch mean")
         assert (said in note) if said else note == "EMA ρ=0.01 − batch mean"
+
+
+@pytest.mark.parametrize("centre, want", [(-2.0, "not reproduced"), (-1.1, "inconclusive")])
+def test_q7a_reads_not_reproduced_only_when_its_test_against_minus_one_says_so(centre, want):
+    """Q7a's 'not reproduced' (a negative slope, but not −1) rests on a test of slope = −1: scipy's one-sample t-test,
+    times the family's m (Bonferroni). A slope whose interval just misses −1 but whose adjusted test does not reach
+    α reads inconclusive."""
+    from scipy import stats
+    from sec_lib.chapters import instability
+    spread = {-2.0: 0.3, -1.1: 0.15}[centre]   # -1.1: its interval ends at -1.012; p = 0.031, × m (2: no SEC runs) 0.062
+    offsets = np.linspace(-1, 1, 8)
+    rows, steps, tracked = [], [], []
+    for i, o in enumerate(offsets):
+        key = f"r{i}"
+        rows.append(dict(key=key, loss="ms", variant="none", seed=i, status="done"))
+        steps += [dict(key=key, step=st, grad_slope=centre + spread * o) for st in (1, 2)]
+        tracked += [dict(key=key, step=st, sample=0, norm=1.0 + st * (1 + 0.1 * i)) for st in (0, 10)]
+    fam = instability.instability_family(pd.DataFrame(rows), pd.DataFrame(steps), pd.DataFrame(tracked))
+    r = fam.set_index("question").loc["slope"]
+    x = centre + spread * offsets
+    assert r["p_target"] == pytest.approx(stats.ttest_1samp(x, -1.0).pvalue)
+    assert r["p_target_adj"] == pytest.approx(min(1.0, r["p_target"] * r["m"]))
+    assert r["ci_hi"] < -1.0 and r["verdict"] == want
+    assert (r["p_target_adj"] < 0.05) == (want == "not reproduced")
