@@ -318,7 +318,7 @@ def verdict_tally(profile, root=None) -> dict:
 
 
 def _pp(x) -> str:
-    return fmt_metric(x, "R@1", 1, True)
+    return fmt_metric(x, "R@1", 2, True)            # as the answer and every table give R@1 points
 
 
 def _interval(r) -> str:

@@ -172,7 +172,10 @@ class ClaimRecord:
             return f"{self.estimate:.1f}"
         if not (np.isfinite(self.ci_lo) and np.isfinite(self.ci_hi)):
             return f"{self.estimate:+.{d}f}"
-        return f"{self.estimate:+.{d}f} [{self.ci_lo:+.{d}f}, {self.ci_hi:+.{d}f}]"
+        lo, est, hi = self.ci_lo, self.estimate, self.ci_hi
+        while d < 6 and lo < est < hi and not (round(lo, d) < round(est, d) < round(hi, d)):
+            d += 1                            # an interval never looks degenerate: '+0.0027 [+0.0023, +0.0031]'
+        return f"{est:+.{d}f} [{lo:+.{d}f}, {hi:+.{d}f}]"
 
 
 def from_row(row, note: str = "") -> dict:

@@ -386,7 +386,7 @@ def test_the_landing_page_states_the_losses_beyond_the_four_from_the_compare_pag
     g = compare.beyond_gains(runs, metrics=("R@1",)).set_index("loss")
     for loss, name in (("tml", "tuplet margin"), ("cosface", "CosFace")):
         r = g.loc[loss]
-        assert f"{name} {r['estimate']:+.1f} [{r['ci_lo']:+.1f}, {r['ci_hi']:+.1f}] (**{r['verdict']}**" in s
+        assert f"{name} {r['estimate']:+.2f} [{r['ci_lo']:+.2f}, {r['ci_hi']:+.2f}] (**{r['verdict']}**" in s
     assert s.index("tuplet margin") < s.index("CosFace") and "(decisive tier" in s
     empty = evidence.Evidence.from_frames({"beyond": SimpleNamespace(runs=runs.iloc[0:0])}, profile="decisive")
     monkeypatch.setattr(evidence, "page_evidence", lambda page, profile, root=None: empty)

@@ -320,3 +320,12 @@ def test_iterations_read_in_whole_steps():
                                    "mde": 956.85})
     (r,) = decide([c], _Ev(None))
     assert r.evidence == "+483 [+173, +794]" and r.detectable == "≥ 957"
+
+
+def test_a_narrow_interval_gets_the_decimals_that_keep_it_apart_from_its_estimate():
+    narrow = Claim(id="Q10g", claim="gap", expected_sign=0, page="fairness", unit="r",
+                   estimate=lambda ev: {"estimate": 0.0027, "ci_lo": 0.0023, "ci_hi": 0.0031, "n": 5, "p_value": 0.01})
+    (r,) = decide([narrow], _Ev(None))
+    assert r.evidence == "+0.0027 [+0.0023, +0.0031]"                    # not '+0.003 [+0.002, +0.003]'
+    (wide,) = decide([_claim("C", [0.4, 0.5, 0.6, 0.45, 0.55])], _Ev(None))
+    assert wide.evidence == "+0.50 [+0.40, +0.60]"
