@@ -125,7 +125,7 @@ def scorecard_html(table: pd.DataFrame, qs: pd.DataFrame | None = None, name: st
             if q["beneath"]:
                 inner = "".join(_row_html(rows[i], False) for i in q["beneath"])
                 body.append(f'<tr><td></td><td colspan="{len(cols) - 1}"><details><summary>{len(q["beneath"])} more '
-                            f'rows on this question</summary><table class="sec-table">{inner}</table></details>'
+                            f'row{"s" if len(q["beneath"]) > 1 else ""} on this question</summary><table class="sec-table">{inner}</table></details>'
                             f'</td></tr>')
             for f in follow.get(q["key"], []):
                 body.append(f'<tr><td></td><td colspan="{len(cols) - 1}"><small>Registered follow-up <b>{f["id"]}</b> '
@@ -307,8 +307,9 @@ def rules_table(rules: report.VerdictRules | None = None) -> pd.DataFrame:
          "meaning": "directional: CI entirely on the wrong side and adjusted p < alpha (opposite), or CI inside "
                     "±margin containing 0 and the equivalence test's adjusted p < alpha (no effect); no change: CI "
                     "entirely outside ±margin and adjusted p < alpha (the row says which way it failed)"},
-        {"rule": "inconclusive", "value": r.single_run_max,
-         "meaning": "every other case, and always without a usable CI (one seed, or zero spread)"},
+        {"rule": "inconclusive", "value": "",
+         "meaning": f"every other case; without a usable CI (one seed, or zero spread) a claim reads at best "
+                    f"{r.single_run_max}"},
         {"rule": "not testable offline", "value": "", "meaning": "no evidence: no runs can measure it here"},
     ]
     return pd.DataFrame(rows)

@@ -173,7 +173,7 @@ def _question(q: str):
 CLAIMS = [
     Claim(id="Q7a", claim="The gradient magnitude follows 1/‖f‖ in real training (‖∂L/∂f‖ ∝ 1/‖f‖: a log-log "
                           "slope of −1 across a batch's samples; the law itself, at fixed directions, is Proposition 2 on "
-                          "the theory page (theory.html), where it holds)",
+                          "the theory page, where it holds)",
           source="review Q7; paper Prop. 2",
           measured="log-log slope of ‖∂L/∂f_i‖ against ‖f_i‖ in each batch, each run's median over training, runs "
                    "without SEC pooled across losses; reproduced only if the interval contains −1 and excludes 0",

@@ -331,7 +331,7 @@ def verdict_lines(s: Mapping, tol: float = 1e-3, cos_tol: float = 1e-5) -> list[
                     f"samples with random directions it is {s['grad_slope_random']:.2f} (R² "
                     f"{s['grad_r2_random']:.2f}), because the gradient on the unit sphere differs from sample "
                     f"to sample. This checks the law itself; whether it shows in real training, where directions "
-                    f"change with the norms, is claim Q7a on the instability page (instability.html)."))
+                    f"change with the norms, is claim Q7a on the instability page."))
     inc, err = s["sgd_min_norm_increment"], s["sgd_identity_max_rel_err"]
     ok = inc >= -1e-12 and err < 1e-9
     out.append((ok, f"Plain SGD on the embeddings: the smallest per-step change of a norm is {inc:.2e} "

@@ -154,6 +154,11 @@ def _html_table(df: pd.DataFrame, floatfmt: str) -> str:
                                             na_rep=MISSING_CELL))
 
 
+def caption_html(caption: str) -> str:
+    """A table's caption as HTML: escaped, a `column` name in backticks set as code (as in the page's prose)."""
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(caption))
+
+
 def table_html(df: pd.DataFrame, name: str, caption: str | None = None, floatfmt: str = "{:.2f}") -> str:
     """The table as HTML (numbers formatted, an interval kept on one line or wholly under its estimate,
     headers that may break after an underscore) followed by its CSV download link (raw numbers, raw
@@ -167,7 +172,7 @@ def table_html(df: pd.DataFrame, name: str, caption: str | None = None, floatfmt
     keys = list(df.attrs.get(KEY_COLUMNS_ATTR, []))
     folded = dict(df.attrs.get(FOLDED_ATTR, {}))
     gone = {c for cols in folded.values() for c in cols}
-    cap = f"<p><b>{html.escape(caption)}</b></p>" if caption else ""
+    cap = f"<p><b>{caption_html(caption)}</b></p>" if caption else ""
     out = cap + _html_table(df[[c for c in df.columns if c not in gone]], floatfmt)
     for title, cols in folded.items():
         out += (f'<details class="sec-more"><summary>{html.escape(title)}</summary>'

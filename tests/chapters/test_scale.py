@@ -134,7 +134,7 @@ def test_the_rebuttal_variances_beside_our_cvs():
     assert t.loc["ms", "share of the fall that is scale"] == pytest.approx(share)
     assert np.isnan(t.loc["tml", "our var none"])             # a loss we did not run: the rebuttal's row alone
     text = scale.rebuttal_sentence(t.reset_index())
-    assert f"Over the 2 loss(es) whose variance fell, a median {share:.0%}" in text and "CV 0.2 → 0.12" in text
+    assert f"Over the 2 losses whose variance fell, a median {share:.0%}" in text and "CV 0.2 → 0.12" in text
     # the committed copy of the rebuttal's numbers (sec_lib/data/paper/rebuttal_variance.csv), not ../shared
     full = scale.rebuttal_cv_table(runs)
     assert list(full["loss"]) == list(LOSSES) and full["rebuttal var none"].iloc[0] == pytest.approx(5.77)

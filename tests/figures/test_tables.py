@@ -64,3 +64,12 @@ def test_missing_values_never_read_nan_none_or_na():
                      MISSING_CELL, "2.00", "3", MISSING_CELL]
     payload = re.search(r"base64,([A-Za-z0-9+/=]+)", html).group(1)
     assert base64.b64decode(payload).decode().splitlines()[2] == ",,,2026-01-02"
+
+
+def test_a_captions_backticked_column_names_are_set_as_code_and_the_rest_is_escaped():
+    from sec_lib.figures.tables import caption_html, table_html
+    cap = "the mean over the seeds a `seeds` column counts; `chosen` marks <η> & more"
+    assert caption_html(cap) == ("the mean over the seeds a <code>seeds</code> column counts; <code>chosen</code> "
+                                 "marks &lt;η&gt; &amp; more")
+    out = table_html(pd.DataFrame({"a": [1.0]}), "t", caption=cap)
+    assert out.startswith("<p><b>the mean over the seeds a <code>seeds</code>") and "`" not in out.split("</b>")[0]
