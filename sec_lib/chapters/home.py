@@ -113,6 +113,11 @@ def inline_html(text: str) -> str:
     return _LINK.sub(lambda m: f'<a href="{html.escape(m.group(2))}">{m.group(1)}</a>', out)
 
 
+#: What "glyphs" are, where the landing page's first word of its answer links to the data page.
+GLYPHS_TITLE = ("the book's benchmark: characters rendered from many fonts, tested on classes never seen in "
+                "training, as the paper's benchmarks are")
+
+
 def answer_block(e: dict, paper: pd.DataFrame, data: str = "glyphs", details: bool = True) -> str:
     """HTML: the page's answer as one marked block (``page-answer``, which the page checker finds and measures):
     :func:`answer_sentence`, then the primary test's badge (:func:`primary_badge`). ``details=False`` (the landing
@@ -125,6 +130,8 @@ def answer_block(e: dict, paper: pd.DataFrame, data: str = "glyphs", details: bo
         if words and f"is {words}:" in text:     # the verdict, marked for the page checker as a badge is
             marked = f'<span data-verdict="{html.escape(rec.verdict)}">{words}</span>'
             text = text.replace(f"is {words}:", f"is {marked}:", 1)
+        if data == "glyphs":                      # the one word a newcomer cannot know yet: linked to its page
+            text = text.replace("On glyphs,", f'On <a href="data.html" title="{GLYPHS_TITLE}">glyphs</a>,', 1)
         return f'<div class="page-answer" data-figure="first-screen"><p>{text}</p></div>'
     return (f'<div class="page-answer"><p>{inline_html(answer_sentence(e, paper, data))}</p>'
             f"{primary_badge(e)}</div>")

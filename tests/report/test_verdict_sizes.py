@@ -252,7 +252,8 @@ def test_the_landing_first_screen_answers_in_plain_words_and_the_claims_follow_b
     for jargon in ("claim", "C4v", "C5v", "tier", "family", "Holm"):                 # nothing the glossary must explain
         assert jargon not in plain, jargon
     block = home.answer_block(e, paper, details=False)
-    assert block.startswith('<div class="page-answer" data-figure="first-screen"><p><b>On glyphs')
+    assert block.startswith('<div class="page-answer" data-figure="first-screen"><p><b>On <a href="data.html" '
+                            f'title="{home.GLYPHS_TITLE}">glyphs</a>, SEC')       # the newcomer's word, linked
     assert "data-claim" not in block and 'is <span data-verdict="smaller than claimed">real but smaller' in block
     details = home.answer_details(e)                                                # below the figure
     assert "(claim C5v, <i>not reproduced</i>" in details and 'data-claim="C4v"' in details
