@@ -119,14 +119,16 @@ def scorecard_html(table: pd.DataFrame, qs: pd.DataFrame | None = None, name: st
             continue
         body = []
         for q in sub.to_dict("records"):
+            apart = " (the meta-review’s question; the paper made no claim on it)" if q["beyond"] else ""
             body.append(f'<tr class="question"><td colspan="{len(cols)}"><b>{_html.escape(q["question"])}</b>'
-                        f'{" (the meta-review’s question; the paper made no claim on it)" if q["beyond"] else ""}</td></tr>')
+                        f'{apart}</td></tr>')
             body.append(_row_html(rows[q["decides"]], True))
             if q["beneath"]:
                 inner = "".join(_row_html(rows[i], False) for i in q["beneath"])
+                rows_word = "rows" if len(q["beneath"]) > 1 else "row"
                 body.append(f'<tr><td></td><td colspan="{len(cols) - 1}"><details><summary>{len(q["beneath"])} more '
-                            f'row{"s" if len(q["beneath"]) > 1 else ""} on this question</summary><table class="sec-table">{inner}</table></details>'
-                            f'</td></tr>')
+                            f'{rows_word} on this question</summary><table class="sec-table">{inner}</table>'
+                            f'</details></td></tr>')
             for f in follow.get(q["key"], []):
                 body.append(f'<tr><td></td><td colspan="{len(cols) - 1}"><small>Registered follow-up <b>{f["id"]}</b> '
                             f'({_html.escape(f["folder"])}): {_html.escape(f["readme"])}; '

@@ -394,6 +394,7 @@ def reading(grid: Grid, summary: pd.DataFrame | None = None) -> str:
         summary_lines.append(f"{n_div} of {len(s)} cells diverged (a non-finite loss), which marks where η is too large "
                              f"for this learning rate.")
     seeds = sorted(grid.frames.runs["seed"].unique()) if len(grid.frames.runs) else []
-    summary_lines.append(f"Caveat: {len(seeds)} seed{'s' if len(seeds) != 1 else ''} per cell and the best η is picked on the test classes "
+    summary_lines.append(f"Caveat: {len(seeds)} seed{'s' if len(seeds) != 1 else ''} per cell and the best η is "
+                         f"picked on the test classes "
                          f"themselves, so these maxima are optimistic: read them as where to look, not as results.")
     return "\n".join(lines) + "\n\n" + " ".join(summary_lines)

@@ -267,9 +267,9 @@ def rebuttal_sentence(table: pd.DataFrame) -> str:
     if not fell:
         return f"In our runs {each}. SEC lowered our training-set norm variance for none of the losses."
     share = float(np.nanmedian(shares))
-    return (f"In our runs {each}. Over the {fell} loss{'es' if fell != 1 else ''} whose variance fell, a median {share:.0%} of the fall of "
-            "log Var(‖f‖) under SEC is the fall of the scale (the mean norm), the rest the fall of the CV: a variance "
-            "ratio alone, as the rebuttal reports it, cannot tell the two apart.")
+    return (f"In our runs {each}. Over the {fell} loss{'es' if fell != 1 else ''} whose variance fell, a median "
+            f"{share:.0%} of the fall of log Var(‖f‖) under SEC is the fall of the scale (the mean norm), the rest the "
+            "fall of the CV: a variance ratio alone, as the rebuttal reports it, cannot tell the two apart.")
 
 
 def selection_table(profile, root=None) -> pd.DataFrame:

@@ -92,7 +92,8 @@ def _gradient(f: pd.DataFrame, level: float) -> str:
     where = ("contains" if lo <= -1 <= hi else "excludes") if math.isfinite(lo) else "cannot be compared with"
     last = f.dropna(subset=["grad_slope"]).iloc[-1]
     return (f"**Gradient.** The per-batch slope of log ‖∂L/∂f_i‖ against log ‖f_i‖ averaged {m:.3f} over {n} "
-            f"recorded step{'s' if n != 1 else ''} ({level:.0%} t-interval over steps {_ci(lo, hi)}, which {where} −1; last batch "
+            f"recorded step{'s' if n != 1 else ''} "
+            f"({level:.0%} t-interval over steps {_ci(lo, hi)}, which {where} −1; last batch "
             f"{last['grad_slope']:.3f} {_ci(last['grad_slope_lo'], last['grad_slope_hi'])}, R² {last['grad_r2']:.2f}). "
             "For a loss on normalized embeddings the gradient's magnitude is exactly ∝ 1/‖f‖ at a fixed direction "
             "(slope −1). Across a batch the directions differ too: the slope minus −1 is the slope of the gradient "
@@ -109,7 +110,8 @@ def _turning(f: pd.DataFrame, level: float, tail: float) -> str:
     part = "quarter" if tail == 0.25 else f"{tail:.0%}"
     speed = (f"{1 / m:.2f}× slower" if m < 1 else f"{m:.2f}× faster") if m > 0 else "not at all"
     return (f"**Turning.** In one update, the {part} of the batch with the largest norms turned {m:.2f}× as far as "
-            f"the {part} with the smallest (mean over {n} step{'s' if n != 1 else ''}, {level:.0%} interval {_ci(lo, hi)}): {speed}. "
+            f"the {part} with the smallest (mean over {n} step{'s' if n != 1 else ''}, "
+            f"{level:.0%} interval {_ci(lo, hi)}): {speed}. "
             f"The spread of the angle change within a batch (CV of Δθ) averaged {f['dtheta_cv'].mean():.2f}.")
 
 
