@@ -245,8 +245,9 @@ def test_the_gpu_tier_pretrains_its_trunk_before_the_fine_tuning_stages(monkeypa
 def test_the_tiers_page_shows_the_gpu_main_comparisons_verdicts_once_every_pair_is_in(monkeypatch):
     """The tiers page's gpu section (:mod:`sec_lib.chapters.tiers_gpu`): while the selection is incomplete it says
     the comparison cannot be named; while a run is missing it counts the runs and shows no verdict; with every pair
-    in, the compare page's paired verdicts: SEC 1 point above none with seed noise is 'reproduced' for the three
-    losses that gain, and a loss that gains nothing is not."""
+    in, the compare page's paired verdicts: SEC 1 point above none with seed noise is a signal for the three losses
+    that gain, sized against the paper's Table 1 gains for each (all above 1.6 points): 'smaller than claimed'; a loss
+    that gains nothing is not a signal."""
     import numpy as np
     from types import SimpleNamespace
     from sec_lib.chapters import tiers_gpu
@@ -272,7 +273,8 @@ def test_the_tiers_page_shows_the_gpu_main_comparisons_verdicts_once_every_pair_
     table, sentence = tiers_gpu.main_comparison()
     assert list(table["loss"]) == list(ex.MAIN_LOSSES)
     verdicts = dict(zip(table["loss"], table["verdict (R@1)"]))
-    assert all(verdicts[l] == "reproduced" for l in ex.MAIN_LOSSES if l != "ms") and verdicts["ms"] != "reproduced"
+    assert all(verdicts[l] == "smaller than claimed" for l in ex.MAIN_LOSSES if l != "ms")
+    assert verdicts["ms"] not in ("reproduced", "smaller than claimed")
     assert "40 runs" in sentence and "NVIDIA H200" in sentence and "η: triplet 0.05" in sentence
 
     first = dict(gpu_tier.stages(p, store))[gpu_tier.MAIN_STAGE]()[0]
