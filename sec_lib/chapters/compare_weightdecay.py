@@ -27,6 +27,7 @@ from ..runs import regimeseeds, selection
 from ..runs import weightdecay as wd
 from ..runs.pilot import TIER
 from .common import and_list, ci_text, loss_noun, measures_text, n_text
+from .gains import sized_verdicts
 
 #: The descriptive comparisons outside the families: (name, arm, against).
 DESCRIPTIVE = (("(none + WD) − none", "none + WD", "none"), ("(SEC + WD) − SEC", "sec + WD", "sec"))
@@ -198,11 +199,12 @@ def results(wd_runs: pd.DataFrame, main_runs: pd.DataFrame) -> dict:
             "main_eta": main_runs[main_runs["arm"] == "sec"].groupby("loss")["eta"].first().to_dict()}
 
 
-def paper_gains(loss: str | None = None) -> list | None:
-    """The paper's Table 1 gains of SEC over none that a verdict is sized against: every loss's on its four datasets
-    for the pooled row (as claim C4's), ``loss``'s for its row (as C4a-d's); None where the reference is absent."""
+def paper_gains() -> list | None:
+    """The paper's Table 1 gains of SEC over none that the pooled row is sized against: every main loss's on its four
+    datasets (as claim C4's); None where the reference is absent. Each loss's row is sized as every per-loss row of
+    the book is (:func:`sec_lib.chapters.gains.sized_verdicts`)."""
     try:
-        return reference.paper_gain_values("none", "sec", loss) or None
+        return reference.paper_gain_values("none", "sec") or None
     except (FileNotFoundError, KeyError):
         return None
 
@@ -211,12 +213,14 @@ def sized(pooled: pd.DataFrame, per: pd.DataFrame) -> tuple[pd.DataFrame, pd.Dat
     """The registered families' verdicts sized against the paper's gains, as the registration says ("the paper's
     sizes are the book's") and as the scorecard sizes C4 and C4a-d: a *reproduced* whose whole interval lies below the
     paper's smallest gain becomes *smaller than claimed* (above its largest, *larger than claimed*); every other
-    word stays (:func:`sec_lib.report.refine`)."""
-    def size(table, papers):
-        return table.assign(verdict=[refine(v, lo, hi, +1, paper) for v, lo, hi, paper in
-                                     zip(table["verdict"], table["ci_lo"], table["ci_hi"], papers)])
-    return (size(pooled, [paper_gains()] * len(pooled)),
-            size(per, [paper_gains(loss) for loss in per["loss"]]))
+    word stays (:func:`sec_lib.report.refine`). The pooled row against every loss's gains, each loss's row against
+    its own (:func:`sec_lib.chapters.gains.sized_verdicts`, SEC − none); without the reference, the words stay."""
+    paper = paper_gains()
+    if paper is None:
+        return pooled, per
+    pooled = pooled.assign(verdict=[refine(v, lo, hi, +1, paper)
+                                    for v, lo, hi in zip(pooled["verdict"], pooled["ci_lo"], pooled["ci_hi"])])
+    return pooled, per.assign(verdict=sized_verdicts(per.assign(expected_sign=+1), "sec"))
 
 
 def evidence(tier: str, root=None) -> dict:
