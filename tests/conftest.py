@@ -267,11 +267,6 @@ def _start_cub_smoke_book(tmp: Path, launch: bool = True) -> None:
 
 #: The background books, by the fixture that waits for each, in the order their tests run (last of all).
 STARTERS = {"smoke_site": _start_smoke_sweep, "cub_smoke_book": _start_cub_smoke_book}
-#: The fixtures whose tests run together, in one xdist group ("books", on one worker, last): the books', and the
-#: session fixture that shares a test with them (test_launch.py's submitit sweep), so that none is made twice.
-BOOK_FIXTURES = (*STARTERS, "sec_wheel", "smoke_html", "submitit_sweep")
-
-
 def _xdist_worker() -> bool:
     return bool(os.environ.get("PYTEST_XDIST_WORKER"))
 
@@ -289,7 +284,7 @@ def _start_books(names, tmp_path_factory) -> None:
     so each asks for the same books)."""
     folder = _books_folder(tmp_path_factory)
     try:
-        folder.mkdir()
+        folder.mkdir(parents=True)
         launch = True
     except FileExistsError:
         launch = False
@@ -299,21 +294,13 @@ def _start_books(names, tmp_path_factory) -> None:
         STARTERS[name](tmp, launch)
 
 
-@pytest.hookimpl(tryfirst=True)         # before xdist reads the groups (its own hook names each test's group)
+@pytest.hookimpl(trylast=True)          # after -k / -m deselected what will not run
 def pytest_collection_modifyitems(session, config, items):
-    """Under ``--dist loadgroup`` (make test), each test file is one xdist group, so that its module fixtures are made
-    once; the tests that read the background books (and :data:`BOOK_FIXTURES`' other users) are one group,
-    "books"."""
-    for item in items:
-        fixtures = set(getattr(item, "fixturenames", ()))
-        group = "books" if fixtures & set(BOOK_FIXTURES) else item.nodeid.split("::")[0]
-        item.add_marker(pytest.mark.xdist_group(group))
-
-
-def _order_and_start(config, items) -> None:
     """When some selected test reads a background book (the smoke sweep, the cub-smoke book), start it now, in the
     background, and run those tests last: the other tests run meanwhile (each book is a few minutes of training
-    and notebooks), instead of all of them waiting for it at the first test that needs it."""
+    and notebooks), instead of all of them waiting for it at the first test that needs it. Under xdist, each
+    worker orders its collection so (a file's tests that read a book run last of the file's); the first to ask
+    starts the books (:func:`_start_books`)."""
     if config.option.collectonly:
         return
     needed = []
@@ -325,19 +312,6 @@ def _order_and_start(config, items) -> None:
             needed.append(name)
     if needed:
         _start_books(needed, config._tmp_path_factory)
-
-
-class _BooksAfterSelection:
-    """The hook that starts the books, registered as a plugin of its own so that it can run last (after -k / -m
-    deselected what will not run) while this module's other hook runs first."""
-
-    @pytest.hookimpl(trylast=True)
-    def pytest_collection_modifyitems(self, session, config, items):
-        _order_and_start(config, items)
-
-
-def pytest_configure(config):
-    config.pluginmanager.register(_BooksAfterSelection(), "sec-book-background-books")
 
 
 def pytest_sessionfinish(session):
