@@ -110,23 +110,9 @@ def committed_book_files() -> list:
 
 
 def _launch(name: str, tmp: Path, site: Path, cmd: list, env: dict, cwd: Path = REPO, **extra) -> None:
-    """Start ``cmd`` in its own process group, its output in ``tmp/sweep.{stdout,stderr}``, its exit status written to
-    ``tmp/exit`` when it ends (:func:`_exit_status`) and its group's id to ``tmp/pgid``: so that any process of the
-    session (an xdist worker that did not start it) can wait for it and read it."""
-    wrapped = ["bash", "-c", f'"$@"; rc=$?; echo $rc > {shlex.quote(str(tmp / "exit.tmp"))}; '
-                             f'mv {shlex.quote(str(tmp / "exit.tmp"))} {shlex.quote(str(tmp / "exit"))}; exit $rc',
-               "bash", *cmd]
-    with open(tmp / "sweep.stdout", "w") as out, open(tmp / "sweep.stderr", "w") as err:
-        proc = subprocess.Popen(wrapped, cwd=cwd, env=env, stdout=out, stderr=err, text=True,
-                                start_new_session=True)
-    (tmp / "pgid").write_text(str(proc.pid))
-    _SWEEPS[name] = dict(tmp=tmp, site=site, args=cmd, proc=proc, **extra)
-
-
-def _exit_status(tmp: Path):
-    """The exit status of the background book in ``tmp``, or None while it runs."""
-    f = tmp / "exit"
-    return int(f.read_text()) if f.exists() else None
+    out, err = open(tmp / "sweep.stdout", "w+", encoding="utf-8"), open(tmp / "sweep.stderr", "w+", encoding="utf-8")
+    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=out, stderr=err, text=True, start_new_session=True)
+    _SWEEPS[name] = dict(tmp=tmp, site=site, proc=proc, out=out, err=err, **extra)
 
 
 def _step(tmp: Path, name: str, cmd: list) -> str:
@@ -183,27 +169,23 @@ def wheel_command(src: Path, out: Path) -> list:
     return [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(out), str(src)]
 
 
-def _start_smoke_sweep(tmp: Path, launch: bool = True) -> None:
+def _start_smoke_sweep(tmp_path_factory) -> None:
     """Build a wheel from a clean copy of the checkout (``wheel.{out,err,rc}``, the wheel in ``wheel/``), install it
     apart (``pip install --no-deps --target installed/``: ``install.{out,err,rc}``), link the committed tiers and
     follow-ups beside it (see this module's docstring), then run ``sec-book run --profile smoke --jobs 1`` (the
     wheel's console script) from the empty folder ``elsewhere/``, which creates the site ``elsewhere/sec-book/``, with
-    ``PYTHONPATH`` the installed folder only and a fresh result store under ``tmp`` (nothing under
+    ``PYTHONPATH`` the installed folder only and a fresh result store under ``tmp_path_factory`` (nothing under
     data/runs or book/nb is touched; the glyph cache is the checkout's), then ``sec-book build`` the site when it
     succeeded (``SEC_NODE_MODULES``: the checkout's ``node_modules``). The run's output goes to files and its exit
     status is the process's (a failed wheel or install step ends it, its last line on stderr naming the step); the
     build's output and exit status go to ``build.{out,err,rc}``. A file ``done`` marks the end of all. The script is
-    ``sweep.sh`` beside them. Without ``launch``, only its record (another process of the session started it)."""
+    ``sweep.sh`` beside them."""
     from sec_lib.data.glyph_pool import default_data_dir
-    installed, elsewhere, wheels = tmp / "installed", tmp / "elsewhere", tmp / "wheel"
-    site = elsewhere / "sec-book"               # made by `run` (runner.create_project)
-    args = ["bash", str(tmp / "sweep.sh")]
-    if not launch:
-        _SWEEPS["smoke_site"] = dict(tmp=tmp, site=site, args=args, proc=None, installed=installed, wheels=wheels,
-                                     elsewhere=elsewhere)
-        return
+    tmp = tmp_path_factory.mktemp("smoke")
     src = wheel_source(tmp)                     # copied now, before any test runs
+    installed, elsewhere, wheels = tmp / "installed", tmp / "elsewhere", tmp / "wheel"
     elsewhere.mkdir()
+    site = elsewhere / "sec-book"               # made by `run` (runner.create_project)
     q = lambda p: shlex.quote(str(p))           # noqa: E731
     sec_book = str(installed / "bin" / "sec-book")
 
@@ -232,21 +214,18 @@ def _start_smoke_sweep(tmp: Path, launch: bool = True) -> None:
     env.update(PYTHONPATH=str(installed), SEC_RUNS_DIR=str(tmp / "runs"),
                SEC_DATA_DIR=str(default_data_dir().resolve()),
                SEC_NODE_MODULES=os.environ.get("SEC_NODE_MODULES") or str(REPO / "node_modules"), PYTHONUNBUFFERED="1")
-    _launch("smoke_site", tmp, site, args, env, cwd=tmp, installed=installed,
+    _launch("smoke_site", tmp, site, ["bash", str(tmp / "sweep.sh")], env, cwd=tmp, installed=installed,
             wheels=wheels, elsewhere=elsewhere)
 
 
-def _start_cub_smoke_book(tmp: Path, launch: bool = True) -> None:
+def _start_cub_smoke_book(tmp_path_factory) -> None:
     """Start the whole ``cub-smoke`` book on fixture folders (tests/fixtures/benchmark_folders.py: CUB-200-2011's
     exact layout, random images, a tiny random ResNet-50 state dict): ``run --profile cub-smoke`` into a fresh site
     and store, then ``build`` when it succeeded. Each command's output and exit status go to files. Where the smoke
-    sweep was started, this book starts when the sweep has ended (see this module's docstring). Without ``launch``,
-    only its record."""
-    if not launch:
-        _SWEEPS["cub_smoke_book"] = dict(tmp=tmp, site=tmp / "site", args=["bash", "-c"], proc=None)
-        return
+    sweep was started, this book starts when the sweep has ended (see this module's docstring)."""
     sys.path.insert(0, str(REPO / "tests" / "fixtures"))
     import benchmark_folders as bf
+    tmp = tmp_path_factory.mktemp("cub_smoke")
     site = _new_site(tmp)
     data = bf.make_cub(tmp / "data")
     weights = bf.weights_file(tmp / "resnet50.pth", "resnet50")
@@ -267,83 +246,53 @@ def _start_cub_smoke_book(tmp: Path, launch: bool = True) -> None:
 
 #: The background books, by the fixture that waits for each, in the order their tests run (last of all).
 STARTERS = {"smoke_site": _start_smoke_sweep, "cub_smoke_book": _start_cub_smoke_book}
-def _xdist_worker() -> bool:
-    return bool(os.environ.get("PYTEST_XDIST_WORKER"))
-
-
-def _books_folder(tmp_path_factory) -> Path:
-    """Where the session's background books live: the same folder for every xdist worker (each worker's basetemp is
-    a folder of the session's)."""
-    base = tmp_path_factory.getbasetemp()
-    return (base.parent if _xdist_worker() else base) / "books"
-
-
-def _start_books(names, tmp_path_factory) -> None:
-    """Start the background books ``names`` in their order, once per session: the process that creates the books'
-    folder starts them; every other xdist worker only records where they are (each worker collects the same tests,
-    so each asks for the same books)."""
-    folder = _books_folder(tmp_path_factory)
-    try:
-        folder.mkdir(parents=True)
-        launch = True
-    except FileExistsError:
-        launch = False
-    for name in names:
-        tmp = folder / name
-        tmp.mkdir(exist_ok=True)
-        STARTERS[name](tmp, launch)
 
 
 @pytest.hookimpl(trylast=True)          # after -k / -m deselected what will not run
 def pytest_collection_modifyitems(session, config, items):
     """When some selected test reads a background book (the smoke sweep, the cub-smoke book), start it now, in the
     background, and run those tests last: the other tests run meanwhile (each book is a few minutes of training
-    and notebooks), instead of all of them waiting for it at the first test that needs it. Under xdist, each
-    worker orders its collection so (a file's tests that read a book run last of the file's); the first to ask
-    starts the books (:func:`_start_books`)."""
+    and notebooks), instead of all of them waiting for it at the first test that needs it."""
     if config.option.collectonly:
         return
-    needed = []
-    for name in STARTERS:
+    for name, start in STARTERS.items():
         uses = [item for item in items if name in getattr(item, "fixturenames", ())]
         if uses:
             later = set(uses)
             items[:] = [item for item in items if item not in later] + uses
-            needed.append(name)
-    if needed:
-        _start_books(needed, config._tmp_path_factory)
+            start(config._tmp_path_factory)
 
 
 def pytest_sessionfinish(session):
     """A background book still running when the session ends early (an interrupt, ``-x``) is stopped, with the
-    processes it started (its own process group). Under xdist, the controller does it (a worker may end while
-    another still waits for a book); a session without workers, itself."""
-    if _xdist_worker():
-        return
-    folder = _books_folder(session.config._tmp_path_factory)
-    for tmp in sorted(folder.glob("*")) if folder.is_dir() else ():
-        if (tmp / "pgid").exists() and _exit_status(tmp) is None:
-            try:
-                os.killpg(int((tmp / "pgid").read_text()), signal.SIGTERM)
-            except ProcessLookupError:
-                pass
+    processes it started (its own process group)."""
     for sweep in _SWEEPS.values():
-        if sweep["proc"] is not None:
+        proc = sweep["proc"]
+        if proc.poll() is None:
             try:
-                sweep["proc"].wait(timeout=60)
-            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGTERM)
+                proc.wait(timeout=60)
+            except (ProcessLookupError, subprocess.TimeoutExpired):
                 pass
+        for f in (sweep["out"], sweep["err"]):
+            if not f.closed:
+                f.close()
 
 
 def _finished(name: str, tmp_path_factory) -> dict:
     """Wait for the background book ``name`` (start it now if collection did not) and return its sweep record."""
-    import time
     if name not in _SWEEPS:
-        _start_books([name], tmp_path_factory)
+        STARTERS[name](tmp_path_factory)
     sweep = _SWEEPS[name]
-    while _exit_status(sweep["tmp"]) is None:
-        time.sleep(0.5)
+    sweep["proc"].wait()
     return sweep
+
+
+def _read(f) -> str:
+    f.seek(0)
+    text = f.read()
+    f.close()
+    return text
 
 
 @pytest.fixture(scope="session")
@@ -357,9 +306,8 @@ def smoke_site(tmp_path_factory):
     this waits for it. tests/site/test_book.py checks the sweep, tests/test_packaging.py that it ran from the wheel;
     the pages' tests read the executed notebooks under ``site/book/nb`` instead of executing them again."""
     sweep = _finished("smoke_site", tmp_path_factory)
-    tmp = sweep["tmp"]
-    run = subprocess.CompletedProcess(sweep["args"], _exit_status(tmp), (tmp / "sweep.stdout").read_text(),
-                                      (tmp / "sweep.stderr").read_text())
+    proc = sweep["proc"]
+    run = subprocess.CompletedProcess(proc.args, proc.returncode, _read(sweep["out"]), _read(sweep["err"]))
     return {"tmp": sweep["tmp"], "site": sweep["site"], "run": run, "build": _step_result(sweep["tmp"], "build"),
             "installed": sweep["installed"], "elsewhere": sweep["elsewhere"]}
 
@@ -377,7 +325,7 @@ def sec_wheel(tmp_path_factory) -> Path:
     else:
         import time
         folder = sweep["wheels"]
-        while (proc := _step_result(sweep["tmp"], "wheel")) is None and _exit_status(sweep["tmp"]) is None:
+        while (proc := _step_result(sweep["tmp"], "wheel")) is None and sweep["proc"].poll() is None:
             time.sleep(0.5)
         proc = proc or _step_result(sweep["tmp"], "wheel")
         assert proc is not None, ("the smoke sweep ended without building its wheel: "
@@ -394,4 +342,6 @@ def cub_smoke_book(tmp_path_factory):
     output; "build" is None when the run failed)."""
     sweep = _finished("cub_smoke_book", tmp_path_factory)
     tmp = sweep["tmp"]
+    for f in (sweep["out"], sweep["err"]):
+        f.close()
     return {"tmp": tmp, "site": sweep["site"], "run": _step_result(tmp, "run"), "build": _step_result(tmp, "build")}

