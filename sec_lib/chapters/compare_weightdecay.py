@@ -23,7 +23,7 @@ import pandas as pd
 from .. import reference
 from ..report import VERDICTS, paired_diff, pooled_diff, refine
 from ..report.claims import Claim, from_row
-from ..runs import regimeseeds, selection
+from ..runs import followup, regimeseeds, selection, tier
 from ..runs import weightdecay as wd
 from ..runs.pilot import TIER
 from .common import and_list, ci_text, loss_noun, measures_text, n_text
@@ -76,12 +76,36 @@ def planned_test_runs() -> int:
     return len(wd.SEEDS) * 2 * len(wd.LOSSES)
 
 
+def own_selection_runs(root=None) -> tuple[int, int]:
+    """C4W's own held-out selection runs committed, and how many of them are at points an edge rule added (a weight
+    decay outside :data:`~sec_lib.runs.weightdecay.WD_GRID`, an η outside the loss's first grid
+    :func:`~sec_lib.runs.weightdecay.eta_grid`). Its export also holds the tier's η = 0 held-out runs, the point 0 of
+    selection 1, which the decisive tier trained and the plan does not count."""
+    path = wd.folder(root) / "selection" / "runs.parquet"
+    if not path.exists():
+        return 0, 0
+    runs = pd.read_parquet(path)
+    tier_runs = tier.tier_dir(TIER, root) / "selection" / "runs.parquet"
+    theirs = set(pd.read_parquet(tier_runs, columns=["key"])["key"]) if tier_runs.exists() else set()
+    own = runs[~runs["key"].isin(theirs)]
+    plan, grown = followup.tier_plan(), 0
+    for loss, eta, cfg in zip(own["loss"], own["eta"], own["config"]):
+        if eta == 0:
+            grown += float(json.loads(cfg)["weight_decay"]) not in wd.WD_GRID
+        else:
+            grown += float(eta) not in wd.eta_grid(plan.eta[loss])
+    return len(own), grown
+
+
 def status_sentence(root=None) -> str:
-    """Where C4W stands, in one plain sentence: its question, the selection and test runs committed, and that its
-    verdict waits for every test run."""
-    sel, test = len(wd.stage_runs("selection", root)), len(wd.stage_runs("test", root))
-    chosen = ("its weights are chosen, below" if wd.read_choices(root) else
-              f"of about {planned_selection_runs()} if no grid grows at an edge")
+    """Where C4W stands, in one plain sentence: its question, its own selection runs (and those at points an edge rule
+    added) and its test runs committed, and that its verdict waits for every test run."""
+    (sel, grown), test = own_selection_runs(root), len(wd.stage_runs("test", root))
+    if wd.read_choices(root):
+        chosen = "its weights are chosen, below"
+    else:
+        added = (f"{grown} of them at points the rule added where a grid grew at its edge; " if grown else "")
+        chosen = f"{added}the plan is {planned_selection_runs()} if no grid grows"
     state = "is underway" if sel + test else "is registered; its runs have not started"
     return (f"**{wd.ID} {state}.** It asks: {wd.QUESTION} So far {sel} held-out selection runs are committed "
             f"({chosen}) and {test} of its {planned_test_runs()} test runs; its verdict waits for all "

@@ -11,6 +11,7 @@ from scipy import stats
 
 from sec_lib.chapters import compare_weightdecay as c4w
 from sec_lib.figures import weightdecay as wdfig
+from sec_lib.runs import followup
 from sec_lib.runs import weightdecay as wd
 
 matplotlib.use("Agg")
@@ -175,7 +176,7 @@ def test_the_selection_table_and_sentence_read_choices_json():
 
 
 def test_the_underway_state_on_the_real_folder_and_the_other_tier_line():
-    sel, test = len(wd.stage_runs("selection")), len(wd.stage_runs("test"))
+    (sel, _), test = c4w.own_selection_runs(), len(wd.stage_runs("test"))
     said = c4w.status_sentence()
     state = "is underway" if sel + test else "is registered; its runs have not started"
     assert said.startswith(f"**C4W {state}.** It asks: {wd.QUESTION}")
@@ -195,6 +196,36 @@ def test_the_underway_state_on_the_real_folder_and_the_other_tier_line():
                                         "decay; this page shows the quick tier, so it shows none of it.")
     with pytest.raises(KeyError, match="retrains the decisive tier"):
         c4w.evidence("quick")
+
+
+def _selection_parquet(path, rows):
+    path.mkdir(parents=True)
+    pd.DataFrame([{"key": k, "loss": loss, "eta": eta, "config": json.dumps({"weight_decay": w})}
+                  for k, loss, eta, w in rows]).to_parquet(path / "runs.parquet")
+
+
+def test_the_status_counts_only_the_follow_ups_own_runs_and_names_the_points_an_edge_added(tmp_path):
+    """The export holds the tier's η = 0 held-out runs (the point 0): not counted. A weight decay outside the first
+    grid (2.5e-5) and an η outside the loss's first grid (triplet's 0.0005; the tier chose 0.05) are counted as added
+    by the edge rule; the first grids' points are not."""
+    plan_eta = followup.tier_plan().eta
+    _selection_parquet(tmp_path / "data" / "reference" / "decisive" / "selection",
+                       [("t0", "triplet", 0.0, 0.0), ("t1", "ms", 0.0, 0.0)])
+    base = wd.eta_grid(plan_eta["triplet"])
+    assert 0.0005 not in base and 0.005 in base
+    _selection_parquet(wd.folder(tmp_path) / "selection",
+                       [("t0", "triplet", 0.0, 0.0), ("t1", "ms", 0.0, 0.0), ("a", "ms", 0.0, 2.5e-3),
+                        ("b", "ms", 0.0, 2.5e-5), ("c", "triplet", 0.005, 2.5e-5), ("d", "triplet", 0.0005, 2.5e-5)])
+    assert c4w.own_selection_runs(tmp_path) == (4, 2)
+    said = c4w.status_sentence(tmp_path)
+    assert ("So far 4 held-out selection runs are committed (2 of them at points the rule added where a grid grew at "
+            "its edge; the plan is 72 if no grid grows) and 0 of its 40 test runs") in said, said
+    _selection_parquet(tmp_path / "other" / "data" / "followups" / "weight-decay" / "selection",
+                       [("a", "ms", 0.0, 2.5e-3)])
+    assert c4w.own_selection_runs(tmp_path / "other") == (1, 0)     # no tier folder: every run is its own
+    assert "(the plan is 72 if no grid grows)" in c4w.status_sentence(tmp_path / "other")
+    assert c4w.own_selection_runs(tmp_path / "none") == (0, 0)
+    assert "is registered; its runs have not started" in c4w.status_sentence(tmp_path / "none")
 
 
 def test_bad_input_is_refused_with_the_valid_choices(complete):
