@@ -26,7 +26,7 @@ from .evidence import ETA_ARM_NAMES
 from .gain_words import (ARM_WORDS, LOSS_CLAIMS, fmt_p, gain_sentences, gains_paragraph,  # noqa: F401
                          overall_sentence)
 # The main comparison's tables and gains, which other pages read too; their names are this page's as well.
-from .gains import (beyond_gains, beyond_selected, eta_arms_apart, family_of, main_table,  # noqa: F401
+from .gains import (SIZE_RULE_CAPTION, beyond_gains, beyond_selected, eta_arms_apart, family_of, main_table,  # noqa: F401
                     main_table_display, other_tier_sentence, paper_gain_cell, sec_gain, sec_gain_display,
                     selected_eta_rows)
 

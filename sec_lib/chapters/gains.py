@@ -151,6 +151,11 @@ def paper_sizes(loss: str, variant: str, baseline: str = "none") -> list:
     return reference.paper_gain_values("none", arm, loss)
 
 
+#: How a table's caption states :func:`sized_verdicts`' rule.
+SIZE_RULE_CAPTION = ("an R@1 signal whose whole interval lies below the paper's smallest gain for its loss on CUB, Cars, "
+                     "SOP and In-Shop reads smaller than claimed")
+
+
 def sized_verdicts(gains: pd.DataFrame, variant: str | None = None) -> list[str]:
     """Each row's verdict, a *reproduced* R@1 row sized against the paper's gains for its loss and arm (the book's
     rule, :func:`sec_lib.report.refine`: *smaller than claimed* where the whole interval lies below the paper's
