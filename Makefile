@@ -100,7 +100,8 @@ followup-convergence: setup
 # The follow-ups to the headline, registered before their runs (data/followups/<name>/README.md): C4L, the primary
 # gap at 20,250 iterations (about 5.5 hours on 2 cores); C4W, SEC over a baseline with the authors' weight decay
 # (about 7 hours); P1c, the regime interaction on seeds 5-14 (about 9 hours). Each resumes from the store and its
-# folder; `make followups` trains them in the registered order.
+# folder; `make followups` trains them in the registered order. To train them with the code of the commit that
+# registered them, committing each export: python tools/train_registered.py --commit-runs.
 followup-length: setup
 	$(PY) -m sec_lib.book study longer-runs --jobs 2
 
