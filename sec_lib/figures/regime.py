@@ -30,11 +30,11 @@ def _groups(table: pd.DataFrame, groups: pd.DataFrame) -> list[str]:
 def seeds_figure(table: pd.DataFrame, groups: pd.DataFrame, unit: str = "R@1 points") -> Figure:
     """Per seed (x), the pooled interaction (SEC − none fine-tuned) − (SEC − none from scratch) (dots), one colour per
     group of seeds; each group's mean over its seeds (a line across its seeds) with its 95% interval (a band), around
-    0. The y axis fits the dots, the intervals and 0. Artists carry ``gid`` 'seeds:<group>', 'mean:<group>' and
-    'interval:<group>'."""
+    0. The y axis fits the dots, the intervals and 0; the legend sits below the axes, where no dot can fall under it.
+    Artists carry ``gid`` 'seeds:<group>', 'mean:<group>' and 'interval:<group>'."""
     names = _groups(table, groups)
     g = groups.set_index("group")
-    fig = figure(min(BOOK_WIDTH, 2.2 + 0.33 * table["seed"].nunique()), 3.2)
+    fig = figure(min(BOOK_WIDTH, 2.2 + 0.33 * table["seed"].nunique()), 3.7)
     ax = fig.add_subplot()
     for name, colour in zip(names, GROUP_COLORS):
         sub = table[table["group"] == name].sort_values("seed")
@@ -58,7 +58,7 @@ def seeds_figure(table: pd.DataFrame, groups: pd.DataFrame, unit: str = "R@1 poi
     ax.set_xlim(seeds[0] - 0.8, seeds[-1] + 0.8)
     ax.set_xlabel("seed")
     ax.set_ylabel(f"interaction, {unit}")
-    ax.legend(loc="best", fontsize=9)
+    fig.legend(loc="outside lower center", fontsize=9, frameon=False)   # below the axes: over no seed's dot
     return fig
 
 
