@@ -33,7 +33,7 @@ REPO = Path(__file__).resolve().parents[1]
 #: The registered follow-ups in their registered order: folder under data/followups/ -> the registering commit's
 #: training module (sec_lib.runs.<module>).
 FOLLOWUPS = {"longer-runs": "longruns", "weight-decay": "weightdecay", "regime-seeds": "regimeseeds"}
-#: What a study prints after each export (sec_lib/runs/study.py, and the registering commit's followup.py).
+#: What a study prints after each export (sec_lib/runs/study.py; at the registering commit, sec_lib/runs/commands.py).
 EXPORTED = re.compile(r"^\s*(\d+) of (\d+) (\S+) (.+?) runs exported to ")
 
 
