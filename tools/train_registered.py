@@ -13,7 +13,8 @@ session resumes them from that commit, not from the checkout:
   missing and resumes. (Not its ``make`` targets: their ``setup`` would reinstall the checkout's editable package from
   the worktree.)
 - with ``--commit-runs``, after every "N of M ... runs exported" line, one commit in this checkout of the follow-ups'
-  folders only (``git commit -- <folders>``), named for the stage and the count.
+  folders only (``git commit -- <folders>``), named for the stage and the count; and one when a follow-up's held-out
+  choices are written (``choices.json``), naming them.
 
     python tools/train_registered.py --dry-run                   # print the plan, change nothing
     python tools/train_registered.py --commit-runs               # train in the foreground, commit each export
@@ -35,6 +36,8 @@ REPO = Path(__file__).resolve().parents[1]
 FOLLOWUPS = {"longer-runs": "longruns", "weight-decay": "weightdecay", "regime-seeds": "regimeseeds"}
 #: What a study prints after each export (sec_lib/runs/study.py; at the registering commit, sec_lib/runs/commands.py).
 EXPORTED = re.compile(r"^\s*(\d+) of (\d+) (\S+) (.+?) runs exported to ")
+#: What a follow-up with a held-out selection prints once its ``choices.json`` is written.
+CHOSEN = re.compile(r"^(\S+) choices: (.+)$")
 
 
 def git(*args: str, cwd: Path = REPO) -> str:
@@ -58,12 +61,14 @@ def registering_commit(repo: Path = REPO) -> str:
 
 
 def commit_message(line: str) -> str | None:
-    """The commit message for a study's export line ('  72 of 87 C4W selection runs exported to ...'), else None."""
+    """The commit message for a study's export line ('  72 of 87 C4W selection runs exported to ...') or for the line
+    that says its held-out choices are written ('C4W choices: ...', with ``choices.json``), else None."""
     m = EXPORTED.match(line)
-    if not m:
-        return None
-    done, total, ident, stage = m.groups()
-    return f"{ident}: {stage} runs as they finish ({done} of {total} exported)"
+    if m:
+        done, total, ident, stage = m.groups()
+        return f"{ident}: {stage} runs as they finish ({done} of {total} exported)"
+    m = CHOSEN.match(line)
+    return f"{m.group(1)}: choices.json, written by the registered rule: {m.group(2).strip()}" if m else None
 
 
 def prepare(workdir: Path, commit: str, repo: Path = REPO) -> list[str]:

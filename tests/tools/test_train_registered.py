@@ -45,6 +45,9 @@ def test_the_export_lines_of_each_stage_name_their_commit_and_other_lines_none()
     assert tr.commit_message("  4 of 160 P1c test runs exported to /x/test (500 s)") == \
         "P1c: test runs as they finish (4 of 160 exported)"
     assert tr.commit_message("C4W selection: 17 held-out runs to train") is None
+    assert tr.commit_message("C4W choices: triplet weight decay 2.5e-05 η 0.005; ms weight decay 2.5e-05 η 1\n") == (
+        "C4W: choices.json, written by the registered rule: triplet weight decay 2.5e-05 η 0.005; ms weight decay "
+        "2.5e-05 η 1")
     assert tr.commit_message("gpu tier: 3 runs exported to /x") is None
 
 
