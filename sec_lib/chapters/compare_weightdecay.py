@@ -121,6 +121,13 @@ def _score(scores: dict, weight: float) -> float:
     return float(v) if v is not None else np.nan
 
 
+def _flag_text(flag: str) -> str:
+    """A flag of ``choices.json`` as the table shows it: 'weight decay: weight decay not selected ...' (the selection's
+    name before a flag that names it again) without the repeated name."""
+    head, sep, rest = flag.partition(": ")
+    return rest if sep and rest.startswith(head) else flag
+
+
 def selection_table(choices: dict | None = None, root=None) -> pd.DataFrame:
     """One row per loss from ``choices.json`` (default: the committed one): the weight decay chosen and tested, the
     mean held-out R@1 without weight decay and at the tested weight, SEC's η chosen and tested under it, and the
@@ -142,7 +149,8 @@ def selection_table(choices: dict | None = None, root=None) -> pd.DataFrame:
                      "weight decay tested": c["weight_decay_tested"],
                      "held-out R@1, no weight decay": _score(s, 0.0),
                      "held-out R@1, tested weight decay": _score(s, c["weight_decay_tested"]),
-                     "η chosen": c["eta"], "η tested": c["eta_tested"], "flags": "; ".join(c.get("flags", [])) or "—"})
+                     "η chosen": c["eta"], "η tested": c["eta_tested"],
+                     "flags": "; ".join(_flag_text(f) for f in c.get("flags", [])) or "—"})
     return pd.DataFrame(rows, columns=cols)
 
 

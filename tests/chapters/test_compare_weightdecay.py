@@ -171,6 +171,9 @@ def test_the_selection_table_and_sentence_read_choices_json():
     assert "triplet: weight decay 0.00025; SEC's η 0.5 under it" in said
     assert "no weight decay scored best, so its least harmful weight, 0.0025, is tested (flagged)" in said
     assert "its best η, 1, is tested (flagged)" in said
+    assert table.set_index("loss").loc["ms", "flags"] == "weight decay: not selected; SEC not selected"
+    repeated = dict(choices["ms"], flags=["weight decay: weight decay not selected (no regularizer scored best)"])
+    assert c4w.selection_table({"ms": repeated})["flags"].iloc[0] == "weight decay not selected (no regularizer scored best)"
     with pytest.raises(ValueError, match="valid values: triplet, semihard, npair, ms"):
         c4w.selection_table({"arcface": choices["ms"]})
 
