@@ -45,7 +45,7 @@ def recompute(scores: dict, first: tuple) -> dict:
         need = grid[0] / 10
     elif best_nonzero == grid[-1] and sum(w > max(first) for w in grid) < 2:
         need = grid[-1] * 10
-    return {"weight": best, "tested": best or best_nonzero, "needs": need, "grid": grid}
+    return {"weight": best, "tested": best or best_nonzero, "needs": need}
 
 
 def grown_as_asked(points: list, first: tuple, rule_on) -> None:
