@@ -20,7 +20,7 @@ from ..report.claims import Claim, family_row
 from ..runs import decisive
 from ..runs import experiments as ex
 from ..runs.decisive import ETA_SELECTION_STAGES
-from . import common, profile_param
+from . import common, compare_weightdecay, profile_param
 from .common import LOSS_ABBR, loss_noun, order_rows, runs_frame
 from .evidence import ETA_ARM_NAMES
 from .gain_words import (ARM_WORDS, LOSS_CLAIMS, fmt_p, gain_sentences, gains_paragraph,  # noqa: F401
@@ -250,6 +250,8 @@ def _beyond_row(loss: str):
 #: The claims this page decides: per loss (Table 1) and pooled at the paper's η, the primary test (η chosen on
 #: held-out classes), SEC against L2-reg at the paper's η and at the held-out arms, and the tuplet margin loss. The
 #: family rule (the claims page): a registered pooled row is a family alone; per-loss rows form a family of their own.
+#: C4W, the primary test's registered follow-up over the authors' weight decay, joined once its test runs were all
+#: committed.
 CLAIMS = [
     *[Claim(id=f"C4{c}", claim=f"SEC improves R@1 for the {loss_noun(l)} loss ({LOSS_ABBR[l]} in the paper), at the "
                                "paper's η", source="paper Table 1",
@@ -268,6 +270,7 @@ CLAIMS = [
           measured="R@1 SEC (η per loss chosen on held-out training classes) − none, mean over the 4 losses per seed",
           estimate=_pooled("tuned"), expected_sign=+1, page="compare", family="primary test",
           paper=lambda: reference.paper_mean_gain(), paper_size=_paper_gains(), paper_size_text=_paper_text()),
+    compare_weightdecay.CLAIM,
     Claim(id="C5", claim="SEC (μ = batch mean) beats L2-reg (μ = 0), with SEC at the paper's η",
           source="paper Table 1",
           measured="R@1 SEC at the paper's η − L2-reg at its held-out weight, mean over the 4 losses per seed (each "
