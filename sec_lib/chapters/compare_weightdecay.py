@@ -396,6 +396,28 @@ def landing_sentence(tier: str, root=None, res: dict | None = None) -> str:
             f"{m['estimate']:+.2f} without weight decay. In the book's words, **{p['verdict']}**: {meaning(p)}.")
 
 
+#: The question the compare page's pointer asks, beside C4L's (:data:`~sec_lib.chapters.convergence_length.COMPARE_POINTER`).
+POINTER_QUESTION = "**Does the gain hold over the authors' weight decay?**"
+
+
+def compare_pointer(tier: str, root=None, res: dict | None = None) -> str:
+    """The compare page's short paragraph under its answer, beside C4L's pointer: the question C4W asks and, once its
+    test runs are all committed, its pooled row with its interval and verdict (the section *Over the authors' weight
+    decay* gives the rest); while they train, that its section says how far. '' on another tier."""
+    if not applies(tier):
+        return ""
+    head = (f"{POINTER_QUESTION} Every run above trains without the weight decay the authors use. A follow-up "
+            f"registered before its runs trained ({wd.ID}) trains the baseline and SEC again with it, its weight and "
+            "SEC's η chosen on held-out classes for each loss")
+    res = _complete(tier, root, res)
+    if res is None:
+        return f"{head}; its runs still train, and its section *Over the authors' weight decay* below says how far."
+    p = res["pooled"].iloc[0]
+    return (f"{head}: (SEC + WD) − (none + WD) = {ci_text(p['estimate'], p['ci_lo'], p['ci_hi'])} R@1 points "
+            f"({n_text(p['n'])}), **{p['verdict']}**: {meaning(p)}. Its section *Over the authors' weight decay* "
+            "below gives the choices and each loss.")
+
+
 #: The brief line's words for a signal, by its size against the paper's gains.
 BRIEF_SIZE = {"reproduced": "still a gain, in the paper's range", "smaller than claimed": "still a gain, smaller than "
               "the paper's", "larger than claimed": "still a gain, larger than the paper's"}

@@ -320,6 +320,30 @@ def test_the_landing_sentence_gives_the_pooled_row_in_plain_words_once_complete(
     assert c4w.landing_sentence("quick") == home.weight_decay_sentence("cpu") == ""
 
 
+def test_the_compare_pointer_gives_the_pooled_row_under_the_answer_and_says_while_it_trains(complete, monkeypatch):
+    """The compare page's pointer, beside C4L's: the pooled row with its interval and verdict once complete, that its
+    runs still train while a test run is missing, nothing on another tier; the page's pointer cell shows it."""
+    import nbformat
+    from pathlib import Path
+    runs, _ = complete
+    est, lo, hi, _ = t_interval(per_seed(runs, "sec + WD", "none + WD"))
+    p = c4w.evidence("decisive")["pooled"].iloc[0]
+    said = c4w.compare_pointer("decisive")
+    assert said.startswith(c4w.POINTER_QUESTION) and "still train" not in said
+    assert (f"(SEC + WD) − (none + WD) = {est:+.2f} (95% CI [{lo:+.2f}, {hi:+.2f}]) R@1 points (n = 5 seeds), "
+            f"**{p['verdict']}**: {c4w.meaning(p)}.") in said
+    assert c4w.compare_pointer("cpu") == c4w.compare_pointer("smoke") == ""
+
+    def missing(root=None):
+        raise KeyError("C4W: 38 of 40 test runs are committed")
+    monkeypatch.setattr(wd, "test_runs", missing)
+    waiting = c4w.compare_pointer("decisive")
+    assert waiting.startswith(c4w.POINTER_QUESTION) and "its runs still train" in waiting and "95% CI" not in waiting
+    nb = nbformat.read(Path(__file__).resolve().parents[2] / "notebooks" / "compare.ipynb", as_version=4)
+    cell = next(c for c in nb.cells if "COMPARE_POINTER" in c.source)
+    assert "compare_weightdecay.compare_pointer(T)" in cell.source
+
+
 def test_the_landing_sentence_is_empty_while_runs_are_missing():
     try:
         wd.test_runs()
