@@ -406,8 +406,8 @@ def compare_pointer(tier: str, root=None, res: dict | None = None) -> str:
     decay* gives the rest); while they train, that its section says how far. '' on another tier."""
     if not applies(tier):
         return ""
-    head = (f"{POINTER_QUESTION} Every run above trains without the weight decay the authors use. A follow-up "
-            f"registered before its runs trained ({wd.ID}) trains the baseline and SEC again with it, its weight and "
+    head = (f"{POINTER_QUESTION} The runs behind that answer train without the weight decay the authors use. A "
+            f"follow-up registered before its runs trained ({wd.ID}) trains the baseline and SEC again with it, its weight and "
             "SEC's η chosen on held-out classes for each loss")
     res = _complete(tier, root, res)
     if res is None:
