@@ -397,9 +397,10 @@ def claim_records(profile: str, root=None, pages=None, tier: str | None = None) 
 
 
 def claim_sort_key(cid: str):
-    """C1 < C4 < C4a < C4v < C5 < Q1 < Q2 < Q8a < Q8a-r < Q10a (letter, number, suffix)."""
+    """C1 < C4 < C4a < C4v < C4W < C5 < Q1 < Q2 < Q8a < Q8a-r < Q10a (letter, number, suffix; the suffix read without
+    case, so that a follow-up's capital letter sorts among its claim's small ones)."""
     m = re.match(r"([A-Z]+)(\d+)(.*)", cid)
-    return (m.group(1), int(m.group(2)), m.group(3)) if m else (cid, 0, "")
+    return (m.group(1), int(m.group(2)), m.group(3).lower(), m.group(3)) if m else (cid, 0, "", "")
 
 
 def claims_box(page: str, profile: str, root=None) -> str:

@@ -414,3 +414,10 @@ def test_a_page_waiting_for_the_decisive_tier_states_the_claims_it_can_already_d
     assert evidence.waiting_sentence("norms", "decisive") == ""
     monkeypatch.setattr(evidence, "page_records", lambda page, ev: [rec("Q4", math.nan)])
     assert evidence.waiting_sentence("norms", "cpu") == ""
+
+
+def test_claim_ids_sort_by_letter_number_then_suffix_without_case():
+    """A follow-up's capital suffix (C4W) sorts among its claim's small ones (after C4v, not between C4 and C4a)."""
+    ids = ["Q10a", "C5", "C4W", "Q8a-r", "C4v", "C4", "Q2", "C4a", "P1c", "Q8a", "C1", "P1"]
+    assert sorted(ids, key=evidence.claim_sort_key) == ["C1", "C4", "C4a", "C4v", "C4W", "C5", "P1", "P1c", "Q2",
+                                                         "Q8a", "Q8a-r", "Q10a"]
