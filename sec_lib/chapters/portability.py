@@ -31,13 +31,14 @@ import pandas as pd
 
 from .. import kernels
 from ..figures.tables import fold_columns
-from ..report import verdict
+from .. import reference
+from ..report import refine, verdict
 from ..runs import experiments as ex
 from ..runs import tier as tier_mod
 from ..analysis.primary import primary_estimate
 from ..analysis.tiers import tier_label
 from .common import load, runs_frame
-from .gains import sec_gain
+from .gains import paper_sizes, sec_gain
 
 #: The primary comparison: SEC at the held-out-chosen η against none, on the four main losses.
 PRIMARY_CHAPTER = "tuned"
@@ -77,8 +78,21 @@ def estimates(runs: pd.DataFrame) -> dict:
                          "verdict": r.verdict} for r in g.itertuples()}
     e = primary_estimate(runs)
     pooled = {"estimate": float(e["estimate"]), "ci_lo": float(e["ci_lo"]), "ci_hi": float(e["ci_hi"]),
-              "verdict": verdict(e["estimate"], e["ci_lo"], e["ci_hi"], +1, n=e["n"], p_adj=e["p_value"])}
+              "verdict": verdict(e["estimate"], e["ci_lo"], e["ci_hi"], +1, n=e["n"], p_adj=e["p_value"],
+                                 paper=paper_values("pooled"))}
     return {"per_loss": per_loss, "pooled": pooled}
+
+
+def paper_values(estimate: str) -> list:
+    """The paper's Table 1 R@1 gains of SEC over none that an estimate's verdict is sized against, as the scorecard
+    sizes the same estimate (C4v pooled over every main loss's, C4a-d each loss's own): [] where the reference is
+    absent (the words then keep the signal alone)."""
+    try:
+        if estimate == "pooled":
+            return reference.paper_gain_values("none", "sec")
+        return paper_sizes(estimate, "sec")
+    except (FileNotFoundError, KeyError):
+        return []
 
 
 def table_comparison(retrained: dict[str, dict], committed: dict[str, dict]) -> dict[str, dict]:
@@ -230,9 +244,41 @@ def sentence(rep: dict, root=None) -> str:
 
 
 def reports(profile: str = "decisive", root=None) -> list[dict]:
-    """Every committed portability report of ``profile``."""
+    """Every committed portability report of ``profile``, its verdict words as the book decides them now
+    (:func:`in_todays_words`)."""
     d = tier_mod.tier_dir(profile, root) / REPORT_DIR
-    return [json.loads(p.read_text()) for p in sorted(d.glob("*.json"))] if d.is_dir() else []
+    raw = [json.loads(p.read_text()) for p in sorted(d.glob("*.json"))] if d.is_dir() else []
+    if not raw:
+        return []
+    try:                      # the committed tier's runs; a report whose keys they do not hold is sized on its own
+        runs = primary_runs(profile)
+    except KeyError:          # the retired tier: its learning-rate pilot is not in the store
+        runs = None
+    return [in_todays_words(rep, runs) for rep in raw]
+
+
+def in_todays_words(rep: dict, runs: pd.DataFrame | None) -> dict:
+    """``rep`` with its estimates' verdict words decided by today's rule, the words every other page uses: a report
+    keeps the words of the day it was written, and the reports predate the sizing against the paper's gains (a
+    signal whose whole interval lies below the paper's smallest gain reads *smaller than claimed*).
+
+    With the tier's primary ``runs``, every estimate is recomputed (:func:`compare`) from the committed runs and the
+    report's shifts (retrained = committed + shift; the report keeps each shift to 6 decimals). Without them (the
+    retired tier, whose learning-rate pilot the store does not hold), each word is sized on the report's own
+    numbers (:func:`sec_lib.report.refine`): the committed word on its committed interval; a retrained word, whose
+    interval the report does not keep, is sized only where it is not *reproduced* (refine leaves every other word)."""
+    if runs is not None and set(rep["diffs"]) <= set(runs["key"]):
+        r1 = dict(zip(runs["key"], runs[METRIC]))
+        return {**rep, "estimates": compare(runs, {k: r1[k] + d for k, d in rep["diffs"].items()})["estimates"]}
+    rows = []
+    for e in rep["estimates"]:
+        if e["swapped_verdict"] == "reproduced":
+            raise ValueError(f"the {e['estimate']} estimate of the {rep.get('profile')} report on {rep['cpu_kind']} "
+                             "reads reproduced with the retrained runs, and its retrained interval is not kept: it "
+                             "cannot be sized without the tier's runs")
+        word = refine(e["verdict"], e["ci_lo"], e["ci_hi"], +1, paper_values(e["estimate"]) or None)
+        rows.append({**e, "verdict": word, "same_verdict": word == e["swapped_verdict"]})
+    return {**rep, "estimates": rows}
 
 
 def reports_table(reps: list[dict]) -> pd.DataFrame:
