@@ -27,7 +27,8 @@ from . import convergence_length, evidence, profile_param
 from .scorecard import (FOLLOWUPS, GROUP_WORDS, GROUPS, QUESTIONS, QUICK_ONLY, answer_counts,  # noqa: F401
                         claims_frame, count_words, counted, counted_tiers, counts_sentence, decided, decisive_stands_in,
                         followup_status, group_of,
-                        is_long_tier, p_cell, question_counts, questions, questions_sentence, records, tiers_phrase,
+                        is_long_tier, p_cell, question_counts, questions, questions_sentence, records, rows_beneath,
+                        tiers_phrase,
                         verdict_counts, waiting_sentence)
 from .normclass import (CLAIMS, HIT_COLUMNS, class_association, class_association_summary,  # noqa: F401 (the page's API)
                         difficulty_association, difficulty_sentence)

@@ -320,8 +320,10 @@ def verdict_tally(profile, root=None) -> dict:
     except (KeyError, FileNotFoundError, ValueError) as e:     # a missing chapter's runs
         return {"error": str(e)}
     own = not scorecard.decisive_stands_in(profile)
-    groups = scorecard.answer_counts(scorecard.questions(table), table, own)[0]
-    return {**groups, "rows": len(table), "tiers": () if own else scorecard.counted_tiers(table), "own": own}
+    qs = scorecard.questions(table)
+    groups = scorecard.answer_counts(qs, table, own)[0]
+    return {**groups, "rows": scorecard.rows_beneath(qs, own), "tiers": () if own else scorecard.counted_tiers(table),
+            "own": own}
 
 
 def _pp(x) -> str:

@@ -219,6 +219,15 @@ def question_counts(qs: pd.DataFrame) -> dict:
     return out
 
 
+def rows_beneath(qs: pd.DataFrame, own: bool = False) -> int:
+    """The rows of evidence under the questions the tally counts (:func:`answer_counts`): the rows of the question the
+    paper made no claim on, and on a long tier those of the questions with quick-tier evidence only, are apart."""
+    if not len(qs):
+        return 0
+    main = qs[~qs["beyond"]] if own else qs[~qs["beyond"] & qs["long"]]
+    return int(main["n_rows"].sum())
+
+
 def answer_counts(qs: pd.DataFrame, table: pd.DataFrame, own: bool) -> tuple[dict, dict, int]:
     """The scorecard's tally, as the claims page and the landing page both give it: questions per group, bodies of
     evidence per verdict and the rows left uncounted. A book that reads the decisive tier counts the long tiers only
@@ -241,7 +250,7 @@ def questions_sentence(qs: pd.DataFrame, table: pd.DataFrame) -> str:
     quick = qs[~qs["beyond"] & ~qs["long"]] if len(qs) else qs
     text = (f"Of the paper's claims and the reviewers' questions decided on {tiers_phrase(counted_tiers(table))}, "
             f"{n} in all: " + count_words(counts) +
-            f". Each question counts once, decided by one row of evidence; {len(table)} rows lie beneath them.")
+            f". Each question counts once, decided by one row of evidence; {rows_beneath(qs)} rows lie beneath them.")
     if len(beyond):
         b = beyond.iloc[0]
         text += (f" Apart: the meta-review's question, “{b['question']}” ({b['n_rows']} rows, decided by "

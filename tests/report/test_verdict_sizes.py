@@ -219,9 +219,10 @@ def test_the_scorecard_counts_questions_once_with_their_rows_beneath():
     assert qs.loc["C5", "beneath"] == ["C5v", "Q2"] and qs.loc["Q10", "beyond"]
     assert claims.question_counts(claims.questions(table)) == {
         "holds": 2, "holds in direction, smaller than the paper's": 1, "fails": 3, "undecided": 1}   # Q10 apart
+    assert claims.rows_beneath(claims.questions(table)) == 15        # 17 rows, Q10's 2 apart
     s = claims.questions_sentence(claims.questions(table), table)
     assert "7 in all: **2** hold, **1** holds in direction but is smaller than the paper's, **3** fail, **1** is " \
-           "undecided" in s and "17 rows lie beneath them" in s and "on which the paper made no claim" in s
+           "undecided" in s and "15 rows lie beneath them" in s and "on which the paper made no claim" in s
 
 
 def test_the_scale_page_names_the_contrasts_whose_losses_differ():
