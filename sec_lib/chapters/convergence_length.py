@@ -262,8 +262,8 @@ def landing_sentence(root=None, res: dict | None = None) -> str:
     if f["verdict"] == "stable":
         return (f"The {_n(longruns.BASE_LENGTH)}-iteration estimate is the converged one: {lead}. The gap had stopped "
                 f"moving ({change}, inside ±{longruns.MARGIN:g} points).")
-    return (f"Whether the {_n(longruns.BASE_LENGTH)}-iteration estimate is the converged one, longer runs cannot yet "
-            f"tell: {lead} ({change}, neither inside ±{longruns.MARGIN:g} points nor clearly beyond).")
+    return (f"Whether the {_n(longruns.BASE_LENGTH)}-iteration estimate is the converged one, the longer runs "
+            f"cannot tell: {lead} ({change}, neither inside ±{longruns.MARGIN:g} points nor clearly beyond).")
 
 
 #: What the landing page's brief line says of its answer's estimate, by the primary's registered verdict.

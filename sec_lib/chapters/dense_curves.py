@@ -108,8 +108,9 @@ def dense_sentence(ev) -> str:
     agree = (f"R@1 agrees exactly with C3's prefix of the same run at the {shared.min()} evaluations each pair shares"
              if worst == 0 else f"R@1 differs from C3's prefix of the same run by at most {worst:.2g} points at the "
              "evaluations each pair shares") if len(c3) and shared.min() > 1 else ""
+    retraced = prefix_sentence(check, evals, whose="C3's")
     return (f"**Evidence for C3b:** {runs_sentence(densecurves.stage_runs())}; committed under "
-            f"`{densecurves.FOLDER_TEXT}`. {prefix_sentence(check, evals)}"
+            f"`{densecurves.FOLDER_TEXT}`. {retraced}"
             f"{' And ' + agree + '.' if agree else ''} {resolution_sentence(reach, check, '')}")
 
 

@@ -223,7 +223,8 @@ def agreement_sentence(table: pd.DataFrame, names=("decisive", "quick")) -> str:
     text = (f"The {names[1]} tier agrees in sign with the {names[0]} tier on {len(known) - len(flips)} of "
             f"{len(known)} comparisons")
     if len(flips):
-        what = ", ".join(" ".join(str(r[c]) for c in table.columns[:2]) for _, r in flips.iterrows())
+        # "triplet (sec, paper's η)": a variant's name may hold a comma, so the items are set apart by semicolons
+        what = "; ".join(f"{r[table.columns[0]]} ({r[table.columns[1]]})" for _, r in flips.iterrows())
         text += f"; it has the opposite sign for {what}"
     return text + "."
 

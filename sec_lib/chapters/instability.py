@@ -92,7 +92,7 @@ def instability_family(runs: pd.DataFrame, steps: pd.DataFrame, tracked: pd.Data
     cv = pooled_diff(tr, "variant", "none", "sec", "cv_end")
     n_losses = lambda d, col: int(d.loc[d[col].notna(), "loss"].nunique()) if "loss" in d.columns else 0
     rows = [
-        {"question": "slope", "what": "the gradient magnitude falls with the norm",
+        {"question": "slope", "what": "the gradient magnitude falls as 1/‖f‖ (slope −1)",
          **verdict_row_of(sl, -1, n_counts=_POOLED), "n_losses": n_losses(none_sl, "grad_slope")},
         {"question": "growth", "what": "norms grow during training",
          **verdict_row_of(gr, +1, n_counts=_POOLED), "n_losses": n_losses(none_tr, "growth")},

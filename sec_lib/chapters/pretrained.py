@@ -436,9 +436,9 @@ def rate_words(fine, twins, flags=()) -> str:
 
 
 def answer_heading(profile) -> str:
-    """The bold lead of the page's answer, naming the tier it reads: a committed long tier by name, else the quick
-    tier (the profile ``make book`` trains)."""
-    return f"**The answer on these runs (the {profile if profile in LONG_TIERS else 'quick'} tier).** "
+    """The bold lead of the page's answer in words, under the marked answer (which opens "The answer on these runs"),
+    naming the tier it reads: a committed long tier by name, else the quick tier (the profile ``make book`` trains)."""
+    return f"**What the runs show (the {profile if profile in LONG_TIERS else 'quick'} tier).** "
 
 
 def schedule_sentence(profile, root=None) -> str:

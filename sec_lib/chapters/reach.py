@@ -118,17 +118,20 @@ def splice_early(runs: pd.DataFrame, evals: pd.DataFrame, metric: str = "R@1", s
     return keep, spliced, pd.DataFrame(rows)
 
 
-def prefix_sentence(check: "pd.DataFrame | None", evals: pd.DataFrame, metric: str = "R@1") -> str:
+def prefix_sentence(check: "pd.DataFrame | None", evals: pd.DataFrame, metric: str = "R@1",
+                    whose: str = "these") -> str:
     """What :func:`splice_early` did, computed from its ``check``: how many runs, evaluated how densely up to which
     step, and how the data show that the prefixes retrace their runs (the training logs where ``check`` has them,
-    the evaluations both made otherwise). Empty without prefixes."""
+    the evaluations both made otherwise). ``whose``: whose runs were retraced ("these": the runs just named; "C3's",
+    where the runs just named are the retraces). Empty without prefixes."""
     if check is None or not len(check):
         return ""
 
     def one(col):
         vals = sorted({int(v) for v in check[col]})
         return ", ".join(f"{v:,}" for v in vals)
-    text = (f"Each of these {len(check)} runs was also retraced from the start to iteration {one('prefix_last')} and "
+    also = "also " if whose == "these" else ""
+    text = (f"Each of {whose} {len(check)} runs was {also}retraced from the start to iteration {one('prefix_last')} and "
             f"evaluated every {one('prefix_every')} iterations there; its curve uses those evaluations up to "
             f"{one('prefix_last')} and its own, every {one('own_every')} iterations, after.")
     worst = check[f"max |Δ{metric}|"].max()

@@ -312,7 +312,7 @@ def _seeded_selection_table(p, src) -> pd.DataFrame:
 def design_sentence(profile, root=None) -> str:
     """What this page trained, counted from :func:`experiments.scale` for ``profile`` (its store at ``root``): the
     runs, how many are the page's own (relative SEC, the fixed-scale control, PML's CIR where trained) and how many
-    it shares with the main table and the tuned chapter, and relative SEC's held-out selection."""
+    it shares with the main table (both η arms), and relative SEC's held-out selection."""
     check_shown(profile)
     p = ex.get_profile(profile)
     if not p.relative_eta_grid:
@@ -336,7 +336,7 @@ def design_sentence(profile, root=None) -> str:
                                                       else "")
     return (f"This page reads {len(configs)} runs ({len(ex.MAIN_LOSSES)} losses × {arms} arms × "
             f"{seeds_text(configs)} seeds, {its} iterations): {len(own)} are its own ({mine}), the others are the "
-            f"main table's and the tuned chapter's. Relative SEC's η was "
+            f"main table's (at the paper's η and at the η chosen on held-out classes). Relative SEC's η was "
             f"chosen among {grid} by {n_sel} runs on held-out training classes ({how}). That is all "
             f"this page adds to profile {profile!r}: the same seeds and run length as the main table.")
 

@@ -464,7 +464,7 @@ def schedule_pilot(root=None) -> tuple[pd.DataFrame, str]:
     last = pilot.LENGTH_PAIRS[-1]
     fallen = pilot.fallback(pilot.convergence(table, last), last) if len(parts) == len(pilot.LENGTH_PAIRS) else None
     text = (f"{n} of {full} pilot runs are committed (held-out classes). Rule: {pilot.RULE}. "
-            + ("; ".join(said) if said else "No length pair is complete yet") + "."
+            + ("; ".join(said).replace("; At T", "; at T") if said else "No length pair is complete yet") + "."
             + (f" By the registered fallback (no shape converged at the last pair, T = {last[0]:,}) the tier trains "
                f"**{fallen}** at {last[0]:,} iterations, not converged by the rule: its remaining gain is the last "
                f"row's." if fallen else ""))

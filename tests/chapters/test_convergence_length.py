@@ -120,7 +120,7 @@ def test_the_sentence_gives_each_comparisons_change_and_gaps_with_scipys_interva
 def test_the_landing_sentence_says_what_the_longer_runs_change_by_the_primarys_verdict(tmp_path):
     opening = {"still moving": "The 13,500-iteration estimate is not the converged one",
                "stable": "The 13,500-iteration estimate is the converged one",
-               "undecided": "Whether the 13,500-iteration estimate is the converged one, longer runs cannot yet tell"}
+               "undecided": "Whether the 13,500-iteration estimate is the converged one, the longer runs cannot tell"}
     for case, start in opening.items():
         root = _repo(tmp_path / case.replace(" ", "-"), *CASES[case])
         g = _expected(root)["SEC − none"]

@@ -31,7 +31,7 @@ def test_sign_agreement_pairs_rows_and_compares_signs():
     assert row["decisive"] == "+1.00 [+0.20, +1.80]" and row["quick verdict"] == "inconclusive"
     assert t[t["loss"] == "cosface"].iloc[0]["quick"] == "+1.00"        # no interval: the estimate alone
     s = evidence.agreement_sentence(t)
-    assert "1 of 2" in s and "ms sec" in s
+    assert "1 of 2" in s and s.endswith("opposite sign for ms (sec).")
 
 
 def test_the_decisive_tier_takes_a_page_over_once_its_stages_hold_every_run(monkeypatch, tmp_path):

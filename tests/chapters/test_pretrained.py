@@ -348,5 +348,5 @@ def test_the_chosen_trunk_rate_is_set_beside_the_from_scratch_rate():
 
 
 def test_the_answer_names_the_tier_it_reads():
-    assert pt.answer_heading("cpu") == "**The answer on these runs (the quick tier).** " == pt.answer_heading("smoke")
-    assert pt.answer_heading("decisive") == "**The answer on these runs (the decisive tier).** "
+    assert pt.answer_heading("cpu") == "**What the runs show (the quick tier).** " == pt.answer_heading("smoke")
+    assert pt.answer_heading("decisive") == "**What the runs show (the decisive tier).** "
