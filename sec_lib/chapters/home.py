@@ -444,6 +444,28 @@ def beyond_sentence(profile, root=None) -> str:
         return ""
     each = "; ".join(f"{loss_noun(loss)} {_interval(r)} (**{r['verdict']}**{inconclusive_words(dict(r))}, "
                      f"{mde_text(r['mde'])})" for loss, r in rows.iterrows())
+    others = other_losses_sentence(profile, root)
     return (f"**Beyond the paper's four losses** ({ev.profile} tier; the reviewers asked whether SEC helps other losses, their question 8), SEC at the η chosen "
             f"on held-out classes − none in R@1 (points, {int(rows['n'].max())} paired seeds [95% interval]) is "
-            f"{each}. The compare page shows these losses' other arms too.")
+            f"{each}. The compare page shows these losses' other arms too." + (f" {others}" if others else ""))
+
+
+#: The review's question 8 on the pages of its other losses: (page, its link text, ((claim, name in the line), ...)).
+OTHER_LOSSES = (("ssl", "its contrastive-learning page", (("Q8a-r", "SimCLR"), ("Q8e", "supervised contrastive"))),
+                ("face", "its face-loss page", (("Q8c", "ArcFace"),)))
+
+
+def other_losses_sentence(profile, root=None) -> str:
+    """The same question's losses that have pages of their own, so that the landing line does not stop at the two
+    losses the compare page tests: each claim's R@1 gain and verdict as its page decides it (SimCLR's retrieval row,
+    in R@1 as the line's others are; its linear-probe row stays on its page). '' where no such page has evidence."""
+    parts = []
+    for page, link, named in OTHER_LOSSES:
+        try:
+            recs = {r.id: r for r in evidence.page_records(page, evidence.page_evidence(page, profile, root))}
+        except (KeyError, ValueError, FileNotFoundError, AttributeError):
+            continue
+        items = [f"{name} {recs[i].evidence} (**{recs[i].verdict}**)" for i, name in named if i in recs]
+        if items:
+            parts.append(f"{' and '.join(items)} on [{link}]({page}.html)")
+    return ("The same question's other losses, in R@1: " + "; ".join(parts) + ".") if parts else ""

@@ -393,6 +393,20 @@ def test_the_landing_page_states_the_losses_beyond_the_four_from_the_compare_pag
     assert home.beyond_sentence("cpu") == ""
 
 
+def test_the_landing_line_on_other_losses_gives_each_pages_own_verdicts():
+    """Question 8 does not stop at the compare page's two losses: SimCLR, supervised contrastive learning and ArcFace
+    are read from their own pages' records, in R@1, each with its page's word and a link to it."""
+    from sec_lib.chapters import home
+    recs = {r.id: r for page in ("ssl", "face")
+            for r in evidence.page_records(page, evidence.page_evidence(page, "cpu"))}
+    s = home.other_losses_sentence("cpu")
+    assert s.startswith("The same question's other losses, in R@1: SimCLR ")
+    for cid, name in (("Q8a-r", "SimCLR"), ("Q8e", "supervised contrastive"), ("Q8c", "ArcFace")):
+        assert f"{name} {recs[cid].evidence} (**{recs[cid].verdict}**)" in s
+        assert "R@1" in recs[cid].measured
+    assert "](ssl.html)" in s and "](face.html)" in s
+
+
 def test_a_page_waiting_for_the_decisive_tier_states_the_claims_it_can_already_decide(monkeypatch):
     """The norms page reads the quick tier while the decisive tier lacks its BN/WN runs: the claims whose runs
     the decisive tier holds are decided there (a finite estimate) and stated; a claim it cannot decide is left out;
