@@ -27,6 +27,7 @@ from ..runs import followup, regimeseeds, selection, tier
 from ..runs import weightdecay as wd
 from ..runs.pilot import TIER
 from .common import and_list, ci_text, loss_noun, measures_text, n_text
+from .evidence import followup_runs_sentence
 from .gains import sized_verdicts
 
 #: The descriptive comparisons outside the families: (name, arm, against).
@@ -307,6 +308,16 @@ def families_sentence(res: dict) -> str:
     per = [f"{loss_noun(r['loss'])} {r['estimate']:+.2f} ({r['verdict']})" for _, r in res["per"].iterrows()]
     m = int(res["per"]["m"].iloc[0]) if len(res["per"]) else 0
     return head + f" Loss by loss (paired t-tests, Holm over {m}): " + and_list(per) + "."
+
+
+def evidence_sentence(root=None) -> str:
+    """C4W's own runs in the evidence box's words: its held-out selection and its test runs, with iterations,
+    run-hours, machine and dates (the tier's η = 0 selection runs its export holds are counted in the tier's box,
+    as :func:`own_selection_runs` leaves them out)."""
+    tier_runs = tier.tier_dir(TIER, root) / "selection" / "runs.parquet"
+    theirs = set(pd.read_parquet(tier_runs, columns=["key"])["key"]) if tier_runs.exists() else set()
+    return followup_runs_sentence("C4W", [("its own held-out selection", wd.folder(root) / "selection", theirs),
+                                          ("its test", wd.folder(root) / "test")], wd.FOLDER_TEXT)
 
 
 def descriptive_sentence(res: dict) -> str:

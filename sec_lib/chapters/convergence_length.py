@@ -19,6 +19,7 @@ from ..report import mean_ci
 from ..runs import followup, longruns, tier
 from ..runs.config import run_key
 from ..runs.pilot import TIER
+from .evidence import followup_runs_sentence
 
 __all__ = ["COLUMNS", "applies", "absent", "twin_runs", "long_runs", "joined", "progress", "ready", "gap_intervals",
            "results", "table", "rule_text", "section", "figure", "caption", "reading", "landing_sentence",
@@ -209,7 +210,8 @@ def section(root=None, res: dict | None = None) -> str:
             f"{_n(longruns.LENGTH)} iterations, {longruns.LENGTH / longruns.BASE_LENGTH:g} times the tier's "
             f"{_n(longruns.BASE_LENGTH)}, and pairs each with its {_n(longruns.BASE_LENGTH)}-iteration twin by loss "
             f"and seed ({n} runs over {seeds} seeds). Its primary: {first}. Its second comparison: {second}. Each "
-            f"comparison is a family of its own; the rule, registered before the runs: {rule_text()}.")
+            f"comparison is a family of its own; the rule, registered before the runs: {rule_text()}.\n\n"
+            + followup_runs_sentence(longruns.ID, [("", longruns.folder(root) / "test")], longruns.FOLDER_TEXT))
 
 
 def figure(res: dict):

@@ -25,6 +25,7 @@ from ..data.benchmarks import DISPLAY_NAMES
 from ..report import fmt_metric
 from ..report.claims import answer, box, decide
 from ..runs import experiments as ex
+from ..runs import followup
 from ..runs.benchmarks import page_note
 from ..runs.store import run_key
 from ..runs.tier import STAGED_TIERS, TIER_PROFILES, has_tier, open_tier, stage_dirs, store_for, tier_dir
@@ -155,13 +156,33 @@ def runs_sentence(runs: pd.DataFrame, what: str = "") -> str:
     return _describe("", runs, what)
 
 
+def followup_runs_sentence(fid: str, stages, folder_text: str) -> str:
+    """'**Evidence for C4W:** the selection, 36 runs of ...; the test, 40 runs of ...; committed under `...`.': a
+    registered follow-up's runs in the evidence box's words (:func:`runs_sentence`), stage by stage; ``stages``:
+    (label, folder) pairs, label '' for a follow-up of one stage, or (label, folder, keys to leave out: runs that an
+    earlier body of evidence trained and the follow-up's export copies); a stage without committed runs is left out,
+    and '' where none has any."""
+    parts = []
+    for label, where, *skip in stages:
+        runs = followup.committed_runs(where)
+        parts.append((label, runs[~runs["key"].isin(skip[0])] if skip else runs))
+    said = [f"{label}, {runs_sentence(r)}" if label else runs_sentence(r) for label, r in parts if len(r)]
+    return f"**Evidence for {fid}:** " + "; ".join(said) + f"; committed under `{folder_text}`." if said else ""
+
+
+#: What the evidence box counts: the tier's runs of the page's sweeps; a registered follow-up's runs live in its own
+#: folder and are counted in its own section (C3b, C4L, C4W, Q6c, Q6d, P1c).
+WHAT_COUNTED = (" (every run of this tier's sweeps that the page draws on; a registered follow-up's runs are counted "
+                "in its own section)")
+
+
 def tier_sentence(shown: str, quick: str, sweeps: Sequence[str], root=None) -> str:
     """Which tier produced this page's numbers, with how many runs, iterations and core-hours, and
     what the quick tier beside it is."""
     main = tier_runs(shown, sweeps, root)
     # the runs of the page's sweeps: a page may read only some of them (the norms page reads 10 of the BN/WN
     # sweep's runs), and says so where it does
-    text = f"**Evidence on this page: the {shown} tier**, {_describe(shown, main, ' (all of the sweeps this page draws on)')}"
+    text = f"**Evidence on this page: the {shown} tier**, {_describe(shown, main, WHAT_COUNTED)}"
     if shown in LONG_TIERS:
         text += f", committed under `data/reference/{shown}/`"
     if shown != quick:

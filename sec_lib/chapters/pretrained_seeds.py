@@ -22,7 +22,7 @@ from ..runs.decisive import read_plan
 from ..runs.pilot import TIER
 from . import check_shown
 from .common import check_cols
-from .evidence import page_records
+from .evidence import followup_runs_sentence, page_records
 
 __all__ = ["PARTS", "applies", "absent_line", "seeds_text", "labelled", "earlier_runs", "per_seed", "seed_table",
            "group_summary", "progress", "status_sentence", "result", "earlier", "result_sentence", "verdict_bullet",
@@ -245,7 +245,8 @@ def section(profile: str, ev, root=None) -> Section:
         return Section(status_sentence(root), bullet=verdict_bullet(None, earlier(ev) if ev is not None else None,
                                                                     root))
     old = earlier(ev)
-    return Section(result_sentence(res, old), res["table"], res["groups"], verdict_bullet(res, old))
+    runs = followup_runs_sentence(rs.ID, [("", rs.folder(root) / "test")], rs.FOLDER_TEXT)
+    return Section(result_sentence(res, old) + "\n\n" + runs, res["table"], res["groups"], verdict_bullet(res, old))
 
 
 def claim_estimate(ev) -> dict:

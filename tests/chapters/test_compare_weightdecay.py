@@ -383,3 +383,18 @@ def test_its_claim_decides_as_the_page_does_once_complete(complete):
     assert rec.verdict == pooled["verdict"]
     (none,) = decide([c4w.CLAIM], Evidence.from_frames({"compare": None}, "quick"))
     assert none.verdict == "not testable offline" and "retrains the decisive tier" in none.note
+
+
+def test_the_evidence_line_counts_its_own_runs_as_the_status_does(tmp_path):
+    """C4W's evidence line says what produced its numbers: its own selection runs (the tier's η = 0 runs its export
+    holds left out, as the status counts them) and its test runs, each with its run-hours; nothing without runs."""
+    own, _ = c4w.own_selection_runs()
+    test = followup.committed_runs(wd.folder() / "test")
+    if not own or not len(test):
+        pytest.skip("C4W's runs are not committed in this checkout")
+    said = c4w.evidence_sentence()
+    assert said.startswith(f"**Evidence for C4W:** its own held-out selection, {own} runs of ")
+    hours = float(test["wall_s"].sum()) / 3600
+    assert f"; its test, {len(test)} runs of 13,500 iterations" in said and f"{hours:.2f} run-hours" in said
+    assert said.endswith("committed under `data/followups/weight-decay/`.")
+    assert c4w.evidence_sentence(tmp_path) == ""

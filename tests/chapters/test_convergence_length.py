@@ -170,6 +170,12 @@ def test_the_incomplete_sentence_counts_the_real_committed_runs():
         assert L.landing_sentence() == ""
     else:
         assert "of 60 runs committed" not in said and "Its primary: SEC − none" in said
+        runs = pd.read_parquet(path)                     # what produced the numbers, in the evidence box's words
+        assert said.endswith(f"**Evidence for C4L:** {len(runs)} runs of 20,250 iterations on glyphs, scored on all "
+                             f"test classes, {runs['wall_s'].sum() / 3600:.2f} run-hours of wall time on cpu (torch "
+                             f"2.13.0+cpu, one thread per run: at most that many core-hours, less where the machine "
+                             f"was shared), trained {runs['date'].astype(str).str[:10].min()} to "
+                             f"{runs['date'].astype(str).str[:10].max()}; committed under `data/followups/longer-runs/`.")
 
 
 def test_the_twins_are_the_decisive_tiers_committed_main_runs():

@@ -146,8 +146,9 @@ def test_the_committed_decisive_tier_renders_the_headline():
     s = evidence.tier_sentence("decisive", "cpu", ("main",))
     assert s.startswith("**Evidence on this page: the decisive tier**") and "13,500 iterations" in s
     n = len(evidence.tier_runs("decisive", ("main",)))
-    assert s.startswith(f"**Evidence on this page: the decisive tier**, {n} runs of 13,500 iterations (all of the sweeps "
-                        "this page draws on) on ")
+    assert s.startswith(f"**Evidence on this page: the decisive tier**, {n} runs of 13,500 iterations (every run of "
+                        "this tier's sweeps that the page draws on; a registered follow-up's runs are counted in its own "
+                        "section) on ")
 
 
 @pytest.mark.skipif(not tier.has_tier("decisive"), reason="no committed decisive tier")
