@@ -58,7 +58,8 @@ class Claim:
     numbers; None: the paper gives no size), which the verdict sets the interval against, and ``paper_size_text``
     names them and their data ("the paper's gains of +1.7 to +7.5 R@1 points on CUB, Cars, SOP and In-Shop");
     ``failed_words``: for a no-change claim, what a failure above and below the margin means, as (above, below)
-    ("the batch mean does better"); ``added``: why a claim was added after its runs (it is labelled so);
+    ("the batch mean does better"); for a directional claim, one phrase: what an effect wholly on the wrong side
+    means ("SEC takes longer"); ``added``: why a claim was added after its runs (it is labelled so);
     ``pooled``: a row pooled over the losses that its registration adjusted together with its per-loss components
     (the written family rule, :data:`FAMILY_RULE`, would test it alone: its record shows that word beside)."""
     id: str
@@ -296,9 +297,15 @@ def _paper_size(c: Claim):
 
 
 def reading(c: Claim, verdict_word: str, lo: float, hi: float, margin) -> str:
-    """Which way a failed no-change claim failed, in the claim's own words (:attr:`Claim.failed_words`): '' unless
-    the claim is a no-change one that reads *not reproduced* with its interval wholly above or below the margin."""
-    if c.expected_sign != 0 or verdict_word != "not reproduced" or len(c.failed_words) != 2 or margin is None:
+    """Which way a failed claim failed, in the claim's own words (:attr:`Claim.failed_words`): '' unless it reads
+    *not reproduced* with its interval wholly above or below the margin (a no-change claim, two phrases) or wholly on
+    the side opposite the claim (a directional claim, one phrase)."""
+    if verdict_word != "not reproduced":
+        return ""
+    if c.expected_sign != 0:
+        wrong = lo > 0 if c.expected_sign < 0 else hi < 0
+        return c.failed_words[0] if len(c.failed_words) == 1 and wrong else ""
+    if len(c.failed_words) != 2 or margin is None:
         return ""
     if lo > margin:
         return c.failed_words[0]

@@ -133,6 +133,19 @@ def test_the_family_rule_shows_its_word_beside_a_registered_pooled_row():
     assert all(recs[f"P{i}"].rule_verdict == "" for i in range(4))     # only pooled rows are re-read
 
 
+def test_a_directional_claim_that_fails_on_the_wrong_side_says_so_in_its_words():
+    slower = ("SEC takes longer",)
+    (wrong,) = decide([_claim("C3", [480, 350, 600, 520, 410], sign=-1, unit="iterations", failed_words=slower)],
+                      _Ev(None))
+    assert wrong.verdict == "not reproduced" and wrong.reading == "SEC takes longer"
+    (unsure,) = decide([_claim("C3", [480, -350, 600, -520, 410], sign=-1, unit="iterations", failed_words=slower)],
+                       _Ev(None))
+    assert unsure.verdict == "inconclusive" and unsure.reading == ""
+    (held,) = decide([_claim("C3", [-480, -350, -600, -520, -410], sign=-1, unit="iterations",
+                             failed_words=slower)], _Ev(None))
+    assert held.verdict == "reproduced" and held.reading == ""
+
+
 def test_a_failed_no_change_claim_says_which_way_it_failed():
     words = ("a running mean does better than the batch mean", "the batch mean does better than a running mean")
     (below,) = decide([_claim("Q1", [-1.2, -1.6, -1.4, -1.7, -1.5], sign=0, failed_words=words)], _Ev(None))
