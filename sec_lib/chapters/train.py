@@ -139,7 +139,6 @@ def run_readings(result) -> dict:
         note = f"No steps were recorded (the run {result.failure})." if result.failure else "No steps were recorded."
         return {k: note for k in
                 ("loss", "tracked", "mean_norm", "norm_var", "grad", "slope", "dtheta", "cosines", "violations", "evals")}
-    first, last = st.iloc[0], st.iloc[-1]
     k = max(1, len(st) // 10)
     head, tail = st.iloc[:k], st.iloc[-k:]
     steps_word = "step" if k == 1 else f"{k} steps"
@@ -159,7 +158,8 @@ def run_readings(result) -> dict:
         out["tracked"] = "No samples were tracked in this run."
     if "norm_mean" in st:
         mu = st["mu"].dropna() if "mu" in st else pd.Series(dtype=float)
-        out["mean_norm"] = (f"The batch mean norm went from {first['norm_mean']:.3g} to {last['norm_mean']:.3g}"
+        out["mean_norm"] = (f"The batch mean norm went from {head['norm_mean'].mean():.3g} to "
+                            f"{tail['norm_mean'].mean():.3g} (first vs last {steps_word})"
                             + (f"; μ tracked it, ending at {mu.iloc[-1]:.3g}." if len(mu) else "."))
         out["norm_var"] = (f"The within-batch norm variance went from {head['norm_var'].mean():.3g} to "
                            f"{tail['norm_var'].mean():.3g} ({'down' if tail['norm_var'].mean() < head['norm_var'].mean() else 'up'}"
@@ -247,13 +247,18 @@ def run_sentence(result) -> str:
     out = [f"After {cfg.iterations} iterations, {cfg.loss} with variant **{cfg.variant}** reaches R@1 = "
            f"{m.get('R@1', math.nan):.2f} % on the {cfg.dataset} test classes (never seen in training)."]
     if len(st) and "norm_var" in st and st["norm_var"].notna().any():
-        first, last = st["norm_var"].iloc[0], st["norm_var"].iloc[-1]
-        nm0, nm1 = st["norm_mean"].iloc[0], st["norm_mean"].iloc[-1]
+        # the same window as the page's readings (run_readings): the mean of the first and of the last tenth of the
+        # logged steps, so that the two never disagree on a direction one noisy batch set
+        k = max(1, len(st) // 10)
+        steps_word = "step" if k == 1 else f"{k} steps"
+        first, last = st["norm_var"].iloc[:k].mean(), st["norm_var"].iloc[-k:].mean()
+        nm0, nm1 = st["norm_mean"].iloc[:k].mean(), st["norm_mean"].iloc[-k:].mean()
         cv = with_batch_cv(st)
-        c0, c1 = (cv["norm_cv"].iloc[0], cv["norm_cv"].iloc[-1]) if "norm_cv" in cv.columns else (math.nan, math.nan)
-        out.append(f"The batch mean norm went from {nm0:.3g} to {nm1:.3g} and the batch norms' "
-                   f"{var_cv_text(first, last, c0, c1)}, the variance {'down' if last < first else 'up'} by a factor "
-                   f"{max(first, last) / max(min(first, last), 1e-12):.3g}.")
+        c0, c1 = ((cv["norm_cv"].iloc[:k].mean(), cv["norm_cv"].iloc[-k:].mean()) if "norm_cv" in cv.columns
+                  else (math.nan, math.nan))
+        out.append(f"Over the first and the last {steps_word}, the batch mean norm went from {nm0:.3g} to {nm1:.3g} "
+                   f"and the batch norms' {var_cv_text(first, last, c0, c1)}, the variance "
+                   f"{'down' if last < first else 'up'} by a factor {max(first, last) / max(min(first, last), 1e-12):.3g}.")
     if "grad_slope" in st and st["grad_slope"].notna().any():
         out.append(f"The median log-log slope of ‖∂L/∂f‖ against ‖f‖ within a batch is "
                    f"{st['grad_slope'].median():.2f} (theory: −1 at a fixed direction).")

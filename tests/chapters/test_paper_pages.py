@@ -546,3 +546,26 @@ def test_the_answer_sentence_states_the_primary_estimate_and_what_it_excludes():
     assert "not all excluded (gains up to 3.00 points" in high
     assert "cannot be computed" in home.answer_sentence({"estimate": float("nan"), "ci_lo": float("nan"),
                                                           "ci_hi": float("nan"), "n": 0}, paper)
+
+
+def test_a_run_pages_summary_and_its_readings_use_one_window():
+    """The run page's opening summary and its readings below give the same norms over the same window (the first and
+    the last tenth of the logged steps), so that one noisy batch cannot make them disagree on a direction."""
+    from sec_lib.runs.train import RunResult, TrainConfig
+    n = 40
+    var = np.r_[5.0, np.full(n - 2, 2.0), 0.5]          # a noisy first and last batch, a steady middle
+    norm = np.r_[9.0, np.full(n - 2, 4.0), 1.0]
+    st = pd.DataFrame({"step": np.arange(1, n + 1), "loss_metric": np.linspace(2.0, 1.0, n), "loss_sec": 0.0,
+                       "norm_mean": norm, "norm_var": var, "grad_slope": -1.0})
+    res = RunResult(TrainConfig(loss="semihard", iterations=n), "done", {"R@1": 50.0}, st,
+                    pd.DataFrame(columns=["step", "sample", "norm"]), pd.DataFrame({"step": [n], "R@1": [50.0]}),
+                    pd.DataFrame(columns=["label", "norm"]), pd.DataFrame(columns=["kind", "cos"]),
+                    pd.DataFrame(columns=["step", "norm", "grad_norm"]))
+    said = train_page.run_sentence(res)
+    reading = train_page.run_readings(res)
+    k = n // 10
+    v0, v1, m0, m1 = var[:k].mean(), var[-k:].mean(), norm[:k].mean(), norm[-k:].mean()
+    assert f"Over the first and the last {k} steps, the batch mean norm went from {m0:.3g} to {m1:.3g}" in said
+    assert f"variance {v0:.3g} → {v1:.3g}" in said and "the variance down" in said
+    assert f"went from {v0:.3g} to {v1:.3g} (down" in reading["norm_var"]
+    assert reading["mean_norm"].startswith(f"The batch mean norm went from {m0:.3g} to {m1:.3g} (first vs last {k} steps)")
