@@ -344,3 +344,21 @@ def test_a_narrow_interval_gets_the_decimals_that_keep_it_apart_from_its_estimat
     assert r.evidence == "+0.0027 [+0.0023, +0.0031]"                    # not '+0.003 [+0.002, +0.003]'
     (wide,) = decide([_claim("C", [0.4, 0.5, 0.6, 0.45, 0.55])], _Ev(None))
     assert wide.evidence == "+0.50 [+0.40, +0.60]"
+
+
+def test_the_eta_pages_row_at_the_papers_eta_is_sized_as_the_compare_page_sizes_it():
+    """At the paper's η for a loss the η page's row is the paper's Table 1 setting, and a signal below its gains reads
+    smaller than claimed; at another η, which the paper does not report, and for another metric, the word stays."""
+    from sec_lib.chapters import eta
+    from sec_lib.runs.experiments import ETA_SEC
+    rows = pd.DataFrame({"loss": ["triplet", "triplet", "npair"], "eta": [ETA_SEC["triplet"], 0.1, 0.005],
+                         "verdict": ["reproduced", "reproduced", "not reproduced"], "ci_lo": [0.41, 0.41, -0.73],
+                         "ci_hi": [0.57, 0.57, -0.50]})
+    assert eta.at_papers_eta_sized(rows)["verdict"].tolist() == ["smaller than claimed", "reproduced", "not reproduced"]
+    assert eta.at_papers_eta_sized(rows, "NMI")["verdict"].tolist() == rows["verdict"].tolist()
+    fam = {"grid": pd.DataFrame({"eta": [0.1, 1.0], "estimate": [0.3, 0.2], "ci_lo": [-0.1, -0.2], "ci_hi": [0.7, 0.6],
+                                 "verdict": ["inconclusive"] * 2, "m": [5, 5], "n": [3, 3], "mde": [1.4, 2.0]}),
+           "diffs": eta.at_papers_eta_sized(rows)}
+    said = eta.answer_sentence(fam)
+    assert ("reproduced: 1 (triplet at η = 0.1); smaller than claimed: 1 (triplet at η = 1: the paper's η, set "
+            "against its Table 1 gains for the loss); not reproduced: 1 (npair at η = 0.005)") in said
