@@ -278,7 +278,9 @@ def test_train_page_shows_batch_and_final_cv_beside_the_variance():
     k = n // 10
     reading = train_page.run_readings(res)["norm_var"]
     assert f"went from {cvs[:k].mean():.3g} to {cvs[-k:].mean():.3g}" in reading and "CV (std / mean)" in reading
-    assert common.var_cv_text(st.norm_var.iloc[0], st.norm_var.iloc[-1], cvs[0], cvs[-1]) in train_page.run_sentence(res)
+    # the opening summary: the same window (the first and last tenth of the steps), the CV beside the variance
+    assert common.var_cv_text(st.norm_var.iloc[:k].mean(), st.norm_var.iloc[-k:].mean(), cvs[:k].mean(),
+                              cvs[-k:].mean()) in train_page.run_sentence(res)
     # the figure: the batch CV on a right-hand axis beside the variance
     steps = common.with_batch_cv(st)
     assert steps["norm_cv"].to_numpy() == pytest.approx(cvs)
