@@ -265,8 +265,9 @@ def in_todays_words(rep: dict, runs: pd.DataFrame | None) -> dict:
     With the tier's primary ``runs``, every estimate is recomputed (:func:`compare`) from the committed runs and the
     report's shifts (retrained = committed + shift; the report keeps each shift to 6 decimals). Without them (the
     retired tier, whose learning-rate pilot the store does not hold), each word is sized on the report's own
-    numbers (:func:`sec_lib.report.refine`): the committed word on its committed interval; a retrained word, whose
-    interval the report does not keep, is sized only where it is not *reproduced* (refine leaves every other word)."""
+    numbers (:func:`sec_lib.report.refine`): the committed word on its committed interval. A retrained word needs
+    no sizing unless it reads *reproduced*, and then its interval, which no report keeps, would be needed: such a
+    report is refused (ValueError) rather than shown in a word that may not be today's."""
     if runs is not None and set(rep["diffs"]) <= set(runs["key"]):
         r1 = dict(zip(runs["key"], runs[METRIC]))
         return {**rep, "estimates": compare(runs, {k: r1[k] + d for k, d in rep["diffs"].items()})["estimates"]}

@@ -281,7 +281,7 @@ def answer_sentence(effect_fam: pd.DataFrame, inter_fam: pd.DataFrame) -> str:
             f"({p['verdict']}{equivalence_words(p.to_dict())}; Holm "
             f"over the {int(p['m'])} rows of its family).{per_loss} Fine-tuned, SEC − none per loss: {per}; SEC gains "
             f"for {gains} of {len(effect_fam)} losses in this regime"
-            + ("" if not smaller else ", smaller than the paper's gain for that loss" if gains == 1 else
+            + ("" if not smaller else ", smaller than the paper's gains for that loss" if gains == 1 else
                f", {'all' if smaller == gains else smaller} of them smaller than the paper's gains for their losses")
             + ".")
 

@@ -458,13 +458,13 @@ def schedule_pilot(root=None) -> tuple[pd.DataFrame, str]:
         parts.append(conv.assign(T=pair[0]))
         shape = pilot.choice(conv, pair)
         complete = bool(conv["pairs"].eq(len(pilot.LOSSES) * len(pilot.SEEDS)).all())
-        said.append(f"At T = {pair[0]:,}: " + (f"**{shape}** is chosen" if shape else
+        said.append(f"{'at' if said else 'At'} T = {pair[0]:,}: " + (f"**{shape}** is chosen" if shape else
                                                 "no shape converged" if complete else "no shape has converged yet"))
     n, full = len(table), len(pilot.configs(pairs=len(pilot.LENGTH_PAIRS) if len(parts) > 1 else 1))
     last = pilot.LENGTH_PAIRS[-1]
     fallen = pilot.fallback(pilot.convergence(table, last), last) if len(parts) == len(pilot.LENGTH_PAIRS) else None
     text = (f"{n} of {full} pilot runs are committed (held-out classes). Rule: {pilot.RULE}. "
-            + ("; ".join(said).replace("; At T", "; at T") if said else "No length pair is complete yet") + "."
+            + ("; ".join(said) if said else "No length pair is complete yet") + "."
             + (f" By the registered fallback (no shape converged at the last pair, T = {last[0]:,}) the tier trains "
                f"**{fallen}** at {last[0]:,} iterations, not converged by the rule: its remaining gain is the last "
                f"row's." if fallen else ""))
