@@ -87,8 +87,12 @@ def wide(summary: pd.DataFrame, by=None, digits: int = 2) -> pd.DataFrame:
 
 def fmt_cell(mean, lo, hi, n, digits: int = 2) -> str:
     """'mean ± half-width' with ``digits`` decimals, or 3 significant digits for values below 0.01 or
-    above 10^4 in magnitude (norm variances); 'mean (n=1)' without an interval, 'n/a' without data."""
-    small = mean is not None and np.isfinite(mean) and mean != 0 and (abs(mean) < 0.01 or abs(mean) >= 1e4)
+    above 10^4 in magnitude (norm variances) and where a nonzero half-width would print as zero at ``digits``
+    decimals (a CV of 0.0215 ± 0.0004 would read "0.02 ± 0.00"); 'mean (n=1)' without an interval, 'n/a' without
+    data."""
+    hw = (hi - lo) / 2.0 if all(v is not None and np.isfinite(v) for v in (lo, hi)) else np.nan
+    hidden = np.isfinite(hw) and 0 < abs(hw) < 0.5 * 10.0 ** -digits
+    small = mean is not None and np.isfinite(mean) and mean != 0 and (abs(mean) < 0.01 or abs(mean) >= 1e4 or hidden)
     return format_ci(mean, lo, hi, n, digits=digits, number=(lambda v: f"{v:.3g}") if small else None)
 
 

@@ -696,6 +696,9 @@ def test_format_ci_styles():
     assert R.format_ci(None, None, None, None, style="interval", missing="no evidence") == "no evidence"
     assert R.fmt_estimate({"estimate": 1.0, "ci_lo": 0.5, "ci_hi": 1.5, "n": 2}, unit=" pp") == "+1.00 pp [+0.50, +1.50] (n=2)"
     assert R.fmt_cell(0.001234, 0.001, 0.00147, 3) == "0.00123 ± 0.000235"
+    # a half-width that would print as 0.00 keeps its significant digits, and the mean with it
+    assert R.fmt_cell(0.0215, 0.0211, 0.0219, 3) == "0.0215 ± 0.0004"
+    assert R.fmt_cell(0.25, 0.24, 0.26, 3) == "0.25 ± 0.01" and R.fmt_cell(0.25, 0.25, 0.25, 3) == "0.25 ± 0.00"
     with pytest.raises(ValueError, match="style"):
         R.format_ci(1, 0, 2, 3, style="box")
 
