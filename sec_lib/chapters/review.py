@@ -74,7 +74,7 @@ def wide_means(runs: pd.DataFrame, metrics: Sequence[str], losses: Sequence[str]
     in the next column where the runs store the mean norm."""
     runs = with_norm_cv(runs)
     t = means_table(runs, beside_cv(metrics, runs.columns), losses)
-    t = t.assign(cell=[report.format_ci(r.mean, r.ci_lo, r.ci_hi, r.n) for r in t.itertuples(index=False)])
+    t = t.assign(cell=[report.fmt_cell(r.mean, r.ci_lo, r.ci_hi, r.n) for r in t.itertuples(index=False)])
     w = t.pivot_table(index=["loss", "variant"], columns="metric", values="cell", aggfunc="first", sort=False)
     w.columns.name = None
     return w.reset_index()
