@@ -77,6 +77,13 @@ def planned_test_runs() -> int:
     return len(wd.SEEDS) * 2 * len(wd.LOSSES)
 
 
+def tier_selection_keys(root=None) -> set:
+    """The keys of the decisive tier's held-out selection runs: C4W's selection export copies its η = 0 ones (the
+    point 0), which are the tier's runs, not the follow-up's own."""
+    path = tier.tier_dir(TIER, root) / "selection" / "runs.parquet"
+    return set(pd.read_parquet(path, columns=["key"])["key"]) if path.exists() else set()
+
+
 def own_selection_runs(root=None) -> tuple[int, int]:
     """C4W's own held-out selection runs committed, and how many of them are at points an edge rule added (a weight
     decay outside :data:`~sec_lib.runs.weightdecay.WD_GRID`, an η outside the loss's first grid
@@ -86,9 +93,7 @@ def own_selection_runs(root=None) -> tuple[int, int]:
     if not path.exists():
         return 0, 0
     runs = pd.read_parquet(path)
-    tier_runs = tier.tier_dir(TIER, root) / "selection" / "runs.parquet"
-    theirs = set(pd.read_parquet(tier_runs, columns=["key"])["key"]) if tier_runs.exists() else set()
-    own = runs[~runs["key"].isin(theirs)]
+    own = runs[~runs["key"].isin(tier_selection_keys(root))]
     plan, grown = followup.tier_plan(), 0
     for loss, eta, cfg in zip(own["loss"], own["eta"], own["config"]):
         if eta == 0:
@@ -314,9 +319,8 @@ def evidence_sentence(root=None) -> str:
     """C4W's own runs in the evidence box's words: its held-out selection and its test runs, with iterations,
     run-hours, machine and dates (the tier's η = 0 selection runs its export holds are counted in the tier's box,
     as :func:`own_selection_runs` leaves them out)."""
-    tier_runs = tier.tier_dir(TIER, root) / "selection" / "runs.parquet"
-    theirs = set(pd.read_parquet(tier_runs, columns=["key"])["key"]) if tier_runs.exists() else set()
-    return followup_runs_sentence("C4W", [("its own held-out selection", wd.folder(root) / "selection", theirs),
+    return followup_runs_sentence("C4W", [("its own held-out selection", wd.folder(root) / "selection",
+                                           tier_selection_keys(root)),
                                           ("its test", wd.folder(root) / "test")], wd.FOLDER_TEXT)
 
 
