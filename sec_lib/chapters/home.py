@@ -20,7 +20,7 @@ from ..report import fmt_metric
 from ..report.claims import badge
 from ..runs import benchmarks
 from ..runs import experiments as ex
-from . import compare_weightdecay, convergence_length, evidence, profile_param, scorecard
+from . import compare_weightdecay, convergence_length, evidence, pretrained_seeds, profile_param, scorecard
 from .common import MAIN_SWEEP, equivalence_words, inconclusive_words, load, loss_noun, mde_text, order_rows
 from .gains import sec_gain, selected_eta_rows
 from .scorecard import count_words, followup_status, tiers_phrase
@@ -412,9 +412,18 @@ def mechanism_sentence(record) -> str:
             f"finds: {which}.")
 
 
-def regime_sentence(record) -> str:
+def regime_followup(record, root=None) -> str:
+    """P1c's words for the landing page's regime line (:func:`sec_lib.chapters.pretrained_seeds.landing_sentence`),
+    on the tier that P1's ``record`` was decided on; '' where the record has no estimate or another tier."""
+    if record is None or not record.has_estimate or not record.tier:
+        return ""
+    return pretrained_seeds.landing_sentence(record.tier, root)
+
+
+def regime_sentence(record, followup: str = "") -> str:
     """The landing page's line on the book's most direct test of the paper's setting, the pretrained page, with its
-    claim's verdict ('' until that claim has an estimate)."""
+    claim's verdict ('' until that claim has an estimate), then ``followup``, the registered follow-up's words
+    (:func:`sec_lib.chapters.pretrained_seeds.landing_sentence`: its result once its runs are committed)."""
     if record is None or not record.has_estimate:
         return ""
     return (f"**The paper's own regime.** The book's most direct test of the paper's setting is "
@@ -426,8 +435,7 @@ def regime_sentence(record) -> str:
                f"**{record.rule_verdict}**"
                + (": SEC gains less when fine-tuning, the opposite of the claim" if record.estimate
                   * record.expected_sign < 0 else "")
-               + ". A registered follow-up on fresh seeds (P1c) will decide it"
-               if getattr(record, "rule_verdict", "") else "") + ".")
+               if getattr(record, "rule_verdict", "") else "") + "." + (f" {followup}" if followup else ""))
 
 
 def beyond_sentence(profile, root=None) -> str:

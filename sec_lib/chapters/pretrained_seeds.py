@@ -26,7 +26,7 @@ from .evidence import followup_runs_sentence, page_records
 
 __all__ = ["PARTS", "applies", "absent_line", "seeds_text", "labelled", "earlier_runs", "per_seed", "seed_table",
            "group_summary", "progress", "status_sentence", "result", "earlier", "result_sentence", "verdict_bullet",
-           "Section", "section", "claim_estimate", "CLAIM"]
+           "Section", "section", "landing_sentence", "claim_estimate", "CLAIM"]
 
 #: The per-seed columns of :func:`per_seed`: SEC − none in each regime (mean over the losses) and their difference.
 PARTS = ("SEC − none, fine-tuned", "SEC − none, from scratch", "interaction")
@@ -247,6 +247,35 @@ def section(profile: str, ev, root=None) -> Section:
     old = earlier(ev)
     runs = followup_runs_sentence(rs.ID, [("", rs.folder(root) / "test")], rs.FOLDER_TEXT)
     return Section(result_sentence(res, old) + "\n\n" + runs, res["table"], res["groups"], verdict_bullet(res, old))
+
+
+#: The landing page's words after P1's line while P1c's runs train (the words it used before P1c had a result).
+LANDING_PENDING = f"A registered follow-up on fresh seeds ({rs.ID}) will decide it."
+
+
+def landing_sentence(tier: str, root=None, res: dict | None = None) -> str:
+    """The landing page's words after P1's line, where the pretrained page shows the decisive tier: once P1c's runs
+    are all committed, its result in plain words (the new seeds' interaction with its interval and one-sided p, and
+    what it means for P1, with the detectable effect where it is not confirmed); :data:`LANDING_PENDING` while they
+    train; '' on another tier (P1c retrains the decisive tier's runs). ``res`` is :func:`result`, read where not
+    given."""
+    if not applies(tier):
+        return ""
+    if res is None:
+        try:
+            res = result(root)
+        except KeyError:
+            return LANDING_PENDING
+    if res["verdict"] not in rs.P1_READING:
+        raise ValueError(f"verdict {res['verdict']!r} is not valid; expected one of {list(rs.P1_READING)}")
+    said = (f"On fresh seeds ({seeds_text(res.get('new_seeds', rs.SEEDS))}), a follow-up registered before its runs "
+            f"trained ({rs.ID}) reads {res['estimate']:+.2f} [{res['lo']:+.2f}, {res['hi']:+.2f}] R@1 points over "
+            f"{res['seeds']} seeds (one-sided p = {res['p_one_sided']:.2g})")
+    if res["verdict"] == "confirmed":
+        return (f"{said}: it confirms that SEC gains less when fine-tuning, the opposite of the claim, so P1 reads "
+                f"**{res['P1']}** on these seeds.")
+    return (f"{said}: it does not confirm that SEC gains less when fine-tuning (an interaction smaller than "
+            f"{res['mde']:.2f} points could have gone unseen), so P1 stays **{res['P1']}**.")
 
 
 def claim_estimate(ev) -> dict:

@@ -204,3 +204,34 @@ def test_p1c_joins_the_scorecard_with_its_committed_runs_not_before():
         assert rs.ID in ids, "P1c's runs are committed: add pretrained_seeds.CLAIM to pretrained.CLAIMS"
     else:
         assert rs.ID not in ids
+
+
+def test_the_landing_page_gives_p1cs_result_in_plain_words_once_complete(complete):
+    """After P1's line on the landing page: the new seeds' interval and one-sided p (scipy's), what the registered
+    result means for P1 in the scorecard's word, and the detectable effect where it is not confirmed; nothing on
+    another tier."""
+    from sec_lib.chapters import home
+    raw, verdict, reading = complete
+    x, lo, hi, p = independent(raw)
+    text = ps.landing_sentence("decisive")
+    assert text.startswith(f"On fresh seeds (5–14), a follow-up registered before its runs trained ({rs.ID}) reads "
+                           f"{x.mean():+.2f} [{lo:+.2f}, {hi:+.2f}] R@1 points over 10 seeds (one-sided p = {p:.2g})")
+    assert f"**{reading}**" in text and ("could have gone unseen" in text) == (verdict != "confirmed")
+    assert ("it confirms that SEC gains less when fine-tuning" in text) == (verdict == "confirmed")
+    assert f"{ps.result()['mde']:.2f} points" in text or verdict == "confirmed"
+    assert ps.landing_sentence("cpu") == ""
+    with pytest.raises(ValueError, match="'confirmed'"):
+        ps.landing_sentence("decisive", res={**ps.result(), "verdict": "maybe"})
+
+    class Rec:                      # P1's record as the landing page gets it: decided on the decisive tier
+        has_estimate, tier = True, "decisive"
+    assert home.regime_followup(Rec()) == text
+    Rec.tier = "cpu"
+    assert home.regime_followup(Rec()) == "" == home.regime_followup(None)
+
+
+def test_while_p1c_trains_the_landing_page_keeps_its_words(monkeypatch):
+    def missing(root=None):
+        raise KeyError("P1c's runs are not all committed")
+    monkeypatch.setattr(rs, "test_runs", missing)
+    assert ps.landing_sentence("decisive") == ps.LANDING_PENDING == "A registered follow-up on fresh seeds (P1c) will decide it."

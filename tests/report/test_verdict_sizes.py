@@ -252,6 +252,7 @@ def test_the_landing_pages_regime_line_gives_both_words(committed):
     from sec_lib.chapters import home
     s = home.regime_sentence(committed["P1"])
     assert "**inconclusive**" in s and "under the book's family rule (a pooled row alone) it reads **not reproduced**" in s
+    assert home.regime_sentence(committed["P1"], "Then P1c.") == s + " Then P1c."    # its follow-up's words, after it
 
 
 def test_the_landing_first_screen_answers_in_plain_words_and_the_claims_follow_below_the_figure(committed):
