@@ -26,7 +26,7 @@ from .evidence import followup_runs_sentence, page_records
 
 __all__ = ["PARTS", "applies", "absent_line", "seeds_text", "labelled", "earlier_runs", "per_seed", "seed_table",
            "group_summary", "progress", "status_sentence", "result", "earlier", "result_sentence", "verdict_bullet",
-           "Section", "section", "landing_sentence", "claim_estimate", "CLAIM"]
+           "Section", "section", "landing_sentence", "landing_brief", "claim_estimate", "CLAIM"]
 
 #: The per-seed columns of :func:`per_seed`: SEC − none in each regime (mean over the losses) and their difference.
 PARTS = ("SEC − none, fine-tuned", "SEC − none, from scratch", "interaction")
@@ -276,6 +276,25 @@ def landing_sentence(tier: str, root=None, res: dict | None = None) -> str:
                 f"**{res['P1']}** on these seeds.")
     return (f"{said}: it does not confirm that SEC gains less when fine-tuning (an interaction smaller than "
             f"{res['mde']:.2f} points could have gone unseen), so P1 stays **{res['P1']}**.")
+
+
+def landing_brief(tier: str, root=None, res: dict | None = None) -> str:
+    """The README's line on P1c, after the follow-ups that test the answer: once its runs are all committed, whether
+    the fresh seeds confirm the regime's hint, with their interval; '' while they train and on another tier."""
+    if not applies(tier):
+        return ""
+    if res is None:
+        try:
+            res = result(root)
+        except KeyError:
+            return ""
+    said = {"confirmed": "confirm the fine-tuning regime's hint: SEC gains less when fine-tuning a pretrained "
+                         "backbone than from scratch, the opposite of the paper's claim",
+            "not confirmed": "do not confirm the fine-tuning regime's hint that SEC gains less when fine-tuning"}
+    if res["verdict"] not in said:
+        raise ValueError(f"verdict {res['verdict']!r} is not valid; expected one of {list(said)}")
+    return (f"On fresh seeds, the runs {said[res['verdict']]} ({res['estimate']:+.2f} [{res['lo']:+.2f}, "
+            f"{res['hi']:+.2f}] R@1 points).")
 
 
 def claim_estimate(ev) -> dict:
