@@ -414,17 +414,17 @@ def mechanism_sentence(record) -> str:
 
 
 def regime_followup(record, root=None) -> str:
-    """P1c's words for the landing page's regime line (:func:`sec_lib.chapters.pretrained_seeds.landing_sentence`),
+    """P1c's words for the landing page's regime line (:func:`sec_lib.chapters.pretrained_seeds.fresh_seeds_sentence`),
     on the tier that P1's ``record`` was decided on; '' where the record has no estimate or another tier."""
     if record is None or not record.has_estimate or not record.tier:
         return ""
-    return pretrained_seeds.landing_sentence(record.tier, root)
+    return pretrained_seeds.fresh_seeds_sentence(record.tier, root)
 
 
 def regime_sentence(record, followup: str = "") -> str:
     """The landing page's line on the book's most direct test of the paper's setting, the pretrained page, with its
     claim's verdict ('' until that claim has an estimate), then ``followup``, the registered follow-up's words
-    (:func:`sec_lib.chapters.pretrained_seeds.landing_sentence`: its result once its runs are committed)."""
+    (:func:`sec_lib.chapters.pretrained_seeds.fresh_seeds_sentence`: its result once its runs are committed)."""
     if record is None or not record.has_estimate:
         return ""
     return (f"**The paper's own regime.** The book's most direct test of the paper's setting is "

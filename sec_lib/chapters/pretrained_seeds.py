@@ -26,7 +26,7 @@ from .evidence import followup_runs_sentence, page_records
 
 __all__ = ["PARTS", "applies", "absent_line", "seeds_text", "labelled", "earlier_runs", "per_seed", "seed_table",
            "group_summary", "progress", "status_sentence", "result", "earlier", "result_sentence", "verdict_bullet",
-           "Section", "section", "landing_sentence", "landing_brief", "claim_estimate", "CLAIM"]
+           "Section", "section", "fresh_seeds_sentence", "landing_brief", "claim_estimate", "CLAIM"]
 
 #: The per-seed columns of :func:`per_seed`: SEC − none in each regime (mean over the losses) and their difference.
 PARTS = ("SEC − none, fine-tuned", "SEC − none, from scratch", "interaction")
@@ -249,23 +249,23 @@ def section(profile: str, ev, root=None) -> Section:
     return Section(result_sentence(res, old) + "\n\n" + runs, res["table"], res["groups"], verdict_bullet(res, old))
 
 
-#: The landing page's words after P1's line while P1c's runs train (the words it used before P1c had a result).
-LANDING_PENDING = f"A registered follow-up on fresh seeds ({rs.ID}) will decide it."
+#: The words after P1's answer while P1c's runs train (the landing page's words before P1c had a result).
+PENDING = f"A registered follow-up on fresh seeds ({rs.ID}) will decide it."
 
 
-def landing_sentence(tier: str, root=None, res: dict | None = None) -> str:
-    """The landing page's words after P1's line, where the pretrained page shows the decisive tier: once P1c's runs
-    are all committed, its result in plain words (the new seeds' interaction with its interval and one-sided p, and
-    what it means for P1, with the detectable effect where it is not confirmed); :data:`LANDING_PENDING` while they
-    train; '' on another tier (P1c retrains the decisive tier's runs). ``res`` is :func:`result`, read where not
-    given."""
+def fresh_seeds_sentence(tier: str, root=None, res: dict | None = None) -> str:
+    """The words after P1's answer, on the landing page and under the pretrained page's answer, where that page shows
+    the decisive tier: once P1c's runs are all committed, its result in plain words (the new seeds' interaction with
+    its interval and one-sided p, and what it means for P1, with the detectable effect where it is not confirmed);
+    :data:`PENDING` while they train; '' on another tier (P1c retrains the decisive tier's runs). ``res`` is
+    :func:`result`, read where not given."""
     if not applies(tier):
         return ""
     if res is None:
         try:
             res = result(root)
         except KeyError:
-            return LANDING_PENDING
+            return PENDING
     if res["verdict"] not in rs.P1_READING:
         raise ValueError(f"verdict {res['verdict']!r} is not valid; expected one of {list(rs.P1_READING)}")
     said = (f"On fresh seeds ({seeds_text(res.get('new_seeds', rs.SEEDS))}), a follow-up registered before its runs "

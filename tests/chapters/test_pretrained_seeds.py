@@ -213,15 +213,15 @@ def test_the_landing_page_gives_p1cs_result_in_plain_words_once_complete(complet
     from sec_lib.chapters import home
     raw, verdict, reading = complete
     x, lo, hi, p = independent(raw)
-    text = ps.landing_sentence("decisive")
+    text = ps.fresh_seeds_sentence("decisive")
     assert text.startswith(f"On fresh seeds (5–14), a follow-up registered before its runs trained ({rs.ID}) reads "
                            f"{x.mean():+.2f} [{lo:+.2f}, {hi:+.2f}] R@1 points over 10 seeds (one-sided p = {p:.2g})")
     assert f"**{reading}**" in text and ("could have gone unseen" in text) == (verdict != "confirmed")
     assert ("it confirms that SEC gains less when fine-tuning" in text) == (verdict == "confirmed")
     assert f"{ps.result()['mde']:.2f} points" in text or verdict == "confirmed"
-    assert ps.landing_sentence("cpu") == ""
+    assert ps.fresh_seeds_sentence("cpu") == ""
     with pytest.raises(ValueError, match="'confirmed'"):
-        ps.landing_sentence("decisive", res={**ps.result(), "verdict": "maybe"})
+        ps.fresh_seeds_sentence("decisive", res={**ps.result(), "verdict": "maybe"})
 
     class Rec:                      # P1's record as the landing page gets it: decided on the decisive tier
         has_estimate, tier = True, "decisive"
@@ -234,7 +234,7 @@ def test_while_p1c_trains_the_landing_page_keeps_its_words(monkeypatch):
     def missing(root=None):
         raise KeyError("P1c's runs are not all committed")
     monkeypatch.setattr(rs, "test_runs", missing)
-    assert ps.landing_sentence("decisive") == ps.LANDING_PENDING == "A registered follow-up on fresh seeds (P1c) will decide it."
+    assert ps.fresh_seeds_sentence("decisive") == ps.PENDING == "A registered follow-up on fresh seeds (P1c) will decide it."
 
 
 def test_the_readme_line_says_whether_fresh_seeds_confirm_the_hint_once_complete(complete, monkeypatch):
@@ -250,3 +250,14 @@ def test_the_readme_line_says_whether_fresh_seeds_confirm_the_hint_once_complete
         raise KeyError("P1c's runs are not all committed")
     monkeypatch.setattr(rs, "test_runs", missing)
     assert ps.landing_brief("decisive") == ""
+
+
+def test_the_pretrained_page_gives_p1cs_words_under_its_answer_before_its_figure():
+    """The page's answer cell shows P1c's sentence right after P1's answer, on the first screen, not only in P1c's own
+    section further down."""
+    from pathlib import Path
+    cells = json.loads((Path(__file__).resolve().parents[2] / "notebooks" / "pretrained.ipynb").read_text())["cells"]
+    src = ["".join(c["source"]) for c in cells]
+    answer = next(i for i, s in enumerate(src) if "pretrained.answer_sentence(eff, fam)" in s)
+    figure = next(i for i, s in enumerate(src) if "interaction_figure(" in s)
+    assert "pretrained_seeds.fresh_seeds_sentence(T)" in src[answer] and answer < figure
