@@ -138,9 +138,11 @@ def counts_sentence(table: pd.DataFrame) -> str:
 
 
 #: The questions the scorecard counts: (key, the question, the claim ids that answer it, the one that decides it
-#: first). A registered follow-up that replaces a test decides in place of the row it follows up (C3b, Q6c, Q6d); one
-#: that asks beside a test that keeps its verdict folds beneath it with the other rows (C4W under the primary test, P1c
-#: under P1). A claim in no question here is a question of its own. ``beyond`` marks a question the paper made no claim on
+#: first). A registered follow-up that replaces a test decides in place of the row it follows up (C3b, Q6c, Q6d); so
+#: does one that asks the same question again on fresh runs (P1c: its registration, data/followups/regime-seeds, step 4,
+#: says "P1 reads" its result; P1's own row keeps its registered verdict, beneath it); one that asks another question
+#: beside a test folds beneath it with the other rows (C4W, over weight decay, under the primary test). A claim in no
+#: question here is a question of its own. ``beyond`` marks a question the paper made no claim on
 #: (the meta-review's fairness question: counted apart).
 QUESTIONS = (
     ("C4", "Does SEC improve R@1?", ("C4v", "C4", "C4a", "C4b", "C4c", "C4d", "Q6a", "C4W"), False),
@@ -148,9 +150,9 @@ QUESTIONS = (
     ("C3", "Does SEC converge faster?", ("C3b", "C3"), False),
     ("Q6", "Does SEC help under SGD?", ("Q6d", "Q6c", "Q6b"), False),
     ("Q8a", "Does SEC help SimCLR?", ("Q8a", "Q8a-r"), False),
-    # P1's own words as its question (as before P1c): its registered test decides it, its follow-up lies beneath
+    # P1's own words as its question (as before P1c); once committed, P1c decides it, and P1's row lies beneath
     ("P1", "SEC's R@1 effect is larger when fine-tuning a pretrained backbone (the paper's regime) than when training "
-           "from scratch", ("P1", "P1c"), False),
+           "from scratch", ("P1c", "P1"), False),
     ("Q10", "Do the norms, and SEC's effect on them, depend on the class or the font design?",
      ("Q10a", "Q10b", "Q10c", "Q10d", "Q10e", "Q10f", "Q10g"), True),
 )

@@ -76,9 +76,11 @@ def test_the_scorecard_line_counts_then_points_to_the_verdict(tmp_path, monkeypa
                     "convergence page</a>).")
 
 
-def test_c4w_and_p1c_fold_beneath_the_tests_that_keep_their_verdicts():
-    """Once their claims are on the scorecard, C4W lies under the primary test's question and P1c under P1's, whose
-    registered tests still decide them; without them, P1 is the question it was (its own words)."""
+def test_c4w_folds_beneath_the_primary_test_and_p1c_decides_p1s_question():
+    """Once their claims are on the scorecard, C4W (another question: over weight decay) lies under the primary
+    test's question, which the primary test still decides; P1c, the same question on fresh seeds, decides P1's, as
+    its registration says ("P1 reads ..."), with P1's row, which keeps its verdict, beneath it. Without them, P1 is
+    the question it was (its own words)."""
     def table(ids):
         return pd.DataFrame([{"claim": i, "text": f"{i}'s words", "verdict": v, "tier": "decisive"}
                              for i, v in ids])
@@ -88,7 +90,9 @@ def test_c4w_and_p1c_fold_beneath_the_tests_that_keep_their_verdicts():
     with_them = scorecard.questions(table([("C4v", "smaller than claimed"), ("C4W", "inconclusive"),
                                            ("P1", "inconclusive"), ("P1c", "not reproduced")])).set_index("key")
     assert with_them.loc["C4", "decides"] == "C4v" and with_them.loc["C4", "beneath"] == ["C4W"]
-    assert with_them.loc["P1", "decides"] == "P1" and with_them.loc["P1", "beneath"] == ["P1c"]
-    assert with_them.loc["P1", "question"] == statement and with_them.loc["P1", "group"] == "undecided"
+    assert with_them.loc["P1", "decides"] == "P1c" and with_them.loc["P1", "beneath"] == ["P1"]
+    assert with_them.loc["P1", "question"] == statement and with_them.loc["P1", "group"] == "fails"
+    assert with_them.loc["P1", "n_rows"] == 2
     without = scorecard.questions(table([("C4v", "smaller than claimed"), ("P1", "inconclusive")])).set_index("key")
     assert without.loc["P1", "beneath"] == [] and without.loc["C4", "beneath"] == []
+    assert without.loc["P1", "decides"] == "P1" and without.loc["P1", "group"] == "undecided"
