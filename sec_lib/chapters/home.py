@@ -262,13 +262,13 @@ def readme_followups(root=None) -> str:
     """The README's paragraph under its answer, on the tier the landing page reads (``tools/readme_answer.py``
     writes it; a test keeps it in step): which registered follow-ups test the answer, what the complete ones found
     (:func:`followup_brief`, the landing page's own line, then P1c's,
-    :func:`sec_lib.chapters.pretrained_seeds.landing_brief`) and which still train. No run counts, so that committing
+    :func:`sec_lib.chapters.pretrained_seeds.readme_brief`) and which still train. No run counts, so that committing
     a run changes it only when a follow-up completes."""
     tier = evidence.page_evidence("home", "cpu", root).profile
     out = ("Two follow-ups, registered before any of their runs, test this answer: the same runs 1.5× longer, and the "
            "authors' weight decay in the baseline; a third retests the fine-tuning regime's hint on fresh seeds "
            "(`data/followups/`).")
-    found = " ".join(s for s in (followup_brief(tier, root), pretrained_seeds.landing_brief(tier, root)) if s)
+    found = " ".join(s for s in (followup_brief(tier, root), pretrained_seeds.readme_brief(tier, root)) if s)
     training = [README_TRAINING[f["id"]] for f in followup_status(root)
                 if f["id"] in README_TRAINING and not 0 < f["runs"] <= f["committed"]]
     if not found:

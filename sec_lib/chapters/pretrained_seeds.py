@@ -26,7 +26,7 @@ from .evidence import followup_runs_sentence, page_records
 
 __all__ = ["PARTS", "applies", "absent_line", "seeds_text", "labelled", "earlier_runs", "per_seed", "seed_table",
            "group_summary", "progress", "status_sentence", "result", "earlier", "result_sentence", "verdict_bullet",
-           "Section", "section", "fresh_seeds_sentence", "landing_brief", "claim_estimate", "CLAIM"]
+           "Section", "section", "fresh_seeds_sentence", "readme_brief", "claim_estimate", "CLAIM"]
 
 #: The per-seed columns of :func:`per_seed`: SEC − none in each regime (mean over the losses) and their difference.
 PARTS = ("SEC − none, fine-tuned", "SEC − none, from scratch", "interaction")
@@ -278,7 +278,7 @@ def fresh_seeds_sentence(tier: str, root=None, res: dict | None = None) -> str:
             f"{res['mde']:.2f} points could have gone unseen), so P1 stays **{res['P1']}**.")
 
 
-def landing_brief(tier: str, root=None, res: dict | None = None) -> str:
+def readme_brief(tier: str, root=None, res: dict | None = None) -> str:
     """The README's line on P1c, after the follow-ups that test the answer: once its runs are all committed, whether
     the fresh seeds confirm the regime's hint, with their interval; '' while they train and on another tier."""
     if not applies(tier):

@@ -240,16 +240,16 @@ def test_while_p1c_trains_the_landing_page_keeps_its_words(monkeypatch):
 def test_the_readme_line_says_whether_fresh_seeds_confirm_the_hint_once_complete(complete, monkeypatch):
     raw, verdict, reading = complete
     x, lo, hi, _ = independent(raw)
-    text = ps.landing_brief("decisive")
+    text = ps.readme_brief("decisive")
     assert text.startswith("On fresh seeds, the runs " + ("confirm" if verdict == "confirmed" else "do not confirm"))
-    assert text.endswith(f"({x.mean():+.2f} [{lo:+.2f}, {hi:+.2f}] R@1 points).") and ps.landing_brief("cpu") == ""
+    assert text.endswith(f"({x.mean():+.2f} [{lo:+.2f}, {hi:+.2f}] R@1 points).") and ps.readme_brief("cpu") == ""
     with pytest.raises(ValueError, match="'not confirmed'"):
-        ps.landing_brief("decisive", res={**ps.result(), "verdict": "maybe"})
+        ps.readme_brief("decisive", res={**ps.result(), "verdict": "maybe"})
 
     def missing(root=None):
         raise KeyError("P1c's runs are not all committed")
     monkeypatch.setattr(rs, "test_runs", missing)
-    assert ps.landing_brief("decisive") == ""
+    assert ps.readme_brief("decisive") == ""
 
 
 def test_the_pretrained_page_gives_p1cs_words_under_its_answer_before_its_figure():

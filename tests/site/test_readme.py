@@ -43,7 +43,7 @@ def test_the_follow_ups_paragraph_says_what_the_complete_ones_found_and_which_st
                            for i, q in (("C4L", "C4"), ("C4W", "C4"), ("P1c", "P1"))]
     monkeypatch.setattr(home, "followup_status", lambda root=None: status(()))
     monkeypatch.setattr(home, "followup_brief", lambda tier, root=None: "")
-    monkeypatch.setattr(home.pretrained_seeds, "landing_brief", lambda tier, root=None: "")
+    monkeypatch.setattr(home.pretrained_seeds, "readme_brief", lambda tier, root=None: "")
     said = home.readme_followups()
     assert said.endswith("They are training; the landing page says how far, and their verdicts join the answer once "
                          "all their runs are committed.")
@@ -55,7 +55,7 @@ def test_the_follow_ups_paragraph_says_what_the_complete_ones_found_and_which_st
     monkeypatch.setattr(home, "followup_status", lambda root=None: status(("C4L", "C4W")))
     said = home.readme_followups()
     assert said.endswith("What they found: trained 1.5 times as long, it reads +1.")       # nothing left training
-    monkeypatch.setattr(home.pretrained_seeds, "landing_brief", lambda tier, root=None: "On fresh seeds, -1.")
+    monkeypatch.setattr(home.pretrained_seeds, "readme_brief", lambda tier, root=None: "On fresh seeds, -1.")
     assert home.readme_followups().endswith("it reads +1. On fresh seeds, -1.")              # the third, once complete
     with pytest.raises(ValueError, match="no <!-- followups -->"):
         ra.readme_followups("# a README without the block\n")
