@@ -253,6 +253,19 @@ def section(profile: str, ev, root=None) -> Section:
 PENDING = f"A registered follow-up on fresh seeds ({rs.ID}) will decide it."
 
 
+def _complete(root=None, res: dict | None = None) -> dict | None:
+    """``res``, else :func:`result` read at ``root``; None while P1c's runs are not all committed. ValueError for a
+    verdict that is not one of the registered two."""
+    if res is None:
+        try:
+            res = result(root)
+        except KeyError:
+            return None
+    if res["verdict"] not in rs.P1_READING:
+        raise ValueError(f"verdict {res['verdict']!r} is not valid; expected one of {list(rs.P1_READING)}")
+    return res
+
+
 def fresh_seeds_sentence(tier: str, root=None, res: dict | None = None) -> str:
     """The words after P1's answer, on the landing page and under the pretrained page's answer, where that page shows
     the decisive tier: once P1c's runs are all committed, its result in plain words (the new seeds' interaction with
@@ -261,13 +274,9 @@ def fresh_seeds_sentence(tier: str, root=None, res: dict | None = None) -> str:
     :func:`result`, read where not given."""
     if not applies(tier):
         return ""
+    res = _complete(root, res)
     if res is None:
-        try:
-            res = result(root)
-        except KeyError:
-            return PENDING
-    if res["verdict"] not in rs.P1_READING:
-        raise ValueError(f"verdict {res['verdict']!r} is not valid; expected one of {list(rs.P1_READING)}")
+        return PENDING
     said = (f"On fresh seeds ({seeds_text(res.get('new_seeds', rs.SEEDS))}), a follow-up registered before its runs "
             f"trained ({rs.ID}) reads {res['estimate']:+.2f} [{res['lo']:+.2f}, {res['hi']:+.2f}] R@1 points over "
             f"{res['seeds']} seeds (one-sided p = {res['p_one_sided']:.2g})")
@@ -281,18 +290,12 @@ def fresh_seeds_sentence(tier: str, root=None, res: dict | None = None) -> str:
 def readme_brief(tier: str, root=None, res: dict | None = None) -> str:
     """The README's line on P1c, after the follow-ups that test the answer: once its runs are all committed, whether
     the fresh seeds confirm the regime's hint, with their interval; '' while they train and on another tier."""
-    if not applies(tier):
-        return ""
+    res = _complete(root, res) if applies(tier) else None
     if res is None:
-        try:
-            res = result(root)
-        except KeyError:
-            return ""
+        return ""
     said = {"confirmed": "confirm the fine-tuning regime's hint: SEC gains less when fine-tuning a pretrained "
                          "backbone than from scratch, the opposite of the paper's claim",
             "not confirmed": "do not confirm the fine-tuning regime's hint that SEC gains less when fine-tuning"}
-    if res["verdict"] not in said:
-        raise ValueError(f"verdict {res['verdict']!r} is not valid; expected one of {list(said)}")
     return (f"On fresh seeds, the runs {said[res['verdict']]} ({res['estimate']:+.2f} [{res['lo']:+.2f}, "
             f"{res['hi']:+.2f}] R@1 points).")
 
