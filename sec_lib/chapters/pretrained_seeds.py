@@ -187,8 +187,7 @@ def result_sentence(res: dict, old: dict) -> str:
     one-sided detectable effect, the registered verdict and what it means for P1, then ``old`` (:func:`earlier`)."""
     check_cols(pd.DataFrame([res]), ["estimate", "lo", "hi", "p_one_sided", "seeds", "mde", "verdict", "P1"],
                f"{rs.ID}'s result")
-    if res["verdict"] not in rs.P1_READING:
-        raise ValueError(f"verdict {res['verdict']!r} is not valid; expected one of {list(rs.P1_READING)}")
+    _complete(res=res)
     new = seeds_text(res.get("new_seeds", rs.SEEDS))
     if res["verdict"] == "confirmed":
         means = (f"SEC gains less when fine-tuning a pretrained backbone than from scratch, the opposite of P1's "
