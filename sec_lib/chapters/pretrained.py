@@ -21,7 +21,7 @@ from ..runs import experiments as ex
 from ..runs import finetune as ft
 from ..report import MARGINS, VERDICT_RULES, one_family, paired_diff, summary_table, values_ci
 from ..report.claims import Claim, derived_family, from_row
-from . import check_shown, profile_param
+from . import check_shown, pretrained_seeds, profile_param
 from ..analysis.source import run_source
 from ..analysis.tiers import MISSING, decisive_progress
 from ..runs import decisive
@@ -588,4 +588,5 @@ CLAIMS = [
           measured="R@1 (SEC − none fine-tuned) − (SEC − none from scratch), paired on seed, mean over the 4 main "
                    "losses per seed",
           expected_sign=+1, page="pretrained", family=FAMILY_INTERACTION, estimate=_est_interaction, pooled=True),
+    pretrained_seeds.CLAIM,
 ]

@@ -307,6 +307,8 @@ def claim_estimate(ev) -> dict:
     KeyError (no evidence) on another tier or while its runs are not all committed."""
     ev.frames("pretrained")                     # the tier the page reads, named on the record
     profile = ev.profile_of("pretrained")
+    if profile is None:                         # frames of no named tier: not the decisive tier's
+        raise KeyError(f"{rs.ID} retrains the {TIER} tier's runs; these frames name no tier")
     if not applies(profile):
         raise KeyError(absent_line(profile))
     res = ev.derived("p1c_result", result)

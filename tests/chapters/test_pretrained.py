@@ -226,18 +226,27 @@ def test_the_last_quarter_gain_per_regime_and_paired():
         pt.late_gains(runs, evals.drop(columns="R@1"))
 
 
+def p1_records(ev):
+    """P1's record among the page's (P1c, its follow-up on fresh seeds, is the page's other claim); P1c's reads
+    "not testable offline" on frames that name no tier."""
+    recs = evidence.page_records("pretrained", ev)
+    assert [r.id for r in recs] == ["P1", "P1c"]
+    assert recs[1].verdict == "not testable offline"
+    return [r for r in recs if r.id == "P1"]
+
+
 def test_the_claim_row_comes_from_the_interaction_family():
     runs, steps = regime_frames()
     e = pd.DataFrame()
     ev = evidence.Evidence.from_frames({"pretrained": Frames(runs, steps, e, e, e, e, e)})
-    (rec,) = evidence.page_records("pretrained", ev)
+    (rec,) = p1_records(ev)
     row = pt.interaction_family(runs).set_index("loss").loc[pt.POOLED]
     assert rec.id == "P1" and rec.page == "pretrained" and rec.family == pt.FAMILY_INTERACTION
     assert rec.estimate == pytest.approx(row["estimate"]) and rec.p_adj == pytest.approx(row["p_adj"])
     ms = pt.effect_family(runs).set_index("loss").loc["ms", "verdict"]
     assert rec.verdict == row["verdict"] and rec.m == 5 and f"ms ({ms})" in rec.note and rec.note.startswith("SEC − none fine-tuned is a gain for: ")
     assert "pretrained" in evidence.claim_pages()
-    (none,) = evidence.page_records("pretrained", evidence.Evidence.from_frames({}))
+    (none,) = p1_records(evidence.Evidence.from_frames({}))
     assert none.verdict == "not testable offline"
 
 
@@ -268,12 +277,11 @@ def test_the_landing_page_names_the_page_once_its_claim_has_an_estimate():
     from sec_lib.chapters import home
     runs, steps = regime_frames()
     e = pd.DataFrame()
-    (rec,) = evidence.page_records("pretrained", evidence.Evidence.from_frames(
-        {"pretrained": Frames(runs, steps, e, e, e, e, e)}))
+    (rec,) = p1_records(evidence.Evidence.from_frames({"pretrained": Frames(runs, steps, e, e, e, e, e)}))
     text = home.regime_sentence(rec)
     assert "most direct test of the paper's setting is [the pretrained page](pretrained.html)" in text and rec.evidence in text
     assert f"**{rec.verdict}**{home.inconclusive_words(rec)}." in text       # the reason where an interval misses 0
-    (none,) = evidence.page_records("pretrained", evidence.Evidence.from_frames({}))
+    (none,) = p1_records(evidence.Evidence.from_frames({}))
     assert home.regime_sentence(none) == "" == home.regime_sentence(None)
     assert home.regime_record("cub-smoke") is None                  # a benchmark book: the page is a note there
 
