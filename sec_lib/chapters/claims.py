@@ -101,6 +101,13 @@ def followup_state(f: dict, ids: set, root=None) -> str:
     return f'{done}; its verdict is on the page that owns its question.'
 
 
+def then(question: str, state: str) -> str:
+    """A follow-up's question, then its state: a new sentence after a question mark, else after a semicolon."""
+    if question.rstrip().endswith("?"):
+        return f"{question.rstrip()} {state[:1].upper()}{state[1:]}"
+    return f"{question}; {state}"
+
+
 def scorecard_html(table: pd.DataFrame, qs: pd.DataFrame | None = None, name: str = "claims", root=None) -> str:
     """The scorecard grouped by question: for each group of :data:`GROUPS` (holds, smaller, fails, undecided), its
     questions, each with the row that decides it (the claim's words visible) and the other rows folded beneath it,
@@ -131,9 +138,9 @@ def scorecard_html(table: pd.DataFrame, qs: pd.DataFrame | None = None, name: st
                             f'{rows_word} on this question</summary><table class="sec-table">{inner}</table>'
                             f'</details></td></tr>')
             for f in follow.get(q["key"], []):
+                said = then(_html.escape(f["readme"]), followup_state(f, set(rows), root))
                 body.append(f'<tr><td></td><td colspan="{len(cols) - 1}"><small>Registered follow-up <b>{f["id"]}</b> '
-                            f'({_html.escape(f["folder"])}): {_html.escape(f["readme"])}; '
-                            f'{followup_state(f, set(rows), root)}</small></td></tr>')
+                            f'({_html.escape(f["folder"])}): {said}</small></td></tr>')
         out.append(f'<h3 class="scorecard-group">{_html.escape(group[0].upper() + group[1:])} ({_group_count(sub)})'
                    '</h3>'
                    f'<table class="sec-table claims-scorecard"><thead><tr>{head}</tr></thead>'

@@ -66,6 +66,9 @@ def test_the_scorecard_line_counts_then_points_to_the_verdict(tmp_path, monkeypa
     assert claims.followup_state(k[2], {"P1c"}) == ('all 160 runs committed; its verdict is its own row, '
                                                     '<a href="#claim-P1c">P1c</a>.')
     assert claims.followup_state(k[2], set()) == "all 160 runs committed; its verdict is on the page that owns its question."
+    # after the follow-up's question, its state starts a sentence; after a statement, it follows a semicolon
+    assert claims.then("does SEC gain less?", "all 160 runs committed.") == "does SEC gain less? All 160 runs committed."
+    assert claims.then("the same runs, longer", "42 of 60 runs committed.") == "the same runs, longer; 42 of 60 runs committed."
     # C4L complete: its primary's Δ and registered verdict, from its own runs (hand-made, known to read "stable")
     from test_convergence_length import CASES, _expected, _repo
     root = _repo(tmp_path, *CASES["stable"])
