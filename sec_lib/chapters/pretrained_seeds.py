@@ -187,7 +187,7 @@ def result_sentence(res: dict, old: dict) -> str:
     one-sided detectable effect, the registered verdict and what it means for P1, then ``old`` (:func:`earlier`)."""
     check_cols(pd.DataFrame([res]), ["estimate", "lo", "hi", "p_one_sided", "seeds", "mde", "verdict", "P1"],
                f"{rs.ID}'s result")
-    _complete(res=res)
+    _checked(res)
     new = seeds_text(res.get("new_seeds", rs.SEEDS))
     if res["verdict"] == "confirmed":
         means = (f"SEC gains less when fine-tuning a pretrained backbone than from scratch, the opposite of P1's "
@@ -252,17 +252,22 @@ def section(profile: str, ev, root=None) -> Section:
 PENDING = f"A registered follow-up on fresh seeds ({rs.ID}) will decide it."
 
 
+def _checked(res: dict) -> dict:
+    """``res`` (:func:`result`), once its verdict is one of the registered two; ValueError otherwise."""
+    if res["verdict"] not in rs.P1_READING:
+        raise ValueError(f"verdict {res['verdict']!r} is not valid; expected one of {list(rs.P1_READING)}")
+    return res
+
+
 def _complete(root=None, res: dict | None = None) -> dict | None:
-    """``res``, else :func:`result` read at ``root``; None while P1c's runs are not all committed. ValueError for a
-    verdict that is not one of the registered two."""
+    """``res``, else :func:`result` read at ``root``, checked (:func:`_checked`); None while P1c's runs are not all
+    committed."""
     if res is None:
         try:
             res = result(root)
         except KeyError:
             return None
-    if res["verdict"] not in rs.P1_READING:
-        raise ValueError(f"verdict {res['verdict']!r} is not valid; expected one of {list(rs.P1_READING)}")
-    return res
+    return _checked(res)
 
 
 def fresh_seeds_sentence(tier: str, root=None, res: dict | None = None) -> str:
